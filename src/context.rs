@@ -1,0 +1,587 @@
+//! Adapter and device selection: [`Context`], [`ContextOptions`], [`AdapterProfile`].
+//!
+//! The context owns the wgpu instance, adapter, device and queue, the
+//! pipeline cache, and the adapter's profile (what the dispatcher reads to
+//! choose kernels). It encodes and submits work; it never decides *which*
+//! kernel runs (that is `tune`'s job).
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::kernels::PipelineCache;
+
+/// Features wgtile asks for whenever the adapter has them.
+const WANTED_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
+    .union(wgpu::Features::SUBGROUP)
+    .union(wgpu::Features::TIMESTAMP_QUERY)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
+    .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
+
+/// How to pick the adapter and which optional features to enable.
+///
+/// Every field left at its default can also be set from the environment:
+/// `WGTILE_BACKEND` (e.g. `vulkan`, `metal`, `dx12`, `gl`, `webgpu`; falls back to
+/// wgpu's own `WGPU_BACKEND`), `WGTILE_ADAPTER` (a case-insensitive substring of
+/// the adapter name) and `WGTILE_COOPERATIVE_MATRIX=1`.
+#[derive(Clone, Debug)]
+pub struct ContextOptions {
+    /// Backends to consider; `None` reads `WGTILE_BACKEND`, then `WGPU_BACKEND`, then all.
+    pub backends: Option<wgpu::Backends>,
+    /// Case-insensitive substring the adapter name must contain; `None` reads `WGTILE_ADAPTER`.
+    pub adapter: Option<String>,
+    /// Which adapter to prefer when several match.
+    pub power_preference: wgpu::PowerPreference,
+    /// Enable `EXPERIMENTAL_COOPERATIVE_MATRIX` (tensor cores from WGSL) where the
+    /// adapter has it. Experimental in wgpu, so opt-in; `None` reads
+    /// `WGTILE_COOPERATIVE_MATRIX` (`1`/`true` enables).
+    pub cooperative_matrix: Option<bool>,
+    /// Features to leave off even when the adapter has them, to reproduce a weaker
+    /// adapter (a browser without `shader-f16`, say) on a stronger one.
+    pub disabled_features: wgpu::Features,
+    /// Limits to request instead of the adapter's own (all of them by default).
+    /// Asking for more than the adapter has fails with [`Error::RequestDevice`].
+    pub limits: Option<wgpu::Limits>,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        Self {
+            backends: None,
+            adapter: None,
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            cooperative_matrix: None,
+            disabled_features: wgpu::Features::empty(),
+            limits: None,
+        }
+    }
+}
+
+impl ContextOptions {
+    fn resolved_backends(&self) -> wgpu::Backends {
+        if let Some(b) = self.backends {
+            return b;
+        }
+        match std::env::var("WGTILE_BACKEND") {
+            Ok(s) if !s.trim().is_empty() => wgpu::Backends::from_comma_list(&s),
+            _ => wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+        }
+    }
+
+    fn resolved_adapter(&self) -> Option<String> {
+        self.adapter
+            .clone()
+            .or_else(|| std::env::var("WGTILE_ADAPTER").ok())
+            .filter(|s| !s.trim().is_empty())
+    }
+
+    fn resolved_cooperative_matrix(&self) -> bool {
+        self.cooperative_matrix.unwrap_or_else(|| {
+            std::env::var("WGTILE_COOPERATIVE_MATRIX")
+                .map(|v| matches!(v.trim(), "1" | "true" | "on" | "yes"))
+                .unwrap_or(false)
+        })
+    }
+}
+
+/// One cooperative-matrix (tensor core) shape the adapter supports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoopMatrixConfig {
+    /// Rows of A and C.
+    pub m: u32,
+    /// Columns of B and C.
+    pub n: u32,
+    /// Columns of A, rows of B.
+    pub k: u32,
+    /// Input element type (e.g. `f16`).
+    pub ab_type: &'static str,
+    /// Accumulator and result element type.
+    pub cr_type: &'static str,
+}
+
+/// What wgtile knows about the adapter: identity, features and the limits the
+/// dispatcher filters kernels by. `Display` prints it as a readable block.
+#[derive(Clone, Debug)]
+pub struct AdapterProfile {
+    /// Adapter name as the driver reports it.
+    pub name: String,
+    /// Backend (Vulkan, Metal, Dx12, Gl, BrowserWebGpu).
+    pub backend: wgpu::Backend,
+    /// Discrete, integrated, virtual, CPU or other.
+    pub device_type: wgpu::DeviceType,
+    /// PCI vendor id (0x10de NVIDIA, 0x1002 AMD, 0x8086 Intel, 0x10005 Mesa...).
+    pub vendor: u32,
+    /// PCI device id.
+    pub device: u32,
+    /// Driver name.
+    pub driver: String,
+    /// Driver version / details.
+    pub driver_info: String,
+    /// Smallest subgroup size the adapter may use (0 when unknown).
+    pub subgroup_min_size: u32,
+    /// Largest subgroup size the adapter may use (0 when unknown).
+    pub subgroup_max_size: u32,
+    /// `shader-f16` enabled on the device.
+    pub shader_f16: bool,
+    /// Subgroup operations enabled on the device.
+    pub subgroups: bool,
+    /// Timestamp queries enabled (GPU timing of passes).
+    pub timestamps: bool,
+    /// Cooperative-matrix operations enabled (opt-in, experimental).
+    pub cooperative_matrix: bool,
+    /// Cooperative-matrix shapes the adapter reports (empty when disabled or absent).
+    pub coop_configs: Vec<CoopMatrixConfig>,
+    /// `max_compute_workgroup_storage_size` in bytes.
+    pub max_workgroup_storage: u32,
+    /// `max_compute_invocations_per_workgroup`.
+    pub max_invocations: u32,
+    /// `max_compute_workgroup_size_x`.
+    pub max_workgroup_size_x: u32,
+    /// `max_compute_workgroup_size_y`.
+    pub max_workgroup_size_y: u32,
+    /// `max_compute_workgroups_per_dimension`.
+    pub max_workgroups_per_dim: u32,
+    /// `max_storage_buffer_binding_size` in bytes.
+    pub max_storage_binding: u64,
+    /// `max_buffer_size` in bytes.
+    pub max_buffer_size: u64,
+    /// `max_storage_buffers_per_shader_stage`.
+    pub max_storage_buffers_per_stage: u32,
+    /// Estimated parallel compute units (SMs / CUs / cores), used for wave
+    /// quantisation; see [`crate::tune::estimate_compute_units`].
+    pub compute_units: u32,
+}
+
+impl AdapterProfile {
+    fn new(adapter: &wgpu::Adapter, device: &wgpu::Device) -> Self {
+        let info = adapter.get_info();
+        let features = device.features();
+        let limits = device.limits();
+        let cooperative_matrix = features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        let coop_configs = if cooperative_matrix {
+            adapter
+                .cooperative_matrix_properties()
+                .into_iter()
+                .map(|p| CoopMatrixConfig {
+                    m: p.m_size,
+                    n: p.n_size,
+                    k: p.k_size,
+                    ab_type: scalar_name(p.ab_type),
+                    cr_type: scalar_name(p.cr_type),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let compute_units = crate::tune::estimate_compute_units(&info);
+        Self {
+            name: info.name,
+            backend: info.backend,
+            device_type: info.device_type,
+            vendor: info.vendor,
+            device: info.device,
+            driver: info.driver,
+            driver_info: info.driver_info,
+            subgroup_min_size: info.subgroup_min_size,
+            subgroup_max_size: info.subgroup_max_size,
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            cooperative_matrix,
+            coop_configs,
+            max_workgroup_storage: limits.max_compute_workgroup_storage_size,
+            max_invocations: limits.max_compute_invocations_per_workgroup,
+            max_workgroup_size_x: limits.max_compute_workgroup_size_x,
+            max_workgroup_size_y: limits.max_compute_workgroup_size_y,
+            max_workgroups_per_dim: limits.max_compute_workgroups_per_dimension,
+            max_storage_binding: limits.max_storage_buffer_binding_size,
+            max_buffer_size: limits.max_buffer_size,
+            max_storage_buffers_per_stage: limits.max_storage_buffers_per_shader_stage,
+            compute_units,
+        }
+    }
+
+    /// The vendor's name for the PCI vendor id, or `"unknown"`.
+    pub fn vendor_name(&self) -> &'static str {
+        match self.vendor {
+            0x10de => "NVIDIA",
+            0x1002 | 0x1022 => "AMD",
+            0x8086 => "Intel",
+            0x106b => "Apple",
+            0x13b5 => "ARM",
+            0x5143 => "Qualcomm",
+            0x10005 => "Mesa",
+            0x1ae0 => "Google",
+            _ => "unknown",
+        }
+    }
+
+    /// True for software adapters (lavapipe, SwiftShader, WARP).
+    pub fn is_cpu(&self) -> bool {
+        self.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// The largest storage buffer a tensor may occupy: the smaller of
+    /// `max_storage_buffer_binding_size` and `max_buffer_size`.
+    pub fn max_tensor_bytes(&self) -> (u64, &'static str) {
+        if self.max_storage_binding <= self.max_buffer_size {
+            (self.max_storage_binding, "max_storage_buffer_binding_size")
+        } else {
+            (self.max_buffer_size, "max_buffer_size")
+        }
+    }
+}
+
+fn scalar_name(t: wgpu::CooperativeScalarType) -> &'static str {
+    match t {
+        wgpu::CooperativeScalarType::F16 => "f16",
+        wgpu::CooperativeScalarType::F32 => "f32",
+        _ => "other",
+    }
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{} MiB", bytes / (1 << 20))
+}
+
+impl fmt::Display for AdapterProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "adapter        {}", self.name)?;
+        writeln!(
+            f,
+            "backend        {:?} ({:?}), vendor {} (0x{:04x}), device 0x{:04x}",
+            self.backend,
+            self.device_type,
+            self.vendor_name(),
+            self.vendor,
+            self.device
+        )?;
+        writeln!(f, "driver         {} {}", self.driver, self.driver_info)?;
+        writeln!(
+            f,
+            "subgroups      {} (size {}..{})",
+            yes(self.subgroups),
+            self.subgroup_min_size,
+            self.subgroup_max_size
+        )?;
+        writeln!(
+            f,
+            "features       shader-f16 {}, timestamps {}, cooperative-matrix {}",
+            yes(self.shader_f16),
+            yes(self.timestamps),
+            yes(self.cooperative_matrix)
+        )?;
+        if !self.coop_configs.is_empty() {
+            let shapes: Vec<String> = self
+                .coop_configs
+                .iter()
+                .map(|c| format!("{}x{}x{} {}->{}", c.m, c.n, c.k, c.ab_type, c.cr_type))
+                .collect();
+            writeln!(f, "coop-matrix    {}", shapes.join(", "))?;
+        }
+        writeln!(
+            f,
+            "workgroups     {} KiB storage, {} invocations (x<={}, y<={}), {} per dimension",
+            self.max_workgroup_storage / 1024,
+            self.max_invocations,
+            self.max_workgroup_size_x,
+            self.max_workgroup_size_y,
+            self.max_workgroups_per_dim
+        )?;
+        writeln!(
+            f,
+            "buffers        {} per storage binding, {} per buffer, {} storage buffers per stage",
+            mib(self.max_storage_binding),
+            mib(self.max_buffer_size),
+            self.max_storage_buffers_per_stage
+        )?;
+        write!(f, "compute units  {} (estimated)", self.compute_units)
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) adapter: wgpu::Adapter,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) profile: AdapterProfile,
+    pub(crate) pipelines: PipelineCache,
+}
+
+/// A GPU device ready for wgtile's kernels. Cheap to clone (an `Arc` inside),
+/// `Send + Sync`, usable from several threads.
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("adapter", &self.inner.profile.name)
+            .field("backend", &self.inner.profile.backend)
+            .finish()
+    }
+}
+
+fn type_rank(t: wgpu::DeviceType, pref: wgpu::PowerPreference) -> u8 {
+    use wgpu::DeviceType::*;
+    match (pref, t) {
+        (wgpu::PowerPreference::LowPower, IntegratedGpu) => 0,
+        (wgpu::PowerPreference::LowPower, DiscreteGpu) => 1,
+        (_, DiscreteGpu) => 0,
+        (_, IntegratedGpu) => 1,
+        (_, VirtualGpu) => 2,
+        (_, Cpu) => 3,
+        (_, Other) => 4,
+    }
+}
+
+fn backend_rank(b: wgpu::Backend) -> u8 {
+    // Native compute backends before GL, which lacks compute features and
+    // (on lavapipe) took seconds for a first dispatch.
+    match b {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+        wgpu::Backend::BrowserWebGpu => 1,
+        _ => 2,
+    }
+}
+
+impl Context {
+    /// Picks an adapter and creates a device (see [`ContextOptions`] for how).
+    pub async fn new(options: ContextOptions) -> Result<Self> {
+        let backends = options.resolved_backends();
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        desc.backends = backends;
+        let instance = wgpu::Instance::new(desc);
+        let adapter = Self::pick_adapter(&instance, &options, backends).await?;
+        let info = adapter.get_info();
+
+        let mut features = adapter.features() & WANTED_FEATURES;
+        let coop = options.resolved_cooperative_matrix()
+            && adapter
+                .features()
+                .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+        if coop {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
+        features = features.difference(options.disabled_features);
+        let limits = options.limits.clone().unwrap_or_else(|| adapter.limits());
+        let experimental_features = if coop {
+            // SAFETY: the caller opted in; wgtile uses cooperative matrices only
+            // in kernels validated by naga and only with configurations the
+            // adapter reports.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("wgtile"),
+                required_features: features,
+                required_limits: limits,
+                experimental_features,
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| {
+                Error::RequestDevice(format!("{} ({:?}): {e}", info.name, info.backend))
+            })?;
+
+        // Errors outside an error scope must not abort the process (wgpu's
+        // default handler panics): log them; every wgtile call scopes its own work.
+        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
+            log::error!("uncaptured wgpu error: {e}");
+        }));
+        device.set_device_lost_callback(|reason, msg| {
+            log::warn!("wgpu device lost ({reason:?}): {msg}");
+        });
+
+        let profile = AdapterProfile::new(&adapter, &device);
+        log::info!(
+            "wgtile context on {} ({:?}, {:?})",
+            profile.name,
+            profile.backend,
+            profile.device_type
+        );
+        Ok(Self {
+            inner: Arc::new(Inner {
+                adapter,
+                device,
+                queue,
+                profile,
+                pipelines: PipelineCache::default(),
+            }),
+        })
+    }
+
+    /// Blocking form of [`Context::new`] (native only).
+    pub fn new_blocking(options: ContextOptions) -> Result<Self> {
+        pollster::block_on(Self::new(options))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    async fn pick_adapter(
+        instance: &wgpu::Instance,
+        options: &ContextOptions,
+        backends: wgpu::Backends,
+    ) -> Result<wgpu::Adapter> {
+        let wanted = options.resolved_adapter().map(|s| s.to_lowercase());
+        let mut adapters = instance.enumerate_adapters(backends).await;
+        let seen: Vec<String> = adapters
+            .iter()
+            .map(|a| {
+                let i = a.get_info();
+                format!("{} ({:?})", i.name, i.backend)
+            })
+            .collect();
+        if let Some(w) = &wanted {
+            adapters.retain(|a| a.get_info().name.to_lowercase().contains(w));
+        }
+        adapters.sort_by_key(|a| {
+            let i = a.get_info();
+            (
+                type_rank(i.device_type, options.power_preference),
+                backend_rank(i.backend),
+            )
+        });
+        adapters.into_iter().next().ok_or_else(|| {
+            Error::NoAdapter(format!(
+                "backends {backends:?}, name filter {:?}; adapters seen: [{}]",
+                wanted,
+                seen.join(", ")
+            ))
+        })
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    async fn pick_adapter(
+        instance: &wgpu::Instance,
+        options: &ContextOptions,
+        backends: wgpu::Backends,
+    ) -> Result<wgpu::Adapter> {
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: options.power_preference,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+            })
+            .await
+            .map_err(|e| Error::NoAdapter(format!("backends {backends:?}: {e}")))?;
+        if let Some(w) = options.resolved_adapter() {
+            let name = adapter.get_info().name;
+            if !name.to_lowercase().contains(&w.to_lowercase()) {
+                return Err(Error::NoAdapter(format!(
+                    "name filter {w:?} does not match {name:?}"
+                )));
+            }
+        }
+        Ok(adapter)
+    }
+
+    /// What the adapter is and offers.
+    pub fn profile(&self) -> &AdapterProfile {
+        &self.inner.profile
+    }
+
+    /// The wgpu device (for interop; wgtile's own work goes through its ops).
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+
+    /// The wgpu queue.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
+    }
+
+    /// The wgpu adapter.
+    pub fn adapter(&self) -> &wgpu::Adapter {
+        &self.inner.adapter
+    }
+
+    /// Fails with [`Error::UnsupportedFeature`] unless the device has `shader-f16`.
+    pub(crate) fn require_f16(&self, what: &str) -> Result<()> {
+        if self.inner.profile.shader_f16 {
+            Ok(())
+        } else {
+            Err(Error::UnsupportedFeature {
+                feature: "shader-f16",
+                what: what.to_string(),
+            })
+        }
+    }
+
+    /// Blocks until all submitted work is done.
+    pub(crate) fn wait(&self) -> Result<()> {
+        self.inner
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::DeviceLost(e.to_string()))
+    }
+
+    /// Encodes with `f` and submits, turning validation and out-of-memory
+    /// errors into `Err` instead of wgpu's uncaptured-error path.
+    pub(crate) fn submit(
+        &self,
+        during: &str,
+        f: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) -> Result<wgpu::SubmissionIndex> {
+        let device = &self.inner.device;
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some(during),
+        });
+        f(&mut encoder);
+        let index = self.inner.queue.submit([encoder.finish()]);
+        let validation = pollster::block_on(validation.pop());
+        let oom = pollster::block_on(oom.pop());
+        match validation.or(oom) {
+            Some(e) => Err(Error::gpu(during, e)),
+            None => Ok(index),
+        }
+    }
+
+    /// Compiles a WGSL module and its compute pipeline on this device without
+    /// running it, returning [`Error::Shader`] with the compiler's message when
+    /// it fails. Useful to check user kernels (and wgtile's own) on an adapter.
+    pub fn compile_wgsl(&self, label: &str, source: &str, entry_point: &str) -> Result<()> {
+        crate::kernels::compile(&self.inner.device, label, source, entry_point, &[]).map(|_| ())
+    }
+}
+
+impl Context {
+    /// Copies the first `bytes` bytes of `buffer` (which needs `COPY_SRC`) to the host.
+    pub(crate) async fn read_bytes(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        let copy = bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let staging = self.create_buffer(
+            "wgtile readback",
+            copy,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )?;
+        self.submit("read back", |enc| {
+            enc.copy_buffer_to_buffer(buffer, 0, &staging, 0, Some(copy));
+        })?;
+        let (tx, rx) = futures::channel::oneshot::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.wait()?;
+        rx.await
+            .map_err(|_| Error::BufferMapping("the map callback was dropped".into()))?
+            .map_err(|e| Error::BufferMapping(e.to_string()))?;
+        let view = staging
+            .get_mapped_range(..)
+            .map_err(|e| Error::BufferMapping(e.to_string()))?;
+        let out = view[..bytes as usize].to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+}

@@ -1,0 +1,286 @@
+//! The shader registry: every `shaders/*.wgsl` embedded with `include_str!`,
+//! specialised, compiled once per device and cached.
+//!
+//! Specialisation comes in two forms, each used where it can express the
+//! parameter:
+//! - **WGSL `override` constants** (workgroup sizes, loop bounds): passed as
+//!   pipeline constants, no text changes.
+//! - **Text specialisation**, only for what WGSL cannot parameterise at pipeline
+//!   creation: the element type (`alias Elem = f32;` becomes `f16` with
+//!   `enable f16;`) and `const` values that size function-scope arrays
+//!   (register tiles: `const TM: u32 = 4u;`). Each shader is valid WGSL as
+//!   written (its defaults), so tools can read the files directly.
+//!
+//! This module never decides which kernel runs; `tune` does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// Every kernel family wgtile ships, one WGSL file each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kernel {
+    /// Fills a buffer with a 32-bit pattern (zeros, NaN poison, constants).
+    Fill,
+    /// Matmul, one invocation per output element: the on-GPU reference.
+    MatmulNaive,
+    /// Matmul with workgroup-memory tiles of A and B and a register tile of C per invocation.
+    MatmulTiled,
+}
+
+impl Kernel {
+    /// All kernels, for validation sweeps.
+    pub const ALL: [Kernel; 3] = [Kernel::Fill, Kernel::MatmulNaive, Kernel::MatmulTiled];
+
+    /// The WGSL source as written in `shaders/`.
+    pub const fn source(self) -> &'static str {
+        match self {
+            Kernel::Fill => include_str!("../shaders/fill.wgsl"),
+            Kernel::MatmulNaive => include_str!("../shaders/matmul_naive.wgsl"),
+            Kernel::MatmulTiled => include_str!("../shaders/matmul_tiled.wgsl"),
+        }
+    }
+
+    /// File name under `shaders/`, also the pipeline label.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kernel::Fill => "fill",
+            Kernel::MatmulNaive => "matmul_naive",
+            Kernel::MatmulTiled => "matmul_tiled",
+        }
+    }
+
+    /// Entry point name.
+    pub const fn entry_point(self) -> &'static str {
+        "main"
+    }
+
+    /// Whether the source declares `alias Elem = f32;` and so accepts a dtype.
+    pub fn is_dtype_generic(self) -> bool {
+        self.source().lines().any(|l| l.trim() == ELEM_ALIAS)
+    }
+}
+
+const ELEM_ALIAS: &str = "alias Elem = f32;";
+
+/// One specialisation of a kernel: what the pipeline cache is keyed by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Spec {
+    /// The kernel family.
+    pub kernel: Kernel,
+    /// Element type substituted for `Elem` (F32 for kernels that are not dtype-generic).
+    pub dtype: DType,
+    /// `const NAME: u32` values rewritten in the text (register-tile sizes).
+    pub consts: Vec<(&'static str, u32)>,
+    /// WGSL `override` values passed as pipeline constants.
+    pub overrides: Vec<(&'static str, u32)>,
+}
+
+impl Spec {
+    /// The kernel at its defaults, f32.
+    pub fn new(kernel: Kernel) -> Self {
+        Self {
+            kernel,
+            dtype: DType::F32,
+            consts: Vec::new(),
+            overrides: Vec::new(),
+        }
+    }
+
+    /// Sets the element type.
+    pub fn dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+
+    /// Rewrites `const name: u32 = ...;` to `value`.
+    pub fn constant(mut self, name: &'static str, value: u32) -> Self {
+        self.consts.push((name, value));
+        self
+    }
+
+    /// Sets the `override name: u32` to `value`.
+    pub fn override_(mut self, name: &'static str, value: u32) -> Self {
+        self.overrides.push((name, value));
+        self
+    }
+
+    /// The specialised WGSL text (dtype and consts applied; overrides are not
+    /// textual and stay for pipeline creation).
+    pub fn wgsl(&self) -> Result<String> {
+        let src = self.kernel.source();
+        let fail = |message: String| Error::Shader {
+            kernel: self.kernel.name().to_string(),
+            message,
+        };
+        let mut out = String::with_capacity(src.len() + 64);
+        if self.dtype == DType::F16 {
+            if !self.kernel.is_dtype_generic() {
+                return Err(fail(
+                    "kernel has no `alias Elem` and cannot take f16".into(),
+                ));
+            }
+            out.push_str("enable f16;\n");
+        }
+        let mut applied = vec![false; self.consts.len()];
+        for line in src.lines() {
+            let trimmed = line.trim();
+            if trimmed == ELEM_ALIAS {
+                out.push_str(&format!("alias Elem = {};\n", self.dtype.wgsl()));
+                continue;
+            }
+            let replaced = self.consts.iter().enumerate().find(|(_, (name, _))| {
+                trimmed
+                    .strip_prefix("const ")
+                    .and_then(|rest| rest.strip_prefix(name))
+                    .is_some_and(|rest| rest.trim_start().starts_with(": u32 ="))
+            });
+            match replaced {
+                Some((i, (name, value))) => {
+                    applied[i] = true;
+                    out.push_str(&format!("const {name}: u32 = {value}u;\n"));
+                }
+                None => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        if let Some(i) = applied.iter().position(|a| !a) {
+            return Err(fail(format!(
+                "no `const {}: u32 = ...;` line to specialise",
+                self.consts[i].0
+            )));
+        }
+        Ok(out)
+    }
+
+    /// Override constants in the form wgpu takes.
+    pub fn pipeline_constants(&self) -> Vec<(&'static str, f64)> {
+        self.overrides
+            .iter()
+            .map(|&(k, v)| (k, f64::from(v)))
+            .collect()
+    }
+
+    fn label(&self) -> String {
+        let mut s = format!("{}<{}>", self.kernel.name(), self.dtype);
+        for (k, v) in self.consts.iter().chain(&self.overrides) {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        s
+    }
+}
+
+/// Compiled pipelines of one device, keyed by specialisation.
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    map: Mutex<HashMap<Spec, Arc<wgpu::ComputePipeline>>>,
+}
+
+impl PipelineCache {
+    /// The pipeline for `spec`, compiled on first use.
+    pub(crate) fn get(
+        &self,
+        device: &wgpu::Device,
+        spec: &Spec,
+    ) -> Result<Arc<wgpu::ComputePipeline>> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = map.get(spec) {
+            return Ok(p.clone());
+        }
+        let source = spec.wgsl()?;
+        let pipeline = Arc::new(compile(
+            device,
+            &spec.label(),
+            &source,
+            spec.kernel.entry_point(),
+            &spec.pipeline_constants(),
+        )?);
+        log::debug!("compiled pipeline {}", spec.label());
+        map.insert(spec.clone(), pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+/// Creates a shader module and compute pipeline inside an error scope, so a
+/// failure comes back as [`Error::Shader`].
+pub(crate) fn compile(
+    device: &wgpu::Device,
+    label: &str,
+    source: &str,
+    entry_point: &str,
+    constants: &[(&str, f64)],
+) -> Result<wgpu::ComputePipeline> {
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(label),
+        source: wgpu::ShaderSource::Wgsl(source.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: None,
+        module: &module,
+        entry_point: Some(entry_point),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants,
+            // Every kernel writes its workgroup tiles before reading them.
+            zero_initialize_workgroup_memory: false,
+        },
+        cache: None,
+    });
+    match pollster::block_on(scope.pop()) {
+        Some(e) => Err(Error::Shader {
+            kernel: label.to_string(),
+            message: e.to_string(),
+        }),
+        None => Ok(pipeline),
+    }
+}
+
+/// One compute dispatch, ready to encode.
+#[derive(Clone, Debug)]
+pub(crate) struct Dispatch {
+    pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
+    pub(crate) bind_group: wgpu::BindGroup,
+    pub(crate) workgroups: [u32; 3],
+}
+
+impl Dispatch {
+    /// Binds `buffers` in order at group 0, bindings 0.. (auto layout).
+    pub(crate) fn new(
+        device: &wgpu::Device,
+        pipeline: Arc<wgpu::ComputePipeline>,
+        buffers: &[&wgpu::Buffer],
+        workgroups: [u32; 3],
+    ) -> Self {
+        let layout = pipeline.get_bind_group_layout(0);
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &layout,
+            entries: &entries,
+        });
+        Self {
+            pipeline,
+            bind_group,
+            workgroups,
+        }
+    }
+
+    pub(crate) fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        let [x, y, z] = self.workgroups;
+        pass.dispatch_workgroups(x, y, z);
+    }
+}

@@ -1,0 +1,51 @@
+//! # wgtile
+//!
+//! Fast, portable GPU compute on WebGPU (wgpu + WGSL): the techniques of a GPU
+//! performance lecture (tiling, fusion, recomputation, low precision,
+//! coalescing, padding against wave quantisation) packaged as a library that
+//! runs on Vulkan, Metal, DX12 and in the browser.
+//!
+//! ```no_run
+//! # fn main() -> wgtile::Result<()> {
+//! let ctx = wgtile::Context::new_blocking(Default::default())?;
+//! println!("{}", ctx.profile());
+//! let a = ctx.rand_uniform([256, 128], -1.0, 1.0, wgtile::DType::F32, 1)?;
+//! let b = ctx.rand_uniform([128, 64], -1.0, 1.0, wgtile::DType::F32, 2)?;
+//! let c = ctx.matmul(&a, &b)?;                  // the dispatcher picks the kernel
+//! let host: Vec<f32> = c.to_vec_blocking()?;
+//! assert_eq!(host.len(), 256 * 64);
+//! # Ok(()) }
+//! ```
+//!
+//! Data flows one way: user → `ops` (checks, output allocation) → [`tune`]
+//! (which kernel, which tiles) → [`kernels`] (specialised, cached pipelines) →
+//! [`Context`] (encode, submit) → [`Tensor`].
+//!
+//! The library logs through `log`; it never installs a logger.
+
+#![warn(missing_docs)]
+
+mod context;
+mod dtype;
+mod error;
+pub mod kernels;
+pub mod ops;
+mod plan;
+mod tensor;
+pub mod timing;
+pub mod tune;
+
+pub use context::{AdapterProfile, Context, ContextOptions, CoopMatrixConfig};
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use ops::matmul::MatmulShape;
+pub use plan::Plan;
+pub use tensor::{MAX_RANK, Tensor, uniform_values};
+pub use timing::{TimeSource, Timing, TimingOptions};
+pub use tune::{MatmulChoice, MatmulKernel, TileConfig};
+
+/// Re-exported `half::f16`, the host type of [`DType::F16`].
+pub use half::f16;
+/// Re-exported so callers can name wgpu types (backends, features, limits)
+/// without a separate, possibly mismatched, dependency.
+pub use wgpu;

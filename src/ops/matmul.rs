@@ -1,0 +1,315 @@
+//! Matrix multiplication: `[.., M, K] x [.., K, N] -> [.., M, N]` with NumPy
+//! `matmul` semantics (batch dimensions broadcast, 1-D operands promoted and the
+//! added dimension dropped), f32 or f16 (f16 accumulates in f32).
+
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::Dispatch;
+use crate::plan::Plan;
+use crate::tensor::{MAX_RANK, Tensor};
+use crate::tune::{self, MatmulChoice, MatmulKernel};
+
+/// Batch dimensions the kernels index directly (a rank-4 operand has two).
+const MAX_BATCH_DIMS: usize = MAX_RANK - 2;
+
+/// A checked matmul problem: sizes, batch broadcasting strides, output shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatmulShape {
+    /// Rows of each output matrix.
+    pub m: usize,
+    /// Columns of each output matrix.
+    pub n: usize,
+    /// The contracted dimension.
+    pub k: usize,
+    /// Output batch dimensions, padded on the left to two (`[outer, inner]`).
+    pub batch: [usize; MAX_BATCH_DIMS],
+    /// Element strides of A per batch dimension (0 where A broadcasts).
+    pub a_strides: [usize; MAX_BATCH_DIMS],
+    /// Element strides of B per batch dimension (0 where B broadcasts).
+    pub b_strides: [usize; MAX_BATCH_DIMS],
+    /// The result's shape.
+    pub out_shape: Vec<usize>,
+}
+
+impl MatmulShape {
+    /// Checks two shapes as NumPy's `matmul` does.
+    pub fn new(a: &[usize], b: &[usize]) -> Result<Self> {
+        if a.is_empty() || b.is_empty() {
+            return Err(Error::shape(
+                "matmul",
+                a,
+                b,
+                "matmul needs operands of rank >= 1, not scalars",
+            ));
+        }
+        // 1-D operands: [K] acts as [1, K] on the left and [K, 1] on the right.
+        let a2: Vec<usize> = if a.len() == 1 {
+            vec![1, a[0]]
+        } else {
+            a.to_vec()
+        };
+        let b2: Vec<usize> = if b.len() == 1 {
+            vec![b[0], 1]
+        } else {
+            b.to_vec()
+        };
+        let (m, ka) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+        let (kb, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+        if ka != kb {
+            return Err(Error::shape(
+                "matmul",
+                a,
+                b,
+                format!("contracted dimensions differ: A has K = {ka}, B has K = {kb}"),
+            ));
+        }
+        let a_batch = &a2[..a2.len() - 2];
+        let b_batch = &b2[..b2.len() - 2];
+        if a_batch.len() > MAX_BATCH_DIMS || b_batch.len() > MAX_BATCH_DIMS {
+            return Err(Error::InvalidArgument(format!(
+                "matmul supports at most {MAX_BATCH_DIMS} batch dimensions: {a:?} x {b:?}"
+            )));
+        }
+        let pad = |dims: &[usize]| {
+            let mut p = [1usize; MAX_BATCH_DIMS];
+            p[MAX_BATCH_DIMS - dims.len()..].copy_from_slice(dims);
+            p
+        };
+        let (ap, bp) = (pad(a_batch), pad(b_batch));
+        let mut batch = [1usize; MAX_BATCH_DIMS];
+        for i in 0..MAX_BATCH_DIMS {
+            batch[i] = match (ap[i], bp[i]) {
+                (x, y) if x == y => x,
+                (1, y) => y,
+                (x, 1) => x,
+                (x, y) => {
+                    return Err(Error::shape(
+                        "matmul",
+                        a,
+                        b,
+                        format!("batch dimensions {x} and {y} do not broadcast"),
+                    ));
+                }
+            };
+        }
+        let strides = |p: [usize; MAX_BATCH_DIMS], matrix: usize| {
+            let inner = if p[1] == 1 { 0 } else { matrix };
+            let outer = if p[0] == 1 { 0 } else { matrix * p[1] };
+            [outer, inner]
+        };
+        let out_batch_rank = a_batch.len().max(b_batch.len());
+        let mut out_shape: Vec<usize> = batch[MAX_BATCH_DIMS - out_batch_rank..].to_vec();
+        if a.len() > 1 {
+            out_shape.push(m);
+        }
+        if b.len() > 1 {
+            out_shape.push(n);
+        }
+        Ok(Self {
+            m,
+            n,
+            k: ka,
+            batch,
+            a_strides: strides(ap, m * ka),
+            b_strides: strides(bp, ka * n),
+            out_shape,
+        })
+    }
+
+    /// Number of output matrices.
+    pub fn batch_count(&self) -> usize {
+        self.batch.iter().product()
+    }
+
+    /// Multiply-add count times two.
+    pub fn flops(&self) -> u64 {
+        2 * (self.m * self.n * self.k * self.batch_count()) as u64
+    }
+}
+
+fn u32_of(v: usize, what: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::LimitExceeded {
+        limit: "u32 indexing",
+        requested: v as u64,
+        max: u64::from(u32::MAX),
+        what: what.to_string(),
+    })
+}
+
+impl Context {
+    /// `a @ b` with the kernel the dispatcher picks.
+    pub fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let plan = self.matmul_plan(a, b, None, None)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// `a @ b` written into `out` (whose shape and dtype must match the result).
+    pub fn matmul_into(&self, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+        self.matmul_plan(a, b, Some(out), None)?.run()
+    }
+
+    /// `a @ b` with a kernel chosen by the caller (for comparisons and tests).
+    pub fn matmul_with_kernel(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        kernel: MatmulKernel,
+    ) -> Result<Tensor> {
+        let plan = self.matmul_plan(a, b, None, Some(kernel))?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// What the dispatcher would run for `[batch] x [m, k] x [k, n]`, and why.
+    pub fn explain_matmul(&self, m: usize, n: usize, k: usize, batch: usize) -> MatmulChoice {
+        tune::choose_matmul(self.profile(), m, n, k, batch)
+    }
+
+    /// Checks the operands, allocates (or checks) the output and encodes the
+    /// dispatches, without running them. `kernel: None` lets the dispatcher choose.
+    pub fn matmul_plan(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        out: Option<&Tensor>,
+        kernel: Option<MatmulKernel>,
+    ) -> Result<Plan> {
+        for t in [Some(a), Some(b), out].into_iter().flatten() {
+            if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
+                return Err(Error::InvalidArgument(
+                    "matmul operands must live on the context that runs them".into(),
+                ));
+            }
+        }
+        if a.dtype() != b.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "matmul",
+                expected: a.dtype(),
+                got: b.dtype(),
+            });
+        }
+        let dtype = a.dtype();
+        if dtype == DType::F16 {
+            self.require_f16("f16 matmul")?;
+        }
+        let shape = MatmulShape::new(a.shape(), b.shape())?;
+        let output = match out {
+            Some(o) => {
+                if o.shape() != shape.out_shape.as_slice() {
+                    return Err(Error::shape(
+                        "matmul output",
+                        o.shape(),
+                        &shape.out_shape,
+                        "the output tensor's shape differs from the result's",
+                    ));
+                }
+                if o.dtype() != dtype {
+                    return Err(Error::DTypeMismatch {
+                        op: "matmul output",
+                        expected: dtype,
+                        got: o.dtype(),
+                    });
+                }
+                o.clone()
+            }
+            None => self.alloc(&shape.out_shape, dtype, "wgtile matmul out")?,
+        };
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let batches = shape.batch_count();
+        let elem = dtype.size() as u64;
+        let bytes = (a.numel() + b.numel() + output.numel()) as u64 * elem;
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: String::new(),
+            dispatches: Vec::new(),
+            output,
+            flops: shape.flops(),
+            bytes,
+        };
+        if m == 0 || n == 0 || batches == 0 {
+            plan.label = "matmul (empty result)".into();
+            return Ok(plan);
+        }
+        if k == 0 {
+            // NumPy: a sum over nothing is zero.
+            plan.label = "matmul (K = 0: zeros)".into();
+            plan.dispatches
+                .push(self.fill_dispatch(&plan.output.buffer, 0)?);
+            return Ok(plan);
+        }
+
+        let profile = self.profile();
+        let kernel = match kernel {
+            Some(kernel) => {
+                if !kernel.fits(profile) {
+                    return Err(Error::LimitExceeded {
+                        limit: "max_compute_invocations_per_workgroup / max_compute_workgroup_storage_size",
+                        requested: u64::from(match kernel {
+                            MatmulKernel::Naive { wg_x, wg_y } => wg_x * wg_y,
+                            MatmulKernel::Tiled(t) => t.threads(),
+                        }),
+                        max: u64::from(profile.max_invocations),
+                        what: format!("matmul kernel {kernel}"),
+                    });
+                }
+                kernel
+            }
+            None => tune::choose_matmul(profile, m, n, k, batches).kernel,
+        };
+        for (numel, what) in [
+            (a.numel(), "matmul operand A"),
+            (b.numel(), "matmul operand B"),
+            (plan.output.numel(), "matmul output"),
+        ] {
+            u32_of(numel, what)?;
+        }
+        let (bm, bn) = kernel.block();
+        let max_groups = profile.max_workgroups_per_dim;
+        let gx = n.div_ceil(bn as usize);
+        let gy = m.div_ceil(bm as usize);
+        for (groups, dim) in [(gx, "N"), (gy, "M")] {
+            if groups > max_groups as usize {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroups_per_dimension",
+                    requested: groups as u64,
+                    max: u64::from(max_groups),
+                    what: format!("matmul with {kernel} along {dim}"),
+                });
+            }
+        }
+
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(&self.inner.device, &kernel.spec(dtype))?;
+        // Batches beyond the per-dimension workgroup limit are split into
+        // several dispatches, each with its own base batch index.
+        let per_dispatch = batches.min(max_groups as usize);
+        for base in (0..batches).step_by(per_dispatch) {
+            let count = per_dispatch.min(batches - base);
+            let params = self.uniform(&[
+                m as u32,
+                n as u32,
+                k as u32,
+                shape.batch[1] as u32,
+                shape.a_strides[0] as u32,
+                shape.a_strides[1] as u32,
+                shape.b_strides[0] as u32,
+                shape.b_strides[1] as u32,
+                base as u32,
+            ]);
+            plan.dispatches.push(Dispatch::new(
+                &self.inner.device,
+                pipeline.clone(),
+                &[&params, &a.buffer, &b.buffer, &plan.output.buffer],
+                [gx as u32, gy as u32, count as u32],
+            ));
+        }
+        plan.label = format!("matmul {dtype} {m}x{n}x{k} x{batches} {kernel}");
+        Ok(plan)
+    }
+}

@@ -1,0 +1,4 @@
+//! Operations, one module per family. Each op checks its inputs, asks `tune`
+//! which kernel to run, and builds a [`Plan`](crate::Plan) of dispatches.
+
+pub mod matmul;

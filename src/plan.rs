@@ -1,0 +1,73 @@
+//! [`Plan`]: an operation checked, its output allocated and its dispatches
+//! encoded once, ready to run (and to time) any number of times.
+
+use std::fmt;
+
+use crate::context::Context;
+use crate::error::Result;
+use crate::kernels::Dispatch;
+use crate::tensor::Tensor;
+
+/// Prepared GPU work for one operation.
+///
+/// Ops build plans after checking shapes, dtypes and limits, so running a plan
+/// does no validation work: this is what benchmarks and the tour time.
+#[derive(Clone)]
+pub struct Plan {
+    pub(crate) ctx: Context,
+    pub(crate) label: String,
+    pub(crate) dispatches: Vec<Dispatch>,
+    pub(crate) output: Tensor,
+    pub(crate) flops: u64,
+    pub(crate) bytes: u64,
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("label", &self.label)
+            .field("dispatches", &self.dispatches.len())
+            .field("output", &self.output)
+            .field("flops", &self.flops)
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl Plan {
+    /// Submits the work (it runs asynchronously; reading the output waits for it).
+    pub fn run(&self) -> Result<()> {
+        self.ctx.run_dispatches(&self.label, &self.dispatches)
+    }
+
+    /// The tensor the work writes.
+    pub fn output(&self) -> &Tensor {
+        &self.output
+    }
+
+    /// Consumes the plan, returning its output tensor.
+    pub fn into_output(self) -> Tensor {
+        self.output
+    }
+
+    /// What the plan runs (kernel and parameters).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Useful floating-point operations per run (a multiply-add counts 2).
+    pub fn flops(&self) -> u64 {
+        self.flops
+    }
+
+    /// The fewest bytes one run must move through device memory (every input
+    /// read once, the output written once): the memory floor.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Number of compute dispatches per run.
+    pub fn dispatch_count(&self) -> usize {
+        self.dispatches.len()
+    }
+}

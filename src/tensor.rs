@@ -1,0 +1,364 @@
+//! [`Tensor`]: a GPU storage buffer with a row-major shape and a dtype, and
+//! the [`Context`] methods that create tensors and read them back.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::dtype::{DType, Element};
+use crate::error::{Error, Result};
+use crate::kernels::{Dispatch, Kernel, Spec};
+
+/// Highest rank a tensor may have.
+pub const MAX_RANK: usize = 4;
+
+/// Buffers are allocated in multiples of this many bytes, so vec4 loads and
+/// 4-byte copy alignment never need a special case at the tail.
+const BUFFER_ALIGN: u64 = 16;
+
+/// An n-dimensional array on the GPU (row-major, rank 0 to [`MAX_RANK`]).
+///
+/// Cloning is cheap and shares the buffer. A tensor keeps its [`Context`] alive.
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) ctx: Context,
+    pub(crate) buffer: Arc<wgpu::Buffer>,
+    shape: Vec<usize>,
+    dtype: DType,
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tensor")
+            .field("shape", &self.shape)
+            .field("dtype", &self.dtype)
+            .finish()
+    }
+}
+
+/// Number of elements of `shape`, or an error when it overflows `usize`.
+pub(crate) fn numel(shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} overflows usize")))
+}
+
+impl Tensor {
+    /// The shape, outermost dimension first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Number of dimensions.
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True when some dimension is zero.
+    pub fn is_empty(&self) -> bool {
+        self.numel() == 0
+    }
+
+    /// Bytes of element data (without the allocation's tail padding).
+    pub fn size_bytes(&self) -> u64 {
+        (self.numel() * self.dtype.size()) as u64
+    }
+
+    /// The underlying wgpu buffer (at least `size_bytes`, padded to 16 bytes).
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+
+    /// The context this tensor lives on.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Same data, another shape with the same number of elements.
+    pub fn reshape(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
+        check_rank(shape)?;
+        if numel(shape)? != self.numel() {
+            return Err(Error::shape(
+                "reshape",
+                &self.shape,
+                shape,
+                "element counts differ",
+            ));
+        }
+        Ok(Tensor {
+            shape: shape.to_vec(),
+            ..self.clone()
+        })
+    }
+
+    /// Copies the data to the host. `T` must match the dtype.
+    pub async fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::DTypeMismatch {
+                op: "to_vec",
+                expected: self.dtype,
+                got: T::DTYPE,
+            });
+        }
+        let bytes = self.size_bytes();
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let raw = self.ctx.read_bytes(&self.buffer, bytes).await?;
+        let out = bytemuck::pod_collect_to_vec::<u8, T>(&raw);
+        Ok(out)
+    }
+
+    /// Blocking form of [`Tensor::to_vec`] (native only).
+    pub fn to_vec_blocking<T: Element>(&self) -> Result<Vec<T>> {
+        pollster::block_on(self.to_vec())
+    }
+
+    /// The data as `f32` whatever the dtype (`f16` widens exactly).
+    pub fn to_f32_vec_blocking(&self) -> Result<Vec<f32>> {
+        match self.dtype {
+            DType::F32 => self.to_vec_blocking::<f32>(),
+            DType::F16 => Ok(self
+                .to_vec_blocking::<half::f16>()?
+                .into_iter()
+                .map(f32::from)
+                .collect()),
+        }
+    }
+}
+
+pub(crate) fn check_rank(shape: &[usize]) -> Result<()> {
+    if shape.len() > MAX_RANK {
+        return Err(Error::InvalidArgument(format!(
+            "shape {shape:?} has rank {}, the maximum is {MAX_RANK}",
+            shape.len()
+        )));
+    }
+    Ok(())
+}
+
+/// SplitMix64: a small, well-mixed generator so seeded tensors are identical on
+/// every adapter and platform.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1) with 24 bits of precision.
+    fn next_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 * (1.0 / (1u64 << 24) as f32)
+    }
+}
+
+/// `n` values uniform in `[low, high)` from `seed`: exactly what
+/// [`Context::rand_uniform`] uploads, for building host references.
+pub fn uniform_values(n: usize, low: f32, high: f32, seed: u64) -> Vec<f32> {
+    let mut rng = SplitMix64(seed);
+    (0..n)
+        .map(|_| low + (high - low) * rng.next_f32())
+        .collect()
+}
+
+impl Context {
+    /// Allocates a raw buffer inside an out-of-memory error scope.
+    pub(crate) fn create_buffer(
+        &self,
+        label: &str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
+        let device = &self.inner.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: false,
+        });
+        match pollster::block_on(scope.pop()) {
+            Some(e) => Err(Error::gpu(format!("allocating {size} bytes"), e)),
+            None => Ok(buffer),
+        }
+    }
+
+    /// A small uniform buffer holding `words` (padded to 16 bytes).
+    pub(crate) fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
+        let mut data = words.to_vec();
+        data.resize(words.len().next_multiple_of(4).max(4), 0);
+        let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtile params"),
+            size: (data.len() * 4) as u64,
+            usage: wgpu::BufferUsages::UNIFORM,
+            mapped_at_creation: true,
+        });
+        buffer
+            .slice(..)
+            .get_mapped_range_mut()
+            .expect("a buffer mapped at creation maps")
+            .copy_from_slice(bytemuck::cast_slice(&data));
+        buffer.unmap();
+        buffer
+    }
+
+    /// Allocates an uninitialised-by-us (wgpu zeroes it) tensor, checking the
+    /// adapter's limits first.
+    pub(crate) fn alloc(&self, shape: &[usize], dtype: DType, label: &str) -> Result<Tensor> {
+        check_rank(shape)?;
+        let n = numel(shape)?;
+        let bytes = (n as u64)
+            .checked_mul(dtype.size() as u64)
+            .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} overflows u64")))?;
+        let (max, limit) = self.profile().max_tensor_bytes();
+        if bytes > max {
+            return Err(Error::LimitExceeded {
+                limit,
+                requested: bytes,
+                max,
+                what: format!("a {dtype} tensor of shape {shape:?}"),
+            });
+        }
+        let size = bytes.next_multiple_of(BUFFER_ALIGN).max(BUFFER_ALIGN);
+        let buffer = self.create_buffer(
+            label,
+            size,
+            wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+        )?;
+        Ok(Tensor {
+            ctx: self.clone(),
+            buffer: Arc::new(buffer),
+            shape: shape.to_vec(),
+            dtype,
+        })
+    }
+
+    /// Uploads `data` (`f32` or `half::f16`) as a tensor of `shape`.
+    pub fn tensor<T: Element>(&self, data: &[T], shape: impl AsRef<[usize]>) -> Result<Tensor> {
+        let shape = shape.as_ref();
+        check_rank(shape)?;
+        let n = numel(shape)?;
+        if data.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "host slice has {} elements but shape {shape:?} needs {n}",
+                data.len()
+            )));
+        }
+        let t = self.alloc(shape, T::DTYPE, "wgtile tensor")?;
+        if n > 0 {
+            let mut bytes = bytemuck::cast_slice::<T, u8>(data).to_vec();
+            bytes.resize(bytes.len().next_multiple_of(4), 0);
+            self.inner.queue.write_buffer(&t.buffer, 0, &bytes);
+        }
+        Ok(t)
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(&self, shape: impl AsRef<[usize]>, dtype: DType) -> Result<Tensor> {
+        // wgpu zero-initialises new buffers.
+        self.alloc(shape.as_ref(), dtype, "wgtile zeros")
+    }
+
+    /// A tensor with every element `value` (rounded for `f16`), filled on the GPU.
+    pub fn full(&self, shape: impl AsRef<[usize]>, value: f32, dtype: DType) -> Result<Tensor> {
+        let t = self.alloc(shape.as_ref(), dtype, "wgtile full")?;
+        self.fill(&t, value)?;
+        Ok(t)
+    }
+
+    /// Overwrites every element of `t` with `value` (NaN to poison outputs).
+    pub fn fill(&self, t: &Tensor, value: f32) -> Result<()> {
+        let pattern = match t.dtype {
+            DType::F32 => value.to_bits(),
+            DType::F16 => {
+                let h = u32::from(half::f16::from_f32(value).to_bits());
+                h | (h << 16)
+            }
+        };
+        self.fill_words(&t.buffer, pattern)
+    }
+
+    /// Fills the whole buffer with a 32-bit pattern.
+    pub(crate) fn fill_words(&self, buffer: &wgpu::Buffer, pattern: u32) -> Result<()> {
+        let d = self.fill_dispatch(buffer, pattern)?;
+        self.run_dispatches("fill", std::slice::from_ref(&d))
+    }
+
+    pub(crate) fn fill_dispatch(&self, buffer: &wgpu::Buffer, pattern: u32) -> Result<Dispatch> {
+        const WG: u32 = 256;
+        let words = (buffer.size() / 4) as u32;
+        let groups = words.div_ceil(WG);
+        let max = self.profile().max_workgroups_per_dim;
+        let gx = groups.min(max);
+        let gy = groups.div_ceil(gx.max(1));
+        let pipeline = self.inner.pipelines.get(
+            &self.inner.device,
+            &Spec::new(Kernel::Fill).override_("WG", WG),
+        )?;
+        let params = self.uniform(&[words, pattern, gx]);
+        Ok(Dispatch::new(
+            &self.inner.device,
+            pipeline,
+            &[&params, buffer],
+            [gx, gy, 1],
+        ))
+    }
+
+    /// Encodes `dispatches` in one compute pass and submits them.
+    pub(crate) fn run_dispatches(&self, during: &str, dispatches: &[Dispatch]) -> Result<()> {
+        if dispatches.is_empty() {
+            return Ok(());
+        }
+        self.submit(during, |enc| {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(during),
+                timestamp_writes: None,
+            });
+            for d in dispatches {
+                d.encode(&mut pass);
+            }
+        })
+        .map(|_| ())
+    }
+
+    /// Uniform random values in `[low, high)` from `seed` (SplitMix64 on the
+    /// host, so the same seed gives the same tensor on every adapter; see
+    /// [`uniform_values`]).
+    pub fn rand_uniform(
+        &self,
+        shape: impl AsRef<[usize]>,
+        low: f32,
+        high: f32,
+        dtype: DType,
+        seed: u64,
+    ) -> Result<Tensor> {
+        let shape = shape.as_ref();
+        check_rank(shape)?;
+        let values = uniform_values(numel(shape)?, low, high, seed);
+        match dtype {
+            DType::F32 => self.tensor(&values, shape),
+            DType::F16 => {
+                let h: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
+                self.tensor(&h, shape)
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! GPU timing of [`Plan`]s: timestamp queries around each repeat when the
+//! adapter has them (one submit for all repeats, so submit overhead stays out),
+//! wall clock around submit + wait otherwise.
+
+use std::fmt;
+use std::time::Instant;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+
+/// How many runs to discard and to measure.
+#[derive(Clone, Copy, Debug)]
+pub struct TimingOptions {
+    /// Runs before measuring (pipeline warm-up, clocks, caches).
+    pub warmup: u32,
+    /// Measured runs (at most 2048 with timestamps).
+    pub repeats: u32,
+}
+
+impl Default for TimingOptions {
+    fn default() -> Self {
+        Self {
+            warmup: 2,
+            repeats: 10,
+        }
+    }
+}
+
+/// Where the samples came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeSource {
+    /// GPU timestamp queries at the start and end of each run's compute pass.
+    GpuTimestamps,
+    /// Host clock around submit and wait (includes submission overhead).
+    WallClock,
+}
+
+/// Samples of one measurement, in seconds.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// One duration per measured run, in seconds, in run order.
+    pub samples: Vec<f64>,
+    /// How they were measured.
+    pub source: TimeSource,
+}
+
+impl Timing {
+    /// Median run time in seconds.
+    pub fn median(&self) -> f64 {
+        let mut s = self.samples.clone();
+        s.sort_by(f64::total_cmp);
+        match s.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => s[n / 2],
+            n => 0.5 * (s[n / 2 - 1] + s[n / 2]),
+        }
+    }
+
+    /// Fastest run in seconds.
+    pub fn min(&self) -> f64 {
+        self.samples.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    /// Achieved GFLOP/s at the median time.
+    pub fn gflops(&self, flops: u64) -> f64 {
+        flops as f64 / self.median() / 1e9
+    }
+
+    /// Achieved GB/s at the median time.
+    pub fn gbps(&self, bytes: u64) -> f64 {
+        bytes as f64 / self.median() / 1e9
+    }
+}
+
+impl fmt::Display for Timing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "median {:.3} ms, min {:.3} ms over {} runs ({})",
+            self.median() * 1e3,
+            self.min() * 1e3,
+            self.samples.len(),
+            match self.source {
+                TimeSource::GpuTimestamps => "GPU timestamps",
+                TimeSource::WallClock => "wall clock",
+            }
+        )
+    }
+}
+
+/// Queries in one query set (wgpu's `QUERY_SET_MAX_QUERIES`).
+const MAX_QUERIES: u32 = 4096;
+
+impl Context {
+    /// Times `plan`: `warmup` runs, then `repeats` measured runs.
+    pub fn time(&self, plan: &Plan, options: &TimingOptions) -> Result<Timing> {
+        let repeats = options.repeats.max(1);
+        for _ in 0..options.warmup {
+            plan.run()?;
+        }
+        self.wait()?;
+        if self.profile().timestamps {
+            self.time_with_timestamps(plan, repeats.min(MAX_QUERIES / 2))
+        } else {
+            let mut samples = Vec::with_capacity(repeats as usize);
+            for _ in 0..repeats {
+                let start = Instant::now();
+                plan.run()?;
+                self.wait()?;
+                samples.push(start.elapsed().as_secs_f64());
+            }
+            Ok(Timing {
+                samples,
+                source: TimeSource::WallClock,
+            })
+        }
+    }
+
+    fn time_with_timestamps(&self, plan: &Plan, repeats: u32) -> Result<Timing> {
+        let device = self.device();
+        let count = repeats * 2;
+        let query_set = device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("wgtile timing"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        let bytes = u64::from(count) * 8;
+        let resolve = self.create_buffer(
+            "wgtile timestamps",
+            bytes,
+            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        )?;
+        self.submit("timing", |enc| {
+            for r in 0..repeats {
+                let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(&plan.label),
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &query_set,
+                        beginning_of_pass_write_index: Some(2 * r),
+                        end_of_pass_write_index: Some(2 * r + 1),
+                    }),
+                });
+                for d in &plan.dispatches {
+                    d.encode(&mut pass);
+                }
+            }
+            enc.resolve_query_set(&query_set, 0..count, &resolve, 0);
+        })?;
+        let raw = pollster::block_on(self.read_bytes(&resolve, bytes))?;
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&raw);
+        let period_ns = f64::from(self.queue().get_timestamp_period());
+        let samples: Vec<f64> = ticks
+            .chunks_exact(2)
+            .map(|t| t[1].wrapping_sub(t[0]) as f64 * period_ns * 1e-9)
+            .collect();
+        if samples
+            .iter()
+            .any(|s| !s.is_finite() || *s < 0.0 || *s > 3600.0)
+        {
+            return Err(Error::Gpu {
+                during: "timing".into(),
+                message: format!("implausible timestamp samples {samples:?}"),
+            });
+        }
+        Ok(Timing {
+            samples,
+            source: TimeSource::GpuTimestamps,
+        })
+    }
+}
