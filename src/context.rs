@@ -173,7 +173,8 @@ impl AdapterProfile {
         } else {
             Vec::new()
         };
-        let compute_units = crate::tune::estimate_compute_units(&info);
+        let compute_units =
+            crate::tune::estimate_compute_units(&info.name, info.device_type, info.vendor);
         Self {
             name: info.name,
             backend: info.backend,

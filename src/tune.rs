@@ -280,8 +280,8 @@ pub fn matmul_specs() -> Vec<Spec> {
 /// | integrated GPUs | 24 |
 /// | CPU adapters (lavapipe, SwiftShader, WARP) | host threads |
 /// | anything else | 32 |
-pub fn estimate_compute_units(info: &wgpu::AdapterInfo) -> u32 {
-    let name = info.name.to_lowercase();
+pub fn estimate_compute_units(name: &str, device_type: wgpu::DeviceType, vendor: u32) -> u32 {
+    let name = name.to_lowercase();
     const TABLE: [(&str, u32); 8] = [
         ("h200", 132),
         ("h100", 132),
@@ -295,10 +295,10 @@ pub fn estimate_compute_units(info: &wgpu::AdapterInfo) -> u32 {
     if let Some(&(_, units)) = TABLE.iter().find(|(key, _)| name.contains(key)) {
         return units;
     }
-    match info.device_type {
+    match device_type {
         wgpu::DeviceType::Cpu => host_threads(),
         wgpu::DeviceType::IntegratedGpu => 24,
-        wgpu::DeviceType::DiscreteGpu if matches!(info.vendor, 0x10de | 0x1002) => 64,
+        wgpu::DeviceType::DiscreteGpu if matches!(vendor, 0x10de | 0x1002) => 64,
         _ => 32,
     }
 }

@@ -1,0 +1,121 @@
+//! Shared test helpers: the test context, CPU references in f64, tolerances,
+//! seeded random data.
+
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use wgtile::{Context, ContextOptions, DType, Tensor};
+
+/// The shared test context: the default adapter (the software one, lavapipe,
+/// when no GPU is present). `None` (test skipped) only when there is no
+/// adapter and `CI` is unset; under CI a missing adapter fails loudly.
+pub fn ctx() -> Option<Context> {
+    static CTX: OnceLock<Option<Context>> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let _ = env_logger::builder().is_test(true).try_init();
+        match Context::new_blocking(ContextOptions::default()) {
+            Ok(ctx) => {
+                eprintln!("test adapter:\n{}", ctx.profile());
+                Some(ctx)
+            }
+            Err(e) => {
+                let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
+                if ci {
+                    panic!(
+                        "no GPU adapter under CI: {e}. Install a Vulkan driver \
+                         (apt-get install mesa-vulkan-drivers libvulkan1) or run `cargo xtask test`."
+                    );
+                }
+                eprintln!("skipping GPU tests: {e}");
+                None
+            }
+        }
+    })
+    .clone()
+}
+
+/// Seeded uniform data in [-1, 1): never zeros, reproducible.
+pub fn random(n: usize, seed: u64) -> Vec<f32> {
+    wgtile::uniform_values(n, -1.0, 1.0, seed)
+}
+
+/// Uploads `data` as `dtype` (rounded to f16 when asked) and returns the tensor
+/// with the values it actually holds, widened to f32.
+pub fn upload(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType) -> (Tensor, Vec<f32>) {
+    match dtype {
+        DType::F32 => (ctx.tensor(data, shape).unwrap(), data.to_vec()),
+        DType::F16 => {
+            let h: Vec<wgtile::f16> = data.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
+            let back = h.iter().map(|v| v.to_f32()).collect();
+            (ctx.tensor(&h, shape).unwrap(), back)
+        }
+    }
+}
+
+/// Reference batched matmul in f64: returns (C, sum_k |a_ik * b_kj|) per output,
+/// the second for the error bound. `a_off(z)` / `b_off(z)` give each batch's
+/// matrix offset (broadcasting shows up as repeated offsets).
+pub fn matmul_ref(
+    a: &[f32],
+    b: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    offsets: &[(usize, usize)],
+) -> (Vec<f64>, Vec<f64>) {
+    let mut c = vec![0.0; offsets.len() * m * n];
+    let mut mag = vec![0.0; offsets.len() * m * n];
+    for (z, &(ao, bo)) in offsets.iter().enumerate() {
+        for i in 0..m {
+            for j in 0..n {
+                let (mut s, mut t) = (0.0f64, 0.0f64);
+                for p in 0..k {
+                    let prod = f64::from(a[ao + i * k + p]) * f64::from(b[bo + p * n + j]);
+                    s += prod;
+                    t += prod.abs();
+                }
+                c[(z * m + i) * n + j] = s;
+                mag[(z * m + i) * n + j] = t;
+            }
+        }
+    }
+    (c, mag)
+}
+
+/// Error bound for one matmul output with f32 accumulation over `k` terms:
+/// |got - ref| <= 2 k u32 sum|a b| (+ one f16 rounding of the result for f16),
+/// where u32 = 2^-24 and u16 = 2^-11 are the unit roundoffs.
+pub fn matmul_tolerance(dtype: DType, k: usize, reference: f64, magnitude: f64) -> f64 {
+    let accumulate = 2.0 * k.max(1) as f64 * 2f64.powi(-24) * magnitude;
+    match dtype {
+        DType::F32 => accumulate + 1e-30,
+        DType::F16 => accumulate + 2f64.powi(-11) * reference.abs() + 6e-8,
+    }
+}
+
+/// Asserts every element is within its bound; reports the worst offender.
+pub fn assert_close(what: &str, got: &[f32], want: &[f64], bound: impl Fn(usize) -> f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let mut worst: Option<(usize, f64)> = None;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = (f64::from(g) - w).abs();
+        let ratio = if err.is_nan() {
+            f64::INFINITY
+        } else {
+            err / bound(i)
+        };
+        if ratio > 1.0 && worst.is_none_or(|(_, r)| ratio > r) {
+            worst = Some((i, ratio));
+        }
+    }
+    if let Some((i, ratio)) = worst {
+        panic!(
+            "{what}: element {i} is {} but the f64 reference is {} (error {:e}, {ratio:.1}x the bound {:e})",
+            got[i],
+            want[i],
+            (f64::from(got[i]) - want[i]).abs(),
+            bound(i)
+        );
+    }
+}

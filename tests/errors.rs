@@ -1,0 +1,211 @@
+//! Every error path returns its exact `Error` variant: never a panic, a hang
+//! or a wgpu validation error.
+
+mod common;
+
+use wgtile::{Context, ContextOptions, DType, Error, wgpu};
+
+#[test]
+fn no_adapter_matches_the_filter() {
+    let err = Context::new_blocking(ContextOptions {
+        adapter: Some("no-such-adapter-zz9".into()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::NoAdapter(_)), "{err}");
+}
+
+#[test]
+fn device_request_over_the_adapter_limits() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut limits = ctx.adapter().limits();
+    limits.max_compute_workgroup_storage_size = limits.max_compute_workgroup_storage_size * 4 + 1;
+    let err = Context::new_blocking(ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        limits: Some(limits),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::RequestDevice(_)), "{err}");
+}
+
+#[test]
+fn shape_mismatches_name_both_shapes() {
+    let Some(ctx) = common::ctx() else { return };
+    let a = ctx.zeros([3, 4], DType::F32).unwrap();
+    let b = ctx.zeros([5, 6], DType::F32).unwrap();
+    match ctx.matmul(&a, &b).unwrap_err() {
+        Error::ShapeMismatch { lhs, rhs, .. } => {
+            assert_eq!(lhs, [3, 4]);
+            assert_eq!(rhs, [5, 6]);
+        }
+        e => panic!("wrong variant: {e}"),
+    }
+    let a = ctx.zeros([2, 3, 4], DType::F32).unwrap();
+    let b = ctx.zeros([3, 4, 5], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.matmul(&a, &b),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let a = ctx.zeros([3, 4], DType::F32).unwrap();
+    let b = ctx.zeros([4, 5], DType::F32).unwrap();
+    let out = ctx.zeros([3, 6], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.matmul_into(&a, &b, &out),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        a.reshape([5, 2]),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let scalar = ctx.zeros([], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.matmul(&scalar, &b),
+        Err(Error::ShapeMismatch { .. })
+    ));
+}
+
+#[test]
+fn dtype_mismatches() {
+    let Some(ctx) = common::ctx() else { return };
+    let a = ctx.zeros([3, 4], DType::F32).unwrap();
+    let b = ctx.zeros([4, 5], DType::F16).unwrap();
+    assert!(matches!(
+        ctx.matmul(&a, &b),
+        Err(Error::DTypeMismatch { .. })
+    ));
+    assert!(matches!(
+        a.to_vec_blocking::<wgtile::f16>(),
+        Err(Error::DTypeMismatch { .. })
+    ));
+    let b32 = ctx.zeros([4, 5], DType::F32).unwrap();
+    let out16 = ctx.zeros([3, 5], DType::F16).unwrap();
+    assert!(matches!(
+        ctx.matmul_into(&a, &b32, &out16),
+        Err(Error::DTypeMismatch { .. })
+    ));
+}
+
+#[test]
+fn invalid_arguments() {
+    let Some(ctx) = common::ctx() else { return };
+    let data = common::random(10, 1);
+    assert!(matches!(
+        ctx.tensor(&data, [3, 4]),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.zeros([1, 1, 1, 1, 1], DType::F32),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.zeros([usize::MAX, 4], DType::F32),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A tensor from another context is refused, not silently misused.
+    let other = Context::new_blocking(ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let a = ctx.zeros([2, 2], DType::F32).unwrap();
+    let b = other.zeros([2, 2], DType::F32).unwrap();
+    assert!(matches!(ctx.matmul(&a, &b), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn f16_without_shader_f16_is_unsupported() {
+    let Some(ctx) = common::ctx() else { return };
+    let weak = Context::new_blocking(ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        disabled_features: wgpu::Features::SHADER_F16,
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(!weak.profile().shader_f16);
+    let a = weak.zeros([3, 4], DType::F16).unwrap();
+    let b = weak.zeros([4, 5], DType::F16).unwrap();
+    match weak.matmul(&a, &b).unwrap_err() {
+        Error::UnsupportedFeature { feature, .. } => assert_eq!(feature, "shader-f16"),
+        e => panic!("wrong variant: {e}"),
+    }
+}
+
+#[test]
+fn tensors_over_the_binding_limit_are_refused_with_the_limit_named() {
+    let Some(ctx) = common::ctx() else { return };
+    let (max, limit) = ctx.profile().max_tensor_bytes();
+    let elements = (max / 4 + 1) as usize;
+    match ctx.zeros([elements], DType::F32).unwrap_err() {
+        Error::LimitExceeded {
+            limit: named,
+            requested,
+            max: m,
+            ..
+        } => {
+            assert_eq!(named, limit);
+            assert_eq!(m, max);
+            assert!(requested > max);
+        }
+        e => panic!("wrong variant: {e}"),
+    }
+    // The same through a device created with a deliberately small binding limit.
+    let mut limits = ctx.adapter().limits();
+    limits.max_storage_buffer_binding_size = 1 << 20;
+    let small = Context::new_blocking(ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        limits: Some(limits),
+        ..Default::default()
+    })
+    .unwrap();
+    let a = small.zeros([512, 512], DType::F32).unwrap();
+    assert!(matches!(
+        small.matmul(&a, &a.reshape([512, 512]).unwrap()),
+        Ok(_)
+    ));
+    assert!(matches!(
+        small.zeros([513, 512], DType::F32),
+        Err(Error::LimitExceeded {
+            limit: "max_storage_buffer_binding_size",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn shader_failures_come_back_as_errors() {
+    let Some(ctx) = common::ctx() else { return };
+    let parse = ctx
+        .compile_wgsl("broken", "fn main( {", "main")
+        .unwrap_err();
+    assert!(matches!(parse, Error::Shader { .. }), "{parse}");
+    let invalid = "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n\
+                   @compute @workgroup_size(64) fn main() { x[0] = true; }";
+    let err = ctx.compile_wgsl("invalid", invalid, "main").unwrap_err();
+    assert!(matches!(err, Error::Shader { .. }), "{err}");
+    let missing_entry = "@compute @workgroup_size(1) fn main() {}";
+    let err = ctx
+        .compile_wgsl("entry", missing_entry, "nope")
+        .unwrap_err();
+    assert!(matches!(err, Error::Shader { .. }), "{err}");
+    // And a valid one passes.
+    ctx.compile_wgsl("ok", missing_entry, "main").unwrap();
+}
+
+#[test]
+fn forced_kernels_over_the_workgroup_limits_are_refused() {
+    let Some(ctx) = common::ctx() else { return };
+    let a = ctx.zeros([4, 4], DType::F32).unwrap();
+    let huge = wgtile::MatmulKernel::Naive {
+        wg_x: 1024,
+        wg_y: 1024,
+    };
+    assert!(matches!(
+        ctx.matmul_with_kernel(&a, &a, huge),
+        Err(Error::LimitExceeded { .. })
+    ));
+}

@@ -1,0 +1,189 @@
+//! Matmul against the f64 CPU reference: every kernel, odd and prime sizes,
+//! tile multiples +-1, rectangular, batched with broadcasting, 1-D operands,
+//! f16, zero-sized dimensions. Outputs are NaN-poisoned before each run.
+
+mod common;
+
+use wgtile::tune::{NAIVE_WORKGROUPS, TILE_CONFIGS};
+use wgtile::{Context, DType, MatmulKernel, MatmulShape};
+
+/// Every kernel the adapter can run, plus `None` (the dispatcher's choice).
+fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
+    let mut ks = vec![None];
+    for (wg_x, wg_y) in NAIVE_WORKGROUPS {
+        ks.push(Some(MatmulKernel::Naive { wg_x, wg_y }));
+    }
+    for t in TILE_CONFIGS {
+        ks.push(Some(MatmulKernel::Tiled(t)));
+    }
+    ks.retain(|k| k.is_none_or(|k| k.fits(ctx.profile())));
+    ks
+}
+
+fn check(
+    ctx: &Context,
+    a_shape: &[usize],
+    b_shape: &[usize],
+    dtype: DType,
+    kernel: Option<MatmulKernel>,
+    seed: u64,
+) {
+    let shape = MatmulShape::new(a_shape, b_shape).unwrap();
+    let a_len: usize = a_shape.iter().product();
+    let b_len: usize = b_shape.iter().product();
+    let (a, ha) = common::upload(ctx, &common::random(a_len, seed), a_shape, dtype);
+    let (b, hb) = common::upload(ctx, &common::random(b_len, seed + 1), b_shape, dtype);
+    let out = ctx.full(&shape.out_shape, f32::NAN, dtype).unwrap();
+    let plan = ctx.matmul_plan(&a, &b, Some(&out), kernel).unwrap();
+    plan.run().unwrap();
+    let got = out.to_f32_vec_blocking().unwrap();
+
+    let inner = shape.batch[1];
+    let offsets: Vec<(usize, usize)> = (0..shape.batch_count())
+        .map(|z| {
+            let (z0, z1) = (z / inner, z % inner);
+            (
+                z0 * shape.a_strides[0] + z1 * shape.a_strides[1],
+                z0 * shape.b_strides[0] + z1 * shape.b_strides[1],
+            )
+        })
+        .collect();
+    let (want, mag) = common::matmul_ref(&ha, &hb, shape.m, shape.n, shape.k, &offsets);
+    let what = format!("{a_shape:?} x {b_shape:?} {dtype} [{}]", plan.label());
+    common::assert_close(&what, &got, &want, |i| {
+        common::matmul_tolerance(dtype, shape.k, want[i], mag[i])
+    });
+}
+
+/// (M, N, K): 1, primes, tile multiples +-1 for the 32/64/128 tiles, rectangular.
+const SHAPES: [(usize, usize, usize); 14] = [
+    (1, 1, 1),
+    (7, 13, 31),
+    (13, 7, 127),
+    (31, 127, 13),
+    (31, 33, 32),
+    (32, 32, 16),
+    (33, 31, 17),
+    (63, 65, 64),
+    (64, 64, 64),
+    (65, 63, 15),
+    (127, 129, 9),
+    (129, 127, 8),
+    (1, 3, 512),
+    (300, 200, 1),
+];
+
+#[test]
+fn f32_every_kernel_odd_shapes() {
+    let Some(ctx) = common::ctx() else { return };
+    for kernel in kernels(&ctx) {
+        for (i, &(m, n, k)) in SHAPES.iter().enumerate() {
+            check(&ctx, &[m, k], &[k, n], DType::F32, kernel, 10 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn f32_several_workgroups_and_k_tiles() {
+    let Some(ctx) = common::ctx() else { return };
+    for kernel in kernels(&ctx) {
+        check(&ctx, &[257, 131], &[131, 263], DType::F32, kernel, 3);
+    }
+}
+
+#[test]
+fn f16_inputs_accumulate_in_f32() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        eprintln!("adapter has no shader-f16; f16 matmul is covered by the error tests");
+        return;
+    }
+    for kernel in kernels(&ctx) {
+        for (i, &(m, n, k)) in [
+            (1, 1, 1),
+            (7, 13, 31),
+            (65, 63, 15),
+            (129, 127, 8),
+            (33, 65, 200),
+        ]
+        .iter()
+        .enumerate()
+        {
+            check(&ctx, &[m, k], &[k, n], DType::F16, kernel, 50 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn batched_and_broadcast() {
+    let Some(ctx) = common::ctx() else { return };
+    let cases: [(&[usize], &[usize]); 6] = [
+        (&[3, 17, 9], &[3, 9, 11]),
+        (&[3, 17, 9], &[9, 11]),
+        (&[17, 9], &[4, 9, 11]),
+        (&[2, 1, 5, 7], &[3, 7, 4]),
+        (&[2, 3, 33, 65], &[2, 3, 65, 31]),
+        (&[1, 3, 5, 7], &[2, 1, 7, 70]),
+    ];
+    for kernel in kernels(&ctx) {
+        for (i, (a, b)) in cases.iter().enumerate() {
+            check(&ctx, a, b, DType::F32, kernel, 100 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn vector_operands_follow_numpy() {
+    let Some(ctx) = common::ctx() else { return };
+    for (a, b, out) in [
+        (&[5][..], &[5, 3][..], &[3][..]),
+        (&[4, 5][..], &[5][..], &[4][..]),
+        (&[6][..], &[6][..], &[][..]),
+        (&[2, 4, 5][..], &[5][..], &[2, 4][..]),
+    ] {
+        assert_eq!(MatmulShape::new(a, b).unwrap().out_shape, out);
+        check(&ctx, a, b, DType::F32, None, 7);
+    }
+}
+
+#[test]
+fn zero_sized_dimensions_give_numpy_results() {
+    let Some(ctx) = common::ctx() else { return };
+    for (a, b, out) in [
+        (&[0, 5][..], &[5, 3][..], &[0, 3][..]),
+        (&[4, 5][..], &[5, 0][..], &[4, 0][..]),
+        (&[0, 4, 5][..], &[0, 5, 3][..], &[0, 4, 3][..]),
+    ] {
+        let ta = ctx.zeros(a, DType::F32).unwrap();
+        let tb = ctx.zeros(b, DType::F32).unwrap();
+        let c = ctx.matmul(&ta, &tb).unwrap();
+        assert_eq!(c.shape(), out);
+        assert!(c.to_vec_blocking::<f32>().unwrap().is_empty());
+    }
+    // K = 0: a sum over nothing, so zeros, also over a poisoned output.
+    let ta = ctx.zeros([4, 0], DType::F32).unwrap();
+    let tb = ctx.zeros([0, 3], DType::F32).unwrap();
+    let out = ctx.full([4, 3], f32::NAN, DType::F32).unwrap();
+    ctx.matmul_into(&ta, &tb, &out).unwrap();
+    assert_eq!(out.to_vec_blocking::<f32>().unwrap(), vec![0.0; 12]);
+    let c = ctx.matmul(&ta, &tb).unwrap();
+    assert_eq!(c.to_vec_blocking::<f32>().unwrap(), vec![0.0; 12]);
+}
+
+#[test]
+fn plans_rerun_deterministically() {
+    let Some(ctx) = common::ctx() else { return };
+    let a = ctx
+        .rand_uniform([70, 45], -1.0, 1.0, DType::F32, 1)
+        .unwrap();
+    let b = ctx
+        .rand_uniform([45, 90], -1.0, 1.0, DType::F32, 2)
+        .unwrap();
+    let plan = ctx.matmul_plan(&a, &b, None, None).unwrap();
+    plan.run().unwrap();
+    let first = plan.output().to_vec_blocking::<f32>().unwrap();
+    ctx.fill(plan.output(), f32::NAN).unwrap();
+    plan.run().unwrap();
+    assert_eq!(first, plan.output().to_vec_blocking::<f32>().unwrap());
+    assert_eq!(plan.flops(), 2 * 70 * 45 * 90);
+}

@@ -1,0 +1,123 @@
+//! Every shader, at its defaults and in every specialisation the dispatcher can
+//! produce, parses and validates with naga and translates to SPIR-V, MSL and
+//! HLSL. Needs no GPU: a shader that would break Metal or DX12 fails here.
+
+use naga::back::{hlsl, msl, spv};
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+use wgtile::DType;
+use wgtile::kernels::{Kernel, Spec};
+
+fn check(spec: &Spec) {
+    let label = format!("{spec:?}");
+    let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
+    let module = naga::front::wgsl::parse_str(&source)
+        .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(&source)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{label}: validate: {}", e.emit_to_string(&source)));
+
+    let mut constants = naga::back::PipelineConstants::default();
+    for &(name, value) in &spec.overrides {
+        constants.insert(name.to_string(), f64::from(value));
+    }
+    let entry = spec.kernel.entry_point();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, entry)),
+        &constants,
+    )
+    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
+
+    spv::write_vec(
+        &module,
+        &info,
+        &spv::Options::default(),
+        Some(&spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: entry.to_string(),
+        }),
+    )
+    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
+
+    let msl_options = msl::Options {
+        lang_version: (2, 4),
+        ..Default::default()
+    };
+    msl::write_string(
+        &module,
+        &info,
+        &msl_options,
+        &msl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
+
+    // f16 needs shader model 6.2 on DX12 (wgpu's DXC path).
+    let hlsl_options = hlsl::Options {
+        shader_model: hlsl::ShaderModel::V6_2,
+        ..Default::default()
+    };
+    let pipeline = hlsl::PipelineOptions {
+        entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+    };
+    let mut out = String::new();
+    hlsl::Writer::new(&mut out, &hlsl_options, &pipeline)
+        .write(&module, &info, None)
+        .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
+}
+
+#[test]
+fn every_kernel_at_its_defaults() {
+    for kernel in Kernel::ALL {
+        check(&Spec::new(kernel));
+        if kernel.is_dtype_generic() {
+            check(&Spec::new(kernel).dtype(DType::F16));
+        }
+    }
+}
+
+#[test]
+fn every_dispatcher_specialisation() {
+    let specs = wgtile::tune::matmul_specs();
+    assert!(specs.len() >= 8);
+    for spec in &specs {
+        check(spec);
+    }
+}
+
+#[test]
+fn fill_at_every_workgroup_size_used() {
+    check(&Spec::new(Kernel::Fill).override_("WG", 256));
+    check(&Spec::new(Kernel::Fill).override_("WG", 64));
+}
+
+#[test]
+fn bad_specialisations_are_errors_not_silent() {
+    let missing = Spec::new(Kernel::MatmulTiled).constant("NOPE", 4);
+    assert!(matches!(missing.wgsl(), Err(wgtile::Error::Shader { .. })));
+    let not_generic = Spec::new(Kernel::Fill).dtype(DType::F16);
+    assert!(matches!(
+        not_generic.wgsl(),
+        Err(wgtile::Error::Shader { .. })
+    ));
+}
+
+#[test]
+fn const_specialisation_rewrites_only_the_named_line() {
+    let spec = Spec::new(Kernel::MatmulTiled)
+        .constant("BM", 32)
+        .constant("TM", 2);
+    let src = spec.wgsl().unwrap();
+    assert!(src.contains("const BM: u32 = 32u;"));
+    assert!(src.contains("const TM: u32 = 2u;"));
+    assert!(src.contains("const BN: u32 = 64u;"));
+    let f16 = Spec::new(Kernel::MatmulNaive)
+        .dtype(DType::F16)
+        .wgsl()
+        .unwrap();
+    assert!(f16.starts_with("enable f16;"));
+    assert!(f16.contains("alias Elem = f16;"));
+}
