@@ -79,11 +79,19 @@ fn main() {
     )];
     for t in TILE_CONFIGS {
         if t.fits(profile) {
-            kernels.push((
-                format!("matmul_tiled_{}x{}", t.bm, t.bn),
-                Some(MatmulKernel::Tiled(t)),
-                usize::MAX,
-            ));
+            for vec4 in [false, true] {
+                kernels.push((
+                    format!(
+                        "matmul_tiled{}_{}x{}x{}",
+                        if vec4 { "_vec4" } else { "" },
+                        t.bm,
+                        t.bn,
+                        t.bk
+                    ),
+                    Some(MatmulKernel::Tiled { tile: t, vec4 }),
+                    usize::MAX,
+                ));
+            }
         } else {
             eprintln!("matmul bench: tile shape {t} does not fit this adapter, skipped");
         }

@@ -552,7 +552,8 @@ impl Context {
     /// running it, returning [`Error::Shader`] with the compiler's message when
     /// it fails. Useful to check user kernels (and wgtile's own) on an adapter.
     pub fn compile_wgsl(&self, label: &str, source: &str, entry_point: &str) -> Result<()> {
-        crate::kernels::compile(&self.inner.device, label, source, entry_point, &[]).map(|_| ())
+        crate::kernels::compile(&self.inner.device, label, source, entry_point, &[], false)
+            .map(|_| ())
     }
 }
 

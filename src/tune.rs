@@ -12,25 +12,25 @@ use crate::context::AdapterProfile;
 use crate::dtype::DType;
 use crate::kernels::{Kernel, Spec};
 
-/// Tile shape of the `matmul_tiled` kernel.
+/// Tile shape of the register-tiled matmul kernels (each invocation owns an
+/// 8 x 8 register tile of C, so the workgroup is `bn / 8` x `bm / 8`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TileConfig {
-    /// Rows of C per workgroup.
+    /// Rows of C per workgroup (a multiple of 8).
     pub bm: u32,
-    /// Columns of C per workgroup.
+    /// Columns of C per workgroup (a multiple of 8).
     pub bn: u32,
-    /// K step staged through workgroup memory.
+    /// K step staged through workgroup memory (a multiple of 4).
     pub bk: u32,
-    /// Rows of C per invocation (register tile).
-    pub tm: u32,
-    /// Columns of C per invocation (register tile).
-    pub tn: u32,
 }
+
+/// Side of the square register tile each invocation of the tiled kernels owns.
+pub const REGISTER_TILE: u32 = 8;
 
 impl TileConfig {
     /// Invocations per workgroup.
     pub const fn threads(self) -> u32 {
-        (self.bm / self.tm) * (self.bn / self.tn)
+        (self.bm / REGISTER_TILE) * (self.bn / REGISTER_TILE)
     }
 
     /// Workgroup memory in bytes (f32 tiles of A and B).
@@ -41,30 +41,15 @@ impl TileConfig {
     /// Whether the adapter can run this tile shape.
     pub fn fits(self, p: &AdapterProfile) -> bool {
         self.threads() <= p.max_invocations
-            && self.bn / self.tn <= p.max_workgroup_size_x
-            && self.bm / self.tm <= p.max_workgroup_size_y
+            && self.bn / REGISTER_TILE <= p.max_workgroup_size_x
+            && self.bm / REGISTER_TILE <= p.max_workgroup_size_y
             && self.workgroup_bytes() <= p.max_workgroup_storage
-    }
-
-    /// The kernel specialisation for `dtype`.
-    pub fn spec(self, dtype: DType) -> Spec {
-        Spec::new(Kernel::MatmulTiled)
-            .dtype(dtype)
-            .constant("BM", self.bm)
-            .constant("BN", self.bn)
-            .constant("BK", self.bk)
-            .constant("TM", self.tm)
-            .constant("TN", self.tn)
     }
 }
 
 impl fmt::Display for TileConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}x{}x{} ({}x{} per invocation)",
-            self.bm, self.bn, self.bk, self.tm, self.tn
-        )
+        write!(f, "{}x{}x{}", self.bm, self.bn, self.bk)
     }
 }
 
@@ -74,28 +59,22 @@ pub const TILE_CONFIGS: [TileConfig; 3] = [
         bm: 128,
         bn: 128,
         bk: 8,
-        tm: 8,
-        tn: 8,
+    },
+    TileConfig {
+        bm: 64,
+        bn: 128,
+        bk: 8,
     },
     TileConfig {
         bm: 64,
         bn: 64,
         bk: 16,
-        tm: 4,
-        tn: 4,
-    },
-    TileConfig {
-        bm: 32,
-        bn: 32,
-        bk: 16,
-        tm: 2,
-        tn: 2,
     },
 ];
 
-/// Workgroup shapes of the naive kernel: 16 x 16, or 8 x 8 on adapters with
-/// fewer than 256 invocations.
-pub const NAIVE_WORKGROUPS: [(u32, u32); 2] = [(16, 16), (8, 8)];
+/// Workgroup shapes of the naive kernel, largest first; the first that fits
+/// the adapter's invocation limit is used.
+pub const NAIVE_WORKGROUPS: [(u32, u32); 3] = [(16, 16), (8, 8), (4, 4)];
 
 /// Problems with at most this many multiply-adds (M * N * K * batch) use the
 /// naive kernel: its lack of reuse costs less than the tiled kernel's tile
@@ -113,7 +92,12 @@ pub enum MatmulKernel {
         wg_y: u32,
     },
     /// Workgroup-memory and register tiling.
-    Tiled(TileConfig),
+    Tiled {
+        /// Workgroup tile.
+        tile: TileConfig,
+        /// 16-byte global loads and stores (needs K and N multiples of 4).
+        vec4: bool,
+    },
 }
 
 impl MatmulKernel {
@@ -126,6 +110,14 @@ impl MatmulKernel {
         MatmulKernel::Naive { wg_x, wg_y }
     }
 
+    /// The tiled kernel with `tile`, vectorised when `k` and `n` allow.
+    pub fn tiled_for(tile: TileConfig, n: usize, k: usize) -> Self {
+        MatmulKernel::Tiled {
+            tile,
+            vec4: vec4_aligned(n, k),
+        }
+    }
+
     /// The kernel specialisation for `dtype`.
     pub fn spec(self, dtype: DType) -> Spec {
         match self {
@@ -133,7 +125,15 @@ impl MatmulKernel {
                 .dtype(dtype)
                 .override_("WG_X", wg_x)
                 .override_("WG_Y", wg_y),
-            MatmulKernel::Tiled(t) => t.spec(dtype),
+            MatmulKernel::Tiled { tile, vec4 } => Spec::new(if vec4 {
+                Kernel::MatmulTiledVec4
+            } else {
+                Kernel::MatmulTiled
+            })
+            .dtype(dtype)
+            .constant("BM", tile.bm)
+            .constant("BN", tile.bn)
+            .constant("BK", tile.bk),
         }
     }
 
@@ -141,7 +141,15 @@ impl MatmulKernel {
     pub fn block(self) -> (u32, u32) {
         match self {
             MatmulKernel::Naive { wg_x, wg_y } => (wg_y, wg_x),
-            MatmulKernel::Tiled(t) => (t.bm, t.bn),
+            MatmulKernel::Tiled { tile, .. } => (tile.bm, tile.bn),
+        }
+    }
+
+    /// Invocations per workgroup.
+    pub fn threads(self) -> u32 {
+        match self {
+            MatmulKernel::Naive { wg_x, wg_y } => wg_x * wg_y,
+            MatmulKernel::Tiled { tile, .. } => tile.threads(),
         }
     }
 
@@ -153,16 +161,26 @@ impl MatmulKernel {
                     && wg_x <= p.max_workgroup_size_x
                     && wg_y <= p.max_workgroup_size_y
             }
-            MatmulKernel::Tiled(t) => t.fits(p),
+            MatmulKernel::Tiled { tile, .. } => tile.fits(p),
         }
     }
+}
+
+/// Whether the vec4 kernel can run `[m, k] x [k, n]`: rows of A and B must
+/// start on 16-byte boundaries.
+pub fn vec4_aligned(n: usize, k: usize) -> bool {
+    n % 4 == 0 && k % 4 == 0
 }
 
 impl fmt::Display for MatmulKernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MatmulKernel::Naive { wg_x, wg_y } => write!(f, "naive ({wg_x}x{wg_y} workgroup)"),
-            MatmulKernel::Tiled(t) => write!(f, "tiled {t}"),
+            MatmulKernel::Tiled { tile, vec4 } => write!(
+                f,
+                "tiled {tile}{} (8x8 per invocation)",
+                if *vec4 { " vec4" } else { "" }
+            ),
         }
     }
 }
@@ -230,7 +248,7 @@ pub fn choose_matmul(
         return describe(MatmulKernel::naive_for(p), why);
     }
     for t in &fitting {
-        let kernel = MatmulKernel::Tiled(*t);
+        let kernel = MatmulKernel::tiled_for(*t, n, k);
         if workgroup_count(kernel, m, n, batch) as f64 >= units {
             return describe(
                 kernel,
@@ -243,7 +261,7 @@ pub fn choose_matmul(
     }
     let smallest = *fitting.last().expect("non-empty");
     describe(
-        MatmulKernel::Tiled(smallest),
+        MatmulKernel::tiled_for(smallest, n, k),
         format!(
             "no tile shape fills a wave of {} compute units; the smallest gives the most workgroups",
             p.compute_units
@@ -258,8 +276,10 @@ pub fn matmul_specs() -> Vec<Spec> {
         for (wg_x, wg_y) in NAIVE_WORKGROUPS {
             specs.push(MatmulKernel::Naive { wg_x, wg_y }.spec(dtype));
         }
-        for t in TILE_CONFIGS {
-            specs.push(t.spec(dtype));
+        for tile in TILE_CONFIGS {
+            for vec4 in [false, true] {
+                specs.push(MatmulKernel::Tiled { tile, vec4 }.spec(dtype));
+            }
         }
     }
     specs

@@ -209,3 +209,18 @@ fn forced_kernels_over_the_workgroup_limits_are_refused() {
         Err(Error::LimitExceeded { .. })
     ));
 }
+
+#[test]
+fn forced_vec4_kernel_on_unaligned_shapes_is_refused() {
+    let Some(ctx) = common::ctx() else { return };
+    let a = ctx.zeros([8, 6], DType::F32).unwrap();
+    let b = ctx.zeros([6, 8], DType::F32).unwrap();
+    let vec4 = wgtile::MatmulKernel::Tiled {
+        tile: wgtile::tune::TILE_CONFIGS[0],
+        vec4: true,
+    };
+    assert!(matches!(
+        ctx.matmul_with_kernel(&a, &b, vec4),
+        Err(Error::InvalidArgument(_))
+    ));
+}

@@ -13,8 +13,10 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
     for (wg_x, wg_y) in NAIVE_WORKGROUPS {
         ks.push(Some(MatmulKernel::Naive { wg_x, wg_y }));
     }
-    for t in TILE_CONFIGS {
-        ks.push(Some(MatmulKernel::Tiled(t)));
+    for tile in TILE_CONFIGS {
+        for vec4 in [false, true] {
+            ks.push(Some(MatmulKernel::Tiled { tile, vec4 }));
+        }
     }
     ks.retain(|k| k.is_none_or(|k| k.fits(ctx.profile())));
     ks
@@ -29,6 +31,11 @@ fn check(
     seed: u64,
 ) {
     let shape = MatmulShape::new(a_shape, b_shape).unwrap();
+    if matches!(kernel, Some(MatmulKernel::Tiled { vec4: true, .. }))
+        && !wgtile::tune::vec4_aligned(shape.n, shape.k)
+    {
+        return; // refused with InvalidArgument; see tests/errors.rs
+    }
     let a_len: usize = a_shape.iter().product();
     let b_len: usize = b_shape.iter().product();
     let (a, ha) = common::upload(ctx, &common::random(a_len, seed), a_shape, dtype);
@@ -55,8 +62,13 @@ fn check(
     });
 }
 
-/// (M, N, K): 1, primes, tile multiples +-1 for the 32/64/128 tiles, rectangular.
-const SHAPES: [(usize, usize, usize); 14] = [
+/// (M, N, K): 1, primes, tile multiples +-1 for the 64/128 tiles, rectangular;
+/// the first four have K and N multiples of 4 with M off the tiles (vec4 path edges).
+const SHAPES: [(usize, usize, usize); 18] = [
+    (4, 4, 4),
+    (129, 132, 36),
+    (63, 68, 124),
+    (257, 60, 12),
     (1, 1, 1),
     (7, 13, 31),
     (13, 7, 127),
@@ -88,6 +100,7 @@ fn f32_several_workgroups_and_k_tiles() {
     let Some(ctx) = common::ctx() else { return };
     for kernel in kernels(&ctx) {
         check(&ctx, &[257, 131], &[131, 263], DType::F32, kernel, 3);
+        check(&ctx, &[257, 132], &[132, 260], DType::F32, kernel, 4);
     }
 }
 

@@ -109,11 +109,12 @@ fn bad_specialisations_are_errors_not_silent() {
 fn const_specialisation_rewrites_only_the_named_line() {
     let spec = Spec::new(Kernel::MatmulTiled)
         .constant("BM", 32)
-        .constant("TM", 2);
+        .constant("BK", 16);
     let src = spec.wgsl().unwrap();
     assert!(src.contains("const BM: u32 = 32u;"));
-    assert!(src.contains("const TM: u32 = 2u;"));
-    assert!(src.contains("const BN: u32 = 64u;"));
+    assert!(src.contains("const BK: u32 = 16u;"));
+    assert!(src.contains("const BN: u32 = 128u;"));
+    assert!(!src.contains("const BM: u32 = 128u;"));
     let f16 = Spec::new(Kernel::MatmulNaive)
         .dtype(DType::F16)
         .wgsl()

@@ -42,47 +42,64 @@ fn tiny_problems_use_the_naive_kernel() {
     );
 }
 
+fn tiled(i: usize, vec4: bool) -> MatmulKernel {
+    MatmulKernel::Tiled {
+        tile: TILE_CONFIGS[i],
+        vec4,
+    }
+}
+
 #[test]
 fn large_problems_take_the_largest_tile_that_fills_a_wave() {
     let p = profile(132, 1024, 48 << 10);
     // 4096^2 in 128x128 tiles: 1024 workgroups = 7.76 waves of 132.
     let c = tune::choose_matmul(&p, 4096, 4096, 4096, 1);
-    assert_eq!(c.kernel, MatmulKernel::Tiled(TILE_CONFIGS[0]), "{c}");
+    assert_eq!(c.kernel, tiled(0, true), "{c}");
     assert_eq!(c.workgroups, 1024);
     assert!((c.waves - 1024.0 / 132.0).abs() < 1e-9);
-    // 512^2: 16 tiles of 128 < 132 units, 64 tiles of 64 < 132, so 256 of 32.
-    let c = tune::choose_matmul(&p, 512, 512, 512, 1);
-    assert_eq!(c.kernel, MatmulKernel::Tiled(TILE_CONFIGS[2]), "{c}");
-    // 1024^2: 64 tiles of 128 < 132, 256 tiles of 64 >= 132.
+    // 1024^2: 64 tiles of 128x128 and 128 of 64x128 are under 132; 256 of 64x64.
     let c = tune::choose_matmul(&p, 1024, 1024, 1024, 1);
-    assert_eq!(c.kernel, MatmulKernel::Tiled(TILE_CONFIGS[1]), "{c}");
-    // Batching multiplies the grid: 8 x 512^2 in 128 tiles = 128 < 132; in 64 tiles 512.
+    assert_eq!(c.kernel, tiled(2, true), "{c}");
+    // 512^2: no tile shape fills a wave: the smallest, for the most workgroups.
+    let c = tune::choose_matmul(&p, 512, 512, 512, 1);
+    assert_eq!(c.kernel, tiled(2, true), "{c}");
+    assert!(c.reason.contains("no tile shape fills"), "{c}");
+    // Batching multiplies the grid: 8 x 512^2 = 128 tiles of 128x128, 256 of 64x128.
     let c = tune::choose_matmul(&p, 512, 512, 512, 8);
-    assert_eq!(c.kernel, MatmulKernel::Tiled(TILE_CONFIGS[1]), "{c}");
+    assert_eq!(c.kernel, tiled(1, true), "{c}");
+    // Unaligned N or K: the scalar-load variant.
+    let c = tune::choose_matmul(&p, 4096, 4097, 4096, 1);
+    assert_eq!(c.kernel, tiled(0, false), "{c}");
+    let c = tune::choose_matmul(&p, 4096, 4096, 4098, 1);
+    assert_eq!(c.kernel, tiled(0, false), "{c}");
 }
 
 #[test]
 fn lecture_example_wave_counts() {
     // The lecture: 256x128 tiles on 108 SMs, N = 1792 -> 98 tiles (one wave),
     // 1793 -> 120 tiles (a full wave plus 12). Our arithmetic on our own tiles:
-    let t = MatmulKernel::Tiled(TILE_CONFIGS[0]);
+    let t = tiled(0, true);
     assert_eq!(tune::workgroup_count(t, 1792, 1792, 1), 14 * 14);
     assert_eq!(tune::workgroup_count(t, 1793, 1793, 1), 15 * 15);
 }
 
 #[test]
 fn limits_filter_the_candidates() {
-    // 128 invocations: no 256-invocation tile fits, and the naive kernel drops to 8x8.
-    let p = profile(132, 128, 48 << 10);
+    // 128 invocations: the 256-invocation 128x128 tile is out, 64x128 (128) fits.
+    let p = profile(1, 128, 48 << 10);
     let c = tune::choose_matmul(&p, 2048, 2048, 2048, 1);
-    assert_eq!(c.kernel, MatmulKernel::Naive { wg_x: 8, wg_y: 8 }, "{c}");
+    assert_eq!(c.kernel, tiled(1, true), "{c}");
+    // 32 invocations: no tile fits and the naive kernel drops to 4x4.
+    let p = profile(132, 32, 48 << 10);
+    let c = tune::choose_matmul(&p, 2048, 2048, 2048, 1);
+    assert_eq!(c.kernel, MatmulKernel::Naive { wg_x: 4, wg_y: 4 }, "{c}");
     assert!(c.reason.contains("no tile shape fits"));
-    // 4 KiB of workgroup memory: only the 32x32x16 tile (4 KiB) fits.
-    let p = profile(1, 1024, 4 << 10);
+    // 6 KiB of workgroup memory: only 64x128x8 (6 KiB) fits.
+    let p = profile(1, 1024, 6 << 10);
     let c = tune::choose_matmul(&p, 2048, 2048, 2048, 1);
-    assert_eq!(c.kernel, MatmulKernel::Tiled(TILE_CONFIGS[2]), "{c}");
+    assert_eq!(c.kernel, tiled(1, true), "{c}");
     for t in TILE_CONFIGS {
-        assert_eq!(t.fits(&p), t.workgroup_bytes() <= 4 << 10);
+        assert_eq!(t.fits(&p), t.workgroup_bytes() <= 6 << 10);
     }
 }
 

@@ -248,13 +248,17 @@ impl Context {
                 if !kernel.fits(profile) {
                     return Err(Error::LimitExceeded {
                         limit: "max_compute_invocations_per_workgroup / max_compute_workgroup_storage_size",
-                        requested: u64::from(match kernel {
-                            MatmulKernel::Naive { wg_x, wg_y } => wg_x * wg_y,
-                            MatmulKernel::Tiled(t) => t.threads(),
-                        }),
+                        requested: u64::from(kernel.threads()),
                         max: u64::from(profile.max_invocations),
                         what: format!("matmul kernel {kernel}"),
                     });
+                }
+                if matches!(kernel, MatmulKernel::Tiled { vec4: true, .. })
+                    && !tune::vec4_aligned(n, k)
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "{kernel} needs K and N to be multiples of 4, got K = {k}, N = {n}"
+                    )));
                 }
                 kernel
             }

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One whole benchmark pass on the H200 device machine (see ../shared/GPU.md):
+# unpack the Vulkan loader, run the tour (wgtile's kernels, timed with GPU
+# timestamps) and the PyTorch baselines in the same call, logs to $OUT.
+#
+# Build here first:   scripts/build-device.sh   (release binaries into .bin/)
+# Then, through the device tool, from the repo root:
+#   bash scripts/h200.sh           with carry [".bin", ".gl"]
+set -uo pipefail
+OUT=${OUT:-/tmp/wgtile-out}
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp RUST_LOG=${RUST_LOG:-warn}
+if [ ! -e /usr/share/vulkan/icd.d/nvidia_icd.json ] && [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia-smi.txt"
+
+echo "== wgtile tour"
+WGTILE_COOPERATIVE_MATRIX=1 ./.bin/tour --sizes "${SIZES:-1024,2048,4096}" --repeats 20 2>&1 | tee "$OUT/tour.log"
+
+echo "== PyTorch baselines"
+PYTHONUNBUFFERED=1 python3 scripts/torch_baseline.py --sizes "${SIZES:-1024,2048,4096}" 2>&1 | tee "$OUT/torch.log"
+
+echo "== summary"
+grep -A20 "^Summary" "$OUT/tour.log" | head -12
+grep "^torch" "$OUT/torch.log"

@@ -1,0 +1,133 @@
+// matmul_tiled_core: the compute part shared by matmul_tiled (scalar global
+// loads, any shape) and matmul_tiled_vec4 (vec4 global loads and stores, for
+// K and N multiples of 4). The registry appends this file to either one; the
+// prelude supplies the bindings and `load_a_tile`, `load_b_tile`, `store_row`.
+//
+// Algorithm (the lecture's tiling, plus register tiling): a workgroup owns a
+//   BM x BN block of C and walks K in steps of BK. Per step all invocations
+//   stage a BM x BK tile of A and a BK x BN tile of B in workgroup memory
+//   (zero-filled past the edges), then each invocation accumulates an 8 x 8
+//   register tile of C: per k it reads two vec4 of A and two vec4 of B from
+//   workgroup memory and issues 16 vec4 fmas (64 multiply-adds for 4 loads).
+//   Every global element is read N / BN (A) or M / BM (B) times instead of N
+//   or M times.
+// Register tile: invocation (tx, ty) owns rows {4ty..4ty+3} and
+//   {BM/2 + 4ty..+3}, columns {4tx..4tx+3} and {BN/2 + 4tx..+3}: two vec4 per
+//   operand, so neighbouring invocations read neighbouring 16-byte words of
+//   workgroup memory (no bank conflicts) and store neighbouring vec4 of C.
+//   The 16 accumulators are named variables, not an array: WGSL has no unroll
+//   directive and a dynamically indexed array may be placed in slow local memory.
+// Workgroup memory: A tile k-major ([BK][BM/4] vec4) so one vec4 read gives
+//   four rows at one k; B tile [BK][BN/4] vec4. (BM + BN) * BK * 4 bytes.
+// Workgroup: (BN / 8) x (BM / 8) invocations; 128 x 128 tiles -> 16 x 16 = 256.
+// Tile parameters (text-specialised consts): BM, BN (multiples of 8; BM/8 and
+//   BN/8 are the workgroup's sides), BK (a multiple of 4).
+// Types: Elem is f32 or f16 (text-specialised); tiles and accumulation are f32.
+// Batching: z = batch_base + workgroup z splits into (z / batch_inner,
+//   z % batch_inner), each operand with a stride per batch dimension (0
+//   broadcasts); C is dense with C[z] at z * M * N.
+
+const BM: u32 = 128u;
+const BN: u32 = 128u;
+const BK: u32 = 8u;
+
+const WG_X: u32 = BN / 8u;
+const WG_Y: u32 = BM / 8u;
+const THREADS: u32 = WG_X * WG_Y;
+const BM4: u32 = BM / 4u;
+const BN4: u32 = BN / 4u;
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    batch_inner: u32,
+    a_stride0: u32,
+    a_stride1: u32,
+    b_stride0: u32,
+    b_stride1: u32,
+    batch_base: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+
+var<workgroup> a_sh: array<vec4<f32>, BK * BM4>;
+var<workgroup> b_sh: array<vec4<f32>, BK * BN4>;
+
+@compute @workgroup_size(WG_X, WG_Y, 1)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let row0 = wid.y * BM;
+    let col0 = wid.x * BN;
+    let z = params.batch_base + wid.z;
+    let z0 = z / params.batch_inner;
+    let z1 = z % params.batch_inner;
+    let a_base = z0 * params.a_stride0 + z1 * params.a_stride1;
+    let b_base = z0 * params.b_stride0 + z1 * params.b_stride1;
+
+    var c00 = vec4<f32>();
+    var c01 = vec4<f32>();
+    var c10 = vec4<f32>();
+    var c11 = vec4<f32>();
+    var c20 = vec4<f32>();
+    var c21 = vec4<f32>();
+    var c30 = vec4<f32>();
+    var c31 = vec4<f32>();
+    var c40 = vec4<f32>();
+    var c41 = vec4<f32>();
+    var c50 = vec4<f32>();
+    var c51 = vec4<f32>();
+    var c60 = vec4<f32>();
+    var c61 = vec4<f32>();
+    var c70 = vec4<f32>();
+    var c71 = vec4<f32>();
+
+    for (var k0 = 0u; k0 < params.k; k0 += BK) {
+        load_a_tile(a_base, row0, k0, tid);
+        load_b_tile(b_base, col0, k0, tid);
+        workgroupBarrier();
+        for (var kk = 0u; kk < BK; kk++) {
+            let a0 = a_sh[kk * BM4 + lid.y];
+            let a1 = a_sh[kk * BM4 + WG_Y + lid.y];
+            let b0 = b_sh[kk * BN4 + lid.x];
+            let b1 = b_sh[kk * BN4 + WG_X + lid.x];
+            c00 = fma(vec4(a0.x), b0, c00);
+            c01 = fma(vec4(a0.x), b1, c01);
+            c10 = fma(vec4(a0.y), b0, c10);
+            c11 = fma(vec4(a0.y), b1, c11);
+            c20 = fma(vec4(a0.z), b0, c20);
+            c21 = fma(vec4(a0.z), b1, c21);
+            c30 = fma(vec4(a0.w), b0, c30);
+            c31 = fma(vec4(a0.w), b1, c31);
+            c40 = fma(vec4(a1.x), b0, c40);
+            c41 = fma(vec4(a1.x), b1, c41);
+            c50 = fma(vec4(a1.y), b0, c50);
+            c51 = fma(vec4(a1.y), b1, c51);
+            c60 = fma(vec4(a1.z), b0, c60);
+            c61 = fma(vec4(a1.z), b1, c61);
+            c70 = fma(vec4(a1.w), b0, c70);
+            c71 = fma(vec4(a1.w), b1, c71);
+        }
+        workgroupBarrier();
+    }
+
+    let c_base = z * params.m * params.n;
+    let r0 = row0 + lid.y * 4u;
+    let r1 = row0 + BM / 2u + lid.y * 4u;
+    let ca = col0 + lid.x * 4u;
+    let cb = col0 + BN / 2u + lid.x * 4u;
+    store_row(c_base, r0, ca, cb, c00, c01);
+    store_row(c_base, r0 + 1u, ca, cb, c10, c11);
+    store_row(c_base, r0 + 2u, ca, cb, c20, c21);
+    store_row(c_base, r0 + 3u, ca, cb, c30, c31);
+    store_row(c_base, r1, ca, cb, c40, c41);
+    store_row(c_base, r1 + 1u, ca, cb, c50, c51);
+    store_row(c_base, r1 + 2u, ca, cb, c60, c61);
+    store_row(c_base, r1 + 3u, ca, cb, c70, c71);
+}

@@ -1,0 +1,65 @@
+// matmul_tiled_vec4: register-tiled matmul with 16-byte global loads and
+// stores; needs K and N to be multiples of 4 (the dispatcher checks; the
+// padding layer makes other shapes so).
+//
+// The compute part is matmul_tiled_core.wgsl, appended by the registry. This
+// prelude binds A, B, C as arrays of vec4 (so every load is one 16-byte
+// transaction: the lecture's burst alignment) and supplies:
+// - load_a_tile: an invocation reads 4 consecutive k of one row of A as one
+//   vec4 and scatters them k-major into workgroup memory.
+// - load_b_tile: an invocation reads 4 consecutive n of one row of B as one
+//   vec4 and writes it whole.
+// - store_row: each 4-wide column group of an output row is one vec4 store.
+// With K % 4 == 0 and N % 4 == 0 a vec4 is wholly inside or wholly outside the
+// matrix, so bounds checks per vec4 are exact. Any M.
+
+alias Elem = f32;
+
+@group(0) @binding(1) var<storage, read> lhs: array<vec4<Elem>>;
+@group(0) @binding(2) var<storage, read> rhs: array<vec4<Elem>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<Elem>>;
+
+fn load_a_tile(a_base: u32, row0: u32, k0: u32, tid: u32) {
+    for (var i = tid; i < BM * BK / 4u; i += THREADS) {
+        let r = i / (BK / 4u);
+        let kk = (i % (BK / 4u)) * 4u;
+        let gr = row0 + r;
+        let gk = k0 + kk;
+        var v = vec4<f32>();
+        if gr < params.m && gk < params.k {
+            v = vec4<f32>(lhs[(a_base + gr * params.k + gk) / 4u]);
+        }
+        let slot = r / 4u;
+        let lane = r % 4u;
+        a_sh[kk * BM4 + slot][lane] = v.x;
+        a_sh[(kk + 1u) * BM4 + slot][lane] = v.y;
+        a_sh[(kk + 2u) * BM4 + slot][lane] = v.z;
+        a_sh[(kk + 3u) * BM4 + slot][lane] = v.w;
+    }
+}
+
+fn load_b_tile(b_base: u32, col0: u32, k0: u32, tid: u32) {
+    for (var i = tid; i < BK * BN4; i += THREADS) {
+        let kk = i / BN4;
+        let c = (i % BN4) * 4u;
+        let gk = k0 + kk;
+        let gc = col0 + c;
+        var v = vec4<f32>();
+        if gk < params.k && gc < params.n {
+            v = vec4<f32>(rhs[(b_base + gk * params.n + gc) / 4u]);
+        }
+        b_sh[kk * BN4 + c / 4u] = v;
+    }
+}
+
+fn store_row(c_base: u32, row: u32, ca: u32, cb: u32, lo: vec4<f32>, hi: vec4<f32>) {
+    if row < params.m {
+        let base = c_base + row * params.n;
+        if ca < params.n {
+            out[(base + ca) / 4u] = vec4<Elem>(lo);
+        }
+        if cb < params.n {
+            out[(base + cb) / 4u] = vec4<Elem>(hi);
+        }
+    }
+}
