@@ -169,7 +169,7 @@ impl MatmulKernel {
 /// Whether the vec4 kernel can run `[m, k] x [k, n]`: rows of A and B must
 /// start on 16-byte boundaries.
 pub fn vec4_aligned(n: usize, k: usize) -> bool {
-    n % 4 == 0 && k % 4 == 0
+    n.is_multiple_of(4) && k.is_multiple_of(4)
 }
 
 impl fmt::Display for MatmulKernel {

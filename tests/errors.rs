@@ -163,10 +163,7 @@ fn tensors_over_the_binding_limit_are_refused_with_the_limit_named() {
     })
     .unwrap();
     let a = small.zeros([512, 512], DType::F32).unwrap();
-    assert!(matches!(
-        small.matmul(&a, &a.reshape([512, 512]).unwrap()),
-        Ok(_)
-    ));
+    small.matmul(&a, &a).unwrap();
     assert!(matches!(
         small.zeros([513, 512], DType::F32),
         Err(Error::LimitExceeded {
