@@ -160,7 +160,7 @@ fn max_error(a: &[f32], b: &[f32], c: &[f32], n: usize) -> f64 {
     let total = n * n;
     let step = total.div_ceil(CHECKED_OUTPUTS).max(1);
     // An odd stride visits every column over the rows instead of one column.
-    let step = if step > 1 && step % 2 == 0 {
+    let step = if step > 1 && step.is_multiple_of(2) {
         step + 1
     } else {
         step
