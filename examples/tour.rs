@@ -15,7 +15,11 @@
 use std::time::Instant;
 
 use clap::Parser;
-use wgtile::{Context, MatmulKernel, Tensor, TimingOptions};
+
+#[path = "common/mod.rs"]
+mod common;
+use common::{max_error, random_matrix};
+use wgtile::{Context, MatmulKernel, TimingOptions};
 
 #[derive(Parser, Debug)]
 #[command(about = "Run and measure every wgtile technique on this adapter")]
@@ -30,10 +34,6 @@ struct Args {
     #[arg(long)]
     quick: bool,
 }
-
-/// Outputs compared with the f64 reference per size: all of them up to this
-/// many, else this many spread over the matrix (the reference costs 2K flops each).
-const CHECKED_OUTPUTS: usize = 1 << 16;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
@@ -89,8 +89,8 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
     };
     let mut rows = Vec::new();
     for &n in &sizes {
-        let (a, ha) = random_matrix(ctx, n, 1)?;
-        let (b, hb) = random_matrix(ctx, n, 2)?;
+        let (a, ha) = random_matrix(ctx, n, 1, wgtile::DType::F32)?;
+        let (b, hb) = random_matrix(ctx, n, 2, wgtile::DType::F32)?;
         let choice = ctx.explain_matmul(n, n, n, 1);
         println!("\nn = {n}: dispatcher -> {choice}");
         for kernel in [MatmulKernel::naive_for(profile), choice.kernel] {
@@ -147,36 +147,4 @@ fn timing_source(ctx: &Context) -> &'static str {
     } else {
         "wall clock, median"
     }
-}
-
-fn random_matrix(ctx: &Context, n: usize, seed: u64) -> wgtile::Result<(Tensor, Vec<f32>)> {
-    let host = wgtile::uniform_values(n * n, -1.0, 1.0, seed);
-    Ok((ctx.tensor(&host, [n, n])?, host))
-}
-
-/// Largest |C - A B| over all outputs (small n) or an even spread of outputs,
-/// against f64 dot products.
-fn max_error(a: &[f32], b: &[f32], c: &[f32], n: usize) -> f64 {
-    let total = n * n;
-    let step = total.div_ceil(CHECKED_OUTPUTS).max(1);
-    // An odd stride visits every column over the rows instead of one column.
-    let step = if step > 1 && step.is_multiple_of(2) {
-        step + 1
-    } else {
-        step
-    };
-    let mut worst = 0.0f64;
-    for idx in (0..total).step_by(step) {
-        let (i, j) = (idx / n, idx % n);
-        let reference: f64 = (0..n)
-            .map(|p| f64::from(a[i * n + p]) * f64::from(b[p * n + j]))
-            .sum();
-        let err = (f64::from(c[idx]) - reference).abs();
-        worst = if err.is_nan() {
-            f64::INFINITY
-        } else {
-            worst.max(err)
-        };
-    }
-    worst
 }

@@ -20,9 +20,16 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 echo "== wgtile tour"
 WGTILE_COOPERATIVE_MATRIX=1 ./.bin/tour --sizes "${SIZES:-1024,2048,4096}" --repeats 20 2>&1 | tee "$OUT/tour.log"
 
+echo "== every matmul kernel, f32 and f16"
+./.bin/matmul_kernels --sizes "${SIZES:-1024,2048,4096}" --dtype f32 2>&1 | tee "$OUT/kernels_f32.log"
+./.bin/matmul_kernels --sizes "${SIZES:-1024,2048,4096}" --dtype f16 2>&1 | tee "$OUT/kernels_f16.log"
+echo "== the same with wgpu's runtime checks on every kernel (what trusted modules buy)"
+WGTILE_CHECKED_SHADERS=1 ./.bin/matmul_kernels --sizes 4096 --dtype f32 2>&1 | tee "$OUT/kernels_f32_checked.log"
+
 echo "== PyTorch baselines"
 PYTHONUNBUFFERED=1 python3 scripts/torch_baseline.py --sizes "${SIZES:-1024,2048,4096}" 2>&1 | tee "$OUT/torch.log"
 
 echo "== summary"
 grep -A20 "^Summary" "$OUT/tour.log" | head -12
+for f in kernels_f32 kernels_f16 kernels_f32_checked; do echo "-- $f"; grep -E "^ +[0-9]+ " "$OUT/$f.log" | grep 4096; done
 grep "^torch" "$OUT/torch.log"

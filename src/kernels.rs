@@ -254,7 +254,7 @@ pub(crate) fn compile(
         label: Some(label),
         source: wgpu::ShaderSource::Wgsl(source.into()),
     };
-    let module = if trusted {
+    let module = if trusted && !checked_shaders_forced() {
         // SAFETY: only kernels listed by `Kernel::trusted`, whose accesses are
         // explicitly bounds-checked or in bounds by construction (see there).
         unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
@@ -280,6 +280,16 @@ pub(crate) fn compile(
         }),
         None => Ok(pipeline),
     }
+}
+
+/// `WGTILE_CHECKED_SHADERS=1` compiles every kernel with wgpu's runtime checks,
+/// to debug a suspected out-of-bounds access or to measure what trust buys.
+fn checked_shaders_forced() -> bool {
+    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| {
+        std::env::var("WGTILE_CHECKED_SHADERS")
+            .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "on"))
+    })
 }
 
 /// One compute dispatch, ready to encode.
