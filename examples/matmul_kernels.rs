@@ -9,7 +9,7 @@
 //! checks, to see what the trusted (unchecked) modules buy.
 
 use clap::Parser;
-use wgtile::tune::TILE_CONFIGS;
+use wgtile::tune::{TILE_CONFIGS, TileConfig};
 use wgtile::{Context, DType, MatmulKernel, TimingOptions};
 
 #[path = "common/mod.rs"]
@@ -26,6 +26,16 @@ struct Args {
     /// Measured runs per kernel and size.
     #[arg(long, default_value_t = 10)]
     repeats: u32,
+    /// Sweeps over all kernels (the second one in reverse order), to see how
+    /// much of a difference between kernels is run-to-run spread.
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
+    /// Tile shapes to try as BMxBNxBK (default: the dispatcher's TILE_CONFIGS).
+    #[arg(long, value_delimiter = ',')]
+    tiles: Vec<String>,
+    /// Seconds of warm-up work before each measurement (GPU clocks ramp up).
+    #[arg(long, default_value_t = 0.3)]
+    warmup_seconds: f64,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -46,42 +56,75 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         vec![1024, 2048, 4096]
     };
+    let tiles: Vec<TileConfig> = if args.tiles.is_empty() {
+        TILE_CONFIGS.to_vec()
+    } else {
+        args.tiles
+            .iter()
+            .map(|t| parse_tile(t))
+            .collect::<Result<_, _>>()?
+    };
     let mut kernels = vec![MatmulKernel::naive_for(profile)];
-    for tile in TILE_CONFIGS.into_iter().filter(|t| t.fits(profile)) {
+    for tile in tiles.into_iter().filter(|t| t.fits(profile)) {
         for vec4 in [false, true] {
             kernels.push(MatmulKernel::Tiled { tile, vec4 });
         }
     }
     let opts = TimingOptions {
         warmup: 2,
+        warmup_seconds: args.warmup_seconds,
         repeats: args.repeats.max(1),
     };
     println!(
-        "{:>6}  {:<40} {:>11} {:>10} {:>10}",
-        "n", "kernel", "GFLOP/s", "ms", "max|err|"
+        "{:>6}  {:<40} {:>11} {:>10} {:>10} {:>10}  round",
+        "n", "kernel", "GFLOP/s", "ms", "spread", "max|err|"
     );
     for &n in &sizes {
         let (a, ha) = common::random_matrix(&ctx, n, 1, dtype)?;
         let (b, hb) = common::random_matrix(&ctx, n, 2, dtype)?;
-        for &kernel in &kernels {
-            let plan = match ctx.matmul_plan(&a, &b, None, Some(kernel)) {
-                Ok(plan) => plan,
-                Err(e) => {
-                    println!("{n:>6}  {:<40} skipped: {e}", kernel.to_string());
-                    continue;
-                }
+        for round in 0..args.rounds {
+            let order: Vec<MatmulKernel> = if round % 2 == 0 {
+                kernels.clone()
+            } else {
+                kernels.iter().rev().copied().collect()
             };
-            ctx.fill(plan.output(), f32::NAN)?;
-            let timing = ctx.time(&plan, &opts)?;
-            let c = plan.output().to_f32_vec_blocking()?;
-            println!(
-                "{n:>6}  {:<40} {:>11.1} {:>10.3} {:>10.2e}",
-                kernel.to_string(),
-                timing.gflops(plan.flops()),
-                timing.median() * 1e3,
-                common::max_error(&ha, &hb, &c, n)
-            );
+            for kernel in order {
+                let plan = match ctx.matmul_plan(&a, &b, None, Some(kernel)) {
+                    Ok(plan) => plan,
+                    Err(e) => {
+                        println!("{n:>6}  {:<40} skipped: {e}", kernel.to_string());
+                        continue;
+                    }
+                };
+                ctx.fill(plan.output(), f32::NAN)?;
+                let timing = ctx.time(&plan, &opts)?;
+                let c = plan.output().to_f32_vec_blocking()?;
+                println!(
+                    "{n:>6}  {:<40} {:>11.1} {:>10.3} {:>9.0}% {:>10.2e}  {round}",
+                    kernel.to_string(),
+                    timing.gflops(plan.flops()),
+                    timing.median() * 1e3,
+                    100.0 * (timing.max() - timing.min()) / timing.median(),
+                    common::max_error(&ha, &hb, &c, n)
+                );
+            }
         }
     }
     Ok(())
+}
+
+fn parse_tile(text: &str) -> Result<TileConfig, String> {
+    let dims: Vec<u32> = text
+        .split('x')
+        .map(|d| d.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("tile {text:?}: {e}"))?;
+    match dims[..] {
+        [bm, bn, bk] if bm % 8 == 0 && bn % 8 == 0 && bk % 4 == 0 && bm > 0 && bn > 0 && bk > 0 => {
+            Ok(TileConfig { bm, bn, bk })
+        }
+        _ => Err(format!(
+            "tile {text:?} must be BMxBNxBK with BM, BN multiples of 8 and BK of 4"
+        )),
+    }
 }

@@ -84,8 +84,8 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
          invocation, so each element is read N / tile times (lecture: tiling)."
     );
     let opts = TimingOptions {
-        warmup: 1,
         repeats: args.repeats.max(1),
+        ..TimingOptions::default()
     };
     let mut rows = Vec::new();
     for &n in &sizes {

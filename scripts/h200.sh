@@ -20,11 +20,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 echo "== wgtile tour"
 WGTILE_COOPERATIVE_MATRIX=1 ./.bin/tour --sizes "${SIZES:-1024,2048,4096}" --repeats 20 2>&1 | tee "$OUT/tour.log"
 
-echo "== every matmul kernel, f32 and f16"
-./.bin/matmul_kernels --sizes "${SIZES:-1024,2048,4096}" --dtype f32 2>&1 | tee "$OUT/kernels_f32.log"
-./.bin/matmul_kernels --sizes "${SIZES:-1024,2048,4096}" --dtype f16 2>&1 | tee "$OUT/kernels_f16.log"
+nvidia-smi dmon -s pc -d 1 > "$OUT/dmon.log" 2>&1 &
+DMON=$!
+echo "== every matmul kernel, f32 (two rounds, the second reversed) and f16"
+TILES=${TILES:-128x128x8,128x128x16,64x128x8,128x64x8,64x64x16}
+./.bin/matmul_kernels --sizes "${KSIZES:-2048,4096}" --dtype f32 --rounds 2 --tiles "$TILES" 2>&1 | tee "$OUT/kernels_f32.log"
+./.bin/matmul_kernels --sizes 4096 --dtype f16 --tiles "$TILES" 2>&1 | tee "$OUT/kernels_f16.log"
 echo "== the same with wgpu's runtime checks on every kernel (what trusted modules buy)"
-WGTILE_CHECKED_SHADERS=1 ./.bin/matmul_kernels --sizes 4096 --dtype f32 2>&1 | tee "$OUT/kernels_f32_checked.log"
+WGTILE_CHECKED_SHADERS=1 ./.bin/matmul_kernels --sizes 4096 --dtype f32 --tiles "$TILES" 2>&1 | tee "$OUT/kernels_f32_checked.log"
+kill $DMON 2>/dev/null
 
 echo "== PyTorch baselines"
 PYTHONUNBUFFERED=1 python3 scripts/torch_baseline.py --sizes "${SIZES:-1024,2048,4096}" 2>&1 | tee "$OUT/torch.log"

@@ -14,6 +14,12 @@ use crate::plan::Plan;
 pub struct TimingOptions {
     /// Runs before measuring (pipeline warm-up, clocks, caches).
     pub warmup: u32,
+    /// Keep warming up (in batches of runs, doubling) until this many seconds
+    /// have passed and two consecutive batches agree on the time per run within
+    /// 5%. A GPU idles at a low clock (the H200: 345 MHz against 1980 under
+    /// load) and ramps up over tens to hundreds of milliseconds: without this, a
+    /// kernel measured after host-side work reads up to 5x slow.
+    pub warmup_seconds: f64,
     /// Measured runs (at most 2048 with timestamps).
     pub repeats: u32,
 }
@@ -22,6 +28,7 @@ impl Default for TimingOptions {
     fn default() -> Self {
         Self {
             warmup: 2,
+            warmup_seconds: 0.3,
             repeats: 10,
         }
     }
@@ -62,6 +69,11 @@ impl Timing {
         self.samples.iter().copied().fold(f64::INFINITY, f64::min)
     }
 
+    /// Slowest run in seconds.
+    pub fn max(&self) -> f64 {
+        self.samples.iter().copied().fold(0.0, f64::max)
+    }
+
     /// Achieved GFLOP/s at the median time.
     pub fn gflops(&self, flops: u64) -> f64 {
         flops as f64 / self.median() / 1e9
@@ -77,9 +89,10 @@ impl fmt::Display for Timing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "median {:.3} ms, min {:.3} ms over {} runs ({})",
+            "median {:.3} ms, min {:.3} ms, max {:.3} ms over {} runs ({})",
             self.median() * 1e3,
             self.min() * 1e3,
+            self.max() * 1e3,
             self.samples.len(),
             match self.source {
                 TimeSource::GpuTimestamps => "GPU timestamps",
@@ -89,6 +102,9 @@ impl fmt::Display for Timing {
     }
 }
 
+/// Most warm-up batches (each up to twice the last) before measuring anyway.
+const WARMUP_BATCHES_MAX: u32 = 24;
+
 /// Queries in one query set (wgpu's `QUERY_SET_MAX_QUERIES`).
 const MAX_QUERIES: u32 = 4096;
 
@@ -96,10 +112,30 @@ impl Context {
     /// Times `plan`: `warmup` runs, then `repeats` measured runs.
     pub fn time(&self, plan: &Plan, options: &TimingOptions) -> Result<Timing> {
         let repeats = options.repeats.max(1);
+        let start = Instant::now();
         for _ in 0..options.warmup {
             plan.run()?;
         }
         self.wait()?;
+        // Warm up until the time and until two consecutive batches agree on
+        // the time per run (the clock has settled), doubling the batch.
+        let mut batch = 1u32;
+        let mut previous = f64::INFINITY;
+        let mut settled = options.warmup_seconds <= 0.0;
+        for _ in 0..WARMUP_BATCHES_MAX {
+            if settled && start.elapsed().as_secs_f64() >= options.warmup_seconds {
+                break;
+            }
+            let t = Instant::now();
+            for _ in 0..batch {
+                plan.run()?;
+            }
+            self.wait()?;
+            let per_run = t.elapsed().as_secs_f64() / f64::from(batch);
+            settled = (per_run - previous).abs() <= 0.05 * previous;
+            previous = per_run;
+            batch = batch.saturating_mul(2).min(1024);
+        }
         if self.profile().timestamps {
             self.time_with_timestamps(plan, repeats.min(MAX_QUERIES / 2))
         } else {
