@@ -178,6 +178,7 @@ fn time_runs(ctx: &Context, plan: &Plan, iters: u64) -> Duration {
                 plan,
                 &TimingOptions {
                     warmup: 0,
+                    warmup_seconds: 0.0,
                     repeats: repeats as u32,
                 },
             )

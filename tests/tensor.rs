@@ -112,6 +112,7 @@ fn timing_reports_positive_samples() {
             &plan,
             &TimingOptions {
                 warmup: 1,
+                warmup_seconds: 0.0,
                 repeats: 5,
             },
         )
