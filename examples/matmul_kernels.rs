@@ -9,7 +9,7 @@
 //! checks, to see what the trusted (unchecked) modules buy.
 
 use clap::Parser;
-use wgtile::tune::{TILE_CONFIGS, TileConfig};
+use wgtile::tune::{COOP_CONFIGS, TILE_CONFIGS, TileConfig};
 use wgtile::{Context, DType, MatmulKernel, TimingOptions};
 
 #[path = "common/mod.rs"]
@@ -69,6 +69,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for vec4 in [false, true] {
             kernels.push(MatmulKernel::Tiled { tile, vec4 });
         }
+    }
+    if dtype == DType::F16 {
+        kernels.extend(
+            COOP_CONFIGS
+                .into_iter()
+                .filter_map(|c| MatmulKernel::coop_for(profile, c)),
+        );
     }
     let opts = TimingOptions {
         warmup: 2,

@@ -91,7 +91,7 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
     for &n in &sizes {
         let (a, ha) = random_matrix(ctx, n, 1, wgtile::DType::F32)?;
         let (b, hb) = random_matrix(ctx, n, 2, wgtile::DType::F32)?;
-        let choice = ctx.explain_matmul(n, n, n, 1);
+        let choice = ctx.explain_matmul(wgtile::DType::F32, n, n, n, 1);
         println!("\nn = {n}: dispatcher -> {choice}");
         for kernel in [MatmulKernel::naive_for(profile), choice.kernel] {
             let plan = ctx.matmul_plan(&a, &b, None, Some(kernel))?;

@@ -17,6 +17,11 @@ if [ ! -e /usr/share/vulkan/icd.d/nvidia_icd.json ] && [ -e /usr/local/nvidia/sh
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/nvidia-smi.txt"
 
+echo "== GPU tests with cooperative matrices enabled (edge shapes on every kernel)"
+for t in matmul tensor errors; do
+    WGTILE_COOPERATIVE_MATRIX=1 ./.bin/test_$t --test-threads=1 2>&1 | tail -n 25 | tee "$OUT/test_$t.log"
+done
+
 echo "== wgtile tour"
 WGTILE_COOPERATIVE_MATRIX=1 ./.bin/tour --sizes "${SIZES:-1024,2048,4096}" --repeats 20 2>&1 | tee "$OUT/tour.log"
 
@@ -24,8 +29,8 @@ nvidia-smi dmon -s pc -d 1 > "$OUT/dmon.log" 2>&1 &
 DMON=$!
 echo "== every matmul kernel, f32 (two rounds, the second reversed) and f16"
 TILES=${TILES:-128x128x8,128x128x16,64x128x8,128x64x8,64x64x16}
-./.bin/matmul_kernels --sizes "${KSIZES:-2048,4096}" --dtype f32 --rounds 2 --tiles "$TILES" 2>&1 | tee "$OUT/kernels_f32.log"
-./.bin/matmul_kernels --sizes 4096 --dtype f16 --tiles "$TILES" 2>&1 | tee "$OUT/kernels_f16.log"
+./.bin/matmul_kernels --sizes "${KSIZES:-2048,4096}" --dtype f32 --rounds "${ROUNDS:-1}" --tiles "$TILES" 2>&1 | tee "$OUT/kernels_f32.log"
+./.bin/matmul_kernels --sizes "${F16SIZES:-1024,2048,4096}" --dtype f16 --tiles "$TILES" 2>&1 | tee "$OUT/kernels_f16.log"
 echo "== the same with wgpu's runtime checks on every kernel (what trusted modules buy)"
 WGTILE_CHECKED_SHADERS=1 ./.bin/matmul_kernels --sizes 4096 --dtype f32 --tiles "$TILES" 2>&1 | tee "$OUT/kernels_f32_checked.log"
 kill $DMON 2>/dev/null
@@ -35,5 +40,6 @@ PYTHONUNBUFFERED=1 python3 scripts/torch_baseline.py --sizes "${SIZES:-1024,2048
 
 echo "== summary"
 grep -A20 "^Summary" "$OUT/tour.log" | head -12
-for f in kernels_f32 kernels_f16 kernels_f32_checked; do echo "-- $f"; grep -E "^ +[0-9]+ " "$OUT/$f.log" | grep 4096; done
+grep -h "test result" "$OUT"/test_*.log
+for f in kernels_f32 kernels_f16 kernels_f32_checked; do echo "-- $f"; grep -E "^ +[0-9]+ " "$OUT/$f.log" | grep -E "^ +4096|coop"; done
 grep "^torch" "$OUT/torch.log"

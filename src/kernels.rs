@@ -32,17 +32,20 @@ pub enum Kernel {
     /// The same compute core with 16-byte global loads and stores: K and N
     /// multiples of 4.
     MatmulTiledVec4,
+    /// f16 matmul on tensor cores (cooperative matrices), f32 accumulation.
+    MatmulCoop,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 4] = [
+    pub const ALL: [Kernel; 5] = [
         Kernel::Fill,
         Kernel::MatmulNaive,
         Kernel::MatmulTiled,
         Kernel::MatmulTiledVec4,
+        Kernel::MatmulCoop,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -59,6 +62,7 @@ impl Kernel {
                 include_str!("../shaders/matmul_tiled_vec4.wgsl"),
                 MATMUL_TILED_CORE,
             ],
+            Kernel::MatmulCoop => &[include_str!("../shaders/matmul_coop.wgsl")],
         }
     }
 
@@ -69,6 +73,7 @@ impl Kernel {
             Kernel::MatmulNaive => "matmul_naive",
             Kernel::MatmulTiled => "matmul_tiled",
             Kernel::MatmulTiledVec4 => "matmul_tiled_vec4",
+            Kernel::MatmulCoop => "matmul_coop",
         }
     }
 
@@ -84,6 +89,21 @@ impl Kernel {
             .any(|p| p.lines().any(|l| l.trim() == ELEM_ALIAS))
     }
 
+    /// The one dtype a kernel that is not dtype-generic works in (the fill
+    /// kernel is dtype-agnostic and listed as f32).
+    pub const fn fixed_dtype(self) -> DType {
+        match self {
+            Kernel::MatmulCoop => DType::F16,
+            _ => DType::F32,
+        }
+    }
+
+    /// Whether the kernel uses cooperative matrices (needs the experimental
+    /// feature; naga translates it to SPIR-V only).
+    pub const fn uses_cooperative_matrix(self) -> bool {
+        matches!(self, Kernel::MatmulCoop)
+    }
+
     /// Kernels whose every storage access is guarded by an explicit bounds
     /// check in the WGSL (or is in bounds by construction, like workgroup tile
     /// indices) and whose loops have constant or uniform trip counts, all
@@ -92,7 +112,10 @@ impl Kernel {
     /// the tiled kernels 1.4-1.8x on the H200. Never for kernels that index
     /// with user-controlled values.
     pub const fn trusted(self) -> bool {
-        matches!(self, Kernel::MatmulTiled | Kernel::MatmulTiledVec4)
+        matches!(
+            self,
+            Kernel::MatmulTiled | Kernel::MatmulTiledVec4 | Kernel::MatmulCoop
+        )
     }
 }
 
@@ -112,11 +135,11 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// The kernel at its defaults, f32.
+    /// The kernel at its defaults (f32, or its fixed dtype).
     pub fn new(kernel: Kernel) -> Self {
         Self {
             kernel,
-            dtype: DType::F32,
+            dtype: kernel.fixed_dtype(),
             consts: Vec::new(),
             overrides: Vec::new(),
         }
@@ -149,12 +172,15 @@ impl Spec {
             message,
         };
         let mut out = String::with_capacity(src.len() + 64);
-        if self.dtype == DType::F16 {
-            if !self.kernel.is_dtype_generic() {
-                return Err(fail(
-                    "kernel has no `alias Elem` and cannot take f16".into(),
-                ));
-            }
+        let generic = self.kernel.is_dtype_generic();
+        if !generic && self.dtype != self.kernel.fixed_dtype() {
+            return Err(fail(format!(
+                "kernel has no `alias Elem` and works in {} only, not {}",
+                self.kernel.fixed_dtype(),
+                self.dtype
+            )));
+        }
+        if generic && self.dtype == DType::F16 {
             out.push_str("enable f16;\n");
         }
         let mut applied = vec![false; self.consts.len()];

@@ -46,6 +46,11 @@ pub use tune::{MatmulChoice, MatmulKernel, TileConfig};
 
 /// Re-exported `half::f16`, the host type of [`DType::F16`].
 pub use half::f16;
+/// The README's example runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// Re-exported so callers can name wgpu types (backends, features, limits)
 /// without a separate, possibly mismatched, dependency.
 pub use wgpu;

@@ -133,8 +133,8 @@ impl Context {
             self.wait()?;
             let per_run = t.elapsed().as_secs_f64() / f64::from(batch);
             // A run longer than the whole warm-up ramped the clock by itself.
-            settled = (per_run - previous).abs() <= 0.05 * previous
-                || per_run >= options.warmup_seconds;
+            settled =
+                (per_run - previous).abs() <= 0.05 * previous || per_run >= options.warmup_seconds;
             previous = per_run;
             batch = batch.saturating_mul(2).min(1024);
         }

@@ -98,6 +98,55 @@ pub enum MatmulKernel {
         /// 16-byte global loads and stores (needs K and N multiples of 4).
         vec4: bool,
     },
+    /// Tensor cores through cooperative matrices (f16 only; K and N multiples
+    /// of 8). Each subgroup owns 64 x 32 of C, the workgroup `warps_m x warps_n`
+    /// subgroups.
+    Coop {
+        /// Subgroups along M (64 rows each).
+        warps_m: u32,
+        /// Subgroups along N (32 columns each).
+        warps_n: u32,
+        /// K step staged through workgroup memory (a multiple of 16).
+        bk: u32,
+        /// Subgroup size the workgroup is laid out for.
+        subgroup: u32,
+    },
+}
+
+/// Cooperative-matrix workgroup shapes (warps_m, warps_n, bk), largest first.
+pub const COOP_CONFIGS: [(u32, u32, u32); 3] = [(2, 4, 32), (2, 2, 32), (1, 2, 32)];
+
+impl MatmulKernel {
+    /// The cooperative-matrix kernel `(warps_m, warps_n, bk)` laid out for the
+    /// adapter's subgroup size, when the adapter can run it at all.
+    pub fn coop_for(p: &AdapterProfile, (warps_m, warps_n, bk): (u32, u32, u32)) -> Option<Self> {
+        let kernel = MatmulKernel::Coop {
+            warps_m,
+            warps_n,
+            bk,
+            subgroup: p.subgroup_max_size,
+        };
+        kernel.fits(p).then_some(kernel)
+    }
+}
+
+/// Whether the adapter offers the 16x16x16 f16 -> f32 cooperative matrix the
+/// coop kernel uses, with one fixed subgroup size (the kernel's layout of
+/// subgroups over the tile depends on it).
+pub fn has_coop_f16(p: &AdapterProfile) -> bool {
+    p.cooperative_matrix
+        && p.subgroups
+        && p.shader_f16
+        && p.subgroup_min_size == p.subgroup_max_size
+        && p.subgroup_max_size > 0
+        && p.coop_configs
+            .iter()
+            .any(|c| (c.m, c.n, c.k) == (16, 16, 16) && c.ab_type == "f16" && c.cr_type == "f32")
+}
+
+/// Whether the coop kernel can run `[m, k] x [k, n]`: 16-byte rows.
+pub fn coop_aligned(n: usize, k: usize) -> bool {
+    n.is_multiple_of(8) && k.is_multiple_of(8)
 }
 
 impl MatmulKernel {
@@ -134,6 +183,17 @@ impl MatmulKernel {
             .constant("BM", tile.bm)
             .constant("BN", tile.bn)
             .constant("BK", tile.bk),
+            MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                bk,
+                subgroup,
+            } => Spec::new(Kernel::MatmulCoop)
+                .dtype(dtype)
+                .constant("WARPS_M", warps_m)
+                .constant("WARPS_N", warps_n)
+                .constant("BK", bk)
+                .override_("SG", subgroup),
         }
     }
 
@@ -142,6 +202,9 @@ impl MatmulKernel {
         match self {
             MatmulKernel::Naive { wg_x, wg_y } => (wg_y, wg_x),
             MatmulKernel::Tiled { tile, .. } => (tile.bm, tile.bn),
+            MatmulKernel::Coop {
+                warps_m, warps_n, ..
+            } => (64 * warps_m, 32 * warps_n),
         }
     }
 
@@ -150,6 +213,29 @@ impl MatmulKernel {
         match self {
             MatmulKernel::Naive { wg_x, wg_y } => wg_x * wg_y,
             MatmulKernel::Tiled { tile, .. } => tile.threads(),
+            MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                subgroup,
+                ..
+            } => warps_m * warps_n * subgroup,
+        }
+    }
+
+    /// Workgroup memory in bytes.
+    pub fn workgroup_bytes(self) -> u32 {
+        match self {
+            MatmulKernel::Naive { .. } => 0,
+            MatmulKernel::Tiled { tile, .. } => tile.workgroup_bytes(),
+            MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                bk,
+                ..
+            } => {
+                let (bm, bn) = (64 * warps_m, 32 * warps_n);
+                2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * 256 * warps_m * warps_n
+            }
         }
     }
 
@@ -162,6 +248,22 @@ impl MatmulKernel {
                     && wg_y <= p.max_workgroup_size_y
             }
             MatmulKernel::Tiled { tile, .. } => tile.fits(p),
+            MatmulKernel::Coop { subgroup, .. } => {
+                has_coop_f16(p)
+                    && subgroup == p.subgroup_max_size
+                    && self.threads() <= p.max_invocations
+                    && self.threads() <= p.max_workgroup_size_x
+                    && self.workgroup_bytes() <= p.max_workgroup_storage
+            }
+        }
+    }
+
+    /// Whether the kernel runs `[m, k] x [k, n]` in `dtype` (alignment and type).
+    pub fn accepts(self, dtype: DType, n: usize, k: usize) -> bool {
+        match self {
+            MatmulKernel::Naive { .. } | MatmulKernel::Tiled { vec4: false, .. } => true,
+            MatmulKernel::Tiled { vec4: true, .. } => vec4_aligned(n, k),
+            MatmulKernel::Coop { .. } => dtype == DType::F16 && coop_aligned(n, k),
         }
     }
 }
@@ -180,6 +282,17 @@ impl fmt::Display for MatmulKernel {
                 f,
                 "tiled {tile}{} (8x8 per invocation)",
                 if *vec4 { " vec4" } else { "" }
+            ),
+            MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                bk,
+                subgroup,
+            } => write!(
+                f,
+                "coop-matrix {}x{}x{bk} ({warps_m}x{warps_n} subgroups of {subgroup})",
+                64 * warps_m,
+                32 * warps_n
             ),
         }
     }
@@ -214,9 +327,10 @@ pub fn workgroup_count(kernel: MatmulKernel, m: usize, n: usize, batch: usize) -
     (m.div_ceil(bm as usize) * n.div_ceil(bn as usize) * batch) as u64
 }
 
-/// Picks the matmul kernel for `[batch] x [m, k] x [k, n]` on this adapter.
+/// Picks the matmul kernel for `[batch] x [m, k] x [k, n]` in `dtype` on this adapter.
 pub fn choose_matmul(
     p: &AdapterProfile,
+    dtype: DType,
     m: usize,
     n: usize,
     k: usize,
@@ -246,6 +360,30 @@ pub fn choose_matmul(
             )
         };
         return describe(MatmulKernel::naive_for(p), why);
+    }
+    if dtype == DType::F16 && coop_aligned(n, k) {
+        let coops: Vec<MatmulKernel> = COOP_CONFIGS
+            .into_iter()
+            .filter_map(|c| MatmulKernel::coop_for(p, c))
+            .collect();
+        if !coops.is_empty() {
+            let filling = coops
+                .iter()
+                .copied()
+                .find(|&c| workgroup_count(c, m, n, batch) as f64 >= units);
+            let kernel = filling.unwrap_or(*coops.last().expect("non-empty"));
+            return describe(
+                kernel,
+                if filling.is_some() {
+                    format!(
+                        "f16 on tensor cores: largest subgroup layout whose grid fills a wave of {} compute units",
+                        p.compute_units
+                    )
+                } else {
+                    "f16 on tensor cores: no layout fills a wave; the smallest gives the most workgroups".into()
+                },
+            );
+        }
     }
     for t in &fitting {
         let kernel = MatmulKernel::tiled_for(*t, n, k);
@@ -280,6 +418,17 @@ pub fn matmul_specs() -> Vec<Spec> {
             for vec4 in [false, true] {
                 specs.push(MatmulKernel::Tiled { tile, vec4 }.spec(dtype));
             }
+        }
+    }
+    for (warps_m, warps_n, bk) in COOP_CONFIGS {
+        for subgroup in [32, 64] {
+            let kernel = MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                bk,
+                subgroup,
+            };
+            specs.push(kernel.spec(DType::F16));
         }
     }
     specs

@@ -18,6 +18,12 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
             ks.push(Some(MatmulKernel::Tiled { tile, vec4 }));
         }
     }
+    ks.extend(
+        wgtile::tune::COOP_CONFIGS
+            .into_iter()
+            .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
+            .map(Some),
+    );
     ks.retain(|k| k.is_none_or(|k| k.fits(ctx.profile())));
     ks
 }
@@ -31,9 +37,7 @@ fn check(
     seed: u64,
 ) {
     let shape = MatmulShape::new(a_shape, b_shape).unwrap();
-    if matches!(kernel, Some(MatmulKernel::Tiled { vec4: true, .. }))
-        && !wgtile::tune::vec4_aligned(shape.n, shape.k)
-    {
+    if kernel.is_some_and(|k| !k.accepts(dtype, shape.n, shape.k)) {
         return; // refused with InvalidArgument; see tests/errors.rs
     }
     let a_len: usize = a_shape.iter().product();
@@ -117,7 +121,10 @@ fn f16_inputs_accumulate_in_f32() {
             (7, 13, 31),
             (65, 63, 15),
             (129, 127, 8),
-            (33, 65, 200),
+            (33, 68, 200),
+            (7, 8, 8),
+            (129, 136, 40),
+            (65, 256, 24),
         ]
         .iter()
         .enumerate()

@@ -2,7 +2,7 @@
 //! by limits and wave arithmetic.
 
 use wgtile::tune::{self, MatmulKernel, TILE_CONFIGS};
-use wgtile::{AdapterProfile, wgpu};
+use wgtile::{AdapterProfile, CoopMatrixConfig, DType, wgpu};
 
 fn profile(units: u32, invocations: u32, storage: u32) -> AdapterProfile {
     AdapterProfile {
@@ -35,7 +35,7 @@ fn profile(units: u32, invocations: u32, storage: u32) -> AdapterProfile {
 #[test]
 fn tiny_problems_use_the_naive_kernel() {
     let p = profile(132, 1024, 48 << 10);
-    let c = tune::choose_matmul(&p, 8, 8, 8, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 8, 8, 8, 1);
     assert!(
         matches!(c.kernel, MatmulKernel::Naive { wg_x: 16, wg_y: 16 }),
         "{c}"
@@ -53,24 +53,24 @@ fn tiled(i: usize, vec4: bool) -> MatmulKernel {
 fn large_problems_take_the_largest_tile_that_fills_a_wave() {
     let p = profile(132, 1024, 48 << 10);
     // 4096^2 in 128x128 tiles: 1024 workgroups = 7.76 waves of 132.
-    let c = tune::choose_matmul(&p, 4096, 4096, 4096, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 4096, 4096, 4096, 1);
     assert_eq!(c.kernel, tiled(0, true), "{c}");
     assert_eq!(c.workgroups, 1024);
     assert!((c.waves - 1024.0 / 132.0).abs() < 1e-9);
     // 1024^2: 64 tiles of 128x128 and 128 of 64x128 are under 132; 256 of 64x64.
-    let c = tune::choose_matmul(&p, 1024, 1024, 1024, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 1024, 1024, 1024, 1);
     assert_eq!(c.kernel, tiled(2, true), "{c}");
     // 512^2: no tile shape fills a wave: the smallest, for the most workgroups.
-    let c = tune::choose_matmul(&p, 512, 512, 512, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 512, 512, 512, 1);
     assert_eq!(c.kernel, tiled(2, true), "{c}");
     assert!(c.reason.contains("no tile shape fills"), "{c}");
     // Batching multiplies the grid: 8 x 512^2 = 128 tiles of 128x128, 256 of 64x128.
-    let c = tune::choose_matmul(&p, 512, 512, 512, 8);
+    let c = tune::choose_matmul(&p, DType::F32, 512, 512, 512, 8);
     assert_eq!(c.kernel, tiled(1, true), "{c}");
     // Unaligned N or K: the scalar-load variant.
-    let c = tune::choose_matmul(&p, 4096, 4097, 4096, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 4096, 4097, 4096, 1);
     assert_eq!(c.kernel, tiled(0, false), "{c}");
-    let c = tune::choose_matmul(&p, 4096, 4096, 4098, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 4096, 4096, 4098, 1);
     assert_eq!(c.kernel, tiled(0, false), "{c}");
 }
 
@@ -87,16 +87,16 @@ fn lecture_example_wave_counts() {
 fn limits_filter_the_candidates() {
     // 128 invocations: the 256-invocation 128x128 tile is out, 64x128 (128) fits.
     let p = profile(1, 128, 48 << 10);
-    let c = tune::choose_matmul(&p, 2048, 2048, 2048, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 2048, 2048, 2048, 1);
     assert_eq!(c.kernel, tiled(1, true), "{c}");
     // 32 invocations: no tile fits and the naive kernel drops to 4x4.
     let p = profile(132, 32, 48 << 10);
-    let c = tune::choose_matmul(&p, 2048, 2048, 2048, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 2048, 2048, 2048, 1);
     assert_eq!(c.kernel, MatmulKernel::Naive { wg_x: 4, wg_y: 4 }, "{c}");
     assert!(c.reason.contains("no tile shape fits"));
     // 6 KiB of workgroup memory: only 64x128x8 (6 KiB) fits.
     let p = profile(1, 1024, 6 << 10);
-    let c = tune::choose_matmul(&p, 2048, 2048, 2048, 1);
+    let c = tune::choose_matmul(&p, DType::F32, 2048, 2048, 2048, 1);
     assert_eq!(c.kernel, tiled(1, true), "{c}");
     for t in TILE_CONFIGS {
         assert_eq!(t.fits(&p), t.workgroup_bytes() <= 6 << 10);
@@ -120,4 +120,59 @@ fn compute_unit_table() {
     );
     let cpu = tune::estimate_compute_units("llvmpipe (LLVM 15.0.6, 256 bits)", Cpu, 0x10005);
     assert!(cpu >= 1);
+}
+
+fn h200_like() -> AdapterProfile {
+    let mut p = profile(132, 1024, 48 << 10);
+    p.cooperative_matrix = true;
+    p.coop_configs = vec![CoopMatrixConfig {
+        m: 16,
+        n: 16,
+        k: 16,
+        ab_type: "f16",
+        cr_type: "f32",
+    }];
+    p
+}
+
+#[test]
+fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
+    let p = h200_like();
+    let c = tune::choose_matmul(&p, DType::F16, 4096, 4096, 4096, 1);
+    assert!(
+        matches!(
+            c.kernel,
+            MatmulKernel::Coop {
+                warps_m: 2,
+                warps_n: 4,
+                subgroup: 32,
+                ..
+            }
+        ),
+        "{c}"
+    );
+    // f32 never goes there silently.
+    let c = tune::choose_matmul(&p, DType::F32, 4096, 4096, 4096, 1);
+    assert!(matches!(c.kernel, MatmulKernel::Tiled { .. }), "{c}");
+    // K or N not a multiple of 8: the tiled kernels.
+    let c = tune::choose_matmul(&p, DType::F16, 4096, 4100, 4096, 1);
+    assert!(
+        matches!(c.kernel, MatmulKernel::Tiled { vec4: true, .. }),
+        "{c}"
+    );
+    // No cooperative matrix (lavapipe), or only f16 -> f16 configurations, or a
+    // variable subgroup size: no coop kernel.
+    let mut q = h200_like();
+    q.cooperative_matrix = false;
+    assert!(!tune::has_coop_f16(&q));
+    let mut q = h200_like();
+    q.coop_configs[0].cr_type = "f16";
+    assert!(!tune::has_coop_f16(&q));
+    let mut q = h200_like();
+    q.subgroup_min_size = 16;
+    assert!(!tune::has_coop_f16(&q));
+    assert!(matches!(
+        tune::choose_matmul(&q, DType::F16, 4096, 4096, 4096, 1).kernel,
+        MatmulKernel::Tiled { .. }
+    ));
 }

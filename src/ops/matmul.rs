@@ -164,9 +164,17 @@ impl Context {
         Ok(plan.into_output())
     }
 
-    /// What the dispatcher would run for `[batch] x [m, k] x [k, n]`, and why.
-    pub fn explain_matmul(&self, m: usize, n: usize, k: usize, batch: usize) -> MatmulChoice {
-        tune::choose_matmul(self.profile(), m, n, k, batch)
+    /// What the dispatcher would run for `[batch] x [m, k] x [k, n]` in
+    /// `dtype`, and why.
+    pub fn explain_matmul(
+        &self,
+        dtype: DType,
+        m: usize,
+        n: usize,
+        k: usize,
+        batch: usize,
+    ) -> MatmulChoice {
+        tune::choose_matmul(self.profile(), dtype, m, n, k, batch)
     }
 
     /// Checks the operands, allocates (or checks) the output and encodes the
@@ -247,22 +255,21 @@ impl Context {
             Some(kernel) => {
                 if !kernel.fits(profile) {
                     return Err(Error::LimitExceeded {
-                        limit: "max_compute_invocations_per_workgroup / max_compute_workgroup_storage_size",
+                        limit: "max_compute_invocations_per_workgroup",
                         requested: u64::from(kernel.threads()),
                         max: u64::from(profile.max_invocations),
                         what: format!("matmul kernel {kernel}"),
                     });
                 }
-                if matches!(kernel, MatmulKernel::Tiled { vec4: true, .. })
-                    && !tune::vec4_aligned(n, k)
-                {
+                if !kernel.accepts(dtype, n, k) {
                     return Err(Error::InvalidArgument(format!(
-                        "{kernel} needs K and N to be multiples of 4, got K = {k}, N = {n}"
+                        "{kernel} cannot run a {dtype} matmul with K = {k}, N = {n} \
+                         (vec4: K and N multiples of 4; coop-matrix: f16, multiples of 8)"
                     )));
                 }
                 kernel
             }
-            None => tune::choose_matmul(profile, m, n, k, batches).kernel,
+            None => tune::choose_matmul(profile, dtype, m, n, k, batches).kernel,
         };
         for (numel, what) in [
             (a.numel(), "matmul operand A"),
