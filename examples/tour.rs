@@ -19,7 +19,7 @@ use clap::Parser;
 #[path = "common/mod.rs"]
 mod common;
 use common::{max_error, random_matrix};
-use wgtile::{Context, MatmulKernel, TimingOptions};
+use wgtile::{Context, ContextOptions, DType, MatmulKernel, TimingOptions};
 
 #[derive(Parser, Debug)]
 #[command(about = "Run and measure every wgtile technique on this adapter")]
@@ -39,13 +39,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();
     let start = Instant::now();
-    let ctx = Context::new_blocking(Default::default())?;
+    // The tour shows every technique, tensor cores included: it opts in to
+    // wgpu's experimental cooperative matrices where the adapter has them.
+    let ctx = Context::new_blocking(ContextOptions {
+        cooperative_matrix: Some(true),
+        ..Default::default()
+    })?;
 
     section("1. The adapter");
     println!("{}", ctx.profile());
 
     section("2. Matmul: naive vs tiled (f32)");
     matmul_section(&ctx, &args)?;
+
+    section("3. Low precision: f16 inputs, f32 accumulation");
+    low_precision_section(&ctx, &args)?;
 
     println!("\ntour finished in {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
@@ -138,6 +146,69 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
             );
         }
     }
+    Ok(())
+}
+
+fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let profile = ctx.profile();
+    if !profile.shader_f16 {
+        println!("this adapter has no shader-f16: skipped");
+        return Ok(());
+    }
+    let n = args
+        .sizes
+        .last()
+        .copied()
+        .unwrap_or(if profile.is_cpu() { 256 } else { 4096 });
+    let n = if args.quick { 128 } else { n };
+    println!(
+        "f16 halves the bytes per element; the products still accumulate in f32.\n\
+         On adapters with cooperative matrices (tensor cores) f16 also runs on the\n\
+         matrix units: {}.",
+        if wgtile::tune::has_coop_f16(profile) {
+            "available here"
+        } else {
+            "not available here"
+        }
+    );
+    let opts = TimingOptions {
+        repeats: args.repeats.max(1),
+        ..TimingOptions::default()
+    };
+    println!(
+        "\n{:<52} {:>12} {:>10} {:>10}",
+        format!("n = {n}"),
+        "GFLOP/s",
+        "ms",
+        "max |err|"
+    );
+    for dtype in [DType::F32, DType::F16] {
+        let (a, ha) = random_matrix(ctx, n, 1, dtype)?;
+        let (b, hb) = random_matrix(ctx, n, 2, dtype)?;
+        let choice = ctx.explain_matmul(dtype, n, n, n, 1);
+        let mut kernels = vec![choice.kernel];
+        if dtype == DType::F16 && matches!(choice.kernel, MatmulKernel::Coop { .. }) {
+            // Show the same f16 problem on the CUDA-core kernel too.
+            kernels.insert(
+                0,
+                wgtile::tune::choose_matmul(profile, DType::F32, n, n, n, 1).kernel,
+            );
+        }
+        for kernel in kernels {
+            let plan = ctx.matmul_plan(&a, &b, None, Some(kernel))?;
+            ctx.fill(plan.output(), f32::NAN)?;
+            let timing = ctx.time(&plan, &opts)?;
+            let c = plan.output().to_f32_vec_blocking()?;
+            println!(
+                "{:<52} {:>12.1} {:>10.3} {:>10.2e}",
+                format!("{dtype} {kernel}"),
+                timing.gflops(plan.flops()),
+                timing.median() * 1e3,
+                max_error(&ha, &hb, &c, n)
+            );
+        }
+    }
+    println!("(f16 errors include rounding the result to f16: half an ulp of |C|.)");
     Ok(())
 }
 

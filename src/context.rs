@@ -7,6 +7,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::kernels::PipelineCache;
@@ -310,6 +311,8 @@ pub(crate) struct Inner {
     pub(crate) queue: wgpu::Queue,
     pub(crate) profile: AdapterProfile,
     pub(crate) pipelines: PipelineCache,
+    /// Set by wgpu's device-lost callback; every submission checks it.
+    lost: Arc<AtomicBool>,
 }
 
 /// A GPU device ready for wgtile's kernels. Cheap to clone (an `Arc` inside),
@@ -398,7 +401,10 @@ impl Context {
         device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
             log::error!("uncaptured wgpu error: {e}");
         }));
-        device.set_device_lost_callback(|reason, msg| {
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            flag.store(true, Ordering::Release);
             log::warn!("wgpu device lost ({reason:?}): {msg}");
         });
 
@@ -416,6 +422,7 @@ impl Context {
                 queue,
                 profile,
                 pipelines: PipelineCache::default(),
+                lost,
             }),
         })
     }
@@ -516,8 +523,23 @@ impl Context {
         }
     }
 
+    /// Fails with [`Error::DeviceLost`] once the device is gone (driver
+    /// reset, `Device::destroy`), so later calls fail fast instead of queueing
+    /// work that never runs.
+    pub(crate) fn ensure_alive(&self) -> Result<()> {
+        if self.inner.lost.load(Ordering::Acquire) {
+            Err(Error::DeviceLost(format!(
+                "the device of {} was lost; create a new Context",
+                self.inner.profile.name
+            )))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Blocks until all submitted work is done.
     pub(crate) fn wait(&self) -> Result<()> {
+        self.ensure_alive()?;
         self.inner
             .device
             .poll(wgpu::PollType::wait_indefinitely())
@@ -532,6 +554,7 @@ impl Context {
         during: &str,
         f: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> Result<wgpu::SubmissionIndex> {
+        self.ensure_alive()?;
         let device = &self.inner.device;
         let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);

@@ -185,6 +185,7 @@ impl Context {
         size: u64,
         usage: wgpu::BufferUsages,
     ) -> Result<wgpu::Buffer> {
+        self.ensure_alive()?;
         let device = &self.inner.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let buffer = device.create_buffer(&wgpu::BufferDescriptor {

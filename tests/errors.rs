@@ -104,12 +104,7 @@ fn invalid_arguments() {
         Err(Error::InvalidArgument(_))
     ));
     // A tensor from another context is refused, not silently misused.
-    let other = Context::new_blocking(ContextOptions {
-        adapter: Some(ctx.profile().name.clone()),
-        backends: Some(ctx.profile().backend.into()),
-        ..Default::default()
-    })
-    .unwrap();
+    let other = private_context(&ctx);
     let a = ctx.zeros([2, 2], DType::F32).unwrap();
     let b = other.zeros([2, 2], DType::F32).unwrap();
     assert!(matches!(ctx.matmul(&a, &b), Err(Error::InvalidArgument(_))));
@@ -219,5 +214,47 @@ fn forced_vec4_kernel_on_unaligned_shapes_is_refused() {
     assert!(matches!(
         ctx.matmul_with_kernel(&a, &b, vec4),
         Err(Error::InvalidArgument(_))
+    ));
+}
+
+/// A second context on the same adapter, for tests that break their device.
+fn private_context(ctx: &Context) -> Context {
+    Context::new_blocking(ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+#[test]
+fn destroyed_buffers_give_gpu_errors_not_panics() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = private_context(&ctx);
+    let a = ctx.rand_uniform([8, 8], -1.0, 1.0, DType::F32, 1).unwrap();
+    a.buffer().destroy();
+    match ctx.matmul(&a, &a) {
+        Err(Error::Gpu { during, .. }) => assert!(during.contains("matmul"), "{during}"),
+        other => panic!("expected Error::Gpu, got {other:?}"),
+    }
+    assert!(matches!(a.to_vec_blocking::<f32>(), Err(Error::Gpu { .. })));
+}
+
+#[test]
+fn a_lost_device_fails_fast_with_device_lost() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = private_context(&ctx);
+    let a = ctx.rand_uniform([8, 8], -1.0, 1.0, DType::F32, 1).unwrap();
+    ctx.device().destroy();
+    // The lost callback may run on the next poll; give it one.
+    let _ = ctx.device().poll(wgpu::PollType::Poll);
+    assert!(matches!(ctx.matmul(&a, &a), Err(Error::DeviceLost(_))));
+    assert!(matches!(
+        a.to_vec_blocking::<f32>(),
+        Err(Error::DeviceLost(_))
+    ));
+    assert!(matches!(
+        ctx.zeros([4], DType::F32),
+        Err(Error::DeviceLost(_))
     ));
 }
