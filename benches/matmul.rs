@@ -101,7 +101,15 @@ fn main() {
     for (name, kernel, max_n) in &kernels {
         let mut group = c.benchmark_group(name.as_str());
         for (n, a, b) in inputs.iter().filter(|(n, _, _)| n <= max_n) {
-            let plan = match ctx.matmul_plan(a, b, None, *kernel) {
+            let plan = match ctx.matmul_plan(
+                a,
+                b,
+                None,
+                &wgtile::MatmulOptions {
+                    kernel: *kernel,
+                    ..Default::default()
+                },
+            ) {
                 Ok(plan) => plan,
                 Err(e) => {
                     eprintln!("matmul bench: {name} n = {n}: cannot build the plan: {e}");

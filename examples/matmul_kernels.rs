@@ -10,7 +10,7 @@
 
 use clap::Parser;
 use wgtile::tune::{COOP_CONFIGS, TILE_CONFIGS, TileConfig};
-use wgtile::{Context, DType, MatmulKernel, TimingOptions};
+use wgtile::{Context, DType, MatmulKernel, MatmulOptions, TimingOptions};
 
 #[path = "common/mod.rs"]
 mod common;
@@ -96,7 +96,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 kernels.iter().rev().copied().collect()
             };
             for kernel in order {
-                let plan = match ctx.matmul_plan(&a, &b, None, Some(kernel)) {
+                let plan = match ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(kernel))
+                {
                     Ok(plan) => plan,
                     Err(e) => {
                         println!("{n:>6}  {:<40} skipped: {e}", kernel.to_string());

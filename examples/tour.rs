@@ -19,7 +19,7 @@ use clap::Parser;
 #[path = "common/mod.rs"]
 mod common;
 use common::{max_error, random_matrix};
-use wgtile::{Context, ContextOptions, DType, MatmulKernel, TimingOptions};
+use wgtile::{Context, ContextOptions, DType, MatmulKernel, MatmulOptions, TimingOptions};
 
 #[derive(Parser, Debug)]
 #[command(about = "Run and measure every wgtile technique on this adapter")]
@@ -102,7 +102,7 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
         let choice = ctx.explain_matmul(wgtile::DType::F32, n, n, n, 1);
         println!("\nn = {n}: dispatcher -> {choice}");
         for kernel in [MatmulKernel::naive_for(profile), choice.kernel] {
-            let plan = ctx.matmul_plan(&a, &b, None, Some(kernel))?;
+            let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(kernel))?;
             ctx.fill(plan.output(), f32::NAN)?;
             let timing = ctx.time(&plan, &opts)?;
             let c: Vec<f32> = plan.output().to_vec_blocking()?;
@@ -195,7 +195,7 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
             );
         }
         for kernel in kernels {
-            let plan = ctx.matmul_plan(&a, &b, None, Some(kernel))?;
+            let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(kernel))?;
             ctx.fill(plan.output(), f32::NAN)?;
             let timing = ctx.time(&plan, &opts)?;
             let c = plan.output().to_f32_vec_blocking()?;

@@ -38,7 +38,7 @@ pub mod tune;
 pub use context::{AdapterProfile, Context, ContextOptions, CoopMatrixConfig};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
-pub use ops::matmul::MatmulShape;
+pub use ops::matmul::{MatmulOptions, MatmulShape, Padding};
 pub use plan::Plan;
 pub use tensor::{MAX_RANK, Tensor, uniform_values};
 pub use timing::{TimeSource, Timing, TimingOptions};

@@ -5,7 +5,7 @@
 mod common;
 
 use wgtile::tune::{NAIVE_WORKGROUPS, TILE_CONFIGS};
-use wgtile::{Context, DType, MatmulKernel, MatmulShape};
+use wgtile::{Context, DType, MatmulKernel, MatmulOptions, MatmulShape};
 
 /// Every kernel the adapter can run, plus `None` (the dispatcher's choice).
 fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
@@ -45,7 +45,17 @@ fn check(
     let (a, ha) = common::upload(ctx, &common::random(a_len, seed), a_shape, dtype);
     let (b, hb) = common::upload(ctx, &common::random(b_len, seed + 1), b_shape, dtype);
     let out = ctx.full(&shape.out_shape, f32::NAN, dtype).unwrap();
-    let plan = ctx.matmul_plan(&a, &b, Some(&out), kernel).unwrap();
+    let plan = ctx
+        .matmul_plan(
+            &a,
+            &b,
+            Some(&out),
+            &MatmulOptions {
+                kernel,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     plan.run().unwrap();
     let got = out.to_f32_vec_blocking().unwrap();
 
@@ -199,7 +209,9 @@ fn plans_rerun_deterministically() {
     let b = ctx
         .rand_uniform([45, 90], -1.0, 1.0, DType::F32, 2)
         .unwrap();
-    let plan = ctx.matmul_plan(&a, &b, None, None).unwrap();
+    let plan = ctx
+        .matmul_plan(&a, &b, None, &MatmulOptions::default())
+        .unwrap();
     plan.run().unwrap();
     let first = plan.output().to_vec_blocking::<f32>().unwrap();
     ctx.fill(plan.output(), f32::NAN).unwrap();

@@ -105,7 +105,12 @@ fn timing_reports_positive_samples() {
         .rand_uniform([64, 64], -1.0, 1.0, DType::F32, 1)
         .unwrap();
     let plan = ctx
-        .matmul_plan(&a, &a, None, Some(MatmulKernel::naive_for(ctx.profile())))
+        .matmul_plan(
+            &a,
+            &a,
+            None,
+            &wgtile::MatmulOptions::with_kernel(MatmulKernel::naive_for(ctx.profile())),
+        )
         .unwrap();
     let t = ctx
         .time(

@@ -15,6 +15,47 @@ use crate::tune::{self, MatmulChoice, MatmulKernel};
 /// Batch dimensions the kernels index directly (a rank-4 operand has two).
 const MAX_BATCH_DIMS: usize = MAX_RANK - 2;
 
+/// How the padding layer may treat shapes that are not aligned for the fastest
+/// kernel (see [`crate::pad`]). Results are identical whichever is chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Padding {
+    /// Copy into aligned scratch buffers (and slice the result back) when the
+    /// cost model says the aligned kernel's gain beats the copies.
+    #[default]
+    Auto,
+    /// Never copy: run the raw shape on bounds-checked kernels.
+    Never,
+    /// Pad whenever the shape is not aligned for the best kernel (to measure).
+    Always,
+}
+
+/// Per-call matmul options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MatmulOptions {
+    /// Force a kernel (tests, comparisons); `None` lets the dispatcher choose.
+    pub kernel: Option<MatmulKernel>,
+    /// What the padding layer may do.
+    pub padding: Padding,
+}
+
+impl MatmulOptions {
+    /// Options that force `kernel` (no padding: the kernel runs the raw shape).
+    pub fn with_kernel(kernel: MatmulKernel) -> Self {
+        Self {
+            kernel: Some(kernel),
+            padding: Padding::Never,
+        }
+    }
+
+    /// Options with a padding policy and the dispatcher's kernel.
+    pub fn with_padding(padding: Padding) -> Self {
+        Self {
+            kernel: None,
+            padding,
+        }
+    }
+}
+
 /// A checked matmul problem: sizes, batch broadcasting strides, output shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MatmulShape {
@@ -142,14 +183,15 @@ fn u32_of(v: usize, what: &str) -> Result<u32> {
 impl Context {
     /// `a @ b` with the kernel the dispatcher picks.
     pub fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-        let plan = self.matmul_plan(a, b, None, None)?;
+        let plan = self.matmul_plan(a, b, None, &MatmulOptions::default())?;
         plan.run()?;
         Ok(plan.into_output())
     }
 
     /// `a @ b` written into `out` (whose shape and dtype must match the result).
     pub fn matmul_into(&self, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
-        self.matmul_plan(a, b, Some(out), None)?.run()
+        self.matmul_plan(a, b, Some(out), &MatmulOptions::default())?
+            .run()
     }
 
     /// `a @ b` with a kernel chosen by the caller (for comparisons and tests).
@@ -159,7 +201,7 @@ impl Context {
         b: &Tensor,
         kernel: MatmulKernel,
     ) -> Result<Tensor> {
-        let plan = self.matmul_plan(a, b, None, Some(kernel))?;
+        let plan = self.matmul_plan(a, b, None, &MatmulOptions::with_kernel(kernel))?;
         plan.run()?;
         Ok(plan.into_output())
     }
@@ -184,8 +226,9 @@ impl Context {
         a: &Tensor,
         b: &Tensor,
         out: Option<&Tensor>,
-        kernel: Option<MatmulKernel>,
+        options: &MatmulOptions,
     ) -> Result<Plan> {
+        let kernel = options.kernel;
         for t in [Some(a), Some(b), out].into_iter().flatten() {
             if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
                 return Err(Error::InvalidArgument(
