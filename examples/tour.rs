@@ -101,8 +101,14 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
         let (b, hb) = random_matrix(ctx, n, 2, wgtile::DType::F32)?;
         let choice = ctx.explain_matmul(wgtile::DType::F32, n, n, n, 1);
         println!("\nn = {n}: dispatcher -> {choice}");
-        for kernel in [MatmulKernel::naive_for(profile), choice.kernel] {
-            let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(kernel))?;
+        let naive = MatmulOptions::with_kernel(MatmulKernel::naive_for(profile));
+        // The second run is whatever the library does by itself: the
+        // dispatcher's kernel, padded where the padding layer decides to.
+        for (options, kernel) in [
+            (naive, MatmulKernel::naive_for(profile)),
+            (MatmulOptions::default(), choice.kernel()),
+        ] {
+            let plan = ctx.matmul_plan(&a, &b, None, &options)?;
             ctx.fill(plan.output(), f32::NAN)?;
             let timing = ctx.time(&plan, &opts)?;
             let c: Vec<f32> = plan.output().to_vec_blocking()?;
@@ -116,7 +122,7 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
             );
             rows.push(Row {
                 n,
-                kernel: kernel.to_string(),
+                kernel: plan.label().to_string(),
                 gflops: timing.gflops(plan.flops()),
                 ms: timing.median() * 1e3,
                 max_err,
@@ -186,16 +192,16 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
         let (a, ha) = random_matrix(ctx, n, 1, dtype)?;
         let (b, hb) = random_matrix(ctx, n, 2, dtype)?;
         let choice = ctx.explain_matmul(dtype, n, n, n, 1);
-        let mut kernels = vec![choice.kernel];
-        if dtype == DType::F16 && matches!(choice.kernel, MatmulKernel::Coop { .. }) {
+        let mut runs = vec![(MatmulOptions::default(), choice.kernel())];
+        if dtype == DType::F16 && matches!(choice.kernel(), MatmulKernel::Coop { .. }) {
             // Show the same f16 problem on the CUDA-core kernel too.
-            kernels.insert(
-                0,
-                wgtile::tune::choose_matmul(profile, DType::F32, n, n, n, 1).kernel,
-            );
+            let cuda_cores = wgtile::tune::choose_matmul(profile, DType::F32, n, n, n, 1).kernel;
+            if cuda_cores.accepts(dtype, n, n) {
+                runs.insert(0, (MatmulOptions::with_kernel(cuda_cores), cuda_cores));
+            }
         }
-        for kernel in kernels {
-            let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(kernel))?;
+        for (options, kernel) in runs {
+            let plan = ctx.matmul_plan(&a, &b, None, &options)?;
             ctx.fill(plan.output(), f32::NAN)?;
             let timing = ctx.time(&plan, &opts)?;
             let c = plan.output().to_f32_vec_blocking()?;

@@ -34,18 +34,22 @@ pub enum Kernel {
     MatmulTiledVec4,
     /// f16 matmul on tensor cores (cooperative matrices), f32 accumulation.
     MatmulCoop,
+    /// Copies a batch of matrices into another row/column count, zero-filling
+    /// or cropping (the padding layer).
+    PadCopy,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 5] = [
+    pub const ALL: [Kernel; 6] = [
         Kernel::Fill,
         Kernel::MatmulNaive,
         Kernel::MatmulTiled,
         Kernel::MatmulTiledVec4,
         Kernel::MatmulCoop,
+        Kernel::PadCopy,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -63,6 +67,7 @@ impl Kernel {
                 MATMUL_TILED_CORE,
             ],
             Kernel::MatmulCoop => &[include_str!("../shaders/matmul_coop.wgsl")],
+            Kernel::PadCopy => &[include_str!("../shaders/pad_copy.wgsl")],
         }
     }
 
@@ -74,6 +79,7 @@ impl Kernel {
             Kernel::MatmulTiled => "matmul_tiled",
             Kernel::MatmulTiledVec4 => "matmul_tiled_vec4",
             Kernel::MatmulCoop => "matmul_coop",
+            Kernel::PadCopy => "pad_copy",
         }
     }
 

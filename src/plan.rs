@@ -20,6 +20,8 @@ pub struct Plan {
     pub(crate) output: Tensor,
     pub(crate) flops: u64,
     pub(crate) bytes: u64,
+    /// Scratch tensors the dispatches use (padded copies), kept alive with the plan.
+    pub(crate) scratch: Vec<Tensor>,
 }
 
 impl fmt::Debug for Plan {
@@ -64,6 +66,11 @@ impl Plan {
     /// read once, the output written once): the memory floor.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Bytes of scratch memory the plan holds (the padding layer's copies).
+    pub fn scratch_bytes(&self) -> u64 {
+        self.scratch.iter().map(|t| t.size_bytes()).sum()
     }
 
     /// Number of compute dispatches per run.

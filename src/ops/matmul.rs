@@ -8,6 +8,7 @@ use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::Dispatch;
+use crate::pad::PadChoice;
 use crate::plan::Plan;
 use crate::tensor::{MAX_RANK, Tensor};
 use crate::tune::{self, MatmulChoice, MatmulKernel};
@@ -53,6 +54,35 @@ impl MatmulOptions {
             kernel: None,
             padding,
         }
+    }
+}
+
+/// The dispatcher's choice for the raw shape and, when the padding layer
+/// would pad, what it would run instead.
+#[derive(Clone, Debug)]
+pub struct MatmulExplanation {
+    /// The kernel for the shape as given.
+    pub choice: MatmulChoice,
+    /// The padding layer's decision (`None`: the raw shape runs).
+    pub padding: Option<PadChoice>,
+}
+
+impl MatmulExplanation {
+    /// The kernel that will run.
+    pub fn kernel(&self) -> MatmulKernel {
+        self.padding
+            .as_ref()
+            .map_or(self.choice.kernel, |p| p.kernel)
+    }
+}
+
+impl std::fmt::Display for MatmulExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.choice)?;
+        if let Some(p) = &self.padding {
+            write!(f, "; padding layer: {p}")?;
+        }
+        Ok(())
     }
 }
 
@@ -206,8 +236,8 @@ impl Context {
         Ok(plan.into_output())
     }
 
-    /// What the dispatcher would run for `[batch] x [m, k] x [k, n]` in
-    /// `dtype`, and why.
+    /// What the dispatcher and the padding layer would do for
+    /// `[batch] x [m, k] x [k, n]` in `dtype` (with [`Padding::Auto`]), and why.
     pub fn explain_matmul(
         &self,
         dtype: DType,
@@ -215,8 +245,12 @@ impl Context {
         n: usize,
         k: usize,
         batch: usize,
-    ) -> MatmulChoice {
-        tune::choose_matmul(self.profile(), dtype, m, n, k, batch)
+    ) -> MatmulExplanation {
+        let profile = self.profile();
+        MatmulExplanation {
+            choice: tune::choose_matmul(profile, dtype, m, n, k, batch),
+            padding: crate::pad::choose(profile, dtype, m, n, k, batch, Padding::Auto),
+        }
     }
 
     /// Checks the operands, allocates (or checks) the output and encodes the
@@ -280,6 +314,7 @@ impl Context {
             output,
             flops: shape.flops(),
             bytes,
+            scratch: Vec::new(),
         };
         if m == 0 || n == 0 || batches == 0 {
             plan.label = "matmul (empty result)".into();
@@ -312,7 +347,14 @@ impl Context {
                 }
                 kernel
             }
-            None => tune::choose_matmul(profile, dtype, m, n, k, batches).kernel,
+            None => {
+                if let Some(pad) =
+                    crate::pad::choose(profile, dtype, m, n, k, batches, options.padding)
+                {
+                    return self.padded_matmul_plan(a, b, &shape, pad, plan);
+                }
+                tune::choose_matmul(profile, dtype, m, n, k, batches).kernel
+            }
         };
         for (numel, what) in [
             (a.numel(), "matmul operand A"),
@@ -321,6 +363,31 @@ impl Context {
         ] {
             u32_of(numel, what)?;
         }
+        plan.dispatches = self.matmul_dispatches(
+            kernel,
+            dtype,
+            &shape,
+            &a.buffer,
+            &b.buffer,
+            &plan.output.buffer,
+        )?;
+        plan.label = format!("matmul {dtype} {m}x{n}x{k} x{batches} {kernel}");
+        Ok(plan)
+    }
+
+    /// The matmul dispatches of `kernel` on dense buffers of `shape`.
+    fn matmul_dispatches(
+        &self,
+        kernel: MatmulKernel,
+        dtype: DType,
+        shape: &MatmulShape,
+        a: &wgpu::Buffer,
+        b: &wgpu::Buffer,
+        c: &wgpu::Buffer,
+    ) -> Result<Vec<Dispatch>> {
+        let profile = self.profile();
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let batches = shape.batch_count();
         let (bm, bn) = kernel.block();
         let max_groups = profile.max_workgroups_per_dim;
         let gx = n.div_ceil(bn as usize);
@@ -335,7 +402,6 @@ impl Context {
                 });
             }
         }
-
         let pipeline = self
             .inner
             .pipelines
@@ -343,6 +409,7 @@ impl Context {
         // Batches beyond the per-dimension workgroup limit are split into
         // several dispatches, each with its own base batch index.
         let per_dispatch = batches.min(max_groups as usize);
+        let mut dispatches = Vec::new();
         for base in (0..batches).step_by(per_dispatch) {
             let count = per_dispatch.min(batches - base);
             let params = self.uniform(&[
@@ -356,14 +423,90 @@ impl Context {
                 shape.b_strides[1] as u32,
                 base as u32,
             ]);
-            plan.dispatches.push(Dispatch::new(
+            dispatches.push(Dispatch::new(
                 &self.inner.device,
                 pipeline.clone(),
-                &[&params, &a.buffer, &b.buffer, &plan.output.buffer],
+                &[&params, a, b, c],
                 [gx as u32, gy as u32, count as u32],
             ));
         }
-        plan.label = format!("matmul {dtype} {m}x{n}x{k} x{batches} {kernel}");
+        Ok(dispatches)
+    }
+
+    /// The padding layer's plan: copy A and B into zero-padded scratch
+    /// buffers, run the aligned kernel, copy the result back into the output.
+    fn padded_matmul_plan(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        shape: &MatmulShape,
+        pad: PadChoice,
+        mut plan: Plan,
+    ) -> Result<Plan> {
+        let dtype = a.dtype();
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let (kp, np) = (pad.k, pad.n);
+        // Each operand as a batch of matrices of its own (1-D operands promoted).
+        let a_dims = matrix_dims(a.shape(), true);
+        let b_dims = matrix_dims(b.shape(), false);
+        let a_batch: usize = a_dims[..a_dims.len() - 2].iter().product();
+        let b_batch: usize = b_dims[..b_dims.len() - 2].iter().product();
+        let with_last_two = |dims: &[usize], r: usize, c: usize| {
+            let mut d = dims.to_vec();
+            let len = d.len();
+            d[len - 2] = r;
+            d[len - 1] = c;
+            d
+        };
+        let a_pad_shape = with_last_two(&a_dims, m, kp);
+        let b_pad_shape = with_last_two(&b_dims, kp, np);
+        let padded = MatmulShape::new(&a_pad_shape, &b_pad_shape)?;
+        let batches = padded.batch_count();
+        let c_pad_shape = [batches, m, np];
+
+        let a_pad = self.alloc(&a_pad_shape, dtype, "wgtile pad A")?;
+        let b_pad = self.alloc(&b_pad_shape, dtype, "wgtile pad B")?;
+        let c_pad = self.alloc(&c_pad_shape, dtype, "wgtile pad C")?;
+        for (numel, what) in [
+            (a_pad.numel(), "padded matmul operand A"),
+            (b_pad.numel(), "padded matmul operand B"),
+            (c_pad.numel(), "padded matmul output"),
+        ] {
+            u32_of(numel, what)?;
+        }
+        let mut dispatches = self.pad_copy_dispatches(a, (m, k), &a_pad, (m, kp), a_batch)?;
+        dispatches.extend(self.pad_copy_dispatches(b, (k, n), &b_pad, (kp, np), b_batch)?);
+        dispatches.extend(self.matmul_dispatches(
+            pad.kernel,
+            dtype,
+            &padded,
+            &a_pad.buffer,
+            &b_pad.buffer,
+            &c_pad.buffer,
+        )?);
+        dispatches.extend(self.pad_copy_dispatches(
+            &c_pad,
+            (m, np),
+            &plan.output,
+            (m, n),
+            batches,
+        )?);
+        plan.label = format!(
+            "matmul {dtype} {m}x{n}x{k} x{batches} padded to {m}x{np}x{kp}: {}",
+            pad.kernel
+        );
+        plan.dispatches = dispatches;
+        plan.scratch = vec![a_pad, b_pad, c_pad];
         Ok(plan)
+    }
+}
+
+/// `shape` as a batch of matrices: a 1-D operand becomes `[1, K]` on the left
+/// (`lhs`) or `[K, 1]` on the right.
+fn matrix_dims(shape: &[usize], lhs: bool) -> Vec<usize> {
+    match (shape.len(), lhs) {
+        (1, true) => vec![1, shape[0]],
+        (1, false) => vec![shape[0], 1],
+        _ => shape.to_vec(),
     }
 }

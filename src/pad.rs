@@ -1,0 +1,170 @@
+//! The padding layer: keeps awkward shapes off the slow path.
+//!
+//! A dimension one past an alignment multiple (K or N = 1793, 4097, 50257)
+//! rules out the fast kernels: 16-byte loads need rows that start on 16-byte
+//! boundaries (K and N multiples of 4 in f32, 8 for the f16 tensor-core
+//! kernel). The lecture's fix is padding (nanoGPT: vocabulary 50257 -> 50304).
+//! wgtile has three tools, chosen by cost:
+//! 1. bounds-checked kernels run any shape as it is ([`Padding::Never`]);
+//! 2. this module's copy into zero-padded scratch buffers, the aligned kernel
+//!    on those, and a copy of the result back, when the cost model says the
+//!    aligned kernel's gain beats the copies ([`Padding::Auto`]);
+//! 3. tensors allocated padded from the start (a later addition).
+//!
+//! Zero padding changes no result: padded K columns of A meet padded K rows
+//! of B, adding exact zeros to every dot product, and padded N columns are
+//! cropped away.
+//!
+//! This module decides and encodes the copies; the matmul op calls it.
+
+use std::fmt;
+
+use crate::context::{AdapterProfile, Context};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::ops::matmul::Padding;
+use crate::tensor::Tensor;
+use crate::tune::{self, MatmulKernel};
+
+/// Speed of the vec4 tiled kernel over the scalar-load one on the same
+/// shape, measured on the H200 (f32 and f16, 2048-4096: 1.09-1.19x; at
+/// 4097 against 4096 in f16, 1.33x). The cost model uses the low end.
+pub const VEC4_GAIN: f64 = 1.09;
+
+/// Speed of the cooperative-matrix (tensor core) kernel over the best
+/// CUDA-core kernel in f16, measured on the H200 (1.8-2.8x); the low end.
+pub const COOP_GAIN: f64 = 1.8;
+
+/// FLOPs the adapter does in the time it moves one byte, for the copy cost:
+/// about 27 TFLOP/s over 4 TB/s on the H200 for the tiled kernels; lavapipe
+/// on 2 cores about 1.5 GFLOP/s over ~5 GB/s.
+fn flops_per_byte(p: &AdapterProfile) -> f64 {
+    if p.is_cpu() { 0.3 } else { 7.0 }
+}
+
+/// The padding layer's decision for one matmul.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PadChoice {
+    /// Padded contracted dimension (K rounded up).
+    pub k: usize,
+    /// Padded output columns (N rounded up).
+    pub n: usize,
+    /// The kernel that runs on the padded shape.
+    pub kernel: MatmulKernel,
+    /// Estimated time of the copies over the estimated kernel time saved.
+    pub cost_ratio: f64,
+}
+
+impl fmt::Display for PadChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pad to K = {}, N = {} for {} (copies cost {:.0}% of the time saved)",
+            self.k,
+            self.n,
+            self.kernel,
+            100.0 * self.cost_ratio
+        )
+    }
+}
+
+/// Decides whether to pad `[batch] x [m, k] x [k, n]`: `None` runs the raw shape.
+pub fn choose(
+    p: &AdapterProfile,
+    dtype: DType,
+    m: usize,
+    n: usize,
+    k: usize,
+    batch: usize,
+    policy: Padding,
+) -> Option<PadChoice> {
+    if policy == Padding::Never || m == 0 || n == 0 || k == 0 || batch == 0 {
+        return None;
+    }
+    let raw = tune::choose_matmul(p, dtype, m, n, k, batch).kernel;
+    let align = if dtype == DType::F16 && tune::has_coop_f16(p) {
+        8
+    } else {
+        4
+    };
+    let (kp, np) = (k.next_multiple_of(align), n.next_multiple_of(align));
+    if (kp, np) == (k, n) {
+        return None;
+    }
+    let padded = tune::choose_matmul(p, dtype, m, np, kp, batch).kernel;
+    let gain = match (raw, padded) {
+        (MatmulKernel::Tiled { vec4: false, .. }, MatmulKernel::Tiled { vec4: true, .. }) => {
+            VEC4_GAIN
+        }
+        (MatmulKernel::Tiled { .. }, MatmulKernel::Coop { .. }) => COOP_GAIN,
+        // Same kernel family either way (naive for tiny shapes): nothing to win.
+        _ => return None,
+    };
+    // Time in units of "FLOPs at the raw kernel's rate": the padded kernel
+    // takes padded_flops / gain; the copies move A and B into padded buffers
+    // and the result back (each element read and written once).
+    let flops = 2.0 * (m * n * k * batch) as f64;
+    let padded_flops = 2.0 * (m * np * kp * batch) as f64;
+    let saved = flops - padded_flops / gain;
+    let elems = (m * k + m * kp + k * n + kp * np + m * np + m * n) * batch;
+    let copy = (elems * dtype.size()) as f64 * flops_per_byte(p);
+    // When the padded work outweighs the faster kernel (N = 3 -> 4) nothing is
+    // saved at all: an infinite cost.
+    let cost_ratio = if saved > 0.0 {
+        copy / saved
+    } else {
+        f64::INFINITY
+    };
+    (policy == Padding::Always || cost_ratio < 1.0).then_some(PadChoice {
+        k: kp,
+        n: np,
+        kernel: padded,
+        cost_ratio,
+    })
+}
+
+impl Context {
+    /// A dispatch copying `batches` matrices of `src_rows x src_cols` from `src`
+    /// into `dst` as `dst_rows x dst_cols` (zero-filled or cropped).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pad_copy_dispatches(
+        &self,
+        src: &Tensor,
+        (src_rows, src_cols): (usize, usize),
+        dst: &Tensor,
+        (dst_rows, dst_cols): (usize, usize),
+        batches: usize,
+    ) -> Result<Vec<Dispatch>> {
+        let max = self.profile().max_workgroups_per_dim as usize;
+        let (gx, gy) = (dst_cols.div_ceil(16), dst_rows.div_ceil(16));
+        if gx > max || gy > max {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: gx.max(gy) as u64,
+                max: max as u64,
+                what: format!("padding a {dst_rows} x {dst_cols} matrix"),
+            });
+        }
+        let spec = Spec::new(Kernel::PadCopy).dtype(src.dtype());
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let mut out = Vec::new();
+        for base in (0..batches).step_by(max) {
+            let count = max.min(batches - base);
+            let params = self.uniform(&[
+                src_rows as u32,
+                src_cols as u32,
+                dst_rows as u32,
+                dst_cols as u32,
+                base as u32,
+            ]);
+            out.push(Dispatch::new(
+                &self.inner.device,
+                pipeline.clone(),
+                &[&params, &src.buffer, &dst.buffer],
+                [gx as u32, gy as u32, count as u32],
+            ));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,168 @@
+//! The padding layer: padded runs give the same results as unpadded ones (on
+//! the f64 reference too), at 50257-like sizes, batched and broadcast; and the
+//! cost model's decisions on synthetic adapters.
+
+mod common;
+
+use wgtile::{AdapterProfile, CoopMatrixConfig, DType, MatmulOptions, MatmulShape, Padding, wgpu};
+
+fn run(
+    ctx: &wgtile::Context,
+    a: &wgtile::Tensor,
+    b: &wgtile::Tensor,
+    padding: Padding,
+) -> (Vec<f32>, String) {
+    let shape = MatmulShape::new(a.shape(), b.shape()).unwrap();
+    let out = ctx.full(&shape.out_shape, f32::NAN, a.dtype()).unwrap();
+    let plan = ctx
+        .matmul_plan(a, b, Some(&out), &MatmulOptions::with_padding(padding))
+        .unwrap();
+    plan.run().unwrap();
+    (out.to_f32_vec_blocking().unwrap(), plan.label().to_string())
+}
+
+fn check(ctx: &wgtile::Context, a_shape: &[usize], b_shape: &[usize], dtype: DType, seed: u64) {
+    let a_len: usize = a_shape.iter().product();
+    let b_len: usize = b_shape.iter().product();
+    let (a, ha) = common::upload(ctx, &common::random(a_len, seed), a_shape, dtype);
+    let (b, hb) = common::upload(ctx, &common::random(b_len, seed + 1), b_shape, dtype);
+    let (padded, label) = run(ctx, &a, &b, Padding::Always);
+    let (raw, raw_label) = run(ctx, &a, &b, Padding::Never);
+    let what = format!("{a_shape:?} x {b_shape:?} {dtype}");
+    assert!(
+        label.contains("padded"),
+        "{what}: expected a padded plan, got {label}"
+    );
+    assert!(!raw_label.contains("padded"), "{what}: {raw_label}");
+    // Same compute core, same summation order, zeros added exactly: equal values.
+    if !label.contains("coop") {
+        for (i, (p, r)) in padded.iter().zip(&raw).enumerate() {
+            assert!(
+                p == r,
+                "{what}: element {i}: padded {p} vs unpadded {r} ({label})"
+            );
+        }
+    }
+    let shape = MatmulShape::new(a_shape, b_shape).unwrap();
+    let inner = shape.batch[1];
+    let offsets: Vec<(usize, usize)> = (0..shape.batch_count())
+        .map(|z| {
+            let (z0, z1) = (z / inner, z % inner);
+            (
+                z0 * shape.a_strides[0] + z1 * shape.a_strides[1],
+                z0 * shape.b_strides[0] + z1 * shape.b_strides[1],
+            )
+        })
+        .collect();
+    let (want, mag) = common::matmul_ref(&ha, &hb, shape.m, shape.n, shape.k, &offsets);
+    common::assert_close(&format!("{what} [{label}]"), &padded, &want, |i| {
+        common::matmul_tolerance(dtype, shape.k, want[i], mag[i])
+    });
+}
+
+#[test]
+fn padded_equals_unpadded_on_awkward_shapes() {
+    let Some(ctx) = common::ctx() else { return };
+    for (i, (a, b)) in [
+        (&[37usize, 61][..], &[61usize, 53][..]),
+        (&[65, 67], &[67, 129]),
+        (&[3, 37, 61], &[61, 53]),
+        (&[2, 1, 33, 45], &[3, 45, 35]),
+        (&[201][..], &[201, 301][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        check(&ctx, a, b, DType::F32, 10 + i as u64);
+        if ctx.profile().shader_f16 {
+            check(&ctx, a, b, DType::F16, 20 + i as u64);
+        }
+    }
+}
+
+#[test]
+fn vocabulary_sized_output() {
+    // The nanoGPT case: logits over a 50257-word vocabulary.
+    let Some(ctx) = common::ctx() else { return };
+    check(&ctx, &[5, 64], &[64, 50257], DType::F32, 3);
+}
+
+fn profile(gpu: bool) -> AdapterProfile {
+    AdapterProfile {
+        name: "synthetic".into(),
+        backend: wgpu::Backend::Vulkan,
+        device_type: if gpu {
+            wgpu::DeviceType::DiscreteGpu
+        } else {
+            wgpu::DeviceType::Cpu
+        },
+        vendor: 0x10de,
+        device: 0,
+        driver: String::new(),
+        driver_info: String::new(),
+        subgroup_min_size: 32,
+        subgroup_max_size: 32,
+        shader_f16: true,
+        subgroups: true,
+        timestamps: true,
+        cooperative_matrix: gpu,
+        coop_configs: vec![CoopMatrixConfig {
+            m: 16,
+            n: 16,
+            k: 16,
+            ab_type: "f16",
+            cr_type: "f32",
+        }],
+        max_workgroup_storage: 48 << 10,
+        max_invocations: 1024,
+        max_workgroup_size_x: 1024,
+        max_workgroup_size_y: 1024,
+        max_workgroups_per_dim: 65535,
+        max_storage_binding: 1 << 31,
+        max_buffer_size: 1 << 31,
+        max_storage_buffers_per_stage: 8,
+        compute_units: if gpu { 132 } else { 2 },
+    }
+}
+
+#[test]
+fn cost_model_decisions() {
+    use wgtile::pad::choose;
+    let gpu = profile(true);
+    // Aligned shapes, tiny shapes and the Never policy: no padding.
+    assert_eq!(
+        choose(&gpu, DType::F32, 4096, 4096, 4096, 1, Padding::Auto),
+        None
+    );
+    assert_eq!(choose(&gpu, DType::F32, 7, 13, 31, 1, Padding::Auto), None);
+    assert_eq!(
+        choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Never),
+        None
+    );
+    // 4097 in f32: the vec4 kernel on 4100.
+    let p = choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Auto).unwrap();
+    assert_eq!((p.k, p.n), (4100, 4100));
+    assert!(
+        matches!(p.kernel, wgtile::MatmulKernel::Tiled { vec4: true, .. }),
+        "{p}"
+    );
+    // 1793 in f16 on tensor cores: padded to 1800 for the coop kernel.
+    let p = choose(&gpu, DType::F16, 1793, 1793, 1793, 1, Padding::Auto).unwrap();
+    assert_eq!((p.k, p.n), (1800, 1800));
+    assert!(matches!(p.kernel, wgtile::MatmulKernel::Coop { .. }), "{p}");
+    // A 4-aligned f16 shape still pads to 8 for the tensor cores.
+    let p = choose(&gpu, DType::F16, 1024, 1028, 1024, 1, Padding::Auto).unwrap();
+    assert_eq!((p.k, p.n), (1024, 1032));
+    // N = 3 padded to 4 would add a third more work than the kernel gains.
+    // N = 3 padded to 4 would add a third more work than the kernel gains:
+    // Auto runs the raw shape; Always pads anyway (it is for measuring).
+    assert_eq!(
+        choose(&gpu, DType::F32, 4096, 3, 4096, 1, Padding::Auto),
+        None
+    );
+    assert!(choose(&gpu, DType::F32, 4096, 3, 4096, 1, Padding::Always).is_some());
+    // Small shapes: the copies cost more than they save on a GPU...
+    assert_eq!(choose(&gpu, DType::F32, 33, 65, 65, 1, Padding::Auto), None);
+    // ...but Always pads whenever there is a gain at all.
+    assert!(choose(&gpu, DType::F32, 33, 65, 65, 1, Padding::Always).is_some());
+}
