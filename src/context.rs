@@ -311,6 +311,8 @@ pub(crate) struct Inner {
     pub(crate) queue: wgpu::Queue,
     pub(crate) profile: AdapterProfile,
     pub(crate) pipelines: PipelineCache,
+    /// Autotune decisions and their cache (see [`crate::tune::autotune`]).
+    pub(crate) tuner: crate::tune::autotune::Autotuner,
     /// Set by wgpu's device-lost callback; every submission checks it.
     lost: Arc<AtomicBool>,
 }
@@ -422,6 +424,7 @@ impl Context {
                 queue,
                 profile,
                 pipelines: PipelineCache::default(),
+                tuner: crate::tune::autotune::Autotuner::from_env(),
                 lost,
             }),
         })
@@ -494,6 +497,12 @@ impl Context {
     /// What the adapter is and offers.
     pub fn profile(&self) -> &AdapterProfile {
         &self.inner.profile
+    }
+
+    /// The autotuner: kernel choices measured once per shape bucket and cached
+    /// (`WGTILE_AUTOTUNE`, `WGTILE_CACHE_DIR`).
+    pub fn autotuner(&self) -> &crate::tune::autotune::Autotuner {
+        &self.inner.tuner
     }
 
     /// The wgpu device (for interop; wgtile's own work goes through its ops).

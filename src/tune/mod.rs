@@ -12,9 +12,12 @@ use crate::context::AdapterProfile;
 use crate::dtype::DType;
 use crate::kernels::{Kernel, Spec};
 
+pub mod autotune;
+pub mod cache;
+
 /// Tile shape of the register-tiled matmul kernels (each invocation owns an
 /// 8 x 8 register tile of C, so the workgroup is `bn / 8` x `bm / 8`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TileConfig {
     /// Rows of C per workgroup (a multiple of 8).
     pub bm: u32,
@@ -82,7 +85,7 @@ pub const NAIVE_WORKGROUPS: [(u32, u32); 3] = [(16, 16), (8, 8), (4, 4)];
 pub const TINY_MACS: u64 = 32 * 32 * 32;
 
 /// A matmul kernel and its parameters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum MatmulKernel {
     /// One invocation per output; workgroup `(x, y)`.
     Naive {
@@ -405,6 +408,41 @@ pub fn choose_matmul(
             p.compute_units
         ),
     )
+}
+
+/// Every kernel that fits the adapter and accepts `[batch] x [m, k] x [k, n]`
+/// in `dtype`, best-first by the heuristic's preference: its own pick
+/// ([`choose_matmul`]), then the cooperative-matrix layouts (f16, in
+/// [`COOP_CONFIGS`] order), the vec4 tiled kernels, the scalar tiled kernels
+/// (both in [`TILE_CONFIGS`] order) and the naive kernel last. The
+/// autotuner's fast mode times the first few.
+pub fn matmul_candidates(
+    p: &AdapterProfile,
+    dtype: DType,
+    m: usize,
+    n: usize,
+    k: usize,
+    batch: usize,
+) -> Vec<MatmulKernel> {
+    let coops = COOP_CONFIGS
+        .into_iter()
+        .filter_map(|c| MatmulKernel::coop_for(p, c));
+    let tiled = [true, false].into_iter().flat_map(|vec4| {
+        TILE_CONFIGS
+            .into_iter()
+            .map(move |tile| MatmulKernel::Tiled { tile, vec4 })
+    });
+    let mut out: Vec<MatmulKernel> = Vec::new();
+    for kernel in std::iter::once(choose_matmul(p, dtype, m, n, k, batch).kernel)
+        .chain(coops)
+        .chain(tiled)
+        .chain(std::iter::once(MatmulKernel::naive_for(p)))
+    {
+        if kernel.fits(p) && kernel.accepts(dtype, n, k) && !out.contains(&kernel) {
+            out.push(kernel);
+        }
+    }
+    out
 }
 
 /// Every matmul specialisation the dispatcher can produce, for validation.
