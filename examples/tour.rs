@@ -196,7 +196,7 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
         if dtype == DType::F16 && matches!(choice.kernel(), MatmulKernel::Coop { .. }) {
             // Show the same f16 problem on the CUDA-core kernel too.
             let cuda_cores = wgtile::tune::choose_matmul(profile, DType::F32, n, n, n, 1).kernel;
-            if cuda_cores.accepts(dtype, n, n) {
+            if cuda_cores.accepts(dtype, n, n, n) {
                 runs.insert(0, (MatmulOptions::with_kernel(cuda_cores), cuda_cores));
             }
         }

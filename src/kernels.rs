@@ -37,19 +37,28 @@ pub enum Kernel {
     /// Copies a batch of matrices into another row/column count, zero-filling
     /// or cropping (the padding layer).
     PadCopy,
+    /// M = 1 matmul (vector times matrix), K split over workgroups into f32 partials.
+    GemvVecmat,
+    /// Sums the vecmat partials into the output.
+    GemvReduce,
+    /// N = 1 matmul (matrix times vector).
+    GemvMatvec,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 6] = [
+    pub const ALL: [Kernel; 9] = [
         Kernel::Fill,
         Kernel::MatmulNaive,
         Kernel::MatmulTiled,
         Kernel::MatmulTiledVec4,
         Kernel::MatmulCoop,
         Kernel::PadCopy,
+        Kernel::GemvVecmat,
+        Kernel::GemvReduce,
+        Kernel::GemvMatvec,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -68,6 +77,9 @@ impl Kernel {
             ],
             Kernel::MatmulCoop => &[include_str!("../shaders/matmul_coop.wgsl")],
             Kernel::PadCopy => &[include_str!("../shaders/pad_copy.wgsl")],
+            Kernel::GemvVecmat | Kernel::GemvReduce | Kernel::GemvMatvec => {
+                &[include_str!("../shaders/matmul_gemv.wgsl")]
+            }
         }
     }
 
@@ -80,12 +92,20 @@ impl Kernel {
             Kernel::MatmulTiledVec4 => "matmul_tiled_vec4",
             Kernel::MatmulCoop => "matmul_coop",
             Kernel::PadCopy => "pad_copy",
+            Kernel::GemvVecmat => "matmul_gemv.vecmat",
+            Kernel::GemvReduce => "matmul_gemv.reduce",
+            Kernel::GemvMatvec => "matmul_gemv.matvec",
         }
     }
 
     /// Entry point name.
     pub const fn entry_point(self) -> &'static str {
-        "main"
+        match self {
+            Kernel::GemvVecmat => "vecmat",
+            Kernel::GemvReduce => "reduce",
+            Kernel::GemvMatvec => "matvec",
+            _ => "main",
+        }
     }
 
     /// Whether the source declares `alias Elem = f32;` and so accepts a dtype.
@@ -120,7 +140,12 @@ impl Kernel {
     pub const fn trusted(self) -> bool {
         matches!(
             self,
-            Kernel::MatmulTiled | Kernel::MatmulTiledVec4 | Kernel::MatmulCoop
+            Kernel::MatmulTiled
+                | Kernel::MatmulTiledVec4
+                | Kernel::MatmulCoop
+                | Kernel::GemvVecmat
+                | Kernel::GemvReduce
+                | Kernel::GemvMatvec
         )
     }
 }
@@ -346,6 +371,35 @@ impl Dispatch {
             .enumerate()
             .map(|(i, b)| wgpu::BindGroupEntry {
                 binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &layout,
+            entries: &entries,
+        });
+        Self {
+            pipeline,
+            bind_group,
+            workgroups,
+        }
+    }
+
+    /// Binds each buffer at its own binding index of group 0 (for entry
+    /// points that use only some of a module's bindings: wgpu derives each
+    /// entry point's layout from the bindings it uses).
+    pub(crate) fn with_bindings(
+        device: &wgpu::Device,
+        pipeline: Arc<wgpu::ComputePipeline>,
+        buffers: &[(u32, &wgpu::Buffer)],
+        workgroups: [u32; 3],
+    ) -> Self {
+        let layout = pipeline.get_bind_group_layout(0);
+        let entries: Vec<wgpu::BindGroupEntry> = buffers
+            .iter()
+            .map(|&(binding, b)| wgpu::BindGroupEntry {
+                binding,
                 resource: b.as_entire_binding(),
             })
             .collect();

@@ -18,6 +18,7 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
             ks.push(Some(MatmulKernel::Tiled { tile, vec4 }));
         }
     }
+    ks.push(Some(MatmulKernel::Gemv));
     ks.extend(
         wgtile::tune::COOP_CONFIGS
             .into_iter()
@@ -37,7 +38,7 @@ fn check(
     seed: u64,
 ) {
     let shape = MatmulShape::new(a_shape, b_shape).unwrap();
-    if kernel.is_some_and(|k| !k.accepts(dtype, shape.n, shape.k)) {
+    if kernel.is_some_and(|k| !k.accepts(dtype, shape.m, shape.n, shape.k)) {
         return; // refused with InvalidArgument; see tests/errors.rs
     }
     let a_len: usize = a_shape.iter().product();
@@ -218,4 +219,35 @@ fn plans_rerun_deterministically() {
     plan.run().unwrap();
     assert_eq!(first, plan.output().to_vec_blocking::<f32>().unwrap());
     assert_eq!(plan.flops(), 2 * 70 * 45 * 90);
+}
+
+#[test]
+fn matrix_vector_shapes() {
+    let Some(ctx) = common::ctx() else { return };
+    let cases: [(&[usize], &[usize]); 11] = [
+        (&[1, 13], &[13, 7]),
+        (&[1, 1000], &[1000, 300]),
+        (&[1, 4099], &[4099, 64]),
+        (&[1, 65], &[65, 4099]),
+        (&[7, 13], &[13, 1]),
+        (&[300, 1000], &[1000, 1]),
+        (&[129, 4099], &[4099, 1]),
+        (&[3, 1, 257], &[3, 257, 131]),
+        (&[2, 3, 70, 257], &[257, 1]),
+        (&[4099], &[4099]),
+        (&[257], &[257, 129]),
+    ];
+    for kernel in [None, Some(MatmulKernel::Gemv)] {
+        for (i, (a, b)) in cases.iter().enumerate() {
+            check(&ctx, a, b, DType::F32, kernel, 200 + i as u64);
+            if ctx.profile().shader_f16 {
+                check(&ctx, a, b, DType::F16, kernel, 300 + i as u64);
+            }
+        }
+    }
+    // The dispatcher sends these shapes to the GEMV kernel.
+    let c = ctx.explain_matmul(DType::F32, 1, 4096, 4096, 1);
+    assert_eq!(c.kernel(), MatmulKernel::Gemv, "{c}");
+    let c = ctx.explain_matmul(DType::F32, 4096, 1, 4096, 1);
+    assert_eq!(c.kernel(), MatmulKernel::Gemv, "{c}");
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::kernels::Dispatch;
+use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::pad::PadChoice;
 use crate::plan::Plan;
 use crate::tensor::{MAX_RANK, Tensor};
@@ -339,7 +339,7 @@ impl Context {
                         what: format!("matmul kernel {kernel}"),
                     });
                 }
-                if !kernel.accepts(dtype, n, k) {
+                if !kernel.accepts(dtype, m, n, k) {
                     return Err(Error::InvalidArgument(format!(
                         "{kernel} cannot run a {dtype} matmul with K = {k}, N = {n} \
                          (vec4: K and N multiples of 4; coop-matrix: f16, multiples of 8)"
@@ -363,28 +363,32 @@ impl Context {
         ] {
             u32_of(numel, what)?;
         }
+        let mut scratch = Vec::new();
         plan.dispatches = self.matmul_dispatches(
             kernel,
             dtype,
             &shape,
-            &a.buffer,
-            &b.buffer,
-            &plan.output.buffer,
+            (&a.buffer, &b.buffer, &plan.output.buffer),
+            &mut scratch,
         )?;
+        plan.scratch = scratch;
         plan.label = format!("matmul {dtype} {m}x{n}x{k} x{batches} {kernel}");
         Ok(plan)
     }
 
-    /// The matmul dispatches of `kernel` on dense buffers of `shape`.
+    /// The matmul dispatches of `kernel` on dense buffers of `shape`; scratch
+    /// tensors they need are pushed to `scratch` (the plan keeps them alive).
     fn matmul_dispatches(
         &self,
         kernel: MatmulKernel,
         dtype: DType,
         shape: &MatmulShape,
-        a: &wgpu::Buffer,
-        b: &wgpu::Buffer,
-        c: &wgpu::Buffer,
+        (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+        scratch: &mut Vec<Tensor>,
     ) -> Result<Vec<Dispatch>> {
+        if kernel == MatmulKernel::Gemv {
+            return self.gemv_dispatches(dtype, shape, (a, b, c), scratch);
+        }
         let profile = self.profile();
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let batches = shape.batch_count();
@@ -433,6 +437,104 @@ impl Context {
         Ok(dispatches)
     }
 
+    /// Matrix-vector dispatches: `matvec` for N = 1, otherwise (M = 1)
+    /// `vecmat` with K split over enough workgroups to fill the GPU, then
+    /// `reduce` over the splits' f32 partial sums.
+    fn gemv_dispatches(
+        &self,
+        dtype: DType,
+        shape: &MatmulShape,
+        (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+        scratch: &mut Vec<Tensor>,
+    ) -> Result<Vec<Dispatch>> {
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let batches = shape.batch_count();
+        let max = self.profile().max_workgroups_per_dim as usize;
+        let device = &self.inner.device;
+        let per_dispatch = batches.min(max);
+        let params = |splits: usize, k_chunk: usize, base: usize| {
+            self.uniform(&[
+                m as u32,
+                n as u32,
+                k as u32,
+                shape.batch[1] as u32,
+                shape.a_strides[0] as u32,
+                shape.a_strides[1] as u32,
+                shape.b_strides[0] as u32,
+                shape.b_strides[1] as u32,
+                base as u32,
+                k_chunk as u32,
+                splits as u32,
+            ])
+        };
+        let too_many = |groups: usize, what: &str| Error::LimitExceeded {
+            limit: "max_compute_workgroups_per_dimension",
+            requested: groups as u64,
+            max: max as u64,
+            what: what.to_string(),
+        };
+        let mut dispatches = Vec::new();
+        if n == 1 {
+            let groups = m.div_ceil(4);
+            if groups > max {
+                return Err(too_many(groups, "matrix-vector product along M"));
+            }
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(device, &Spec::new(Kernel::GemvMatvec).dtype(dtype))?;
+            for base in (0..batches).step_by(per_dispatch) {
+                let count = per_dispatch.min(batches - base);
+                let p = params(1, k, base);
+                dispatches.push(Dispatch::with_bindings(
+                    device,
+                    pipeline.clone(),
+                    &[(0, &p), (1, a), (2, b), (3, c)],
+                    [groups as u32, 1, count as u32],
+                ));
+            }
+            return Ok(dispatches);
+        }
+        // Split K so the grid holds about four workgroups per compute unit,
+        // keeping at least 64 rows of B per split.
+        let col_groups = n.div_ceil(64);
+        if col_groups > max {
+            return Err(too_many(col_groups, "vector-matrix product along N"));
+        }
+        let target = 4 * self.profile().compute_units.max(1) as usize;
+        let wanted = target.div_ceil(col_groups * batches).max(1);
+        let splits_max = k.div_ceil(64).clamp(1, max);
+        let k_chunk = k.div_ceil(wanted.min(splits_max));
+        let splits = k.div_ceil(k_chunk);
+        let partials = self.alloc(&[batches, splits, n], DType::F32, "wgtile gemv partials")?;
+        let vecmat = self
+            .inner
+            .pipelines
+            .get(device, &Spec::new(Kernel::GemvVecmat).dtype(dtype))?;
+        let reduce = self
+            .inner
+            .pipelines
+            .get(device, &Spec::new(Kernel::GemvReduce).dtype(dtype))?;
+        for base in (0..batches).step_by(per_dispatch) {
+            let count = per_dispatch.min(batches - base) as u32;
+            let p = params(splits, k_chunk, base);
+            dispatches.push(Dispatch::with_bindings(
+                device,
+                vecmat.clone(),
+                &[(0, &p), (1, a), (2, b), (4, &partials.buffer)],
+                [col_groups as u32, splits as u32, count],
+            ));
+            dispatches.push(Dispatch::with_bindings(
+                device,
+                reduce.clone(),
+                &[(0, &p), (3, c), (4, &partials.buffer)],
+                [n.div_ceil(256) as u32, 1, count],
+            ));
+        }
+        scratch.push(partials);
+        Ok(dispatches)
+    }
+
     /// The padding layer's plan: copy A and B into zero-padded scratch
     /// buffers, run the aligned kernel, copy the result back into the output.
     fn padded_matmul_plan(
@@ -476,13 +578,13 @@ impl Context {
         }
         let mut dispatches = self.pad_copy_dispatches(a, (m, k), &a_pad, (m, kp), a_batch)?;
         dispatches.extend(self.pad_copy_dispatches(b, (k, n), &b_pad, (kp, np), b_batch)?);
+        let mut scratch = Vec::new();
         dispatches.extend(self.matmul_dispatches(
             pad.kernel,
             dtype,
             &padded,
-            &a_pad.buffer,
-            &b_pad.buffer,
-            &c_pad.buffer,
+            (&a_pad.buffer, &b_pad.buffer, &c_pad.buffer),
+            &mut scratch,
         )?);
         dispatches.extend(self.pad_copy_dispatches(
             &c_pad,
@@ -496,7 +598,8 @@ impl Context {
             pad.kernel
         );
         plan.dispatches = dispatches;
-        plan.scratch = vec![a_pad, b_pad, c_pad];
+        scratch.extend([a_pad, b_pad, c_pad]);
+        plan.scratch = scratch;
         Ok(plan)
     }
 }

@@ -1,7 +1,7 @@
 //! The dispatcher: which kernel and which tiles for a given adapter and shape.
 //!
-//! Heuristic only for now: candidates are filtered by the adapter's limits,
-//! tiny problems go to the naive kernel, and among tile shapes the largest one
+//! Heuristics first: candidates are filtered by the adapter's limits, tiny
+//! problems go to the naive kernel, matrix-vector shapes to the GEMV kernel, and among tile shapes the largest one
 //! whose tile count fills at least one whole wave of the adapter's compute units
 //! wins (wave quantisation: a grid smaller than one wave leaves units idle).
 //! This module decides; it never encodes or submits.
@@ -114,7 +114,13 @@ pub enum MatmulKernel {
         /// Subgroup size the workgroup is laid out for.
         subgroup: u32,
     },
+    /// Matrix-vector product (M = 1 or N = 1): memory-bound, judged in GB/s.
+    /// For M = 1, K is split over workgroups into f32 partial sums.
+    Gemv,
 }
+
+/// Invocations per workgroup of the matrix-vector kernels (64 x 4).
+pub const GEMV_THREADS: u32 = 256;
 
 /// Cooperative-matrix workgroup shapes (warps_m, warps_n, bk), largest first.
 pub const COOP_CONFIGS: [(u32, u32, u32); 3] = [(2, 4, 32), (2, 2, 32), (1, 2, 32)];
@@ -197,6 +203,7 @@ impl MatmulKernel {
                 .constant("WARPS_N", warps_n)
                 .constant("BK", bk)
                 .override_("SG", subgroup),
+            MatmulKernel::Gemv => Spec::new(Kernel::GemvVecmat).dtype(dtype),
         }
     }
 
@@ -208,6 +215,7 @@ impl MatmulKernel {
             MatmulKernel::Coop {
                 warps_m, warps_n, ..
             } => (64 * warps_m, 32 * warps_n),
+            MatmulKernel::Gemv => (4, 64),
         }
     }
 
@@ -222,6 +230,7 @@ impl MatmulKernel {
                 subgroup,
                 ..
             } => warps_m * warps_n * subgroup,
+            MatmulKernel::Gemv => GEMV_THREADS,
         }
     }
 
@@ -229,6 +238,7 @@ impl MatmulKernel {
     pub fn workgroup_bytes(self) -> u32 {
         match self {
             MatmulKernel::Naive { .. } => 0,
+            MatmulKernel::Gemv => 4 * GEMV_THREADS,
             MatmulKernel::Tiled { tile, .. } => tile.workgroup_bytes(),
             MatmulKernel::Coop {
                 warps_m,
@@ -251,6 +261,12 @@ impl MatmulKernel {
                     && wg_y <= p.max_workgroup_size_y
             }
             MatmulKernel::Tiled { tile, .. } => tile.fits(p),
+            MatmulKernel::Gemv => {
+                GEMV_THREADS <= p.max_invocations
+                    && p.max_workgroup_size_x >= 64
+                    && p.max_workgroup_size_y >= 4
+                    && self.workgroup_bytes() <= p.max_workgroup_storage
+            }
             MatmulKernel::Coop { subgroup, .. } => {
                 has_coop_f16(p)
                     && subgroup == p.subgroup_max_size
@@ -261,12 +277,13 @@ impl MatmulKernel {
         }
     }
 
-    /// Whether the kernel runs `[m, k] x [k, n]` in `dtype` (alignment and type).
-    pub fn accepts(self, dtype: DType, n: usize, k: usize) -> bool {
+    /// Whether the kernel runs `[m, k] x [k, n]` in `dtype` (alignment, type, shape).
+    pub fn accepts(self, dtype: DType, m: usize, n: usize, k: usize) -> bool {
         match self {
             MatmulKernel::Naive { .. } | MatmulKernel::Tiled { vec4: false, .. } => true,
             MatmulKernel::Tiled { vec4: true, .. } => vec4_aligned(n, k),
             MatmulKernel::Coop { .. } => dtype == DType::F16 && coop_aligned(n, k),
+            MatmulKernel::Gemv => m == 1 || n == 1,
         }
     }
 }
@@ -297,6 +314,7 @@ impl fmt::Display for MatmulKernel {
                 64 * warps_m,
                 32 * warps_n
             ),
+            MatmulKernel::Gemv => write!(f, "gemv (matrix-vector, split K)"),
         }
     }
 }
@@ -363,6 +381,14 @@ pub fn choose_matmul(
             )
         };
         return describe(MatmulKernel::naive_for(p), why);
+    }
+    if (m == 1 || n == 1) && MatmulKernel::Gemv.fits(p) {
+        return describe(
+            MatmulKernel::Gemv,
+            "matrix-vector: every matrix element is used once, so the kernel is \
+             memory-bound; no tiling helps, coalescing and loads in flight do"
+                .into(),
+        );
     }
     if dtype == DType::F16 && coop_aligned(n, k) {
         let coops: Vec<MatmulKernel> = COOP_CONFIGS
@@ -438,7 +464,7 @@ pub fn matmul_candidates(
         .chain(tiled)
         .chain(std::iter::once(MatmulKernel::naive_for(p)))
     {
-        if kernel.fits(p) && kernel.accepts(dtype, n, k) && !out.contains(&kernel) {
+        if kernel.fits(p) && kernel.accepts(dtype, m, n, k) && !out.contains(&kernel) {
             out.push(kernel);
         }
     }
@@ -456,6 +482,11 @@ pub fn matmul_specs() -> Vec<Spec> {
             for vec4 in [false, true] {
                 specs.push(MatmulKernel::Tiled { tile, vec4 }.spec(dtype));
             }
+        }
+    }
+    for dtype in DType::ALL {
+        for kernel in [Kernel::GemvVecmat, Kernel::GemvReduce, Kernel::GemvMatvec] {
+            specs.push(Spec::new(kernel).dtype(dtype));
         }
     }
     for (warps_m, warps_n, bk) in COOP_CONFIGS {

@@ -1,0 +1,153 @@
+// matmul_gemv: matrix-vector products, the memory-bound corner of matmul
+// (M = 1 or N = 1), judged in GB/s: every element of the matrix is read once
+// and used for one multiply-add, so no tiling can help; what matters is
+// coalescing and keeping enough loads in flight.
+//
+// Entry points:
+// - vecmat (M = 1): y[n] = sum_k x[k] B[k, n]. A workgroup is 64 columns x 4
+//   k-groups; the 32 invocations of a warp read 32 consecutive columns of one
+//   row of B (one 128-byte burst in f32) while x[k] is a broadcast. K is split
+//   over SPLITS workgroups (grid y) so even N = 4096 fills the GPU; each
+//   invocation keeps 4 independent accumulators (4 loads in flight), the 4
+//   k-groups reduce through workgroup memory and write an f32 partial sum.
+// - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
+// - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
+//   invocations; the 64 invocations of a row stride along it (consecutive
+//   addresses), keep 4 accumulators, and reduce through workgroup memory.
+// Batching: z = batch_base + workgroup z splits into (z / batch_inner,
+//   z % batch_inner) with a stride per batch dimension for each operand, as
+//   in the other matmul kernels. `lhs` is A (or x for vecmat), `rhs` is B (or
+//   x for matvec).
+// Types: Elem is f32 or f16 (text-specialised); accumulation is f32.
+
+alias Elem = f32;
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    batch_inner: u32,
+    a_stride0: u32,
+    a_stride1: u32,
+    b_stride0: u32,
+    b_stride1: u32,
+    batch_base: u32,
+    // vecmat: rows of B per split, and the number of splits.
+    k_chunk: u32,
+    splits: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> lhs: array<Elem>;
+@group(0) @binding(2) var<storage, read> rhs: array<Elem>;
+@group(0) @binding(3) var<storage, read_write> out: array<Elem>;
+@group(0) @binding(4) var<storage, read_write> partials: array<f32>;
+
+var<workgroup> sums: array<f32, 256>;
+
+fn batch_offsets(wz: u32) -> vec3<u32> {
+    let z = params.batch_base + wz;
+    let z0 = z / params.batch_inner;
+    let z1 = z % params.batch_inner;
+    return vec3<u32>(
+        z,
+        z0 * params.a_stride0 + z1 * params.a_stride1,
+        z0 * params.b_stride0 + z1 * params.b_stride1,
+    );
+}
+
+@compute @workgroup_size(64, 4, 1)
+fn vecmat(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let n = params.n;
+    let k = params.k;
+    let offs = batch_offsets(wid.z);
+    let col = wid.x * 64u + lid.x;
+    let split = wid.y;
+    let k_begin = split * params.k_chunk;
+    let k_end = min(k_begin + params.k_chunk, k);
+    var acc0 = 0.0;
+    var acc1 = 0.0;
+    var acc2 = 0.0;
+    var acc3 = 0.0;
+    if col < n {
+        let x = offs.y;
+        let b = offs.z + col;
+        var kk = k_begin + lid.y;
+        for (; kk + 12u < k_end; kk += 16u) {
+            acc0 = fma(f32(lhs[x + kk]), f32(rhs[b + kk * n]), acc0);
+            acc1 = fma(f32(lhs[x + kk + 4u]), f32(rhs[b + (kk + 4u) * n]), acc1);
+            acc2 = fma(f32(lhs[x + kk + 8u]), f32(rhs[b + (kk + 8u) * n]), acc2);
+            acc3 = fma(f32(lhs[x + kk + 12u]), f32(rhs[b + (kk + 12u) * n]), acc3);
+        }
+        for (; kk < k_end; kk += 4u) {
+            acc0 = fma(f32(lhs[x + kk]), f32(rhs[b + kk * n]), acc0);
+        }
+    }
+    sums[lid.y * 64u + lid.x] = (acc0 + acc1) + (acc2 + acc3);
+    workgroupBarrier();
+    if lid.y == 0u && col < n {
+        let s = (sums[lid.x] + sums[64u + lid.x]) + (sums[128u + lid.x] + sums[192u + lid.x]);
+        partials[(offs.x * params.splits + split) * n + col] = s;
+    }
+}
+
+@compute @workgroup_size(256, 1, 1)
+fn reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let n = params.n;
+    let col = gid.x;
+    let z = params.batch_base + wid.z;
+    if col >= n {
+        return;
+    }
+    var s = 0.0;
+    for (var i = 0u; i < params.splits; i++) {
+        s += partials[(z * params.splits + i) * n + col];
+    }
+    out[z * n + col] = Elem(s);
+}
+
+@compute @workgroup_size(64, 4, 1)
+fn matvec(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let m = params.m;
+    let k = params.k;
+    let offs = batch_offsets(wid.z);
+    let row = wid.x * 4u + lid.y;
+    var acc0 = 0.0;
+    var acc1 = 0.0;
+    var acc2 = 0.0;
+    var acc3 = 0.0;
+    if row < m {
+        let a = offs.y + row * k;
+        let x = offs.z;
+        var kk = lid.x;
+        for (; kk + 192u < k; kk += 256u) {
+            acc0 = fma(f32(lhs[a + kk]), f32(rhs[x + kk]), acc0);
+            acc1 = fma(f32(lhs[a + kk + 64u]), f32(rhs[x + kk + 64u]), acc1);
+            acc2 = fma(f32(lhs[a + kk + 128u]), f32(rhs[x + kk + 128u]), acc2);
+            acc3 = fma(f32(lhs[a + kk + 192u]), f32(rhs[x + kk + 192u]), acc3);
+        }
+        for (; kk < k; kk += 64u) {
+            acc0 = fma(f32(lhs[a + kk]), f32(rhs[x + kk]), acc0);
+        }
+    }
+    let slot = lid.y * 64u + lid.x;
+    sums[slot] = (acc0 + acc1) + (acc2 + acc3);
+    workgroupBarrier();
+    // Tree reduction over the 64 invocations of each row.
+    for (var stride = 32u; stride > 0u; stride /= 2u) {
+        if lid.x < stride {
+            sums[slot] += sums[slot + stride];
+        }
+        workgroupBarrier();
+    }
+    if lid.x == 0u && row < m {
+        out[offs.x * m + row] = Elem(sums[slot]);
+    }
+}
