@@ -11,6 +11,7 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::pad::PadChoice;
 use crate::plan::Plan;
 use crate::tensor::{MAX_RANK, Tensor};
+use crate::tune::autotune::{AutotuneMode, Autotuner};
 use crate::tune::{self, MatmulChoice, MatmulKernel};
 
 /// Batch dimensions the kernels index directly (a rank-4 operand has two).
@@ -353,7 +354,8 @@ impl Context {
                 {
                     return self.padded_matmul_plan(a, b, &shape, pad, plan);
                 }
-                tune::choose_matmul(profile, dtype, m, n, k, batches).kernel
+                let heuristic = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
+                self.autotuned_kernel(dtype, &shape, a, b, heuristic)?
             }
         };
         for (numel, what) in [
@@ -435,6 +437,55 @@ impl Context {
             ));
         }
         Ok(dispatches)
+    }
+
+    /// The autotuner's pick for this shape bucket: the heuristic's kernel
+    /// when tuning is off or not worth it, the cached winner when there is
+    /// one, else the fastest of the top candidates timed now on fresh random
+    /// inputs of the same shapes (never the caller's data, which may still be
+    /// being written by queued work).
+    fn autotuned_kernel(
+        &self,
+        dtype: DType,
+        shape: &MatmulShape,
+        a: &Tensor,
+        b: &Tensor,
+        heuristic: MatmulKernel,
+    ) -> Result<MatmulKernel> {
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let batches = shape.batch_count();
+        let profile = self.profile();
+        let tuner = self.autotuner();
+        if tuner.mode() == AutotuneMode::Off || !Autotuner::worth_tuning(profile, m, n, k, batches)
+        {
+            return Ok(heuristic);
+        }
+        let candidates = tune::matmul_candidates(profile, dtype, m, n, k, batches);
+        let mut inputs: Option<(Tensor, Tensor)> = None;
+        let decision = tuner.decide(
+            profile,
+            "matmul",
+            dtype,
+            m,
+            n,
+            k,
+            batches,
+            &candidates,
+            heuristic,
+            |candidate| {
+                if inputs.is_none() {
+                    inputs = Some((
+                        self.rand_uniform(a.shape(), -1.0, 1.0, dtype, 0x5eed_a)?,
+                        self.rand_uniform(b.shape(), -1.0, 1.0, dtype, 0x5eed_b)?,
+                    ));
+                }
+                let (ta, tb) = inputs.as_ref().expect("just filled");
+                let plan =
+                    self.matmul_plan(ta, tb, None, &MatmulOptions::with_kernel(candidate))?;
+                Ok(self.time(&plan, &tuner.mode().timing_options())?.median())
+            },
+        )?;
+        Ok(decision.kernel)
     }
 
     /// Matrix-vector dispatches: `matvec` for N = 1, otherwise (M = 1)
