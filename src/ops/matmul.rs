@@ -475,8 +475,8 @@ impl Context {
             |candidate| {
                 if inputs.is_none() {
                     inputs = Some((
-                        self.rand_uniform(a.shape(), -1.0, 1.0, dtype, 0x5eed_a)?,
-                        self.rand_uniform(b.shape(), -1.0, 1.0, dtype, 0x5eed_b)?,
+                        self.rand_uniform(a.shape(), -1.0, 1.0, dtype, 0x5eed_0a0a)?,
+                        self.rand_uniform(b.shape(), -1.0, 1.0, dtype, 0x5eed_0b0b)?,
                     ));
                 }
                 let (ta, tb) = inputs.as_ref().expect("just filled");
