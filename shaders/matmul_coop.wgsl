@@ -8,7 +8,8 @@
 //   with 16-byte loads (zero-filled past the edges, so the tensor-core loads
 //   never leave the tile), barrier, then each subgroup loads its 4 A and 2 B
 //   16 x 16 fragments per 16-wide k slice and issues 8 multiply-adds.
-// Epilogue: each accumulator goes through a per-subgroup 16 x 16 f32 scratch
+// Epilogue: matmul_epilogue.wgsl, applied per element on the way out. Each
+//   accumulator goes through a per-subgroup 16 x 16 f32 scratch
 //   in workgroup memory (a cooperative store cannot convert to f16 nor skip
 //   the out-of-bounds part of an edge tile); the subgroup's lanes then write
 //   the in-bounds elements as f16.
@@ -25,6 +26,9 @@
 
 enable f16;
 enable wgpu_cooperative_matrix;
+
+// The epilogue part reads bias and residual as Elem.
+alias Elem = f16;
 
 const WARPS_M: u32 = 2u;
 const WARPS_N: u32 = 4u;
@@ -48,7 +52,7 @@ struct Params {
     b_stride0: u32,
     b_stride1: u32,
     batch_base: u32,
-    _pad0: u32,
+    alpha: f32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -92,7 +96,8 @@ fn store8(dst: u32, v: vec4<u32>, is_a: bool) {
 
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
 // subgroup's scratch, converting to f16 and skipping out-of-bounds elements.
-fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, c_base: u32, row: u32, col: u32) {
+fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32) {
+    let c_base = z * params.m * params.n;
     let scratch = warp * 256u;
     coopStoreT(acc, &c_sh[scratch], 16u);
     workgroupBarrier();
@@ -100,7 +105,7 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, c_base: u32, row
         let r = row + e / 16u;
         let c = col + e % 16u;
         if r < params.m && c < params.n {
-            out[c_base + r * params.n + c] = f16(c_sh[scratch + e]);
+            out[c_base + r * params.n + c] = f16(epilogue(c_sh[scratch + e], z, r, c));
         }
     }
     workgroupBarrier();
@@ -180,15 +185,14 @@ fn main(
         workgroupBarrier();
     }
 
-    let c_base = z * m * n;
     let r = row0 + wr;
     let c = col0 + wc;
-    write_tile(acc00, warp, lane, c_base, r, c);
-    write_tile(acc01, warp, lane, c_base, r, c + 16u);
-    write_tile(acc10, warp, lane, c_base, r + 16u, c);
-    write_tile(acc11, warp, lane, c_base, r + 16u, c + 16u);
-    write_tile(acc20, warp, lane, c_base, r + 32u, c);
-    write_tile(acc21, warp, lane, c_base, r + 32u, c + 16u);
-    write_tile(acc30, warp, lane, c_base, r + 48u, c);
-    write_tile(acc31, warp, lane, c_base, r + 48u, c + 16u);
+    write_tile(acc00, warp, lane, z, r, c);
+    write_tile(acc01, warp, lane, z, r, c + 16u);
+    write_tile(acc10, warp, lane, z, r + 16u, c);
+    write_tile(acc11, warp, lane, z, r + 16u, c + 16u);
+    write_tile(acc20, warp, lane, z, r + 32u, c);
+    write_tile(acc21, warp, lane, z, r + 32u, c + 16u);
+    write_tile(acc30, warp, lane, z, r + 48u, c);
+    write_tile(acc31, warp, lane, z, r + 48u, c + 16u);
 }

@@ -18,6 +18,7 @@
 //   z % batch_inner) with a stride per batch dimension for each operand, as
 //   in the other matmul kernels. `lhs` is A (or x for vecmat), `rhs` is B (or
 //   x for matvec).
+// Epilogue: matmul_epilogue.wgsl (appended) on each output of reduce / matvec.
 // Types: Elem is f32 or f16 (text-specialised); accumulation is f32.
 
 alias Elem = f32;
@@ -35,7 +36,7 @@ struct Params {
     // vecmat: rows of B per split, and the number of splits.
     k_chunk: u32,
     splits: u32,
-    _pad: u32,
+    alpha: f32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -107,7 +108,7 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) 
     for (var i = 0u; i < params.splits; i++) {
         s += partials[(z * params.splits + i) * n + col];
     }
-    out[z * n + col] = Elem(s);
+    out[z * n + col] = Elem(epilogue(s, z, 0u, col));
 }
 
 @compute @workgroup_size(64, 4, 1)
@@ -148,6 +149,6 @@ fn matvec(
         workgroupBarrier();
     }
     if lid.x == 0u && row < m {
-        out[offs.x * m + row] = Elem(sums[slot]);
+        out[offs.x * m + row] = Elem(epilogue(sums[slot], offs.x, row, 0u));
     }
 }

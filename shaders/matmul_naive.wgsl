@@ -11,6 +11,7 @@
 // Batching: z = batch_base + workgroup z; z splits into (z / batch_inner,
 //   z % batch_inner) and each operand has its own stride per batch dimension
 //   (stride 0 broadcasts). C is dense: C[z] starts at z * M * N.
+// Epilogue: matmul_epilogue.wgsl (appended by the registry) before the store.
 // Limits: any M, N, K >= 1 (bounds-checked); offsets must fit in u32.
 
 alias Elem = f32;
@@ -25,7 +26,7 @@ struct Params {
     b_stride0: u32,
     b_stride1: u32,
     batch_base: u32,
-    _pad0: u32,
+    alpha: f32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -57,5 +58,5 @@ fn main(
     for (var i = 0u; i < params.k; i++) {
         acc = fma(f32(lhs[a_row + i]), f32(rhs[b_col + i * params.n]), acc);
     }
-    out[(z * params.m + row) * params.n + col] = Elem(acc);
+    out[(z * params.m + row) * params.n + col] = Elem(epilogue(acc, z, row, col));
 }

@@ -23,6 +23,8 @@
 // Tile parameters (text-specialised consts): BM, BN (multiples of 8; BM/8 and
 //   BN/8 are the workgroup's sides), BK (a multiple of 4).
 // Types: Elem is f32 or f16 (text-specialised); tiles and accumulation are f32.
+// Epilogue: matmul_epilogue.wgsl (appended by the registry) is applied to
+//   each register-tile vec4 before its store.
 // Batching: z = batch_base + workgroup z splits into (z / batch_inner,
 //   z % batch_inner), each operand with a stride per batch dimension (0
 //   broadcasts); C is dense with C[z] at z * M * N.
@@ -47,7 +49,7 @@ struct Params {
     b_stride0: u32,
     b_stride1: u32,
     batch_base: u32,
-    _pad0: u32,
+    alpha: f32,
     _pad1: u32,
     _pad2: u32,
 }
@@ -122,12 +124,12 @@ fn main(
     let r1 = row0 + BM / 2u + lid.y * 4u;
     let ca = col0 + lid.x * 4u;
     let cb = col0 + BN / 2u + lid.x * 4u;
-    store_row(c_base, r0, ca, cb, c00, c01);
-    store_row(c_base, r0 + 1u, ca, cb, c10, c11);
-    store_row(c_base, r0 + 2u, ca, cb, c20, c21);
-    store_row(c_base, r0 + 3u, ca, cb, c30, c31);
-    store_row(c_base, r1, ca, cb, c40, c41);
-    store_row(c_base, r1 + 1u, ca, cb, c50, c51);
-    store_row(c_base, r1 + 2u, ca, cb, c60, c61);
-    store_row(c_base, r1 + 3u, ca, cb, c70, c71);
+    store_row(c_base, r0, ca, cb, epilogue4(c00, z, r0, ca), epilogue4(c01, z, r0, cb));
+    store_row(c_base, r0 + 1u, ca, cb, epilogue4(c10, z, r0 + 1u, ca), epilogue4(c11, z, r0 + 1u, cb));
+    store_row(c_base, r0 + 2u, ca, cb, epilogue4(c20, z, r0 + 2u, ca), epilogue4(c21, z, r0 + 2u, cb));
+    store_row(c_base, r0 + 3u, ca, cb, epilogue4(c30, z, r0 + 3u, ca), epilogue4(c31, z, r0 + 3u, cb));
+    store_row(c_base, r1, ca, cb, epilogue4(c40, z, r1, ca), epilogue4(c41, z, r1, cb));
+    store_row(c_base, r1 + 1u, ca, cb, epilogue4(c50, z, r1 + 1u, ca), epilogue4(c51, z, r1 + 1u, cb));
+    store_row(c_base, r1 + 2u, ca, cb, epilogue4(c60, z, r1 + 2u, ca), epilogue4(c61, z, r1 + 2u, cb));
+    store_row(c_base, r1 + 3u, ca, cb, epilogue4(c70, z, r1 + 3u, ca), epilogue4(c71, z, r1 + 3u, cb));
 }

@@ -313,6 +313,9 @@ pub(crate) struct Inner {
     pub(crate) pipelines: PipelineCache,
     /// Autotune decisions and their cache (see [`crate::tune::autotune`]).
     pub(crate) tuner: crate::tune::autotune::Autotuner,
+    /// A 16-byte storage buffer bound where a kernel declares a binding the
+    /// launch does not use (an epilogue term that is off).
+    pub(crate) dummy: wgpu::Buffer,
     /// Set by wgpu's device-lost callback; every submission checks it.
     lost: Arc<AtomicBool>,
 }
@@ -411,6 +414,12 @@ impl Context {
         });
 
         let profile = AdapterProfile::new(&adapter, &device);
+        let dummy = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtile unused binding"),
+            size: 16,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
         log::info!(
             "wgtile context on {} ({:?}, {:?})",
             profile.name,
@@ -425,6 +434,7 @@ impl Context {
                 profile,
                 pipelines: PipelineCache::default(),
                 tuner: crate::tune::autotune::Autotuner::from_env(),
+                dummy,
                 lost,
             }),
         })

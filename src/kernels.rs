@@ -46,6 +46,8 @@ pub enum Kernel {
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
+const MATMUL_EPILOGUE: &str = include_str!("../shaders/matmul_epilogue.wgsl");
+const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
@@ -66,19 +68,24 @@ impl Kernel {
     pub const fn parts(self) -> &'static [&'static str] {
         match self {
             Kernel::Fill => &[include_str!("../shaders/fill.wgsl")],
-            Kernel::MatmulNaive => &[include_str!("../shaders/matmul_naive.wgsl")],
+            Kernel::MatmulNaive => &[
+                include_str!("../shaders/matmul_naive.wgsl"),
+                MATMUL_EPILOGUE,
+            ],
             Kernel::MatmulTiled => &[
                 include_str!("../shaders/matmul_tiled.wgsl"),
                 MATMUL_TILED_CORE,
+                MATMUL_EPILOGUE,
             ],
             Kernel::MatmulTiledVec4 => &[
                 include_str!("../shaders/matmul_tiled_vec4.wgsl"),
                 MATMUL_TILED_CORE,
+                MATMUL_EPILOGUE,
             ],
-            Kernel::MatmulCoop => &[include_str!("../shaders/matmul_coop.wgsl")],
+            Kernel::MatmulCoop => &[include_str!("../shaders/matmul_coop.wgsl"), MATMUL_EPILOGUE],
             Kernel::PadCopy => &[include_str!("../shaders/pad_copy.wgsl")],
             Kernel::GemvVecmat | Kernel::GemvReduce | Kernel::GemvMatvec => {
-                &[include_str!("../shaders/matmul_gemv.wgsl")]
+                &[MATMUL_GEMV, MATMUL_EPILOGUE]
             }
         }
     }
@@ -122,6 +129,20 @@ impl Kernel {
             Kernel::MatmulCoop => DType::F16,
             _ => DType::F32,
         }
+    }
+
+    /// Whether the kernel ends with the fused matmul epilogue (bindings 5
+    /// and 6, `EPI_*` consts; `GemvVecmat` writes partial sums and has none).
+    pub const fn has_epilogue(self) -> bool {
+        matches!(
+            self,
+            Kernel::MatmulNaive
+                | Kernel::MatmulTiled
+                | Kernel::MatmulTiledVec4
+                | Kernel::MatmulCoop
+                | Kernel::GemvReduce
+                | Kernel::GemvMatvec
+        )
     }
 
     /// Whether the kernel uses cooperative matrices (needs the experimental

@@ -39,7 +39,9 @@ pub mod tune;
 pub use context::{AdapterProfile, Context, ContextOptions, CoopMatrixConfig};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
-pub use ops::matmul::{MatmulExplanation, MatmulOptions, MatmulShape, Padding};
+pub use ops::matmul::{
+    Activation, Epilogue, MatmulExplanation, MatmulOptions, MatmulShape, Padding,
+};
 pub use pad::PadChoice;
 pub use plan::Plan;
 pub use tensor::{MAX_RANK, Tensor, uniform_values};

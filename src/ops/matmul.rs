@@ -87,6 +87,173 @@ impl std::fmt::Display for MatmulExplanation {
     }
 }
 
+/// Activation applied in a matmul's epilogue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Activation {
+    /// None.
+    #[default]
+    None,
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU, tanh approximation: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    Gelu,
+    /// SiLU (swish): `x / (1 + exp(-x))`.
+    Silu,
+}
+
+impl Activation {
+    const fn code(self) -> u32 {
+        match self {
+            Activation::None => 0,
+            Activation::Relu => 1,
+            Activation::Gelu => 2,
+            Activation::Silu => 3,
+        }
+    }
+}
+
+/// Work fused into a matmul's store, in registers, before the single write:
+/// `C = act(alpha * (A @ B) + bias) + residual`, where `bias` has one value
+/// per output column (shape `[N]`) and `residual` has the output's shape.
+#[derive(Clone, Debug)]
+pub struct Epilogue {
+    alpha: f32,
+    bias: Option<Tensor>,
+    residual: Option<Tensor>,
+    activation: Activation,
+}
+
+impl Default for Epilogue {
+    fn default() -> Self {
+        Self {
+            alpha: 1.0,
+            bias: None,
+            residual: None,
+            activation: Activation::None,
+        }
+    }
+}
+
+impl Epilogue {
+    /// The identity epilogue (`C = A @ B`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Multiplies the product by `alpha`.
+    pub fn scale(mut self, alpha: f32) -> Self {
+        self.alpha = alpha;
+        self
+    }
+
+    /// Adds `bias[col]` (shape `[N]`, the operands' dtype).
+    pub fn bias(mut self, bias: &Tensor) -> Self {
+        self.bias = Some(bias.clone());
+        self
+    }
+
+    /// Adds a tensor of the output's shape after the activation.
+    pub fn residual(mut self, residual: &Tensor) -> Self {
+        self.residual = Some(residual.clone());
+        self
+    }
+
+    /// Applies `activation` after scale and bias.
+    pub fn activation(mut self, activation: Activation) -> Self {
+        self.activation = activation;
+        self
+    }
+
+    /// ReLU after scale and bias.
+    pub fn relu(self) -> Self {
+        self.activation(Activation::Relu)
+    }
+
+    /// GELU (tanh form) after scale and bias.
+    pub fn gelu(self) -> Self {
+        self.activation(Activation::Gelu)
+    }
+
+    /// SiLU after scale and bias.
+    pub fn silu(self) -> Self {
+        self.activation(Activation::Silu)
+    }
+
+    /// True when it leaves `A @ B` unchanged.
+    pub fn is_identity(&self) -> bool {
+        self.alpha == 1.0
+            && self.bias.is_none()
+            && self.residual.is_none()
+            && self.activation == Activation::None
+    }
+
+    /// Whether it reads tensors (which the padded path cannot index).
+    fn reads_tensors(&self) -> bool {
+        self.bias.is_some() || self.residual.is_some()
+    }
+
+    /// Adds the `EPI_*` specialisation of a kernel that has the epilogue part.
+    fn specialise(&self, spec: Spec) -> Spec {
+        if !spec.kernel.has_epilogue() {
+            return spec;
+        }
+        let mut spec = spec;
+        if self.bias.is_some() {
+            spec = spec.constant("EPI_BIAS", 1);
+        }
+        if self.residual.is_some() {
+            spec = spec.constant("EPI_RESIDUAL", 1);
+        }
+        if self.activation != Activation::None {
+            spec = spec.constant("EPI_ACT", self.activation.code());
+        }
+        spec
+    }
+
+    fn check(&self, ctx: &Context, dtype: DType, n: usize, out_shape: &[usize]) -> Result<()> {
+        if let Some(bias) = &self.bias {
+            if bias.shape() != [n] {
+                return Err(Error::shape(
+                    "matmul bias",
+                    bias.shape(),
+                    &[n],
+                    "the bias needs one value per output column",
+                ));
+            }
+            check_operand(ctx, bias, dtype, "matmul bias")?;
+        }
+        if let Some(residual) = &self.residual {
+            if residual.shape() != out_shape {
+                return Err(Error::shape(
+                    "matmul residual",
+                    residual.shape(),
+                    out_shape,
+                    "the residual needs the output's shape",
+                ));
+            }
+            check_operand(ctx, residual, dtype, "matmul residual")?;
+        }
+        Ok(())
+    }
+}
+
+fn check_operand(ctx: &Context, t: &Tensor, dtype: DType, op: &'static str) -> Result<()> {
+    if !Arc::ptr_eq(&t.ctx.inner, &ctx.inner) {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: tensors must live on the context that runs them"
+        )));
+    }
+    if t.dtype() != dtype {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: dtype,
+            got: t.dtype(),
+        });
+    }
+    Ok(())
+}
+
 /// A checked matmul problem: sizes, batch broadcasting strides, output shape.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MatmulShape {
@@ -219,6 +386,13 @@ impl Context {
         Ok(plan.into_output())
     }
 
+    /// `act(alpha * (a @ b) + bias) + residual` in one kernel (see [`Epilogue`]).
+    pub fn matmul_with(&self, a: &Tensor, b: &Tensor, epilogue: &Epilogue) -> Result<Tensor> {
+        let plan = self.matmul_plan_with(a, b, None, &MatmulOptions::default(), epilogue)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
     /// `a @ b` written into `out` (whose shape and dtype must match the result).
     pub fn matmul_into(&self, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
         self.matmul_plan(a, b, Some(out), &MatmulOptions::default())?
@@ -263,7 +437,19 @@ impl Context {
         out: Option<&Tensor>,
         options: &MatmulOptions,
     ) -> Result<Plan> {
-        let kernel = options.kernel;
+        self.matmul_plan_with(a, b, out, options, &Epilogue::default())
+    }
+
+    /// [`Context::matmul_plan`] with a fused [`Epilogue`].
+    pub fn matmul_plan_with(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        out: Option<&Tensor>,
+        options: &MatmulOptions,
+        epilogue: &Epilogue,
+    ) -> Result<Plan> {
+        let mut kernel = options.kernel;
         for t in [Some(a), Some(b), out].into_iter().flatten() {
             if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
                 return Err(Error::InvalidArgument(
@@ -305,6 +491,7 @@ impl Context {
             None => self.alloc(&shape.out_shape, dtype, "wgtile matmul out")?,
         };
         let (m, n, k) = (shape.m, shape.n, shape.k);
+        epilogue.check(self, dtype, n, &shape.out_shape)?;
         let batches = shape.batch_count();
         let elem = dtype.size() as u64;
         let bytes = (a.numel() + b.numel() + output.numel()) as u64 * elem;
@@ -322,11 +509,15 @@ impl Context {
             return Ok(plan);
         }
         if k == 0 {
-            // NumPy: a sum over nothing is zero.
-            plan.label = "matmul (K = 0: zeros)".into();
-            plan.dispatches
-                .push(self.fill_dispatch(&plan.output.buffer, 0)?);
-            return Ok(plan);
+            if epilogue.is_identity() {
+                // NumPy: a sum over nothing is zero.
+                plan.label = "matmul (K = 0: zeros)".into();
+                plan.dispatches
+                    .push(self.fill_dispatch(&plan.output.buffer, 0)?);
+                return Ok(plan);
+            }
+            // Zeros through the epilogue: the naive kernel's loop runs no times.
+            kernel = Some(MatmulKernel::naive_for(self.profile()));
         }
 
         let profile = self.profile();
@@ -349,10 +540,15 @@ impl Context {
                 kernel
             }
             None => {
-                if let Some(pad) =
-                    crate::pad::choose(profile, dtype, m, n, k, batches, options.padding)
-                {
-                    return self.padded_matmul_plan(a, b, &shape, pad, plan);
+                // The padded kernel would index bias and residual with padded
+                // columns: epilogues that read tensors run the raw shape.
+                let padding = if epilogue.reads_tensors() {
+                    Padding::Never
+                } else {
+                    options.padding
+                };
+                if let Some(pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding) {
+                    return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
                 }
                 let heuristic = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
                 self.autotuned_kernel(dtype, &shape, a, b, heuristic)?
@@ -371,10 +567,14 @@ impl Context {
             dtype,
             &shape,
             (&a.buffer, &b.buffer, &plan.output.buffer),
+            epilogue,
             &mut scratch,
         )?;
         plan.scratch = scratch;
         plan.label = format!("matmul {dtype} {m}x{n}x{k} x{batches} {kernel}");
+        if !epilogue.is_identity() {
+            plan.label.push_str(" + epilogue");
+        }
         Ok(plan)
     }
 
@@ -386,10 +586,11 @@ impl Context {
         dtype: DType,
         shape: &MatmulShape,
         (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+        epilogue: &Epilogue,
         scratch: &mut Vec<Tensor>,
     ) -> Result<Vec<Dispatch>> {
         if kernel == MatmulKernel::Gemv {
-            return self.gemv_dispatches(dtype, shape, (a, b, c), scratch);
+            return self.gemv_dispatches(dtype, shape, (a, b, c), epilogue, scratch);
         }
         let profile = self.profile();
         let (m, n, k) = (shape.m, shape.n, shape.k);
@@ -408,10 +609,9 @@ impl Context {
                 });
             }
         }
-        let pipeline = self
-            .inner
-            .pipelines
-            .get(&self.inner.device, &kernel.spec(dtype))?;
+        let spec = epilogue.specialise(kernel.spec(dtype));
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let (bias, residual) = self.epilogue_buffers(epilogue);
         // Batches beyond the per-dimension workgroup limit are split into
         // several dispatches, each with its own base batch index.
         let per_dispatch = batches.min(max_groups as usize);
@@ -428,11 +628,19 @@ impl Context {
                 shape.b_strides[0] as u32,
                 shape.b_strides[1] as u32,
                 base as u32,
+                epilogue.alpha.to_bits(),
             ]);
-            dispatches.push(Dispatch::new(
+            dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
                 pipeline.clone(),
-                &[&params, a, b, c],
+                &[
+                    (0, &params),
+                    (1, a),
+                    (2, b),
+                    (3, c),
+                    (5, bias),
+                    (6, residual),
+                ],
                 [gx as u32, gy as u32, count as u32],
             ));
         }
@@ -488,6 +696,19 @@ impl Context {
         Ok(decision.kernel)
     }
 
+    /// The buffers bound for the epilogue's bias and residual: the tensors,
+    /// or the context's dummy buffer for a term that is off.
+    fn epilogue_buffers<'e>(
+        &'e self,
+        epilogue: &'e Epilogue,
+    ) -> (&'e wgpu::Buffer, &'e wgpu::Buffer) {
+        let dummy = &self.inner.dummy;
+        (
+            epilogue.bias.as_ref().map_or(dummy, |t| &*t.buffer),
+            epilogue.residual.as_ref().map_or(dummy, |t| &*t.buffer),
+        )
+    }
+
     /// Matrix-vector dispatches: `matvec` for N = 1, otherwise (M = 1)
     /// `vecmat` with K split over enough workgroups to fill the GPU, then
     /// `reduce` over the splits' f32 partial sums.
@@ -496,9 +717,11 @@ impl Context {
         dtype: DType,
         shape: &MatmulShape,
         (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+        epilogue: &Epilogue,
         scratch: &mut Vec<Tensor>,
     ) -> Result<Vec<Dispatch>> {
         let (m, n, k) = (shape.m, shape.n, shape.k);
+        let (bias, residual) = self.epilogue_buffers(epilogue);
         let batches = shape.batch_count();
         let max = self.profile().max_workgroups_per_dim as usize;
         let device = &self.inner.device;
@@ -516,6 +739,7 @@ impl Context {
                 base as u32,
                 k_chunk as u32,
                 splits as u32,
+                epilogue.alpha.to_bits(),
             ])
         };
         let too_many = |groups: usize, what: &str| Error::LimitExceeded {
@@ -530,17 +754,17 @@ impl Context {
             if groups > max {
                 return Err(too_many(groups, "matrix-vector product along M"));
             }
-            let pipeline = self
-                .inner
-                .pipelines
-                .get(device, &Spec::new(Kernel::GemvMatvec).dtype(dtype))?;
+            let pipeline = self.inner.pipelines.get(
+                device,
+                &epilogue.specialise(Spec::new(Kernel::GemvMatvec).dtype(dtype)),
+            )?;
             for base in (0..batches).step_by(per_dispatch) {
                 let count = per_dispatch.min(batches - base);
                 let p = params(1, k, base);
                 dispatches.push(Dispatch::with_bindings(
                     device,
                     pipeline.clone(),
-                    &[(0, &p), (1, a), (2, b), (3, c)],
+                    &[(0, &p), (1, a), (2, b), (3, c), (5, bias), (6, residual)],
                     [groups as u32, 1, count as u32],
                 ));
             }
@@ -562,10 +786,10 @@ impl Context {
             .inner
             .pipelines
             .get(device, &Spec::new(Kernel::GemvVecmat).dtype(dtype))?;
-        let reduce = self
-            .inner
-            .pipelines
-            .get(device, &Spec::new(Kernel::GemvReduce).dtype(dtype))?;
+        let reduce = self.inner.pipelines.get(
+            device,
+            &epilogue.specialise(Spec::new(Kernel::GemvReduce).dtype(dtype)),
+        )?;
         for base in (0..batches).step_by(per_dispatch) {
             let count = per_dispatch.min(batches - base) as u32;
             let p = params(splits, k_chunk, base);
@@ -578,7 +802,13 @@ impl Context {
             dispatches.push(Dispatch::with_bindings(
                 device,
                 reduce.clone(),
-                &[(0, &p), (3, c), (4, &partials.buffer)],
+                &[
+                    (0, &p),
+                    (3, c),
+                    (4, &partials.buffer),
+                    (5, bias),
+                    (6, residual),
+                ],
                 [n.div_ceil(256) as u32, 1, count],
             ));
         }
@@ -594,6 +824,7 @@ impl Context {
         b: &Tensor,
         shape: &MatmulShape,
         pad: PadChoice,
+        epilogue: &Epilogue,
         mut plan: Plan,
     ) -> Result<Plan> {
         let dtype = a.dtype();
@@ -635,6 +866,7 @@ impl Context {
             dtype,
             &padded,
             (&a_pad.buffer, &b_pad.buffer, &c_pad.buffer),
+            epilogue,
             &mut scratch,
         )?);
         dispatches.extend(self.pad_copy_dispatches(
