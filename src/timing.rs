@@ -102,6 +102,9 @@ impl fmt::Display for Timing {
     }
 }
 
+/// Warm-up stops at this multiple of `warmup_seconds` even if unsettled.
+const WARMUP_LIMIT_FACTOR: f64 = 5.0;
+
 /// Most warm-up batches (each up to twice the last) before measuring anyway.
 const WARMUP_BATCHES_MAX: u32 = 24;
 
@@ -123,7 +126,12 @@ impl Context {
         let mut previous = f64::INFINITY;
         let mut settled = options.warmup_seconds <= 0.0;
         for _ in 0..WARMUP_BATCHES_MAX {
-            if settled && start.elapsed().as_secs_f64() >= options.warmup_seconds {
+            let elapsed = start.elapsed().as_secs_f64();
+            // A noisy host (a software adapter sharing its cores) may never
+            // settle: stop after a bounded multiple of the warm-up time.
+            if (settled && elapsed >= options.warmup_seconds)
+                || elapsed >= WARMUP_LIMIT_FACTOR * options.warmup_seconds
+            {
                 break;
             }
             let t = Instant::now();
