@@ -19,7 +19,7 @@ use clap::Parser;
 #[path = "common/mod.rs"]
 mod common;
 use common::{max_error, random_matrix};
-use wgtile::{Context, ContextOptions, DType, MatmulKernel, MatmulOptions, TimingOptions};
+use wgtile::{Context, ContextOptions, DType, MatmulKernel, MatmulOptions, Padding, TimingOptions};
 
 #[derive(Parser, Debug)]
 #[command(about = "Run and measure every wgtile technique on this adapter")]
@@ -54,6 +54,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     section("3. Low precision: f16 inputs, f32 accumulation");
     low_precision_section(&ctx, &args)?;
+
+    section("4. Alignment, padding and wave quantisation");
+    padding_section(&ctx, &args)?;
+
+    section("5. Matrix-vector products: memory-bound (GEMV)");
+    gemv_section(&ctx, &args)?;
 
     println!("\ntour finished in {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
@@ -215,6 +221,125 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
         }
     }
     println!("(f16 errors include rounding the result to f16: half an ulp of |C|.)");
+    Ok(())
+}
+
+/// One timed run of `a @ b` with `options`: (GFLOP/s, ms, max error, label).
+fn measure(
+    ctx: &Context,
+    (a, ha): (&wgtile::Tensor, &[f32]),
+    (b, hb): (&wgtile::Tensor, &[f32]),
+    n: usize,
+    options: &MatmulOptions,
+    repeats: u32,
+) -> Result<(f64, f64, f64, String), Box<dyn std::error::Error>> {
+    let plan = ctx.matmul_plan(a, b, None, options)?;
+    ctx.fill(plan.output(), f32::NAN)?;
+    let timing = ctx.time(
+        &plan,
+        &TimingOptions {
+            repeats,
+            ..TimingOptions::default()
+        },
+    )?;
+    let c = plan.output().to_f32_vec_blocking()?;
+    Ok((
+        timing.gflops(plan.flops()),
+        timing.median() * 1e3,
+        max_error(ha, hb, &c, n),
+        plan.label().to_string(),
+    ))
+}
+
+fn padding_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let profile = ctx.profile();
+    let base = if args.quick || profile.is_cpu() {
+        128
+    } else {
+        1792
+    };
+    println!(
+        "A size one past a multiple of the tile needs a whole extra row and column\n\
+         of workgroups (wave quantisation), and K or N off a multiple of 4 (8 for\n\
+         tensor cores) rules out 16-byte loads. The padding layer copies such\n\
+         operands into aligned, zero-padded buffers when its cost model says the\n\
+         faster kernel pays for the copies (lecture: nanoGPT's 50257 -> 50304)."
+    );
+    let dtypes: Vec<DType> = if wgtile::tune::has_coop_f16(profile) {
+        vec![DType::F32, DType::F16]
+    } else {
+        vec![DType::F32]
+    };
+    for dtype in dtypes {
+        println!("\n{dtype}:");
+        for n in [base, base + 1] {
+            let (a, ha) = random_matrix(ctx, n, 5, dtype)?;
+            let (b, hb) = random_matrix(ctx, n, 6, dtype)?;
+            println!("  n = {n}: {}", ctx.explain_matmul(dtype, n, n, n, 1));
+            for (name, padding) in [
+                ("unpadded", Padding::Never),
+                ("padding layer", Padding::Auto),
+            ] {
+                let options = MatmulOptions::with_padding(padding);
+                let (gflops, ms, err, label) =
+                    measure(ctx, (&a, &ha), (&b, &hb), n, &options, args.repeats.max(1))?;
+                println!(
+                    "    {name:<14} {gflops:>10.1} GFLOP/s {ms:>9.3} ms  max |err| {err:.2e}  ({label})"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn gemv_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let profile = ctx.profile();
+    let shapes: Vec<(usize, usize)> = if args.quick || profile.is_cpu() {
+        vec![(1024, 1024)]
+    } else {
+        vec![(4096, 4096), (4096, 14336)]
+    };
+    println!(
+        "x[1, K] @ W[K, N] reads every weight once for one multiply-add: the floor is\n\
+         the bytes of W over the memory bandwidth. Judged in GB/s (bytes of W, x, y)."
+    );
+    let opts = TimingOptions {
+        repeats: args.repeats.max(1) * 4,
+        ..TimingOptions::default()
+    };
+    for dtype in [DType::F32, DType::F16] {
+        if dtype == DType::F16 && !profile.shader_f16 {
+            continue;
+        }
+        for &(k, n) in &shapes {
+            let x = ctx.rand_uniform([1, k], -1.0, 1.0, dtype, 7)?;
+            let w = ctx.rand_uniform([k, n], -1.0, 1.0, dtype, 8)?;
+            let hx = x.to_f32_vec_blocking()?;
+            let hw = w.to_f32_vec_blocking()?;
+            let plan = ctx.matmul_plan(&x, &w, None, &MatmulOptions::default())?;
+            ctx.fill(plan.output(), f32::NAN)?;
+            let timing = ctx.time(&plan, &opts)?;
+            let y = plan.output().to_f32_vec_blocking()?;
+            let mut worst = 0.0f64;
+            for (j, &got) in y.iter().enumerate() {
+                let want: f64 = (0..k)
+                    .map(|p| f64::from(hx[p]) * f64::from(hw[p * n + j]))
+                    .sum();
+                let err = (f64::from(got) - want).abs();
+                worst = if err.is_nan() {
+                    f64::INFINITY
+                } else {
+                    worst.max(err)
+                };
+            }
+            println!(
+                "  {dtype} [1, {k}] x [{k}, {n}]  {:>8.1} GB/s {:>9.3} ms  max |err| {worst:.2e}  ({})",
+                timing.gbps(plan.bytes()),
+                timing.median() * 1e3,
+                plan.label()
+            );
+        }
+    }
     Ok(())
 }
 

@@ -28,7 +28,7 @@ def bench(fn, warmup=3, repeats=20):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--sizes", default="1024,1792,1793,2048,4096,4097")
+    p.add_argument("--sizes", default="1024,1792,1793,2048,3000,4096,4097")
     args = p.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     dev = torch.device("cuda")
@@ -50,6 +50,13 @@ def main():
             b = torch.rand(s, s, device=dev, dtype=dtype) * 2 - 1
             t = bench(lambda: a @ b)
             print(f"torch matmul_{name} {s} {2*s**3/t/1e12:.2f} TFLOP/s")
+        # GEMV: x[1, K] @ W[K, N], judged in GB/s of W (plus x and y).
+        for k, n in [(4096, 4096), (4096, 14336)]:
+            x = torch.rand(1, k, device=dev, dtype=dtype) * 2 - 1
+            w = torch.rand(k, n, device=dev, dtype=dtype) * 2 - 1
+            t = bench(lambda: x @ w, repeats=100)
+            nbytes = (k * n + k + n) * x.element_size()
+            print(f"torch gemv_{name} {k}x{n} {nbytes/t/1e9:.1f} GB/s")
 
 
 if __name__ == "__main__":
