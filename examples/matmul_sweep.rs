@@ -81,6 +81,10 @@ struct Args {
     /// Free text written as a comment line into the CSV (conditions, caveats).
     #[arg(long)]
     note: Option<String>,
+    /// Measure nothing: read a CSV this example wrote and draw it to `--svg`
+    /// (for figures measured on another machine).
+    #[arg(long)]
+    replot: Option<String>,
 }
 
 /// The divisor classes of the figure: largest power-of-two divisor, capped at 32.
@@ -155,6 +159,9 @@ struct Sample {
 fn main() -> Result<(), Box<dyn Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();
+    if let Some(csv) = &args.replot {
+        return replot(csv, &args);
+    }
     let dtype = match args.dtype.as_str() {
         "f32" => DType::F32,
         "f16" => DType::F16,
@@ -299,6 +306,59 @@ fn main() -> Result<(), Box<dyn Error>> {
 }
 
 /// The sizes to sweep, sorted and deduplicated.
+/// Reads a CSV written by this example and draws it (`--replot`).
+fn replot(csv: &str, args: &Args) -> Result<(), Box<dyn Error>> {
+    let text = std::fs::read_to_string(csv)?;
+    let mut samples = Vec::new();
+    let mut title = None;
+    for line in text.lines() {
+        if let Some(comment) = line.strip_prefix("# wgtile matmul_sweep: ") {
+            title.get_or_insert_with(|| {
+                let head = comment.split(", median").next().unwrap_or(comment);
+                format!("{head}: square matmul throughput")
+            });
+            continue;
+        }
+        if line.starts_with('#') || line.starts_with("n,") || line.trim().is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.splitn(6, ',').collect();
+        let [n, class, mode, gflops, median_ms, kernel] = fields[..] else {
+            return Err(format!("{csv}: malformed line {line:?}").into());
+        };
+        samples.push(Sample {
+            n: n.parse()?,
+            class: class.parse()?,
+            mode: if mode == "padded" {
+                Mode::Padded
+            } else {
+                Mode::Unpadded
+            },
+            gflops: gflops.parse()?,
+            median_ms: median_ms.parse()?,
+            kernel: kernel.trim_matches('"').to_string(),
+        });
+    }
+    if samples.is_empty() {
+        return Err(format!("{csv}: no measurements").into());
+    }
+    let modes: &[Mode] = if samples.iter().any(|s| s.mode == Mode::Padded) {
+        &[Mode::Unpadded, Mode::Padded]
+    } else {
+        &[Mode::Unpadded]
+    };
+    summary(&samples, modes);
+    let path = args.svg.as_deref().ok_or("--replot needs --svg")?;
+    let title = args
+        .title
+        .clone()
+        .or(title)
+        .unwrap_or_else(|| "square matmul throughput".into());
+    draw(path, &title, &samples, modes)?;
+    println!("wrote {path}");
+    Ok(())
+}
+
 fn sizes(args: &Args, cpu: bool) -> Result<Vec<usize>, Box<dyn Error>> {
     let mut sizes = if !args.sizes.is_empty() {
         args.sizes.clone()
