@@ -11,8 +11,12 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::pad::PadChoice;
 use crate::plan::Plan;
 use crate::tensor::{MAX_RANK, Tensor};
+use crate::timing::TimingOptions;
 use crate::tune::autotune::{AutotuneMode, Autotuner};
 use crate::tune::{self, MatmulChoice, MatmulKernel};
+
+/// Seconds of GPU work before the autotuner measures its first candidate.
+const TUNING_WARMUP_SECONDS: f64 = 0.2;
 
 /// Batch dimensions the kernels index directly (a rank-4 operand has two).
 const MAX_BATCH_DIMS: usize = MAX_RANK - 2;
@@ -681,7 +685,8 @@ impl Context {
             &candidates,
             heuristic,
             |candidate| {
-                if inputs.is_none() {
+                let first = inputs.is_none();
+                if first {
                     inputs = Some((
                         self.rand_uniform(a.shape(), -1.0, 1.0, dtype, 0x5eed_0a0a)?,
                         self.rand_uniform(b.shape(), -1.0, 1.0, dtype, 0x5eed_0b0b)?,
@@ -690,6 +695,20 @@ impl Context {
                 let (ta, tb) = inputs.as_ref().expect("just filled");
                 let plan =
                     self.matmul_plan(ta, tb, None, &MatmulOptions::with_kernel(candidate))?;
+                if first {
+                    // The GPU may be idling at a low clock: bring it up before
+                    // the first candidate is measured, or that candidate (the
+                    // heuristic's pick) reads slow and loses unfairly (seen on
+                    // the H200: 64x64 tiles chosen over faster 128x128 ones).
+                    self.time(
+                        &plan,
+                        &TimingOptions {
+                            warmup: 1,
+                            warmup_seconds: TUNING_WARMUP_SECONDS,
+                            repeats: 1,
+                        },
+                    )?;
+                }
                 Ok(self.time(&plan, &tuner.mode().timing_options())?.median())
             },
         )?;
