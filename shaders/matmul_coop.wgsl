@@ -22,6 +22,7 @@
 // Constraints: K and N multiples of 8 (16-byte rows; the padding layer makes
 //   other shapes so); any M. f16 only. Vulkan only: naga's MSL backend has
 //   8 x 8 simdgroup matrices and its HLSL backend none.
+// Params: matmul_params.wgsl (appended by the registry).
 // Batching: as the other matmul kernels (two batch indices with strides).
 
 enable f16;
@@ -42,22 +43,6 @@ const LDB: u32 = BN + 8u;
 
 override SG: u32 = 32u;
 
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    batch_inner: u32,
-    a_stride0: u32,
-    a_stride1: u32,
-    b_stride0: u32,
-    b_stride1: u32,
-    batch_base: u32,
-    alpha: f32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
 // 8 halves per vec4<u32>: one 16-byte load.
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<u32>>;

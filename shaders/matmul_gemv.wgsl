@@ -19,27 +19,11 @@
 //   in the other matmul kernels. `lhs` is A (or x for vecmat), `rhs` is B (or
 //   x for matvec).
 // Epilogue: matmul_epilogue.wgsl (appended) on each output of reduce / matvec.
+// Params: matmul_params.wgsl (appended; k_chunk and splits are vecmat's).
 // Types: Elem is f32 or f16 (text-specialised); accumulation is f32.
 
 alias Elem = f32;
 
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    batch_inner: u32,
-    a_stride0: u32,
-    a_stride1: u32,
-    b_stride0: u32,
-    b_stride1: u32,
-    batch_base: u32,
-    // vecmat: rows of B per split, and the number of splits.
-    k_chunk: u32,
-    splits: u32,
-    alpha: f32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> lhs: array<Elem>;
 @group(0) @binding(2) var<storage, read> rhs: array<Elem>;
 @group(0) @binding(3) var<storage, read_write> out: array<Elem>;

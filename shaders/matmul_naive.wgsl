@@ -8,6 +8,7 @@
 //   neighbouring invocations read neighbouring B elements (coalesced).
 // Grid: (ceil(N / WG_X), ceil(M / WG_Y), batches in this dispatch).
 // Types: Elem is f32 or f16 (text-specialised); accumulation is always f32.
+// Params: matmul_params.wgsl (appended by the registry).
 // Batching: z = batch_base + workgroup z; z splits into (z / batch_inner,
 //   z % batch_inner) and each operand has its own stride per batch dimension
 //   (stride 0 broadcasts). C is dense: C[z] starts at z * M * N.
@@ -16,25 +17,9 @@
 
 alias Elem = f32;
 
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    batch_inner: u32,
-    a_stride0: u32,
-    a_stride1: u32,
-    b_stride0: u32,
-    b_stride1: u32,
-    batch_base: u32,
-    alpha: f32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
 override WG_X: u32 = 16u;
 override WG_Y: u32 = 16u;
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> lhs: array<Elem>;
 @group(0) @binding(2) var<storage, read> rhs: array<Elem>;
 @group(0) @binding(3) var<storage, read_write> out: array<Elem>;

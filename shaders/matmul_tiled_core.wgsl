@@ -25,6 +25,7 @@
 // Types: Elem is f32 or f16 (text-specialised); tiles and accumulation are f32.
 // Epilogue: matmul_epilogue.wgsl (appended by the registry) is applied to
 //   each register-tile vec4 before its store.
+// Params: matmul_params.wgsl (appended by the registry).
 // Batching: z = batch_base + workgroup z splits into (z / batch_inner,
 //   z % batch_inner), each operand with a stride per batch dimension (0
 //   broadcasts); C is dense with C[z] at z * M * N.
@@ -38,23 +39,6 @@ const WG_Y: u32 = BM / 8u;
 const THREADS: u32 = WG_X * WG_Y;
 const BM4: u32 = BM / 4u;
 const BN4: u32 = BN / 4u;
-
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    batch_inner: u32,
-    a_stride0: u32,
-    a_stride1: u32,
-    b_stride0: u32,
-    b_stride1: u32,
-    batch_base: u32,
-    alpha: f32,
-    _pad1: u32,
-    _pad2: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
 
 var<workgroup> a_sh: array<vec4<f32>, BK * BM4>;
 var<workgroup> b_sh: array<vec4<f32>, BK * BN4>;

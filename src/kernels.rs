@@ -47,6 +47,7 @@ pub enum Kernel {
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
 const MATMUL_EPILOGUE: &str = include_str!("../shaders/matmul_epilogue.wgsl");
+const MATMUL_PARAMS: &str = include_str!("../shaders/matmul_params.wgsl");
 const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
 
 impl Kernel {
@@ -70,22 +71,29 @@ impl Kernel {
             Kernel::Fill => &[include_str!("../shaders/fill.wgsl")],
             Kernel::MatmulNaive => &[
                 include_str!("../shaders/matmul_naive.wgsl"),
+                MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulTiled => &[
                 include_str!("../shaders/matmul_tiled.wgsl"),
                 MATMUL_TILED_CORE,
+                MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulTiledVec4 => &[
                 include_str!("../shaders/matmul_tiled_vec4.wgsl"),
                 MATMUL_TILED_CORE,
+                MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
-            Kernel::MatmulCoop => &[include_str!("../shaders/matmul_coop.wgsl"), MATMUL_EPILOGUE],
+            Kernel::MatmulCoop => &[
+                include_str!("../shaders/matmul_coop.wgsl"),
+                MATMUL_PARAMS,
+                MATMUL_EPILOGUE,
+            ],
             Kernel::PadCopy => &[include_str!("../shaders/pad_copy.wgsl")],
             Kernel::GemvVecmat | Kernel::GemvReduce | Kernel::GemvMatvec => {
-                &[MATMUL_GEMV, MATMUL_EPILOGUE]
+                &[MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE]
             }
         }
     }
@@ -386,25 +394,8 @@ impl Dispatch {
         buffers: &[&wgpu::Buffer],
         workgroups: [u32; 3],
     ) -> Self {
-        let layout = pipeline.get_bind_group_layout(0);
-        let entries: Vec<wgpu::BindGroupEntry> = buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource: b.as_entire_binding(),
-            })
-            .collect();
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &layout,
-            entries: &entries,
-        });
-        Self {
-            pipeline,
-            bind_group,
-            workgroups,
-        }
+        let numbered: Vec<(u32, &wgpu::Buffer)> = (0u32..).zip(buffers.iter().copied()).collect();
+        Self::with_bindings(device, pipeline, &numbered, workgroups)
     }
 
     /// Binds each buffer at its own binding index of group 0 (for entry

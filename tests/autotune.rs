@@ -2,6 +2,8 @@
 //! shape buckets, keys, the JSON file, and the decision rules, with a fake
 //! measuring closure.
 
+mod common;
+
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -14,50 +16,18 @@ use wgtile::tune::cache::{
     CACHE_FORMAT_VERSION, DimBucket, Entry, ShapeBucket, TuneCache, TuneKey, candidates_checksum,
 };
 use wgtile::tune::{self, COOP_CONFIGS, MatmulKernel, TILE_CONFIGS};
-use wgtile::{AdapterProfile, CoopMatrixConfig, DType, Error, wgpu};
+use wgtile::{AdapterProfile, DType, Error, wgpu};
 
 fn profile(units: u32, invocations: u32, storage: u32) -> AdapterProfile {
-    AdapterProfile {
-        name: "synthetic".into(),
-        backend: wgpu::Backend::Vulkan,
-        device_type: wgpu::DeviceType::DiscreteGpu,
-        vendor: 0x10de,
-        device: 0,
-        driver: String::new(),
-        driver_info: String::new(),
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        shader_f16: true,
-        subgroups: true,
-        timestamps: true,
-        cooperative_matrix: false,
-        coop_configs: Vec::new(),
-        max_workgroup_storage: storage,
-        max_invocations: invocations,
-        max_workgroup_size_x: invocations,
-        max_workgroup_size_y: invocations,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        max_buffer_size: 1 << 31,
-        max_storage_buffers_per_stage: 8,
-        compute_units: units,
-    }
+    common::synthetic_profile(units, invocations, storage)
 }
 
 fn gpu() -> AdapterProfile {
     profile(132, 1024, 48 << 10)
 }
 
-fn with_tensor_cores(mut p: AdapterProfile) -> AdapterProfile {
-    p.cooperative_matrix = true;
-    p.coop_configs = vec![CoopMatrixConfig {
-        m: 16,
-        n: 16,
-        k: 16,
-        ab_type: "f16",
-        cr_type: "f32",
-    }];
-    p
+fn with_tensor_cores(p: AdapterProfile) -> AdapterProfile {
+    common::with_tensor_cores(p)
 }
 
 // ---- a logger that keeps every message, to check warnings and log lines ----

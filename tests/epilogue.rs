@@ -68,16 +68,7 @@ fn check(
     plan.run().unwrap();
     let got = out.to_f32_vec_blocking().unwrap();
 
-    let inner = shape.batch[1];
-    let offsets: Vec<(usize, usize)> = (0..shape.batch_count())
-        .map(|z| {
-            let (z0, z1) = (z / inner, z % inner);
-            (
-                z0 * shape.a_strides[0] + z1 * shape.a_strides[1],
-                z0 * shape.b_strides[0] + z1 * shape.b_strides[1],
-            )
-        })
-        .collect();
+    let offsets = common::batch_offsets(&shape);
     let (prod, mag) = common::matmul_ref(&ha, &hb, m, n, k, &offsets);
     let want: Vec<f64> = prod
         .iter()

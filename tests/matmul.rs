@@ -60,16 +60,7 @@ fn check(
     plan.run().unwrap();
     let got = out.to_f32_vec_blocking().unwrap();
 
-    let inner = shape.batch[1];
-    let offsets: Vec<(usize, usize)> = (0..shape.batch_count())
-        .map(|z| {
-            let (z0, z1) = (z / inner, z % inner);
-            (
-                z0 * shape.a_strides[0] + z1 * shape.a_strides[1],
-                z0 * shape.b_strides[0] + z1 * shape.b_strides[1],
-            )
-        })
-        .collect();
+    let offsets = common::batch_offsets(&shape);
     let (want, mag) = common::matmul_ref(&ha, &hb, shape.m, shape.n, shape.k, &offsets);
     let what = format!("{a_shape:?} x {b_shape:?} {dtype} [{}]", plan.label());
     common::assert_close(&what, &got, &want, |i| {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use wgtile::{AdapterProfile, CoopMatrixConfig, DType, MatmulOptions, MatmulShape, Padding, wgpu};
+use wgtile::{AdapterProfile, DType, MatmulOptions, MatmulShape, Padding, wgpu};
 
 fn run(
     ctx: &wgtile::Context,
@@ -44,16 +44,7 @@ fn check(ctx: &wgtile::Context, a_shape: &[usize], b_shape: &[usize], dtype: DTy
         }
     }
     let shape = MatmulShape::new(a_shape, b_shape).unwrap();
-    let inner = shape.batch[1];
-    let offsets: Vec<(usize, usize)> = (0..shape.batch_count())
-        .map(|z| {
-            let (z0, z1) = (z / inner, z % inner);
-            (
-                z0 * shape.a_strides[0] + z1 * shape.a_strides[1],
-                z0 * shape.b_strides[0] + z1 * shape.b_strides[1],
-            )
-        })
-        .collect();
+    let offsets = common::batch_offsets(&shape);
     let (want, mag) = common::matmul_ref(&ha, &hb, shape.m, shape.n, shape.k, &offsets);
     common::assert_close(&format!("{what} [{label}]"), &padded, &want, |i| {
         common::matmul_tolerance(dtype, shape.k, want[i], mag[i])
@@ -88,40 +79,12 @@ fn vocabulary_sized_output() {
 }
 
 fn profile(gpu: bool) -> AdapterProfile {
-    AdapterProfile {
-        name: "synthetic".into(),
-        backend: wgpu::Backend::Vulkan,
-        device_type: if gpu {
-            wgpu::DeviceType::DiscreteGpu
-        } else {
-            wgpu::DeviceType::Cpu
-        },
-        vendor: 0x10de,
-        device: 0,
-        driver: String::new(),
-        driver_info: String::new(),
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        shader_f16: true,
-        subgroups: true,
-        timestamps: true,
-        cooperative_matrix: gpu,
-        coop_configs: vec![CoopMatrixConfig {
-            m: 16,
-            n: 16,
-            k: 16,
-            ab_type: "f16",
-            cr_type: "f32",
-        }],
-        max_workgroup_storage: 48 << 10,
-        max_invocations: 1024,
-        max_workgroup_size_x: 1024,
-        max_workgroup_size_y: 1024,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        max_buffer_size: 1 << 31,
-        max_storage_buffers_per_stage: 8,
-        compute_units: if gpu { 132 } else { 2 },
+    if gpu {
+        common::with_tensor_cores(common::synthetic_profile(132, 1024, 48 << 10))
+    } else {
+        let mut p = common::synthetic_profile(2, 1024, 48 << 10);
+        p.device_type = wgpu::DeviceType::Cpu;
+        p
     }
 }
 

@@ -1,35 +1,13 @@
 //! Dispatcher rules on synthetic adapter profiles (no GPU needed): filtering
 //! by limits and wave arithmetic.
 
+mod common;
+
 use wgtile::tune::{self, MatmulKernel, TILE_CONFIGS};
-use wgtile::{AdapterProfile, CoopMatrixConfig, DType, wgpu};
+use wgtile::{AdapterProfile, DType, wgpu};
 
 fn profile(units: u32, invocations: u32, storage: u32) -> AdapterProfile {
-    AdapterProfile {
-        name: "synthetic".into(),
-        backend: wgpu::Backend::Vulkan,
-        device_type: wgpu::DeviceType::DiscreteGpu,
-        vendor: 0x10de,
-        device: 0,
-        driver: String::new(),
-        driver_info: String::new(),
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        shader_f16: true,
-        subgroups: true,
-        timestamps: true,
-        cooperative_matrix: false,
-        coop_configs: Vec::new(),
-        max_workgroup_storage: storage,
-        max_invocations: invocations,
-        max_workgroup_size_x: invocations,
-        max_workgroup_size_y: invocations,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        max_buffer_size: 1 << 31,
-        max_storage_buffers_per_stage: 8,
-        compute_units: units,
-    }
+    common::synthetic_profile(units, invocations, storage)
 }
 
 #[test]
@@ -123,16 +101,7 @@ fn compute_unit_table() {
 }
 
 fn h200_like() -> AdapterProfile {
-    let mut p = profile(132, 1024, 48 << 10);
-    p.cooperative_matrix = true;
-    p.coop_configs = vec![CoopMatrixConfig {
-        m: 16,
-        n: 16,
-        k: 16,
-        ab_type: "f16",
-        cr_type: "f32",
-    }];
-    p
+    common::with_tensor_cores(profile(132, 1024, 48 << 10))
 }
 
 #[test]

@@ -597,7 +597,7 @@ impl Context {
             return self.gemv_dispatches(dtype, shape, (a, b, c), epilogue, scratch);
         }
         let profile = self.profile();
-        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let (m, n) = (shape.m, shape.n);
         let batches = shape.batch_count();
         let (bm, bn) = kernel.block();
         let max_groups = profile.max_workgroups_per_dim;
@@ -622,18 +622,7 @@ impl Context {
         let mut dispatches = Vec::new();
         for base in (0..batches).step_by(per_dispatch) {
             let count = per_dispatch.min(batches - base);
-            let params = self.uniform(&[
-                m as u32,
-                n as u32,
-                k as u32,
-                shape.batch[1] as u32,
-                shape.a_strides[0] as u32,
-                shape.a_strides[1] as u32,
-                shape.b_strides[0] as u32,
-                shape.b_strides[1] as u32,
-                base as u32,
-                epilogue.alpha.to_bits(),
-            ]);
+            let params = self.matmul_params(shape, base, epilogue.alpha, (0, 0));
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
                 pipeline.clone(),
@@ -715,6 +704,32 @@ impl Context {
         Ok(decision.kernel)
     }
 
+    /// The uniform of every matmul kernel (`shaders/matmul_params.wgsl`):
+    /// sizes, batch strides from `base` on, the epilogue's alpha and, for the
+    /// split-K GEMV, `(k_chunk, splits)`.
+    fn matmul_params(
+        &self,
+        shape: &MatmulShape,
+        base: usize,
+        alpha: f32,
+        (k_chunk, splits): (usize, usize),
+    ) -> wgpu::Buffer {
+        self.uniform(&[
+            shape.m as u32,
+            shape.n as u32,
+            shape.k as u32,
+            shape.batch[1] as u32,
+            shape.a_strides[0] as u32,
+            shape.a_strides[1] as u32,
+            shape.b_strides[0] as u32,
+            shape.b_strides[1] as u32,
+            base as u32,
+            alpha.to_bits(),
+            k_chunk as u32,
+            splits as u32,
+        ])
+    }
+
     /// The buffers bound for the epilogue's bias and residual: the tensors,
     /// or the context's dummy buffer for a term that is off.
     fn epilogue_buffers<'e>(
@@ -746,20 +761,7 @@ impl Context {
         let device = &self.inner.device;
         let per_dispatch = batches.min(max);
         let params = |splits: usize, k_chunk: usize, base: usize| {
-            self.uniform(&[
-                m as u32,
-                n as u32,
-                k as u32,
-                shape.batch[1] as u32,
-                shape.a_strides[0] as u32,
-                shape.a_strides[1] as u32,
-                shape.b_strides[0] as u32,
-                shape.b_strides[1] as u32,
-                base as u32,
-                k_chunk as u32,
-                splits as u32,
-                epilogue.alpha.to_bits(),
-            ])
+            self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits))
         };
         let too_many = |groups: usize, what: &str| Error::LimitExceeded {
             limit: "max_compute_workgroups_per_dimension",

@@ -5,7 +5,9 @@
 
 use std::sync::OnceLock;
 
-use wgtile::{Context, ContextOptions, DType, Tensor};
+use wgtile::{
+    AdapterProfile, Context, ContextOptions, CoopMatrixConfig, DType, MatmulShape, Tensor, wgpu,
+};
 
 /// The shared test context: the default adapter (the software one, lavapipe,
 /// when no GPU is present). `None` (test skipped) only when there is no
@@ -118,4 +120,61 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], bound: impl Fn(usize)
             bound(i)
         );
     }
+}
+
+/// A GPU-like adapter profile for dispatcher tests that need no GPU: NVIDIA
+/// vendor, discrete, subgroups of 32, f16, no cooperative matrix.
+pub fn synthetic_profile(units: u32, invocations: u32, storage: u32) -> AdapterProfile {
+    AdapterProfile {
+        name: "synthetic".into(),
+        backend: wgpu::Backend::Vulkan,
+        device_type: wgpu::DeviceType::DiscreteGpu,
+        vendor: 0x10de,
+        device: 0,
+        driver: String::new(),
+        driver_info: String::new(),
+        subgroup_min_size: 32,
+        subgroup_max_size: 32,
+        shader_f16: true,
+        subgroups: true,
+        timestamps: true,
+        cooperative_matrix: false,
+        coop_configs: Vec::new(),
+        max_workgroup_storage: storage,
+        max_invocations: invocations,
+        max_workgroup_size_x: invocations,
+        max_workgroup_size_y: invocations,
+        max_workgroups_per_dim: 65535,
+        max_storage_binding: 1 << 31,
+        max_buffer_size: 1 << 31,
+        max_storage_buffers_per_stage: 8,
+        compute_units: units,
+    }
+}
+
+/// [`synthetic_profile`] with the H200's 16x16x16 f16 -> f32 cooperative matrix.
+pub fn with_tensor_cores(mut p: AdapterProfile) -> AdapterProfile {
+    p.cooperative_matrix = true;
+    p.coop_configs = vec![CoopMatrixConfig {
+        m: 16,
+        n: 16,
+        k: 16,
+        ab_type: "f16",
+        cr_type: "f32",
+    }];
+    p
+}
+
+/// Each output matrix's (A offset, B offset), following the batch strides.
+pub fn batch_offsets(shape: &MatmulShape) -> Vec<(usize, usize)> {
+    let inner = shape.batch[1];
+    (0..shape.batch_count())
+        .map(|z| {
+            let (z0, z1) = (z / inner, z % inner);
+            (
+                z0 * shape.a_strides[0] + z1 * shape.a_strides[1],
+                z0 * shape.b_strides[0] + z1 * shape.b_strides[1],
+            )
+        })
+        .collect()
 }

@@ -1,0 +1,28 @@
+// matmul_params: the uniform every matmul kernel reads, appended by the
+// registry after the kernel's own file (one definition, one Rust writer:
+// `Context::matmul_params`).
+//
+// m, n, k: C[z] is m x n, the contraction has k terms.
+// Batching: z = batch_base + workgroup z splits into (z / batch_inner,
+//   z % batch_inner); each operand has an element stride per batch dimension
+//   (0 where it broadcasts); C is dense, C[z] at z * m * n.
+// alpha: the epilogue's scale (1.0 when unset).
+// k_chunk, splits: rows of B per split and the number of splits (split-K
+//   GEMV only; 0 elsewhere).
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    batch_inner: u32,
+    a_stride0: u32,
+    a_stride1: u32,
+    b_stride0: u32,
+    b_stride1: u32,
+    batch_base: u32,
+    alpha: f32,
+    k_chunk: u32,
+    splits: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
