@@ -37,11 +37,14 @@ fn main(
     let z = params.batch_base + wid.z;
     let z0 = z / params.batch_inner;
     let z1 = z % params.batch_inner;
-    let a_row = z0 * params.a_stride0 + z1 * params.a_stride1 + row * params.k;
-    let b_col = z0 * params.b_stride0 + z1 * params.b_stride1 + col;
+    // Row-major or transposed operands alike, through their strides.
+    let a_row = z0 * params.a_stride0 + z1 * params.a_stride1 + row * params.a_row_stride;
+    let b_col = z0 * params.b_stride0 + z1 * params.b_stride1 + col * params.b_col_stride;
     var acc = 0.0;
     for (var i = 0u; i < params.k; i++) {
-        acc = fma(f32(lhs[a_row + i]), f32(rhs[b_col + i * params.n]), acc);
+        let a = lhs[a_row + i * params.a_col_stride];
+        let b = rhs[b_col + i * params.b_row_stride];
+        acc = fma(f32(a), f32(b), acc);
     }
     out[(z * params.m + row) * params.n + col] = Elem(epilogue(acc, z, row, col));
 }

@@ -9,6 +9,8 @@
 // alpha: the epilogue's scale (1.0 when unset).
 // k_chunk, splits: rows of B per split and the number of splits (split-K
 //   GEMV only; 0 elsewhere).
+// *_row_stride, *_col_stride: operand layouts; only the naive and the
+//   scalar-load tiled kernels read them (the others need row-major operands).
 
 struct Params {
     m: u32,
@@ -23,6 +25,13 @@ struct Params {
     alpha: f32,
     k_chunk: u32,
     splits: u32,
+    // Element strides of A's rows and columns and of B's rows and columns:
+    // (k, 1) and (n, 1) for row-major operands, (1, m) and (1, k) for
+    // transposed ones (A stored [k, m], B stored [n, k]).
+    a_row_stride: u32,
+    a_col_stride: u32,
+    b_row_stride: u32,
+    b_col_stride: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

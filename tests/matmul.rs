@@ -242,3 +242,110 @@ fn matrix_vector_shapes() {
     let c = ctx.explain_matmul(DType::F32, 4096, 1, 4096, 1);
     assert_eq!(c.kernel(), MatmulKernel::Gemv, "{c}");
 }
+
+/// `data` stored as `[.., rows, cols]` returned as `[.., cols, rows]`.
+fn transpose_batched(data: &[f32], dims: &[usize]) -> Vec<f32> {
+    let (rows, cols) = (dims[dims.len() - 2], dims[dims.len() - 1]);
+    let mut out = vec![0.0; data.len()];
+    for (src, dst) in data.chunks(rows * cols).zip(out.chunks_mut(rows * cols)) {
+        for r in 0..rows {
+            for c in 0..cols {
+                dst[c * rows + r] = src[r * cols + c];
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn transposed_operands_in_place() {
+    let Some(ctx) = common::ctx() else { return };
+    // (A as stored, B as stored, transpose A, transpose B)
+    let cases: [(&[usize], &[usize], bool, bool); 7] = [
+        (&[31, 13], &[31, 7], true, false),
+        (&[13, 31], &[7, 31], false, true),
+        (&[31, 13], &[7, 31], true, true),
+        (&[129, 65], &[127, 129], true, true),
+        (&[3, 40, 33], &[3, 70, 40], true, true),
+        (&[2, 65, 17], &[65, 63], true, false),
+        (&[1, 300], &[129, 300], false, true),
+    ];
+    let kernels = [
+        None,
+        Some(MatmulKernel::naive_for(ctx.profile())),
+        Some(MatmulKernel::Tiled {
+            tile: TILE_CONFIGS[0],
+            vec4: false,
+        }),
+        Some(MatmulKernel::Tiled {
+            tile: TILE_CONFIGS[2],
+            vec4: false,
+        }),
+    ];
+    for kernel in kernels {
+        for (i, &(a_dims, b_dims, ta, tb)) in cases.iter().enumerate() {
+            let shape = MatmulShape::with_transposes(a_dims, b_dims, ta, tb).unwrap();
+            let a_len: usize = a_dims.iter().product();
+            let b_len: usize = b_dims.iter().product();
+            let (a, ha) = common::upload(
+                &ctx,
+                &common::random(a_len, 70 + i as u64),
+                a_dims,
+                DType::F32,
+            );
+            let (b, hb) = common::upload(
+                &ctx,
+                &common::random(b_len, 80 + i as u64),
+                b_dims,
+                DType::F32,
+            );
+            let out = ctx.full(&shape.out_shape, f32::NAN, DType::F32).unwrap();
+            let options = MatmulOptions {
+                kernel,
+                ..Default::default()
+            }
+            .transposed(ta, tb);
+            let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
+            plan.run().unwrap();
+            let got = out.to_vec_blocking::<f32>().unwrap();
+            // The reference on the logical (row-major) operands.
+            let la = if ta {
+                transpose_batched(&ha, a_dims)
+            } else {
+                ha.clone()
+            };
+            let lb = if tb {
+                transpose_batched(&hb, b_dims)
+            } else {
+                hb.clone()
+            };
+            let offsets = common::batch_offsets(&shape);
+            let (want, mag) = common::matmul_ref(&la, &lb, shape.m, shape.n, shape.k, &offsets);
+            let what = format!("{a_dims:?}^{ta} x {b_dims:?}^{tb} [{}]", plan.label());
+            common::assert_close(&what, &got, &want, |j| {
+                common::matmul_tolerance(DType::F32, shape.k, want[j], mag[j])
+            });
+        }
+    }
+    // Kernels that need row-major operands refuse transposed ones.
+    let a = ctx.zeros([8, 8], DType::F32).unwrap();
+    let vec4 = MatmulOptions::with_kernel(MatmulKernel::Tiled {
+        tile: TILE_CONFIGS[0],
+        vec4: true,
+    })
+    .transposed(true, false);
+    assert!(matches!(
+        ctx.matmul_plan(&a, &a, None, &vec4),
+        Err(wgtile::Error::InvalidArgument(_))
+    ));
+    let v = ctx.zeros([8], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.matmul_plan(
+            &v,
+            &a,
+            None,
+            &MatmulOptions::default().transposed(true, false)
+        ),
+        Err(wgtile::Error::InvalidArgument(_))
+    ));
+}

@@ -145,3 +145,17 @@ fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
         MatmulKernel::Tiled { .. }
     ));
 }
+
+#[test]
+fn transposed_operands_get_strided_kernels_only() {
+    let p = h200_like();
+    for (m, n, k) in [
+        (4096, 4096, 4096),
+        (1, 4096, 4096),
+        (4096, 1, 4096),
+        (8, 8, 8),
+    ] {
+        let c = tune::choose_matmul_strided(&p, m, n, k, 1);
+        assert!(c.kernel.reads_strided(), "{c}");
+    }
+}

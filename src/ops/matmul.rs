@@ -42,6 +42,10 @@ pub struct MatmulOptions {
     pub kernel: Option<MatmulKernel>,
     /// What the padding layer may do.
     pub padding: Padding,
+    /// A is stored transposed (`[.., K, M]`), read in place (no copy).
+    pub transpose_a: bool,
+    /// B is stored transposed (`[.., N, K]`), read in place (no copy).
+    pub transpose_b: bool,
 }
 
 impl MatmulOptions {
@@ -50,14 +54,22 @@ impl MatmulOptions {
         Self {
             kernel: Some(kernel),
             padding: Padding::Never,
+            ..Self::default()
         }
+    }
+
+    /// Reads A and/or B as stored transposed.
+    pub fn transposed(mut self, transpose_a: bool, transpose_b: bool) -> Self {
+        self.transpose_a = transpose_a;
+        self.transpose_b = transpose_b;
+        self
     }
 
     /// Options with a padding policy and the dispatcher's kernel.
     pub fn with_padding(padding: Padding) -> Self {
         Self {
-            kernel: None,
             padding,
+            ..Self::default()
         }
     }
 }
@@ -275,9 +287,53 @@ pub struct MatmulShape {
     pub b_strides: [usize; MAX_BATCH_DIMS],
     /// The result's shape.
     pub out_shape: Vec<usize>,
+    /// A is stored transposed (`[.., K, M]`).
+    pub transpose_a: bool,
+    /// B is stored transposed (`[.., N, K]`).
+    pub transpose_b: bool,
 }
 
 impl MatmulShape {
+    /// Like [`MatmulShape::new`] for operands stored transposed: `a` is
+    /// `[.., K, M]` when `transpose_a`, `b` is `[.., N, K]` when `transpose_b`.
+    /// Transposing a 1-D operand is an error (it has no second dimension).
+    pub fn with_transposes(
+        a: &[usize],
+        b: &[usize],
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> Result<Self> {
+        let logical = |dims: &[usize], transpose: bool, which: &str| -> Result<Vec<usize>> {
+            let mut d = dims.to_vec();
+            if transpose {
+                if d.len() < 2 {
+                    return Err(Error::InvalidArgument(format!(
+                        "cannot transpose the {which} operand of shape {dims:?}: it needs 2 or more dimensions"
+                    )));
+                }
+                let len = d.len();
+                d.swap(len - 2, len - 1);
+            }
+            Ok(d)
+        };
+        let mut shape = Self::new(
+            &logical(a, transpose_a, "A")?,
+            &logical(b, transpose_b, "B")?,
+        )?;
+        shape.transpose_a = transpose_a;
+        shape.transpose_b = transpose_b;
+        Ok(shape)
+    }
+
+    /// Element strides (row, column) of A's and B's logical matrices in
+    /// their buffers: row-major `(k, 1)` / `(n, 1)`, transposed `(1, m)` / `(1, k)`.
+    pub fn operand_strides(&self) -> [u32; 4] {
+        let (m, n, k) = (self.m as u32, self.n as u32, self.k as u32);
+        let (a_rs, a_cs) = if self.transpose_a { (1, m) } else { (k, 1) };
+        let (b_rs, b_cs) = if self.transpose_b { (1, k) } else { (n, 1) };
+        [a_rs, a_cs, b_rs, b_cs]
+    }
+
     /// Checks two shapes as NumPy's `matmul` does.
     pub fn new(a: &[usize], b: &[usize]) -> Result<Self> {
         if a.is_empty() || b.is_empty() {
@@ -359,6 +415,8 @@ impl MatmulShape {
             a_strides: strides(ap, m * ka),
             b_strides: strides(bp, ka * n),
             out_shape,
+            transpose_a: false,
+            transpose_b: false,
         })
     }
 
@@ -472,7 +530,13 @@ impl Context {
         if dtype == DType::F16 {
             self.require_f16("f16 matmul")?;
         }
-        let shape = MatmulShape::new(a.shape(), b.shape())?;
+        let shape = MatmulShape::with_transposes(
+            a.shape(),
+            b.shape(),
+            options.transpose_a,
+            options.transpose_b,
+        )?;
+        let transposed = shape.transpose_a || shape.transpose_b;
         let output = match out {
             Some(o) => {
                 if o.shape() != shape.out_shape.as_slice() {
@@ -535,10 +599,12 @@ impl Context {
                         what: format!("matmul kernel {kernel}"),
                     });
                 }
-                if !kernel.accepts(dtype, m, n, k) {
+                if !kernel.accepts(dtype, m, n, k) || (transposed && !kernel.reads_strided()) {
                     return Err(Error::InvalidArgument(format!(
-                        "{kernel} cannot run a {dtype} matmul with K = {k}, N = {n} \
-                         (vec4: K and N multiples of 4; coop-matrix: f16, multiples of 8)"
+                        "{kernel} cannot run a {dtype} matmul with M = {m}, K = {k}, N = {n}{} \
+                         (vec4: K and N multiples of 4; coop-matrix: f16, multiples of 8; \
+                         gemv: M or N = 1; transposed operands: naive or scalar tiled)",
+                        if transposed { ", transposed" } else { "" }
                     )));
                 }
                 kernel
@@ -546,7 +612,8 @@ impl Context {
             None => {
                 // The padded kernel would index bias and residual with padded
                 // columns: epilogues that read tensors run the raw shape.
-                let padding = if epilogue.reads_tensors() {
+                // The padding copies are row-major: transposed operands run as stored.
+                let padding = if epilogue.reads_tensors() || transposed {
                     Padding::Never
                 } else {
                     options.padding
@@ -554,8 +621,14 @@ impl Context {
                 if let Some(pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding) {
                     return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
                 }
-                let heuristic = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
-                self.autotuned_kernel(dtype, &shape, a, b, heuristic)?
+                if transposed {
+                    // Only the strided kernels read transposed operands; the
+                    // autotuner's keys do not cover transposes yet.
+                    tune::choose_matmul_strided(profile, m, n, k, batches).kernel
+                } else {
+                    let heuristic = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
+                    self.autotuned_kernel(dtype, &shape, a, b, heuristic)?
+                }
             }
         };
         for (numel, what) in [
@@ -714,6 +787,7 @@ impl Context {
         alpha: f32,
         (k_chunk, splits): (usize, usize),
     ) -> wgpu::Buffer {
+        let [a_rs, a_cs, b_rs, b_cs] = shape.operand_strides();
         self.uniform(&[
             shape.m as u32,
             shape.n as u32,
@@ -727,6 +801,10 @@ impl Context {
             alpha.to_bits(),
             k_chunk as u32,
             splits as u32,
+            a_rs,
+            a_cs,
+            b_rs,
+            b_cs,
         ])
     }
 

@@ -277,6 +277,15 @@ impl MatmulKernel {
         }
     }
 
+    /// Whether the kernel reads operands through row and column strides, and
+    /// so can take transposed operands in place.
+    pub fn reads_strided(self) -> bool {
+        matches!(
+            self,
+            MatmulKernel::Naive { .. } | MatmulKernel::Tiled { vec4: false, .. }
+        )
+    }
+
     /// Whether the kernel runs `[m, k] x [k, n]` in `dtype` (alignment, type, shape).
     pub fn accepts(self, dtype: DType, m: usize, n: usize, k: usize) -> bool {
         match self {
@@ -357,6 +366,20 @@ pub fn choose_matmul(
     k: usize,
     batch: usize,
 ) -> MatmulChoice {
+    choose(p, dtype, m, n, k, batch, false)
+}
+
+/// The dispatcher's rules; `strided` keeps to the kernels that read
+/// transposed operands in place.
+fn choose(
+    p: &AdapterProfile,
+    dtype: DType,
+    m: usize,
+    n: usize,
+    k: usize,
+    batch: usize,
+    strided: bool,
+) -> MatmulChoice {
     let units = p.compute_units.max(1) as f64;
     let describe = |kernel: MatmulKernel, reason: String| {
         let workgroups = workgroup_count(kernel, m, n, batch);
@@ -382,7 +405,11 @@ pub fn choose_matmul(
         };
         return describe(MatmulKernel::naive_for(p), why);
     }
-    if (m == 1 || n == 1) && MatmulKernel::Gemv.fits(p) {
+    let tiled = |tile: TileConfig| MatmulKernel::Tiled {
+        tile,
+        vec4: !strided && vec4_aligned(n, k),
+    };
+    if !strided && (m == 1 || n == 1) && MatmulKernel::Gemv.fits(p) {
         return describe(
             MatmulKernel::Gemv,
             "matrix-vector: every matrix element is used once, so the kernel is \
@@ -390,7 +417,7 @@ pub fn choose_matmul(
                 .into(),
         );
     }
-    if dtype == DType::F16 && coop_aligned(n, k) {
+    if !strided && dtype == DType::F16 && coop_aligned(n, k) {
         let coops: Vec<MatmulKernel> = COOP_CONFIGS
             .into_iter()
             .filter_map(|c| MatmulKernel::coop_for(p, c))
@@ -415,7 +442,7 @@ pub fn choose_matmul(
         }
     }
     for t in &fitting {
-        let kernel = MatmulKernel::tiled_for(*t, n, k);
+        let kernel = tiled(*t);
         if workgroup_count(kernel, m, n, batch) as f64 >= units {
             return describe(
                 kernel,
@@ -428,7 +455,7 @@ pub fn choose_matmul(
     }
     let smallest = *fitting.last().expect("non-empty");
     describe(
-        MatmulKernel::tiled_for(smallest, n, k),
+        tiled(smallest),
         format!(
             "no tile shape fills a wave of {} compute units; the smallest gives the most workgroups",
             p.compute_units
@@ -469,6 +496,21 @@ pub fn matmul_candidates(
         }
     }
     out
+}
+
+/// The kernel for operands stored transposed: the same rules restricted to
+/// the kernels that read through strides ([`MatmulKernel::reads_strided`]):
+/// the scalar-load tiled kernel by the wave rule, or naive for tiny problems.
+pub fn choose_matmul_strided(
+    p: &AdapterProfile,
+    m: usize,
+    n: usize,
+    k: usize,
+    batch: usize,
+) -> MatmulChoice {
+    let mut choice = choose(p, DType::F32, m, n, k, batch, true);
+    choice.reason = format!("transposed operands (strided loads): {}", choice.reason);
+    choice
 }
 
 /// Every matmul specialisation the dispatcher can produce, for validation.
