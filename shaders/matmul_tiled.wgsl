@@ -19,7 +19,7 @@ alias Elem = f32;
 @group(0) @binding(2) var<storage, read> rhs: array<Elem>;
 @group(0) @binding(3) var<storage, read_write> out: array<Elem>;
 
-fn load_a_tile(a_base: u32, row0: u32, k0: u32, tid: u32) {
+fn load_a_tile(a_base: u32, row0: u32, k0: u32, k_end: u32, tid: u32) {
     // Consecutive invocations walk the operand's contiguous dimension: k for
     // a row-major A, m for a transposed one (uniform branch).
     let k_fastest = params.a_col_stride == 1u;
@@ -33,14 +33,14 @@ fn load_a_tile(a_base: u32, row0: u32, k0: u32, tid: u32) {
         let gr = row0 + r;
         let gk = k0 + kk;
         var v = 0.0;
-        if gr < params.m && gk < params.k {
+        if gr < params.m && gk < k_end {
             v = f32(lhs[a_base + gr * params.a_row_stride + gk * params.a_col_stride]);
         }
         a_sh[kk * BM4 + r / 4u][r % 4u] = v;
     }
 }
 
-fn load_b_tile(b_base: u32, col0: u32, k0: u32, tid: u32) {
+fn load_b_tile(b_base: u32, col0: u32, k0: u32, k_end: u32, tid: u32) {
     // n fastest for a row-major B, k fastest for a transposed one.
     let n_fastest = params.b_col_stride == 1u;
     for (var i = tid; i < BK * BN; i += THREADS) {
@@ -53,7 +53,7 @@ fn load_b_tile(b_base: u32, col0: u32, k0: u32, tid: u32) {
         let gk = k0 + kk;
         let gc = col0 + c;
         var v = 0.0;
-        if gk < params.k && gc < params.n {
+        if gk < k_end && gc < params.n {
             v = f32(rhs[b_base + gk * params.b_row_stride + gc * params.b_col_stride]);
         }
         b_sh[kk * BN4 + c / 4u][c % 4u] = v;

@@ -40,6 +40,13 @@ const THREADS: u32 = WG_X * WG_Y;
 const BM4: u32 = BM / 4u;
 const BN4: u32 = BN / 4u;
 
+// Split-K (text-specialised 0/1): the workgroup's z enumerates (batch, split)
+// pairs; each covers k_chunk of K and writes f32 partial sums to `partials`
+// ([batch, split, M, N]); matmul_splitk.wgsl sums them and applies the epilogue.
+const SPLIT_K: u32 = 0u;
+
+@group(0) @binding(4) var<storage, read_write> partials: array<f32>;
+
 var<workgroup> a_sh: array<vec4<f32>, BK * BM4>;
 var<workgroup> b_sh: array<vec4<f32>, BK * BN4>;
 
@@ -51,7 +58,16 @@ fn main(
 ) {
     let row0 = wid.y * BM;
     let col0 = wid.x * BN;
-    let z = params.batch_base + wid.z;
+    var z = params.batch_base + wid.z;
+    var split = 0u;
+    var k_begin = 0u;
+    var k_end = params.k;
+    if SPLIT_K == 1u {
+        split = z % params.splits;
+        z = z / params.splits;
+        k_begin = split * params.k_chunk;
+        k_end = min(k_begin + params.k_chunk, params.k);
+    }
     let z0 = z / params.batch_inner;
     let z1 = z % params.batch_inner;
     let a_base = z0 * params.a_stride0 + z1 * params.a_stride1;
@@ -74,9 +90,9 @@ fn main(
     var c70 = vec4<f32>();
     var c71 = vec4<f32>();
 
-    for (var k0 = 0u; k0 < params.k; k0 += BK) {
-        load_a_tile(a_base, row0, k0, tid);
-        load_b_tile(b_base, col0, k0, tid);
+    for (var k0 = k_begin; k0 < k_end; k0 += BK) {
+        load_a_tile(a_base, row0, k0, k_end, tid);
+        load_b_tile(b_base, col0, k0, k_end, tid);
         workgroupBarrier();
         for (var kk = 0u; kk < BK; kk++) {
             let a0 = a_sh[kk * BM4 + lid.y];
@@ -103,11 +119,23 @@ fn main(
         workgroupBarrier();
     }
 
-    let c_base = z * params.m * params.n;
     let r0 = row0 + lid.y * 4u;
     let r1 = row0 + BM / 2u + lid.y * 4u;
     let ca = col0 + lid.x * 4u;
     let cb = col0 + BN / 2u + lid.x * 4u;
+    if SPLIT_K == 1u {
+        let p_base = (z * params.splits + split) * params.m * params.n;
+        store_partial(p_base, r0, ca, cb, c00, c01);
+        store_partial(p_base, r0 + 1u, ca, cb, c10, c11);
+        store_partial(p_base, r0 + 2u, ca, cb, c20, c21);
+        store_partial(p_base, r0 + 3u, ca, cb, c30, c31);
+        store_partial(p_base, r1, ca, cb, c40, c41);
+        store_partial(p_base, r1 + 1u, ca, cb, c50, c51);
+        store_partial(p_base, r1 + 2u, ca, cb, c60, c61);
+        store_partial(p_base, r1 + 3u, ca, cb, c70, c71);
+        return;
+    }
+    let c_base = z * params.m * params.n;
     store_row(c_base, r0, ca, cb, epilogue4(c00, z, r0, ca), epilogue4(c01, z, r0, cb));
     store_row(c_base, r0 + 1u, ca, cb, epilogue4(c10, z, r0 + 1u, ca), epilogue4(c11, z, r0 + 1u, cb));
     store_row(c_base, r0 + 2u, ca, cb, epilogue4(c20, z, r0 + 2u, ca), epilogue4(c21, z, r0 + 2u, cb));
@@ -116,4 +144,20 @@ fn main(
     store_row(c_base, r1 + 1u, ca, cb, epilogue4(c50, z, r1 + 1u, ca), epilogue4(c51, z, r1 + 1u, cb));
     store_row(c_base, r1 + 2u, ca, cb, epilogue4(c60, z, r1 + 2u, ca), epilogue4(c61, z, r1 + 2u, cb));
     store_row(c_base, r1 + 3u, ca, cb, epilogue4(c70, z, r1 + 3u, ca), epilogue4(c71, z, r1 + 3u, cb));
+}
+
+// One output row's two 4-wide column groups as f32 partial sums (split-K).
+fn store_partial(p_base: u32, row: u32, ca: u32, cb: u32, lo: vec4<f32>, hi: vec4<f32>) {
+    if row >= params.m {
+        return;
+    }
+    let base = p_base + row * params.n;
+    for (var j = 0u; j < 4u; j++) {
+        if ca + j < params.n {
+            partials[base + ca + j] = lo[j];
+        }
+        if cb + j < params.n {
+            partials[base + cb + j] = hi[j];
+        }
+    }
 }

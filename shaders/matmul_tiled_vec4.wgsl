@@ -19,14 +19,14 @@ alias Elem = f32;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<Elem>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<Elem>>;
 
-fn load_a_tile(a_base: u32, row0: u32, k0: u32, tid: u32) {
+fn load_a_tile(a_base: u32, row0: u32, k0: u32, k_end: u32, tid: u32) {
     for (var i = tid; i < BM * BK / 4u; i += THREADS) {
         let r = i / (BK / 4u);
         let kk = (i % (BK / 4u)) * 4u;
         let gr = row0 + r;
         let gk = k0 + kk;
         var v = vec4<f32>();
-        if gr < params.m && gk < params.k {
+        if gr < params.m && gk < k_end {
             v = vec4<f32>(lhs[(a_base + gr * params.k + gk) / 4u]);
         }
         let slot = r / 4u;
@@ -38,14 +38,14 @@ fn load_a_tile(a_base: u32, row0: u32, k0: u32, tid: u32) {
     }
 }
 
-fn load_b_tile(b_base: u32, col0: u32, k0: u32, tid: u32) {
+fn load_b_tile(b_base: u32, col0: u32, k0: u32, k_end: u32, tid: u32) {
     for (var i = tid; i < BK * BN4; i += THREADS) {
         let kk = i / BN4;
         let c = (i % BN4) * 4u;
         let gk = k0 + kk;
         let gc = col0 + c;
         var v = vec4<f32>();
-        if gk < params.k && gc < params.n {
+        if gk < k_end && gc < params.n {
             v = vec4<f32>(rhs[(b_base + gk * params.n + gc) / 4u]);
         }
         b_sh[kk * BN4 + c / 4u] = v;

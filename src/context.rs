@@ -316,6 +316,9 @@ pub(crate) struct Inner {
     /// A 16-byte storage buffer bound where a kernel declares a binding the
     /// launch does not use (an epilogue term that is off).
     pub(crate) dummy: wgpu::Buffer,
+    /// The same for read-write bindings (a buffer may not be bound read-only
+    /// and read-write in one dispatch).
+    pub(crate) dummy_rw: wgpu::Buffer,
     /// Set by wgpu's device-lost callback; every submission checks it.
     lost: Arc<AtomicBool>,
 }
@@ -414,12 +417,16 @@ impl Context {
         });
 
         let profile = AdapterProfile::new(&adapter, &device);
-        let dummy = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgtile unused binding"),
-            size: 16,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
+        let unused = |label| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: 16,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            })
+        };
+        let dummy = unused("wgtile unused binding");
+        let dummy_rw = unused("wgtile unused read-write binding");
         log::info!(
             "wgtile context on {} ({:?}, {:?})",
             profile.name,
@@ -435,6 +442,7 @@ impl Context {
                 pipelines: PipelineCache::default(),
                 tuner: crate::tune::autotune::Autotuner::from_env(),
                 dummy,
+                dummy_rw,
                 lost,
             }),
         })

@@ -43,6 +43,8 @@ pub enum Kernel {
     GemvReduce,
     /// N = 1 matmul (matrix times vector).
     GemvMatvec,
+    /// Sums split-K partial sums and applies the epilogue.
+    MatmulSplitKReduce,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
@@ -52,7 +54,7 @@ const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 9] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::Fill,
         Kernel::MatmulNaive,
         Kernel::MatmulTiled,
@@ -62,6 +64,7 @@ impl Kernel {
         Kernel::GemvVecmat,
         Kernel::GemvReduce,
         Kernel::GemvMatvec,
+        Kernel::MatmulSplitKReduce,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -95,6 +98,11 @@ impl Kernel {
             Kernel::GemvVecmat | Kernel::GemvReduce | Kernel::GemvMatvec => {
                 &[MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE]
             }
+            Kernel::MatmulSplitKReduce => &[
+                include_str!("../shaders/matmul_splitk.wgsl"),
+                MATMUL_PARAMS,
+                MATMUL_EPILOGUE,
+            ],
         }
     }
 
@@ -110,6 +118,7 @@ impl Kernel {
             Kernel::GemvVecmat => "matmul_gemv.vecmat",
             Kernel::GemvReduce => "matmul_gemv.reduce",
             Kernel::GemvMatvec => "matmul_gemv.matvec",
+            Kernel::MatmulSplitKReduce => "matmul_splitk",
         }
     }
 
@@ -150,6 +159,7 @@ impl Kernel {
                 | Kernel::MatmulCoop
                 | Kernel::GemvReduce
                 | Kernel::GemvMatvec
+                | Kernel::MatmulSplitKReduce
         )
     }
 
@@ -175,6 +185,7 @@ impl Kernel {
                 | Kernel::GemvVecmat
                 | Kernel::GemvReduce
                 | Kernel::GemvMatvec
+                | Kernel::MatmulSplitKReduce
         )
     }
 }

@@ -36,6 +36,18 @@ pub const VEC4_GAIN: f64 = 1.09;
 /// CUDA-core kernel in f16, measured on the H200 (1.8-2.8x); the low end.
 pub const COOP_GAIN: f64 = 1.8;
 
+/// Throughput of a kernel family relative to the scalar-load tiled kernel, by
+/// the gains above; `None` for families padding does not help (naive, GEMV).
+fn relative_speed(kernel: MatmulKernel) -> Option<f64> {
+    match kernel {
+        MatmulKernel::Tiled { vec4, .. } | MatmulKernel::SplitK { vec4, .. } => {
+            Some(if vec4 { VEC4_GAIN } else { 1.0 })
+        }
+        MatmulKernel::Coop { .. } => Some(VEC4_GAIN * COOP_GAIN),
+        _ => None,
+    }
+}
+
 /// FLOPs the adapter does in the time it moves one byte, for the copy cost:
 /// about 27 TFLOP/s over 4 TB/s on the H200 for the tiled kernels; lavapipe
 /// on 2 cores about 1.5 GFLOP/s over ~5 GB/s.
@@ -93,12 +105,9 @@ pub fn choose(
         return None;
     }
     let padded = tune::choose_matmul(p, dtype, m, np, kp, batch).kernel;
-    let gain = match (raw, padded) {
-        (MatmulKernel::Tiled { vec4: false, .. }, MatmulKernel::Tiled { vec4: true, .. }) => {
-            VEC4_GAIN
-        }
-        (MatmulKernel::Tiled { .. }, MatmulKernel::Coop { .. }) => COOP_GAIN,
-        // Same kernel family either way (naive for tiny shapes): nothing to win.
+    let gain = match (relative_speed(raw), relative_speed(padded)) {
+        (Some(r), Some(q)) if q > r => q / r,
+        // Same kernel family either way (naive for tiny shapes, GEMV): nothing to win.
         _ => return None,
     };
     // Time in units of "FLOPs at the raw kernel's rate": the padded kernel

@@ -116,6 +116,11 @@ fn kernels(ctx: &wgtile::Context) -> Vec<Option<MatmulKernel>> {
             vec4,
         }));
     }
+    ks.push(Some(MatmulKernel::SplitK {
+        tile: wgtile::tune::TILE_CONFIGS[2],
+        vec4: false,
+        splits: 2,
+    }));
     ks.extend(
         wgtile::tune::COOP_CONFIGS
             .into_iter()

@@ -19,6 +19,13 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
         }
     }
     ks.push(Some(MatmulKernel::Gemv));
+    for vec4 in [false, true] {
+        ks.push(Some(MatmulKernel::SplitK {
+            tile: TILE_CONFIGS[2],
+            vec4,
+            splits: 3,
+        }));
+    }
     ks.extend(
         wgtile::tune::COOP_CONFIGS
             .into_iter()
@@ -348,4 +355,37 @@ fn transposed_operands_in_place() {
         ),
         Err(wgtile::Error::InvalidArgument(_))
     ));
+}
+
+#[test]
+fn split_k_long_contractions() {
+    let Some(ctx) = common::ctx() else { return };
+    let cases: [(&[usize], &[usize]); 4] = [
+        (&[33, 1000], &[1000, 65]),
+        (&[7, 2051], &[2051, 12]),
+        (&[2, 17, 600], &[600, 40]),
+        (&[64, 1024], &[1024, 64]),
+    ];
+    for splits in [2, 3, 7] {
+        for vec4 in [false, true] {
+            let kernel = MatmulKernel::SplitK {
+                tile: TILE_CONFIGS[1],
+                vec4,
+                splits,
+            };
+            for (i, (a, b)) in cases.iter().enumerate() {
+                check(&ctx, a, b, DType::F32, Some(kernel), 400 + i as u64);
+            }
+        }
+    }
+    // The dispatcher splits K when M x N gives too few tiles for the adapter.
+    let mut p = common::synthetic_profile(132, 1024, 48 << 10);
+    p.compute_units = 132;
+    let c = wgtile::tune::choose_matmul(&p, DType::F32, 128, 128, 65536, 1);
+    assert!(
+        matches!(c.kernel, MatmulKernel::SplitK { splits: 16, .. }),
+        "{c}"
+    );
+    let c = wgtile::tune::choose_matmul(&p, DType::F32, 128, 128, 600, 1);
+    assert!(matches!(c.kernel, MatmulKernel::Tiled { .. }), "{c}");
 }

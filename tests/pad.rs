@@ -116,7 +116,6 @@ fn cost_model_decisions() {
     // A 4-aligned f16 shape still pads to 8 for the tensor cores.
     let p = choose(&gpu, DType::F16, 1024, 1028, 1024, 1, Padding::Auto).unwrap();
     assert_eq!((p.k, p.n), (1024, 1032));
-    // N = 3 padded to 4 would add a third more work than the kernel gains.
     // N = 3 padded to 4 would add a third more work than the kernel gains:
     // Auto runs the raw shape; Always pads anyway (it is for measuring).
     assert_eq!(

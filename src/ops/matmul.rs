@@ -686,29 +686,92 @@ impl Context {
                 });
             }
         }
-        let spec = epilogue.specialise(kernel.spec(dtype));
-        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let (bias, residual) = self.epilogue_buffers(epilogue);
-        // Batches beyond the per-dimension workgroup limit are split into
-        // several dispatches, each with its own base batch index.
-        let per_dispatch = batches.min(max_groups as usize);
+        let device = &self.inner.device;
+        // Split-K: the tiled kernel over (batch, split) pairs writes f32
+        // partial sums, a second pass adds them and applies the epilogue.
+        let (splits, k_chunk, partials) = match kernel {
+            MatmulKernel::SplitK { tile, splits, .. } => {
+                let k_chunk = shape
+                    .k
+                    .div_ceil(splits as usize)
+                    .next_multiple_of(tile.bk as usize);
+                let splits = shape.k.div_ceil(k_chunk);
+                let partials = self.alloc(
+                    &[batches * splits, m, n],
+                    DType::F32,
+                    "wgtile split-K partials",
+                )?;
+                (splits, k_chunk, Some(partials))
+            }
+            _ => (1, 0, None),
+        };
+        // The tiled core declares the partial-sum binding (4) in every variant.
+        let binding4 = match (&partials, kernel) {
+            (Some(p), _) => Some(&*p.buffer),
+            (None, MatmulKernel::Tiled { .. }) => Some(&self.inner.dummy_rw),
+            _ => None,
+        };
+        let spec = if partials.is_some() {
+            kernel.spec(dtype)
+        } else {
+            epilogue.specialise(kernel.spec(dtype))
+        };
+        let pipeline = self.inner.pipelines.get(device, &spec)?;
+        // Batches (times splits) beyond the per-dimension workgroup limit are
+        // split into several dispatches, each with its own base index.
+        let groups_z = batches * splits;
+        let per_dispatch = groups_z.min(max_groups as usize);
         let mut dispatches = Vec::new();
-        for base in (0..batches).step_by(per_dispatch) {
-            let count = per_dispatch.min(batches - base);
-            let params = self.matmul_params(shape, base, epilogue.alpha, (0, 0));
+        for base in (0..groups_z).step_by(per_dispatch) {
+            let count = per_dispatch.min(groups_z - base);
+            let params = self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits));
+            let mut bindings = vec![
+                (0, &params),
+                (1, a),
+                (2, b),
+                (3, c),
+                (5, bias),
+                (6, residual),
+            ];
+            bindings.extend(binding4.map(|p| (4, p)));
             dispatches.push(Dispatch::with_bindings(
-                &self.inner.device,
+                device,
                 pipeline.clone(),
-                &[
-                    (0, &params),
-                    (1, a),
-                    (2, b),
-                    (3, c),
-                    (5, bias),
-                    (6, residual),
-                ],
+                &bindings,
                 [gx as u32, gy as u32, count as u32],
             ));
+        }
+        if let Some(partials) = partials {
+            let spec = epilogue.specialise(Spec::new(Kernel::MatmulSplitKReduce).dtype(dtype));
+            let reduce = self.inner.pipelines.get(device, &spec)?;
+            let (rx, ry) = (n.div_ceil(16), m.div_ceil(16));
+            if rx.max(ry) > max_groups as usize {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroups_per_dimension",
+                    requested: rx.max(ry) as u64,
+                    max: u64::from(max_groups),
+                    what: "the split-K reduction".into(),
+                });
+            }
+            let per_dispatch = batches.min(max_groups as usize);
+            for base in (0..batches).step_by(per_dispatch) {
+                let count = per_dispatch.min(batches - base);
+                let params = self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits));
+                dispatches.push(Dispatch::with_bindings(
+                    device,
+                    reduce.clone(),
+                    &[
+                        (0, &params),
+                        (3, c),
+                        (4, &partials.buffer),
+                        (5, bias),
+                        (6, residual),
+                    ],
+                    [rx as u32, ry as u32, count as u32],
+                ));
+            }
+            scratch.push(partials);
         }
         Ok(dispatches)
     }

@@ -114,6 +114,17 @@ pub enum MatmulKernel {
         /// Subgroup size the workgroup is laid out for.
         subgroup: u32,
     },
+    /// The tiled kernel over `splits` chunks of K, each in its own workgroup,
+    /// writing f32 partial sums that a second pass adds (for M x N too small
+    /// to fill the GPU with a long K).
+    SplitK {
+        /// Workgroup tile.
+        tile: TileConfig,
+        /// 16-byte global loads (needs K and N multiples of 4).
+        vec4: bool,
+        /// Chunks K is split into (>= 2).
+        splits: u32,
+    },
     /// Matrix-vector product (M = 1 or N = 1): memory-bound, judged in GB/s.
     /// For M = 1, K is split over workgroups into f32 partial sums.
     Gemv,
@@ -121,6 +132,13 @@ pub enum MatmulKernel {
 
 /// Invocations per workgroup of the matrix-vector kernels (64 x 4).
 pub const GEMV_THREADS: u32 = 256;
+
+/// Shortest K chunk split-K gives a workgroup (shorter chunks spend more on
+/// partial sums than they gain in parallelism).
+pub const SPLIT_K_MIN_CHUNK: usize = 512;
+
+/// Most chunks split-K uses.
+pub const SPLIT_K_MAX: usize = 16;
 
 /// Cooperative-matrix workgroup shapes (warps_m, warps_n, bk), largest first.
 pub const COOP_CONFIGS: [(u32, u32, u32); 3] = [(2, 4, 32), (2, 2, 32), (1, 2, 32)];
@@ -204,6 +222,9 @@ impl MatmulKernel {
                 .constant("BK", bk)
                 .override_("SG", subgroup),
             MatmulKernel::Gemv => Spec::new(Kernel::GemvVecmat).dtype(dtype),
+            MatmulKernel::SplitK { tile, vec4, .. } => MatmulKernel::Tiled { tile, vec4 }
+                .spec(dtype)
+                .constant("SPLIT_K", 1),
         }
     }
 
@@ -216,6 +237,7 @@ impl MatmulKernel {
                 warps_m, warps_n, ..
             } => (64 * warps_m, 32 * warps_n),
             MatmulKernel::Gemv => (4, 64),
+            MatmulKernel::SplitK { tile, .. } => (tile.bm, tile.bn),
         }
     }
 
@@ -231,6 +253,7 @@ impl MatmulKernel {
                 ..
             } => warps_m * warps_n * subgroup,
             MatmulKernel::Gemv => GEMV_THREADS,
+            MatmulKernel::SplitK { tile, .. } => tile.threads(),
         }
     }
 
@@ -239,6 +262,7 @@ impl MatmulKernel {
         match self {
             MatmulKernel::Naive { .. } => 0,
             MatmulKernel::Gemv => 4 * GEMV_THREADS,
+            MatmulKernel::SplitK { tile, .. } => tile.workgroup_bytes(),
             MatmulKernel::Tiled { tile, .. } => tile.workgroup_bytes(),
             MatmulKernel::Coop {
                 warps_m,
@@ -260,7 +284,7 @@ impl MatmulKernel {
                     && wg_x <= p.max_workgroup_size_x
                     && wg_y <= p.max_workgroup_size_y
             }
-            MatmulKernel::Tiled { tile, .. } => tile.fits(p),
+            MatmulKernel::Tiled { tile, .. } | MatmulKernel::SplitK { tile, .. } => tile.fits(p),
             MatmulKernel::Gemv => {
                 GEMV_THREADS <= p.max_invocations
                     && p.max_workgroup_size_x >= 64
@@ -282,7 +306,9 @@ impl MatmulKernel {
     pub fn reads_strided(self) -> bool {
         matches!(
             self,
-            MatmulKernel::Naive { .. } | MatmulKernel::Tiled { vec4: false, .. }
+            MatmulKernel::Naive { .. }
+                | MatmulKernel::Tiled { vec4: false, .. }
+                | MatmulKernel::SplitK { vec4: false, .. }
         )
     }
 
@@ -293,6 +319,9 @@ impl MatmulKernel {
             MatmulKernel::Tiled { vec4: true, .. } => vec4_aligned(n, k),
             MatmulKernel::Coop { .. } => dtype == DType::F16 && coop_aligned(n, k),
             MatmulKernel::Gemv => m == 1 || n == 1,
+            MatmulKernel::SplitK { vec4, splits, .. } => {
+                splits >= 2 && (!vec4 || vec4_aligned(n, k))
+            }
         }
     }
 }
@@ -324,6 +353,11 @@ impl fmt::Display for MatmulKernel {
                 32 * warps_n
             ),
             MatmulKernel::Gemv => write!(f, "gemv (matrix-vector, split K)"),
+            MatmulKernel::SplitK { tile, vec4, splits } => write!(
+                f,
+                "split-K x{splits} tiled {tile}{} (8x8 per invocation)",
+                if *vec4 { " vec4" } else { "" }
+            ),
         }
     }
 }
@@ -354,7 +388,11 @@ impl fmt::Display for MatmulChoice {
 /// Workgroups a kernel's grid has for an `m x n` output over `batch` matrices.
 pub fn workgroup_count(kernel: MatmulKernel, m: usize, n: usize, batch: usize) -> u64 {
     let (bm, bn) = kernel.block();
-    (m.div_ceil(bm as usize) * n.div_ceil(bn as usize) * batch) as u64
+    let splits = match kernel {
+        MatmulKernel::SplitK { splits, .. } => splits as usize,
+        _ => 1,
+    };
+    (m.div_ceil(bm as usize) * n.div_ceil(bn as usize) * batch * splits) as u64
 }
 
 /// Picks the matmul kernel for `[batch] x [m, k] x [k, n]` in `dtype` on this adapter.
@@ -454,6 +492,23 @@ fn choose(
         }
     }
     let smallest = *fitting.last().expect("non-empty");
+    // Too few tiles for the GPU but a long K: split K across workgroups
+    // (each chunk at least SPLIT_K_MIN_CHUNK long) and add the partials.
+    let tiles = workgroup_count(tiled(smallest), m, n, batch);
+    let max_splits = (k / SPLIT_K_MIN_CHUNK).min(SPLIT_K_MAX) as u64;
+    if (tiles as f64) < units / 2.0 && max_splits >= 2 {
+        let splits = (units as u64).div_ceil(tiles).clamp(2, max_splits) as u32;
+        let MatmulKernel::Tiled { tile, vec4 } = tiled(smallest) else {
+            unreachable!("tiled() builds Tiled")
+        };
+        return describe(
+            MatmulKernel::SplitK { tile, vec4, splits },
+            format!(
+                "only {tiles} tiles for {} compute units with K = {k}: K split in {splits}",
+                p.compute_units
+            ),
+        );
+    }
     describe(
         tiled(smallest),
         format!(
@@ -527,6 +582,18 @@ pub fn matmul_specs() -> Vec<Spec> {
         }
     }
     for dtype in DType::ALL {
+        for vec4 in [false, true] {
+            let tile = TILE_CONFIGS[TILE_CONFIGS.len() - 1];
+            specs.push(
+                MatmulKernel::SplitK {
+                    tile,
+                    vec4,
+                    splits: 2,
+                }
+                .spec(dtype),
+            );
+        }
+        specs.push(Spec::new(Kernel::MatmulSplitKReduce).dtype(dtype));
         for kernel in [Kernel::GemvVecmat, Kernel::GemvReduce, Kernel::GemvMatvec] {
             specs.push(Spec::new(kernel).dtype(dtype));
         }
