@@ -30,6 +30,10 @@ struct Args {
     /// much of a difference between kernels is run-to-run spread.
     #[arg(long, default_value_t = 1)]
     rounds: u32,
+    /// Cooperative-matrix layouts to try (f16) as WARPS_MxWARPS_NxBK
+    /// (default: the dispatcher's COOP_CONFIGS).
+    #[arg(long, value_delimiter = ',')]
+    coop: Vec<String>,
     /// Tile shapes to try as BMxBNxBK (default: the dispatcher's TILE_CONFIGS).
     #[arg(long, value_delimiter = ',')]
     tiles: Vec<String>,
@@ -71,11 +75,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     if dtype == DType::F16 {
-        kernels.extend(
-            COOP_CONFIGS
-                .into_iter()
-                .filter_map(|c| MatmulKernel::coop_for(profile, c)),
-        );
+        let coops: Vec<(u32, u32, u32)> = if args.coop.is_empty() {
+            COOP_CONFIGS.to_vec()
+        } else {
+            args.coop
+                .iter()
+                .map(|c| parse_dims(c).map(|[wm, wn, bk]| (wm, wn, bk)))
+                .collect::<Result<_, _>>()?
+        };
+        for c in coops {
+            match MatmulKernel::coop_for(profile, c) {
+                Some(kernel) => kernels.push(kernel),
+                None => println!("coop layout {c:?} does not fit this adapter: skipped"),
+            }
+        }
     }
     let opts = TimingOptions {
         warmup: 2,
@@ -121,13 +134,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn parse_tile(text: &str) -> Result<TileConfig, String> {
+fn parse_dims(text: &str) -> Result<[u32; 3], String> {
     let dims: Vec<u32> = text
         .split('x')
         .map(|d| d.trim().parse::<u32>())
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("tile {text:?}: {e}"))?;
-    match dims[..] {
+        .map_err(|e| format!("{text:?}: {e}"))?;
+    dims.try_into()
+        .map_err(|_| format!("{text:?} must have three dimensions, AxBxC"))
+}
+
+fn parse_tile(text: &str) -> Result<TileConfig, String> {
+    match parse_dims(text)? {
         [bm, bn, bk] if bm % 8 == 0 && bn % 8 == 0 && bk % 4 == 0 && bm > 0 && bn > 0 && bk > 0 => {
             Ok(TileConfig { bm, bn, bk })
         }
