@@ -35,15 +35,20 @@ fn large_problems_take_the_largest_tile_that_fills_a_wave() {
     assert_eq!(c.kernel, tiled(0, true), "{c}");
     assert_eq!(c.workgroups, 1024);
     assert!((c.waves - 1024.0 / 132.0).abs() < 1e-9);
-    // 1024^2: 64 tiles of 128x128 and 128 of 64x128 are under 132; 256 of 64x64.
+    // 1024^2: 64 tiles of 128x128 are under 3/4 of a wave; 128 of 64x128
+    // reach 0.97 of one (WAVE_FILL = 0.75).
     let c = tune::choose_matmul(&p, DType::F32, 1024, 1024, 1024, 1);
+    assert_eq!(c.kernel, tiled(1, true), "{c}");
+    // 768^2: 36 tiles of 128x128 and 72 of 64x128 fall short; 144 of 64x64.
+    let c = tune::choose_matmul(&p, DType::F32, 768, 768, 768, 1);
     assert_eq!(c.kernel, tiled(2, true), "{c}");
     // 512^2: no tile shape fills a wave: the smallest, for the most workgroups.
     let c = tune::choose_matmul(&p, DType::F32, 512, 512, 512, 1);
     assert_eq!(c.kernel, tiled(2, true), "{c}");
     assert!(c.reason.contains("no tile shape fills"), "{c}");
-    // Batching multiplies the grid: 8 x 512^2 = 128 tiles of 128x128, 256 of 64x128.
-    let c = tune::choose_matmul(&p, DType::F32, 512, 512, 512, 8);
+    // Batching multiplies the grid: 4 x 512^2 = 64 tiles of 128x128 (short),
+    // 128 of 64x128 (0.97 of a wave).
+    let c = tune::choose_matmul(&p, DType::F32, 512, 512, 512, 4);
     assert_eq!(c.kernel, tiled(1, true), "{c}");
     // Unaligned N or K: the scalar-load variant.
     let c = tune::choose_matmul(&p, DType::F32, 4096, 4097, 4096, 1);
@@ -112,9 +117,23 @@ fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
         matches!(
             c.kernel,
             MatmulKernel::Coop {
-                warps_m: 2,
+                warps_m: 4,
                 warps_n: 4,
                 subgroup: 32,
+                ..
+            }
+        ),
+        "{c}"
+    );
+    // 1792^2: 98 workgroups of 256x128 fall short of 3/4 of a wave; 196 of 128x128.
+    let c = tune::choose_matmul(&p, DType::F16, 1792, 1792, 1792, 1);
+    assert!(
+        matches!(
+            c.kernel,
+            MatmulKernel::Coop {
+                warps_m: 2,
+                warps_n: 4,
+                bk: 64,
                 ..
             }
         ),
