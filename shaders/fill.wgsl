@@ -6,12 +6,17 @@
 // Grid: 2-D so buffers over 65535 * WG words fit within
 //   max_compute_workgroups_per_dimension; word = (y * groups_x + x) * WG + local.
 // Used for zeros, constants and NaN poison in tests.
+// Entry `random`: uniform values in [-1, 1) from a counter-based integer hash
+//   of (seed, word index), identical on every adapter; `pattern` is the seed
+//   and `half` = 1 writes two f16 values per word. For inputs the library
+//   generates itself (autotuning), where a host generator and upload would
+//   cost more than the kernels being timed.
 
 struct Params {
     words: u32,
     pattern: u32,
     groups_x: u32,
-    _pad: u32,
+    half: u32,
 }
 
 override WG: u32 = 256u;
@@ -27,5 +32,33 @@ fn main(
     let i = (wid.y * params.groups_x + wid.x) * WG + lid;
     if i < params.words {
         data[i] = params.pattern;
+    }
+}
+
+// PCG-style permutation of 32 bits (an output hash, not a stream generator).
+fn hash(x: u32) -> u32 {
+    let state = x * 747796405u + 2891336453u;
+    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+    return (word >> 22u) ^ word;
+}
+
+// 24 random bits to [-1, 1).
+fn signed_unit(h: u32) -> f32 {
+    return f32(h >> 8u) * (2.0 / 16777216.0) - 1.0;
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn random(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = (wid.y * params.groups_x + wid.x) * WG + lid;
+    if i < params.words {
+        let h = hash(i ^ hash(params.pattern));
+        if params.half == 1u {
+            data[i] = pack2x16float(vec2<f32>(signed_unit(h), signed_unit(hash(h))));
+        } else {
+            data[i] = bitcast<u32>(signed_unit(h));
+        }
     }
 }

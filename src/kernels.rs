@@ -24,6 +24,8 @@ use crate::error::{Error, Result};
 pub enum Kernel {
     /// Fills a buffer with a 32-bit pattern (zeros, NaN poison, constants).
     Fill,
+    /// Fills a buffer with hashed uniform values in [-1, 1) (f32 or f16 pairs).
+    FillRandom,
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive,
     /// Register-tiled matmul (workgroup tiles + 8x8 per invocation), scalar
@@ -54,8 +56,9 @@ const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 10] = [
+    pub const ALL: [Kernel; 11] = [
         Kernel::Fill,
+        Kernel::FillRandom,
         Kernel::MatmulNaive,
         Kernel::MatmulTiled,
         Kernel::MatmulTiledVec4,
@@ -71,7 +74,7 @@ impl Kernel {
     /// shared part it is built from (concatenated in this order).
     pub const fn parts(self) -> &'static [&'static str] {
         match self {
-            Kernel::Fill => &[include_str!("../shaders/fill.wgsl")],
+            Kernel::Fill | Kernel::FillRandom => &[include_str!("../shaders/fill.wgsl")],
             Kernel::MatmulNaive => &[
                 include_str!("../shaders/matmul_naive.wgsl"),
                 MATMUL_PARAMS,
@@ -110,6 +113,7 @@ impl Kernel {
     pub const fn name(self) -> &'static str {
         match self {
             Kernel::Fill => "fill",
+            Kernel::FillRandom => "fill.random",
             Kernel::MatmulNaive => "matmul_naive",
             Kernel::MatmulTiled => "matmul_tiled",
             Kernel::MatmulTiledVec4 => "matmul_tiled_vec4",
@@ -125,6 +129,7 @@ impl Kernel {
     /// Entry point name.
     pub const fn entry_point(self) -> &'static str {
         match self {
+            Kernel::FillRandom => "random",
             Kernel::GemvVecmat => "vecmat",
             Kernel::GemvReduce => "reduce",
             Kernel::GemvMatvec => "matvec",

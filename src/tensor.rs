@@ -303,18 +303,40 @@ impl Context {
         self.run_dispatches("fill", std::slice::from_ref(&d))
     }
 
+    /// Fills `t` on the GPU with values uniform in [-1, 1), hashed from
+    /// `seed` and the element position (`shaders/fill.wgsl`, entry `random`):
+    /// the same values on every adapter, with no host generation or upload.
+    /// [`Context::rand_uniform`] draws different values (SplitMix64 on the
+    /// host, reproducible with [`uniform_values`]); this one is for large
+    /// inputs where speed matters (the autotuner's timing inputs).
+    pub fn fill_random(&self, t: &Tensor, seed: u32) -> Result<()> {
+        let half = u32::from(t.dtype() == DType::F16);
+        let d = self.fill_dispatch_with(Kernel::FillRandom, &t.buffer, seed, half)?;
+        self.run_dispatches("random fill", std::slice::from_ref(&d))
+    }
+
     pub(crate) fn fill_dispatch(&self, buffer: &wgpu::Buffer, pattern: u32) -> Result<Dispatch> {
+        self.fill_dispatch_with(Kernel::Fill, buffer, pattern, 0)
+    }
+
+    fn fill_dispatch_with(
+        &self,
+        kernel: Kernel,
+        buffer: &wgpu::Buffer,
+        pattern: u32,
+        half: u32,
+    ) -> Result<Dispatch> {
         const WG: u32 = 256;
         let words = (buffer.size() / 4) as u32;
         let groups = words.div_ceil(WG);
         let max = self.profile().max_workgroups_per_dim;
         let gx = groups.min(max);
         let gy = groups.div_ceil(gx.max(1));
-        let pipeline = self.inner.pipelines.get(
-            &self.inner.device,
-            &Spec::new(Kernel::Fill).override_("WG", WG),
-        )?;
-        let params = self.uniform(&[words, pattern, gx]);
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(&self.inner.device, &Spec::new(kernel).override_("WG", WG))?;
+        let params = self.uniform(&[words, pattern, gx, half]);
         Ok(Dispatch::new(
             &self.inner.device,
             pipeline,

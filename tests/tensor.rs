@@ -127,3 +127,27 @@ fn timing_reports_positive_samples() {
     assert!(t.min() <= t.median());
     assert!(t.gflops(plan.flops()) > 0.0);
 }
+
+#[test]
+fn gpu_random_fill_is_uniform_and_deterministic() {
+    let Some(ctx) = common::ctx() else { return };
+    for dtype in [DType::F32, DType::F16] {
+        if dtype == DType::F16 && !ctx.profile().shader_f16 {
+            continue;
+        }
+        let t = ctx.zeros([1001], dtype).unwrap();
+        ctx.fill_random(&t, 7).unwrap();
+        let v = t.to_f32_vec_blocking().unwrap();
+        assert!(v.iter().all(|x| (-1.0..1.0).contains(x)), "{dtype}");
+        let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / v.len() as f64;
+        assert!(mean.abs() < 0.1, "{dtype}: mean {mean}");
+        let distinct = v
+            .iter()
+            .map(|x| x.to_bits())
+            .collect::<std::collections::HashSet<_>>();
+        assert!(distinct.len() > 900, "{dtype}: {} distinct", distinct.len());
+        let again = ctx.zeros([1001], dtype).unwrap();
+        ctx.fill_random(&again, 7).unwrap();
+        assert_eq!(again.to_f32_vec_blocking().unwrap(), v);
+    }
+}

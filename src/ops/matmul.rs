@@ -779,8 +779,8 @@ impl Context {
     /// The autotuner's pick for this shape bucket: the heuristic's kernel
     /// when tuning is off or not worth it, the cached winner when there is
     /// one, else the fastest of the top candidates timed now on fresh random
-    /// inputs of the same shapes (never the caller's data, which may still be
-    /// being written by queued work).
+    /// inputs of the same shapes, generated on the GPU (never the caller's
+    /// data: zeros or special values would time differently).
     fn autotuned_kernel(
         &self,
         dtype: DType,
@@ -812,10 +812,11 @@ impl Context {
             |candidate| {
                 let first = inputs.is_none();
                 if first {
-                    inputs = Some((
-                        self.rand_uniform(a.shape(), -1.0, 1.0, dtype, 0x5eed_0a0a)?,
-                        self.rand_uniform(b.shape(), -1.0, 1.0, dtype, 0x5eed_0b0b)?,
-                    ));
+                    let ta = self.alloc(a.shape(), dtype, "wgtile tuning A")?;
+                    let tb = self.alloc(b.shape(), dtype, "wgtile tuning B")?;
+                    self.fill_random(&ta, 0x5eed_0a0a)?;
+                    self.fill_random(&tb, 0x5eed_0b0b)?;
+                    inputs = Some((ta, tb));
                 }
                 let (ta, tb) = inputs.as_ref().expect("just filled");
                 let plan =
