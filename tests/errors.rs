@@ -258,3 +258,18 @@ fn a_lost_device_fails_fast_with_device_lost() {
         Err(Error::DeviceLost(_))
     ));
 }
+
+#[test]
+fn outputs_aliasing_inputs_are_refused() {
+    let Some(ctx) = common::ctx() else { return };
+    let a = ctx.zeros([4, 4], DType::F32).unwrap();
+    let b = ctx.zeros([4, 4], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.matmul_into(&a, &b, &a),
+        Err(Error::InvalidArgument(_))
+    ));
+    let out = ctx.zeros([4, 4], DType::F32).unwrap();
+    let epi = wgtile::Epilogue::new().residual(&out);
+    let plan = ctx.matmul_plan_with(&a, &b, Some(&out), &Default::default(), &epi);
+    assert!(matches!(plan, Err(Error::InvalidArgument(_))));
+}

@@ -554,6 +554,21 @@ impl Context {
                         got: o.dtype(),
                     });
                 }
+                let inputs = [
+                    Some(a),
+                    Some(b),
+                    epilogue.bias.as_ref(),
+                    epilogue.residual.as_ref(),
+                ];
+                if inputs
+                    .into_iter()
+                    .flatten()
+                    .any(|t| Arc::ptr_eq(&t.buffer, &o.buffer))
+                {
+                    return Err(Error::InvalidArgument(
+                        "the matmul output must not share its buffer with an input".into(),
+                    ));
+                }
                 o.clone()
             }
             None => self.alloc(&shape.out_shape, dtype, "wgtile matmul out")?,
