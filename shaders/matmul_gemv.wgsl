@@ -4,11 +4,12 @@
 // coalescing and keeping enough loads in flight.
 //
 // Entry points:
-// - vecmat (M = 1): y[n] = sum_k x[k] B[k, n]. A workgroup is 64 columns x 4
-//   k-groups; the 32 invocations of a warp read 32 consecutive columns of one
-//   row of B (one 128-byte burst in f32) while x[k] is a broadcast. K is split
+// - vecmat (M = 1): y[n] = sum_k x[k] B[k, n]. A workgroup is 128 columns x 4
+//   k-groups, each invocation two columns 64 apart; the 32 invocations of a
+//   warp read 32 consecutive columns of one row of B (one 128-byte burst in
+//   f32) twice while x[k] is a broadcast. K is split
 //   over SPLITS workgroups (grid y) so even N = 4096 fills the GPU; each
-//   invocation keeps 4 independent accumulators (4 loads in flight), the 4
+//   invocation keeps 8 independent accumulators (8 loads in flight), the 4
 //   k-groups reduce through workgroup memory and write an f32 partial sum.
 // - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
@@ -29,7 +30,7 @@ alias Elem = f32;
 @group(0) @binding(3) var<storage, read_write> out: array<Elem>;
 @group(0) @binding(4) var<storage, read_write> partials: array<f32>;
 
-var<workgroup> sums: array<f32, 256>;
+var<workgroup> sums: array<f32, 512>;
 
 fn batch_offsets(wz: u32) -> vec3<u32> {
     let z = params.batch_base + wz;
@@ -50,7 +51,10 @@ fn vecmat(
     let n = params.n;
     let k = params.k;
     let offs = batch_offsets(wid.z);
-    let col = wid.x * 64u + lid.x;
+    // Two columns per invocation, 64 apart: each warp-wide load stays one
+    // contiguous run, and every x[k] read feeds two multiply-adds.
+    let col = wid.x * 128u + lid.x;
+    let col2 = col + 64u;
     let split = wid.y;
     let k_begin = split * params.k_chunk;
     let k_end = min(k_begin + params.k_chunk, k);
@@ -58,25 +62,49 @@ fn vecmat(
     var acc1 = 0.0;
     var acc2 = 0.0;
     var acc3 = 0.0;
+    var bcc0 = 0.0;
+    var bcc1 = 0.0;
+    var bcc2 = 0.0;
+    var bcc3 = 0.0;
     if col < n {
         let x = offs.y;
         let b = offs.z + col;
+        // Past the edge the second column re-reads the last one (in bounds);
+        // its sum is dropped below.
+        let b2 = offs.z + min(col2, n - 1u);
         var kk = k_begin + lid.y;
         for (; kk + 12u < k_end; kk += 16u) {
-            acc0 = fma(f32(lhs[x + kk]), f32(rhs[b + kk * n]), acc0);
-            acc1 = fma(f32(lhs[x + kk + 4u]), f32(rhs[b + (kk + 4u) * n]), acc1);
-            acc2 = fma(f32(lhs[x + kk + 8u]), f32(rhs[b + (kk + 8u) * n]), acc2);
-            acc3 = fma(f32(lhs[x + kk + 12u]), f32(rhs[b + (kk + 12u) * n]), acc3);
+            let x0 = f32(lhs[x + kk]);
+            let x1 = f32(lhs[x + kk + 4u]);
+            let x2 = f32(lhs[x + kk + 8u]);
+            let x3 = f32(lhs[x + kk + 12u]);
+            acc0 = fma(x0, f32(rhs[b + kk * n]), acc0);
+            bcc0 = fma(x0, f32(rhs[b2 + kk * n]), bcc0);
+            acc1 = fma(x1, f32(rhs[b + (kk + 4u) * n]), acc1);
+            bcc1 = fma(x1, f32(rhs[b2 + (kk + 4u) * n]), bcc1);
+            acc2 = fma(x2, f32(rhs[b + (kk + 8u) * n]), acc2);
+            bcc2 = fma(x2, f32(rhs[b2 + (kk + 8u) * n]), bcc2);
+            acc3 = fma(x3, f32(rhs[b + (kk + 12u) * n]), acc3);
+            bcc3 = fma(x3, f32(rhs[b2 + (kk + 12u) * n]), bcc3);
         }
         for (; kk < k_end; kk += 4u) {
-            acc0 = fma(f32(lhs[x + kk]), f32(rhs[b + kk * n]), acc0);
+            let x0 = f32(lhs[x + kk]);
+            acc0 = fma(x0, f32(rhs[b + kk * n]), acc0);
+            bcc0 = fma(x0, f32(rhs[b2 + kk * n]), bcc0);
         }
     }
-    sums[lid.y * 64u + lid.x] = (acc0 + acc1) + (acc2 + acc3);
+    let slot = lid.y * 64u + lid.x;
+    sums[slot] = (acc0 + acc1) + (acc2 + acc3);
+    sums[256u + slot] = (bcc0 + bcc1) + (bcc2 + bcc3);
     workgroupBarrier();
     if lid.y == 0u && col < n {
+        let base = (offs.x * params.splits + split) * n;
         let s = (sums[lid.x] + sums[64u + lid.x]) + (sums[128u + lid.x] + sums[192u + lid.x]);
-        partials[(offs.x * params.splits + split) * n + col] = s;
+        partials[base + col] = s;
+        if col2 < n {
+            let t = 256u + lid.x;
+            partials[base + col2] = (sums[t] + sums[t + 64u]) + (sums[t + 128u] + sums[t + 192u]);
+        }
     }
 }
 

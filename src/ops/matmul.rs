@@ -950,7 +950,7 @@ impl Context {
         }
         // Split K so the grid holds about four workgroups per compute unit,
         // keeping at least 64 rows of B per split.
-        let col_groups = n.div_ceil(64);
+        let col_groups = n.div_ceil(128);
         if col_groups > max {
             return Err(too_many(col_groups, "vector-matrix product along N"));
         }
