@@ -6,11 +6,18 @@
 //! cargo run --release --example tour -- [--sizes 256,512] [--repeats N] [--quick]
 //! ```
 //!
-//! Sections so far:
+//! Sections so far (each result checked against an f64 CPU reference):
 //! 1. the adapter profile;
-//! 2. matmul: the naive kernel (one invocation per output, no reuse) against the
-//!    tiled kernel the dispatcher picks (workgroup tiles + register tiles), with
-//!    each result's error against an f64 CPU reference and the achieved GFLOP/s.
+//! 2. tiling: the naive matmul (one invocation per output, no reuse) against
+//!    what the library runs by itself (dispatcher, autotuner, padding layer);
+//! 3. low precision: f32 vs f16 inputs with f32 accumulation, on CUDA-core
+//!    style kernels and on tensor cores (cooperative matrices) where present;
+//! 4. alignment, padding and wave quantisation: N = 1792 against 1793 (128 vs
+//!    129 on a CPU adapter), raw and through the padding layer;
+//! 5. the memory-bound corner: GEMV in GB/s.
+//!
+//! It opts in to wgpu's experimental cooperative matrices, and autotunes large
+//! shapes on GPUs (`WGTILE_AUTOTUNE=off` shows the heuristic's picks).
 
 use std::time::Instant;
 
