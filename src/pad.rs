@@ -38,10 +38,13 @@ pub const COOP_GAIN: f64 = 1.8;
 
 /// Throughput of a kernel family relative to the scalar-load tiled kernel, by
 /// the gains above; `None` for families padding does not help (naive, GEMV).
-fn relative_speed(kernel: MatmulKernel) -> Option<f64> {
+fn relative_speed(p: &AdapterProfile, kernel: MatmulKernel) -> Option<f64> {
+    // On CPU adapters 16-byte loads buy nothing measurable (lavapipe's sweep:
+    // padded / unpadded 0.95-1.04x), so padding never pays there.
+    let vec4_gain = if p.is_cpu() { 1.0 } else { VEC4_GAIN };
     match kernel {
         MatmulKernel::Tiled { vec4, .. } | MatmulKernel::SplitK { vec4, .. } => {
-            Some(if vec4 { VEC4_GAIN } else { 1.0 })
+            Some(if vec4 { vec4_gain } else { 1.0 })
         }
         MatmulKernel::Coop { .. } => Some(VEC4_GAIN * COOP_GAIN),
         _ => None,
@@ -105,9 +108,11 @@ pub fn choose(
         return None;
     }
     let padded = tune::choose_matmul(p, dtype, m, np, kp, batch).kernel;
-    let gain = match (relative_speed(raw), relative_speed(padded)) {
-        (Some(r), Some(q)) if q > r => q / r,
-        // Same kernel family either way (naive for tiny shapes, GEMV): nothing to win.
+    let gain = match (relative_speed(p, raw), relative_speed(p, padded)) {
+        // A faster family, or another kernel estimated as fast (vec4 on a CPU
+        // adapter: only `Padding::Always` takes that, to measure).
+        (Some(r), Some(q)) if q > r || (q == r && padded != raw) => q / r,
+        // Same kernel either way (naive for tiny shapes, GEMV): nothing to win.
         _ => return None,
     };
     // Time in units of "FLOPs at the raw kernel's rate": the padded kernel
