@@ -197,14 +197,6 @@ impl MatmulKernel {
         MatmulKernel::Naive { wg_x, wg_y }
     }
 
-    /// The tiled kernel with `tile`, vectorised when `k` and `n` allow.
-    pub fn tiled_for(tile: TileConfig, n: usize, k: usize) -> Self {
-        MatmulKernel::Tiled {
-            tile,
-            vec4: vec4_aligned(n, k),
-        }
-    }
-
     /// The kernel specialisation for `dtype`.
     pub fn spec(self, dtype: DType) -> Spec {
         match self {
