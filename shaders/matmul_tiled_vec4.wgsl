@@ -12,6 +12,9 @@
 // - store_row: each 4-wide column group of an output row is one vec4 store.
 // With K % 4 == 0 and N % 4 == 0 a vec4 is wholly inside or wholly outside the
 // matrix, so bounds checks per vec4 are exact. Any M.
+// Transposed operands (A stored [K, M], B stored [N, K]) are read in place
+// with vec4 along their contiguous dimension: then M (for A^T) and K (for
+// B^T) must be multiples of 4 instead; N always (the stores).
 
 alias Elem = f32;
 
@@ -20,6 +23,22 @@ alias Elem = f32;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<Elem>>;
 
 fn load_a_tile(a_base: u32, row0: u32, k0: u32, k_end: u32, tid: u32) {
+    if params.a_col_stride != 1u {
+        // A stored transposed ([K, M], M a multiple of 4): a vec4 holds four
+        // consecutive rows at one k, exactly one slot of the k-major tile.
+        for (var i = tid; i < BM * BK / 4u; i += THREADS) {
+            let kk = i / BM4;
+            let rq = (i % BM4) * 4u;
+            let gk = k0 + kk;
+            let gr = row0 + rq;
+            var v = vec4<f32>();
+            if gk < k_end && gr < params.m {
+                v = vec4<f32>(lhs[(a_base + gk * params.a_col_stride + gr) / 4u]);
+            }
+            a_sh[kk * BM4 + rq / 4u] = v;
+        }
+        return;
+    }
     for (var i = tid; i < BM * BK / 4u; i += THREADS) {
         let r = i / (BK / 4u);
         let kk = (i % (BK / 4u)) * 4u;
@@ -39,6 +58,27 @@ fn load_a_tile(a_base: u32, row0: u32, k0: u32, k_end: u32, tid: u32) {
 }
 
 fn load_b_tile(b_base: u32, col0: u32, k0: u32, k_end: u32, tid: u32) {
+    if params.b_col_stride != 1u {
+        // B stored transposed ([N, K], K a multiple of 4): a vec4 holds four
+        // consecutive k of one column, scattered down the tile.
+        for (var i = tid; i < BK * BN4; i += THREADS) {
+            let c = i / (BK / 4u);
+            let kq = (i % (BK / 4u)) * 4u;
+            let gc = col0 + c;
+            let gk = k0 + kq;
+            var v = vec4<f32>();
+            if gc < params.n && gk < k_end {
+                v = vec4<f32>(rhs[(b_base + gc * params.b_col_stride + gk) / 4u]);
+            }
+            let slot = c / 4u;
+            let lane = c % 4u;
+            b_sh[kq * BN4 + slot][lane] = v.x;
+            b_sh[(kq + 1u) * BN4 + slot][lane] = v.y;
+            b_sh[(kq + 2u) * BN4 + slot][lane] = v.z;
+            b_sh[(kq + 3u) * BN4 + slot][lane] = v.w;
+        }
+        return;
+    }
     for (var i = tid; i < BK * BN4; i += THREADS) {
         let kk = i / BN4;
         let c = (i % BN4) * 4u;

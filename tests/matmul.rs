@@ -268,7 +268,7 @@ fn transpose_batched(data: &[f32], dims: &[usize]) -> Vec<f32> {
 fn transposed_operands_in_place() {
     let Some(ctx) = common::ctx() else { return };
     // (A as stored, B as stored, transpose A, transpose B)
-    let cases: [(&[usize], &[usize], bool, bool); 7] = [
+    let cases: [(&[usize], &[usize], bool, bool); 10] = [
         (&[31, 13], &[31, 7], true, false),
         (&[13, 31], &[7, 31], false, true),
         (&[31, 13], &[7, 31], true, true),
@@ -276,6 +276,9 @@ fn transposed_operands_in_place() {
         (&[3, 40, 33], &[3, 70, 40], true, true),
         (&[2, 65, 17], &[65, 63], true, false),
         (&[1, 300], &[129, 300], false, true),
+        (&[64, 36], &[68, 64], true, true),
+        (&[3, 40, 132], &[40, 68], true, false),
+        (&[2, 65, 44], &[2, 132, 44], false, true),
     ];
     let kernels = [
         None,
@@ -288,10 +291,23 @@ fn transposed_operands_in_place() {
             tile: TILE_CONFIGS[2],
             vec4: false,
         }),
+        Some(MatmulKernel::Tiled {
+            tile: TILE_CONFIGS[1],
+            vec4: true,
+        }),
+        Some(MatmulKernel::SplitK {
+            tile: TILE_CONFIGS[2],
+            vec4: true,
+            splits: 2,
+        }),
     ];
     for kernel in kernels {
         for (i, &(a_dims, b_dims, ta, tb)) in cases.iter().enumerate() {
             let shape = MatmulShape::with_transposes(a_dims, b_dims, ta, tb).unwrap();
+            let (m, n, k) = (shape.m, shape.n, shape.k);
+            if kernel.is_some_and(|kr| !kr.accepts_layout(DType::F32, m, n, k, ta, tb)) {
+                continue; // refused with InvalidArgument, checked below
+            }
             let a_len: usize = a_dims.iter().product();
             let b_len: usize = b_dims.iter().product();
             let (a, ha) = common::upload(
@@ -334,15 +350,17 @@ fn transposed_operands_in_place() {
             });
         }
     }
-    // Kernels that need row-major operands refuse transposed ones.
-    let a = ctx.zeros([8, 8], DType::F32).unwrap();
+    // vec4 kernels refuse transposed operands whose stored rows are not
+    // 16-byte aligned: A^T stored [8, 6] has rows of M = 6.
+    let a = ctx.zeros([8, 6], DType::F32).unwrap();
+    let b = ctx.zeros([8, 8], DType::F32).unwrap();
     let vec4 = MatmulOptions::with_kernel(MatmulKernel::Tiled {
         tile: TILE_CONFIGS[0],
         vec4: true,
     })
     .transposed(true, false);
     assert!(matches!(
-        ctx.matmul_plan(&a, &a, None, &vec4),
+        ctx.matmul_plan(&a, &b, None, &vec4),
         Err(wgtile::Error::InvalidArgument(_))
     ));
     let v = ctx.zeros([8], DType::F32).unwrap();

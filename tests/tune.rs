@@ -179,15 +179,39 @@ fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
 }
 
 #[test]
-fn transposed_operands_get_strided_kernels_only() {
+fn transposed_operands_get_kernels_that_read_them_in_place() {
     let p = h200_like();
-    for (m, n, k) in [
+    let shapes = [
         (4096, 4096, 4096),
+        (4095, 4096, 4096),
         (1, 4096, 4096),
         (4096, 1, 4096),
         (8, 8, 8),
-    ] {
-        let c = tune::choose_matmul_strided(&p, m, n, k, 1);
-        assert!(c.kernel.reads_strided(), "{c}");
+    ];
+    for layout in [(true, false), (false, true), (true, true)] {
+        for (m, n, k) in shapes {
+            let c = tune::choose_matmul_strided(&p, m, n, k, 1, layout);
+            assert!(
+                c.kernel
+                    .accepts_layout(DType::F32, m, n, k, layout.0, layout.1),
+                "{layout:?} {m}x{n}x{k}: {c}"
+            );
+            assert!(!matches!(
+                c.kernel,
+                MatmulKernel::Gemv | MatmulKernel::Coop { .. }
+            ));
+        }
     }
+    // Aligned: vec4 loads along each operand's contiguous dimension.
+    let c = tune::choose_matmul_strided(&p, 4096, 4096, 4096, 1, (true, true));
+    assert!(
+        matches!(c.kernel, MatmulKernel::Tiled { vec4: true, .. }),
+        "{c}"
+    );
+    // A^T with M = 4095: its stored rows are not 16-byte aligned.
+    let c = tune::choose_matmul_strided(&p, 4095, 4096, 4096, 1, (true, false));
+    assert!(
+        matches!(c.kernel, MatmulKernel::Tiled { vec4: false, .. }),
+        "{c}"
+    );
 }

@@ -614,11 +614,12 @@ impl Context {
                         what: format!("matmul kernel {kernel}"),
                     });
                 }
-                if !kernel.accepts(dtype, m, n, k) || (transposed && !kernel.reads_strided()) {
+                if !kernel.accepts_layout(dtype, m, n, k, shape.transpose_a, shape.transpose_b) {
                     return Err(Error::InvalidArgument(format!(
                         "{kernel} cannot run a {dtype} matmul with M = {m}, K = {k}, N = {n}{} \
                          (vec4: K and N multiples of 4; coop-matrix: f16, multiples of 8; \
-                         gemv: M or N = 1; transposed operands: naive or scalar tiled)",
+                         gemv: M or N = 1; transposed operands: naive, scalar tiled, or vec4 \
+                         with the stored rows and N multiples of 4)",
                         if transposed { ", transposed" } else { "" }
                     )));
                 }
@@ -639,7 +640,8 @@ impl Context {
                 if transposed {
                     // Only the strided kernels read transposed operands; the
                     // autotuner's keys do not cover transposes yet.
-                    tune::choose_matmul_strided(profile, m, n, k, batches).kernel
+                    let layout = (shape.transpose_a, shape.transpose_b);
+                    tune::choose_matmul_strided(profile, m, n, k, batches, layout).kernel
                 } else {
                     let heuristic = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
                     self.autotuned_kernel(dtype, &shape, a, b, heuristic)?

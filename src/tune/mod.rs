@@ -304,6 +304,33 @@ impl MatmulKernel {
         }
     }
 
+    /// Whether the kernel runs `[m, k] x [k, n]` in `dtype` with A and/or B
+    /// stored transposed: the strided kernels always; the vec4 tiled kernels
+    /// when each operand's contiguous dimension and N are multiples of 4.
+    #[allow(clippy::too_many_arguments)]
+    pub fn accepts_layout(
+        self,
+        dtype: DType,
+        m: usize,
+        n: usize,
+        k: usize,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> bool {
+        if !transpose_a && !transpose_b {
+            return self.accepts(dtype, m, n, k);
+        }
+        match self {
+            MatmulKernel::Tiled { vec4: true, .. } => {
+                vec4_layout_aligned(m, n, k, transpose_a, transpose_b)
+            }
+            MatmulKernel::SplitK {
+                vec4: true, splits, ..
+            } => splits >= 2 && vec4_layout_aligned(m, n, k, transpose_a, transpose_b),
+            _ => self.reads_strided() && self.accepts(dtype, m, n, k),
+        }
+    }
+
     /// Whether the kernel reads operands through row and column strides, and
     /// so can take transposed operands in place.
     pub fn reads_strided(self) -> bool {
@@ -327,6 +354,21 @@ impl MatmulKernel {
             }
         }
     }
+}
+
+/// Whether the vec4 kernels can read A and B in the given layouts: each
+/// operand's contiguous dimension (K for A, M for A^T; N for B, K for B^T)
+/// and N (the vec4 stores) multiples of 4.
+pub fn vec4_layout_aligned(
+    m: usize,
+    n: usize,
+    k: usize,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> bool {
+    let a_rows = if transpose_a { m } else { k };
+    let b_rows = if transpose_b { k } else { n };
+    n.is_multiple_of(4) && a_rows.is_multiple_of(4) && b_rows.is_multiple_of(4)
 }
 
 /// Whether the vec4 kernel can run `[m, k] x [k, n]`: rows of A and B must
@@ -407,11 +449,11 @@ pub fn choose_matmul(
     k: usize,
     batch: usize,
 ) -> MatmulChoice {
-    choose(p, dtype, m, n, k, batch, false)
+    choose(p, dtype, m, n, k, batch, None)
 }
 
-/// The dispatcher's rules; `strided` keeps to the kernels that read
-/// transposed operands in place.
+/// The dispatcher's rules; `transposes` (when some operand is stored
+/// transposed) keeps to the kernels that read such operands in place.
 fn choose(
     p: &AdapterProfile,
     dtype: DType,
@@ -419,8 +461,9 @@ fn choose(
     n: usize,
     k: usize,
     batch: usize,
-    strided: bool,
+    transposes: Option<(bool, bool)>,
 ) -> MatmulChoice {
+    let strided = transposes.is_some();
     let units = p.compute_units.max(1) as f64;
     let describe = |kernel: MatmulKernel, reason: String| {
         let workgroups = workgroup_count(kernel, m, n, batch);
@@ -446,9 +489,10 @@ fn choose(
         };
         return describe(MatmulKernel::naive_for(p), why);
     }
+    let (ta, tb) = transposes.unwrap_or((false, false));
     let tiled = |tile: TileConfig| MatmulKernel::Tiled {
         tile,
-        vec4: !strided && vec4_aligned(n, k),
+        vec4: vec4_layout_aligned(m, n, k, ta, tb),
     };
     if !strided && (m == 1 || n == 1) && MatmulKernel::Gemv.fits(p) {
         return describe(
@@ -565,9 +609,18 @@ pub fn choose_matmul_strided(
     n: usize,
     k: usize,
     batch: usize,
+    (transpose_a, transpose_b): (bool, bool),
 ) -> MatmulChoice {
-    let mut choice = choose(p, DType::F32, m, n, k, batch, true);
-    choice.reason = format!("transposed operands (strided loads): {}", choice.reason);
+    let mut choice = choose(
+        p,
+        DType::F32,
+        m,
+        n,
+        k,
+        batch,
+        Some((transpose_a, transpose_b)),
+    );
+    choice.reason = format!("transposed operands, read in place: {}", choice.reason);
     choice
 }
 
