@@ -30,8 +30,9 @@ struct Args {
     /// much of a difference between kernels is run-to-run spread.
     #[arg(long, default_value_t = 1)]
     rounds: u32,
-    /// Cooperative-matrix layouts to try (f16) as WARPS_MxWARPS_NxBK
-    /// (default: the dispatcher's COOP_CONFIGS).
+    /// Cooperative-matrix layouts to try (f16) as WARPS_MxWARPS_NxBK or
+    /// WARPS_MxWARPS_NxBKxFRAGS_N (FRAGS_N 2 or 4, default 2; default list:
+    /// the dispatcher's COOP_CONFIGS).
     #[arg(long, value_delimiter = ',')]
     coop: Vec<String>,
     /// Tile shapes to try as BMxBNxBK (default: the dispatcher's TILE_CONFIGS).
@@ -75,12 +76,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     if dtype == DType::F16 {
-        let coops: Vec<(u32, u32, u32)> = if args.coop.is_empty() {
+        let coops: Vec<(u32, u32, u32, u32)> = if args.coop.is_empty() {
             COOP_CONFIGS.to_vec()
         } else {
             args.coop
                 .iter()
-                .map(|c| parse_dims(c).map(|[wm, wn, bk]| (wm, wn, bk)))
+                .map(|c| parse_coop(c))
                 .collect::<Result<_, _>>()?
         };
         for c in coops {
@@ -132,6 +133,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+fn parse_coop(text: &str) -> Result<(u32, u32, u32, u32), String> {
+    let dims: Vec<u32> = text
+        .split('x')
+        .map(|d| d.trim().parse::<u32>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("bad coop layout {text:?}: {e}"))?;
+    match dims[..] {
+        [wm, wn, bk] => Ok((wm, wn, bk, 2)),
+        [wm, wn, bk, frags_n] => Ok((wm, wn, bk, frags_n)),
+        _ => Err(format!("coop layout {text:?} is not WMxWNxBK[xFN]")),
+    }
 }
 
 fn parse_dims(text: &str) -> Result<[u32; 3], String> {

@@ -2,12 +2,18 @@
 // (wgpu's experimental `wgpu_cooperative_matrix`), f32 accumulation.
 //
 // Algorithm: a workgroup owns a BM x BN block of C and is WARPS_M x WARPS_N
-//   subgroups; each subgroup owns a 64 x 32 block of C as 4 x 2 cooperative
-//   16 x 16 f32 accumulators. Per K step of BK, all invocations copy a BM x BK
-//   tile of A and a BK x BN tile of B from global memory into workgroup memory
-//   with 16-byte loads (zero-filled past the edges, so the tensor-core loads
-//   never leave the tile), barrier, then each subgroup loads its 4 A and 2 B
-//   16 x 16 fragments per 16-wide k slice and issues 8 multiply-adds.
+//   subgroups; each subgroup owns a 64 x (16 FN) block of C as 4 x FN
+//   cooperative 16 x 16 f32 accumulators (FN = 2 or 4). Per K step of BK, all
+//   invocations copy a BM x BK tile of A and a BK x BN tile of B from global
+//   memory into workgroup memory with 16-byte loads (zero-filled past the
+//   edges, so the tensor-core loads never leave the tile), barrier, then each
+//   subgroup loads its 4 A and FN B 16 x 16 fragments per 16-wide k slice and
+//   issues 4 FN multiply-adds.
+// Prefetch: the global loads of step k + 1 go into registers (A_LOADS +
+//   B_LOADS vec4 per invocation) before the multiply-adds of step k, and are
+//   written to workgroup memory after them: the loads' latency hides behind
+//   the tensor-core work instead of stalling every subgroup at the barrier
+//   (one workgroup of 16 subgroups fills an SM, so nothing else would hide it).
 // Epilogue: matmul_epilogue.wgsl, applied per element on the way out. Each
 //   accumulator goes through a per-subgroup 16 x 16 f32 scratch
 //   in workgroup memory (a cooperative store cannot convert to f16 nor skip
@@ -15,10 +21,11 @@
 //   the in-bounds elements as f16.
 // Workgroup memory: A tile [BM][BK + 8] and B tile [BK][BN + 8] in f16 (rows
 //   padded by 16 bytes so consecutive rows start in different banks), plus
-//   WARPS * 256 f32 of scratch. 128 x 128 x 32: 27.5 KiB.
-// Workgroup: WARPS_M * WARPS_N subgroups of SG invocations (override; the
-//   dispatcher runs this kernel only on adapters with one fixed subgroup size).
-//   Subgroup w owns rows (w / WARPS_N) * 64.. and columns (w % WARPS_N) * 32..
+//   WARPS * 256 f32 of scratch. 256 x 128 x 32 (4 x 4 subgroups): 44.8 KiB.
+// Workgroup: WARPS_M * WARPS_N subgroups of SG invocations (text-specialised;
+//   the dispatcher runs this kernel only on adapters with one fixed subgroup
+//   size). Subgroup w owns rows (w / WARPS_N) * 64.. and columns
+//   (w % WARPS_N) * 16 FN..
 // Constraints: K and N multiples of 8 (16-byte rows; the padding layer makes
 //   other shapes so); any M. f16 only. Vulkan only: naga's MSL backend has
 //   8 x 8 simdgroup matrices and its HLSL backend none.
@@ -34,14 +41,20 @@ alias Elem = f16;
 const WARPS_M: u32 = 2u;
 const WARPS_N: u32 = 4u;
 const BK: u32 = 32u;
+const FN: u32 = 2u;
+const SG: u32 = 32u;
 
 const WARPS: u32 = WARPS_M * WARPS_N;
+const THREADS: u32 = WARPS * SG;
 const BM: u32 = WARPS_M * 64u;
-const BN: u32 = WARPS_N * 32u;
+const BN: u32 = WARPS_N * FN * 16u;
 const LDA: u32 = BK + 8u;
 const LDB: u32 = BN + 8u;
-
-override SG: u32 = 32u;
+// 16-byte loads per tile, and per invocation (rounded up; the last round is guarded).
+const A_VECS: u32 = BM * BK / 8u;
+const B_VECS: u32 = BK * BN / 8u;
+const A_LOADS: u32 = (A_VECS + THREADS - 1u) / THREADS;
+const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 
 // 8 halves per vec4<u32>: one 16-byte load.
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<u32>>;
@@ -79,6 +92,27 @@ fn store8(dst: u32, v: vec4<u32>, is_a: bool) {
     }
 }
 
+// The j-th 16-byte load of the A tile at k0 for invocation tid (zero past the edges).
+fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32) -> vec4<u32> {
+    let i = tid + j * THREADS;
+    let gr = row0 + i / (BK / 8u);
+    let gk = k0 + (i % (BK / 8u)) * 8u;
+    if i < A_VECS && gr < params.m && gk < params.k {
+        return lhs[(a_base + gr * params.k + gk) / 8u];
+    }
+    return vec4<u32>();
+}
+
+fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec4<u32> {
+    let i = tid + j * THREADS;
+    let gk = k0 + i / (BN / 8u);
+    let gc = col0 + (i % (BN / 8u)) * 8u;
+    if i < B_VECS && gk < params.k && gc < params.n {
+        return rhs[(b_base + gk * params.n + gc) / 8u];
+    }
+    return vec4<u32>();
+}
+
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
 // subgroup's scratch, converting to f16 and skipping out-of-bounds elements.
 fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32) {
@@ -96,15 +130,13 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
     workgroupBarrier();
 }
 
-@compute @workgroup_size(WARPS * SG, 1, 1)
+@compute @workgroup_size(THREADS, 1, 1)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
     @builtin(subgroup_id) warp: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
-    let m = params.m;
-    let n = params.n;
     let k = params.k;
     let row0 = wid.y * BM;
     let col0 = wid.x * BN;
@@ -114,43 +146,57 @@ fn main(
     let a_base = z0 * params.a_stride0 + z1 * params.a_stride1;
     let b_base = z0 * params.b_stride0 + z1 * params.b_stride1;
     let wr = (warp / WARPS_N) * 64u;
-    let wc = (warp % WARPS_N) * 32u;
+    let wc = (warp % WARPS_N) * (16u * FN);
 
     var acc00: coop_mat16x16<f32, C>;
     var acc01: coop_mat16x16<f32, C>;
+    var acc02: coop_mat16x16<f32, C>;
+    var acc03: coop_mat16x16<f32, C>;
     var acc10: coop_mat16x16<f32, C>;
     var acc11: coop_mat16x16<f32, C>;
+    var acc12: coop_mat16x16<f32, C>;
+    var acc13: coop_mat16x16<f32, C>;
     var acc20: coop_mat16x16<f32, C>;
     var acc21: coop_mat16x16<f32, C>;
+    var acc22: coop_mat16x16<f32, C>;
+    var acc23: coop_mat16x16<f32, C>;
     var acc30: coop_mat16x16<f32, C>;
     var acc31: coop_mat16x16<f32, C>;
+    var acc32: coop_mat16x16<f32, C>;
+    var acc33: coop_mat16x16<f32, C>;
+    var pa: array<vec4<u32>, A_LOADS>;
+    var pb: array<vec4<u32>, B_LOADS>;
+    for (var j = 0u; j < A_LOADS; j++) {
+        pa[j] = fetch_a(j, tid, a_base, row0, 0u);
+    }
+    for (var j = 0u; j < B_LOADS; j++) {
+        pb[j] = fetch_b(j, tid, b_base, col0, 0u);
+    }
 
     for (var k0 = 0u; k0 < k; k0 += BK) {
-        // A tile: BM rows of BK halves = BM * BK / 8 loads of 16 bytes.
-        for (var i = tid; i < BM * BK / 8u; i += WARPS * SG) {
-            let r = i / (BK / 8u);
-            let kk = (i % (BK / 8u)) * 8u;
-            let gr = row0 + r;
-            let gk = k0 + kk;
-            var v = vec4<u32>();
-            if gr < m && gk < k {
-                v = lhs[(a_base + gr * k + gk) / 8u];
+        // Stage the prefetched step in workgroup memory.
+        for (var j = 0u; j < A_LOADS; j++) {
+            let i = tid + j * THREADS;
+            if i < A_VECS {
+                store8((i / (BK / 8u)) * LDA + (i % (BK / 8u)) * 8u, pa[j], true);
             }
-            store8(r * LDA + kk, v, true);
         }
-        // B tile: BK rows of BN halves.
-        for (var i = tid; i < BK * BN / 8u; i += WARPS * SG) {
-            let r = i / (BN / 8u);
-            let c = (i % (BN / 8u)) * 8u;
-            let gk = k0 + r;
-            let gc = col0 + c;
-            var v = vec4<u32>();
-            if gk < k && gc < n {
-                v = rhs[(b_base + gk * n + gc) / 8u];
+        for (var j = 0u; j < B_LOADS; j++) {
+            let i = tid + j * THREADS;
+            if i < B_VECS {
+                store8((i / (BN / 8u)) * LDB + (i % (BN / 8u)) * 8u, pb[j], false);
             }
-            store8(r * LDB + c, v, false);
         }
         workgroupBarrier();
+        // Issue the next step's global loads; they complete during the multiply-adds.
+        if k0 + BK < k {
+            for (var j = 0u; j < A_LOADS; j++) {
+                pa[j] = fetch_a(j, tid, a_base, row0, k0 + BK);
+            }
+            for (var j = 0u; j < B_LOADS; j++) {
+                pb[j] = fetch_b(j, tid, b_base, col0, k0 + BK);
+            }
+        }
         for (var kk = 0u; kk < BK; kk += 16u) {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[wr * LDA + kk], LDA);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(wr + 16u) * LDA + kk], LDA);
@@ -166,18 +212,40 @@ fn main(
             acc21 = coopMultiplyAdd(a2, b1, acc21);
             acc30 = coopMultiplyAdd(a3, b0, acc30);
             acc31 = coopMultiplyAdd(a3, b1, acc31);
+            if FN == 4u {
+                let b2 = coopLoadT<coop_mat16x16<f16, B>>(&b_sh[kk * LDB + wc + 32u], LDB);
+                let b3 = coopLoadT<coop_mat16x16<f16, B>>(&b_sh[kk * LDB + wc + 48u], LDB);
+                acc02 = coopMultiplyAdd(a0, b2, acc02);
+                acc03 = coopMultiplyAdd(a0, b3, acc03);
+                acc12 = coopMultiplyAdd(a1, b2, acc12);
+                acc13 = coopMultiplyAdd(a1, b3, acc13);
+                acc22 = coopMultiplyAdd(a2, b2, acc22);
+                acc23 = coopMultiplyAdd(a2, b3, acc23);
+                acc32 = coopMultiplyAdd(a3, b2, acc32);
+                acc33 = coopMultiplyAdd(a3, b3, acc33);
+            }
         }
         workgroupBarrier();
     }
 
     let r = row0 + wr;
     let c = col0 + wc;
-    write_tile(acc00, warp, lane, z, r, c);
-    write_tile(acc01, warp, lane, z, r, c + 16u);
-    write_tile(acc10, warp, lane, z, r + 16u, c);
+    write_tile(acc00, warp, lane, z, r + 0u, c + 0u);
+    write_tile(acc01, warp, lane, z, r + 0u, c + 16u);
+    write_tile(acc10, warp, lane, z, r + 16u, c + 0u);
     write_tile(acc11, warp, lane, z, r + 16u, c + 16u);
-    write_tile(acc20, warp, lane, z, r + 32u, c);
+    write_tile(acc20, warp, lane, z, r + 32u, c + 0u);
     write_tile(acc21, warp, lane, z, r + 32u, c + 16u);
-    write_tile(acc30, warp, lane, z, r + 48u, c);
+    write_tile(acc30, warp, lane, z, r + 48u, c + 0u);
     write_tile(acc31, warp, lane, z, r + 48u, c + 16u);
+    if FN == 4u {
+        write_tile(acc02, warp, lane, z, r + 0u, c + 32u);
+        write_tile(acc03, warp, lane, z, r + 0u, c + 48u);
+        write_tile(acc12, warp, lane, z, r + 16u, c + 32u);
+        write_tile(acc13, warp, lane, z, r + 16u, c + 48u);
+        write_tile(acc22, warp, lane, z, r + 32u, c + 32u);
+        write_tile(acc23, warp, lane, z, r + 32u, c + 48u);
+        write_tile(acc32, warp, lane, z, r + 48u, c + 32u);
+        write_tile(acc33, warp, lane, z, r + 48u, c + 48u);
+    }
 }

@@ -3,9 +3,10 @@
 // The compute part (tiles, register tile, workgroup shape) is in
 // matmul_tiled_core.wgsl, which the registry appends to this file; this
 // prelude holds the bindings and the global-memory side:
-// - load_a_tile: consecutive invocations read consecutive k of one row of A
-//   (row-major A: consecutive addresses), scattered k-major into workgroup memory.
-// - load_b_tile: consecutive invocations read consecutive n of one row of B.
+// - fetch_a / put_a: consecutive invocations read consecutive k of one row of
+//   A (row-major A: consecutive addresses), scattered k-major into workgroup
+//   memory.
+// - fetch_b / put_b: consecutive invocations read consecutive n of one row of B.
 // - store_row: one output row's two 4-wide column groups, element by element.
 // Every global access is bounds-checked, so edges need no special case; the
 // vec4 variant (matmul_tiled_vec4) is what aligned shapes should use.
@@ -19,44 +20,72 @@ alias Elem = f32;
 @group(0) @binding(2) var<storage, read> rhs: array<Elem>;
 @group(0) @binding(3) var<storage, read_write> out: array<Elem>;
 
-fn load_a_tile(a_base: u32, row0: u32, k0: u32, k_end: u32, tid: u32) {
-    // Consecutive invocations walk the operand's contiguous dimension: k for
-    // a row-major A, m for a transposed one (uniform branch).
-    let k_fastest = params.a_col_stride == 1u;
-    for (var i = tid; i < BM * BK; i += THREADS) {
-        var r = i / BK;
-        var kk = i % BK;
-        if !k_fastest {
-            r = i % BM;
-            kk = i / BM;
+// Group j of an invocation is the four elements tid + (4 j + e) * THREADS,
+// e = 0..3, of the tile in load order: consecutive invocations read
+// consecutive addresses for every e.
+// (row, k, 1 when inside the tile) of element e of group j.
+fn a_index(j: u32, e: u32, tid: u32) -> vec3<u32> {
+    // Row-major A: k fastest; transposed A: m fastest (uniform branch).
+    let i = tid + (4u * j + e) * THREADS;
+    let inside = u32(i < BM * BK);
+    if params.a_col_stride == 1u {
+        return vec3<u32>(i / BK, i % BK, inside);
+    }
+    return vec3<u32>(i % BM, i / BM, inside);
+}
+
+fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32, k_end: u32) -> vec4<f32> {
+    var v = vec4<f32>();
+    for (var e = 0u; e < 4u; e++) {
+        let rk = a_index(j, e, tid);
+        let gr = row0 + rk.x;
+        let gk = k0 + rk.y;
+        if rk.z == 1u && gr < params.m && gk < k_end {
+            v[e] = f32(lhs[a_base + gr * params.a_row_stride + gk * params.a_col_stride]);
         }
-        let gr = row0 + r;
-        let gk = k0 + kk;
-        var v = 0.0;
-        if gr < params.m && gk < k_end {
-            v = f32(lhs[a_base + gr * params.a_row_stride + gk * params.a_col_stride]);
+    }
+    return v;
+}
+
+fn put_a(j: u32, tid: u32, v: vec4<f32>) {
+    for (var e = 0u; e < 4u; e++) {
+        let rk = a_index(j, e, tid);
+        if rk.z == 1u {
+            a_sh[rk.y * BM4 + rk.x / 4u][rk.x % 4u] = v[e];
         }
-        a_sh[kk * BM4 + r / 4u][r % 4u] = v;
     }
 }
 
-fn load_b_tile(b_base: u32, col0: u32, k0: u32, k_end: u32, tid: u32) {
-    // n fastest for a row-major B, k fastest for a transposed one.
-    let n_fastest = params.b_col_stride == 1u;
-    for (var i = tid; i < BK * BN; i += THREADS) {
-        var kk = i / BN;
-        var c = i % BN;
-        if !n_fastest {
-            kk = i % BK;
-            c = i / BK;
+// (k, column, 1 when inside the tile) of element e of group j.
+fn b_index(j: u32, e: u32, tid: u32) -> vec3<u32> {
+    // Row-major B: n fastest; transposed B: k fastest.
+    let i = tid + (4u * j + e) * THREADS;
+    let inside = u32(i < BK * BN);
+    if params.b_col_stride == 1u {
+        return vec3<u32>(i / BN, i % BN, inside);
+    }
+    return vec3<u32>(i % BK, i / BK, inside);
+}
+
+fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec4<f32> {
+    var v = vec4<f32>();
+    for (var e = 0u; e < 4u; e++) {
+        let kc = b_index(j, e, tid);
+        let gk = k0 + kc.x;
+        let gc = col0 + kc.y;
+        if kc.z == 1u && gk < k_end && gc < params.n {
+            v[e] = f32(rhs[b_base + gk * params.b_row_stride + gc * params.b_col_stride]);
         }
-        let gk = k0 + kk;
-        let gc = col0 + c;
-        var v = 0.0;
-        if gk < k_end && gc < params.n {
-            v = f32(rhs[b_base + gk * params.b_row_stride + gc * params.b_col_stride]);
+    }
+    return v;
+}
+
+fn put_b(j: u32, tid: u32, v: vec4<f32>) {
+    for (var e = 0u; e < 4u; e++) {
+        let kc = b_index(j, e, tid);
+        if kc.z == 1u {
+            b_sh[kc.x * BN4 + kc.y / 4u][kc.y % 4u] = v[e];
         }
-        b_sh[kk * BN4 + c / 4u][c % 4u] = v;
     }
 }
 

@@ -1,7 +1,10 @@
 // matmul_tiled_core: the compute part shared by matmul_tiled (scalar global
 // loads, any shape) and matmul_tiled_vec4 (vec4 global loads and stores, for
 // K and N multiples of 4). The registry appends this file to either one; the
-// prelude supplies the bindings and `load_a_tile`, `load_b_tile`, `store_row`.
+// prelude supplies the bindings and `fetch_a` / `fetch_b` (the j-th group of
+// four tile elements an invocation loads from global memory, zero past the
+// edges), `put_a` / `put_b` (where that group goes in workgroup memory) and
+// `store_row`.
 //
 // Algorithm (the lecture's tiling, plus register tiling): a workgroup owns a
 //   BM x BN block of C and walks K in steps of BK. Per step all invocations
@@ -9,6 +12,9 @@
 //   (zero-filled past the edges), then each invocation accumulates an 8 x 8
 //   register tile of C: per k it reads two vec4 of A and two vec4 of B from
 //   workgroup memory and issues 16 vec4 fmas (64 multiply-adds for 4 loads).
+//   The global loads of step k + 1 are issued into registers before the FMAs
+//   of step k and stored to workgroup memory after them (register prefetch):
+//   their latency overlaps the arithmetic.
 //   Every global element is read N / BN (A) or M / BM (B) times instead of N
 //   or M times.
 // Register tile: invocation (tx, ty) owns rows {4ty..4ty+3} and
@@ -39,6 +45,12 @@ const WG_Y: u32 = BM / 8u;
 const THREADS: u32 = WG_X * WG_Y;
 const BM4: u32 = BM / 4u;
 const BN4: u32 = BN / 4u;
+// Four-element groups of each staged tile, and per invocation (rounded up;
+// the preludes guard the last round).
+const A_QUADS: u32 = BM * BK / 4u;
+const B_QUADS: u32 = BK * BN / 4u;
+const A_LOADS: u32 = (A_QUADS + THREADS - 1u) / THREADS;
+const B_LOADS: u32 = (B_QUADS + THREADS - 1u) / THREADS;
 
 // Split-K (text-specialised 0/1): the workgroup's z enumerates (batch, split)
 // pairs; each covers k_chunk of K and writes f32 partial sums to `partials`
@@ -90,10 +102,33 @@ fn main(
     var c70 = vec4<f32>();
     var c71 = vec4<f32>();
 
+    // Register prefetch: the next step's global loads are issued before this
+    // step's FMAs and land in workgroup memory after them, so their latency
+    // hides behind the arithmetic.
+    var pa: array<vec4<f32>, A_LOADS>;
+    var pb: array<vec4<f32>, B_LOADS>;
+    for (var j = 0u; j < A_LOADS; j++) {
+        pa[j] = fetch_a(j, tid, a_base, row0, k_begin, k_end);
+    }
+    for (var j = 0u; j < B_LOADS; j++) {
+        pb[j] = fetch_b(j, tid, b_base, col0, k_begin, k_end);
+    }
     for (var k0 = k_begin; k0 < k_end; k0 += BK) {
-        load_a_tile(a_base, row0, k0, k_end, tid);
-        load_b_tile(b_base, col0, k0, k_end, tid);
+        for (var j = 0u; j < A_LOADS; j++) {
+            put_a(j, tid, pa[j]);
+        }
+        for (var j = 0u; j < B_LOADS; j++) {
+            put_b(j, tid, pb[j]);
+        }
         workgroupBarrier();
+        if k0 + BK < k_end {
+            for (var j = 0u; j < A_LOADS; j++) {
+                pa[j] = fetch_a(j, tid, a_base, row0, k0 + BK, k_end);
+            }
+            for (var j = 0u; j < B_LOADS; j++) {
+                pb[j] = fetch_b(j, tid, b_base, col0, k0 + BK, k_end);
+            }
+        }
         for (var kk = 0u; kk < BK; kk++) {
             let a0 = a_sh[kk * BM4 + lid.y];
             let a1 = a_sh[kk * BM4 + WG_Y + lid.y];

@@ -5,10 +5,10 @@
 // The compute part is matmul_tiled_core.wgsl, appended by the registry. This
 // prelude binds A, B, C as arrays of vec4 (so every load is one 16-byte
 // transaction: the lecture's burst alignment) and supplies:
-// - load_a_tile: an invocation reads 4 consecutive k of one row of A as one
-//   vec4 and scatters them k-major into workgroup memory.
-// - load_b_tile: an invocation reads 4 consecutive n of one row of B as one
-//   vec4 and writes it whole.
+// - fetch_a / put_a: an invocation reads 4 consecutive k of one row of A as
+//   one vec4 and scatters them k-major into workgroup memory.
+// - fetch_b / put_b: an invocation reads 4 consecutive n of one row of B as
+//   one vec4 and writes it whole.
 // - store_row: each 4-wide column group of an output row is one vec4 store.
 // With K % 4 == 0 and N % 4 == 0 a vec4 is wholly inside or wholly outside the
 // matrix, so bounds checks per vec4 are exact. Any M.
@@ -22,74 +22,86 @@ alias Elem = f32;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<Elem>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<Elem>>;
 
-fn load_a_tile(a_base: u32, row0: u32, k0: u32, k_end: u32, tid: u32) {
+// Group j of an invocation is element group i = tid + j * THREADS of the tile.
+fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32, k_end: u32) -> vec4<f32> {
+    let i = tid + j * THREADS;
+    var v = vec4<f32>();
     if params.a_col_stride != 1u {
         // A stored transposed ([K, M], M a multiple of 4): a vec4 holds four
         // consecutive rows at one k, exactly one slot of the k-major tile.
-        for (var i = tid; i < BM * BK / 4u; i += THREADS) {
-            let kk = i / BM4;
-            let rq = (i % BM4) * 4u;
-            let gk = k0 + kk;
-            let gr = row0 + rq;
-            var v = vec4<f32>();
-            if gk < k_end && gr < params.m {
-                v = vec4<f32>(lhs[(a_base + gk * params.a_col_stride + gr) / 4u]);
-            }
-            a_sh[kk * BM4 + rq / 4u] = v;
+        let gk = k0 + i / BM4;
+        let gr = row0 + (i % BM4) * 4u;
+        if i < A_QUADS && gk < k_end && gr < params.m {
+            v = vec4<f32>(lhs[(a_base + gk * params.a_col_stride + gr) / 4u]);
         }
-        return;
+        return v;
     }
-    for (var i = tid; i < BM * BK / 4u; i += THREADS) {
-        let r = i / (BK / 4u);
-        let kk = (i % (BK / 4u)) * 4u;
-        let gr = row0 + r;
-        let gk = k0 + kk;
-        var v = vec4<f32>();
-        if gr < params.m && gk < k_end {
-            v = vec4<f32>(lhs[(a_base + gr * params.k + gk) / 4u]);
-        }
-        let slot = r / 4u;
-        let lane = r % 4u;
-        a_sh[kk * BM4 + slot][lane] = v.x;
-        a_sh[(kk + 1u) * BM4 + slot][lane] = v.y;
-        a_sh[(kk + 2u) * BM4 + slot][lane] = v.z;
-        a_sh[(kk + 3u) * BM4 + slot][lane] = v.w;
+    let gr = row0 + i / (BK / 4u);
+    let gk = k0 + (i % (BK / 4u)) * 4u;
+    if i < A_QUADS && gr < params.m && gk < k_end {
+        v = vec4<f32>(lhs[(a_base + gr * params.k + gk) / 4u]);
     }
+    return v;
 }
 
-fn load_b_tile(b_base: u32, col0: u32, k0: u32, k_end: u32, tid: u32) {
+fn put_a(j: u32, tid: u32, v: vec4<f32>) {
+    let i = tid + j * THREADS;
+    if i >= A_QUADS {
+        return;
+    }
+    if params.a_col_stride != 1u {
+        a_sh[(i / BM4) * BM4 + i % BM4] = v;
+        return;
+    }
+    // Four consecutive k of one row, scattered k-major.
+    let r = i / (BK / 4u);
+    let kk = (i % (BK / 4u)) * 4u;
+    let slot = r / 4u;
+    let lane = r % 4u;
+    a_sh[kk * BM4 + slot][lane] = v.x;
+    a_sh[(kk + 1u) * BM4 + slot][lane] = v.y;
+    a_sh[(kk + 2u) * BM4 + slot][lane] = v.z;
+    a_sh[(kk + 3u) * BM4 + slot][lane] = v.w;
+}
+
+fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec4<f32> {
+    let i = tid + j * THREADS;
+    var v = vec4<f32>();
     if params.b_col_stride != 1u {
         // B stored transposed ([N, K], K a multiple of 4): a vec4 holds four
         // consecutive k of one column, scattered down the tile.
-        for (var i = tid; i < BK * BN4; i += THREADS) {
-            let c = i / (BK / 4u);
-            let kq = (i % (BK / 4u)) * 4u;
-            let gc = col0 + c;
-            let gk = k0 + kq;
-            var v = vec4<f32>();
-            if gc < params.n && gk < k_end {
-                v = vec4<f32>(rhs[(b_base + gc * params.b_col_stride + gk) / 4u]);
-            }
-            let slot = c / 4u;
-            let lane = c % 4u;
-            b_sh[kq * BN4 + slot][lane] = v.x;
-            b_sh[(kq + 1u) * BN4 + slot][lane] = v.y;
-            b_sh[(kq + 2u) * BN4 + slot][lane] = v.z;
-            b_sh[(kq + 3u) * BN4 + slot][lane] = v.w;
+        let gc = col0 + i / (BK / 4u);
+        let gk = k0 + (i % (BK / 4u)) * 4u;
+        if i < B_QUADS && gc < params.n && gk < k_end {
+            v = vec4<f32>(rhs[(b_base + gc * params.b_col_stride + gk) / 4u]);
         }
+        return v;
+    }
+    let gk = k0 + i / BN4;
+    let gc = col0 + (i % BN4) * 4u;
+    if i < B_QUADS && gk < k_end && gc < params.n {
+        v = vec4<f32>(rhs[(b_base + gk * params.n + gc) / 4u]);
+    }
+    return v;
+}
+
+fn put_b(j: u32, tid: u32, v: vec4<f32>) {
+    let i = tid + j * THREADS;
+    if i >= B_QUADS {
         return;
     }
-    for (var i = tid; i < BK * BN4; i += THREADS) {
-        let kk = i / BN4;
-        let c = (i % BN4) * 4u;
-        let gk = k0 + kk;
-        let gc = col0 + c;
-        var v = vec4<f32>();
-        if gk < k_end && gc < params.n {
-            v = vec4<f32>(rhs[(b_base + gk * params.n + gc) / 4u]);
-        }
-        b_sh[kk * BN4 + c / 4u] = v;
+    if params.b_col_stride != 1u {
+        let c = i / (BK / 4u);
+        let kq = (i % (BK / 4u)) * 4u;
+        let slot = c / 4u;
+        let lane = c % 4u;
+        b_sh[kq * BN4 + slot][lane] = v.x;
+        b_sh[(kq + 1u) * BN4 + slot][lane] = v.y;
+        b_sh[(kq + 2u) * BN4 + slot][lane] = v.z;
+        b_sh[(kq + 3u) * BN4 + slot][lane] = v.w;
+        return;
     }
+    b_sh[i] = v;
 }
 
 fn store_row(c_base: u32, row: u32, ca: u32, cb: u32, lo: vec4<f32>, hi: vec4<f32>) {

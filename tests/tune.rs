@@ -112,46 +112,26 @@ fn h200_like() -> AdapterProfile {
 #[test]
 fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
     let p = h200_like();
-    let c = tune::choose_matmul(&p, DType::F16, 4096, 4096, 4096, 1);
-    assert!(
-        matches!(
-            c.kernel,
+    let coop = |m: usize| {
+        let c = tune::choose_matmul(&p, DType::F16, m, m, m, 1);
+        match c.kernel {
             MatmulKernel::Coop {
-                warps_m: 4,
-                warps_n: 4,
+                warps_m,
+                warps_n,
+                frags_n,
                 subgroup: 32,
                 ..
-            }
-        ),
-        "{c}"
-    );
-    // 1792^2: 98 workgroups of 256x128 reach 0.74 of a wave (>= WAVE_FILL).
-    let c = tune::choose_matmul(&p, DType::F16, 1792, 1792, 1792, 1);
-    assert!(
-        matches!(
-            c.kernel,
-            MatmulKernel::Coop {
-                warps_m: 4,
-                warps_n: 4,
-                ..
-            }
-        ),
-        "{c}"
-    );
-    // 1536^2: 72 workgroups of 256x128 (0.55 of a wave) fall short; 144 of 128x128.
-    let c = tune::choose_matmul(&p, DType::F16, 1536, 1536, 1536, 1);
-    assert!(
-        matches!(
-            c.kernel,
-            MatmulKernel::Coop {
-                warps_m: 2,
-                warps_n: 4,
-                bk: 64,
-                ..
-            }
-        ),
-        "{c}"
-    );
+            } => (warps_m, warps_n, frags_n),
+            other => panic!("{m}: {other}"),
+        }
+    };
+    // 128x128 blocks (2x2 subgroups of 64x64) while they fill a wave:
+    // 1024 workgroups at 4096, 196 at 1792, 144 at 1536, 100 at 1280.
+    for m in [4096, 1792, 1536, 1280] {
+        assert_eq!(coop(m), (2, 2, 4), "{m}");
+    }
+    // 1024: 64 such workgroups are under 0.7 of 132 units; 128x64 blocks give 128.
+    assert_eq!(coop(1024), (2, 2, 2));
     // f32 never goes there silently.
     let c = tune::choose_matmul(&p, DType::F32, 4096, 4096, 4096, 1);
     assert!(matches!(c.kernel, MatmulKernel::Tiled { .. }), "{c}");

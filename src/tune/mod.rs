@@ -102,15 +102,20 @@ pub enum MatmulKernel {
         vec4: bool,
     },
     /// Tensor cores through cooperative matrices (f16 only; K and N multiples
-    /// of 8). Each subgroup owns 64 x 32 of C, the workgroup `warps_m x warps_n`
-    /// subgroups.
+    /// of 8). Each subgroup owns 64 x (16 `frags_n`) of C, the workgroup
+    /// `warps_m x warps_n` subgroups.
     Coop {
         /// Subgroups along M (64 rows each).
         warps_m: u32,
-        /// Subgroups along N (32 columns each).
+        /// Subgroups along N (16 `frags_n` columns each).
         warps_n: u32,
         /// K step staged through workgroup memory (a multiple of 16).
         bk: u32,
+        /// 16-wide accumulator tiles per subgroup along N (2 or 4): 4 doubles
+        /// the work per fragment loaded from workgroup memory but needs twice
+        /// the accumulator registers.
+        #[serde(default = "two")]
+        frags_n: u32,
         /// Subgroup size the workgroup is laid out for.
         subgroup: u32,
     },
@@ -130,6 +135,10 @@ pub enum MatmulKernel {
     Gemv,
 }
 
+fn two() -> u32 {
+    2
+}
+
 /// Invocations per workgroup of the matrix-vector kernels (64 x 4).
 pub const GEMV_THREADS: u32 = 256;
 
@@ -140,13 +149,22 @@ pub const SPLIT_K_MIN_CHUNK: usize = 512;
 /// Most chunks split-K uses.
 pub const SPLIT_K_MAX: usize = 16;
 
-/// Cooperative-matrix workgroup shapes (warps_m, warps_n, bk), largest first.
-/// Measured on the H200 (f16, 2048 / 4096, GFLOP/s): 4x4x32 145336 / 109479,
-/// 2x4x64 94528 / 60806, 2x4x32 85632 / 55415, 2x2x32 71274 / 43944: more
-/// subgroups share each staged tile, so bigger layouts win while the grid
-/// still fills the GPU.
-pub const COOP_CONFIGS: [(u32, u32, u32); 5] =
-    [(4, 4, 32), (2, 4, 64), (2, 4, 32), (2, 2, 32), (1, 2, 32)];
+/// Cooperative-matrix workgroup shapes (warps_m, warps_n, bk, frags_n), in
+/// the dispatcher's order of preference: it takes the first whose grid fills
+/// a wave. Measured on the H200 with register prefetch (f16, 4096 / 2048,
+/// GFLOP/s, two rounds): 2x2x32x4 (128x128) 225736 / 199210, 4x4x32x2
+/// (256x128) 220895 / 197706, 2x4x32x4 (128x256) 214256 / 189707, 4x2x32x4
+/// (256x128) 206633 / 183295. Subgroups owning 64x64 of C need half the
+/// fragment loads per multiply-add of 64x32 ones, and 128-invocation
+/// workgroups let several share an SM, so the small 2x2 layout wins.
+pub const COOP_CONFIGS: [(u32, u32, u32, u32); 6] = [
+    (2, 2, 32, 4),
+    (4, 4, 32, 2),
+    (2, 4, 32, 4),
+    (4, 2, 32, 4),
+    (2, 2, 32, 2),
+    (1, 2, 32, 2),
+];
 
 /// A grid "fills a wave" from this fraction of the compute units on: a
 /// larger tile that leaves some units idle still beats a smaller tile on a
@@ -155,13 +173,17 @@ pub const COOP_CONFIGS: [(u32, u32, u32); 5] =
 pub const WAVE_FILL: f64 = 0.7;
 
 impl MatmulKernel {
-    /// The cooperative-matrix kernel `(warps_m, warps_n, bk)` laid out for the
+    /// The cooperative-matrix kernel `(warps_m, warps_n, bk, frags_n)` laid out for the
     /// adapter's subgroup size, when the adapter can run it at all.
-    pub fn coop_for(p: &AdapterProfile, (warps_m, warps_n, bk): (u32, u32, u32)) -> Option<Self> {
+    pub fn coop_for(
+        p: &AdapterProfile,
+        (warps_m, warps_n, bk, frags_n): (u32, u32, u32, u32),
+    ) -> Option<Self> {
         let kernel = MatmulKernel::Coop {
             warps_m,
             warps_n,
             bk,
+            frags_n,
             subgroup: p.subgroup_max_size,
         };
         kernel.fits(p).then_some(kernel)
@@ -217,13 +239,15 @@ impl MatmulKernel {
                 warps_m,
                 warps_n,
                 bk,
+                frags_n,
                 subgroup,
             } => Spec::new(Kernel::MatmulCoop)
                 .dtype(dtype)
                 .constant("WARPS_M", warps_m)
                 .constant("WARPS_N", warps_n)
                 .constant("BK", bk)
-                .override_("SG", subgroup),
+                .constant("FN", frags_n)
+                .constant("SG", subgroup),
             MatmulKernel::Gemv => Spec::new(Kernel::GemvVecmat).dtype(dtype),
             MatmulKernel::SplitK { tile, vec4, .. } => MatmulKernel::Tiled { tile, vec4 }
                 .spec(dtype)
@@ -237,8 +261,11 @@ impl MatmulKernel {
             MatmulKernel::Naive { wg_x, wg_y } => (wg_y, wg_x),
             MatmulKernel::Tiled { tile, .. } => (tile.bm, tile.bn),
             MatmulKernel::Coop {
-                warps_m, warps_n, ..
-            } => (64 * warps_m, 32 * warps_n),
+                warps_m,
+                warps_n,
+                frags_n,
+                ..
+            } => (64 * warps_m, 16 * frags_n * warps_n),
             MatmulKernel::Gemv => (4, 64),
             MatmulKernel::SplitK { tile, .. } => (tile.bm, tile.bn),
         }
@@ -273,7 +300,7 @@ impl MatmulKernel {
                 bk,
                 ..
             } => {
-                let (bm, bn) = (64 * warps_m, 32 * warps_n);
+                let (bm, bn) = self.block();
                 2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * 256 * warps_m * warps_n
             }
         }
@@ -294,8 +321,15 @@ impl MatmulKernel {
                     && p.max_workgroup_size_y >= 4
                     && self.workgroup_bytes() <= p.max_workgroup_storage
             }
-            MatmulKernel::Coop { subgroup, .. } => {
+            MatmulKernel::Coop {
+                subgroup,
+                frags_n,
+                bk,
+                ..
+            } => {
                 has_coop_f16(p)
+                    && matches!(frags_n, 2 | 4)
+                    && bk.is_multiple_of(16)
                     && subgroup == p.subgroup_max_size
                     && self.threads() <= p.max_invocations
                     && self.threads() <= p.max_workgroup_size_x
@@ -390,12 +424,14 @@ impl fmt::Display for MatmulKernel {
                 warps_m,
                 warps_n,
                 bk,
+                frags_n,
                 subgroup,
             } => write!(
                 f,
-                "coop-matrix {}x{}x{bk} ({warps_m}x{warps_n} subgroups of {subgroup})",
+                "coop-matrix {}x{}x{bk} ({warps_m}x{warps_n} subgroups of {subgroup}, 64x{} each)",
                 64 * warps_m,
-                32 * warps_n
+                16 * frags_n * warps_n,
+                16 * frags_n
             ),
             MatmulKernel::Gemv => write!(f, "gemv (matrix-vector, split K)"),
             MatmulKernel::SplitK { tile, vec4, splits } => write!(
@@ -654,12 +690,13 @@ pub fn matmul_specs() -> Vec<Spec> {
             specs.push(Spec::new(kernel).dtype(dtype));
         }
     }
-    for (warps_m, warps_n, bk) in COOP_CONFIGS {
+    for (warps_m, warps_n, bk, frags_n) in COOP_CONFIGS {
         for subgroup in [32, 64] {
             let kernel = MatmulKernel::Coop {
                 warps_m,
                 warps_n,
                 bk,
+                frags_n,
                 subgroup,
             };
             specs.push(kernel.spec(DType::F16));
