@@ -26,8 +26,11 @@
 //   the dispatcher runs this kernel only on adapters with one fixed subgroup
 //   size). Subgroup w owns rows (w / WARPS_N) * 64.. and columns
 //   (w % WARPS_N) * 16 FN..
-// Constraints: K and N multiples of 8 (16-byte rows; the padding layer makes
-//   other shapes so); any M. f16 only. Vulkan only: naga's MSL backend has
+// Constraints: row-major operands whose rows (Params' row strides: K and N
+//   when dense, the pitch of a padded tensor) are multiples of 8 halves, so
+//   every load is 16 bytes aligned; the padding layer copies other shapes
+//   into such rows. Any M, N, K: halves of A past K are zeroed, columns past
+//   N are never stored. f16 only. Vulkan only: naga's MSL backend has
 //   8 x 8 simdgroup matrices and its HLSL backend none.
 // Params: matmul_params.wgsl (appended by the registry).
 // Batching: as the other matmul kernels (two batch indices with strides).
@@ -98,7 +101,16 @@ fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32) -> vec4<u32> {
     let gr = row0 + i / (BK / 8u);
     let gk = k0 + (i % (BK / 8u)) * 8u;
     if i < A_VECS && gr < params.m && gk < params.k {
-        return lhs[(a_base + gr * params.k + gk) / 8u];
+        let v = lhs[(a_base + gr * params.a_row_stride + gk) / 8u];
+        if gk + 8u <= params.k {
+            return v;
+        }
+        // The run passes K (a padded row): zero the halves from K on.
+        let lo = vec4<u32>(0u, 2u, 4u, 6u) + vec4<u32>(gk);
+        let k4 = vec4<u32>(params.k);
+        let keep = select(vec4<u32>(), vec4<u32>(0xffffu), lo < k4)
+            | select(vec4<u32>(), vec4<u32>(0xffff0000u), lo + vec4<u32>(1u) < k4);
+        return v & keep;
     }
     return vec4<u32>();
 }
@@ -108,7 +120,7 @@ fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec4<u32> {
     let gk = k0 + i / (BN / 8u);
     let gc = col0 + (i % (BN / 8u)) * 8u;
     if i < B_VECS && gk < params.k && gc < params.n {
-        return rhs[(b_base + gk * params.n + gc) / 8u];
+        return rhs[(b_base + gk * params.b_row_stride + gc) / 8u];
     }
     return vec4<u32>();
 }

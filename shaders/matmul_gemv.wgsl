@@ -50,6 +50,7 @@ fn vecmat(
 ) {
     let n = params.n;
     let k = params.k;
+    let ldb = params.b_row_stride;
     let offs = batch_offsets(wid.z);
     // Two columns per invocation, 64 apart: each warp-wide load stays one
     // contiguous run, and every x[k] read feeds two multiply-adds.
@@ -78,19 +79,19 @@ fn vecmat(
             let x1 = f32(lhs[x + kk + 4u]);
             let x2 = f32(lhs[x + kk + 8u]);
             let x3 = f32(lhs[x + kk + 12u]);
-            acc0 = fma(x0, f32(rhs[b + kk * n]), acc0);
-            bcc0 = fma(x0, f32(rhs[b2 + kk * n]), bcc0);
-            acc1 = fma(x1, f32(rhs[b + (kk + 4u) * n]), acc1);
-            bcc1 = fma(x1, f32(rhs[b2 + (kk + 4u) * n]), bcc1);
-            acc2 = fma(x2, f32(rhs[b + (kk + 8u) * n]), acc2);
-            bcc2 = fma(x2, f32(rhs[b2 + (kk + 8u) * n]), bcc2);
-            acc3 = fma(x3, f32(rhs[b + (kk + 12u) * n]), acc3);
-            bcc3 = fma(x3, f32(rhs[b2 + (kk + 12u) * n]), bcc3);
+            acc0 = fma(x0, f32(rhs[b + kk * ldb]), acc0);
+            bcc0 = fma(x0, f32(rhs[b2 + kk * ldb]), bcc0);
+            acc1 = fma(x1, f32(rhs[b + (kk + 4u) * ldb]), acc1);
+            bcc1 = fma(x1, f32(rhs[b2 + (kk + 4u) * ldb]), bcc1);
+            acc2 = fma(x2, f32(rhs[b + (kk + 8u) * ldb]), acc2);
+            bcc2 = fma(x2, f32(rhs[b2 + (kk + 8u) * ldb]), bcc2);
+            acc3 = fma(x3, f32(rhs[b + (kk + 12u) * ldb]), acc3);
+            bcc3 = fma(x3, f32(rhs[b2 + (kk + 12u) * ldb]), bcc3);
         }
         for (; kk < k_end; kk += 4u) {
             let x0 = f32(lhs[x + kk]);
-            acc0 = fma(x0, f32(rhs[b + kk * n]), acc0);
-            bcc0 = fma(x0, f32(rhs[b2 + kk * n]), bcc0);
+            acc0 = fma(x0, f32(rhs[b + kk * ldb]), acc0);
+            bcc0 = fma(x0, f32(rhs[b2 + kk * ldb]), bcc0);
         }
     }
     let slot = lid.y * 64u + lid.x;
@@ -137,7 +138,7 @@ fn matvec(
     var acc2 = 0.0;
     var acc3 = 0.0;
     if row < m {
-        let a = offs.y + row * k;
+        let a = offs.y + row * params.a_row_stride;
         let x = offs.z;
         var kk = lid.x;
         for (; kk + 192u < k; kk += 256u) {

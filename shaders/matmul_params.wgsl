@@ -9,8 +9,9 @@
 // alpha: the epilogue's scale (1.0 when unset).
 // k_chunk, splits: rows of B per split and the number of splits (split-K
 //   GEMV only; 0 elsewhere).
-// *_row_stride, *_col_stride: operand layouts; only the naive and the
-//   scalar-load tiled kernels read them (the others need row-major operands).
+// *_row_stride, *_col_stride: operand layouts (dense, transposed, or rows
+//   padded by `tensor_padded`); every kernel addresses A and B through them.
+//   C is always dense: C[z, r, c] at (z * m + r) * n + c.
 
 struct Params {
     m: u32,

@@ -10,8 +10,10 @@
 // - fetch_b / put_b: an invocation reads 4 consecutive n of one row of B as
 //   one vec4 and writes it whole.
 // - store_row: each 4-wide column group of an output row is one vec4 store.
-// With K % 4 == 0 and N % 4 == 0 a vec4 is wholly inside or wholly outside the
-// matrix, so bounds checks per vec4 are exact. Any M.
+// Rows are read through the row strides in Params, which must be multiples of
+// 4 (dense rows: K and N; padded tensors: their pitch), so every vec4 load is
+// aligned; a vec4 that runs past K has those lanes zeroed (padding is never
+// read as a value). N must be a multiple of 4 for the stores. Any M.
 // Transposed operands (A stored [K, M], B stored [N, K]) are read in place
 // with vec4 along their contiguous dimension: then M (for A^T) and K (for
 // B^T) must be multiples of 4 instead; N always (the stores).
@@ -21,6 +23,12 @@ alias Elem = f32;
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<Elem>>;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<Elem>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<Elem>>;
+
+// Zeroes the lanes of a 4-wide run along K from k_end on: padded rows
+// (`tensor_padded`) hold arbitrary values there, never read as values.
+fn mask_k(v: vec4<f32>, gk: u32, k_end: u32) -> vec4<f32> {
+    return select(vec4<f32>(), v, vec4<u32>(gk) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(k_end));
+}
 
 // Group j of an invocation is element group i = tid + j * THREADS of the tile.
 fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32, k_end: u32) -> vec4<f32> {
@@ -39,7 +47,7 @@ fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32, k_end: u32) -> vec
     let gr = row0 + i / (BK / 4u);
     let gk = k0 + (i % (BK / 4u)) * 4u;
     if i < A_QUADS && gr < params.m && gk < k_end {
-        v = vec4<f32>(lhs[(a_base + gr * params.k + gk) / 4u]);
+        v = mask_k(vec4<f32>(lhs[(a_base + gr * params.a_row_stride + gk) / 4u]), gk, k_end);
     }
     return v;
 }
@@ -73,14 +81,14 @@ fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec
         let gc = col0 + i / (BK / 4u);
         let gk = k0 + (i % (BK / 4u)) * 4u;
         if i < B_QUADS && gc < params.n && gk < k_end {
-            v = vec4<f32>(rhs[(b_base + gc * params.b_col_stride + gk) / 4u]);
+            v = mask_k(vec4<f32>(rhs[(b_base + gc * params.b_col_stride + gk) / 4u]), gk, k_end);
         }
         return v;
     }
     let gk = k0 + i / BN4;
     let gc = col0 + (i % BN4) * 4u;
     if i < B_QUADS && gk < k_end && gc < params.n {
-        v = vec4<f32>(rhs[(b_base + gk * params.n + gc) / 4u]);
+        v = vec4<f32>(rhs[(b_base + gk * params.b_row_stride + gc) / 4u]);
     }
     return v;
 }

@@ -6,14 +6,18 @@
 //! kernel). The lecture's fix is padding (nanoGPT: vocabulary 50257 -> 50304).
 //! wgtile has three tools, chosen by cost:
 //! 1. bounds-checked kernels run any shape as it is ([`Padding::Never`]);
-//! 2. this module's copy into zero-padded scratch buffers, the aligned kernel
-//!    on those, and a copy of the result back, when the cost model says the
-//!    aligned kernel's gain beats the copies ([`Padding::Auto`]);
-//! 3. tensors allocated padded from the start (a later addition).
+//! 2. this module's copy of A and/or B into scratch buffers whose rows are
+//!    padded to the alignment (the logical K and N stay: the kernels read
+//!    the rows through their pitch, zero the part of a load past K and
+//!    never store past N), when the cost model says the aligned kernel's gain
+//!    beats the copies ([`Padding::Auto`]). The tensor-core kernel writes C
+//!    directly; the vec4 tiled kernel, whose stores need N a multiple of 4,
+//!    computes N rounded up into scratch and the result is cropped back;
+//! 3. tensors allocated padded from the start ([`Context::tensor_padded`]):
+//!    matmul reads them in place, no copies at all.
 //!
-//! Zero padding changes no result: padded K columns of A meet padded K rows
-//! of B, adding exact zeros to every dot product, and padded N columns are
-//! cropped away.
+//! No result changes: the products past K are zeroed in the kernels, and
+//! columns past N are dropped.
 //!
 //! This module decides and encodes the copies; the matmul op calls it.
 
@@ -65,8 +69,11 @@ pub struct PadChoice {
     pub k: usize,
     /// Padded output columns (N rounded up).
     pub n: usize,
-    /// The kernel that runs on the padded shape.
+    /// The kernel that runs on the padded operands.
     pub kernel: MatmulKernel,
+    /// The kernel computes N rounded up into scratch, cropped afterwards
+    /// (kernels whose stores need aligned rows); otherwise it writes C directly.
+    pub crop: bool,
     /// Estimated time of the copies over the estimated kernel time saved.
     pub cost_ratio: f64,
 }
@@ -75,10 +82,11 @@ impl fmt::Display for PadChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "pad to K = {}, N = {} for {} (copies cost {:.0}% of the time saved)",
+            "pad rows to K = {}, N = {} for {}{} (copies cost {:.0}% of the time saved)",
             self.k,
             self.n,
             self.kernel,
+            if self.crop { ", result cropped" } else { "" },
             100.0 * self.cost_ratio
         )
     }
@@ -107,7 +115,14 @@ pub fn choose(
     if (kp, np) == (k, n) {
         return None;
     }
-    let padded = tune::choose_matmul(p, dtype, m, np, kp, batch).kernel;
+    let layout = tune::Layout {
+        transpose_a: false,
+        transpose_b: false,
+        a_pitch: kp,
+        b_pitch: np,
+    };
+    let padded = tune::choose_matmul_layout(p, dtype, (m, np, k), batch, layout).kernel;
+    let crop = !matches!(padded, MatmulKernel::Coop { .. }) && np != n;
     let gain = match (relative_speed(p, raw), relative_speed(p, padded)) {
         // A faster family, or another kernel estimated as fast (vec4 on a CPU
         // adapter: only `Padding::Always` takes that, to measure).
@@ -116,13 +131,23 @@ pub fn choose(
         _ => return None,
     };
     // Time in units of "FLOPs at the raw kernel's rate": the padded kernel
-    // takes padded_flops / gain; the copies move A and B into padded buffers
-    // and the result back (each element read and written once).
+    // takes its FLOPs / gain; each copy reads and writes its elements once
+    // (A when K is unaligned, B when N is, C when cropped).
     let flops = 2.0 * (m * n * k * batch) as f64;
-    let padded_flops = 2.0 * (m * np * kp * batch) as f64;
+    let kernel_n = if crop { np } else { n };
+    let padded_flops = 2.0 * (m * kernel_n * k * batch) as f64;
     let saved = flops - padded_flops / gain;
-    let elems = (m * k + m * kp + k * n + kp * np + m * np + m * n) * batch;
-    let copy = (elems * dtype.size()) as f64 * flops_per_byte(p);
+    let mut elems = 0;
+    if kp != k {
+        elems += m * k + m * kp;
+    }
+    if np != n {
+        elems += k * n + k * np;
+    }
+    if crop {
+        elems += m * np + m * n;
+    }
+    let copy = (elems * batch * dtype.size()) as f64 * flops_per_byte(p);
     // When the padded work outweighs the faster kernel (N = 3 -> 4) nothing is
     // saved at all: an infinite cost.
     let cost_ratio = if saved > 0.0 {
@@ -134,6 +159,7 @@ pub fn choose(
         k: kp,
         n: np,
         kernel: padded,
+        crop,
         cost_ratio,
     })
 }

@@ -18,6 +18,13 @@ const BUFFER_ALIGN: u64 = 16;
 
 /// An n-dimensional array on the GPU (row-major, rank 0 to [`MAX_RANK`]).
 ///
+/// Rows (the last dimension) are normally contiguous. A tensor made by
+/// [`Context::tensor_padded`] keeps its logical shape but stores each row in
+/// [`Tensor::row_stride`] elements, a multiple the caller chose (the 50257 ->
+/// 50304 vocabulary trick): the padding elements are never read as values, so
+/// their contents do not matter. Matmul reads such tensors in place; other
+/// ops ask for [`Context::contiguous`] first.
+///
 /// Cloning is cheap and shares the buffer. A tensor keeps its [`Context`] alive.
 #[derive(Clone)]
 pub struct Tensor {
@@ -25,6 +32,8 @@ pub struct Tensor {
     pub(crate) buffer: Arc<wgpu::Buffer>,
     shape: Vec<usize>,
     dtype: DType,
+    /// Elements from one row's start to the next (>= the last dimension).
+    row_stride: usize,
 }
 
 impl fmt::Debug for Tensor {
@@ -70,9 +79,48 @@ impl Tensor {
         self.numel() == 0
     }
 
-    /// Bytes of element data (without the allocation's tail padding).
+    /// Bytes of element data as stored (rows of [`Tensor::row_stride`]
+    /// elements; without the allocation's tail padding).
     pub fn size_bytes(&self) -> u64 {
-        (self.numel() * self.dtype.size()) as u64
+        (self.storage_len() * self.dtype.size()) as u64
+    }
+
+    /// Elements from the start of one row (last dimension) to the next: the
+    /// last dimension for a contiguous tensor, more for a padded one.
+    pub fn row_stride(&self) -> usize {
+        self.row_stride
+    }
+
+    /// Whether rows are stored back to back (no row padding).
+    pub fn is_contiguous(&self) -> bool {
+        self.row_stride == last_dim(&self.shape)
+    }
+
+    /// Elements the buffer holds for this tensor, padding included.
+    pub(crate) fn storage_len(&self) -> usize {
+        let rows: usize = match self.shape.split_last() {
+            Some((_, outer)) => outer.iter().product(),
+            None => 1,
+        };
+        if self.numel() == 0 {
+            0
+        } else {
+            rows * self.row_stride
+        }
+    }
+
+    /// `Err` naming `op` when the tensor has padded rows (ops other than
+    /// matmul read their inputs as contiguous).
+    pub(crate) fn require_contiguous(&self, op: &str) -> Result<()> {
+        if self.is_contiguous() {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "{op} takes contiguous tensors, but this {:?} tensor stores rows of {} elements \
+                 (made by tensor_padded); use Context::contiguous first",
+                self.shape, self.row_stride
+            )))
+        }
     }
 
     /// The underlying wgpu buffer (at least `size_bytes`, padded to 16 bytes).
@@ -89,6 +137,7 @@ impl Tensor {
     pub fn reshape(&self, shape: impl AsRef<[usize]>) -> Result<Tensor> {
         let shape = shape.as_ref();
         check_rank(shape)?;
+        self.require_contiguous("reshape")?;
         if numel(shape)? != self.numel() {
             return Err(Error::shape(
                 "reshape",
@@ -99,6 +148,7 @@ impl Tensor {
         }
         Ok(Tensor {
             shape: shape.to_vec(),
+            row_stride: last_dim(shape),
             ..self.clone()
         })
     }
@@ -117,8 +167,16 @@ impl Tensor {
             return Ok(Vec::new());
         }
         let raw = self.ctx.read_bytes(&self.buffer, bytes).await?;
-        let out = bytemuck::pod_collect_to_vec::<u8, T>(&raw);
-        Ok(out)
+        let stored = bytemuck::pod_collect_to_vec::<u8, T>(&raw);
+        if self.is_contiguous() {
+            return Ok(stored);
+        }
+        // Padded rows: keep the first `last` elements of each.
+        let last = last_dim(&self.shape);
+        Ok(stored
+            .chunks(self.row_stride)
+            .flat_map(|row| row[..last].iter().copied())
+            .collect())
     }
 
     /// Blocking form of [`Tensor::to_vec`] (native only).
@@ -137,6 +195,11 @@ impl Tensor {
                 .collect()),
         }
     }
+}
+
+/// The last dimension (1 for rank 0).
+fn last_dim(shape: &[usize]) -> usize {
+    shape.last().copied().unwrap_or(1)
 }
 
 pub(crate) fn check_rank(shape: &[usize]) -> Result<()> {
@@ -222,8 +285,30 @@ impl Context {
     /// Allocates an uninitialised-by-us (wgpu zeroes it) tensor, checking the
     /// adapter's limits first.
     pub(crate) fn alloc(&self, shape: &[usize], dtype: DType, label: &str) -> Result<Tensor> {
+        self.alloc_strided(shape, last_dim(shape), dtype, label)
+    }
+
+    /// [`Context::alloc`] with rows of `row_stride` elements.
+    fn alloc_strided(
+        &self,
+        shape: &[usize],
+        row_stride: usize,
+        dtype: DType,
+        label: &str,
+    ) -> Result<Tensor> {
         check_rank(shape)?;
-        let n = numel(shape)?;
+        let logical = numel(shape)?;
+        let rows = if shape.is_empty() {
+            1
+        } else {
+            numel(&shape[..shape.len() - 1])?
+        };
+        let n = if logical == 0 {
+            0
+        } else {
+            rows.checked_mul(row_stride)
+                .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} overflows usize")))?
+        };
         let bytes = (n as u64)
             .checked_mul(dtype.size() as u64)
             .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} overflows u64")))?;
@@ -249,7 +334,66 @@ impl Context {
             buffer: Arc::new(buffer),
             shape: shape.to_vec(),
             dtype,
+            row_stride,
         })
+    }
+
+    /// Uploads `data` (`f32` or `half::f16`, the logical elements of `shape`,
+    /// row-major) into a tensor whose rows are stored padded to a multiple of
+    /// `multiple` elements, zero-filled: the vocabulary trick (a 50257-wide
+    /// output layer stored 50304 wide) done once at allocation, so matmul
+    /// reads it with aligned loads and the padding layer copies nothing. The
+    /// logical shape is kept: `to_vec` returns `data`, matmul results have
+    /// the logical shape. Needs rank >= 2 and `multiple >= 1`.
+    pub fn tensor_padded<T: Element>(
+        &self,
+        data: &[T],
+        shape: impl AsRef<[usize]>,
+        multiple: usize,
+    ) -> Result<Tensor> {
+        let shape = shape.as_ref();
+        check_rank(shape)?;
+        if shape.len() < 2 || multiple == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "tensor_padded needs rank >= 2 and a multiple >= 1, not shape {shape:?} and multiple {multiple}"
+            )));
+        }
+        let n = numel(shape)?;
+        if data.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "host slice has {} elements but shape {shape:?} needs {n}",
+                data.len()
+            )));
+        }
+        let last = last_dim(shape);
+        let stride = last.checked_next_multiple_of(multiple).ok_or_else(|| {
+            Error::InvalidArgument(format!("rows of {last} padded to {multiple} overflow"))
+        })?;
+        let t = self.alloc_strided(shape, stride, T::DTYPE, "wgtile padded tensor")?;
+        if n > 0 {
+            let mut padded = vec![<T as bytemuck::Zeroable>::zeroed(); t.storage_len()];
+            for (dst, src) in padded.chunks_mut(stride).zip(data.chunks(last)) {
+                dst[..last].copy_from_slice(src);
+            }
+            let mut bytes = bytemuck::cast_slice::<T, u8>(&padded).to_vec();
+            bytes.resize(bytes.len().next_multiple_of(4), 0);
+            self.inner.queue.write_buffer(&t.buffer, 0, &bytes);
+        }
+        Ok(t)
+    }
+
+    /// A contiguous copy of `t` (the tensor itself, shared, when it already is).
+    pub fn contiguous(&self, t: &Tensor) -> Result<Tensor> {
+        if t.is_contiguous() {
+            return Ok(t.clone());
+        }
+        let out = self.alloc(t.shape(), t.dtype(), "wgtile contiguous")?;
+        let last = last_dim(t.shape());
+        let rows = t.numel() / last.max(1);
+        let dispatches =
+            self.pad_copy_dispatches(t, (rows, t.row_stride), &out, (rows, last), 1)?;
+        self.run_dispatches("contiguous", &dispatches)?;
+        Ok(out)
     }
 
     /// Uploads `data` (`f32` or `half::f16`) as a tensor of `shape`.

@@ -291,6 +291,12 @@ pub struct MatmulShape {
     pub transpose_a: bool,
     /// B is stored transposed (`[.., N, K]`).
     pub transpose_b: bool,
+    /// Elements between consecutive stored rows of A: its stored last
+    /// dimension (K, or M when transposed), more for a padded tensor.
+    pub a_pitch: usize,
+    /// Elements between consecutive stored rows of B (N, or K when
+    /// transposed, unless padded).
+    pub b_pitch: usize,
 }
 
 impl MatmulShape {
@@ -322,16 +328,47 @@ impl MatmulShape {
         )?;
         shape.transpose_a = transpose_a;
         shape.transpose_b = transpose_b;
+        shape.a_pitch = if transpose_a { shape.m } else { shape.k };
+        shape.b_pitch = if transpose_b { shape.k } else { shape.n };
         Ok(shape)
     }
 
     /// Element strides (row, column) of A's and B's logical matrices in
     /// their buffers: row-major `(k, 1)` / `(n, 1)`, transposed `(1, m)` / `(1, k)`.
     pub fn operand_strides(&self) -> [u32; 4] {
-        let (m, n, k) = (self.m as u32, self.n as u32, self.k as u32);
-        let (a_rs, a_cs) = if self.transpose_a { (1, m) } else { (k, 1) };
-        let (b_rs, b_cs) = if self.transpose_b { (1, k) } else { (n, 1) };
+        let (ap, bp) = (self.a_pitch as u32, self.b_pitch as u32);
+        let (a_rs, a_cs) = if self.transpose_a { (1, ap) } else { (ap, 1) };
+        let (b_rs, b_cs) = if self.transpose_b { (1, bp) } else { (bp, 1) };
         [a_rs, a_cs, b_rs, b_cs]
+    }
+
+    /// The same product with operands stored in rows of `a_pitch` and
+    /// `b_pitch` elements (padded tensors): batch strides follow. A pitch
+    /// shorter than the stored row is an error.
+    pub fn with_pitches(mut self, a_pitch: usize, b_pitch: usize) -> Result<Self> {
+        let (a_rows, a_len) = if self.transpose_a {
+            (self.k, self.m)
+        } else {
+            (self.m, self.k)
+        };
+        let (b_rows, b_len) = if self.transpose_b {
+            (self.n, self.k)
+        } else {
+            (self.k, self.n)
+        };
+        if a_pitch < a_len || b_pitch < b_len {
+            return Err(Error::InvalidArgument(format!(
+                "row pitches {a_pitch} (A) and {b_pitch} (B) are shorter than the stored rows ({a_len}, {b_len})"
+            )));
+        }
+        let rescale = |strides: [usize; MAX_BATCH_DIMS], old: usize, new: usize| {
+            strides.map(|s| s.checked_div(old).map_or(s, |q| q * new))
+        };
+        self.a_strides = rescale(self.a_strides, a_rows * a_len, a_rows * a_pitch);
+        self.b_strides = rescale(self.b_strides, b_rows * b_len, b_rows * b_pitch);
+        self.a_pitch = a_pitch;
+        self.b_pitch = b_pitch;
+        Ok(self)
     }
 
     /// Checks two shapes as NumPy's `matmul` does.
@@ -417,6 +454,8 @@ impl MatmulShape {
             out_shape,
             transpose_a: false,
             transpose_b: false,
+            a_pitch: ka,
+            b_pitch: n,
         })
     }
 
@@ -530,13 +569,38 @@ impl Context {
         if dtype == DType::F16 {
             self.require_f16("f16 matmul")?;
         }
-        let shape = MatmulShape::with_transposes(
+        let mut shape = MatmulShape::with_transposes(
             a.shape(),
             b.shape(),
             options.transpose_a,
             options.transpose_b,
         )?;
+        // Padded tensors (rank >= 2) are read in place through their row pitch.
+        let padded_operands = !a.is_contiguous() || !b.is_contiguous();
+        if padded_operands {
+            let a_pitch = if a.is_contiguous() {
+                shape.a_pitch
+            } else {
+                a.row_stride()
+            };
+            let b_pitch = if b.is_contiguous() {
+                shape.b_pitch
+            } else {
+                b.row_stride()
+            };
+            shape = shape.with_pitches(a_pitch, b_pitch)?;
+        }
         let transposed = shape.transpose_a || shape.transpose_b;
+        let layout = tune::Layout::of(&shape);
+        for (t, what) in [
+            (out, "the matmul output"),
+            (epilogue.bias.as_ref(), "the epilogue bias"),
+            (epilogue.residual.as_ref(), "the epilogue residual"),
+        ] {
+            if let Some(t) = t {
+                t.require_contiguous(what)?;
+            }
+        }
         let output = match out {
             Some(o) => {
                 if o.shape() != shape.out_shape.as_slice() {
@@ -614,13 +678,18 @@ impl Context {
                         what: format!("matmul kernel {kernel}"),
                     });
                 }
-                if !kernel.accepts_layout(dtype, m, n, k, shape.transpose_a, shape.transpose_b) {
+                if !kernel.accepts_with(dtype, m, n, k, layout) {
                     return Err(Error::InvalidArgument(format!(
-                        "{kernel} cannot run a {dtype} matmul with M = {m}, K = {k}, N = {n}{} \
-                         (vec4: K and N multiples of 4; coop-matrix: f16, multiples of 8; \
-                         gemv: M or N = 1; transposed operands: naive, scalar tiled, or vec4 \
-                         with the stored rows and N multiples of 4)",
-                        if transposed { ", transposed" } else { "" }
+                        "{kernel} cannot run a {dtype} matmul with M = {m}, K = {k}, N = {n}{}{} \
+                         (vec4: stored rows and N multiples of 4; coop-matrix: f16, row-major, \
+                         stored rows multiples of 8; gemv: M or N = 1, row-major; transposed \
+                         operands: naive, scalar tiled, or vec4)",
+                        if transposed { ", transposed" } else { "" },
+                        if padded_operands {
+                            format!(", row pitches {} and {}", shape.a_pitch, shape.b_pitch)
+                        } else {
+                            String::new()
+                        }
                     )));
                 }
                 kernel
@@ -628,8 +697,9 @@ impl Context {
             None => {
                 // The padded kernel would index bias and residual with padded
                 // columns: epilogues that read tensors run the raw shape.
-                // The padding copies are row-major: transposed operands run as stored.
-                let padding = if epilogue.reads_tensors() || transposed {
+                // The padding copies are row-major: transposed operands run as
+                // stored, and so do operands the caller padded already.
+                let padding = if epilogue.reads_tensors() || transposed || padded_operands {
                     Padding::Never
                 } else {
                     options.padding
@@ -637,11 +707,9 @@ impl Context {
                 if let Some(pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding) {
                     return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
                 }
-                if transposed {
-                    // Only the strided kernels read transposed operands; the
-                    // autotuner's keys do not cover transposes yet.
-                    let layout = (shape.transpose_a, shape.transpose_b);
-                    tune::choose_matmul_strided(profile, m, n, k, batches, layout).kernel
+                if transposed || padded_operands {
+                    // The autotuner's keys cover dense row-major operands only.
+                    tune::choose_matmul_layout(profile, dtype, (m, n, k), batches, layout).kernel
                 } else {
                     let heuristic = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
                     self.autotuned_kernel(dtype, &shape, a, b, heuristic)?
@@ -649,8 +717,8 @@ impl Context {
             }
         };
         for (numel, what) in [
-            (a.numel(), "matmul operand A"),
-            (b.numel(), "matmul operand B"),
+            (a.storage_len(), "matmul operand A"),
+            (b.storage_len(), "matmul operand B"),
             (plan.output.numel(), "matmul output"),
         ] {
             u32_of(numel, what)?;
@@ -1022,46 +1090,69 @@ impl Context {
             d[len - 1] = c;
             d
         };
-        let a_pad_shape = with_last_two(&a_dims, m, kp);
-        let b_pad_shape = with_last_two(&b_dims, kp, np);
-        let padded = MatmulShape::new(&a_pad_shape, &b_pad_shape)?;
-        let batches = padded.batch_count();
-        let c_pad_shape = [batches, m, np];
-
-        let a_pad = self.alloc(&a_pad_shape, dtype, "wgtile pad A")?;
-        let b_pad = self.alloc(&b_pad_shape, dtype, "wgtile pad B")?;
-        let c_pad = self.alloc(&c_pad_shape, dtype, "wgtile pad C")?;
-        for (numel, what) in [
-            (a_pad.numel(), "padded matmul operand A"),
-            (b_pad.numel(), "padded matmul operand B"),
-            (c_pad.numel(), "padded matmul output"),
-        ] {
-            u32_of(numel, what)?;
-        }
-        let mut dispatches = self.pad_copy_dispatches(a, (m, k), &a_pad, (m, kp), a_batch)?;
-        dispatches.extend(self.pad_copy_dispatches(b, (k, n), &b_pad, (kp, np), b_batch)?);
         let mut scratch = Vec::new();
+        let mut dispatches = Vec::new();
+        // A with rows of kp elements, B with rows of np (zero-filled past the
+        // logical end), only where the row is not aligned already.
+        let a_buf = if kp != k {
+            let a_pad = self.alloc(&with_last_two(&a_dims, m, kp), dtype, "wgtile pad A")?;
+            u32_of(a_pad.numel(), "padded matmul operand A")?;
+            dispatches.extend(self.pad_copy_dispatches(a, (m, k), &a_pad, (m, kp), a_batch)?);
+            scratch.push(a_pad);
+            scratch.last().expect("pushed").buffer.clone()
+        } else {
+            a.buffer.clone()
+        };
+        let b_buf = if np != n {
+            let b_pad = self.alloc(&with_last_two(&b_dims, k, np), dtype, "wgtile pad B")?;
+            u32_of(b_pad.numel(), "padded matmul operand B")?;
+            dispatches.extend(self.pad_copy_dispatches(b, (k, n), &b_pad, (k, np), b_batch)?);
+            scratch.push(b_pad);
+            scratch.last().expect("pushed").buffer.clone()
+        } else {
+            b.buffer.clone()
+        };
+        // The kernel's logical N: rounded up when its stores need aligned rows
+        // (the padded B columns are zero, and so are those columns of C).
+        let kernel_n = if pad.crop { np } else { n };
+        let padded = MatmulShape::new(
+            &with_last_two(&a_dims, m, k),
+            &with_last_two(&b_dims, k, kernel_n),
+        )?
+        .with_pitches(kp, np)?;
+        let batches = padded.batch_count();
+        let c_pad = if pad.crop {
+            let c = self.alloc(&[batches, m, np], dtype, "wgtile pad C")?;
+            u32_of(c.numel(), "padded matmul output")?;
+            Some(c)
+        } else {
+            None
+        };
+        let c_buf = c_pad.as_ref().map_or(&plan.output.buffer, |c| &c.buffer);
         dispatches.extend(self.matmul_dispatches(
             pad.kernel,
             dtype,
             &padded,
-            (&a_pad.buffer, &b_pad.buffer, &c_pad.buffer),
+            (&a_buf, &b_buf, c_buf),
             epilogue,
             &mut scratch,
         )?);
-        dispatches.extend(self.pad_copy_dispatches(
-            &c_pad,
-            (m, np),
-            &plan.output,
-            (m, n),
-            batches,
-        )?);
+        if let Some(c_pad) = c_pad {
+            dispatches.extend(self.pad_copy_dispatches(
+                &c_pad,
+                (m, np),
+                &plan.output,
+                (m, n),
+                batches,
+            )?);
+            scratch.push(c_pad);
+        }
         plan.label = format!(
-            "matmul {dtype} {m}x{n}x{k} x{batches} padded to {m}x{np}x{kp}: {}",
+            "matmul {dtype} {m}x{n}x{k} x{batches} rows padded to K = {kp}, N = {np}{}: {}",
+            if pad.crop { " (cropped)" } else { "" },
             pad.kernel
         );
         plan.dispatches = dispatches;
-        scratch.extend([a_pad, b_pad, c_pad]);
         plan.scratch = scratch;
         Ok(plan)
     }

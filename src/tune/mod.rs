@@ -204,11 +204,6 @@ pub fn has_coop_f16(p: &AdapterProfile) -> bool {
             .any(|c| (c.m, c.n, c.k) == (16, 16, 16) && c.ab_type == "f16" && c.cr_type == "f32")
 }
 
-/// Whether the coop kernel can run `[m, k] x [k, n]`: 16-byte rows.
-pub fn coop_aligned(n: usize, k: usize) -> bool {
-    n.is_multiple_of(8) && k.is_multiple_of(8)
-}
-
 impl MatmulKernel {
     /// The naive kernel with the largest workgroup the adapter allows.
     pub fn naive_for(p: &AdapterProfile) -> Self {
@@ -339,8 +334,9 @@ impl MatmulKernel {
     }
 
     /// Whether the kernel runs `[m, k] x [k, n]` in `dtype` with A and/or B
-    /// stored transposed: the strided kernels always; the vec4 tiled kernels
-    /// when each operand's contiguous dimension and N are multiples of 4.
+    /// stored transposed (dense rows): the strided kernels always; the vec4
+    /// tiled kernels when each operand's contiguous dimension and N are
+    /// multiples of 4.
     #[allow(clippy::too_many_arguments)]
     pub fn accepts_layout(
         self,
@@ -351,17 +347,29 @@ impl MatmulKernel {
         transpose_a: bool,
         transpose_b: bool,
     ) -> bool {
-        if !transpose_a && !transpose_b {
-            return self.accepts(dtype, m, n, k);
-        }
+        self.accepts_with(
+            dtype,
+            m,
+            n,
+            k,
+            Layout::dense(m, n, k, transpose_a, transpose_b),
+        )
+    }
+
+    /// Whether the kernel can run `[m, k] x [k, n]` in `dtype` with operands
+    /// stored as `layout` says (alignment, type, shape).
+    pub fn accepts_with(self, dtype: DType, m: usize, n: usize, k: usize, layout: Layout) -> bool {
+        // K needs no alignment: the kernels zero what a load reads past it.
+        let _ = k;
         match self {
-            MatmulKernel::Tiled { vec4: true, .. } => {
-                vec4_layout_aligned(m, n, k, transpose_a, transpose_b)
+            MatmulKernel::Naive { .. } | MatmulKernel::Tiled { vec4: false, .. } => true,
+            MatmulKernel::Tiled { vec4: true, .. } => layout.vec4(n),
+            MatmulKernel::Coop { .. } => dtype == DType::F16 && layout.coop(),
+            MatmulKernel::Gemv => {
+                // matvec reads the vector B as contiguous.
+                (m == 1 || (n == 1 && layout.b_pitch == 1)) && !layout.transposed()
             }
-            MatmulKernel::SplitK {
-                vec4: true, splits, ..
-            } => splits >= 2 && vec4_layout_aligned(m, n, k, transpose_a, transpose_b),
-            _ => self.reads_strided() && self.accepts(dtype, m, n, k),
+            MatmulKernel::SplitK { vec4, splits, .. } => splits >= 2 && (!vec4 || layout.vec4(n)),
         }
     }
 
@@ -376,39 +384,63 @@ impl MatmulKernel {
         )
     }
 
-    /// Whether the kernel runs `[m, k] x [k, n]` in `dtype` (alignment, type, shape).
+    /// Whether the kernel runs `[m, k] x [k, n]` in `dtype` (alignment, type,
+    /// shape) on dense row-major operands.
     pub fn accepts(self, dtype: DType, m: usize, n: usize, k: usize) -> bool {
-        match self {
-            MatmulKernel::Naive { .. } | MatmulKernel::Tiled { vec4: false, .. } => true,
-            MatmulKernel::Tiled { vec4: true, .. } => vec4_aligned(n, k),
-            MatmulKernel::Coop { .. } => dtype == DType::F16 && coop_aligned(n, k),
-            MatmulKernel::Gemv => m == 1 || n == 1,
-            MatmulKernel::SplitK { vec4, splits, .. } => {
-                splits >= 2 && (!vec4 || vec4_aligned(n, k))
-            }
-        }
+        self.accepts_with(dtype, m, n, k, Layout::dense(m, n, k, false, false))
     }
 }
 
-/// Whether the vec4 kernels can read A and B in the given layouts: each
-/// operand's contiguous dimension (K for A, M for A^T; N for B, K for B^T)
-/// and N (the vec4 stores) multiples of 4.
-pub fn vec4_layout_aligned(
-    m: usize,
-    n: usize,
-    k: usize,
-    transpose_a: bool,
-    transpose_b: bool,
-) -> bool {
-    let a_rows = if transpose_a { m } else { k };
-    let b_rows = if transpose_b { k } else { n };
-    n.is_multiple_of(4) && a_rows.is_multiple_of(4) && b_rows.is_multiple_of(4)
+/// How matmul operands are stored, for the kernels' alignment rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// A is stored transposed (`[K, M]`).
+    pub transpose_a: bool,
+    /// B is stored transposed (`[N, K]`).
+    pub transpose_b: bool,
+    /// Elements between consecutive stored rows of A.
+    pub a_pitch: usize,
+    /// Elements between consecutive stored rows of B.
+    pub b_pitch: usize,
 }
 
-/// Whether the vec4 kernel can run `[m, k] x [k, n]`: rows of A and B must
-/// start on 16-byte boundaries.
-pub fn vec4_aligned(n: usize, k: usize) -> bool {
-    n.is_multiple_of(4) && k.is_multiple_of(4)
+impl Layout {
+    /// Dense rows: the pitch is each operand's stored last dimension.
+    pub fn dense(m: usize, n: usize, k: usize, transpose_a: bool, transpose_b: bool) -> Self {
+        Self {
+            transpose_a,
+            transpose_b,
+            a_pitch: if transpose_a { m } else { k },
+            b_pitch: if transpose_b { k } else { n },
+        }
+    }
+
+    /// The layout of a checked matmul shape (transposes and pitches).
+    pub fn of(shape: &crate::MatmulShape) -> Self {
+        Self {
+            transpose_a: shape.transpose_a,
+            transpose_b: shape.transpose_b,
+            a_pitch: shape.a_pitch,
+            b_pitch: shape.b_pitch,
+        }
+    }
+
+    /// Some operand is stored transposed.
+    pub fn transposed(&self) -> bool {
+        self.transpose_a || self.transpose_b
+    }
+
+    /// The vec4 kernels: every stored row starts on 16 bytes (pitches
+    /// multiples of 4) and C's rows take whole vec4 stores (N a multiple of 4).
+    pub fn vec4(&self, n: usize) -> bool {
+        n.is_multiple_of(4) && self.a_pitch.is_multiple_of(4) && self.b_pitch.is_multiple_of(4)
+    }
+
+    /// The cooperative-matrix kernel: row-major operands whose rows start on
+    /// 16 bytes of f16 (pitches multiples of 8); any M, N, K.
+    pub fn coop(&self) -> bool {
+        !self.transposed() && self.a_pitch.is_multiple_of(8) && self.b_pitch.is_multiple_of(8)
+    }
 }
 
 impl fmt::Display for MatmulKernel {
@@ -485,7 +517,31 @@ pub fn choose_matmul(
     k: usize,
     batch: usize,
 ) -> MatmulChoice {
-    choose(p, dtype, m, n, k, batch, None)
+    choose(
+        p,
+        dtype,
+        m,
+        n,
+        k,
+        batch,
+        Layout::dense(m, n, k, false, false),
+    )
+}
+
+/// [`choose_matmul`] for operands stored as `layout` says (transposed or in
+/// padded rows).
+pub fn choose_matmul_layout(
+    p: &AdapterProfile,
+    dtype: DType,
+    (m, n, k): (usize, usize, usize),
+    batch: usize,
+    layout: Layout,
+) -> MatmulChoice {
+    let mut choice = choose(p, dtype, m, n, k, batch, layout);
+    if layout.transposed() {
+        choice.reason = format!("transposed operands, read in place: {}", choice.reason);
+    }
+    choice
 }
 
 /// The dispatcher's rules; `transposes` (when some operand is stored
@@ -497,9 +553,9 @@ fn choose(
     n: usize,
     k: usize,
     batch: usize,
-    transposes: Option<(bool, bool)>,
+    layout: Layout,
 ) -> MatmulChoice {
-    let strided = transposes.is_some();
+    let strided = layout.transposed();
     let units = p.compute_units.max(1) as f64;
     let describe = |kernel: MatmulKernel, reason: String| {
         let workgroups = workgroup_count(kernel, m, n, batch);
@@ -525,10 +581,9 @@ fn choose(
         };
         return describe(MatmulKernel::naive_for(p), why);
     }
-    let (ta, tb) = transposes.unwrap_or((false, false));
     let tiled = |tile: TileConfig| MatmulKernel::Tiled {
         tile,
-        vec4: vec4_layout_aligned(m, n, k, ta, tb),
+        vec4: layout.vec4(n),
     };
     if !strided && (m == 1 || n == 1) && MatmulKernel::Gemv.fits(p) {
         return describe(
@@ -538,7 +593,7 @@ fn choose(
                 .into(),
         );
     }
-    if !strided && dtype == DType::F16 && coop_aligned(n, k) {
+    if dtype == DType::F16 && layout.coop() {
         let coops: Vec<MatmulKernel> = COOP_CONFIGS
             .into_iter()
             .filter_map(|c| MatmulKernel::coop_for(p, c))
@@ -647,17 +702,13 @@ pub fn choose_matmul_strided(
     batch: usize,
     (transpose_a, transpose_b): (bool, bool),
 ) -> MatmulChoice {
-    let mut choice = choose(
+    choose_matmul_layout(
         p,
         DType::F32,
-        m,
-        n,
-        k,
+        (m, n, k),
         batch,
-        Some((transpose_a, transpose_b)),
-    );
-    choice.reason = format!("transposed operands, read in place: {}", choice.reason);
-    choice
+        Layout::dense(m, n, k, transpose_a, transpose_b),
+    )
 }
 
 /// Every matmul specialisation the dispatcher can produce, for validation.
