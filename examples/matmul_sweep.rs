@@ -60,6 +60,10 @@ struct Args {
     /// Measure only `Padding::Never`.
     #[arg(long)]
     no_pad: bool,
+    /// The padded mode uses `Padding::Always` instead of `Padding::Auto`
+    /// (to measure what the copies would cost where the model declines them).
+    #[arg(long)]
+    always_pad: bool,
     /// Write the measurements as CSV.
     #[arg(long)]
     csv: Option<String>,
@@ -231,7 +235,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let mut gflops = [None, None];
         let mut labels: Vec<String> = Vec::new();
         for (slot, &mode) in modes.iter().enumerate() {
-            match measure(&ctx, &a, &b, mode, &timing_options) {
+            match measure(&ctx, &a, &b, mode, &timing_options, args.always_pad) {
                 Ok((sample, src)) => {
                     source.get_or_insert(src);
                     gflops[slot] = Some(sample.gflops);
@@ -399,8 +403,13 @@ fn measure(
     b: &Tensor,
     mode: Mode,
     options: &TimingOptions,
+    always_pad: bool,
 ) -> wgtile::Result<(Sample, TimeSource)> {
-    let plan = ctx.matmul_plan(a, b, None, &MatmulOptions::with_padding(mode.padding()))?;
+    let padding = match mode {
+        Mode::Padded if always_pad => Padding::Always,
+        _ => mode.padding(),
+    };
+    let plan = ctx.matmul_plan(a, b, None, &MatmulOptions::with_padding(padding))?;
     let timing = ctx.time(&plan, options)?;
     Ok((
         Sample {

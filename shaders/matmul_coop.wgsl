@@ -26,11 +26,13 @@
 //   the dispatcher runs this kernel only on adapters with one fixed subgroup
 //   size). Subgroup w owns rows (w / WARPS_N) * 64.. and columns
 //   (w % WARPS_N) * 16 FN..
-// Constraints: row-major operands whose rows (Params' row strides: K and N
-//   when dense, the pitch of a padded tensor) are multiples of 8 halves, so
-//   every load is 16 bytes aligned; the padding layer copies other shapes
-//   into such rows. Any M, N, K: halves of A past K are zeroed, columns past
-//   N are never stored. f16 only. Vulkan only: naga's MSL backend has
+// Loads: ALIGNED = 1 when the row strides (K and N when dense, the pitch of
+//   a padded tensor) are multiples of 8 halves: one 16-byte load per 8
+//   halves. ALIGNED = 0 for any other row-major layout (1793 as it is): the
+//   same 8 halves from 4-5 word loads and a shift, the buffers also bound as
+//   words (bindings 7, 8), so odd shapes need no padding copies.
+// Constraints: row-major operands, any M, N, K: halves of A past K are
+//   zeroed, columns past N are never stored. f16 only. Vulkan only: naga's MSL backend has
 //   8 x 8 simdgroup matrices and its HLSL backend none.
 // Params: matmul_params.wgsl (appended by the registry).
 // Batching: as the other matmul kernels (two batch indices with strides).
@@ -46,6 +48,10 @@ const WARPS_N: u32 = 4u;
 const BK: u32 = 32u;
 const FN: u32 = 2u;
 const SG: u32 = 32u;
+// 1: rows of A and B start on 16 bytes (row strides multiples of 8), one
+// 16-byte load per 8 halves. 0: any row stride (K or N = 1793 as they are):
+// 8 halves come from 4 or 5 32-bit loads and a shift, no padding copies.
+const ALIGNED: u32 = 1u;
 
 const WARPS: u32 = WARPS_M * WARPS_N;
 const THREADS: u32 = WARPS * SG;
@@ -63,6 +69,9 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<f16>;
+// The same buffers as 32-bit words, for the unaligned loads (bound always).
+@group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
+@group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
 
 var<workgroup> a_sh: array<f16, BM * LDA>;
 var<workgroup> b_sh: array<f16, BK * LDB>;
@@ -95,13 +104,71 @@ fn store8(dst: u32, v: vec4<u32>, is_a: bool) {
     }
 }
 
+// Word w of A or B, 0 past the buffer's end (the last row's run may reach
+// beyond the data; those halves are never used as values).
+fn word_a(w: u32) -> u32 {
+    if w < arrayLength(&lhs_w) {
+        return lhs_w[w];
+    }
+    return 0u;
+}
+
+fn word_b(w: u32) -> u32 {
+    if w < arrayLength(&rhs_w) {
+        return rhs_w[w];
+    }
+    return 0u;
+}
+
+// The 8 halves from half index e on, whatever e's alignment: the 4 words
+// from e / 2, shifted by one half when e is odd.
+fn shift_halves(v: vec4<u32>, next: u32, odd: bool) -> vec4<u32> {
+    if !odd {
+        return v;
+    }
+    return vec4<u32>(
+        (v.x >> 16u) | (v.y << 16u),
+        (v.y >> 16u) | (v.z << 16u),
+        (v.z >> 16u) | (v.w << 16u),
+        (v.w >> 16u) | (next << 16u),
+    );
+}
+
+fn load8_a(e: u32) -> vec4<u32> {
+    let w = e / 2u;
+    let v = vec4<u32>(word_a(w), word_a(w + 1u), word_a(w + 2u), word_a(w + 3u));
+    let odd = (e & 1u) == 1u;
+    var next = 0u;
+    if odd {
+        next = word_a(w + 4u);
+    }
+    return shift_halves(v, next, odd);
+}
+
+fn load8_b(e: u32) -> vec4<u32> {
+    let w = e / 2u;
+    let v = vec4<u32>(word_b(w), word_b(w + 1u), word_b(w + 2u), word_b(w + 3u));
+    let odd = (e & 1u) == 1u;
+    var next = 0u;
+    if odd {
+        next = word_b(w + 4u);
+    }
+    return shift_halves(v, next, odd);
+}
+
 // The j-th 16-byte load of the A tile at k0 for invocation tid (zero past the edges).
 fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32) -> vec4<u32> {
     let i = tid + j * THREADS;
     let gr = row0 + i / (BK / 8u);
     let gk = k0 + (i % (BK / 8u)) * 8u;
     if i < A_VECS && gr < params.m && gk < params.k {
-        let v = lhs[(a_base + gr * params.a_row_stride + gk) / 8u];
+        let e = a_base + gr * params.a_row_stride + gk;
+        var v: vec4<u32>;
+        if ALIGNED == 1u {
+            v = lhs[e / 8u];
+        } else {
+            v = load8_a(e);
+        }
         if gk + 8u <= params.k {
             return v;
         }
@@ -120,7 +187,12 @@ fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec4<u32> {
     let gk = k0 + i / (BN / 8u);
     let gc = col0 + (i % (BN / 8u)) * 8u;
     if i < B_VECS && gk < params.k && gc < params.n {
-        return rhs[(b_base + gk * params.b_row_stride + gc) / 8u];
+        // Halves past N only reach columns of C that are never stored.
+        let e = b_base + gk * params.b_row_stride + gc;
+        if ALIGNED == 1u {
+            return rhs[e / 8u];
+        }
+        return load8_b(e);
     }
     return vec4<u32>();
 }

@@ -135,12 +135,12 @@ fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
     // f32 never goes there silently.
     let c = tune::choose_matmul(&p, DType::F32, 4096, 4096, 4096, 1);
     assert!(matches!(c.kernel, MatmulKernel::Tiled { .. }), "{c}");
-    // K or N not a multiple of 8: the tiled kernels.
-    let c = tune::choose_matmul(&p, DType::F16, 4096, 4100, 4096, 1);
-    assert!(
-        matches!(c.kernel, MatmulKernel::Tiled { vec4: true, .. }),
-        "{c}"
-    );
+    // K or N not a multiple of 8: the coop kernel still (its word loads).
+    let c = tune::choose_matmul(&p, DType::F16, 4096, 4100, 4097, 1);
+    assert!(matches!(c.kernel, MatmulKernel::Coop { .. }), "{c}");
+    // Transposed f16 operands: the strided CUDA-core kernels.
+    let c = tune::choose_matmul_strided(&p, 4096, 4096, 4096, 1, (false, true));
+    assert!(matches!(c.kernel, MatmulKernel::Tiled { .. }), "{c}");
     // No cooperative matrix (lavapipe), or only f16 -> f16 configurations, or a
     // variable subgroup size: no coop kernel.
     let mut q = h200_like();

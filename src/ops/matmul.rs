@@ -797,11 +797,14 @@ impl Context {
             (None, MatmulKernel::Tiled { .. }) => Some(&self.inner.dummy_rw),
             _ => None,
         };
-        let spec = if partials.is_some() {
-            kernel.spec(dtype)
-        } else {
-            epilogue.specialise(kernel.spec(dtype))
-        };
+        let mut spec = kernel.spec(dtype);
+        let coop = matches!(kernel, MatmulKernel::Coop { .. });
+        if coop && !tune::Layout::of(shape).coop_aligned() {
+            spec = spec.constant("ALIGNED", 0);
+        }
+        if partials.is_none() {
+            spec = epilogue.specialise(spec);
+        }
         let pipeline = self.inner.pipelines.get(device, &spec)?;
         // Batches (times splits) beyond the per-dimension workgroup limit are
         // split into several dispatches, each with its own base index.
@@ -820,6 +823,10 @@ impl Context {
                 (6, residual),
             ];
             bindings.extend(binding4.map(|p| (4, p)));
+            if coop {
+                // The coop kernel also reads A and B as 32-bit words.
+                bindings.extend([(7, a), (8, b)]);
+            }
             dispatches.push(Dispatch::with_bindings(
                 device,
                 pipeline.clone(),

@@ -436,10 +436,16 @@ impl Layout {
         n.is_multiple_of(4) && self.a_pitch.is_multiple_of(4) && self.b_pitch.is_multiple_of(4)
     }
 
-    /// The cooperative-matrix kernel: row-major operands whose rows start on
-    /// 16 bytes of f16 (pitches multiples of 8); any M, N, K.
+    /// The cooperative-matrix kernel: row-major operands, any M, N, K.
     pub fn coop(&self) -> bool {
-        !self.transposed() && self.a_pitch.is_multiple_of(8) && self.b_pitch.is_multiple_of(8)
+        !self.transposed()
+    }
+
+    /// Rows that start on 16 bytes of f16 (pitches multiples of 8): the
+    /// cooperative-matrix kernel's 16-byte loads; other pitches take its
+    /// word-load variant.
+    pub fn coop_aligned(&self) -> bool {
+        self.a_pitch.is_multiple_of(8) && self.b_pitch.is_multiple_of(8)
     }
 }
 
@@ -751,6 +757,7 @@ pub fn matmul_specs() -> Vec<Spec> {
                 subgroup,
             };
             specs.push(kernel.spec(DType::F16));
+            specs.push(kernel.spec(DType::F16).constant("ALIGNED", 0));
         }
     }
     specs
