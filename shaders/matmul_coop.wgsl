@@ -134,67 +134,83 @@ fn shift_halves(v: vec4<u32>, next: u32, odd: bool) -> vec4<u32> {
     );
 }
 
-fn load8_a(e: u32) -> vec4<u32> {
-    let w = e / 2u;
-    let v = vec4<u32>(word_a(w), word_a(w + 1u), word_a(w + 2u), word_a(w + 3u));
-    let odd = (e & 1u) == 1u;
-    var next = 0u;
-    if odd {
-        next = word_a(w + 4u);
-    }
-    return shift_halves(v, next, odd);
-}
+// Fetch and put: a fetch only issues the global loads (raw words, zero where
+// the run is out of bounds); everything computed from the loaded values (the
+// shift of an odd-aligned run, the mask past K, the f16 unpacking) happens
+// in the put, after the multiply-adds. Using a loaded value right away would
+// make the subgroup wait for the load there and undo the prefetch.
 
-fn load8_b(e: u32) -> vec4<u32> {
-    let w = e / 2u;
-    let v = vec4<u32>(word_b(w), word_b(w + 1u), word_b(w + 2u), word_b(w + 3u));
-    let odd = (e & 1u) == 1u;
-    var next = 0u;
-    if odd {
-        next = word_b(w + 4u);
-    }
-    return shift_halves(v, next, odd);
-}
-
-// The j-th 16-byte load of the A tile at k0 for invocation tid (zero past the edges).
-fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32) -> vec4<u32> {
+// Run j of an invocation in the A tile: (half index in A, k, 1 when in bounds).
+fn a_run(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32) -> vec3<u32> {
     let i = tid + j * THREADS;
     let gr = row0 + i / (BK / 8u);
     let gk = k0 + (i % (BK / 8u)) * 8u;
-    if i < A_VECS && gr < params.m && gk < params.k {
-        let e = a_base + gr * params.a_row_stride + gk;
-        var v: vec4<u32>;
-        if ALIGNED == 1u {
-            v = lhs[e / 8u];
-        } else {
-            v = load8_a(e);
-        }
-        if gk + 8u <= params.k {
-            return v;
-        }
-        // The run passes K (a padded row): zero the halves from K on.
-        let lo = vec4<u32>(0u, 2u, 4u, 6u) + vec4<u32>(gk);
-        let k4 = vec4<u32>(params.k);
-        let keep = select(vec4<u32>(), vec4<u32>(0xffffu), lo < k4)
-            | select(vec4<u32>(), vec4<u32>(0xffff0000u), lo + vec4<u32>(1u) < k4);
-        return v & keep;
-    }
-    return vec4<u32>();
+    let inside = i < A_VECS && gr < params.m && gk < params.k;
+    return vec3<u32>(a_base + gr * params.a_row_stride + gk, gk, u32(inside));
 }
 
-fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec4<u32> {
+fn b_run(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec3<u32> {
     let i = tid + j * THREADS;
     let gk = k0 + i / (BN / 8u);
     let gc = col0 + (i % (BN / 8u)) * 8u;
-    if i < B_VECS && gk < params.k && gc < params.n {
-        // Halves past N only reach columns of C that are never stored.
-        let e = b_base + gk * params.b_row_stride + gc;
-        if ALIGNED == 1u {
-            return rhs[e / 8u];
-        }
-        return load8_b(e);
+    // Halves past N only reach columns of C that are never stored.
+    let inside = i < B_VECS && gk < params.k && gc < params.n;
+    return vec3<u32>(b_base + gk * params.b_row_stride + gc, gk, u32(inside));
+}
+
+// The 16 bytes (ALIGNED) or the 4 words from half e / 2 on.
+fn fetch_a(r: vec3<u32>) -> vec4<u32> {
+    if r.z == 0u {
+        return vec4<u32>();
     }
-    return vec4<u32>();
+    if ALIGNED == 1u {
+        return lhs[r.x / 8u];
+    }
+    let w = r.x / 2u;
+    return vec4<u32>(word_a(w), word_a(w + 1u), word_a(w + 2u), word_a(w + 3u));
+}
+
+// The fifth word an odd-aligned run needs (unaligned layouts only).
+fn fetch_a_tail(r: vec3<u32>) -> u32 {
+    if ALIGNED == 1u || r.z == 0u || (r.x & 1u) == 0u {
+        return 0u;
+    }
+    return word_a(r.x / 2u + 4u);
+}
+
+fn fetch_b(r: vec3<u32>) -> vec4<u32> {
+    if r.z == 0u {
+        return vec4<u32>();
+    }
+    if ALIGNED == 1u {
+        return rhs[r.x / 8u];
+    }
+    let w = r.x / 2u;
+    return vec4<u32>(word_b(w), word_b(w + 1u), word_b(w + 2u), word_b(w + 3u));
+}
+
+fn fetch_b_tail(r: vec3<u32>) -> u32 {
+    if ALIGNED == 1u || r.z == 0u || (r.x & 1u) == 0u {
+        return 0u;
+    }
+    return word_b(r.x / 2u + 4u);
+}
+
+// The 8 halves of run r from its fetched words: shifted when odd-aligned,
+// zeroed from K on when the run passes K (`mask_k`; padding or the next row).
+fn run_halves(r: vec3<u32>, v: vec4<u32>, tail: u32, mask_k: bool) -> vec4<u32> {
+    var x = v;
+    if ALIGNED == 0u {
+        x = shift_halves(x, tail, (r.x & 1u) == 1u);
+    }
+    if mask_k && r.y + 8u > params.k {
+        let lo = vec4<u32>(0u, 2u, 4u, 6u) + vec4<u32>(r.y);
+        let k4 = vec4<u32>(params.k);
+        let keep = select(vec4<u32>(), vec4<u32>(0xffffu), lo < k4)
+            | select(vec4<u32>(), vec4<u32>(0xffff0000u), lo + vec4<u32>(1u) < k4);
+        x &= keep;
+    }
+    return x;
 }
 
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
@@ -250,11 +266,17 @@ fn main(
     var acc33: coop_mat16x16<f32, C>;
     var pa: array<vec4<u32>, A_LOADS>;
     var pb: array<vec4<u32>, B_LOADS>;
+    var ta: array<u32, A_LOADS>;
+    var tb: array<u32, B_LOADS>;
     for (var j = 0u; j < A_LOADS; j++) {
-        pa[j] = fetch_a(j, tid, a_base, row0, 0u);
+        let r = a_run(j, tid, a_base, row0, 0u);
+        pa[j] = fetch_a(r);
+        ta[j] = fetch_a_tail(r);
     }
     for (var j = 0u; j < B_LOADS; j++) {
-        pb[j] = fetch_b(j, tid, b_base, col0, 0u);
+        let r = b_run(j, tid, b_base, col0, 0u);
+        pb[j] = fetch_b(r);
+        tb[j] = fetch_b_tail(r);
     }
 
     for (var k0 = 0u; k0 < k; k0 += BK) {
@@ -262,23 +284,31 @@ fn main(
         for (var j = 0u; j < A_LOADS; j++) {
             let i = tid + j * THREADS;
             if i < A_VECS {
-                store8((i / (BK / 8u)) * LDA + (i % (BK / 8u)) * 8u, pa[j], true);
+                let r = a_run(j, tid, a_base, row0, k0);
+                let v = run_halves(r, pa[j], ta[j], true);
+                store8((i / (BK / 8u)) * LDA + (i % (BK / 8u)) * 8u, v, true);
             }
         }
         for (var j = 0u; j < B_LOADS; j++) {
             let i = tid + j * THREADS;
             if i < B_VECS {
-                store8((i / (BN / 8u)) * LDB + (i % (BN / 8u)) * 8u, pb[j], false);
+                let r = b_run(j, tid, b_base, col0, k0);
+                let v = run_halves(r, pb[j], tb[j], false);
+                store8((i / (BN / 8u)) * LDB + (i % (BN / 8u)) * 8u, v, false);
             }
         }
         workgroupBarrier();
         // Issue the next step's global loads; they complete during the multiply-adds.
         if k0 + BK < k {
             for (var j = 0u; j < A_LOADS; j++) {
-                pa[j] = fetch_a(j, tid, a_base, row0, k0 + BK);
+                let r = a_run(j, tid, a_base, row0, k0 + BK);
+                pa[j] = fetch_a(r);
+                ta[j] = fetch_a_tail(r);
             }
             for (var j = 0u; j < B_LOADS; j++) {
-                pb[j] = fetch_b(j, tid, b_base, col0, k0 + BK);
+                let r = b_run(j, tid, b_base, col0, k0 + BK);
+                pb[j] = fetch_b(r);
+                tb[j] = fetch_b_tail(r);
             }
         }
         for (var kk = 0u; kk < BK; kk += 16u) {

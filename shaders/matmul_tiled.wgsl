@@ -47,7 +47,7 @@ fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32, k_end: u32) -> vec
     return v;
 }
 
-fn put_a(j: u32, tid: u32, v: vec4<f32>) {
+fn put_a(j: u32, tid: u32, v: vec4<f32>, k0: u32, k_end: u32) {
     for (var e = 0u; e < 4u; e++) {
         let rk = a_index(j, e, tid);
         if rk.z == 1u {
@@ -80,7 +80,7 @@ fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec
     return v;
 }
 
-fn put_b(j: u32, tid: u32, v: vec4<f32>) {
+fn put_b(j: u32, tid: u32, v: vec4<f32>, k0: u32, k_end: u32) {
     for (var e = 0u; e < 4u; e++) {
         let kc = b_index(j, e, tid);
         if kc.z == 1u {

@@ -115,10 +115,10 @@ fn main(
     }
     for (var k0 = k_begin; k0 < k_end; k0 += BK) {
         for (var j = 0u; j < A_LOADS; j++) {
-            put_a(j, tid, pa[j]);
+            put_a(j, tid, pa[j], k0, k_end);
         }
         for (var j = 0u; j < B_LOADS; j++) {
-            put_b(j, tid, pb[j]);
+            put_b(j, tid, pb[j], k0, k_end);
         }
         workgroupBarrier();
         if k0 + BK < k_end {

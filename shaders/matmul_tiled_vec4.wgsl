@@ -27,6 +27,9 @@ alias Elem = f32;
 // Zeroes the lanes of a 4-wide run along K from k_end on: padded rows
 // (`tensor_padded`) hold arbitrary values there, never read as values.
 fn mask_k(v: vec4<f32>, gk: u32, k_end: u32) -> vec4<f32> {
+    if gk + 4u <= k_end {
+        return v;
+    }
     return select(vec4<f32>(), v, vec4<u32>(gk) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(k_end));
 }
 
@@ -47,23 +50,26 @@ fn fetch_a(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32, k_end: u32) -> vec
     let gr = row0 + i / (BK / 4u);
     let gk = k0 + (i % (BK / 4u)) * 4u;
     if i < A_QUADS && gr < params.m && gk < k_end {
-        v = mask_k(vec4<f32>(lhs[(a_base + gr * params.a_row_stride + gk) / 4u]), gk, k_end);
+        v = vec4<f32>(lhs[(a_base + gr * params.a_row_stride + gk) / 4u]);
     }
     return v;
 }
 
-fn put_a(j: u32, tid: u32, v: vec4<f32>) {
+// Puts mask what a fetch loaded past K: a fetch only issues the load, so the
+// invocation does not wait for it before the FMAs (the prefetch).
+fn put_a(j: u32, tid: u32, raw: vec4<f32>, k0: u32, k_end: u32) {
     let i = tid + j * THREADS;
     if i >= A_QUADS {
         return;
     }
     if params.a_col_stride != 1u {
-        a_sh[(i / BM4) * BM4 + i % BM4] = v;
+        a_sh[(i / BM4) * BM4 + i % BM4] = raw;
         return;
     }
     // Four consecutive k of one row, scattered k-major.
     let r = i / (BK / 4u);
     let kk = (i % (BK / 4u)) * 4u;
+    let v = mask_k(raw, k0 + kk, k_end);
     let slot = r / 4u;
     let lane = r % 4u;
     a_sh[kk * BM4 + slot][lane] = v.x;
@@ -81,7 +87,7 @@ fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec
         let gc = col0 + i / (BK / 4u);
         let gk = k0 + (i % (BK / 4u)) * 4u;
         if i < B_QUADS && gc < params.n && gk < k_end {
-            v = mask_k(vec4<f32>(rhs[(b_base + gc * params.b_col_stride + gk) / 4u]), gk, k_end);
+            v = vec4<f32>(rhs[(b_base + gc * params.b_col_stride + gk) / 4u]);
         }
         return v;
     }
@@ -93,7 +99,7 @@ fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec
     return v;
 }
 
-fn put_b(j: u32, tid: u32, v: vec4<f32>) {
+fn put_b(j: u32, tid: u32, raw: vec4<f32>, k0: u32, k_end: u32) {
     let i = tid + j * THREADS;
     if i >= B_QUADS {
         return;
@@ -101,6 +107,7 @@ fn put_b(j: u32, tid: u32, v: vec4<f32>) {
     if params.b_col_stride != 1u {
         let c = i / (BK / 4u);
         let kq = (i % (BK / 4u)) * 4u;
+        let v = mask_k(raw, k0 + kq, k_end);
         let slot = c / 4u;
         let lane = c % 4u;
         b_sh[kq * BN4 + slot][lane] = v.x;
@@ -109,7 +116,7 @@ fn put_b(j: u32, tid: u32, v: vec4<f32>) {
         b_sh[(kq + 3u) * BN4 + slot][lane] = v.w;
         return;
     }
-    b_sh[i] = v;
+    b_sh[i] = raw;
 }
 
 fn store_row(c_base: u32, row: u32, ca: u32, cb: u32, lo: vec4<f32>, hi: vec4<f32>) {
