@@ -125,9 +125,13 @@ fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
             other => panic!("{m}: {other}"),
         }
     };
-    // 128x128 blocks (2x2 subgroups of 64x64) while they fill a wave:
-    // 1024 workgroups at 4096, 196 at 1792, 144 at 1536, 100 at 1280.
-    for m in [4096, 1792, 1536, 1280] {
+    // 256x128 blocks (4x4 subgroups of 64x32) while they fill a wave: 512
+    // workgroups at 4096, 98 at 1792 (0.74 of 132 units).
+    for m in [4096, 1792] {
+        assert_eq!(coop(m), (4, 4, 2), "{m}");
+    }
+    // Then 128x128 (2x2 subgroups of 64x64): 144 workgroups at 1536, 100 at 1280.
+    for m in [1536, 1280] {
         assert_eq!(coop(m), (2, 2, 4), "{m}");
     }
     // 1024: 64 such workgroups are under 0.7 of 132 units; 128x64 blocks give 128.

@@ -151,15 +151,15 @@ pub const SPLIT_K_MAX: usize = 16;
 
 /// Cooperative-matrix workgroup shapes (warps_m, warps_n, bk, frags_n), in
 /// the dispatcher's order of preference: it takes the first whose grid fills
-/// a wave. Measured on the H200 with register prefetch (f16, 4096 / 2048,
-/// GFLOP/s, two rounds): 2x2x32x4 (128x128) 225736 / 199210, 4x4x32x2
-/// (256x128) 220895 / 197706, 2x4x32x4 (128x256) 214256 / 189707, 4x2x32x4
-/// (256x128) 206633 / 183295. Subgroups owning 64x64 of C need half the
-/// fragment loads per multiply-add of 64x32 ones, and 128-invocation
-/// workgroups let several share an SM, so the small 2x2 layout wins.
+/// a wave. Measured on the H200 (f16, 4096 / 2048, GFLOP/s, BENCHMARKS.md
+/// run 14): 4x4x32x2 (256x128, subgroups of 64x32) 229696 / 206887,
+/// 2x2x32x4 (128x128, subgroups of 64x64) 215400 / 187914; run 12 also had
+/// 2x4x32x4 (128x256) and 4x2x32x4 (256x128) 3-8% behind. 128-invocation
+/// workgroups share an SM, so the small 2x2 layout is the next choice when
+/// the big one leaves too few workgroups.
 pub const COOP_CONFIGS: [(u32, u32, u32, u32); 6] = [
-    (2, 2, 32, 4),
     (4, 4, 32, 2),
+    (2, 2, 32, 4),
     (2, 4, 32, 4),
     (4, 2, 32, 4),
     (2, 2, 32, 2),
