@@ -307,13 +307,13 @@ fn broadcast_strides(shape: &[usize], out: &[usize]) -> [usize; MAX_RANK] {
 }
 
 /// Decides each input's access kind and the path (vec4 or scalar).
-fn plan_access(lowered: &Lowered, alias: Option<usize>) -> (bool, Vec<InputDesc>) {
+fn plan_access(lowered: &Lowered, alias: &[usize]) -> (bool, Vec<InputDesc>) {
     let out = dims4(&lowered.shape);
     let n: usize = lowered.shape.iter().product();
     let kind = |i: usize, l: &Leaf| -> Access {
-        if Some(i) == alias {
+        if alias.contains(&i) {
             Access::Output
-        } else if l.shape().iter().product::<usize>() == 1 {
+        } else if l.shape().iter().product::<usize>() == 1 && n != 1 {
             Access::Single
         } else if dims4(l.shape()) == out {
             Access::Contiguous
@@ -352,7 +352,7 @@ fn plan_access(lowered: &Lowered, alias: Option<usize>) -> (bool, Vec<InputDesc>
 pub fn generate(expr: &Expr) -> Result<Generated> {
     let lowered = lower(expr)?;
     let out_dtype = result_dtype(&lowered.leaves);
-    let (vec4, inputs) = plan_access(&lowered, None);
+    let (vec4, inputs) = plan_access(&lowered, &[]);
     Ok(emit(
         &lowered.ops,
         &inputs,
@@ -383,7 +383,10 @@ fn unary_code(op: UnaryOp, a: &str) -> String {
 }
 
 fn binary_code(op: BinaryOp, a: &str, b: &str) -> String {
-    let mask = |cmp: &str| format!("select(V(0.0), V(1.0), {a} {cmp} {b})");
+    // Comparisons are made NaN-exact with bit tests (a compiler assuming
+    // finite math, or an ordered `!=`, would get NaN wrong otherwise).
+    let mask =
+        |cmp: &str| format!("select(V(0.0), V(1.0), ({a} {cmp} {b}) & ew_ordered({a}, {b}))");
     match op {
         BinaryOp::Add => format!("{a} + {b}"),
         BinaryOp::Sub => format!("{a} - {b}"),
@@ -397,7 +400,7 @@ fn binary_code(op: BinaryOp, a: &str, b: &str) -> String {
         BinaryOp::Gt => mask(">"),
         BinaryOp::Ge => mask(">="),
         BinaryOp::Eq => mask("=="),
-        BinaryOp::Ne => mask("!="),
+        BinaryOp::Ne => format!("select(V(1.0), V(0.0), ({a} == {b}) & ew_ordered({a}, {b}))"),
     }
 }
 
@@ -419,6 +422,11 @@ const HELPERS: &[(&str, &[&str], &str)] = &[
         &[],
         "// NaN by its bits: survives compilers that assume finite math.\n\
          fn ew_isnan(x: V) -> VB { return (bitcast<VU>(x) & VU(0x7fffffffu)) > VU(0x7f800000u); }\n",
+    ),
+    (
+        "ew_ordered",
+        &["ew_isnan"],
+        "fn ew_ordered(a: V, b: V) -> VB { return !(ew_isnan(a) | ew_isnan(b)); }\n",
     ),
     (
         "ew_log",
@@ -544,6 +552,12 @@ fn helper_names(op: &Op) -> &'static [&'static str] {
             BinaryOp::Pow => &["ew_pow"],
             BinaryOp::Min => &["ew_min"],
             BinaryOp::Max => &["ew_max"],
+            BinaryOp::Lt
+            | BinaryOp::Le
+            | BinaryOp::Gt
+            | BinaryOp::Ge
+            | BinaryOp::Eq
+            | BinaryOp::Ne => &["ew_ordered"],
             _ => &[],
         },
         Op::Where(..) => &[],
@@ -842,7 +856,7 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
     if out_dtype == DType::F16 || tensors.iter().any(|t| t.dtype() == DType::F16) {
         ctx.require_f16("elementwise f16 tensors")?;
     }
-    let mut alias = None;
+    let mut alias = Vec::new();
     if let Some(o) = out {
         if !Arc::ptr_eq(&o.ctx.inner, &ctx.inner) {
             return Err(Error::InvalidArgument(
@@ -864,14 +878,17 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
                 got: o.dtype(),
             });
         }
+        // An input sharing the output's buffer has the output's element count
+        // and (being broadcast-compatible) its 4-D shape: each invocation
+        // reads its own elements before writing them, so in place is safe.
         for (i, t) in tensors.iter().enumerate() {
             if Arc::ptr_eq(&t.buffer, &o.buffer) {
-                if t.shape() == o.shape() && t.dtype() == o.dtype() {
-                    alias = Some(i);
+                if dims4(t.shape()) == dims4(o.shape()) && t.dtype() == o.dtype() {
+                    alias.push(i);
                 } else {
                     return Err(Error::InvalidArgument(format!(
                         "the output shares its buffer with an input of shape {:?} ({}); \
-                         in place is allowed only for an input of the output's shape and dtype",
+                         in place needs the output's shape and dtype",
                         t.shape(),
                         t.dtype()
                     )));
@@ -887,10 +904,10 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
     let read: u64 = tensors
         .iter()
         .enumerate()
-        .filter(|(i, _)| Some(*i) != alias)
+        .filter(|(i, _)| !alias.contains(i))
         .map(|(_, t)| t.size_bytes())
         .sum::<u64>()
-        + alias.map_or(0, |i| tensors[i].size_bytes());
+        + alias.first().map_or(0, |&i| tensors[i].size_bytes());
     let mut plan = Plan {
         ctx: ctx.clone(),
         label: format!("fused {expr}"),
@@ -911,10 +928,8 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
             what: format!("an elementwise result of shape {:?}", lowered.shape),
         });
     }
-    let (vec4, inputs) = plan_access(&lowered, alias);
-    let bindings = inputs.len() - usize::from(alias.is_some())
-        + 1
-        + usize::from(!lowered.constants.is_empty());
+    let (vec4, inputs) = plan_access(&lowered, &alias);
+    let bindings = inputs.len() - alias.len() + 1 + usize::from(!lowered.constants.is_empty());
     let max_bindings = ctx.profile().max_storage_buffers_per_stage as usize;
     if bindings > max_bindings {
         return Err(Error::LimitExceeded {
@@ -966,7 +981,7 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
         binds.push((1, c));
     }
     for (j, t) in tensors.iter().enumerate() {
-        if Some(j) != alias {
+        if !alias.contains(&j) {
             binds.push((3 + j as u32, t.buffer()));
         }
     }

@@ -38,14 +38,16 @@
 //! - `min`/`max`/`clamp` propagate NaN (like `torch.minimum`, unlike IEEE
 //!   `minNum`). `relu(NaN)` is NaN.
 //! - `log(x<0)`, `sqrt(x<0)`, `rsqrt(x<0)` and `pow(x<0, non-integer)` are
-//!   NaN; `log(0)` is -inf; `rsqrt(0)` is +inf; `rsqrt(+inf)` is 0.
+//!   NaN; `log(0)` is -inf; `rsqrt(±0)` is +inf; `rsqrt(+inf)` is 0.
 //! - `x / 0` is ±inf (0/0 NaN) as the adapter's division gives it.
 //! - `sin`/`cos` reduce the argument by 2π (Cody-Waite, two constants) before
 //!   the hardware function, so large arguments stay accurate (abs error about
 //!   1e-7·|x|/2π); `sin(±inf)` is NaN.
 //! - `gelu`, `gelu_erf`, `silu` at -inf are 0 (their limit), at +inf +inf;
 //!   `sigmoid(-inf)` is 0, `tanh(±inf)` is ±1, `exp(-inf)` is 0.
-//! - Subnormal f32 values may be flushed to zero by the adapter.
+//! - Subnormal f32 values may be flushed to zero by the adapter, and results
+//!   below about 1e-36 in magnitude may come out as ±0 (`silu(-89)`: `e^89`
+//!   overflows f32, the quotient is -0 instead of -2e-37).
 
 use std::fmt;
 use std::ops::{Add, Div, Mul, Neg, Sub};
@@ -113,7 +115,8 @@ pub enum BinaryOp {
     /// `a / b`.
     Div,
     /// `a^b` as `exp2(b · log2|a|)` with the sign fixed for odd integer `b`,
-    /// NaN for negative `a` and non-integer `b`, 1 for `b = 0`.
+    /// NaN for negative `a` (-inf included) and non-integer `b`, 1 for
+    /// `b = 0`; the sign of a zero `a` is ignored (`(-0)^-1` is +inf).
     Pow,
     /// The smaller operand (NaN if either is NaN).
     Min,
