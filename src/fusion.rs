@@ -798,7 +798,14 @@ impl FusionCache {
             &g.wgsl,
             "main",
             &[],
-            false,
+            // Trusted (no wgpu runtime bounds checks), as `Kernel::trusted`
+            // kernels: the store is guarded by `unit < count`, contiguous
+            // loads use the same unit (inputs hold at least as many
+            // elements), single-element loads index 0, and broadcast offsets
+            // are coordinates below the output dims dotted with the input's
+            // own strides, so below its element count. WGTILE_CHECKED_SHADERS=1
+            // turns the checks back on.
+            true,
         )?);
         log::debug!("compiled fused kernel {}", g.key);
         let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
