@@ -113,6 +113,8 @@ pub struct Generated {
 /// A leaf of the lowered expression.
 enum Leaf {
     Tensor(Tensor),
+    /// The matmul accumulator (epilogues only).
+    Acc,
     Symbol {
         id: u32,
         shape: Vec<usize>,
@@ -125,12 +127,14 @@ impl Leaf {
         match self {
             Leaf::Tensor(t) => t.shape(),
             Leaf::Symbol { shape, .. } => shape,
+            Leaf::Acc => &[],
         }
     }
     fn dtype(&self) -> DType {
         match self {
             Leaf::Tensor(t) => t.dtype(),
             Leaf::Symbol { dtype, .. } => *dtype,
+            Leaf::Acc => DType::F32,
         }
     }
 }
@@ -194,6 +198,7 @@ fn lower(expr: &Expr) -> Result<Lowered> {
                     && a.dtype() == b.dtype()
             }
             (Leaf::Symbol { id, .. }, Node::Input { id: other, .. }) => id == other,
+            (Leaf::Acc, Node::Acc) => true,
             _ => false,
         };
         if let Some(i) = st.leaves.iter().position(same) {
@@ -206,6 +211,7 @@ fn lower(expr: &Expr) -> Result<Lowered> {
                 shape: shape.clone(),
                 dtype: *dtype,
             },
+            Node::Acc => Leaf::Acc,
             _ => unreachable!("only leaves"),
         });
         st.leaves.len() - 1
@@ -221,6 +227,7 @@ fn lower(expr: &Expr) -> Result<Lowered> {
                 // Symbols with the same id are the same input.
                 (Op::Load(leaf_index(st, e.as_node())), shape.clone())
             }
+            Node::Acc => (Op::Load(leaf_index(st, e.as_node())), Vec::new()),
             Node::Scalar(v) => {
                 st.constants.push(*v);
                 (Op::Const(st.constants.len() - 1), Vec::new())
@@ -351,6 +358,7 @@ fn plan_access(lowered: &Lowered, alias: &[usize]) -> (bool, Vec<InputDesc>) {
 /// compile for these shapes and dtypes.
 pub fn generate(expr: &Expr) -> Result<Generated> {
     let lowered = lower(expr)?;
+    refuse_acc(&lowered)?;
     let out_dtype = result_dtype(&lowered.leaves);
     let (vec4, inputs) = plan_access(&lowered, &[]);
     Ok(emit(
@@ -668,27 +676,7 @@ fn emit(
     }
     let _ = writeln!(s, "override WG: u32 = {WORKGROUP_SIZE}u;\n");
 
-    // Helpers, dependencies first, each once.
-    let mut wanted: Vec<&str> = Vec::new();
-    fn want(name: &'static str, wanted: &mut Vec<&'static str>) {
-        if wanted.contains(&name) {
-            return;
-        }
-        let (_, deps, _) = HELPERS.iter().find(|h| h.0 == name).expect("helper");
-        for d in *deps {
-            want(d, wanted);
-        }
-        wanted.push(name);
-    }
-    for op in ops {
-        for name in helper_names(op) {
-            want(name, &mut wanted);
-        }
-    }
-    for name in &wanted {
-        let (_, _, text) = HELPERS.iter().find(|h| h.0 == *name).expect("helper");
-        s.push_str(text);
-    }
+    s.push_str(&helpers_text(ops, false));
 
     s.push_str(
         "\n@compute @workgroup_size(WG, 1, 1)\n\
@@ -714,47 +702,9 @@ fn emit(
             if vec4 { " * 4u" } else { "" }
         );
     }
-    for (n, op) in ops.iter().enumerate() {
-        let a = |x: &usize| format!("v{x}");
-        let code = match op {
-            Op::Load(j) => {
-                let input = inputs[*j];
-                let widen = |x: String| {
-                    if vec4 {
-                        format!("vec4<f32>({x})")
-                    } else {
-                        format!("f32({x})")
-                    }
-                };
-                match input.access {
-                    Access::Output => widen("ew_out[i]".into()),
-                    Access::Contiguous => widen(format!("ew_in{j}[i]")),
-                    Access::Single => format!("V(f32(ew_in{j}[0]))"),
-                    Access::Broadcast { inner_unit } => {
-                        let off = format!(
-                            "(c0 * ew_p[{0}].x + c1 * ew_p[{0}].y + c2 * ew_p[{0}].z + c3 * ew_p[{0}].w)",
-                            2 + j
-                        );
-                        if vec4 && inner_unit {
-                            widen(format!("ew_in{j}[{off} / 4u]"))
-                        } else {
-                            format!("V(f32(ew_in{j}[{off}]))")
-                        }
-                    }
-                }
-            }
-            Op::Const(k) => format!("V(ew_k[{k}])"),
-            Op::Unary(u, x) => unary_code(*u, &a(x)),
-            Op::Binary(b, x, y) => binary_code(*b, &a(x), &a(y)),
-            Op::Where(c, x, y) => format!(
-                "select({}, {}, (bitcast<VU>({}) & VU(0x7fffffffu)) != VU(0u))",
-                a(y),
-                a(x),
-                a(c)
-            ),
-        };
-        let _ = writeln!(s, "    let v{n}: V = {code};");
-    }
+    let load = |j: usize| load_code(inputs[j], j, vec4);
+    let constant = |k: usize| format!("V(ew_k[{k}])");
+    s.push_str(&op_lines(ops, &load, &constant));
     let last = ops.len() - 1;
     let store = match (vec4, out_dtype) {
         (_, DType::F32) => format!("v{last}"),
@@ -773,6 +723,191 @@ fn emit(
 
 /// Pipelines by key, each with the clock tick of its last use.
 type LruMap = HashMap<String, (u64, Arc<wgpu::ComputePipeline>)>;
+
+/// The WGSL expression loading input `j` for the current unit.
+fn load_code(input: InputDesc, j: usize, vec4: bool) -> String {
+    let widen = |x: String| {
+        if vec4 {
+            format!("vec4<f32>({x})")
+        } else {
+            format!("f32({x})")
+        }
+    };
+    match input.access {
+        Access::Output => widen("ew_out[i]".into()),
+        Access::Contiguous => widen(format!("ew_in{j}[i]")),
+        Access::Single => format!("V(f32(ew_in{j}[0]))"),
+        Access::Broadcast { inner_unit } => {
+            let off = format!(
+                "(c0 * ew_p[{0}].x + c1 * ew_p[{0}].y + c2 * ew_p[{0}].z + c3 * ew_p[{0}].w)",
+                2 + j
+            );
+            if vec4 && inner_unit {
+                widen(format!("ew_in{j}[{off} / 4u]"))
+            } else {
+                format!("V(f32(ew_in{j}[{off}]))")
+            }
+        }
+    }
+}
+
+/// One `let vN: V = ...;` line per SSA value.
+fn op_lines(
+    ops: &[Op],
+    load: &dyn Fn(usize) -> String,
+    constant: &dyn Fn(usize) -> String,
+) -> String {
+    let mut s = String::new();
+    for (n, op) in ops.iter().enumerate() {
+        let a = |x: &usize| format!("v{x}");
+        let code = match op {
+            Op::Load(j) => load(*j),
+            Op::Const(k) => constant(*k),
+            Op::Unary(u, x) => unary_code(*u, &a(x)),
+            Op::Binary(b, x, y) => binary_code(*b, &a(x), &a(y)),
+            Op::Where(c, x, y) => format!(
+                "select({}, {}, (bitcast<VU>({}) & VU(0x7fffffffu)) != VU(0u))",
+                a(y),
+                a(x),
+                a(c)
+            ),
+        };
+        let _ = writeln!(s, "    let v{n}: V = {code};");
+    }
+    s
+}
+
+/// The helper functions `ops` need, dependencies first, each once.
+/// `epilogue` builds NaN and +inf without the elementwise uniform.
+fn helpers_text(ops: &[Op], epilogue: bool) -> String {
+    let mut wanted: Vec<&str> = Vec::new();
+    fn want(name: &'static str, wanted: &mut Vec<&'static str>) {
+        if wanted.contains(&name) {
+            return;
+        }
+        let (_, deps, _) = HELPERS.iter().find(|h| h.0 == name).expect("helper");
+        for d in *deps {
+            want(d, wanted);
+        }
+        wanted.push(name);
+    }
+    for op in ops {
+        for name in helper_names(op) {
+            want(name, &mut wanted);
+        }
+    }
+    let mut s = String::new();
+    for name in &wanted {
+        let (_, _, text) = HELPERS.iter().find(|h| h.0 == *name).expect("helper");
+        match (*name, epilogue) {
+            // A runtime operand (`params.m & 0u`) keeps WGSL's constant
+            // evaluation, which rejects NaN and infinities, out of it.
+            ("ew_nan", true) => s.push_str(
+                "fn ew_nan() -> V { return V(bitcast<f32>(0x7fc00000u | (params.m & 0u))); }\n",
+            ),
+            ("ew_inf", true) => s.push_str(
+                "fn ew_inf() -> V { return V(bitcast<f32>(0x7f800000u | (params.m & 0u))); }\n",
+            ),
+            _ => s.push_str(text),
+        }
+    }
+    s
+}
+
+fn refuse_acc(lowered: &Lowered) -> Result<()> {
+    if lowered.leaves.iter().any(|l| matches!(l, Leaf::Acc)) {
+        return Err(Error::InvalidArgument(
+            "Expr::acc() stands for a matmul accumulator: use it in Epilogue::expr".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A matmul epilogue generated from an expression of [`Expr::acc`].
+pub struct EpilogueCode {
+    /// WGSL defining `fn epilogue(acc: f32, z: u32, row: u32, col: u32) -> f32`
+    /// (and its helpers), spliced into a matmul kernel in place of the
+    /// built-in one ([`crate::kernels::Spec::epilogue`]).
+    pub wgsl: String,
+    /// The rank-1 tensor read per output column (binding 5), if any.
+    pub bias: Option<Tensor>,
+    /// The tensor of the output's shape (binding 6), if any.
+    pub residual: Option<Tensor>,
+}
+
+/// Generates a matmul epilogue from `expr`, whose leaves are [`Expr::acc`],
+/// scalars (baked into the text as exact bit patterns, so each value is its
+/// own pipeline), at most one rank-1 tensor (the bias: one value per output
+/// column) and at most one tensor of higher rank (the residual: the output's
+/// shape). Shapes and dtypes are checked against the matmul when it runs.
+/// Leaves may be [`Expr::input`] symbols (classified the same way) to
+/// generate text without a GPU.
+pub fn generate_epilogue(expr: &Expr) -> Result<EpilogueCode> {
+    let lowered = lower(expr)?;
+    let mut bias: Option<(usize, Option<Tensor>)> = None;
+    let mut residual: Option<(usize, Option<Tensor>)> = None;
+    for (j, leaf) in lowered.leaves.iter().enumerate() {
+        let tensor = match leaf {
+            Leaf::Acc => continue,
+            Leaf::Tensor(t) => Some(t.clone()),
+            Leaf::Symbol { .. } => None,
+        };
+        let slot = if leaf.shape().len() == 1 {
+            &mut bias
+        } else {
+            &mut residual
+        };
+        if slot.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "a matmul epilogue reads at most one rank-1 tensor (bias, per column) and one \
+                 tensor of the output's shape (residual); {expr} has more"
+            )));
+        }
+        *slot = Some((j, tensor));
+    }
+    if let Some(c) = lowered.constants.iter().find(|c| !c.is_finite()) {
+        return Err(Error::InvalidArgument(format!(
+            "matmul epilogue constants must be finite, not {c}"
+        )));
+    }
+    let bias_leaf = bias.as_ref().map(|b| b.0);
+    let residual_leaf = residual.as_ref().map(|r| r.0);
+    let load = |j: usize| {
+        if Some(j) == bias_leaf {
+            "f32(epi_bias[cc])".to_string()
+        } else if Some(j) == residual_leaf {
+            "f32(epi_residual[(z * params.m + rr) * params.n + cc])".to_string()
+        } else {
+            "acc".to_string()
+        }
+    };
+    let constant = |k: usize| format!("bitcast<f32>({}u)", lowered.constants[k].to_bits());
+    let mut s = format!(
+        "\n// Generated epilogue (src/fusion.rs): C = {expr}\n\
+         // It replaces the built-in `epilogue` (renamed `epilogue_builtin`). Reads\n\
+         // clamp row and col into C, so tiles past the edge read valid memory\n\
+         // (their results are not stored).\n\
+         alias V = f32;\nalias VU = u32;\nalias VB = bool;\n"
+    );
+    s.push_str(&helpers_text(&lowered.ops, true));
+    s.push_str(
+        "fn epilogue(acc: f32, z: u32, row: u32, col: u32) -> f32 {\n\
+         \x20   let rr = min(row, params.m - 1u);\n\
+         \x20   let cc = min(col, params.n - 1u);\n\
+         \x20   // Never true (the EPI_* consts stay 0 here): keeps bindings 5 and 6\n\
+         \x20   // in the pipeline layout when the expression reads neither.\n\
+         \x20   if EPI_BIAS == 1u && EPI_RESIDUAL == 1u {\n\
+         \x20       return f32(epi_bias[0]) + f32(epi_residual[0]);\n\
+         \x20   }\n",
+    );
+    s.push_str(&op_lines(&lowered.ops, &load, &constant));
+    let _ = writeln!(s, "    return v{};\n}}", lowered.ops.len() - 1);
+    Ok(EpilogueCode {
+        wgsl: s,
+        bias: bias.and_then(|b| b.1),
+        residual: residual.and_then(|r| r.1),
+    })
+}
 
 /// Fused pipelines of one device: bounded, least recently used evicted first.
 #[derive(Default)]
@@ -857,6 +992,7 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
                     "an expression with symbolic inputs (Expr::input) cannot be evaluated".into(),
                 ));
             }
+            Leaf::Acc => refuse_acc(&lowered)?,
         }
     }
     let out_dtype = result_dtype(&lowered.leaves);
@@ -1027,7 +1163,7 @@ pub(crate) fn plan_unfused(ctx: &Context, expr: &Expr) -> Result<Plan> {
     if lowered
         .leaves
         .iter()
-        .any(|l| matches!(l, Leaf::Symbol { .. }))
+        .any(|l| matches!(l, Leaf::Symbol { .. } | Leaf::Acc))
     {
         return Err(Error::InvalidArgument(
             "an expression with symbolic inputs (Expr::input) cannot be evaluated".into(),
@@ -1042,7 +1178,7 @@ pub(crate) fn plan_unfused(ctx: &Context, expr: &Expr) -> Result<Plan> {
     }
     fn has_tensor(e: &Expr) -> bool {
         match e.as_node() {
-            Node::Tensor(_) | Node::Input { .. } => true,
+            Node::Tensor(_) | Node::Input { .. } | Node::Acc => true,
             Node::Scalar(_) => false,
             Node::Unary(_, a) => has_tensor(a),
             Node::Binary(_, a, b) => has_tensor(a) || has_tensor(b),

@@ -193,3 +193,107 @@ fn broadcast_errors_name_both_shapes() {
         Err(wgtile::Error::InvalidArgument(_))
     ));
 }
+
+/// A whole matmul kernel (parts, consts, overrides, spliced epilogue) through
+/// naga, as tests/shaders.rs checks the registry's kernels.
+fn check_spec(spec: &wgtile::kernels::Spec) {
+    let label = format!("{:?} <{}>", spec.kernel, spec.dtype);
+    let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
+    let module = naga::front::wgsl::parse_str(&source)
+        .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(&source)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{label}: validate: {}", e.emit_to_string(&source)));
+    let mut constants = naga::back::PipelineConstants::default();
+    for &(name, value) in &spec.overrides {
+        constants.insert(name.to_string(), f64::from(value));
+    }
+    let entry = spec.kernel.entry_point();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, entry)),
+        &constants,
+    )
+    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
+    spv::write_vec(
+        &module,
+        &info,
+        &spv::Options::default(),
+        Some(&spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: entry.to_string(),
+        }),
+    )
+    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
+    if spec.kernel.uses_cooperative_matrix() {
+        return;
+    }
+    msl::write_string(
+        &module,
+        &info,
+        &msl::Options {
+            lang_version: (2, 4),
+            ..Default::default()
+        },
+        &msl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
+    let mut out = String::new();
+    hlsl::Writer::new(
+        &mut out,
+        &hlsl::Options {
+            shader_model: hlsl::ShaderModel::V6_2,
+            ..Default::default()
+        },
+        &hlsl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+        },
+    )
+    .write(&module, &info, None)
+    .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
+}
+
+#[test]
+fn generated_epilogues_in_every_matmul_kernel() {
+    use wgtile::kernels::{Kernel, Spec};
+    let acc = Expr::acc();
+    let bias = Expr::input(1, [8], DType::F32);
+    let residual = Expr::input(2, [8, 8], DType::F32);
+    let exprs = [
+        (acc.clone() * 0.5 + &bias).gelu_erf() + &residual,
+        Expr::where_(acc.clone().gt(0.0), &acc, acc.clone() * 0.01).tanh(),
+        (acc.clone().abs() + 1.0).log().pow(1.5).min(&bias).silu() - acc.clone().sigmoid(),
+        Expr::apply_unary(UnaryOp::Rsqrt, acc.clone().square() + 1.0).max(&residual),
+    ];
+    for e in &exprs {
+        let code = wgtile::fusion::generate_epilogue(e).unwrap();
+        for kernel in Kernel::ALL.into_iter().filter(|k| k.has_epilogue()) {
+            let dtypes: &[DType] = if kernel.is_dtype_generic() {
+                &DType::ALL
+            } else {
+                &[kernel.fixed_dtype()]
+            };
+            for &dtype in dtypes {
+                check_spec(
+                    &Spec::new(kernel)
+                        .dtype(dtype)
+                        .epilogue_text(code.wgsl.clone()),
+                );
+            }
+        }
+    }
+    // A kernel without an epilogue refuses the text; two biases are refused.
+    assert!(
+        Spec::new(Kernel::Fill)
+            .epilogue_text("fn epilogue() {}")
+            .wgsl()
+            .is_err()
+    );
+    let two = Expr::acc() + Expr::input(1, [8], DType::F32) + Expr::input(3, [8], DType::F32);
+    assert!(wgtile::fusion::generate_epilogue(&two).is_err());
+    assert!(generate(&(Expr::acc() + 1.0)).is_err());
+}

@@ -150,6 +150,8 @@ pub(crate) enum Node {
     },
     /// An `f32` constant, passed to the kernel in a buffer (not in its text).
     Scalar(f32),
+    /// A matmul's accumulator, in an [`Epilogue::expr`](crate::Epilogue::expr).
+    Acc,
     Unary(UnaryOp, Expr),
     Binary(BinaryOp, Expr, Expr),
     /// `select(b, a, cond != 0)`.
@@ -193,6 +195,13 @@ impl Expr {
             shape: shape.as_ref().to_vec(),
             dtype,
         })
+    }
+
+    /// The accumulator `A @ B` of a matmul, for an expression fused into its
+    /// store with [`Epilogue::expr`](crate::Epilogue::expr) (f32, before
+    /// rounding to the output dtype). [`Context::eval`] refuses it.
+    pub fn acc() -> Self {
+        Self::node(Node::Acc)
     }
 
     fn unary(self, op: UnaryOp) -> Self {
@@ -332,7 +341,7 @@ impl Expr {
                 return 0;
             }
             match e.as_node() {
-                Node::Tensor(_) | Node::Input { .. } | Node::Scalar(_) => 0,
+                Node::Tensor(_) | Node::Input { .. } | Node::Scalar(_) | Node::Acc => 0,
                 Node::Unary(_, a) => 1 + walk(a, seen),
                 Node::Binary(_, a, b) => 1 + walk(a, seen) + walk(b, seen),
                 Node::Where(c, a, b) => 1 + walk(c, seen) + walk(a, seen) + walk(b, seen),
@@ -348,6 +357,7 @@ impl fmt::Display for Expr {
             Node::Tensor(t) => write!(f, "{}{:?}", t.dtype(), t.shape()),
             Node::Input { id, shape, dtype } => write!(f, "in{id}:{dtype}{shape:?}"),
             Node::Scalar(v) => write!(f, "{v:?}"),
+            Node::Acc => f.write_str("acc"),
             Node::Unary(op, a) => write!(f, "{op:?}({a})"),
             Node::Binary(op, a, b) => write!(f, "{op:?}({a}, {b})"),
             Node::Where(c, a, b) => write!(f, "Where({c}, {a}, {b})"),
