@@ -144,7 +144,10 @@ struct Lowered {
     ops: Vec<Op>,
     leaves: Vec<Leaf>,
     constants: Vec<f32>,
+    /// The (common) broadcast shape of the roots.
     shape: Vec<usize>,
+    /// The SSA value of each expression lowered together.
+    roots: Vec<usize>,
 }
 
 /// NumPy broadcast of two shapes.
@@ -183,6 +186,12 @@ fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
 }
 
 fn lower(expr: &Expr) -> Result<Lowered> {
+    lower_many(std::slice::from_ref(expr))
+}
+
+/// Lowers several expressions into one SSA list sharing leaves, constants'
+/// buffer and common subexpressions (for one kernel with several outputs).
+fn lower_many(exprs: &[Expr]) -> Result<Lowered> {
     struct State {
         ops: Vec<Op>,
         leaves: Vec<Leaf>,
@@ -267,28 +276,76 @@ fn lower(expr: &Expr) -> Result<Lowered> {
         constants: Vec::new(),
         memo: HashMap::new(),
     };
-    let (root, shape) = walk(&mut st, expr)?;
-    if st.leaves.is_empty() {
-        return Err(Error::InvalidArgument(
-            "an elementwise expression needs at least one tensor (its shape and dtype come from them)"
-                .into(),
-        ));
+    let mut roots = Vec::with_capacity(exprs.len());
+    let mut shape: Option<Vec<usize>> = None;
+    for expr in exprs {
+        let (root, s) = walk(&mut st, expr)?;
+        if let Some(first) = &shape
+            && *first != s
+        {
+            return Err(Error::shape(
+                "eval_many",
+                first,
+                &s,
+                "every expression of one pass needs the same result shape",
+            ));
+        }
+        shape = Some(s);
+        roots.push(root);
     }
-    debug_assert_eq!(root, st.ops.len() - 1);
-    Ok(Lowered {
+    let Some(shape) = shape else {
+        return Err(Error::InvalidArgument("no expression to evaluate".into()));
+    };
+    let lowered = Lowered {
         ops: st.ops,
         leaves: st.leaves,
         constants: st.constants,
         shape,
-    })
+        roots,
+    };
+    for &root in &lowered.roots {
+        if lowered.leaves_of(root).is_empty() {
+            return Err(Error::InvalidArgument(
+                "an elementwise expression needs at least one tensor (its shape and dtype come from them)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(lowered)
 }
 
-/// Output dtype: f32 if any tensor input is f32, f16 if all are f16.
-fn result_dtype(leaves: &[Leaf]) -> DType {
-    if leaves.iter().all(|l| l.dtype() == DType::F16) {
-        DType::F16
-    } else {
-        DType::F32
+impl Lowered {
+    /// Indices of the leaves the value `root` depends on.
+    fn leaves_of(&self, root: usize) -> Vec<usize> {
+        let mut seen = vec![false; self.ops.len()];
+        let mut stack = vec![root];
+        let mut leaves = Vec::new();
+        while let Some(v) = stack.pop() {
+            if std::mem::replace(&mut seen[v], true) {
+                continue;
+            }
+            match self.ops[v] {
+                Op::Load(l) => leaves.push(l),
+                Op::Const(_) => {}
+                Op::Unary(_, a) => stack.push(a),
+                Op::Binary(_, a, b) => stack.extend([a, b]),
+                Op::Where(c, a, b) => stack.extend([c, a, b]),
+            }
+        }
+        leaves
+    }
+
+    /// Output dtype of `root`: f32 if any tensor it reads is f32, f16 if all are f16.
+    fn dtype_of(&self, root: usize) -> DType {
+        if self
+            .leaves_of(root)
+            .iter()
+            .all(|&l| self.leaves[l].dtype() == DType::F16)
+        {
+            DType::F16
+        } else {
+            DType::F32
+        }
     }
 }
 
@@ -357,15 +414,24 @@ fn plan_access(lowered: &Lowered, alias: &[usize]) -> (bool, Vec<InputDesc>) {
 /// tensors or [`Expr::input`] symbols): the text [`Context::eval`] would
 /// compile for these shapes and dtypes.
 pub fn generate(expr: &Expr) -> Result<Generated> {
-    let lowered = lower(expr)?;
+    generate_many(std::slice::from_ref(expr))
+}
+
+/// [`generate`] for one kernel with several outputs ([`Context::eval_many`]).
+pub fn generate_many(exprs: &[Expr]) -> Result<Generated> {
+    let lowered = lower_many(exprs)?;
     refuse_acc(&lowered)?;
-    let out_dtype = result_dtype(&lowered.leaves);
     let (vec4, inputs) = plan_access(&lowered, &[]);
+    let outputs: Vec<(usize, DType)> = lowered
+        .roots
+        .iter()
+        .map(|&r| (r, lowered.dtype_of(r)))
+        .collect();
     Ok(emit(
         &lowered.ops,
         &inputs,
         lowered.constants.len(),
-        out_dtype,
+        &outputs,
         vec4,
     ))
 }
@@ -577,13 +643,14 @@ fn key_of(
     ops: &[Op],
     inputs: &[InputDesc],
     constants: usize,
-    out_dtype: DType,
+    outputs: &[(usize, DType)],
     vec4: bool,
 ) -> String {
-    let mut k = format!(
-        "{};out={out_dtype};k={constants};in=",
-        if vec4 { "v4" } else { "s" }
-    );
+    let mut k = format!("{};k={constants};out=", if vec4 { "v4" } else { "s" });
+    for (root, dtype) in outputs {
+        let _ = write!(k, "{dtype}@{root},");
+    }
+    k.push_str(";in=");
     for i in inputs {
         let a = match i.access {
             Access::Contiguous => "c",
@@ -612,12 +679,13 @@ fn emit(
     ops: &[Op],
     inputs: &[InputDesc],
     constants: usize,
-    out_dtype: DType,
+    outputs: &[(usize, DType)],
     vec4: bool,
 ) -> Generated {
-    let key = key_of(ops, inputs, constants, out_dtype, vec4);
+    let key = key_of(ops, inputs, constants, outputs, vec4);
     let mut s = String::new();
-    let f16 = out_dtype == DType::F16 || inputs.iter().any(|i| i.dtype == DType::F16);
+    let f16 =
+        outputs.iter().any(|o| o.1 == DType::F16) || inputs.iter().any(|i| i.dtype == DType::F16);
     let _ = writeln!(
         s,
         "// wgtile fused elementwise kernel, generated by src/fusion.rs.\n\
@@ -651,15 +719,19 @@ fn emit(
         s.push_str("@group(0) @binding(1) var<storage, read> ew_k: array<f32>;\n");
     }
     let vec_ty = |d: DType| format!("vec4<{}>", d.wgsl());
-    let out_elem = if vec4 {
-        vec_ty(out_dtype)
-    } else {
-        out_dtype.wgsl().to_string()
-    };
-    let _ = writeln!(
-        s,
-        "@group(0) @binding(2) var<storage, read_write> ew_out: array<{out_elem}>;"
-    );
+    for (r, &(_, dtype)) in outputs.iter().enumerate() {
+        let elem = if vec4 {
+            vec_ty(dtype)
+        } else {
+            dtype.wgsl().to_string()
+        };
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read_write> {}: array<{elem}>;",
+            output_binding(r, inputs.len()),
+            output_name(r)
+        );
+    }
     for (j, input) in inputs.iter().enumerate() {
         let elem = match input.access {
             Access::Output => continue,
@@ -705,13 +777,15 @@ fn emit(
     let load = |j: usize| load_code(inputs[j], j, vec4);
     let constant = |k: usize| format!("V(ew_k[{k}])");
     s.push_str(&op_lines(ops, &load, &constant));
-    let last = ops.len() - 1;
-    let store = match (vec4, out_dtype) {
-        (_, DType::F32) => format!("v{last}"),
-        (true, DType::F16) => format!("vec4<f16>(v{last})"),
-        (false, DType::F16) => format!("f16(v{last})"),
-    };
-    let _ = writeln!(s, "    ew_out[i] = {store};\n}}");
+    for (r, &(root, dtype)) in outputs.iter().enumerate() {
+        let store = match (vec4, dtype) {
+            (_, DType::F32) => format!("v{root}"),
+            (true, DType::F16) => format!("vec4<f16>(v{root})"),
+            (false, DType::F16) => format!("f16(v{root})"),
+        };
+        let _ = writeln!(s, "    {}[i] = {store};", output_name(r));
+    }
+    s.push_str("}\n");
     Generated {
         key,
         wgsl: s,
@@ -723,6 +797,20 @@ fn emit(
 
 /// Pipelines by key, each with the clock tick of its last use.
 type LruMap = HashMap<String, (u64, Arc<wgpu::ComputePipeline>)>;
+
+/// Binding of output `r`: 2 for the first (so one-output kernels keep the
+/// layout in the module docs), after the inputs for the others.
+fn output_binding(r: usize, inputs: usize) -> usize {
+    if r == 0 { 2 } else { 3 + inputs + r - 1 }
+}
+
+fn output_name(r: usize) -> String {
+    if r == 0 {
+        "ew_out".into()
+    } else {
+        format!("ew_out{r}")
+    }
+}
 
 /// The WGSL expression loading input `j` for the current unit.
 fn load_code(input: InputDesc, j: usize, vec4: bool) -> String {
@@ -901,7 +989,7 @@ pub fn generate_epilogue(expr: &Expr) -> Result<EpilogueCode> {
          \x20   }\n",
     );
     s.push_str(&op_lines(&lowered.ops, &load, &constant));
-    let _ = writeln!(s, "    return v{};\n}}", lowered.ops.len() - 1);
+    let _ = writeln!(s, "    return v{};\n}}", lowered.roots[0]);
     Ok(EpilogueCode {
         wgsl: s,
         bias: bias.and_then(|b| b.1),
@@ -975,7 +1063,23 @@ impl Context {
 
 /// Builds the fused plan of `expr`, into `out` or a new tensor.
 pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Result<Plan> {
-    let lowered = lower(expr)?;
+    plan_fused_many(ctx, std::slice::from_ref(expr), out).map(|(plan, _)| plan)
+}
+
+/// One kernel computing every expression of `exprs` (same result shape),
+/// into `out` (one expression only) or new tensors: the plan (its output is
+/// the first) and all outputs.
+pub(crate) fn plan_fused_many(
+    ctx: &Context,
+    exprs: &[Expr],
+    out: Option<&Tensor>,
+) -> Result<(Plan, Vec<Tensor>)> {
+    let lowered = lower_many(exprs)?;
+    if out.is_some() && exprs.len() != 1 {
+        return Err(Error::InvalidArgument(
+            "an output tensor can be given for one expression only".into(),
+        ));
+    }
     let mut tensors = Vec::with_capacity(lowered.leaves.len());
     for leaf in &lowered.leaves {
         match leaf {
@@ -995,8 +1099,15 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
             Leaf::Acc => refuse_acc(&lowered)?,
         }
     }
-    let out_dtype = result_dtype(&lowered.leaves);
-    if out_dtype == DType::F16 || tensors.iter().any(|t| t.dtype() == DType::F16) {
+    let out_dtypes: Vec<(usize, DType)> = lowered
+        .roots
+        .iter()
+        .map(|&r| (r, lowered.dtype_of(r)))
+        .collect();
+    let out_dtype = out_dtypes[0].1;
+    if out_dtypes.iter().any(|o| o.1 == DType::F16)
+        || tensors.iter().any(|t| t.dtype() == DType::F16)
+    {
         ctx.require_f16("elementwise f16 tensors")?;
     }
     let mut alias = Vec::new();
@@ -1039,10 +1150,14 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
             }
         }
     }
-    let output = match out {
-        Some(o) => o.clone(),
-        None => ctx.alloc(&lowered.shape, out_dtype, "wgtile elementwise")?,
+    let outputs: Vec<Tensor> = match out {
+        Some(o) => vec![o.clone()],
+        None => out_dtypes
+            .iter()
+            .map(|&(_, dtype)| ctx.alloc(&lowered.shape, dtype, "wgtile elementwise"))
+            .collect::<Result<_>>()?,
     };
+    let output = outputs[0].clone();
     let n = output.numel();
     let read: u64 = tensors
         .iter()
@@ -1051,17 +1166,28 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
         .map(|(_, t)| t.size_bytes())
         .sum::<u64>()
         + alias.first().map_or(0, |&i| tensors[i].size_bytes());
+    let label = exprs
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut plan = Plan {
         ctx: ctx.clone(),
-        label: format!("fused {expr}"),
+        label: format!("fused {label}"),
         dispatches: Vec::new(),
         output,
-        flops: (expr.op_count() * n) as u64,
-        bytes: read + (n * out_dtype.size()) as u64,
-        scratch: Vec::new(),
+        // Shared subexpressions count once across the outputs.
+        flops: (lowered
+            .ops
+            .iter()
+            .filter(|o| !matches!(o, Op::Load(_) | Op::Const(_)))
+            .count()
+            * n) as u64,
+        bytes: read + outputs.iter().map(|o| o.size_bytes()).sum::<u64>(),
+        scratch: outputs[1..].to_vec(),
     };
     if n == 0 {
-        return Ok(plan);
+        return Ok((plan, outputs));
     }
     if n > u32::MAX as usize / 4 {
         return Err(Error::LimitExceeded {
@@ -1072,7 +1198,8 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
         });
     }
     let (vec4, inputs) = plan_access(&lowered, &alias);
-    let bindings = inputs.len() - alias.len() + 1 + usize::from(!lowered.constants.is_empty());
+    let bindings =
+        inputs.len() - alias.len() + outputs.len() + usize::from(!lowered.constants.is_empty());
     let max_bindings = ctx.profile().max_storage_buffers_per_stage as usize;
     if bindings > max_bindings {
         return Err(Error::LimitExceeded {
@@ -1086,7 +1213,7 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
         &lowered.ops,
         &inputs,
         lowered.constants.len(),
-        out_dtype,
+        &out_dtypes,
         vec4,
     );
     let pipeline = ctx.inner.fused.get(&ctx.inner.device, &generated)?;
@@ -1128,13 +1255,16 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
             binds.push((3 + j as u32, t.buffer()));
         }
     }
+    for (r, o) in outputs.iter().enumerate().skip(1) {
+        binds.push((output_binding(r, inputs.len()) as u32, o.buffer()));
+    }
     plan.dispatches.push(Dispatch::with_bindings(
         &ctx.inner.device,
         pipeline,
         &binds,
         [gx, gy, 1],
     ));
-    Ok(plan)
+    Ok((plan, outputs))
 }
 
 /// A small read-only storage buffer holding `words`.

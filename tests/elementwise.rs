@@ -908,3 +908,51 @@ fn more_elements_than_one_grid_row() {
         assert_eq!(ys[i], xs[i] * 2.0 + 1.0, "element {i}");
     }
 }
+
+#[test]
+fn several_outputs_in_one_pass() {
+    let Some(ctx) = common::ctx() else { return };
+    for n in [64usize, 67] {
+        let xd = common::random(n, 21);
+        let yd = common::random(n, 22);
+        let x = ctx.tensor(&xd, [n]).unwrap();
+        let y = ctx.tensor(&yd, [n]).unwrap();
+        let s = x.expr().sin();
+        let exprs = [s.clone(), &s * y.expr(), x.expr().cos() + 2.0];
+        let (plan, outs) = ctx.eval_many_plan(&exprs).unwrap();
+        assert_eq!(plan.dispatch_count(), 1);
+        assert_eq!(outs.len(), 3);
+        // x and y read once, three outputs written.
+        assert_eq!(plan.bytes(), 4 * n as u64 * (2 + 3));
+        for o in &outs {
+            ctx.fill(o, f32::NAN).unwrap();
+        }
+        plan.run().unwrap();
+        let refs: [&dyn Fn(f64, f64) -> f64; 3] =
+            [&|x, _| x.sin(), &|x, y| x.sin() * y, &|x, _| x.cos() + 2.0];
+        for (o, r) in outs.iter().zip(refs) {
+            let got = o.to_vec_blocking::<f32>().unwrap();
+            for i in 0..n {
+                let want = r(f64::from(xd[i]), f64::from(yd[i]));
+                assert!((f64::from(got[i]) - want).abs() <= 2e-6, "n={n} at {i}");
+            }
+        }
+    }
+    let a = ctx.zeros([3, 4], DType::F32).unwrap();
+    let b = ctx.zeros([4], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.eval_many(&[a.expr(), b.expr()]),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    assert!(matches!(ctx.eval_many(&[]), Err(Error::InvalidArgument(_))));
+    if ctx.profile().shader_f16 {
+        // Each output takes its own dtype rule.
+        let h = ctx.zeros([4], DType::F16).unwrap();
+        let outs = ctx
+            .eval_many(&[h.expr() + 1.0, h.expr() + b.expr()])
+            .unwrap();
+        assert_eq!(outs[0].dtype(), DType::F16);
+        assert_eq!(outs[1].dtype(), DType::F32);
+        assert_eq!(outs[0].to_f32_vec_blocking().unwrap(), [1.0; 4]);
+    }
+}

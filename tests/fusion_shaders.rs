@@ -297,3 +297,22 @@ fn generated_epilogues_in_every_matmul_kernel() {
     assert!(wgtile::fusion::generate_epilogue(&two).is_err());
     assert!(generate(&(Expr::acc() + 1.0)).is_err());
 }
+
+#[test]
+fn several_outputs_in_one_kernel() {
+    for (dtype, shape) in [(DType::F32, &[8usize, 12][..]), (DType::F16, &[5, 7][..])] {
+        let x = Expr::input(0, shape, dtype);
+        let y = Expr::input(1, shape, DType::F32);
+        let s = x.clone().sin();
+        let g = wgtile::fusion::generate_many(&[s.clone(), s * &y, x.clone().exp()]).unwrap();
+        check_wgsl(&g.key, &g.wgsl);
+        assert_eq!(g.wgsl.matches("sin(").count(), 1);
+        assert_eq!(g.wgsl.matches("ew_in0[").count(), 1);
+    }
+    let a = Expr::input(0, [3, 4], DType::F32);
+    let b = Expr::input(1, [4], DType::F32);
+    assert!(matches!(
+        wgtile::fusion::generate_many(&[a.clone(), b]),
+        Err(wgtile::Error::ShapeMismatch { .. })
+    ));
+}

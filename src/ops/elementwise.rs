@@ -476,6 +476,23 @@ impl Context {
         crate::fusion::plan_fused(self, expr, Some(out))
     }
 
+    /// Evaluates several expressions of the same result shape in ONE kernel
+    /// (one pass over the inputs; tensors and subexpressions they share are
+    /// loaded and computed once), returning one tensor per expression, each
+    /// with its own dtype rule. For example `sin(x)` and `cos(x)` together
+    /// read `x` once.
+    pub fn eval_many(&self, exprs: &[Expr]) -> Result<Vec<Tensor>> {
+        let (plan, outputs) = crate::fusion::plan_fused_many(self, exprs, None)?;
+        plan.run()?;
+        Ok(outputs)
+    }
+
+    /// [`Context::eval_many`] as a plan (whose `output` is the first result)
+    /// and all the outputs. `Plan::bytes` counts every output.
+    pub fn eval_many_plan(&self, exprs: &[Expr]) -> Result<(Plan, Vec<Tensor>)> {
+        crate::fusion::plan_fused_many(self, exprs, None)
+    }
+
     /// Evaluates `expr` the naive way, one kernel per operation node with an
     /// intermediate tensor between kernels (what an eager framework does), for
     /// comparison with [`Context::eval`]. Intermediates take the dtype rule of
