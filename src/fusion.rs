@@ -12,7 +12,9 @@
 //! # The kernel
 //! - bindings: 0 = uniform `array<vec4<u32>>` (element count, NaN/Inf bit
 //!   patterns, output dims, one stride vector per input), 1 = `array<f32>`
-//!   constants (only when there are scalars), 2 = output, 3.. = inputs.
+//!   constants (only when there are scalars), 2 = output, 3.. = inputs, then
+//!   any further outputs ([`Context::eval_many`]: several expressions of one
+//!   shape in one pass, sharing loads and subexpressions).
 //! - 256-invocation workgroups on a 2-D grid (x up to the adapter's
 //!   per-dimension limit, y for the rest), one unit per invocation, `if unit
 //!   >= count: return`.
@@ -29,6 +31,12 @@
 //!   functions for the ops with edge cases (see the module docs of
 //!   [`crate::ops::elementwise`] for the NaN/Inf rules); the result is
 //!   converted to the output dtype once, at the store.
+//!
+//! # Matmul epilogues
+//! [`generate_epilogue`] turns an expression of [`Expr::acc`] (the matmul
+//! accumulator), a bias and a residual into the WGSL of the matmul
+//! epilogue function, with the same per-op code and helpers (scalar `V`);
+//! [`crate::kernels::Spec::epilogue`] splices it into any matmul kernel.
 //!
 //! # Cache key
 //! [`Generated::key`] is a canonical string of everything the text depends

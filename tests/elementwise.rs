@@ -956,3 +956,29 @@ fn several_outputs_in_one_pass() {
         assert_eq!(outs[0].to_f32_vec_blocking().unwrap(), [1.0; 4]);
     }
 }
+
+#[test]
+fn pipeline_cache_stays_bounded() {
+    let Some(ctx) = common::ctx() else { return };
+    let data = common::random(5, 31);
+    let x = ctx.tensor(&data, [5]).unwrap();
+    // More distinct structures than the cache holds: x + 1 under 0..k negations.
+    let structures = wgtile::fusion::CACHE_CAPACITY + 6;
+    let mut e = x.expr() + 1.0;
+    for k in 0..structures {
+        let got = ctx.eval(&e).unwrap().to_vec_blocking::<f32>().unwrap();
+        let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+        for (g, v) in got.iter().zip(&data) {
+            assert_eq!(*g, sign * (v + 1.0), "{k} negations");
+        }
+        assert!(ctx.fused_kernel_count() <= wgtile::fusion::CACHE_CAPACITY);
+        e = -e;
+    }
+    // The first structure was evicted (least recently used) and compiles again.
+    let got = ctx
+        .eval(&(x.expr() + 1.0))
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    assert_eq!(got[0], data[0] + 1.0);
+}
