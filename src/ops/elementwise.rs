@@ -16,7 +16,10 @@
 //! output element, every intermediate lives in registers, the result is
 //! written once. `sin(x)^2 + cos(x)^2` moves 8 bytes per f32 element instead
 //! of the 40 that five separate kernels move ([`Context::eval_unfused`] runs
-//! that naive version for comparison).
+//! that naive version for comparison). [`Context::eval_many`] computes several
+//! expressions of one shape in one pass, and
+//! [`Epilogue::expr`](crate::Epilogue::expr) fuses an expression of the
+//! accumulator ([`Expr::acc`]) into a matmul's store.
 //!
 //! # Dtypes
 //! Tensors may be f32 or f16 (mixed freely); loads widen to f32, all math is
