@@ -15,9 +15,9 @@
 //!   constants (only when there are scalars), 2 = output, 3.. = inputs, then
 //!   any further outputs ([`Context::eval_many`]: several expressions of one
 //!   shape in one pass, sharing loads and subexpressions).
-//! - 256-invocation workgroups on a 2-D grid (x up to the adapter's
-//!   per-dimension limit, y for the rest), one unit per invocation, `if unit
-//!   >= count: return`.
+//! - 256-invocation workgroups on a 2-D grid (as few rows as the adapter's
+//!   per-dimension limit allows, rows of equal length, so more than 65535 x
+//!   256 units fit), one unit per invocation, `if unit >= count: return`.
 //! - **vec4 path** (a unit is 4 elements, 16-byte loads and stores of f32,
 //!   8-byte of f16) when the element count is a multiple of 4 and every input
 //!   is the output's shape, a single element, or a broadcast whose innermost
@@ -1229,8 +1229,10 @@ pub(crate) fn plan_fused_many(
     let units = if vec4 { n / 4 } else { n } as u32;
     let groups = units.div_ceil(WORKGROUP_SIZE);
     let max = ctx.profile().max_workgroups_per_dim;
-    let gx = groups.min(max);
-    let gy = groups.div_ceil(gx);
+    // Rows of at most `max` workgroups, balanced so the last row is not
+    // nearly empty (65536 groups: 2 x 32768, not 2 x 65535 with 65534 idle).
+    let gy = groups.div_ceil(max);
+    let gx = groups.div_ceil(gy);
     if gy > max {
         return Err(Error::LimitExceeded {
             limit: "max_compute_workgroups_per_dimension",
