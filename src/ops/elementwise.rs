@@ -93,9 +93,11 @@ pub enum UnaryOp {
     /// negative x.
     Gelu,
     /// GELU, erf form: `0.5 x (1 + erf(x/√2))` = `0.5 x erfc(-x/√2)`, with
-    /// erfc from Numerical Recipes' Chebyshev fit (`erfcc`, fractional error
-    /// below 1.2e-7 everywhere), so the result has a small *relative* error
-    /// also far into the negative tail.
+    /// erfc from Numerical Recipes' Chebyshev fit (`erfcc`: fractional error
+    /// below 1.2e-7 everywhere; we measured at most 1.05e-7 in f64 over
+    /// [0, 20]), so the result has a small *relative* error also far into
+    /// the negative tail. In f32 add the rounding of `exp(-z²)`, about
+    /// `u (8 + 4 x²)` relative with u = 2^-24 (what the tests allow).
     GeluErf,
     /// `x · sigmoid(x)`, computed as `x / (1 + e^-x)`.
     Silu,
