@@ -62,6 +62,10 @@ use crate::tensor::{MAX_RANK, Tensor};
 /// Invocations per workgroup.
 pub const WORKGROUP_SIZE: u32 = 256;
 
+/// Deepest expression accepted (operations from the root to a leaf): the
+/// lowering recurses, and kernels this long are better split anyway.
+pub const MAX_DEPTH: usize = 256;
+
 /// Most fused pipelines kept per device; the least recently used goes first.
 pub const CACHE_CAPACITY: usize = 64;
 
@@ -233,11 +237,17 @@ fn lower_many(exprs: &[Expr]) -> Result<Lowered> {
         });
         st.leaves.len() - 1
     }
-    fn walk(st: &mut State, e: &Expr) -> Result<(usize, Vec<usize>)> {
+    fn walk(st: &mut State, e: &Expr, depth: usize) -> Result<(usize, Vec<usize>)> {
         let ptr = Arc::as_ptr(&e.0);
         if let Some(v) = st.memo.get(&ptr) {
             return Ok(v.clone());
         }
+        if depth > MAX_DEPTH {
+            return Err(Error::InvalidArgument(format!(
+                "elementwise expression nested deeper than {MAX_DEPTH} operations"
+            )));
+        }
+        let walk = |st: &mut State, e: &Expr| walk(st, e, depth + 1);
         let (op, shape) = match e.as_node() {
             Node::Tensor(t) => (Op::Load(leaf_index(st, e.as_node())), t.shape().to_vec()),
             Node::Input { shape, .. } => {
@@ -287,7 +297,7 @@ fn lower_many(exprs: &[Expr]) -> Result<Lowered> {
     let mut roots = Vec::with_capacity(exprs.len());
     let mut shape: Option<Vec<usize>> = None;
     for expr in exprs {
-        let (root, s) = walk(&mut st, expr)?;
+        let (root, s) = walk(&mut st, expr, 0)?;
         if let Some(first) = &shape
             && *first != s
         {
@@ -1311,22 +1321,29 @@ pub(crate) fn plan_unfused(ctx: &Context, expr: &Expr) -> Result<Plan> {
     }
     struct State {
         memo: HashMap<*const Node, Expr>,
+        tensor_memo: HashMap<*const Node, bool>,
         dispatches: Vec<Dispatch>,
         scratch: Vec<Tensor>,
         bytes: u64,
         flops: u64,
     }
-    fn has_tensor(e: &Expr) -> bool {
-        match e.as_node() {
+    fn has_tensor(e: &Expr, seen: &mut HashMap<*const Node, bool>) -> bool {
+        let ptr = Arc::as_ptr(&e.0);
+        if let Some(&v) = seen.get(&ptr) {
+            return v;
+        }
+        let v = match e.as_node() {
             Node::Tensor(_) | Node::Input { .. } | Node::Acc => true,
             Node::Scalar(_) => false,
-            Node::Unary(_, a) => has_tensor(a),
-            Node::Binary(_, a, b) => has_tensor(a) || has_tensor(b),
-            Node::Where(c, a, b) => has_tensor(c) || has_tensor(a) || has_tensor(b),
-        }
+            Node::Unary(_, a) => has_tensor(a, seen),
+            Node::Binary(_, a, b) => has_tensor(a, seen) | has_tensor(b, seen),
+            Node::Where(c, a, b) => has_tensor(c, seen) | has_tensor(a, seen) | has_tensor(b, seen),
+        };
+        seen.insert(ptr, v);
+        v
     }
     fn go(ctx: &Context, st: &mut State, e: &Expr) -> Result<Expr> {
-        if matches!(e.as_node(), Node::Tensor(_)) || !has_tensor(e) {
+        if matches!(e.as_node(), Node::Tensor(_)) || !has_tensor(e, &mut st.tensor_memo) {
             // Leaves, and scalar-only subtrees (inlined where used).
             return Ok(e.clone());
         }
@@ -1352,6 +1369,7 @@ pub(crate) fn plan_unfused(ctx: &Context, expr: &Expr) -> Result<Plan> {
     }
     let mut st = State {
         memo: HashMap::new(),
+        tensor_memo: HashMap::new(),
         dispatches: Vec::new(),
         scratch: Vec::new(),
         bytes: 0,

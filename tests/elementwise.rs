@@ -982,3 +982,42 @@ fn pipeline_cache_stays_bounded() {
         .unwrap();
     assert_eq!(got[0], data[0] + 1.0);
 }
+
+#[test]
+fn deep_and_shared_expressions() {
+    let Some(ctx) = common::ctx() else { return };
+    let x = ctx.tensor(&common::random(8, 41), [8]).unwrap();
+    // A DAG of 40 nodes whose tree has 2^40 leaves: lowered once per node.
+    let mut e = x.expr();
+    for _ in 0..40 {
+        e = &e * 0.5 + &e * 0.5;
+    }
+    let got = ctx.eval(&e).unwrap().to_vec_blocking::<f32>().unwrap();
+    let want = x.to_vec_blocking::<f32>().unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * w.abs(), "{g} vs {w}");
+    }
+    assert!(e.to_string().chars().count() <= 410);
+    assert_eq!(ctx.eval_unfused_plan(&e).unwrap().dispatch_count(), 120);
+    // The deepest accepted expression runs (fused and unfused); one more
+    // level is an error, not a stack overflow.
+    let mut deep = x.expr();
+    for _ in 0..wgtile::fusion::MAX_DEPTH {
+        deep = deep.abs();
+    }
+    let fused = ctx.eval(&deep).unwrap().to_vec_blocking::<f32>().unwrap();
+    let unfused = ctx
+        .eval_unfused(&deep)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    for ((f, u), w) in fused.iter().zip(&unfused).zip(&want) {
+        assert_eq!((*f, *u), (w.abs(), w.abs()));
+    }
+    let deeper = deep.abs();
+    assert!(matches!(ctx.eval(&deeper), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        ctx.eval_unfused(&deeper),
+        Err(Error::InvalidArgument(_))
+    ));
+}

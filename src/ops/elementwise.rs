@@ -356,17 +356,57 @@ impl Expr {
     }
 }
 
+/// `Display` writes at most this many characters (a shared subexpression is
+/// written at each use, so a small DAG can spell out exponentially long).
+const DISPLAY_LIMIT: usize = 400;
+
 impl fmt::Display for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.as_node() {
-            Node::Tensor(t) => write!(f, "{}{:?}", t.dtype(), t.shape()),
-            Node::Input { id, shape, dtype } => write!(f, "in{id}:{dtype}{shape:?}"),
-            Node::Scalar(v) => write!(f, "{v:?}"),
-            Node::Acc => f.write_str("acc"),
-            Node::Unary(op, a) => write!(f, "{op:?}({a})"),
-            Node::Binary(op, a, b) => write!(f, "{op:?}({a}, {b})"),
-            Node::Where(c, a, b) => write!(f, "Where({c}, {a}, {b})"),
+        fn write(e: &Expr, out: &mut String) {
+            if out.len() > DISPLAY_LIMIT {
+                return;
+            }
+            match e.as_node() {
+                Node::Tensor(t) => out.push_str(&format!("{}{:?}", t.dtype(), t.shape())),
+                Node::Input { id, shape, dtype } => {
+                    out.push_str(&format!("in{id}:{dtype}{shape:?}"))
+                }
+                Node::Scalar(v) => out.push_str(&format!("{v:?}")),
+                Node::Acc => out.push_str("acc"),
+                Node::Unary(op, a) => {
+                    out.push_str(&format!("{op:?}("));
+                    write(a, out);
+                    out.push(')');
+                }
+                Node::Binary(op, a, b) => {
+                    out.push_str(&format!("{op:?}("));
+                    write(a, out);
+                    out.push_str(", ");
+                    write(b, out);
+                    out.push(')');
+                }
+                Node::Where(c, a, b) => {
+                    out.push_str("Where(");
+                    write(c, out);
+                    out.push_str(", ");
+                    write(a, out);
+                    out.push_str(", ");
+                    write(b, out);
+                    out.push(')');
+                }
+            }
         }
+        let mut out = String::new();
+        write(self, &mut out);
+        if out.len() > DISPLAY_LIMIT {
+            let cut = (0..=DISPLAY_LIMIT)
+                .rev()
+                .find(|&i| out.is_char_boundary(i))
+                .unwrap_or(0);
+            out.truncate(cut);
+            out.push('…');
+        }
+        f.write_str(&out)
     }
 }
 
