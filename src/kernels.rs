@@ -208,6 +208,11 @@ pub struct Spec {
     pub consts: Vec<(&'static str, u32)>,
     /// WGSL `override` values passed as pipeline constants.
     pub overrides: Vec<(&'static str, u32)>,
+    /// Generated WGSL replacing the matmul epilogue (kernels with
+    /// [`Kernel::has_epilogue`] only): it defines `fn epilogue(acc: f32, z:
+    /// u32, row: u32, col: u32) -> f32`, and the built-in one is renamed
+    /// `epilogue_builtin`. Made by [`crate::fusion::generate_epilogue`].
+    pub epilogue: Option<String>,
 }
 
 impl Spec {
@@ -218,7 +223,14 @@ impl Spec {
             dtype: kernel.fixed_dtype(),
             consts: Vec::new(),
             overrides: Vec::new(),
+            epilogue: None,
         }
+    }
+
+    /// Replaces the matmul epilogue with generated WGSL (see [`Spec::epilogue`]).
+    pub fn epilogue_text(mut self, wgsl: impl Into<String>) -> Self {
+        self.epilogue = Some(wgsl.into());
+        self
     }
 
     /// Sets the element type.
@@ -259,9 +271,17 @@ impl Spec {
         if generic && self.dtype == DType::F16 {
             out.push_str("enable f16;\n");
         }
+        if self.epilogue.is_some() && !self.kernel.has_epilogue() {
+            return Err(fail("kernel has no epilogue to replace".into()));
+        }
         let mut applied = vec![false; self.consts.len()];
         for line in src.lines() {
             let trimmed = line.trim();
+            if self.epilogue.is_some() && trimmed.starts_with("fn epilogue(") {
+                out.push_str(&line.replacen("fn epilogue(", "fn epilogue_builtin(", 1));
+                out.push('\n');
+                continue;
+            }
             if trimmed == ELEM_ALIAS {
                 out.push_str(&format!("alias Elem = {};\n", self.dtype.wgsl()));
                 continue;
@@ -282,6 +302,9 @@ impl Spec {
                     out.push('\n');
                 }
             }
+        }
+        if let Some(text) = &self.epilogue {
+            out.push_str(text);
         }
         if let Some(i) = applied.iter().position(|a| !a) {
             return Err(fail(format!(
@@ -304,6 +327,9 @@ impl Spec {
         let mut s = format!("{}<{}>", self.kernel.name(), self.dtype);
         for (k, v) in self.consts.iter().chain(&self.overrides) {
             s.push_str(&format!(" {k}={v}"));
+        }
+        if let Some(text) = &self.epilogue {
+            s.push_str(&format!(" epilogue={}B", text.len()));
         }
         s
     }

@@ -28,6 +28,7 @@
 mod context;
 mod dtype;
 mod error;
+pub mod fusion;
 pub mod kernels;
 pub mod ops;
 pub mod pad;
@@ -39,6 +40,7 @@ pub mod tune;
 pub use context::{AdapterProfile, Context, ContextOptions, CoopMatrixConfig};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
+pub use ops::elementwise::{BinaryOp, Expr, UnaryOp};
 pub use ops::matmul::{
     Activation, Epilogue, MatmulExplanation, MatmulOptions, MatmulShape, Padding,
 };

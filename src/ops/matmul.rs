@@ -138,6 +138,8 @@ pub struct Epilogue {
     bias: Option<Tensor>,
     residual: Option<Tensor>,
     activation: Activation,
+    /// Generated epilogue text ([`Epilogue::expr`]), or why it failed.
+    generated: Option<std::result::Result<String, String>>,
 }
 
 impl Default for Epilogue {
@@ -147,6 +149,7 @@ impl Default for Epilogue {
             bias: None,
             residual: None,
             activation: Activation::None,
+            generated: None,
         }
     }
 }
@@ -196,9 +199,34 @@ impl Epilogue {
         self.activation(Activation::Silu)
     }
 
+    /// An epilogue generated from an elementwise expression of the
+    /// accumulator [`Expr::acc`](crate::Expr::acc) (f32), for example
+    /// `(Expr::acc() * 0.5 + bias.expr()).gelu_erf() + residual.expr()`. It
+    /// REPLACES the other settings (scale, activation, bias, residual): the
+    /// expression's tensors become the bias (a rank-1 tensor of `N` values,
+    /// one per output column) and the residual (a tensor of the output's
+    /// shape), at most one of each, in the operands' dtype. Scalars are baked
+    /// into the kernel text (each distinct expression, values included, is
+    /// its own pipeline). An expression that breaks these rules makes the
+    /// matmul return `Err`.
+    pub fn expr(mut self, expr: &crate::Expr) -> Self {
+        match crate::fusion::generate_epilogue(expr) {
+            Ok(code) => {
+                self.alpha = 1.0;
+                self.activation = Activation::None;
+                self.bias = code.bias;
+                self.residual = code.residual;
+                self.generated = Some(Ok(code.wgsl));
+            }
+            Err(e) => self.generated = Some(Err(e.to_string())),
+        }
+        self
+    }
+
     /// True when it leaves `A @ B` unchanged.
     pub fn is_identity(&self) -> bool {
-        self.alpha == 1.0
+        self.generated.is_none()
+            && self.alpha == 1.0
             && self.bias.is_none()
             && self.residual.is_none()
             && self.activation == Activation::None
@@ -215,6 +243,9 @@ impl Epilogue {
             return spec;
         }
         let mut spec = spec;
+        if let Some(Ok(text)) = &self.generated {
+            return spec.epilogue_text(text.clone());
+        }
         if self.bias.is_some() {
             spec = spec.constant("EPI_BIAS", 1);
         }
@@ -228,6 +259,11 @@ impl Epilogue {
     }
 
     fn check(&self, ctx: &Context, dtype: DType, n: usize, out_shape: &[usize]) -> Result<()> {
+        if let Some(Err(e)) = &self.generated {
+            return Err(Error::InvalidArgument(format!(
+                "matmul epilogue expression: {e}"
+            )));
+        }
         if let Some(bias) = &self.bias {
             if bias.shape() != [n] {
                 return Err(Error::shape(

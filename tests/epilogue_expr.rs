@@ -1,0 +1,219 @@
+//! Matmul epilogues generated from elementwise expressions of the accumulator
+//! (`Epilogue::expr`) against an f64 reference, on every matmul kernel.
+//!
+//! Tolerance: the matmul's own bound (2 k u sum|a b|, tests/common) times
+//! the expression's largest slope in the accumulator, plus 16 f32 ulps of
+//! the result (and 2e-7 relative for the erfc fit), plus one f16 rounding
+//! for f16 outputs.
+
+mod common;
+
+use wgtile::{DType, Epilogue, Error, Expr, MatmulKernel, MatmulOptions, MatmulShape};
+
+fn gelu_erf(v: f64) -> f64 {
+    // Φ via the same accurate f64 erfc the elementwise tests use (series /
+    // continued fraction), inlined small: erfc(-v/√2) / 2.
+    fn erfc(x: f64) -> f64 {
+        if x < 0.0 {
+            return 2.0 - erfc(-x);
+        }
+        if x < 2.0 {
+            let (mut sum, mut power) = (0.0, x);
+            for n in 0..200 {
+                let term = power / (2 * n + 1) as f64;
+                sum += if n % 2 == 0 { term } else { -term };
+                if term.abs() < 1e-18 {
+                    break;
+                }
+                power *= x * x / (n + 1) as f64;
+            }
+            1.0 - 2.0 / std::f64::consts::PI.sqrt() * sum
+        } else {
+            let mut f = x;
+            for n in (1..=600).rev() {
+                f = x + (n as f64 / 2.0) / f;
+            }
+            (-x * x).exp() / std::f64::consts::PI.sqrt() / f
+        }
+    }
+    0.5 * v * erfc(-v / std::f64::consts::SQRT_2)
+}
+
+/// The expressions under test: (name, builder, f64 reference(acc, bias,
+/// residual), slope bound in acc).
+type Reference = fn(f64, f64, f64) -> f64;
+
+fn cases(
+    bias: &wgtile::Tensor,
+    residual: &wgtile::Tensor,
+) -> Vec<(&'static str, Expr, Reference, f64)> {
+    let acc = Expr::acc();
+    vec![
+        (
+            "gelu_erf(0.5 acc + bias) + residual",
+            (acc.clone() * 0.5 + bias.expr()).gelu_erf() + residual.expr(),
+            |a, b, r| gelu_erf(0.5 * a + b) + r,
+            0.5 * 1.13,
+        ),
+        (
+            "2 tanh(leaky_relu(acc)) - bias",
+            2.0 * Expr::where_(acc.clone().gt(0.0), &acc, acc.clone() * 0.1).tanh() - bias.expr(),
+            |a, b, _| 2.0 * (if a > 0.0 { a } else { 0.1 * a }).tanh() - b,
+            2.0,
+        ),
+        (
+            "sigmoid(acc)",
+            acc.clone().sigmoid(),
+            |a, _, _| 1.0 / (1.0 + (-a).exp()),
+            0.25,
+        ),
+    ]
+}
+
+fn check(
+    ctx: &wgtile::Context,
+    a_shape: &[usize],
+    b_shape: &[usize],
+    dtype: DType,
+    kernel: Option<MatmulKernel>,
+    seed: u64,
+) {
+    let shape = MatmulShape::new(a_shape, b_shape).unwrap();
+    if kernel
+        .is_some_and(|k| !k.accepts(dtype, shape.m, shape.n, shape.k) || !k.fits(ctx.profile()))
+    {
+        return;
+    }
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    let a_len: usize = a_shape.iter().product();
+    let b_len: usize = b_shape.iter().product();
+    let out_len: usize = shape.out_shape.iter().product();
+    let (a, ha) = common::upload(ctx, &common::random(a_len, seed), a_shape, dtype);
+    let (b, hb) = common::upload(ctx, &common::random(b_len, seed + 1), b_shape, dtype);
+    let (tb, hbias) = common::upload(ctx, &common::random(n, seed + 2), &[n], dtype);
+    let (tr, hres) = common::upload(
+        ctx,
+        &common::random(out_len, seed + 3),
+        &shape.out_shape,
+        dtype,
+    );
+    let offsets = common::batch_offsets(&shape);
+    let (prod, mag) = common::matmul_ref(&ha, &hb, m, n, k, &offsets);
+    for (name, expr, reference, slope) in cases(&tb, &tr) {
+        let epi = Epilogue::new().expr(&expr);
+        let out = ctx.full(&shape.out_shape, f32::NAN, dtype).unwrap();
+        let options = MatmulOptions {
+            kernel,
+            ..Default::default()
+        };
+        let plan = ctx
+            .matmul_plan_with(&a, &b, Some(&out), &options, &epi)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        plan.run().unwrap();
+        let got = out.to_f32_vec_blocking().unwrap();
+        let want: Vec<f64> = prod
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| reference(p, f64::from(hbias[i % n]), f64::from(hres[i])))
+            .collect();
+        let what = format!(
+            "{name}: {a_shape:?} x {b_shape:?} {dtype} [{}]",
+            plan.label()
+        );
+        common::assert_close(&what, &got, &want, |i| {
+            let product = common::matmul_tolerance(DType::F32, k, prod[i], mag[i]);
+            let f32_ops = 16.0 * 2f64.powi(-24) * (want[i].abs() + 1.0) + 2e-7 * want[i].abs();
+            let f16_out = if dtype == DType::F16 {
+                2f64.powi(-11) * want[i].abs() + 6e-8
+            } else {
+                0.0
+            };
+            slope * 1.01 * product + f32_ops + f16_out
+        });
+    }
+}
+
+fn kernels(ctx: &wgtile::Context) -> Vec<Option<MatmulKernel>> {
+    let mut ks = vec![
+        None,
+        Some(MatmulKernel::naive_for(ctx.profile())),
+        Some(MatmulKernel::Gemv),
+    ];
+    for vec4 in [false, true] {
+        ks.push(Some(MatmulKernel::Tiled {
+            tile: wgtile::tune::TILE_CONFIGS[1],
+            vec4,
+        }));
+    }
+    ks.push(Some(MatmulKernel::SplitK {
+        tile: wgtile::tune::TILE_CONFIGS[2],
+        vec4: false,
+        splits: 2,
+    }));
+    ks.extend(
+        wgtile::tune::COOP_CONFIGS
+            .into_iter()
+            .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
+            .map(Some),
+    );
+    ks
+}
+
+#[test]
+fn expression_epilogues_on_every_kernel() {
+    let Some(ctx) = common::ctx() else { return };
+    let shapes: [(&[usize], &[usize]); 4] = [
+        (&[37, 61], &[61, 53]),
+        (&[2, 33, 24], &[24, 72]),
+        (&[1, 300], &[300, 129]),
+        (&[129, 70], &[70, 1]),
+    ];
+    let dtypes: &[DType] = if ctx.profile().shader_f16 {
+        &[DType::F32, DType::F16]
+    } else {
+        &[DType::F32]
+    };
+    // Each kernel and dtype on one shape, rotating, so every shape meets
+    // several kernels while the test stays fast on a software adapter.
+    for (ki, kernel) in kernels(&ctx).into_iter().enumerate() {
+        for (di, &dtype) in dtypes.iter().enumerate() {
+            let i = (ki + 2 * di) % shapes.len();
+            let (a, b) = shapes[i];
+            check(&ctx, a, b, dtype, kernel, 10 * i as u64);
+        }
+    }
+}
+
+#[test]
+fn expression_epilogue_errors() {
+    let Some(ctx) = common::ctx() else { return };
+    let a = ctx.zeros([3, 4], DType::F32).unwrap();
+    let b = ctx.zeros([4, 5], DType::F32).unwrap();
+    let wrong_bias = ctx.zeros([4], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.matmul_with(
+            &a,
+            &b,
+            &Epilogue::new().expr(&(Expr::acc() + wrong_bias.expr()))
+        ),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let bias = ctx.zeros([5], DType::F32).unwrap();
+    let other = ctx.zeros([5], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.matmul_with(
+            &a,
+            &b,
+            &Epilogue::new().expr(&(Expr::acc() + bias.expr() * other.expr()))
+        ),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.matmul_with(&a, &b, &Epilogue::new().expr(&(Expr::acc() + f32::NAN))),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.eval(&(Expr::acc() + bias.expr())),
+        Err(Error::InvalidArgument(_))
+    ));
+}

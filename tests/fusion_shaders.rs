@@ -1,0 +1,318 @@
+//! Generated fused elementwise kernels parse and validate with naga and
+//! translate to SPIR-V, MSL and HLSL, for expressions covering every op, both
+//! dtypes, both paths (vec4 and scalar) and every input access kind. No GPU.
+
+use naga::back::{hlsl, msl, spv};
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+use wgtile::fusion::{Access, generate};
+use wgtile::{BinaryOp, DType, Expr, UnaryOp};
+
+const UNARY: [UnaryOp; 15] = [
+    UnaryOp::Neg,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Rsqrt,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+    UnaryOp::Tanh,
+    UnaryOp::Sigmoid,
+    UnaryOp::Relu,
+    UnaryOp::Gelu,
+    UnaryOp::GeluErf,
+    UnaryOp::Silu,
+    UnaryOp::Abs,
+    UnaryOp::Square,
+];
+
+const BINARY: [BinaryOp; 13] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Div,
+    BinaryOp::Pow,
+    BinaryOp::Min,
+    BinaryOp::Max,
+    BinaryOp::Lt,
+    BinaryOp::Le,
+    BinaryOp::Gt,
+    BinaryOp::Ge,
+    BinaryOp::Eq,
+    BinaryOp::Ne,
+];
+
+fn check_wgsl(label: &str, source: &str) {
+    let module = naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("{label}: parse: {}\n{source}", e.emit_to_string(source)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{label}: validate: {}\n{source}", e.emit_to_string(source)));
+    let constants = naga::back::PipelineConstants::default();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, "main")),
+        &constants,
+    )
+    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
+    let spirv = spv::write_vec(
+        &module,
+        &info,
+        &spv::Options::default(),
+        Some(&spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: "main".to_string(),
+        }),
+    )
+    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
+    assert!(!spirv.is_empty());
+    let msl_options = msl::Options {
+        lang_version: (2, 4),
+        ..Default::default()
+    };
+    msl::write_string(
+        &module,
+        &info,
+        &msl_options,
+        &msl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, "main".to_string())),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
+    let hlsl_options = hlsl::Options {
+        shader_model: hlsl::ShaderModel::V6_2,
+        ..Default::default()
+    };
+    let pipeline = hlsl::PipelineOptions {
+        entry_point: Some((naga::ShaderStage::Compute, "main".to_string())),
+    };
+    let mut out = String::new();
+    hlsl::Writer::new(&mut out, &hlsl_options, &pipeline)
+        .write(&module, &info, None)
+        .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
+}
+
+fn check(e: &Expr) -> wgtile::fusion::Generated {
+    let g = generate(e).unwrap_or_else(|err| panic!("{e}: {err}"));
+    check_wgsl(&format!("{e} [{}]", g.key), &g.wgsl);
+    g
+}
+
+/// Shapes giving each path: (vec4 contiguous, scalar contiguous).
+const SHAPES: [&[usize]; 2] = [&[8, 12], &[5, 7]];
+
+#[test]
+fn every_op_both_dtypes_both_paths() {
+    for dtype in DType::ALL {
+        for shape in SHAPES {
+            let x = Expr::input(0, shape, dtype);
+            let y = Expr::input(1, shape, dtype);
+            let vec4 = shape.iter().product::<usize>() % 4 == 0;
+            for op in UNARY {
+                let g = check(&Expr::apply_unary(op, &x));
+                assert_eq!(g.vec4, vec4);
+            }
+            for op in BINARY {
+                check(&Expr::apply_binary(op, &x, &y));
+                check(&Expr::apply_binary(op, &x, 1.5));
+                check(&Expr::apply_binary(op, 0.5, &x));
+            }
+            check(&Expr::where_(x.clone().gt(0.0), &x, y.clone() * 2.0));
+            check(&x.clone().clamp(-0.5, 0.5));
+            check(&x.clone().pow(2.5));
+        }
+    }
+}
+
+#[test]
+fn access_kinds_and_mixed_dtypes() {
+    for (a, b) in [(DType::F32, DType::F16), (DType::F16, DType::F32)] {
+        let x = Expr::input(0, [3, 8, 12], a);
+        // Inner dimension kept (vec4 loads along it), broadcast over rows.
+        let row = Expr::input(1, [12], b);
+        // Inner dimension broadcast (one element splat over 4 lanes).
+        let col = Expr::input(2, [3, 8, 1], b);
+        let one = Expr::input(3, [1], b);
+        let g = check(&((&x * &row + &col) * &one));
+        assert!(g.vec4, "{}", g.key);
+        let kinds: Vec<Access> = g.inputs.iter().map(|i| i.access).collect();
+        assert_eq!(
+            kinds,
+            [
+                Access::Contiguous,
+                Access::Broadcast { inner_unit: true },
+                Access::Broadcast { inner_unit: false },
+                Access::Single
+            ]
+        );
+        // Odd inner dimension: scalar path with the same broadcasts.
+        let x = Expr::input(0, [3, 5, 7], a);
+        let row = Expr::input(1, [7], b);
+        let col = Expr::input(2, [3, 5, 1], b);
+        let g = check(&(x.clone().sin() * row + col.gelu_erf()));
+        assert!(!g.vec4);
+        // Rank 4 with broadcasts in every position.
+        let p = Expr::input(0, [2, 1, 4, 1], a);
+        let q = Expr::input(1, [1, 3, 1, 8], b);
+        check(&Expr::where_(p.clone().lt(&q), p.exp(), q.tanh()));
+    }
+}
+
+#[test]
+fn structure_is_the_key() {
+    let x = Expr::input(0, [64], DType::F32);
+    let a = generate(&(x.clone() * 2.0 + 1.0)).unwrap();
+    let b = generate(&(x.clone() * 3.0 + -7.0)).unwrap();
+    assert_eq!(a.key, b.key, "constants are data, not structure");
+    assert_eq!(a.wgsl, b.wgsl);
+    let c = generate(&(x.clone() * 2.0 - 1.0)).unwrap();
+    assert_ne!(a.key, c.key);
+    // `x * x` loads x once; a shared subexpression is computed once.
+    let sq = generate(&(x.clone() * x.clone())).unwrap();
+    assert_eq!(sq.inputs.len(), 1);
+    assert_eq!(sq.wgsl.matches("ew_in0[").count(), 1, "{}", sq.wgsl);
+    let s = x.clone().sin();
+    let shared = generate(&(&s * &s + s.clone())).unwrap();
+    assert_eq!(shared.wgsl.matches("sin(").count(), 1, "{}", shared.wgsl);
+}
+
+#[test]
+fn broadcast_errors_name_both_shapes() {
+    let x = Expr::input(0, [3, 4], DType::F32);
+    let y = Expr::input(1, [5, 4], DType::F32);
+    match generate(&(x + y)) {
+        Err(wgtile::Error::ShapeMismatch { lhs, rhs, .. }) => {
+            assert_eq!(lhs, [3, 4]);
+            assert_eq!(rhs, [5, 4]);
+        }
+        other => panic!("expected ShapeMismatch, got {other:?}"),
+    }
+    assert!(matches!(
+        generate(&(Expr::scalar(1.0) + 2.0)),
+        Err(wgtile::Error::InvalidArgument(_))
+    ));
+}
+
+/// A whole matmul kernel (parts, consts, overrides, spliced epilogue) through
+/// naga, as tests/shaders.rs checks the registry's kernels.
+fn check_spec(spec: &wgtile::kernels::Spec) {
+    let label = format!("{:?} <{}>", spec.kernel, spec.dtype);
+    let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
+    let module = naga::front::wgsl::parse_str(&source)
+        .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(&source)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{label}: validate: {}", e.emit_to_string(&source)));
+    let mut constants = naga::back::PipelineConstants::default();
+    for &(name, value) in &spec.overrides {
+        constants.insert(name.to_string(), f64::from(value));
+    }
+    let entry = spec.kernel.entry_point();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, entry)),
+        &constants,
+    )
+    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
+    spv::write_vec(
+        &module,
+        &info,
+        &spv::Options::default(),
+        Some(&spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: entry.to_string(),
+        }),
+    )
+    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
+    if spec.kernel.uses_cooperative_matrix() {
+        return;
+    }
+    msl::write_string(
+        &module,
+        &info,
+        &msl::Options {
+            lang_version: (2, 4),
+            ..Default::default()
+        },
+        &msl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
+    let mut out = String::new();
+    hlsl::Writer::new(
+        &mut out,
+        &hlsl::Options {
+            shader_model: hlsl::ShaderModel::V6_2,
+            ..Default::default()
+        },
+        &hlsl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+        },
+    )
+    .write(&module, &info, None)
+    .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
+}
+
+#[test]
+fn generated_epilogues_in_every_matmul_kernel() {
+    use wgtile::kernels::{Kernel, Spec};
+    let acc = Expr::acc();
+    let bias = Expr::input(1, [8], DType::F32);
+    let residual = Expr::input(2, [8, 8], DType::F32);
+    let exprs = [
+        (acc.clone() * 0.5 + &bias).gelu_erf() + &residual,
+        Expr::where_(acc.clone().gt(0.0), &acc, acc.clone() * 0.01).tanh(),
+        (acc.clone().abs() + 1.0).log().pow(1.5).min(&bias).silu() - acc.clone().sigmoid(),
+        Expr::apply_unary(UnaryOp::Rsqrt, acc.clone().square() + 1.0).max(&residual),
+    ];
+    for e in &exprs {
+        let code = wgtile::fusion::generate_epilogue(e).unwrap();
+        for kernel in Kernel::ALL.into_iter().filter(|k| k.has_epilogue()) {
+            let dtypes: &[DType] = if kernel.is_dtype_generic() {
+                &DType::ALL
+            } else {
+                &[kernel.fixed_dtype()]
+            };
+            for &dtype in dtypes {
+                check_spec(
+                    &Spec::new(kernel)
+                        .dtype(dtype)
+                        .epilogue_text(code.wgsl.clone()),
+                );
+            }
+        }
+    }
+    // A kernel without an epilogue refuses the text; two biases are refused.
+    assert!(
+        Spec::new(Kernel::Fill)
+            .epilogue_text("fn epilogue() {}")
+            .wgsl()
+            .is_err()
+    );
+    let two = Expr::acc() + Expr::input(1, [8], DType::F32) + Expr::input(3, [8], DType::F32);
+    assert!(wgtile::fusion::generate_epilogue(&two).is_err());
+    assert!(generate(&(Expr::acc() + 1.0)).is_err());
+}
+
+#[test]
+fn several_outputs_in_one_kernel() {
+    for (dtype, shape) in [(DType::F32, &[8usize, 12][..]), (DType::F16, &[5, 7][..])] {
+        let x = Expr::input(0, shape, dtype);
+        let y = Expr::input(1, shape, DType::F32);
+        let s = x.clone().sin();
+        let g = wgtile::fusion::generate_many(&[s.clone(), s * &y, x.clone().exp()]).unwrap();
+        check_wgsl(&g.key, &g.wgsl);
+        assert_eq!(g.wgsl.matches("sin(").count(), 1);
+        assert_eq!(g.wgsl.matches("ew_in0[").count(), 1);
+    }
+    let a = Expr::input(0, [3, 4], DType::F32);
+    let b = Expr::input(1, [4], DType::F32);
+    assert!(matches!(
+        wgtile::fusion::generate_many(&[a.clone(), b]),
+        Err(wgtile::Error::ShapeMismatch { .. })
+    ));
+}
