@@ -42,6 +42,7 @@ pub use error::{Error, Result};
 pub use ops::matmul::{
     Activation, Epilogue, MatmulExplanation, MatmulOptions, MatmulShape, Padding,
 };
+pub use ops::reduce::{Axis, Reduction};
 pub use pad::PadChoice;
 pub use plan::Plan;
 pub use tensor::{MAX_RANK, Tensor, uniform_values};

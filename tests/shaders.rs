@@ -129,3 +129,18 @@ fn const_specialisation_rewrites_only_the_named_line() {
     assert!(f16.starts_with("enable f16;"));
     assert!(f16.contains("alias Elem = f16;"));
 }
+
+#[test]
+fn every_row_op_specialisation() {
+    let specs = wgtile::ops::rowops::rowops_specs();
+    assert!(specs.len() >= 100);
+    for spec in &specs {
+        check(spec);
+    }
+    // Subgroup reductions translate to every backend (checked above); make
+    // sure the subgroup kernels really contain them.
+    let sg = Spec::new(Kernel::SoftmaxSubgroup).wgsl().unwrap();
+    assert!(sg.contains("subgroupAdd(") && sg.contains("subgroupMax("));
+    assert!(Kernel::SoftmaxSubgroup.uses_subgroups());
+    assert!(!Kernel::Softmax.uses_subgroups());
+}

@@ -2,3 +2,5 @@
 //! which kernel to run, and builds a [`Plan`](crate::Plan) of dispatches.
 
 pub mod matmul;
+pub mod reduce;
+pub mod rowops;

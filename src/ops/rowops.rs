@@ -1,0 +1,546 @@
+//! Row operations over the last axis: softmax, log-softmax, LayerNorm and
+//! RMSNorm (this module), plus the launch layout shared with the reductions
+//! ([`crate::ops::reduce`]) and a copy through the same load/store path that
+//! benchmarks use as their bandwidth reference.
+//!
+//! A tensor of shape `[.., n]` is `rows = numel / n` rows of `n` contiguous
+//! elements. Every kernel computes in f32 whatever the dtype (f16 inputs are
+//! widened on load, results narrowed on store) and writes the input's dtype.
+//!
+//! Layout rule (see `shaders/rowops_common.wgsl`): rows are walked in chunks
+//! of 4 elements, one 16-byte (f32) access per chunk when `n % 4 == 0`; `T`
+//! invocations per row hold `R` chunks each in registers, so a row is read
+//! once when `n <= 4 * R * T` (up to 8192 elements with 256 invocations, 32768
+//! with 1024); longer rows stream twice (online softmax, Welford/Chan
+//! statistics). Short rows share a workgroup (`WG / T` rows). The subgroup
+//! kernels run when the adapter has `subgroups` and a row fills its workgroup.
+//!
+//! Fusion hooks: every row kernel reads its input only through `load_x` /
+//! `load_x4` (`shaders/rowops_load.wgsl`) and writes only through `store_y` /
+//! `store_y4` (`shaders/rowops_store.wgsl`), so generated elementwise code can
+//! replace those parts (see `shaders/README.md`).
+//!
+//! This module checks inputs and builds plans; it does not build WGSL.
+
+use crate::context::{AdapterProfile, Context};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::plan::Plan;
+use crate::tensor::Tensor;
+
+/// Most chunks of 4 elements one invocation keeps in registers (32 floats).
+pub(crate) const MAX_REGISTER_CHUNKS: u32 = 8;
+
+/// Chunks per invocation the register kernels aim for (16 floats: a row of
+/// 4096 on 256 invocations).
+const TARGET_CHUNKS: u32 = 4;
+
+/// Fewest invocations per workgroup: short rows share a workgroup of this size.
+pub(crate) const MIN_WORKGROUP: u32 = 64;
+
+/// Parameter flags, as in `shaders/rowops_common.wgsl`.
+pub(crate) const FLAG_LOG: u32 = 1;
+pub(crate) const FLAG_RMS: u32 = 2;
+pub(crate) const FLAG_WEIGHT: u32 = 4;
+pub(crate) const FLAG_BIAS: u32 = 8;
+
+/// The largest workgroup the row kernels use on `profile`, capped at `cap`.
+pub(crate) fn workgroup_cap(profile: &AdapterProfile, cap: u32) -> u32 {
+    let max = profile
+        .max_invocations
+        .min(profile.max_workgroup_size_x)
+        .max(1);
+    // A power of two: the tree reductions halve.
+    let mut wg = 1u32;
+    while wg * 2 <= max.min(cap) {
+        wg *= 2;
+    }
+    wg
+}
+
+/// How a row kernel is launched: workgroup size, invocations per row, chunks
+/// per invocation in registers (0: the streaming kernel), vector access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowLayout {
+    /// Invocations per workgroup.
+    pub(crate) wg: u32,
+    /// Invocations per row (a power of two dividing `wg`).
+    pub(crate) t: u32,
+    /// Chunks per invocation held in registers; 0 for the streaming kernels.
+    pub(crate) r: u32,
+    /// `n % 4 == 0`: one vector access per chunk.
+    pub(crate) vec4: bool,
+}
+
+impl RowLayout {
+    /// Rows per workgroup.
+    pub(crate) fn rows_per_group(&self) -> u32 {
+        self.wg / self.t
+    }
+
+    /// Whether this layout may use the subgroup kernels (one row per workgroup).
+    pub(crate) fn subgroup_ok(&self, profile: &AdapterProfile) -> bool {
+        profile.subgroups && self.t == self.wg
+    }
+}
+
+/// The layout for a register (one-read) kernel over rows of `n`, or the
+/// streaming layout (`r == 0`, one row per workgroup) when a row does not fit.
+pub(crate) fn register_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
+    let vec4 = n.is_multiple_of(4);
+    let chunks = n.div_ceil(4).max(1);
+    let small = workgroup_cap(profile, 256);
+    let big = workgroup_cap(profile, 1024);
+    let t_for = |cap: u32| chunks.div_ceil(TARGET_CHUNKS).next_power_of_two().min(cap);
+    for cap in [small, big] {
+        let t = t_for(cap);
+        let r = chunks.div_ceil(t).next_power_of_two();
+        if r <= MAX_REGISTER_CHUNKS {
+            return RowLayout {
+                wg: t.max(MIN_WORKGROUP.min(small)),
+                t,
+                r,
+                vec4,
+            };
+        }
+    }
+    RowLayout {
+        wg: small,
+        t: small,
+        r: 0,
+        vec4,
+    }
+}
+
+/// `(rows, n)` of a tensor seen as rows over its last axis.
+pub(crate) fn rows_of(op: &str, x: &Tensor) -> Result<(usize, usize)> {
+    let Some(&n) = x.shape().last() else {
+        return Err(Error::InvalidArgument(format!(
+            "{op} works over the last axis and needs rank >= 1, got a rank-0 tensor"
+        )));
+    };
+    // Every dimension but the last (not numel / n, which fails for n = 0).
+    let rows = x.shape()[..x.rank() - 1].iter().product();
+    Ok((rows, n))
+}
+
+/// A count as u32, or the error saying which limit it breaks.
+pub(crate) fn to_u32(what: &str, value: usize) -> Result<u32> {
+    u32::try_from(value).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "{what} is {value}, more than the 2^32 - 1 the row kernels index"
+        ))
+    })
+}
+
+/// A 2-D grid of `groups` workgroups (x first), within the adapter's limit.
+pub(crate) fn grid(profile: &AdapterProfile, groups: u64, what: &str) -> Result<[u32; 3]> {
+    let max = u64::from(profile.max_workgroups_per_dim.max(1));
+    let gx = groups.clamp(1, max);
+    let gy = groups.div_ceil(gx).max(1);
+    if gy > max {
+        return Err(Error::LimitExceeded {
+            limit: "max_compute_workgroups_per_dimension",
+            requested: gy,
+            max,
+            what: format!("{what}: {groups} workgroups"),
+        });
+    }
+    Ok([gx as u32, gy as u32, 1])
+}
+
+/// The parameter block of `shaders/rowops_common.wgsl`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RowParams {
+    pub(crate) rows: u32,
+    pub(crate) n: u32,
+    pub(crate) groups_x: u32,
+    pub(crate) split: u32,
+    pub(crate) seg: u32,
+    pub(crate) flags: u32,
+    pub(crate) eps: f32,
+    pub(crate) scale: f32,
+}
+
+impl RowParams {
+    pub(crate) fn buffer(&self, ctx: &Context) -> wgpu::Buffer {
+        ctx.uniform(&[
+            self.rows,
+            self.n,
+            self.groups_x,
+            self.split.max(1),
+            self.seg,
+            self.flags,
+            self.eps.to_bits(),
+            self.scale.to_bits(),
+        ])
+    }
+}
+
+/// Checks the dtype is usable (f16 needs `shader-f16`).
+pub(crate) fn check_dtype(ctx: &Context, op: &str, dtype: DType) -> Result<()> {
+    if dtype == DType::F16 {
+        ctx.require_f16(op)?;
+    }
+    Ok(())
+}
+
+/// The spec of a row kernel at a layout (`R` only for the register kernels).
+pub(crate) fn row_spec(kernel: Kernel, dtype: DType, layout: &RowLayout) -> Spec {
+    let mut spec = Spec::new(kernel)
+        .dtype(dtype)
+        .constant("VEC", if layout.vec4 { 4 } else { 1 })
+        .override_("WG", layout.wg)
+        .override_("T", layout.t);
+    if layout.r > 0 {
+        spec = spec.constant("R", layout.r);
+    }
+    spec
+}
+
+/// Which row-writing op a plan runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowOp {
+    Softmax,
+    LogSoftmax,
+    LayerNorm,
+    RmsNorm,
+}
+
+impl RowOp {
+    fn name(self) -> &'static str {
+        match self {
+            RowOp::Softmax => "softmax",
+            RowOp::LogSoftmax => "log_softmax",
+            RowOp::LayerNorm => "layer_norm",
+            RowOp::RmsNorm => "rms_norm",
+        }
+    }
+
+    /// Floating-point operations per element (documented on the public plans).
+    fn flops_per_element(self) -> u64 {
+        match self {
+            RowOp::Softmax => 5,
+            RowOp::LogSoftmax => 4,
+            RowOp::LayerNorm => 8,
+            RowOp::RmsNorm => 5,
+        }
+    }
+
+    fn kernel(self, layout: &RowLayout, profile: &AdapterProfile) -> Kernel {
+        let sg = layout.subgroup_ok(profile);
+        let streaming = layout.r == 0;
+        match self {
+            RowOp::Softmax | RowOp::LogSoftmax => match (streaming, sg) {
+                (false, false) => Kernel::Softmax,
+                (false, true) => Kernel::SoftmaxSubgroup,
+                (true, false) => Kernel::SoftmaxOnline,
+                (true, true) => Kernel::SoftmaxOnlineSubgroup,
+            },
+            RowOp::LayerNorm | RowOp::RmsNorm => match (streaming, sg) {
+                (true, _) => Kernel::NormStreaming,
+                (false, false) => Kernel::Norm,
+                (false, true) => Kernel::NormSubgroup,
+            },
+        }
+    }
+}
+
+/// Checks an optional affine parameter: shape `[n]`, the input's dtype.
+fn check_param(op: &'static str, x: &Tensor, p: Option<&Tensor>, n: usize) -> Result<()> {
+    let Some(p) = p else { return Ok(()) };
+    if p.shape() != [n] {
+        return Err(Error::shape(
+            op,
+            x.shape(),
+            p.shape(),
+            format!("the affine parameter must have shape [{n}] (the row length)"),
+        ));
+    }
+    if p.dtype() != x.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: x.dtype(),
+            got: p.dtype(),
+        });
+    }
+    Ok(())
+}
+
+impl Context {
+    fn row_plan(
+        &self,
+        op: RowOp,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Plan> {
+        let name = op.name();
+        let (rows, n) = rows_of(name, x)?;
+        check_dtype(self, name, x.dtype())?;
+        check_param(name, x, weight, n)?;
+        check_param(name, x, bias, n)?;
+        if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) && !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: eps must be finite and >= 0, got {eps}"
+            )));
+        }
+        let output = self.alloc(x.shape(), x.dtype(), "wgtile row op out")?;
+        let elem = x.dtype().size() as u64;
+        let params_bytes: u64 = [weight, bias]
+            .into_iter()
+            .flatten()
+            .map(|p| p.numel() as u64 * elem)
+            .sum();
+        let numel = x.numel() as u64;
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: format!("{name} (empty)"),
+            dispatches: Vec::new(),
+            output,
+            flops: op.flops_per_element() * numel,
+            bytes: 2 * numel * elem + params_bytes,
+            scratch: Vec::new(),
+        };
+        if rows == 0 || n == 0 {
+            return Ok(plan);
+        }
+        let rows32 = to_u32(&format!("{name}: rows"), rows)?;
+        let n32 = to_u32(&format!("{name}: row length"), n)?;
+        to_u32(&format!("{name}: elements"), x.numel())?;
+        let profile = self.profile();
+        let layout = register_layout(profile, n32);
+        let kernel = op.kernel(&layout, profile);
+        let groups = u64::from(rows32).div_ceil(u64::from(layout.rows_per_group()));
+        let workgroups = grid(profile, groups, name)?;
+        let mut flags = match op {
+            RowOp::LogSoftmax => FLAG_LOG,
+            RowOp::RmsNorm => FLAG_RMS,
+            _ => 0,
+        };
+        if weight.is_some() {
+            flags |= FLAG_WEIGHT;
+        }
+        if bias.is_some() {
+            flags |= FLAG_BIAS;
+        }
+        let params = RowParams {
+            rows: rows32,
+            n: n32,
+            groups_x: workgroups[0],
+            split: 1,
+            seg: 0,
+            flags,
+            eps,
+            scale: 1.0,
+        }
+        .buffer(self);
+        let spec = row_spec(kernel, x.dtype(), &layout);
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let mut buffers: Vec<&wgpu::Buffer> = vec![&params, &x.buffer, &plan.output.buffer];
+        if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) {
+            buffers.push(weight.map_or(&self.inner.dummy, |w| &w.buffer));
+            buffers.push(bias.map_or(&self.inner.dummy, |b| &b.buffer));
+        }
+        plan.dispatches.push(Dispatch::new(
+            &self.inner.device,
+            pipeline,
+            &buffers,
+            workgroups,
+        ));
+        plan.label = format!(
+            "{name} {:?} {} ({} wg={} t={} r={} vec{})",
+            x.shape(),
+            x.dtype(),
+            kernel.name(),
+            layout.wg,
+            layout.t,
+            layout.r,
+            if layout.vec4 { 4 } else { 1 }
+        );
+        Ok(plan)
+    }
+
+    /// Softmax over the last axis: `exp(x - max) / sum(exp(x - max))` per row,
+    /// computed in f32, written in `x`'s dtype (f32 or f16).
+    ///
+    /// Semantics: `-inf` entries get probability 0 (masking); a row of only
+    /// `-inf` gives zeros (not NaN); a NaN or `+inf` anywhere in a row makes
+    /// that output row NaN (as PyTorch); large finite inputs (up to f32::MAX)
+    /// do not overflow. Rank 0 is an error; empty tensors give empty results.
+    pub fn softmax(&self, x: &Tensor) -> Result<Tensor> {
+        let plan = self.softmax_plan(x)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::softmax`] as a [`Plan`]. `bytes` = input read once + output
+    /// written once (rows longer than the registers hold, see the module
+    /// docs, read the input twice); `flops` = 5 per element (max, subtract,
+    /// exp, add, divide).
+    pub fn softmax_plan(&self, x: &Tensor) -> Result<Plan> {
+        self.row_plan(RowOp::Softmax, x, None, None, 0.0)
+    }
+
+    /// Log-softmax over the last axis: `x - max - log(sum(exp(x - max)))`,
+    /// with [`Context::softmax`]'s semantics (`-inf` entries stay `-inf`, a
+    /// row of only `-inf` gives `-inf`, NaN/`+inf` rows give NaN).
+    pub fn log_softmax(&self, x: &Tensor) -> Result<Tensor> {
+        let plan = self.log_softmax_plan(x)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::log_softmax`] as a [`Plan`]; `flops` = 4 per element.
+    pub fn log_softmax_plan(&self, x: &Tensor) -> Result<Plan> {
+        self.row_plan(RowOp::LogSoftmax, x, None, None, 0.0)
+    }
+
+    /// LayerNorm over the last axis:
+    /// `(x - mean) / sqrt(var + eps) * weight + bias` per row, with the biased
+    /// variance (divided by n) computed two-pass (or by Welford/Chan merges for
+    /// long rows), in f32, written in `x`'s dtype. `weight` (gamma) and `bias`
+    /// (beta) are optional, shape `[n]`, `x`'s dtype
+    /// ([`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] otherwise). `eps`
+    /// must be finite and >= 0.
+    pub fn layer_norm(
+        &self,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let plan = self.layer_norm_plan(x, weight, bias, eps)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::layer_norm`] as a [`Plan`]; `bytes` counts `x`, the
+    /// parameters and the output once; `flops` = 8 per element.
+    pub fn layer_norm_plan(
+        &self,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Plan> {
+        self.row_plan(RowOp::LayerNorm, x, weight, bias, eps)
+    }
+
+    /// RMSNorm over the last axis: `x / sqrt(mean(x^2) + eps) * weight`, with
+    /// an optional `weight` of shape `[n]` in `x`'s dtype.
+    pub fn rms_norm(&self, x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+        let plan = self.rms_norm_plan(x, weight, eps)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::rms_norm`] as a [`Plan`]; `flops` = 5 per element.
+    pub fn rms_norm_plan(&self, x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Plan> {
+        self.row_plan(RowOp::RmsNorm, x, weight, None, eps)
+    }
+
+    /// A copy of `x` through the row kernels' load/store path (vec4 accesses
+    /// when the element count is a multiple of 4), as a [`Plan`]: the
+    /// bandwidth reference the row-op benchmarks report their fraction of.
+    /// `bytes` = read + write.
+    pub fn copy_plan(&self, x: &Tensor) -> Result<Plan> {
+        check_dtype(self, "copy", x.dtype())?;
+        let output = self.alloc(x.shape(), x.dtype(), "wgtile copy out")?;
+        let numel = x.numel();
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: "copy (empty)".into(),
+            dispatches: Vec::new(),
+            output,
+            flops: 0,
+            bytes: 2 * x.size_bytes(),
+            scratch: Vec::new(),
+        };
+        if numel == 0 {
+            return Ok(plan);
+        }
+        let n = to_u32("copy: elements", numel)?;
+        let profile = self.profile();
+        let wg = workgroup_cap(profile, 256);
+        let layout = RowLayout {
+            wg,
+            t: wg,
+            r: 0,
+            vec4: n.is_multiple_of(4),
+        };
+        let workgroups = grid(profile, u64::from(n.div_ceil(4).div_ceil(wg)), "copy")?;
+        let params = RowParams {
+            rows: 1,
+            n,
+            groups_x: workgroups[0],
+            split: 1,
+            scale: 1.0,
+            ..RowParams::default()
+        }
+        .buffer(self);
+        let spec = row_spec(Kernel::RowCopy, x.dtype(), &layout);
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        plan.dispatches.push(Dispatch::new(
+            &self.inner.device,
+            pipeline,
+            &[&params, &x.buffer, &plan.output.buffer],
+            workgroups,
+        ));
+        plan.label = format!("copy {:?} {}", x.shape(), x.dtype());
+        Ok(plan)
+    }
+}
+
+/// Every specialisation the row-op and reduction dispatchers can produce
+/// (kernel x dtype x vector width x registers x workgroup shape), for
+/// `tests/shaders.rs`.
+pub fn rowops_specs() -> Vec<Spec> {
+    let mut specs = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        for vec4 in [false, true] {
+            // Register kernels: every R; T == WG (subgroup-eligible) and T < WG.
+            for r in [1, 2, 4, 8] {
+                for (wg, t) in [(64, 64), (64, 1), (256, 256), (1024, 1024)] {
+                    let layout = RowLayout { wg, t, r, vec4 };
+                    for kernel in [
+                        Kernel::Softmax,
+                        Kernel::SoftmaxSubgroup,
+                        Kernel::Norm,
+                        Kernel::NormSubgroup,
+                    ] {
+                        specs.push(row_spec(kernel, dtype, &layout));
+                    }
+                }
+            }
+            let streaming = RowLayout {
+                wg: 256,
+                t: 256,
+                r: 0,
+                vec4,
+            };
+            for kernel in [
+                Kernel::SoftmaxOnline,
+                Kernel::SoftmaxOnlineSubgroup,
+                Kernel::NormStreaming,
+                Kernel::RowCopy,
+            ] {
+                specs.push(row_spec(kernel, dtype, &streaming));
+            }
+            for op in [0, 1] {
+                for (wg, t) in [(64, 1), (64, 64), (256, 256)] {
+                    let layout = RowLayout { wg, t, r: 0, vec4 };
+                    for kernel in [Kernel::Reduce, Kernel::ReduceSubgroup] {
+                        specs.push(row_spec(kernel, dtype, &layout).constant("OP", op));
+                    }
+                }
+            }
+        }
+        for op in [0, 1] {
+            specs.push(crate::ops::reduce::combine_spec(dtype, op, 256));
+        }
+    }
+    specs
+}
