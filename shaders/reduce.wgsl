@@ -4,8 +4,8 @@
 //
 // Entry `main`, one pass:
 //   split == 1: WG / T rows per workgroup, T invocations per row; each
-//     invocation accumulates its chunks (4-wide f32 accumulators: 4
-//     independent sums) then the row is reduced with `row_sum`/`row_max`
+//     invocation accumulates its chunks, four loads in flight per step
+//     (4-wide f32 accumulators: 4 independent sums), then the row is reduced with `row_sum`/`row_max`
 //     (subgroup ops or the workgroup-memory tree, per the assembled part);
 //     invocation 0 of the row writes out[row].
 //   split > 1 (few long rows, e.g. a whole-tensor reduction, that would
@@ -56,12 +56,29 @@ fn main(ids: Ids) {
     var acc = vec4<f32>(0.0);
     var hi = vec4<f32>(neg_inf());
     var saw_nan = false;
+    // Lanes past the row end: the identity of the reduction.
+    let pad = select(0.0, neg_inf(), OP == 1u);
     if live {
-        for (var c = start + tid; c < end; c += T) {
+        var c = start + tid;
+        // Four chunks per step, loaded before they are combined: four loads
+        // in flight per invocation however the compiler treats the loop.
+        for (; c + 3u * T < end; c += 4u * T) {
+            let a = load_chunk(row, c, pad);
+            let b = load_chunk(row, c + T, pad);
+            let d = load_chunk(row, c + 2u * T, pad);
+            let e = load_chunk(row, c + 3u * T, pad);
             if OP == 0u {
-                acc += load_chunk(row, c, 0.0);
+                acc += (a + b) + (d + e);
             } else {
-                let v = load_chunk(row, c, neg_inf());
+                saw_nan = saw_nan || any(is_nan4(a) | is_nan4(b) | is_nan4(d) | is_nan4(e));
+                hi = max(hi, max(max(a, b), max(d, e)));
+            }
+        }
+        for (; c < end; c += T) {
+            let v = load_chunk(row, c, pad);
+            if OP == 0u {
+                acc += v;
+            } else {
                 saw_nan = saw_nan || any(is_nan4(v));
                 hi = max(hi, v);
             }
