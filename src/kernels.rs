@@ -307,6 +307,23 @@ impl Kernel {
                 | Kernel::GemvReduce
                 | Kernel::GemvMatvec
                 | Kernel::MatmulSplitKReduce
+                // Row kernels: every input/output access happens for a live
+                // row (< rows) and a chunk below the row's chunk count, with
+                // scalar lanes checked against n; workgroup indices are below
+                // WG by construction; register arrays are indexed by loop
+                // counters below their const size.
+                // Covered by tests/rowops.rs (n = 1, primes, partial chunks).
+                | Kernel::Reduce
+                | Kernel::ReduceSubgroup
+                | Kernel::ReduceCombine
+                | Kernel::Softmax
+                | Kernel::SoftmaxSubgroup
+                | Kernel::SoftmaxOnline
+                | Kernel::SoftmaxOnlineSubgroup
+                | Kernel::Norm
+                | Kernel::NormSubgroup
+                | Kernel::NormStreaming
+                | Kernel::RowCopy
         )
     }
 }

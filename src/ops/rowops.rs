@@ -544,3 +544,63 @@ pub fn rowops_specs() -> Vec<Spec> {
     }
     specs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(invocations: u32) -> AdapterProfile {
+        AdapterProfile {
+            name: "synthetic".into(),
+            backend: wgpu::Backend::Vulkan,
+            device_type: wgpu::DeviceType::DiscreteGpu,
+            vendor: 0x10de,
+            device: 0,
+            driver: String::new(),
+            driver_info: String::new(),
+            subgroup_min_size: 32,
+            subgroup_max_size: 32,
+            shader_f16: true,
+            subgroups: true,
+            timestamps: true,
+            cooperative_matrix: false,
+            coop_configs: Vec::new(),
+            max_workgroup_storage: 49152,
+            max_invocations: invocations,
+            max_workgroup_size_x: invocations,
+            max_workgroup_size_y: invocations,
+            max_workgroups_per_dim: 65535,
+            max_storage_binding: 1 << 31,
+            max_buffer_size: 1 << 31,
+            max_storage_buffers_per_stage: 8,
+            compute_units: 132,
+        }
+    }
+
+    #[test]
+    fn rows_of_4096_take_256_invocations_with_16_floats_each() {
+        let l = register_layout(&profile(1024), 4096);
+        assert_eq!((l.wg, l.t, l.r, l.vec4), (256, 256, 4, true));
+        assert!(l.subgroup_ok(&profile(1024)));
+    }
+
+    #[test]
+    fn layouts_by_row_length() {
+        let p = profile(1024);
+        // Short rows share a 64-invocation workgroup.
+        let l = register_layout(&p, 7);
+        assert_eq!((l.wg, l.t, l.r, l.vec4), (64, 1, 2, false));
+        let l = register_layout(&p, 1024);
+        assert_eq!((l.wg, l.t, l.r), (64, 64, 4));
+        // Up to 8192 on 256 invocations, then 1024 invocations up to 32768.
+        assert_eq!(register_layout(&p, 8192).wg, 256);
+        let l = register_layout(&p, 32768);
+        assert_eq!((l.wg, l.t, l.r), (1024, 1024, 8));
+        // Longer rows stream.
+        assert_eq!(register_layout(&p, 32772).r, 0);
+        // An adapter limited to 256 invocations streams rows over 8192.
+        let small = profile(256);
+        assert_eq!(register_layout(&small, 8196).r, 0);
+        assert_eq!(register_layout(&small, 8192).r, 8);
+    }
+}
