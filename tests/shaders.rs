@@ -133,7 +133,8 @@ fn const_specialisation_rewrites_only_the_named_line() {
 #[test]
 fn every_row_op_specialisation() {
     let specs = wgtile::ops::rowops::rowops_specs();
-    assert!(specs.len() >= 100);
+    assert!(specs.len() >= 100, "{} row-op specs", specs.len());
+    eprintln!("{} row-op specialisations", specs.len());
     for spec in &specs {
         check(spec);
     }

@@ -16,7 +16,7 @@
 //! each row is split over several workgroups writing f32 partials, which a
 //! second dispatch (`combine`) reduces.
 
-use crate::context::Context;
+use crate::context::{AdapterProfile, Context};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
@@ -85,20 +85,27 @@ struct ReduceLayout {
     seg: u32,
 }
 
-fn reduce_layout(ctx: &Context, rows: u32, n: u32) -> ReduceLayout {
-    let profile = ctx.profile();
+/// The row layout of the reduction kernel for rows of `n` (before any split).
+pub(crate) fn reduce_row_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
     let chunks = n.div_ceil(4).max(1);
     let small = workgroup_cap(profile, 256);
     let t = chunks
         .div_ceil(CHUNKS_PER_INVOCATION)
         .next_power_of_two()
         .min(small);
-    let row = RowLayout {
+    RowLayout {
         wg: t.max(MIN_WORKGROUP.min(small)),
         t,
         r: 0,
         vec4: n.is_multiple_of(4),
-    };
+    }
+}
+
+fn reduce_layout(profile: &AdapterProfile, rows: u32, n: u32) -> ReduceLayout {
+    let chunks = n.div_ceil(4).max(1);
+    let small = workgroup_cap(profile, 256);
+    let row = reduce_row_layout(profile, n);
+    let t = row.t;
     let groups = u64::from(rows).div_ceil(u64::from(row.rows_per_group()));
     // Enough workgroups to fill the GPU a few times over.
     let target = u64::from(profile.compute_units.max(4)) * 4;
@@ -176,7 +183,7 @@ impl Context {
         let n32 = to_u32(&format!("{name}: row length"), n)?;
         to_u32(&format!("{name}: elements"), x.numel())?;
         let profile = self.profile();
-        let layout = reduce_layout(self, rows32, n32);
+        let layout = reduce_layout(profile, rows32, n32);
         let kernel = if layout.row.subgroup_ok(profile) {
             Kernel::ReduceSubgroup
         } else {
