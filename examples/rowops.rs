@@ -8,14 +8,18 @@
 //! ```
 //! Per case: the kernel that ran, median time (GPU timestamps), GB/s of the
 //! memory floor (input read once + output written once), the fraction of the
-//! copy's GB/s, and (on adapters with subgroups) the same op with the
-//! workgroup-memory tree reductions instead of subgroup ones. Every output is
+//! copy's GB/s, the same op forced onto the two-read streaming kernels
+//! (online softmax, Welford/Chan norms: what reading the row once buys), and
+//! (on adapters with subgroups) the same op with the workgroup-memory tree
+//! reductions instead of subgroup ones. Every output is
 //! sanity-checked on the GPU (softmax rows sum to 1, normalised rows have mean
 //! 0 and variance 1) and the check's worst error is printed.
 //! Compare with `python3 scripts/torch_rowops.py` (same shapes).
 
 use clap::Parser;
-use wgtile::{Axis, Context, ContextOptions, DType, Plan, Tensor, TimingOptions, wgpu};
+use wgtile::{
+    Axis, Context, ContextOptions, DType, Plan, RowOp, RowOptions, Tensor, TimingOptions, wgpu,
+};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -49,6 +53,7 @@ fn parse_shape(s: &str) -> Result<(usize, usize), String> {
 
 const OPS: [&str; 5] = ["softmax", "log_softmax", "layer_norm", "rms_norm", "sum"];
 
+/// The public entry point for `op` (what users call).
 fn plan_for(ctx: &Context, op: &str, x: &Tensor, w: &Tensor, b: &Tensor) -> wgtile::Result<Plan> {
     match op {
         "softmax" => ctx.softmax_plan(x),
@@ -58,6 +63,25 @@ fn plan_for(ctx: &Context, op: &str, x: &Tensor, w: &Tensor, b: &Tensor) -> wgti
         "sum" => ctx.reduce_plan(x, wgtile::Reduction::Sum, Axis::Last),
         _ => unreachable!(),
     }
+}
+
+/// A row op (not sum) with options.
+fn plan_with(
+    ctx: &Context,
+    op: &str,
+    x: &Tensor,
+    w: &Tensor,
+    b: &Tensor,
+    options: RowOptions,
+) -> wgtile::Result<Plan> {
+    let (op, w, b) = match op {
+        "softmax" => (RowOp::Softmax, None, None),
+        "log_softmax" => (RowOp::LogSoftmax, None, None),
+        "layer_norm" => (RowOp::LayerNorm, Some(w), Some(b)),
+        "rms_norm" => (RowOp::RmsNorm, Some(w), None),
+        _ => unreachable!(),
+    };
+    ctx.row_op_plan(op, x, w, b, 1e-5, options)
 }
 
 /// Worst deviation of a per-row statistic of `y` from what `op` guarantees
@@ -152,8 +176,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         repeats: args.repeats,
     };
     println!(
-        "{:<12} {:<4} {:>13} {:>10} {:>9} {:>7} {:>10} {:>7} {:>9}  kernel",
-        "op", "type", "shape", "ms", "GB/s", "copy%", "tree ms", "sg/tree", "check"
+        "{:<12} {:<4} {:>13} {:>10} {:>9} {:>7} {:>10} {:>7} {:>10} {:>7} {:>9}  kernel",
+        "op",
+        "type",
+        "shape",
+        "ms",
+        "GB/s",
+        "copy%",
+        "2-read ms",
+        "2r/ours",
+        "tree ms",
+        "tr/ours",
+        "check"
     );
     for &dtype in &dtypes {
         for &(rows, n) in &shapes {
@@ -171,13 +205,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let t = ctx.time(&copy, &timing)?;
             let copy_gbps = t.gbps(copy.bytes());
             println!(
-                "{:<12} {:<4} {:>13} {:>10.4} {:>9.1} {:>7} {:>10} {:>7} {:>9}  {}",
+                "{:<12} {:<4} {:>13} {:>10.4} {:>9.1} {:>7} {:>10} {:>7} {:>10} {:>7} {:>9}  {}",
                 "copy",
                 dtype.to_string(),
                 format!("{rows}x{n}"),
                 t.median() * 1e3,
                 copy_gbps,
                 "100%",
+                "",
+                "",
                 "",
                 "",
                 "",
@@ -203,16 +239,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                     _ => (String::new(), String::new()),
                 };
+                // The two-read kernels, where ours reads once.
+                let (two_ms, two_ratio) = if op != "sum" {
+                    let p = plan_with(&ctx, op, &x, &w, &b, RowOptions { streaming: true })?;
+                    if p.label() != plan.label() {
+                        let tt = ctx.time(&p, &timing)?;
+                        (
+                            format!("{:.4}", tt.median() * 1e3),
+                            format!("{:.2}x", tt.median() / t.median()),
+                        )
+                    } else {
+                        ("(same)".to_string(), String::new())
+                    }
+                } else {
+                    (String::new(), String::new())
+                };
                 plan.run()?;
                 let check = sanity(&ctx, op, &x, plan.output())?;
                 println!(
-                    "{:<12} {:<4} {:>13} {:>10.4} {:>9.1} {:>6.0}% {:>10} {:>7} {:>9.1e}  {}",
+                    "{:<12} {:<4} {:>13} {:>10.4} {:>9.1} {:>6.0}% {:>10} {:>7} {:>10} {:>7} {:>9.1e}  {}",
                     op,
                     dtype.to_string(),
                     format!("{rows}x{n}"),
                     t.median() * 1e3,
                     gbps,
                     100.0 * gbps / copy_gbps,
+                    two_ms,
+                    two_ratio,
                     tree_ms,
                     ratio,
                     check,

@@ -17,7 +17,9 @@
 
 mod common;
 
-use wgtile::{Axis, Context, ContextOptions, DType, Error, Plan, Reduction, Tensor, wgpu};
+use wgtile::{
+    Axis, Context, ContextOptions, DType, Error, Plan, Reduction, RowOp, RowOptions, Tensor, wgpu,
+};
 
 const U: f64 = 1.0 / (1u64 << 24) as f64;
 
@@ -308,10 +310,27 @@ fn assert_rows(what: &str, got: &[f32], want: &[f64], bound: impl Fn(usize) -> f
 }
 
 fn check_softmax(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType) {
+    check_softmax_with(ctx, data, shape, dtype, RowOptions::default());
+}
+
+fn check_softmax_with(
+    ctx: &Context,
+    data: &[f32],
+    shape: &[usize],
+    dtype: DType,
+    options: RowOptions,
+) {
     let (x, held) = common::upload(ctx, data, shape, dtype);
     let (rows, n) = rows_n(shape);
     for log in [false, true] {
-        let plan = if log {
+        let plan = if options.streaming {
+            let op = if log {
+                RowOp::LogSoftmax
+            } else {
+                RowOp::Softmax
+            };
+            ctx.row_op_plan(op, &x, None, None, 0.0, options)
+        } else if log {
             ctx.log_softmax_plan(&x)
         } else {
             ctx.softmax_plan(&x)
@@ -464,6 +483,29 @@ fn check_norm(
     eps: f32,
     seed: u64,
 ) {
+    check_norm_with(
+        ctx,
+        data,
+        shape,
+        dtype,
+        (rms, affine),
+        eps,
+        seed,
+        RowOptions::default(),
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_norm_with(
+    ctx: &Context,
+    data: &[f32],
+    shape: &[usize],
+    dtype: DType,
+    (rms, affine): (bool, bool),
+    eps: f32,
+    seed: u64,
+    options: RowOptions,
+) {
     let (x, held) = common::upload(ctx, data, shape, dtype);
     let (rows, n) = rows_n(shape);
     let w_data: Vec<f32> = common::random(n, seed).iter().map(|v| 1.0 + v).collect();
@@ -475,7 +517,14 @@ fn check_norm(
     } else {
         (None, None)
     };
-    let plan = if rms {
+    let plan = if options.streaming {
+        let (op, bt) = if rms {
+            (RowOp::RmsNorm, None)
+        } else {
+            (RowOp::LayerNorm, bt)
+        };
+        ctx.row_op_plan(op, &x, wt, bt, eps, options)
+    } else if rms {
         ctx.rms_norm_plan(&x, wt, eps)
     } else {
         ctx.layer_norm_plan(&x, wt, bt, eps)
@@ -593,6 +642,87 @@ fn norms_propagate_nan_to_their_row() {
                 "n {n}"
             );
         }
+    }
+}
+
+#[test]
+fn streaming_kernels_on_short_rows() {
+    // The two-read kernels (online softmax, Welford/Chan norms) on rows that
+    // would fit in registers: rows shorter than the workgroup, partial chunks.
+    let Some(ctx) = common::ctx() else { return };
+    let streaming = RowOptions { streaming: true };
+    let plain = ctx_without(wgpu::Features::SUBGROUP);
+    for (i, shape) in [
+        &[1usize][..],
+        &[7],
+        &[2, 3, 5],
+        &[4, 127],
+        &[3, 1024],
+        &[300, 17],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let data = common::random(shape.iter().product(), 1600 + i as u64);
+        let data: Vec<f32> = data.iter().map(|v| v * 4.0).collect();
+        for c in [&ctx, &plain] {
+            check_softmax_with(c, &data, shape, DType::F32, streaming);
+            check_norm_with(
+                c,
+                &data,
+                shape,
+                DType::F32,
+                (false, true),
+                1e-5,
+                7,
+                streaming,
+            );
+            check_norm_with(
+                c,
+                &data,
+                shape,
+                DType::F32,
+                (true, true),
+                1e-5,
+                8,
+                streaming,
+            );
+        }
+        if f16_ok(&ctx) {
+            check_softmax_with(&ctx, &data, shape, DType::F16, streaming);
+            check_norm_with(
+                &ctx,
+                &data,
+                shape,
+                DType::F16,
+                (false, false),
+                1e-5,
+                9,
+                streaming,
+            );
+        }
+    }
+    // Masked, NaN and huge rows through the online kernel.
+    let n = 13;
+    let mut data = common::random(4 * n, 5);
+    data[..n].fill(f32::NEG_INFINITY);
+    data[n + 3] = f32::NAN;
+    data[2 * n + 1] = 3e38;
+    data[2 * n + 2] = -3e38;
+    data[3 * n + 4] = f32::NEG_INFINITY;
+    check_softmax_with(&ctx, &data, &[4, n], DType::F32, streaming);
+    // Options reach only the ops they belong to.
+    let x = ctx.rand_uniform([2, 4], -1.0, 1.0, DType::F32, 1).unwrap();
+    let w = ctx.rand_uniform([4], -1.0, 1.0, DType::F32, 2).unwrap();
+    for (op, wt, bt) in [
+        (RowOp::Softmax, Some(&w), None),
+        (RowOp::LogSoftmax, None, Some(&w)),
+        (RowOp::RmsNorm, Some(&w), Some(&w)),
+    ] {
+        assert!(matches!(
+            ctx.row_op_plan(op, &x, wt, bt, 1e-5, RowOptions::default()),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }
 

@@ -105,11 +105,17 @@ pub(crate) fn register_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
             };
         }
     }
+    streaming_layout(profile, n)
+}
+
+/// The streaming layout: one row per workgroup of up to 256 invocations.
+pub(crate) fn streaming_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
+    let small = workgroup_cap(profile, 256);
     RowLayout {
         wg: small,
         t: small,
         r: 0,
-        vec4,
+        vec4: n.is_multiple_of(4),
     }
 }
 
@@ -199,13 +205,27 @@ pub(crate) fn row_spec(kernel: Kernel, dtype: DType, layout: &RowLayout) -> Spec
     spec
 }
 
-/// Which row-writing op a plan runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RowOp {
+/// A row operation over the last axis (for [`Context::row_op_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowOp {
+    /// [`Context::softmax`].
     Softmax,
+    /// [`Context::log_softmax`].
     LogSoftmax,
+    /// [`Context::layer_norm`].
     LayerNorm,
+    /// [`Context::rms_norm`].
     RmsNorm,
+}
+
+/// Per-call options of the row operations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowOptions {
+    /// Run the streaming kernels (online softmax; Welford/Chan norms), which
+    /// read each row twice, even when a row fits in registers and one read
+    /// would do: to measure what the single read buys. Results agree with
+    /// the default path within the documented tolerances.
+    pub streaming: bool,
 }
 
 impl RowOp {
@@ -269,6 +289,37 @@ fn check_param(op: &'static str, x: &Tensor, p: Option<&Tensor>, n: usize) -> Re
 }
 
 impl Context {
+    /// Any row operation as a [`Plan`], with options: `weight` and `bias`
+    /// are read by the norms only (`bias` by LayerNorm only; passing them to
+    /// another op is an [`Error::InvalidArgument`]), `eps` likewise.
+    pub fn row_op_plan(
+        &self,
+        op: RowOp,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+        options: RowOptions,
+    ) -> Result<Plan> {
+        let takes = match op {
+            RowOp::Softmax | RowOp::LogSoftmax => (false, false),
+            RowOp::LayerNorm => (true, true),
+            RowOp::RmsNorm => (true, false),
+        };
+        if (weight.is_some() && !takes.0) || (bias.is_some() && !takes.1) {
+            return Err(Error::InvalidArgument(format!(
+                "{} takes {} affine parameters",
+                op.name(),
+                match takes {
+                    (false, _) => "no",
+                    (true, false) => "a weight but no bias as",
+                    (true, true) => "weight and bias as",
+                }
+            )));
+        }
+        self.row_plan(op, x, weight, bias, eps, options)
+    }
+
     fn row_plan(
         &self,
         op: RowOp,
@@ -276,6 +327,7 @@ impl Context {
         weight: Option<&Tensor>,
         bias: Option<&Tensor>,
         eps: f32,
+        options: RowOptions,
     ) -> Result<Plan> {
         let name = op.name();
         let (rows, n) = rows_of(name, x)?;
@@ -311,7 +363,11 @@ impl Context {
         let n32 = to_u32(&format!("{name}: row length"), n)?;
         to_u32(&format!("{name}: elements"), x.numel())?;
         let profile = self.profile();
-        let layout = register_layout(profile, n32);
+        let layout = if options.streaming {
+            streaming_layout(profile, n32)
+        } else {
+            register_layout(profile, n32)
+        };
         let kernel = op.kernel(&layout, profile);
         let groups = u64::from(rows32).div_ceil(u64::from(layout.rows_per_group()));
         let workgroups = grid(profile, groups, name)?;
@@ -381,7 +437,7 @@ impl Context {
     /// docs, read the input twice); `flops` = 5 per element (max, subtract,
     /// exp, add, divide).
     pub fn softmax_plan(&self, x: &Tensor) -> Result<Plan> {
-        self.row_plan(RowOp::Softmax, x, None, None, 0.0)
+        self.row_plan(RowOp::Softmax, x, None, None, 0.0, RowOptions::default())
     }
 
     /// Log-softmax over the last axis: `x - max - log(sum(exp(x - max)))`,
@@ -395,7 +451,7 @@ impl Context {
 
     /// [`Context::log_softmax`] as a [`Plan`]; `flops` = 4 per element.
     pub fn log_softmax_plan(&self, x: &Tensor) -> Result<Plan> {
-        self.row_plan(RowOp::LogSoftmax, x, None, None, 0.0)
+        self.row_plan(RowOp::LogSoftmax, x, None, None, 0.0, RowOptions::default())
     }
 
     /// LayerNorm over the last axis:
@@ -426,7 +482,14 @@ impl Context {
         bias: Option<&Tensor>,
         eps: f32,
     ) -> Result<Plan> {
-        self.row_plan(RowOp::LayerNorm, x, weight, bias, eps)
+        self.row_plan(
+            RowOp::LayerNorm,
+            x,
+            weight,
+            bias,
+            eps,
+            RowOptions::default(),
+        )
     }
 
     /// RMSNorm over the last axis: `x / sqrt(mean(x^2) + eps) * weight`, with
@@ -439,7 +502,7 @@ impl Context {
 
     /// [`Context::rms_norm`] as a [`Plan`]; `flops` = 5 per element.
     pub fn rms_norm_plan(&self, x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Plan> {
-        self.row_plan(RowOp::RmsNorm, x, weight, None, eps)
+        self.row_plan(RowOp::RmsNorm, x, weight, None, eps, RowOptions::default())
     }
 
     /// A copy of `x` through the row kernels' load/store path (vec4 accesses
