@@ -821,7 +821,7 @@ fn shape_and_dtype_errors_name_both_sides() {
 #[test]
 fn copy_plan_copies_every_element() {
     let Some(ctx) = common::ctx() else { return };
-    for shape in [&[5usize][..], &[3, 1031], &[64, 64]] {
+    for shape in [&[5usize][..], &[3, 1031], &[64, 64], &[3, 1025, 7]] {
         let data = common::random(shape.iter().product(), 9);
         let x = ctx.tensor(&data, shape).unwrap();
         let plan = ctx.copy_plan(&x).unwrap();

@@ -534,7 +534,13 @@ impl Context {
             r: 0,
             vec4: n.is_multiple_of(4),
         };
-        let workgroups = grid(profile, u64::from(n.div_ceil(4).div_ceil(wg)), "copy")?;
+        // 4 chunks per invocation (COPY_CHUNKS in the shader).
+        let per_group = 4 * u64::from(wg);
+        let workgroups = grid(
+            profile,
+            u64::from(n.div_ceil(4)).div_ceil(per_group),
+            "copy",
+        )?;
         let params = RowParams {
             rows: 1,
             n,
