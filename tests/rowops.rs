@@ -849,3 +849,35 @@ fn plans_count_bytes_once() {
     assert_eq!(p.bytes(), bytes + 8 * 4);
     assert_eq!(p.flops(), 8 * 256);
 }
+
+#[test]
+fn kernel_choice_follows_the_shape_and_the_adapter() {
+    // The other tests rely on these paths being the ones that run.
+    let Some(ctx) = common::ctx() else { return };
+    let label = |c: &Context, shape: &[usize], f: &dyn Fn(&Context, &Tensor) -> Plan| {
+        let x = c.zeros(shape, DType::F32).unwrap();
+        f(c, &x).label().to_string()
+    };
+    let softmax = |c: &Context, x: &Tensor| c.softmax_plan(x).unwrap();
+    let norm = |c: &Context, x: &Tensor| c.layer_norm_plan(x, None, None, 1e-5).unwrap();
+    let sum = |c: &Context, x: &Tensor| c.reduce_plan(x, Reduction::Sum, Axis::Last).unwrap();
+    let sg = ctx.profile().subgroups;
+    let l = label(&ctx, &[3, 1024], &softmax);
+    assert!(l.contains("vec4") && l.contains("r=4"), "{l}");
+    assert_eq!(l.contains("softmax.subgroup"), sg, "{l}");
+    let l = label(&ctx, &[4, 127], &softmax);
+    assert!(l.contains("vec1"), "{l}");
+    assert!(label(&ctx, &[2, 9001], &softmax).contains("wg=1024"));
+    assert!(label(&ctx, &[2, 33001], &softmax).contains("softmax.online"));
+    assert!(label(&ctx, &[2, 40000], &norm).contains("norm.streaming"));
+    assert!(label(&ctx, &[300, 17], &norm).contains("t=2"));
+    assert!(!label(&ctx, &[2, 65536], &sum).contains("split=1 "));
+    assert!(label(&ctx, &[300, 17], &sum).contains("split=1 "));
+    let plain = ctx_without(wgpu::Features::SUBGROUP);
+    for shape in [&[3usize, 1024][..], &[2, 40000]] {
+        for f in [&softmax as &dyn Fn(&Context, &Tensor) -> Plan, &norm, &sum] {
+            let l = label(&plain, shape, f);
+            assert!(!l.contains("subgroup"), "{l}");
+        }
+    }
+}
