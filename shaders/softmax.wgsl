@@ -4,7 +4,8 @@
 // Entry `main`, rows that fit in registers (n <= 4 * R * T): one read of the
 //   row. WG / T rows per workgroup, T invocations per row, each holding R
 //   chunks of 4 elements (R text const, 1..8) in registers: row max
-//   (`row_max`), then the sum of exp(x - max) (`row_sum`), then the writes
+//   (`row_max`), then the sum of exp(x - max) (`row_sum`; softmax keeps the
+//   exponentials in the registers, one exp per element), then the writes
 //   from registers. Memory traffic: n reads + n writes per row.
 // Entry `online`, longer rows (T == WG, one row per workgroup): online
 //   softmax. Pass 1 streams the row once keeping a running max m and a sum s
@@ -68,10 +69,17 @@ fn main(ids: Ids) {
         m = max(m, hmax(x));
     }
     let mx = row_max(m);
+    let log_out = (params.flags & FLAG_LOG) != 0u;
+    let finite = !is_neg_inf(mx) && !is_pos_inf(mx);
     var s = 0.0;
-    if !is_neg_inf(mx) && !is_pos_inf(mx) {
+    if finite {
         for (var i = 0u; i < R; i++) {
-            s += hsum(exp(v[i] - vec4<f32>(mx)));
+            let e = exp(v[i] - vec4<f32>(mx));
+            s += hsum(e);
+            // Softmax keeps exp(x - max) for the write (one exp per element).
+            if !log_out {
+                v[i] = e;
+            }
         }
     }
     let total = row_sum(s);
@@ -79,7 +87,13 @@ fn main(ids: Ids) {
         for (var i = 0u; i < R; i++) {
             let c = i * T + tid;
             if c < chunks {
-                store_chunk(row, c, softmax_out(v[i], mx, total));
+                var y: vec4<f32>;
+                if finite && !log_out {
+                    y = v[i] / total;
+                } else {
+                    y = softmax_out(v[i], mx, total);
+                }
+                store_chunk(row, c, y);
             }
         }
     }

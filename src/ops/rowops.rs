@@ -21,6 +21,21 @@
 //! replace those parts (see `shaders/README.md`).
 //!
 //! This module checks inputs and builds plans; it does not build WGSL.
+//!
+//! ```no_run
+//! # fn main() -> wgtile::Result<()> {
+//! use wgtile::{Axis, Context, DType};
+//! let ctx = Context::new_blocking(Default::default())?;
+//! let x = ctx.rand_uniform([8, 4096], -1.0, 1.0, DType::F32, 1)?;
+//! let gamma = ctx.full([4096], 1.0, DType::F32)?;
+//! let beta = ctx.zeros([4096], DType::F32)?;
+//! let p = ctx.softmax(&x)?; // [8, 4096], rows sum to 1
+//! let y = ctx.layer_norm(&x, Some(&gamma), Some(&beta), 1e-5)?;
+//! let r = ctx.rms_norm(&x, Some(&gamma), 1e-6)?;
+//! let row_sums = ctx.sum(&x, Axis::Last)?; // [8]
+//! let total = ctx.max(&x, Axis::All)?; // rank 0
+//! # Ok(()) }
+//! ```
 
 use crate::context::{AdapterProfile, Context};
 use crate::dtype::DType;
