@@ -578,6 +578,33 @@ impl Context {
     }
 }
 
+/// The load hook part as shipped (`shaders/rowops_load.wgsl`).
+pub const LOAD_HOOK: &str = include_str!("../../shaders/rowops_load.wgsl");
+/// The store hook part as shipped (`shaders/rowops_store.wgsl`).
+pub const STORE_HOOK: &str = include_str!("../../shaders/rowops_store.wgsl");
+
+/// The fusion entry point: the WGSL of a row-kernel specialisation with its
+/// load hook and/or store hook part replaced by generated text defining the
+/// same functions (`load_x`/`load_x4`, `store_y`/`store_y4`; see
+/// `shaders/README.md`). Fails with [`Error::Shader`] if `spec` is not a
+/// kernel built from the replaced part (reduce kernels have no store hook).
+pub fn spliced_wgsl(spec: &Spec, load: Option<&str>, store: Option<&str>) -> Result<String> {
+    let mut text = spec.wgsl()?;
+    for (part, replacement, what) in [(LOAD_HOOK, load, "load"), (STORE_HOOK, store, "store")] {
+        let Some(replacement) = replacement else {
+            continue;
+        };
+        if !spec.kernel.parts().contains(&part) || !text.contains(part) {
+            return Err(Error::Shader {
+                kernel: spec.kernel.name().to_string(),
+                message: format!("the kernel has no {what} hook part to replace"),
+            });
+        }
+        text = text.replacen(part, replacement, 1);
+    }
+    Ok(text)
+}
+
 /// An NVIDIA-like profile allowing `invocations` per workgroup (layout sweeps
 /// and tests need no GPU).
 fn synthetic_profile(invocations: u32) -> AdapterProfile {
@@ -677,6 +704,7 @@ pub fn rowops_specs() -> Vec<Spec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn profile(invocations: u32) -> AdapterProfile {
         synthetic_profile(invocations)
@@ -707,5 +735,87 @@ mod tests {
         let small = profile(256);
         assert_eq!(register_layout(&small, 8196).r, 0);
         assert_eq!(register_layout(&small, 8192).r, 8);
+    }
+
+    /// The fusion hook end to end: a softmax whose load part is replaced by
+    /// generated text (x / 8 + mask[col], reading an extra binding 5) runs
+    /// and matches softmax(x / 8 + mask) computed on the host.
+    #[test]
+    fn spliced_load_hook_runs() {
+        let Ok(ctx) = Context::new_blocking(Default::default()) else {
+            eprintln!("no adapter: skipped");
+            return;
+        };
+        let load = r#"
+@group(0) @binding(1) var<storage, read> x: array<vec4<Elem>>;
+@group(0) @binding(5) var<storage, read> mask: array<f32>;
+fn load_x(row: u32, col: u32) -> f32 {
+    let i = row * params.n + col;
+    return 0.125 * f32(x[i / 4u][i % 4u]) + mask[col];
+}
+fn load_x4(row: u32, c: u32) -> vec4<f32> {
+    let m = vec4<f32>(mask[4u * c], mask[4u * c + 1u], mask[4u * c + 2u], mask[4u * c + 3u]);
+    return 0.125 * vec4<f32>(x[row * (params.n / 4u) + c]) + m;
+}
+"#;
+        for n in [7usize, 1024] {
+            let rows = 5;
+            let host = crate::tensor::uniform_values(rows * n, -8.0, 8.0, 3);
+            let mask: Vec<f32> = (0..n)
+                .map(|j| if j % 3 == 1 { f32::NEG_INFINITY } else { 0.0 })
+                .collect();
+            let x = ctx.tensor(&host, [rows, n]).unwrap();
+            let m = ctx.tensor(&mask, [n]).unwrap();
+            let y = ctx.alloc(&[rows, n], DType::F32, "out").unwrap();
+            ctx.fill(&y, f32::NAN).unwrap();
+            let profile = ctx.profile();
+            let layout = register_layout(profile, n as u32);
+            let spec = row_spec(RowOp::Softmax.kernel(&layout, profile), DType::F32, &layout);
+            let text = spliced_wgsl(&spec, Some(load), None).unwrap();
+            let pipeline = crate::kernels::compile(
+                &ctx.inner.device,
+                "spliced softmax",
+                &text,
+                spec.kernel.entry_point(),
+                &spec.pipeline_constants(),
+                false,
+            )
+            .unwrap();
+            let groups = (rows as u64).div_ceil(u64::from(layout.rows_per_group()));
+            let workgroups = grid(profile, groups, "test").unwrap();
+            let params = RowParams {
+                rows: rows as u32,
+                n: n as u32,
+                groups_x: workgroups[0],
+                split: 1,
+                scale: 1.0,
+                ..RowParams::default()
+            }
+            .buffer(&ctx);
+            let d = Dispatch::with_bindings(
+                &ctx.inner.device,
+                Arc::new(pipeline),
+                &[(0, &params), (1, &x.buffer), (2, &y.buffer), (5, &m.buffer)],
+                workgroups,
+            );
+            ctx.run_dispatches("spliced softmax", &[d]).unwrap();
+            let got = y.to_vec_blocking::<f32>().unwrap();
+            for r in 0..rows {
+                let z: Vec<f64> = (0..n)
+                    .map(|j| 0.125 * f64::from(host[r * n + j]) + f64::from(mask[j]))
+                    .collect();
+                let mx = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = z.iter().map(|v| (v - mx).exp()).sum();
+                for j in 0..n {
+                    let want = (z[j] - mx).exp() / sum;
+                    let g = f64::from(got[r * n + j]);
+                    assert!(
+                        // exp: 3 + 2|x| ulp in WGSL, |x - max| <= 2 here.
+                        (g - want).abs() <= 4e-6 * want + 1e-30,
+                        "n {n} row {r} col {j}: {g} vs {want}"
+                    );
+                }
+            }
+        }
     }
 }
