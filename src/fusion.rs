@@ -201,9 +201,21 @@ fn lower(expr: &Expr) -> Result<Lowered> {
     lower_many(std::slice::from_ref(expr))
 }
 
+/// Lowers, then refuses tensors with padded rows (`tensor_padded`): the
+/// generated kernels index every tensor as contiguous.
+fn lower_many(exprs: &[Expr]) -> Result<Lowered> {
+    let lowered = lower_many_raw(exprs)?;
+    for leaf in &lowered.leaves {
+        if let Leaf::Tensor(t) = leaf {
+            t.require_contiguous("an elementwise expression")?;
+        }
+    }
+    Ok(lowered)
+}
+
 /// Lowers several expressions into one SSA list sharing leaves, constants'
 /// buffer and common subexpressions (for one kernel with several outputs).
-fn lower_many(exprs: &[Expr]) -> Result<Lowered> {
+fn lower_many_raw(exprs: &[Expr]) -> Result<Lowered> {
     struct State {
         ops: Vec<Op>,
         leaves: Vec<Leaf>,

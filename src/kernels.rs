@@ -47,16 +47,50 @@ pub enum Kernel {
     GemvMatvec,
     /// Sums split-K partial sums and applies the epilogue.
     MatmulSplitKReduce,
+    /// Row sum/max (`OP` const) over the last axis, workgroup-memory tree;
+    /// with `split` > 1 writes f32 partials for [`Kernel::ReduceCombine`].
+    Reduce,
+    /// [`Kernel::Reduce`] with subgroup reductions (needs `subgroups`).
+    ReduceSubgroup,
+    /// Second pass of a split reduction: one workgroup per row sums (or
+    /// maxes) its partials.
+    ReduceCombine,
+    /// Softmax / log-softmax of rows held in registers (one read).
+    Softmax,
+    /// [`Kernel::Softmax`] with subgroup reductions.
+    SoftmaxSubgroup,
+    /// Online softmax for rows longer than the registers hold (two reads).
+    SoftmaxOnline,
+    /// [`Kernel::SoftmaxOnline`] with subgroup reductions.
+    SoftmaxOnlineSubgroup,
+    /// LayerNorm / RMSNorm of rows held in registers (one read).
+    Norm,
+    /// [`Kernel::Norm`] with subgroup reductions.
+    NormSubgroup,
+    /// LayerNorm / RMSNorm of long rows: streamed Welford/Chan statistics,
+    /// then a second read to write.
+    NormStreaming,
+    /// Copy through the row kernels' load/store hooks (the bandwidth reference).
+    RowCopy,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
 const MATMUL_EPILOGUE: &str = include_str!("../shaders/matmul_epilogue.wgsl");
 const MATMUL_PARAMS: &str = include_str!("../shaders/matmul_params.wgsl");
 const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
+const ROWOPS_COMMON: &str = include_str!("../shaders/rowops_common.wgsl");
+const ROWOPS_PLAIN: &str = include_str!("../shaders/rowops_plain.wgsl");
+const ROWOPS_SUBGROUP: &str = include_str!("../shaders/rowops_subgroup.wgsl");
+const ROWOPS_LOAD: &str = include_str!("../shaders/rowops_load.wgsl");
+const ROWOPS_STORE: &str = include_str!("../shaders/rowops_store.wgsl");
+const ROWOPS_WRITE: &str = include_str!("../shaders/rowops_write.wgsl");
+const REDUCE: &str = include_str!("../shaders/reduce.wgsl");
+const SOFTMAX: &str = include_str!("../shaders/softmax.wgsl");
+const NORM: &str = include_str!("../shaders/norm.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 11] = [
+    pub const ALL: [Kernel; 22] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -68,6 +102,17 @@ impl Kernel {
         Kernel::GemvReduce,
         Kernel::GemvMatvec,
         Kernel::MatmulSplitKReduce,
+        Kernel::Reduce,
+        Kernel::ReduceSubgroup,
+        Kernel::ReduceCombine,
+        Kernel::Softmax,
+        Kernel::SoftmaxSubgroup,
+        Kernel::SoftmaxOnline,
+        Kernel::SoftmaxOnlineSubgroup,
+        Kernel::Norm,
+        Kernel::NormSubgroup,
+        Kernel::NormStreaming,
+        Kernel::RowCopy,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -106,6 +151,51 @@ impl Kernel {
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
+            // Row kernels (shaders/README.md: the fusion hooks are the load and store parts).
+            Kernel::Reduce | Kernel::ReduceCombine => {
+                &[REDUCE, ROWOPS_COMMON, ROWOPS_PLAIN, ROWOPS_LOAD]
+            }
+            Kernel::ReduceSubgroup => &[ROWOPS_SUBGROUP, REDUCE, ROWOPS_COMMON, ROWOPS_LOAD],
+            Kernel::Softmax | Kernel::SoftmaxOnline => &[
+                SOFTMAX,
+                ROWOPS_COMMON,
+                ROWOPS_PLAIN,
+                ROWOPS_LOAD,
+                ROWOPS_STORE,
+                ROWOPS_WRITE,
+            ],
+            Kernel::SoftmaxSubgroup | Kernel::SoftmaxOnlineSubgroup => &[
+                ROWOPS_SUBGROUP,
+                SOFTMAX,
+                ROWOPS_COMMON,
+                ROWOPS_LOAD,
+                ROWOPS_STORE,
+                ROWOPS_WRITE,
+            ],
+            Kernel::Norm | Kernel::NormStreaming => &[
+                NORM,
+                ROWOPS_COMMON,
+                ROWOPS_PLAIN,
+                ROWOPS_LOAD,
+                ROWOPS_STORE,
+                ROWOPS_WRITE,
+            ],
+            Kernel::NormSubgroup => &[
+                ROWOPS_SUBGROUP,
+                NORM,
+                ROWOPS_COMMON,
+                ROWOPS_LOAD,
+                ROWOPS_STORE,
+                ROWOPS_WRITE,
+            ],
+            Kernel::RowCopy => &[
+                include_str!("../shaders/rowops_copy.wgsl"),
+                ROWOPS_COMMON,
+                ROWOPS_PLAIN,
+                ROWOPS_LOAD,
+                ROWOPS_STORE,
+                ROWOPS_WRITE,
+            ],
         }
     }
 
@@ -123,6 +213,17 @@ impl Kernel {
             Kernel::GemvReduce => "matmul_gemv.reduce",
             Kernel::GemvMatvec => "matmul_gemv.matvec",
             Kernel::MatmulSplitKReduce => "matmul_splitk",
+            Kernel::Reduce => "reduce",
+            Kernel::ReduceSubgroup => "reduce.subgroup",
+            Kernel::ReduceCombine => "reduce.combine",
+            Kernel::Softmax => "softmax",
+            Kernel::SoftmaxSubgroup => "softmax.subgroup",
+            Kernel::SoftmaxOnline => "softmax.online",
+            Kernel::SoftmaxOnlineSubgroup => "softmax.online.subgroup",
+            Kernel::Norm => "norm",
+            Kernel::NormSubgroup => "norm.subgroup",
+            Kernel::NormStreaming => "norm.streaming",
+            Kernel::RowCopy => "rowops_copy",
         }
     }
 
@@ -133,6 +234,9 @@ impl Kernel {
             Kernel::GemvVecmat => "vecmat",
             Kernel::GemvReduce => "reduce",
             Kernel::GemvMatvec => "matvec",
+            Kernel::ReduceCombine => "combine",
+            Kernel::SoftmaxOnline | Kernel::SoftmaxOnlineSubgroup => "online",
+            Kernel::NormStreaming => "streaming",
             _ => "main",
         }
     }
@@ -174,6 +278,18 @@ impl Kernel {
         matches!(self, Kernel::MatmulCoop)
     }
 
+    /// Whether the kernel uses subgroup operations (needs the `subgroups`
+    /// feature; the dispatcher picks these only when the adapter has it).
+    pub const fn uses_subgroups(self) -> bool {
+        matches!(
+            self,
+            Kernel::ReduceSubgroup
+                | Kernel::SoftmaxSubgroup
+                | Kernel::SoftmaxOnlineSubgroup
+                | Kernel::NormSubgroup
+        )
+    }
+
     /// Kernels whose every storage access is guarded by an explicit bounds
     /// check in the WGSL (or is in bounds by construction, like workgroup tile
     /// indices) and whose loops have constant or uniform trip counts, all
@@ -191,6 +307,23 @@ impl Kernel {
                 | Kernel::GemvReduce
                 | Kernel::GemvMatvec
                 | Kernel::MatmulSplitKReduce
+                // Row kernels: every input/output access happens for a live
+                // row (< rows) and a chunk below the row's chunk count, with
+                // scalar lanes checked against n; workgroup indices are below
+                // WG by construction; register arrays are indexed by loop
+                // counters below their const size.
+                // Covered by tests/rowops.rs (n = 1, primes, partial chunks).
+                | Kernel::Reduce
+                | Kernel::ReduceSubgroup
+                | Kernel::ReduceCombine
+                | Kernel::Softmax
+                | Kernel::SoftmaxSubgroup
+                | Kernel::SoftmaxOnline
+                | Kernel::SoftmaxOnlineSubgroup
+                | Kernel::Norm
+                | Kernel::NormSubgroup
+                | Kernel::NormStreaming
+                | Kernel::RowCopy
         )
     }
 }

@@ -44,6 +44,8 @@ pub use ops::elementwise::{BinaryOp, Expr, UnaryOp};
 pub use ops::matmul::{
     Activation, Epilogue, MatmulExplanation, MatmulOptions, MatmulShape, Padding,
 };
+pub use ops::reduce::{Axis, Reduction};
+pub use ops::rowops::{RowOp, RowOptions};
 pub use pad::PadChoice;
 pub use plan::Plan;
 pub use tensor::{MAX_RANK, Tensor, uniform_values};

@@ -273,3 +273,25 @@ fn padded_tensor_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn other_ops_refuse_padded_tensors() {
+    // Only matmul reads padded rows; every other op says so instead of
+    // reading the padding as data.
+    let Some(ctx) = common::ctx() else { return };
+    let t = ctx
+        .tensor_padded(&common::random(5 * 7, 9), [5, 7], 8)
+        .unwrap();
+    let refused = |what: &str, r: wgtile::Result<Tensor>| match r {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("tensor_padded"), "{what}: {m}"),
+        other => panic!("{what}: expected a refusal, got {other:?}"),
+    };
+    refused("eval", ctx.eval(&(t.expr() * 2.0)));
+    refused("eval_unfused", ctx.eval_unfused(&(t.expr() * 2.0)));
+    refused("softmax", ctx.softmax(&t));
+    refused("layer_norm", ctx.layer_norm(&t, None, None, 1e-5));
+    refused("sum", ctx.sum(&t, wgtile::Axis::Last));
+    // Through contiguous() they work.
+    let c = ctx.contiguous(&t).unwrap();
+    assert_eq!(ctx.softmax(&c).unwrap().shape(), &[5, 7]);
+}

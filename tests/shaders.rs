@@ -10,6 +10,13 @@ use wgtile::kernels::{Kernel, Spec};
 fn check(spec: &Spec) {
     let label = format!("{spec:?}");
     let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
+    check_source(&label, &source, spec);
+}
+
+/// [`check`] on given text (generated WGSL) built for `spec`'s entry point
+/// and overrides.
+fn check_source(label: &str, source: &str, spec: &Spec) {
+    let source = source.to_string();
     let module = naga::front::wgsl::parse_str(&source)
         .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(&source)));
     let info = Validator::new(ValidationFlags::all(), Capabilities::all())
@@ -128,4 +135,89 @@ fn const_specialisation_rewrites_only_the_named_line() {
         .unwrap();
     assert!(f16.starts_with("enable f16;"));
     assert!(f16.contains("alias Elem = f16;"));
+}
+
+#[test]
+fn every_row_op_specialisation() {
+    let specs = wgtile::ops::rowops::rowops_specs();
+    assert!(specs.len() >= 100, "{} row-op specs", specs.len());
+    eprintln!("{} row-op specialisations", specs.len());
+    for spec in &specs {
+        check(spec);
+    }
+    // Subgroup reductions translate to every backend (checked above); make
+    // sure the subgroup kernels really contain them.
+    let sg = Spec::new(Kernel::SoftmaxSubgroup).wgsl().unwrap();
+    assert!(sg.contains("subgroupAdd(") && sg.contains("subgroupMax("));
+    assert!(Kernel::SoftmaxSubgroup.uses_subgroups());
+    assert!(!Kernel::Softmax.uses_subgroups());
+}
+
+#[test]
+fn row_kernels_accept_generated_load_and_store_parts() {
+    use wgtile::ops::rowops::spliced_wgsl;
+    // What the elementwise code generator will produce: softmax of a scaled,
+    // masked input (two extra bindings), sum of squares, and a norm whose
+    // store adds a residual.
+    let scaled_masked = r#"
+@group(0) @binding(1) var<storage, read> x: array<vec4<Elem>>;
+@group(0) @binding(5) var<storage, read> mask: array<f32>;
+const SCALE: f32 = 0.125;
+fn load_x(row: u32, col: u32) -> f32 {
+    let i = row * params.n + col;
+    return SCALE * f32(x[i / 4u][i % 4u]) + mask[col];
+}
+fn load_x4(row: u32, c: u32) -> vec4<f32> {
+    let m = vec4<f32>(mask[4u * c], mask[4u * c + 1u], mask[4u * c + 2u], mask[4u * c + 3u]);
+    return SCALE * vec4<f32>(x[row * (params.n / 4u) + c]) + m;
+}
+"#;
+    let squares = r#"
+@group(0) @binding(1) var<storage, read> x: array<vec4<Elem>>;
+fn load_x(row: u32, col: u32) -> f32 {
+    let i = row * params.n + col;
+    let v = f32(x[i / 4u][i % 4u]);
+    return v * v;
+}
+fn load_x4(row: u32, c: u32) -> vec4<f32> {
+    let v = vec4<f32>(x[row * (params.n / 4u) + c]);
+    return v * v;
+}
+"#;
+    let residual = r#"
+@group(0) @binding(2) var<storage, read_write> y: array<vec4<Elem>>;
+@group(0) @binding(5) var<storage, read> res: array<vec4<Elem>>;
+fn store_y(row: u32, col: u32, v: f32) {
+    let i = row * params.n + col;
+    y[i / 4u][i % 4u] = Elem(v + f32(res[i / 4u][i % 4u]));
+}
+fn store_y4(row: u32, c: u32, v: vec4<f32>) {
+    let i = row * (params.n / 4u) + c;
+    y[i] = vec4<Elem>(v + vec4<f32>(res[i]));
+}
+"#;
+    for dtype in [DType::F32, DType::F16] {
+        for (kernel, load, store) in [
+            (Kernel::Softmax, Some(scaled_masked), None),
+            (Kernel::SoftmaxSubgroup, Some(scaled_masked), None),
+            (Kernel::SoftmaxOnline, Some(scaled_masked), None),
+            (Kernel::Reduce, Some(squares), None),
+            (Kernel::ReduceSubgroup, Some(squares), None),
+            (Kernel::Norm, None, Some(residual)),
+            (Kernel::NormStreaming, Some(squares), Some(residual)),
+        ] {
+            let spec = Spec::new(kernel).dtype(dtype);
+            let text = spliced_wgsl(&spec, load, store).unwrap();
+            if let Some(load) = load {
+                assert!(text.contains(load) && !text.contains(wgtile::ops::rowops::LOAD_HOOK));
+            }
+            check_source(&format!("{kernel:?} spliced {dtype}"), &text, &spec);
+        }
+    }
+    // Reduce has no store hook: an error, not a silent no-op.
+    let spec = Spec::new(Kernel::Reduce);
+    assert!(matches!(
+        spliced_wgsl(&spec, None, Some(residual)),
+        Err(wgtile::Error::Shader { .. })
+    ));
 }

@@ -3,3 +3,5 @@
 
 pub mod elementwise;
 pub mod matmul;
+pub mod reduce;
+pub mod rowops;

@@ -1,0 +1,311 @@
+//! Reductions: sum, max and mean over the last axis or over all elements
+//! (`shaders/reduce.wgsl`).
+//!
+//! Accumulation is in f32 whatever the input dtype; **the output has the
+//! input's dtype** (an f16 sum that exceeds 65504 becomes `inf`, as f16
+//! arithmetic would). Over the last axis the output shape is the input's
+//! without its last dimension; over all elements it is rank 0 (`[]`).
+//!
+//! Empty reductions follow NumPy: the sum of nothing is 0, the mean of
+//! nothing is NaN, and the max of nothing is an [`Error::InvalidArgument`]
+//! (NumPy raises: `maximum` has no identity). NaN propagates through all three.
+//!
+//! Launch: `T` invocations per row, each accumulating about 8 chunks of 4
+//! elements (vec4 loads when `n % 4 == 0`), short rows sharing a workgroup;
+//! when few long rows would leave the GPU idle (a whole-tensor reduction),
+//! each row is split over several workgroups writing f32 partials, which a
+//! second dispatch (`combine`) reduces.
+
+use crate::context::{AdapterProfile, Context};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::ops::rowops::{
+    MIN_WORKGROUP, RowLayout, RowParams, check_dtype, grid, row_spec, rows_of, to_u32,
+    workgroup_cap,
+};
+use crate::plan::Plan;
+use crate::tensor::Tensor;
+
+/// Which elements a reduction covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Axis {
+    /// The last axis: one result per row, the output drops the last dimension.
+    Last,
+    /// Every element: a rank-0 result.
+    All,
+}
+
+/// Which reduction to compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    /// Sum (0 for an empty reduction).
+    Sum,
+    /// Maximum (NaN if any element is NaN; an error for an empty reduction).
+    Max,
+    /// Arithmetic mean: the f32 sum times `1 / n` (NaN for an empty reduction).
+    Mean,
+}
+
+impl Reduction {
+    fn name(self) -> &'static str {
+        match self {
+            Reduction::Sum => "sum",
+            Reduction::Max => "max",
+            Reduction::Mean => "mean",
+        }
+    }
+
+    /// The shader's `OP` constant.
+    fn op(self) -> u32 {
+        match self {
+            Reduction::Sum | Reduction::Mean => 0,
+            Reduction::Max => 1,
+        }
+    }
+}
+
+/// Chunks of 4 elements each invocation accumulates (32 elements).
+const CHUNKS_PER_INVOCATION: u32 = 8;
+
+/// The spec of the second (combine) pass.
+pub(crate) fn combine_spec(dtype: DType, op: u32, wg: u32) -> Spec {
+    Spec::new(Kernel::ReduceCombine)
+        .dtype(dtype)
+        .constant("OP", op)
+        .override_("WG", wg)
+        .override_("T", wg)
+}
+
+/// How a reduction launches: the row layout and the split (1: no split).
+#[derive(Clone, Copy, Debug)]
+struct ReduceLayout {
+    row: RowLayout,
+    split: u32,
+    seg: u32,
+}
+
+/// The row layout of the reduction kernel for rows of `n` (before any split).
+pub(crate) fn reduce_row_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
+    let chunks = n.div_ceil(4).max(1);
+    let small = workgroup_cap(profile, 256);
+    let t = chunks
+        .div_ceil(CHUNKS_PER_INVOCATION)
+        .next_power_of_two()
+        .min(small);
+    RowLayout {
+        wg: t.max(MIN_WORKGROUP.min(small)),
+        t,
+        r: 0,
+        vec4: n.is_multiple_of(4),
+    }
+}
+
+fn reduce_layout(profile: &AdapterProfile, rows: u32, n: u32) -> ReduceLayout {
+    let chunks = n.div_ceil(4).max(1);
+    let small = workgroup_cap(profile, 256);
+    let row = reduce_row_layout(profile, n);
+    let t = row.t;
+    let groups = u64::from(rows).div_ceil(u64::from(row.rows_per_group()));
+    // Enough workgroups to fill the GPU a few times over.
+    let target = u64::from(profile.compute_units.max(4)) * 4;
+    let per_group = u64::from(small) * u64::from(CHUNKS_PER_INVOCATION);
+    if t == small && groups < target && u64::from(chunks) > per_group {
+        let split = target
+            .div_ceil(u64::from(rows))
+            .min(u64::from(chunks).div_ceil(per_group));
+        let seg = u64::from(chunks).div_ceil(split);
+        let split = u64::from(chunks).div_ceil(seg);
+        if split > 1 {
+            return ReduceLayout {
+                row,
+                split: split as u32,
+                seg: seg as u32,
+            };
+        }
+    }
+    ReduceLayout {
+        row,
+        split: 1,
+        seg: 0,
+    }
+}
+
+impl Context {
+    /// The reduction `op` of `x` over `axis` as a [`Plan`]. `bytes` = input
+    /// read once + output written once; `flops` = one per input element.
+    pub fn reduce_plan(&self, x: &Tensor, op: Reduction, axis: Axis) -> Result<Plan> {
+        let name = op.name();
+        check_dtype(self, name, x.dtype())?;
+        x.require_contiguous(name)?;
+        let (rows, n, out_shape) = match axis {
+            Axis::Last => {
+                let (rows, n) = rows_of(name, x)?;
+                (rows, n, x.shape()[..x.rank() - 1].to_vec())
+            }
+            Axis::All => (1, x.numel(), Vec::new()),
+        };
+        if n == 0 && rows > 0 && op == Reduction::Max {
+            return Err(Error::InvalidArgument(format!(
+                "max over an empty axis of shape {:?}: a maximum of no elements has no \
+                 identity (NumPy raises too)",
+                x.shape()
+            )));
+        }
+        let dtype = x.dtype();
+        let output = self.alloc(&out_shape, dtype, "wgtile reduce out")?;
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: format!("{name} (empty)"),
+            dispatches: Vec::new(),
+            flops: x.numel() as u64,
+            bytes: x.size_bytes() + output.size_bytes(),
+            output,
+            scratch: Vec::new(),
+        };
+        if rows == 0 {
+            return Ok(plan);
+        }
+        if n == 0 {
+            let value = if op == Reduction::Mean { f32::NAN } else { 0.0 };
+            let pattern = match dtype {
+                DType::F32 => value.to_bits(),
+                DType::F16 => {
+                    let h = u32::from(half::f16::from_f32(value).to_bits());
+                    h | (h << 16)
+                }
+            };
+            plan.label = format!("{name} of empty rows (fill)");
+            plan.dispatches
+                .push(self.fill_dispatch(&plan.output.buffer, pattern)?);
+            return Ok(plan);
+        }
+        let rows32 = to_u32(&format!("{name}: rows"), rows)?;
+        let n32 = to_u32(&format!("{name}: row length"), n)?;
+        to_u32(&format!("{name}: elements"), x.numel())?;
+        let profile = self.profile();
+        let layout = reduce_layout(profile, rows32, n32);
+        let kernel = if layout.row.subgroup_ok(profile) {
+            Kernel::ReduceSubgroup
+        } else {
+            Kernel::Reduce
+        };
+        let scale = if op == Reduction::Mean {
+            1.0 / n as f32
+        } else {
+            1.0
+        };
+        let spec = row_spec(kernel, dtype, &layout.row).constant("OP", op.op());
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let device = &self.inner.device;
+        if layout.split == 1 {
+            let groups = u64::from(rows32).div_ceil(u64::from(layout.row.rows_per_group()));
+            let workgroups = grid(profile, groups, name)?;
+            let params = RowParams {
+                rows: rows32,
+                n: n32,
+                groups_x: workgroups[0],
+                split: 1,
+                scale,
+                ..RowParams::default()
+            }
+            .buffer(self);
+            plan.dispatches.push(Dispatch::new(
+                device,
+                pipeline,
+                &[
+                    &params,
+                    &x.buffer,
+                    &plan.output.buffer,
+                    &self.inner.dummy_rw,
+                ],
+                workgroups,
+            ));
+        } else {
+            let partials = self.alloc(
+                &[rows * layout.split as usize],
+                DType::F32,
+                "wgtile reduce partials",
+            )?;
+            let groups = u64::from(rows32) * u64::from(layout.split);
+            let workgroups = grid(profile, groups, name)?;
+            let params = RowParams {
+                rows: rows32,
+                n: n32,
+                groups_x: workgroups[0],
+                split: layout.split,
+                seg: layout.seg,
+                scale,
+                ..RowParams::default()
+            }
+            .buffer(self);
+            plan.dispatches.push(Dispatch::new(
+                device,
+                pipeline,
+                &[&params, &x.buffer, &plan.output.buffer, &partials.buffer],
+                workgroups,
+            ));
+            let wg = layout.row.wg;
+            let combine = self
+                .inner
+                .pipelines
+                .get(device, &combine_spec(dtype, op.op(), wg))?;
+            let workgroups = grid(profile, u64::from(rows32), name)?;
+            let params = RowParams {
+                rows: rows32,
+                n: n32,
+                groups_x: workgroups[0],
+                split: layout.split,
+                seg: layout.seg,
+                scale,
+                ..RowParams::default()
+            }
+            .buffer(self);
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                combine,
+                &[
+                    (0, &params),
+                    (2, &plan.output.buffer),
+                    (3, &partials.buffer),
+                ],
+                workgroups,
+            ));
+            plan.scratch.push(partials);
+        }
+        plan.label = format!(
+            "{name} {:?} {} over {axis:?} ({} wg={} t={} split={} vec{})",
+            x.shape(),
+            dtype,
+            kernel.name(),
+            layout.row.wg,
+            layout.row.t,
+            layout.split,
+            if layout.row.vec4 { 4 } else { 1 }
+        );
+        Ok(plan)
+    }
+
+    /// The reduction `op` of `x` over `axis` (see the [module docs](self) for
+    /// dtypes, shapes and empty inputs).
+    pub fn reduce(&self, x: &Tensor, op: Reduction, axis: Axis) -> Result<Tensor> {
+        let plan = self.reduce_plan(x, op, axis)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// Sum over `axis` (f32 accumulation, output in `x`'s dtype; 0 when empty).
+    pub fn sum(&self, x: &Tensor, axis: Axis) -> Result<Tensor> {
+        self.reduce(x, Reduction::Sum, axis)
+    }
+
+    /// Maximum over `axis` (NaN if any element is NaN; an empty axis is an error).
+    pub fn max(&self, x: &Tensor, axis: Axis) -> Result<Tensor> {
+        self.reduce(x, Reduction::Max, axis)
+    }
+
+    /// Mean over `axis` (f32 accumulation, output in `x`'s dtype; NaN when empty).
+    pub fn mean(&self, x: &Tensor, axis: Axis) -> Result<Tensor> {
+        self.reduce(x, Reduction::Mean, axis)
+    }
+}

@@ -1,0 +1,825 @@
+//! Row operations over the last axis: softmax, log-softmax, LayerNorm and
+//! RMSNorm (this module), plus the launch layout shared with the reductions
+//! ([`crate::ops::reduce`]) and a copy through the same load/store path that
+//! benchmarks use as their bandwidth reference.
+//!
+//! A tensor of shape `[.., n]` is `rows = numel / n` rows of `n` contiguous
+//! elements. Every kernel computes in f32 whatever the dtype (f16 inputs are
+//! widened on load, results narrowed on store) and writes the input's dtype.
+//!
+//! Layout rule (see `shaders/rowops_common.wgsl`): rows are walked in chunks
+//! of 4 elements, one 16-byte (f32) access per chunk when `n % 4 == 0`; `T`
+//! invocations per row hold `R` chunks each in registers, so a row is read
+//! once when `n <= 4 * R * T` (up to 8192 elements with 256 invocations, 32768
+//! with 1024); longer rows stream twice (online softmax, Welford/Chan
+//! statistics). Short rows share a workgroup (`WG / T` rows). The subgroup
+//! kernels run when the adapter has `subgroups` and a row fills its workgroup.
+//!
+//! Fusion hooks: every row kernel reads its input only through `load_x` /
+//! `load_x4` (`shaders/rowops_load.wgsl`) and writes only through `store_y` /
+//! `store_y4` (`shaders/rowops_store.wgsl`), so generated elementwise code can
+//! replace those parts (see `shaders/README.md`).
+//!
+//! This module checks inputs and builds plans; it does not build WGSL.
+//!
+//! ```no_run
+//! # fn main() -> wgtile::Result<()> {
+//! use wgtile::{Axis, Context, DType};
+//! let ctx = Context::new_blocking(Default::default())?;
+//! let x = ctx.rand_uniform([8, 4096], -1.0, 1.0, DType::F32, 1)?;
+//! let gamma = ctx.full([4096], 1.0, DType::F32)?;
+//! let beta = ctx.zeros([4096], DType::F32)?;
+//! let p = ctx.softmax(&x)?; // [8, 4096], rows sum to 1
+//! let y = ctx.layer_norm(&x, Some(&gamma), Some(&beta), 1e-5)?;
+//! let r = ctx.rms_norm(&x, Some(&gamma), 1e-6)?;
+//! let row_sums = ctx.sum(&x, Axis::Last)?; // [8]
+//! let total = ctx.max(&x, Axis::All)?; // rank 0
+//! # Ok(()) }
+//! ```
+
+use crate::context::{AdapterProfile, Context};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::plan::Plan;
+use crate::tensor::Tensor;
+
+/// Most chunks of 4 elements one invocation keeps in registers (32 floats).
+pub(crate) const MAX_REGISTER_CHUNKS: u32 = 8;
+
+/// Chunks per invocation the register kernels aim for (16 floats: a row of
+/// 4096 on 256 invocations).
+const TARGET_CHUNKS: u32 = 4;
+
+/// Fewest invocations per workgroup: short rows share a workgroup of this size.
+pub(crate) const MIN_WORKGROUP: u32 = 64;
+
+/// Parameter flags, as in `shaders/rowops_common.wgsl`.
+pub(crate) const FLAG_LOG: u32 = 1;
+pub(crate) const FLAG_RMS: u32 = 2;
+pub(crate) const FLAG_WEIGHT: u32 = 4;
+pub(crate) const FLAG_BIAS: u32 = 8;
+
+/// The largest workgroup the row kernels use on `profile`, capped at `cap`.
+pub(crate) fn workgroup_cap(profile: &AdapterProfile, cap: u32) -> u32 {
+    let max = profile
+        .max_invocations
+        .min(profile.max_workgroup_size_x)
+        .max(1);
+    // A power of two: the tree reductions halve.
+    let mut wg = 1u32;
+    while wg * 2 <= max.min(cap) {
+        wg *= 2;
+    }
+    wg
+}
+
+/// How a row kernel is launched: workgroup size, invocations per row, chunks
+/// per invocation in registers (0: the streaming kernel), vector access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RowLayout {
+    /// Invocations per workgroup.
+    pub(crate) wg: u32,
+    /// Invocations per row (a power of two dividing `wg`).
+    pub(crate) t: u32,
+    /// Chunks per invocation held in registers; 0 for the streaming kernels.
+    pub(crate) r: u32,
+    /// `n % 4 == 0`: one vector access per chunk.
+    pub(crate) vec4: bool,
+}
+
+impl RowLayout {
+    /// Rows per workgroup.
+    pub(crate) fn rows_per_group(&self) -> u32 {
+        self.wg / self.t
+    }
+
+    /// Whether this layout may use the subgroup kernels (one row per workgroup).
+    pub(crate) fn subgroup_ok(&self, profile: &AdapterProfile) -> bool {
+        profile.subgroups && self.t == self.wg
+    }
+}
+
+/// The layout for a register (one-read) kernel over rows of `n`, or the
+/// streaming layout (`r == 0`, one row per workgroup) when a row does not fit.
+pub(crate) fn register_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
+    let vec4 = n.is_multiple_of(4);
+    let chunks = n.div_ceil(4).max(1);
+    let small = workgroup_cap(profile, 256);
+    let big = workgroup_cap(profile, 1024);
+    let t_for = |cap: u32| chunks.div_ceil(TARGET_CHUNKS).next_power_of_two().min(cap);
+    for cap in [small, big] {
+        let t = t_for(cap);
+        let r = chunks.div_ceil(t).next_power_of_two();
+        if r <= MAX_REGISTER_CHUNKS {
+            return RowLayout {
+                wg: t.max(MIN_WORKGROUP.min(small)),
+                t,
+                r,
+                vec4,
+            };
+        }
+    }
+    streaming_layout(profile, n)
+}
+
+/// The streaming layout: one row per workgroup of up to 256 invocations.
+pub(crate) fn streaming_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
+    let small = workgroup_cap(profile, 256);
+    RowLayout {
+        wg: small,
+        t: small,
+        r: 0,
+        vec4: n.is_multiple_of(4),
+    }
+}
+
+/// `(rows, n)` of a tensor seen as rows over its last axis.
+pub(crate) fn rows_of(op: &str, x: &Tensor) -> Result<(usize, usize)> {
+    let Some(&n) = x.shape().last() else {
+        return Err(Error::InvalidArgument(format!(
+            "{op} works over the last axis and needs rank >= 1, got a rank-0 tensor"
+        )));
+    };
+    // Every dimension but the last (not numel / n, which fails for n = 0).
+    let rows = x.shape()[..x.rank() - 1].iter().product();
+    Ok((rows, n))
+}
+
+/// A count as u32, or the error saying which limit it breaks.
+pub(crate) fn to_u32(what: &str, value: usize) -> Result<u32> {
+    u32::try_from(value).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "{what} is {value}, more than the 2^32 - 1 the row kernels index"
+        ))
+    })
+}
+
+/// A 2-D grid of `groups` workgroups (x first), within the adapter's limit.
+pub(crate) fn grid(profile: &AdapterProfile, groups: u64, what: &str) -> Result<[u32; 3]> {
+    let max = u64::from(profile.max_workgroups_per_dim.max(1));
+    let gx = groups.clamp(1, max);
+    let gy = groups.div_ceil(gx).max(1);
+    if gy > max {
+        return Err(Error::LimitExceeded {
+            limit: "max_compute_workgroups_per_dimension",
+            requested: gy,
+            max,
+            what: format!("{what}: {groups} workgroups"),
+        });
+    }
+    Ok([gx as u32, gy as u32, 1])
+}
+
+/// The parameter block of `shaders/rowops_common.wgsl`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RowParams {
+    pub(crate) rows: u32,
+    pub(crate) n: u32,
+    pub(crate) groups_x: u32,
+    pub(crate) split: u32,
+    pub(crate) seg: u32,
+    pub(crate) flags: u32,
+    pub(crate) eps: f32,
+    pub(crate) scale: f32,
+}
+
+impl RowParams {
+    pub(crate) fn buffer(&self, ctx: &Context) -> wgpu::Buffer {
+        ctx.uniform(&[
+            self.rows,
+            self.n,
+            self.groups_x,
+            self.split.max(1),
+            self.seg,
+            self.flags,
+            self.eps.to_bits(),
+            self.scale.to_bits(),
+        ])
+    }
+}
+
+/// Checks the dtype is usable (f16 needs `shader-f16`).
+pub(crate) fn check_dtype(ctx: &Context, op: &str, dtype: DType) -> Result<()> {
+    if dtype == DType::F16 {
+        ctx.require_f16(op)?;
+    }
+    Ok(())
+}
+
+/// The spec of a row kernel at a layout (`R` only for the register kernels).
+pub(crate) fn row_spec(kernel: Kernel, dtype: DType, layout: &RowLayout) -> Spec {
+    let mut spec = Spec::new(kernel)
+        .dtype(dtype)
+        .constant("VEC", if layout.vec4 { 4 } else { 1 })
+        .override_("WG", layout.wg)
+        .override_("T", layout.t);
+    if layout.r > 0 {
+        spec = spec.constant("R", layout.r);
+    }
+    spec
+}
+
+/// A row operation over the last axis (for [`Context::row_op_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RowOp {
+    /// [`Context::softmax`].
+    Softmax,
+    /// [`Context::log_softmax`].
+    LogSoftmax,
+    /// [`Context::layer_norm`].
+    LayerNorm,
+    /// [`Context::rms_norm`].
+    RmsNorm,
+}
+
+/// Per-call options of the row operations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowOptions {
+    /// Run the streaming kernels (online softmax; Welford/Chan norms), which
+    /// read each row twice, even when a row fits in registers and one read
+    /// would do: to measure what the single read buys. Results agree with
+    /// the default path within the documented tolerances.
+    pub streaming: bool,
+}
+
+impl RowOp {
+    fn name(self) -> &'static str {
+        match self {
+            RowOp::Softmax => "softmax",
+            RowOp::LogSoftmax => "log_softmax",
+            RowOp::LayerNorm => "layer_norm",
+            RowOp::RmsNorm => "rms_norm",
+        }
+    }
+
+    /// Floating-point operations per element (documented on the public plans).
+    fn flops_per_element(self) -> u64 {
+        match self {
+            RowOp::Softmax => 5,
+            RowOp::LogSoftmax => 4,
+            RowOp::LayerNorm => 8,
+            RowOp::RmsNorm => 5,
+        }
+    }
+
+    fn kernel(self, layout: &RowLayout, profile: &AdapterProfile) -> Kernel {
+        let sg = layout.subgroup_ok(profile);
+        let streaming = layout.r == 0;
+        match self {
+            RowOp::Softmax | RowOp::LogSoftmax => match (streaming, sg) {
+                (false, false) => Kernel::Softmax,
+                (false, true) => Kernel::SoftmaxSubgroup,
+                (true, false) => Kernel::SoftmaxOnline,
+                (true, true) => Kernel::SoftmaxOnlineSubgroup,
+            },
+            RowOp::LayerNorm | RowOp::RmsNorm => match (streaming, sg) {
+                (true, _) => Kernel::NormStreaming,
+                (false, false) => Kernel::Norm,
+                (false, true) => Kernel::NormSubgroup,
+            },
+        }
+    }
+}
+
+/// Checks an optional affine parameter: shape `[n]`, the input's dtype.
+fn check_param(op: &'static str, x: &Tensor, p: Option<&Tensor>, n: usize) -> Result<()> {
+    let Some(p) = p else { return Ok(()) };
+    if p.shape() != [n] {
+        return Err(Error::shape(
+            op,
+            x.shape(),
+            p.shape(),
+            format!("the affine parameter must have shape [{n}] (the row length)"),
+        ));
+    }
+    if p.dtype() != x.dtype() {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: x.dtype(),
+            got: p.dtype(),
+        });
+    }
+    Ok(())
+}
+
+impl Context {
+    /// Any row operation as a [`Plan`], with options: `weight` and `bias`
+    /// are read by the norms only (`bias` by LayerNorm only; passing them to
+    /// another op is an [`Error::InvalidArgument`]), `eps` likewise.
+    pub fn row_op_plan(
+        &self,
+        op: RowOp,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+        options: RowOptions,
+    ) -> Result<Plan> {
+        let takes = match op {
+            RowOp::Softmax | RowOp::LogSoftmax => (false, false),
+            RowOp::LayerNorm => (true, true),
+            RowOp::RmsNorm => (true, false),
+        };
+        if (weight.is_some() && !takes.0) || (bias.is_some() && !takes.1) {
+            return Err(Error::InvalidArgument(format!(
+                "{} takes {} affine parameters",
+                op.name(),
+                match takes {
+                    (false, _) => "no",
+                    (true, false) => "a weight but no bias as",
+                    (true, true) => "weight and bias as",
+                }
+            )));
+        }
+        self.row_plan(op, x, weight, bias, eps, options)
+    }
+
+    fn row_plan(
+        &self,
+        op: RowOp,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+        options: RowOptions,
+    ) -> Result<Plan> {
+        let name = op.name();
+        for t in [Some(x), weight, bias].into_iter().flatten() {
+            t.require_contiguous(name)?;
+        }
+        let (rows, n) = rows_of(name, x)?;
+        check_dtype(self, name, x.dtype())?;
+        check_param(name, x, weight, n)?;
+        check_param(name, x, bias, n)?;
+        if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) && !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: eps must be finite and >= 0, got {eps}"
+            )));
+        }
+        let output = self.alloc(x.shape(), x.dtype(), "wgtile row op out")?;
+        let elem = x.dtype().size() as u64;
+        let params_bytes: u64 = [weight, bias]
+            .into_iter()
+            .flatten()
+            .map(|p| p.numel() as u64 * elem)
+            .sum();
+        let numel = x.numel() as u64;
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: format!("{name} (empty)"),
+            dispatches: Vec::new(),
+            output,
+            flops: op.flops_per_element() * numel,
+            bytes: 2 * numel * elem + params_bytes,
+            scratch: Vec::new(),
+        };
+        if rows == 0 || n == 0 {
+            return Ok(plan);
+        }
+        let rows32 = to_u32(&format!("{name}: rows"), rows)?;
+        let n32 = to_u32(&format!("{name}: row length"), n)?;
+        to_u32(&format!("{name}: elements"), x.numel())?;
+        let profile = self.profile();
+        let layout = if options.streaming {
+            streaming_layout(profile, n32)
+        } else {
+            register_layout(profile, n32)
+        };
+        let kernel = op.kernel(&layout, profile);
+        let groups = u64::from(rows32).div_ceil(u64::from(layout.rows_per_group()));
+        let workgroups = grid(profile, groups, name)?;
+        let mut flags = match op {
+            RowOp::LogSoftmax => FLAG_LOG,
+            RowOp::RmsNorm => FLAG_RMS,
+            _ => 0,
+        };
+        if weight.is_some() {
+            flags |= FLAG_WEIGHT;
+        }
+        if bias.is_some() {
+            flags |= FLAG_BIAS;
+        }
+        let params = RowParams {
+            rows: rows32,
+            n: n32,
+            groups_x: workgroups[0],
+            split: 1,
+            seg: 0,
+            flags,
+            eps,
+            scale: 1.0,
+        }
+        .buffer(self);
+        let spec = row_spec(kernel, x.dtype(), &layout);
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let mut buffers: Vec<&wgpu::Buffer> = vec![&params, &x.buffer, &plan.output.buffer];
+        if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) {
+            buffers.push(weight.map_or(&self.inner.dummy, |w| &w.buffer));
+            buffers.push(bias.map_or(&self.inner.dummy, |b| &b.buffer));
+        }
+        plan.dispatches.push(Dispatch::new(
+            &self.inner.device,
+            pipeline,
+            &buffers,
+            workgroups,
+        ));
+        plan.label = format!(
+            "{name} {:?} {} ({} wg={} t={} r={} vec{})",
+            x.shape(),
+            x.dtype(),
+            kernel.name(),
+            layout.wg,
+            layout.t,
+            layout.r,
+            if layout.vec4 { 4 } else { 1 }
+        );
+        Ok(plan)
+    }
+
+    /// Softmax over the last axis: `exp(x - max) / sum(exp(x - max))` per row,
+    /// computed in f32, written in `x`'s dtype (f32 or f16).
+    ///
+    /// Semantics: `-inf` entries get probability 0 (masking); a row of only
+    /// `-inf` gives zeros (not NaN); a NaN or `+inf` anywhere in a row makes
+    /// that output row NaN (as PyTorch); large finite inputs (up to f32::MAX)
+    /// do not overflow. Rank 0 is an error; empty tensors give empty results.
+    pub fn softmax(&self, x: &Tensor) -> Result<Tensor> {
+        let plan = self.softmax_plan(x)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::softmax`] as a [`Plan`]. `bytes` = input read once + output
+    /// written once (rows longer than the registers hold, see the module
+    /// docs, read the input twice); `flops` = 5 per element (max, subtract,
+    /// exp, add, divide).
+    pub fn softmax_plan(&self, x: &Tensor) -> Result<Plan> {
+        self.row_plan(RowOp::Softmax, x, None, None, 0.0, RowOptions::default())
+    }
+
+    /// Log-softmax over the last axis: `x - max - log(sum(exp(x - max)))`,
+    /// with [`Context::softmax`]'s semantics (`-inf` entries stay `-inf`, a
+    /// row of only `-inf` gives `-inf`, NaN/`+inf` rows give NaN).
+    pub fn log_softmax(&self, x: &Tensor) -> Result<Tensor> {
+        let plan = self.log_softmax_plan(x)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::log_softmax`] as a [`Plan`]; `flops` = 4 per element.
+    pub fn log_softmax_plan(&self, x: &Tensor) -> Result<Plan> {
+        self.row_plan(RowOp::LogSoftmax, x, None, None, 0.0, RowOptions::default())
+    }
+
+    /// LayerNorm over the last axis:
+    /// `(x - mean) / sqrt(var + eps) * weight + bias` per row, with the biased
+    /// variance (divided by n) computed two-pass (or by Welford/Chan merges for
+    /// long rows), in f32, written in `x`'s dtype. `weight` (gamma) and `bias`
+    /// (beta) are optional, shape `[n]`, `x`'s dtype
+    /// ([`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] otherwise). `eps`
+    /// must be finite and >= 0.
+    pub fn layer_norm(
+        &self,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let plan = self.layer_norm_plan(x, weight, bias, eps)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::layer_norm`] as a [`Plan`]; `bytes` counts `x`, the
+    /// parameters and the output once; `flops` = 8 per element.
+    pub fn layer_norm_plan(
+        &self,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Plan> {
+        self.row_plan(
+            RowOp::LayerNorm,
+            x,
+            weight,
+            bias,
+            eps,
+            RowOptions::default(),
+        )
+    }
+
+    /// RMSNorm over the last axis: `x / sqrt(mean(x^2) + eps) * weight`, with
+    /// an optional `weight` of shape `[n]` in `x`'s dtype.
+    pub fn rms_norm(&self, x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Tensor> {
+        let plan = self.rms_norm_plan(x, weight, eps)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::rms_norm`] as a [`Plan`]; `flops` = 5 per element.
+    pub fn rms_norm_plan(&self, x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Plan> {
+        self.row_plan(RowOp::RmsNorm, x, weight, None, eps, RowOptions::default())
+    }
+
+    /// A copy of `x` through the row kernels' load/store path (vec4 accesses
+    /// when the element count is a multiple of 4), as a [`Plan`]: the
+    /// bandwidth reference the row-op benchmarks report their fraction of.
+    /// `bytes` = read + write.
+    pub fn copy_plan(&self, x: &Tensor) -> Result<Plan> {
+        check_dtype(self, "copy", x.dtype())?;
+        x.require_contiguous("copy")?;
+        let output = self.alloc(x.shape(), x.dtype(), "wgtile copy out")?;
+        let numel = x.numel();
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: "copy (empty)".into(),
+            dispatches: Vec::new(),
+            output,
+            flops: 0,
+            bytes: 2 * x.size_bytes(),
+            scratch: Vec::new(),
+        };
+        if numel == 0 {
+            return Ok(plan);
+        }
+        let n = to_u32("copy: elements", numel)?;
+        let profile = self.profile();
+        let wg = workgroup_cap(profile, 256);
+        let layout = RowLayout {
+            wg,
+            t: wg,
+            r: 0,
+            vec4: n.is_multiple_of(4),
+        };
+        // 4 chunks per invocation (COPY_CHUNKS in the shader).
+        let per_group = 4 * u64::from(wg);
+        let workgroups = grid(
+            profile,
+            u64::from(n.div_ceil(4)).div_ceil(per_group),
+            "copy",
+        )?;
+        let params = RowParams {
+            rows: 1,
+            n,
+            groups_x: workgroups[0],
+            split: 1,
+            scale: 1.0,
+            ..RowParams::default()
+        }
+        .buffer(self);
+        let spec = row_spec(Kernel::RowCopy, x.dtype(), &layout);
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        plan.dispatches.push(Dispatch::new(
+            &self.inner.device,
+            pipeline,
+            &[&params, &x.buffer, &plan.output.buffer],
+            workgroups,
+        ));
+        plan.label = format!("copy {:?} {}", x.shape(), x.dtype());
+        Ok(plan)
+    }
+}
+
+/// The load hook part as shipped (`shaders/rowops_load.wgsl`).
+pub const LOAD_HOOK: &str = include_str!("../../shaders/rowops_load.wgsl");
+/// The store hook part as shipped (`shaders/rowops_store.wgsl`).
+pub const STORE_HOOK: &str = include_str!("../../shaders/rowops_store.wgsl");
+
+/// The fusion entry point: the WGSL of a row-kernel specialisation with its
+/// load hook and/or store hook part replaced by generated text defining the
+/// same functions (`load_x`/`load_x4`, `store_y`/`store_y4`; see
+/// `shaders/README.md`). Fails with [`Error::Shader`] if `spec` is not a
+/// kernel built from the replaced part (reduce kernels have no store hook).
+pub fn spliced_wgsl(spec: &Spec, load: Option<&str>, store: Option<&str>) -> Result<String> {
+    let mut text = spec.wgsl()?;
+    for (part, replacement, what) in [(LOAD_HOOK, load, "load"), (STORE_HOOK, store, "store")] {
+        let Some(replacement) = replacement else {
+            continue;
+        };
+        if !spec.kernel.parts().contains(&part) || !text.contains(part) {
+            return Err(Error::Shader {
+                kernel: spec.kernel.name().to_string(),
+                message: format!("the kernel has no {what} hook part to replace"),
+            });
+        }
+        text = text.replacen(part, replacement, 1);
+    }
+    Ok(text)
+}
+
+/// An NVIDIA-like profile allowing `invocations` per workgroup (layout sweeps
+/// and tests need no GPU).
+fn synthetic_profile(invocations: u32) -> AdapterProfile {
+    AdapterProfile {
+        name: "synthetic".into(),
+        backend: wgpu::Backend::Vulkan,
+        device_type: wgpu::DeviceType::DiscreteGpu,
+        vendor: 0x10de,
+        device: 0,
+        driver: String::new(),
+        driver_info: String::new(),
+        subgroup_min_size: 32,
+        subgroup_max_size: 32,
+        shader_f16: true,
+        subgroups: true,
+        timestamps: true,
+        cooperative_matrix: false,
+        coop_configs: Vec::new(),
+        max_workgroup_storage: 49152,
+        max_invocations: invocations,
+        max_workgroup_size_x: invocations,
+        max_workgroup_size_y: invocations,
+        max_workgroups_per_dim: 65535,
+        max_storage_binding: 1 << 31,
+        max_buffer_size: 1 << 31,
+        max_storage_buffers_per_stage: 8,
+        compute_units: 132,
+    }
+}
+
+/// Every specialisation the row-op and reduction dispatchers can produce,
+/// for `tests/shaders.rs`: the layouts chosen for every row length up to
+/// 40000 (past the longest register row) on adapters allowing 64, 256 and
+/// 1024 invocations, times kernels, dtypes and reduction ops.
+pub fn rowops_specs() -> Vec<Spec> {
+    let mut row_layouts = std::collections::BTreeSet::new();
+    let mut reduce_layouts = std::collections::BTreeSet::new();
+    for invocations in [64, 256, 1024] {
+        let profile = synthetic_profile(invocations);
+        for n in 1..=40_000 {
+            let l = register_layout(&profile, n);
+            row_layouts.insert((l.wg, l.t, l.r, l.vec4));
+            let l = crate::ops::reduce::reduce_row_layout(&profile, n);
+            reduce_layouts.insert((l.wg, l.t, l.vec4));
+        }
+    }
+    let mut specs = Vec::new();
+    for dtype in [DType::F32, DType::F16] {
+        for &(wg, t, r, vec4) in &row_layouts {
+            let layout = RowLayout { wg, t, r, vec4 };
+            let kernels: &[Kernel] = if r == 0 {
+                &[
+                    Kernel::SoftmaxOnline,
+                    Kernel::SoftmaxOnlineSubgroup,
+                    Kernel::NormStreaming,
+                ]
+            } else {
+                &[
+                    Kernel::Softmax,
+                    Kernel::SoftmaxSubgroup,
+                    Kernel::Norm,
+                    Kernel::NormSubgroup,
+                ]
+            };
+            for &kernel in kernels {
+                specs.push(row_spec(kernel, dtype, &layout));
+            }
+        }
+        for &(wg, t, vec4) in &reduce_layouts {
+            let layout = RowLayout { wg, t, r: 0, vec4 };
+            for op in [0, 1] {
+                for kernel in [Kernel::Reduce, Kernel::ReduceSubgroup] {
+                    specs.push(row_spec(kernel, dtype, &layout).constant("OP", op));
+                }
+                if t == wg {
+                    specs.push(crate::ops::reduce::combine_spec(dtype, op, wg));
+                }
+            }
+        }
+        for wg in [64, 256] {
+            for vec4 in [false, true] {
+                let layout = RowLayout {
+                    wg,
+                    t: wg,
+                    r: 0,
+                    vec4,
+                };
+                specs.push(row_spec(Kernel::RowCopy, dtype, &layout));
+            }
+        }
+    }
+    specs.sort_by_key(|s| format!("{s:?}"));
+    specs.dedup();
+    specs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn profile(invocations: u32) -> AdapterProfile {
+        synthetic_profile(invocations)
+    }
+
+    #[test]
+    fn rows_of_4096_take_256_invocations_with_16_floats_each() {
+        let l = register_layout(&profile(1024), 4096);
+        assert_eq!((l.wg, l.t, l.r, l.vec4), (256, 256, 4, true));
+        assert!(l.subgroup_ok(&profile(1024)));
+    }
+
+    #[test]
+    fn layouts_by_row_length() {
+        let p = profile(1024);
+        // Short rows share a 64-invocation workgroup.
+        let l = register_layout(&p, 7);
+        assert_eq!((l.wg, l.t, l.r, l.vec4), (64, 1, 2, false));
+        let l = register_layout(&p, 1024);
+        assert_eq!((l.wg, l.t, l.r), (64, 64, 4));
+        // Up to 8192 on 256 invocations, then 1024 invocations up to 32768.
+        assert_eq!(register_layout(&p, 8192).wg, 256);
+        let l = register_layout(&p, 32768);
+        assert_eq!((l.wg, l.t, l.r), (1024, 1024, 8));
+        // Longer rows stream.
+        assert_eq!(register_layout(&p, 32772).r, 0);
+        // An adapter limited to 256 invocations streams rows over 8192.
+        let small = profile(256);
+        assert_eq!(register_layout(&small, 8196).r, 0);
+        assert_eq!(register_layout(&small, 8192).r, 8);
+    }
+
+    /// The fusion hook end to end: a softmax whose load part is replaced by
+    /// generated text (x / 8 + mask[col], reading an extra binding 5) runs
+    /// and matches softmax(x / 8 + mask) computed on the host.
+    #[test]
+    fn spliced_load_hook_runs() {
+        let Ok(ctx) = Context::new_blocking(Default::default()) else {
+            eprintln!("no adapter: skipped");
+            return;
+        };
+        let load = r#"
+@group(0) @binding(1) var<storage, read> x: array<vec4<Elem>>;
+@group(0) @binding(5) var<storage, read> mask: array<f32>;
+fn load_x(row: u32, col: u32) -> f32 {
+    let i = row * params.n + col;
+    return 0.125 * f32(x[i / 4u][i % 4u]) + mask[col];
+}
+fn load_x4(row: u32, c: u32) -> vec4<f32> {
+    let m = vec4<f32>(mask[4u * c], mask[4u * c + 1u], mask[4u * c + 2u], mask[4u * c + 3u]);
+    return 0.125 * vec4<f32>(x[row * (params.n / 4u) + c]) + m;
+}
+"#;
+        for n in [7usize, 1024] {
+            let rows = 5;
+            let host = crate::tensor::uniform_values(rows * n, -8.0, 8.0, 3);
+            let mask: Vec<f32> = (0..n)
+                .map(|j| if j % 3 == 1 { f32::NEG_INFINITY } else { 0.0 })
+                .collect();
+            let x = ctx.tensor(&host, [rows, n]).unwrap();
+            let m = ctx.tensor(&mask, [n]).unwrap();
+            let y = ctx.alloc(&[rows, n], DType::F32, "out").unwrap();
+            ctx.fill(&y, f32::NAN).unwrap();
+            let profile = ctx.profile();
+            let layout = register_layout(profile, n as u32);
+            let spec = row_spec(RowOp::Softmax.kernel(&layout, profile), DType::F32, &layout);
+            let text = spliced_wgsl(&spec, Some(load), None).unwrap();
+            let pipeline = crate::kernels::compile(
+                &ctx.inner.device,
+                "spliced softmax",
+                &text,
+                spec.kernel.entry_point(),
+                &spec.pipeline_constants(),
+                false,
+            )
+            .unwrap();
+            let groups = (rows as u64).div_ceil(u64::from(layout.rows_per_group()));
+            let workgroups = grid(profile, groups, "test").unwrap();
+            let params = RowParams {
+                rows: rows as u32,
+                n: n as u32,
+                groups_x: workgroups[0],
+                split: 1,
+                scale: 1.0,
+                ..RowParams::default()
+            }
+            .buffer(&ctx);
+            let d = Dispatch::with_bindings(
+                &ctx.inner.device,
+                Arc::new(pipeline),
+                &[(0, &params), (1, &x.buffer), (2, &y.buffer), (5, &m.buffer)],
+                workgroups,
+            );
+            ctx.run_dispatches("spliced softmax", &[d]).unwrap();
+            let got = y.to_vec_blocking::<f32>().unwrap();
+            for r in 0..rows {
+                let z: Vec<f64> = (0..n)
+                    .map(|j| 0.125 * f64::from(host[r * n + j]) + f64::from(mask[j]))
+                    .collect();
+                let mx = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = z.iter().map(|v| (v - mx).exp()).sum();
+                for j in 0..n {
+                    let want = (z[j] - mx).exp() / sum;
+                    let g = f64::from(got[r * n + j]);
+                    assert!(
+                        // exp: 3 + 2|x| ulp in WGSL, |x - max| <= 2 here.
+                        (g - want).abs() <= 4e-6 * want + 1e-30,
+                        "n {n} row {r} col {j}: {g} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}

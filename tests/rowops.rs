@@ -1,0 +1,883 @@
+//! Reductions (sum, max, mean), softmax, log-softmax, LayerNorm and RMSNorm
+//! against f64 CPU references.
+//!
+//! Tolerances (u = 2^-24, the f32 unit roundoff; n = row length):
+//! - sum / mean: (2 log2 n + n / 256 + 8) u sum|x| (each invocation adds up to
+//!   n / 1024 chunks per lane in order, then a log-depth tree), over n for mean;
+//! - max: exact;
+//! - softmax: p (16 + 2|x - max| + 2 log2 n) u (exp is accurate to 3 + 2|x| ulp
+//!   in WGSL, the sum adds log2 n roundings); log-softmax: absolute
+//!   (4 + |x| + |max| + |ref|) 2^-21 (log is accurate to 2^-21 absolute near 1);
+//! - norms: (32 + 4 log2 n) u (|x_hat w| + |b| + 1 + (|mean| / std) log2 n |w|);
+//! - f16 inputs: the reference uses the f16-rounded inputs; the output adds
+//!   one f16 rounding, 2^-11 |ref| + 2^-24 (subnormals).
+//!
+//! Outputs are poisoned with NaN before each kernel runs (the plan's output is
+//! filled, then the plan runs), so an element the kernel skips fails.
+
+mod common;
+
+use wgtile::{
+    Axis, Context, ContextOptions, DType, Error, Plan, Reduction, RowOp, RowOptions, Tensor, wgpu,
+};
+
+const U: f64 = 1.0 / (1u64 << 24) as f64;
+
+fn f16_ok(ctx: &Context) -> bool {
+    ctx.profile().shader_f16
+}
+
+/// The plan's output poisoned with NaN, then the plan run and read back.
+fn run_poisoned(ctx: &Context, plan: &Plan) -> Vec<f32> {
+    ctx.fill(plan.output(), f32::NAN).unwrap();
+    plan.run().unwrap();
+    plan.output().to_f32_vec_blocking().unwrap()
+}
+
+fn out_rounding(dtype: DType, reference: f64) -> f64 {
+    match dtype {
+        DType::F32 => 0.0,
+        DType::F16 => 2f64.powi(-11) * reference.abs() + 2f64.powi(-24),
+    }
+}
+
+fn log2(n: usize) -> f64 {
+    (n.max(2) as f64).log2()
+}
+
+/// A second context on the same adapter without some features.
+fn ctx_without(features: wgpu::Features) -> Context {
+    Context::new_blocking(ContextOptions {
+        disabled_features: features,
+        ..ContextOptions::default()
+    })
+    .unwrap()
+}
+
+fn rows_n(shape: &[usize]) -> (usize, usize) {
+    let n = *shape.last().unwrap();
+    (shape.iter().product::<usize>() / n.max(1), n)
+}
+
+// ---------------------------------------------------------------- reductions
+
+fn check_reduce(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType, axis: Axis) {
+    let (x, held) = common::upload(ctx, data, shape, dtype);
+    let (rows, n) = match axis {
+        Axis::Last => rows_n(shape),
+        Axis::All => (1, held.len()),
+    };
+    for op in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
+        let plan = ctx.reduce_plan(&x, op, axis).unwrap();
+        let what = format!("{op:?} {shape:?} {dtype} {axis:?} [{}]", plan.label());
+        let want_shape: Vec<usize> = match axis {
+            Axis::Last => shape[..shape.len() - 1].to_vec(),
+            Axis::All => vec![],
+        };
+        assert_eq!(plan.output().shape(), want_shape.as_slice(), "{what}");
+        let got = run_poisoned(ctx, &plan);
+        let mut want = Vec::with_capacity(rows);
+        let mut bound = Vec::with_capacity(rows);
+        for r in 0..rows {
+            let row = &held[r * n..(r + 1) * n];
+            let sum: f64 = row.iter().map(|&v| f64::from(v)).sum();
+            let mag: f64 = row.iter().map(|&v| f64::from(v).abs()).sum();
+            let acc = (2.0 * log2(n) + n as f64 / 256.0 + 8.0) * U * mag;
+            let (w, b) = match op {
+                Reduction::Sum => (sum, acc),
+                Reduction::Mean => (sum / n as f64, acc / n as f64),
+                Reduction::Max => (
+                    row.iter()
+                        .map(|&v| f64::from(v))
+                        .fold(f64::NEG_INFINITY, f64::max),
+                    0.0,
+                ),
+            };
+            bound.push(b + out_rounding(dtype, w) + 1e-30);
+            want.push(w);
+        }
+        common::assert_close(&what, &got, &want, |i| bound[i]);
+    }
+}
+
+const REDUCE_SHAPES: &[&[usize]] = &[
+    &[1],
+    &[7],
+    &[2, 3, 5],
+    &[4, 127],
+    &[3, 1024],
+    &[2, 3, 4, 8],
+    &[300, 17],
+    &[2, 1031],
+    &[3, 5003],
+    &[1, 8192],
+    &[3, 70001],
+    &[2, 65536],
+];
+
+#[test]
+fn reductions_over_the_last_axis_f32() {
+    let Some(ctx) = common::ctx() else { return };
+    for (i, shape) in REDUCE_SHAPES.iter().enumerate() {
+        let data = common::random(shape.iter().product(), 100 + i as u64);
+        check_reduce(&ctx, &data, shape, DType::F32, Axis::Last);
+    }
+}
+
+#[test]
+fn reductions_over_all_elements() {
+    let Some(ctx) = common::ctx() else { return };
+    for (i, shape) in [&[1usize][..], &[13], &[3, 1031], &[100_003], &[64, 1024]]
+        .iter()
+        .enumerate()
+    {
+        let data = common::random(shape.iter().product(), 200 + i as u64);
+        check_reduce(&ctx, &data, shape, DType::F32, Axis::All);
+        if f16_ok(&ctx) {
+            check_reduce(&ctx, &data, shape, DType::F16, Axis::All);
+        }
+    }
+    // A rank-0 tensor reduces to itself.
+    let x = ctx.tensor(&[2.5f32], []).unwrap();
+    let s = ctx.sum(&x, Axis::All).unwrap();
+    assert_eq!(s.shape(), &[] as &[usize]);
+    assert_eq!(s.to_vec_blocking::<f32>().unwrap(), vec![2.5]);
+}
+
+#[test]
+fn reductions_f16_and_without_subgroups() {
+    let Some(ctx) = common::ctx() else { return };
+    if f16_ok(&ctx) {
+        for (i, shape) in [
+            &[7usize][..],
+            &[4, 127],
+            &[3, 1024],
+            &[3, 5003],
+            &[2, 65536],
+        ]
+        .iter()
+        .enumerate()
+        {
+            let data = common::random(shape.iter().product(), 300 + i as u64);
+            check_reduce(&ctx, &data, shape, DType::F16, Axis::Last);
+        }
+    }
+    let plain = ctx_without(wgpu::Features::SUBGROUP);
+    assert!(!plain.profile().subgroups);
+    for (i, shape) in [&[4usize, 127][..], &[3, 1024], &[3, 5003], &[2, 65536]]
+        .iter()
+        .enumerate()
+    {
+        let data = common::random(shape.iter().product(), 400 + i as u64);
+        check_reduce(&plain, &data, shape, DType::F32, Axis::Last);
+    }
+}
+
+#[test]
+fn reductions_propagate_nan_and_handle_infinities() {
+    let Some(ctx) = common::ctx() else { return };
+    for n in [5usize, 8, 1031, 70001] {
+        let mut data = common::random(3 * n, 7);
+        data[n + n / 2] = f32::NAN; // row 1
+        data[2 * n + 1] = f32::INFINITY; // row 2
+        data[2 * n + 2] = f32::NEG_INFINITY;
+        data[1] = 3e38; // row 0: huge but finite
+        let x = ctx.tensor(&data, [3, n]).unwrap();
+        let max = run_poisoned(
+            &ctx,
+            &ctx.reduce_plan(&x, Reduction::Max, Axis::Last).unwrap(),
+        );
+        assert_eq!(max[0], 3e38, "n {n}");
+        assert!(max[1].is_nan(), "n {n}: max of a NaN row is {}", max[1]);
+        assert_eq!(max[2], f32::INFINITY, "n {n}");
+        let sum = run_poisoned(
+            &ctx,
+            &ctx.reduce_plan(&x, Reduction::Sum, Axis::Last).unwrap(),
+        );
+        assert!(sum[1].is_nan(), "n {n}");
+        assert!(sum[2].is_nan(), "n {n}: inf + -inf");
+        let all = run_poisoned(
+            &ctx,
+            &ctx.reduce_plan(&x, Reduction::Max, Axis::All).unwrap(),
+        );
+        assert!(all[0].is_nan(), "n {n}: max over all with a NaN");
+    }
+}
+
+#[test]
+fn empty_reductions_follow_numpy() {
+    let Some(ctx) = common::ctx() else { return };
+    // Empty rows: sum 0, mean NaN, max an error.
+    let x = ctx.zeros([3, 0], DType::F32).unwrap();
+    let s = run_poisoned(
+        &ctx,
+        &ctx.reduce_plan(&x, Reduction::Sum, Axis::Last).unwrap(),
+    );
+    assert_eq!(s, vec![0.0; 3]);
+    let m = run_poisoned(
+        &ctx,
+        &ctx.reduce_plan(&x, Reduction::Mean, Axis::Last).unwrap(),
+    );
+    assert!(m.len() == 3 && m.iter().all(|v| v.is_nan()));
+    assert!(matches!(
+        ctx.max(&x, Axis::Last),
+        Err(Error::InvalidArgument(_))
+    ));
+    let s = ctx.sum(&x, Axis::All).unwrap();
+    assert_eq!(s.to_vec_blocking::<f32>().unwrap(), vec![0.0]);
+    assert!(
+        ctx.mean(&x, Axis::All)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap()[0]
+            .is_nan()
+    );
+    assert!(matches!(
+        ctx.max(&x, Axis::All),
+        Err(Error::InvalidArgument(_))
+    ));
+    // No rows: an empty result for every reduction, max included.
+    let x = ctx.zeros([0, 5], DType::F32).unwrap();
+    for op in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
+        let y = ctx.reduce(&x, op, Axis::Last).unwrap();
+        assert_eq!(y.shape(), &[0]);
+    }
+    if f16_ok(&ctx) {
+        let x = ctx.zeros([2, 0], DType::F16).unwrap();
+        let m = run_poisoned(
+            &ctx,
+            &ctx.reduce_plan(&x, Reduction::Mean, Axis::Last).unwrap(),
+        );
+        assert!(m.iter().all(|v| v.is_nan()));
+        let s = run_poisoned(
+            &ctx,
+            &ctx.reduce_plan(&x, Reduction::Sum, Axis::Last).unwrap(),
+        );
+        assert_eq!(s, vec![0.0; 2]);
+    }
+    // Rank 0 has no last axis.
+    let x = ctx.tensor(&[1.0f32], []).unwrap();
+    assert!(matches!(
+        ctx.sum(&x, Axis::Last),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+// ------------------------------------------------------------------ softmax
+
+fn softmax_ref(row: &[f32], log: bool) -> Vec<f64> {
+    let x: Vec<f64> = row.iter().map(|&v| f64::from(v)).collect();
+    if x.iter().any(|v| v.is_nan() || *v == f64::INFINITY) {
+        return vec![f64::NAN; x.len()];
+    }
+    let m = x.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::NEG_INFINITY {
+        return vec![if log { f64::NEG_INFINITY } else { 0.0 }; x.len()];
+    }
+    let s: f64 = x.iter().map(|v| (v - m).exp()).sum();
+    x.iter()
+        .map(|v| {
+            if log {
+                v - m - s.ln()
+            } else {
+                (v - m).exp() / s
+            }
+        })
+        .collect()
+}
+
+/// Compares with NaN == NaN and inf == inf as exact matches.
+fn assert_rows(what: &str, got: &[f32], want: &[f64], bound: impl Fn(usize) -> f64) {
+    let special = |w: f64| w.is_nan() || w.is_infinite();
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if special(w) {
+            let ok = (w.is_nan() && g.is_nan()) || f64::from(g) == w;
+            assert!(ok, "{what}: element {i} is {g} but should be {w}");
+        }
+    }
+    let got2: Vec<f32> = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| if special(w) { 0.0 } else { g })
+        .collect();
+    let want2: Vec<f64> = want
+        .iter()
+        .map(|&w| if special(w) { 0.0 } else { w })
+        .collect();
+    common::assert_close(what, &got2, &want2, |i| {
+        if special(want[i]) { 1.0 } else { bound(i) }
+    });
+}
+
+fn check_softmax(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType) {
+    check_softmax_with(ctx, data, shape, dtype, RowOptions::default());
+}
+
+fn check_softmax_with(
+    ctx: &Context,
+    data: &[f32],
+    shape: &[usize],
+    dtype: DType,
+    options: RowOptions,
+) {
+    let (x, held) = common::upload(ctx, data, shape, dtype);
+    let (rows, n) = rows_n(shape);
+    for log in [false, true] {
+        let plan = if options.streaming {
+            let op = if log {
+                RowOp::LogSoftmax
+            } else {
+                RowOp::Softmax
+            };
+            ctx.row_op_plan(op, &x, None, None, 0.0, options)
+        } else if log {
+            ctx.log_softmax_plan(&x)
+        } else {
+            ctx.softmax_plan(&x)
+        }
+        .unwrap();
+        let what = format!("{} {shape:?} {dtype}", plan.label());
+        assert_eq!(plan.output().shape(), shape);
+        assert_eq!(plan.output().dtype(), dtype);
+        let got = run_poisoned(ctx, &plan);
+        let mut want = Vec::with_capacity(held.len());
+        let mut bound = Vec::with_capacity(held.len());
+        for r in 0..rows {
+            let row = &held[r * n..(r + 1) * n];
+            let m = row
+                .iter()
+                .map(|&v| f64::from(v))
+                .fold(f64::NEG_INFINITY, f64::max);
+            let reference = softmax_ref(row, log);
+            for (j, &w) in reference.iter().enumerate() {
+                // What f32 can hold: -3e38 - 3e38 is -inf in log-softmax.
+                let w = f64::from(w as f32);
+                let d = (f64::from(row[j]) - m).abs();
+                let b = if log {
+                    (4.0 + f64::from(row[j]).abs() + m.abs() + w.abs()) * 2f64.powi(-21)
+                } else {
+                    w * (16.0 + 2.0 * d.min(1e3) + 2.0 * log2(n)) * U
+                };
+                bound.push(b + out_rounding(dtype, w) + 1e-38);
+                want.push(w);
+            }
+        }
+        assert_rows(&what, &got, &want, |i| bound[i]);
+    }
+}
+
+const ROW_SHAPES: &[&[usize]] = &[
+    &[1],
+    &[7],
+    &[2, 3, 5],
+    &[4, 127],
+    &[3, 1024],
+    &[2, 3, 4, 8],
+    &[300, 17],
+    &[2, 1031],
+    &[3, 5003],
+    &[1, 8192],
+    &[2, 9001],
+    &[2, 33001],
+    &[2, 40000],
+];
+
+#[test]
+fn softmax_f32_every_path() {
+    let Some(ctx) = common::ctx() else { return };
+    for (i, shape) in ROW_SHAPES.iter().enumerate() {
+        let data = common::random(shape.iter().product(), 500 + i as u64);
+        // Scale so exp sees a useful range.
+        let data: Vec<f32> = data.iter().map(|v| v * 4.0).collect();
+        check_softmax(&ctx, &data, shape, DType::F32);
+    }
+}
+
+#[test]
+fn softmax_f16_and_without_subgroups() {
+    let Some(ctx) = common::ctx() else { return };
+    if f16_ok(&ctx) {
+        for (i, shape) in [
+            &[7usize][..],
+            &[4, 127],
+            &[3, 1024],
+            &[3, 5003],
+            &[2, 33001],
+        ]
+        .iter()
+        .enumerate()
+        {
+            let data = common::random(shape.iter().product(), 600 + i as u64);
+            check_softmax(&ctx, &data, shape, DType::F16);
+        }
+    }
+    let plain = ctx_without(wgpu::Features::SUBGROUP);
+    for (i, shape) in [
+        &[4usize, 127][..],
+        &[3, 1024],
+        &[3, 5003],
+        &[2, 9001],
+        &[2, 40000],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let data = common::random(shape.iter().product(), 700 + i as u64);
+        check_softmax(&plain, &data, shape, DType::F32);
+    }
+}
+
+#[test]
+fn softmax_masking_nan_and_huge_values() {
+    let Some(ctx) = common::ctx() else { return };
+    // Row lengths for each kernel: registers (short, vec4, scalar), the
+    // 1024-invocation layout and the online (streaming) kernel.
+    for n in [6usize, 8, 1031, 9001, 33001, 40000] {
+        let rows = 6;
+        let mut data = common::random(rows * n, n as u64);
+        // Row 0: -inf entries (masked) including the first and last.
+        for j in (0..n).step_by(3) {
+            data[j] = f32::NEG_INFINITY;
+        }
+        data[n - 1] = f32::NEG_INFINITY;
+        // Row 1: all -inf.
+        data[n..2 * n].fill(f32::NEG_INFINITY);
+        // Row 2: one NaN.
+        data[2 * n + n / 2] = f32::NAN;
+        // Row 3: huge values that overflow a naive exp or sum.
+        for (j, v) in data[3 * n..4 * n].iter_mut().enumerate() {
+            *v = match j % 4 {
+                0 => 3e38,
+                1 => -3e38,
+                2 => 1e30,
+                _ => 3e38 * 0.999_999,
+            };
+        }
+        // Row 4: a +inf entry (NaN row, as PyTorch).
+        data[4 * n + 1] = f32::INFINITY;
+        // Row 5: plain random (a neighbour of the special rows).
+        check_softmax(&ctx, &data, &[rows, n], DType::F32);
+        let x = ctx.tensor(&data, [rows, n]).unwrap();
+        let p = ctx.softmax(&x).unwrap().to_vec_blocking::<f32>().unwrap();
+        assert!(p[n..2 * n].iter().all(|&v| v == 0.0), "n {n}: all -inf row");
+        assert!(p[2 * n..3 * n].iter().all(|v| v.is_nan()), "n {n}: NaN row");
+        let s0: f64 = p[..n].iter().map(|&v| f64::from(v)).sum();
+        assert!((s0 - 1.0).abs() < 1e-4, "n {n}: masked row sums to {s0}");
+        let s3: f64 = p[3 * n..4 * n].iter().map(|&v| f64::from(v)).sum();
+        assert!((s3 - 1.0).abs() < 1e-4, "n {n}: huge row sums to {s3}");
+        let s5: f64 = p[5 * n..].iter().map(|&v| f64::from(v)).sum();
+        assert!((s5 - 1.0).abs() < 1e-4, "n {n}: random row sums to {s5}");
+    }
+}
+
+// -------------------------------------------------------------------- norms
+
+#[allow(clippy::too_many_arguments)]
+fn check_norm(
+    ctx: &Context,
+    data: &[f32],
+    shape: &[usize],
+    dtype: DType,
+    rms: bool,
+    affine: bool,
+    eps: f32,
+    seed: u64,
+) {
+    check_norm_with(
+        ctx,
+        data,
+        shape,
+        dtype,
+        (rms, affine),
+        eps,
+        seed,
+        RowOptions::default(),
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_norm_with(
+    ctx: &Context,
+    data: &[f32],
+    shape: &[usize],
+    dtype: DType,
+    (rms, affine): (bool, bool),
+    eps: f32,
+    seed: u64,
+    options: RowOptions,
+) {
+    let (x, held) = common::upload(ctx, data, shape, dtype);
+    let (rows, n) = rows_n(shape);
+    let w_data: Vec<f32> = common::random(n, seed).iter().map(|v| 1.0 + v).collect();
+    let b_data = common::random(n, seed + 1);
+    let (w, w_held) = common::upload(ctx, &w_data, &[n], dtype);
+    let (b, b_held) = common::upload(ctx, &b_data, &[n], dtype);
+    let (wt, bt): (Option<&Tensor>, Option<&Tensor>) = if affine {
+        (Some(&w), Some(&b))
+    } else {
+        (None, None)
+    };
+    let plan = if options.streaming {
+        let (op, bt) = if rms {
+            (RowOp::RmsNorm, None)
+        } else {
+            (RowOp::LayerNorm, bt)
+        };
+        ctx.row_op_plan(op, &x, wt, bt, eps, options)
+    } else if rms {
+        ctx.rms_norm_plan(&x, wt, eps)
+    } else {
+        ctx.layer_norm_plan(&x, wt, bt, eps)
+    }
+    .unwrap();
+    let what = format!("{} {shape:?} {dtype} affine {affine}", plan.label());
+    let got = run_poisoned(ctx, &plan);
+    let mut want = Vec::with_capacity(held.len());
+    let mut bound = Vec::with_capacity(held.len());
+    for r in 0..rows {
+        let row: Vec<f64> = held[r * n..(r + 1) * n]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
+        let mean = if rms {
+            0.0
+        } else {
+            row.iter().sum::<f64>() / n as f64
+        };
+        let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+        let inv = 1.0 / (var + f64::from(eps)).sqrt();
+        let std = (var + f64::from(eps)).sqrt();
+        for j in 0..n {
+            let xhat = (row[j] - mean) * inv;
+            let (gw, gb) = if affine {
+                (
+                    f64::from(w_held[j]),
+                    if rms { 0.0 } else { f64::from(b_held[j]) },
+                )
+            } else {
+                (1.0, 0.0)
+            };
+            let y = xhat * gw + gb;
+            let cancel = if rms {
+                0.0
+            } else {
+                mean.abs() / std * log2(n) * gw.abs()
+            };
+            let b = (32.0 + 4.0 * log2(n)) * U * ((xhat * gw).abs() + gb.abs() + 1.0 + cancel);
+            bound.push(b + out_rounding(dtype, y));
+            want.push(y);
+        }
+    }
+    common::assert_close(&what, &got, &want, |i| bound[i]);
+}
+
+#[test]
+fn layer_norm_and_rms_norm_f32() {
+    let Some(ctx) = common::ctx() else { return };
+    for (i, shape) in ROW_SHAPES.iter().enumerate() {
+        let data = common::random(shape.iter().product(), 800 + i as u64);
+        for (rms, affine) in [(false, false), (false, true), (true, false), (true, true)] {
+            check_norm(
+                &ctx,
+                &data,
+                shape,
+                DType::F32,
+                rms,
+                affine,
+                1e-5,
+                900 + i as u64,
+            );
+        }
+    }
+}
+
+#[test]
+fn norms_with_a_large_mean_f16_and_without_subgroups() {
+    let Some(ctx) = common::ctx() else { return };
+    // A mean 10^4 standard deviations away from zero: E[x^2] - E[x]^2 would
+    // lose every digit; the two-pass and Welford/Chan statistics do not.
+    for shape in [&[3usize, 1024][..], &[2, 1031], &[2, 40000]] {
+        let data: Vec<f32> = common::random(shape.iter().product(), 11)
+            .iter()
+            .map(|v| 100.0 + 0.01 * v)
+            .collect();
+        check_norm(&ctx, &data, shape, DType::F32, false, true, 0.0, 12);
+    }
+    if f16_ok(&ctx) {
+        for (i, shape) in [&[7usize][..], &[4, 127], &[3, 1024], &[2, 33001]]
+            .iter()
+            .enumerate()
+        {
+            let data = common::random(shape.iter().product(), 1000 + i as u64);
+            check_norm(&ctx, &data, shape, DType::F16, false, true, 1e-5, 1100);
+            check_norm(&ctx, &data, shape, DType::F16, true, true, 1e-5, 1200);
+        }
+    }
+    let plain = ctx_without(wgpu::Features::SUBGROUP);
+    for (i, shape) in [&[4usize, 127][..], &[3, 1024], &[2, 9001], &[2, 40000]]
+        .iter()
+        .enumerate()
+    {
+        let data = common::random(shape.iter().product(), 1300 + i as u64);
+        check_norm(&plain, &data, shape, DType::F32, false, true, 1e-5, 1400);
+        check_norm(&plain, &data, shape, DType::F32, true, false, 1e-5, 1500);
+    }
+}
+
+#[test]
+fn norms_propagate_nan_to_their_row() {
+    let Some(ctx) = common::ctx() else { return };
+    for n in [5usize, 1024, 40000] {
+        let mut data = common::random(3 * n, 3);
+        data[n + 2] = f32::NAN;
+        let x = ctx.tensor(&data, [3, n]).unwrap();
+        for y in [
+            ctx.layer_norm(&x, None, None, 1e-5).unwrap(),
+            ctx.rms_norm(&x, None, 1e-5).unwrap(),
+        ] {
+            let y = y.to_vec_blocking::<f32>().unwrap();
+            assert!(y[n..2 * n].iter().all(|v| v.is_nan()), "n {n}: NaN row");
+            assert!(
+                y[..n].iter().chain(&y[2 * n..]).all(|v| v.is_finite()),
+                "n {n}"
+            );
+        }
+    }
+}
+
+#[test]
+fn streaming_kernels_on_short_rows() {
+    // The two-read kernels (online softmax, Welford/Chan norms) on rows that
+    // would fit in registers: rows shorter than the workgroup, partial chunks.
+    let Some(ctx) = common::ctx() else { return };
+    let streaming = RowOptions { streaming: true };
+    let plain = ctx_without(wgpu::Features::SUBGROUP);
+    for (i, shape) in [
+        &[1usize][..],
+        &[7],
+        &[2, 3, 5],
+        &[4, 127],
+        &[3, 1024],
+        &[300, 17],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let data = common::random(shape.iter().product(), 1600 + i as u64);
+        let data: Vec<f32> = data.iter().map(|v| v * 4.0).collect();
+        for c in [&ctx, &plain] {
+            check_softmax_with(c, &data, shape, DType::F32, streaming);
+            check_norm_with(
+                c,
+                &data,
+                shape,
+                DType::F32,
+                (false, true),
+                1e-5,
+                7,
+                streaming,
+            );
+            check_norm_with(
+                c,
+                &data,
+                shape,
+                DType::F32,
+                (true, true),
+                1e-5,
+                8,
+                streaming,
+            );
+        }
+        if f16_ok(&ctx) {
+            check_softmax_with(&ctx, &data, shape, DType::F16, streaming);
+            check_norm_with(
+                &ctx,
+                &data,
+                shape,
+                DType::F16,
+                (false, false),
+                1e-5,
+                9,
+                streaming,
+            );
+        }
+    }
+    // Masked, NaN and huge rows through the online kernel.
+    let n = 13;
+    let mut data = common::random(4 * n, 5);
+    data[..n].fill(f32::NEG_INFINITY);
+    data[n + 3] = f32::NAN;
+    data[2 * n + 1] = 3e38;
+    data[2 * n + 2] = -3e38;
+    data[3 * n + 4] = f32::NEG_INFINITY;
+    check_softmax_with(&ctx, &data, &[4, n], DType::F32, streaming);
+    // Options reach only the ops they belong to.
+    let x = ctx.rand_uniform([2, 4], -1.0, 1.0, DType::F32, 1).unwrap();
+    let w = ctx.rand_uniform([4], -1.0, 1.0, DType::F32, 2).unwrap();
+    for (op, wt, bt) in [
+        (RowOp::Softmax, Some(&w), None),
+        (RowOp::LogSoftmax, None, Some(&w)),
+        (RowOp::RmsNorm, Some(&w), Some(&w)),
+    ] {
+        assert!(matches!(
+            ctx.row_op_plan(op, &x, wt, bt, 1e-5, RowOptions::default()),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+}
+
+// ----------------------------------------------------------- edges, errors
+
+#[test]
+fn empty_row_ops_give_empty_results() {
+    let Some(ctx) = common::ctx() else { return };
+    for shape in [&[3usize, 0][..], &[0, 8], &[2, 0, 4]] {
+        let x = ctx.zeros(shape, DType::F32).unwrap();
+        let n = *shape.last().unwrap();
+        let w = ctx.zeros([n], DType::F32).unwrap();
+        for y in [
+            ctx.softmax(&x).unwrap(),
+            ctx.log_softmax(&x).unwrap(),
+            ctx.layer_norm(&x, Some(&w), Some(&w), 1e-5).unwrap(),
+            ctx.rms_norm(&x, Some(&w), 1e-5).unwrap(),
+        ] {
+            assert_eq!(y.shape(), shape);
+            assert!(y.to_vec_blocking::<f32>().unwrap().is_empty());
+        }
+    }
+    let scalar = ctx.tensor(&[1.0f32], []).unwrap();
+    assert!(matches!(
+        ctx.softmax(&scalar),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.layer_norm(&scalar, None, None, 1e-5),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn shape_and_dtype_errors_name_both_sides() {
+    let Some(ctx) = common::ctx() else { return };
+    let x = ctx.rand_uniform([4, 6], -1.0, 1.0, DType::F32, 1).unwrap();
+    let short = ctx.rand_uniform([5], -1.0, 1.0, DType::F32, 2).unwrap();
+    let matrix = ctx.rand_uniform([1, 6], -1.0, 1.0, DType::F32, 3).unwrap();
+    let good = ctx.rand_uniform([6], -1.0, 1.0, DType::F32, 4).unwrap();
+    for e in [
+        ctx.layer_norm(&x, Some(&short), None, 1e-5).unwrap_err(),
+        ctx.layer_norm(&x, Some(&good), Some(&short), 1e-5)
+            .unwrap_err(),
+        ctx.layer_norm(&x, Some(&matrix), None, 1e-5).unwrap_err(),
+        ctx.rms_norm(&x, Some(&short), 1e-5).unwrap_err(),
+    ] {
+        let text = e.to_string();
+        assert!(matches!(e, Error::ShapeMismatch { .. }), "{text}");
+        assert!(text.contains("[4, 6]"), "{text}");
+        assert!(text.contains("[5]") || text.contains("[1, 6]"), "{text}");
+    }
+    for eps in [-1.0, f32::NAN, f32::INFINITY] {
+        assert!(matches!(
+            ctx.layer_norm(&x, None, None, eps),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            ctx.rms_norm(&x, None, eps),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    if f16_ok(&ctx) {
+        let w16 = ctx.rand_uniform([6], -1.0, 1.0, DType::F16, 5).unwrap();
+        assert!(matches!(
+            ctx.layer_norm(&x, Some(&w16), None, 1e-5),
+            Err(Error::DTypeMismatch { .. })
+        ));
+        assert!(matches!(
+            ctx.rms_norm(&x, Some(&w16), 1e-5),
+            Err(Error::DTypeMismatch { .. })
+        ));
+        let x16 = ctx.rand_uniform([4, 6], -1.0, 1.0, DType::F16, 6).unwrap();
+        assert!(matches!(
+            ctx.layer_norm(&x16, None, Some(&good), 1e-5),
+            Err(Error::DTypeMismatch { .. })
+        ));
+    }
+    // f16 on an adapter without shader-f16.
+    let no_f16 = ctx_without(wgpu::Features::SHADER_F16);
+    let h: Vec<wgtile::f16> = (0..12).map(|i| wgtile::f16::from_f32(i as f32)).collect();
+    let x16 = no_f16.tensor(&h, [2, 6]).unwrap();
+    for e in [
+        no_f16.softmax(&x16).unwrap_err(),
+        no_f16.log_softmax(&x16).unwrap_err(),
+        no_f16.layer_norm(&x16, None, None, 1e-5).unwrap_err(),
+        no_f16.rms_norm(&x16, None, 1e-5).unwrap_err(),
+        no_f16.sum(&x16, Axis::Last).unwrap_err(),
+        no_f16.max(&x16, Axis::All).unwrap_err(),
+        no_f16.copy_plan(&x16).unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::UnsupportedFeature { .. }), "{e}");
+    }
+}
+
+#[test]
+fn copy_plan_copies_every_element() {
+    let Some(ctx) = common::ctx() else { return };
+    for shape in [&[5usize][..], &[3, 1031], &[64, 64], &[3, 1025, 7]] {
+        let data = common::random(shape.iter().product(), 9);
+        let x = ctx.tensor(&data, shape).unwrap();
+        let plan = ctx.copy_plan(&x).unwrap();
+        assert_eq!(plan.bytes(), 2 * x.size_bytes());
+        assert_eq!(run_poisoned(&ctx, &plan), data);
+    }
+}
+
+#[test]
+fn plans_count_bytes_once() {
+    let Some(ctx) = common::ctx() else { return };
+    let x = ctx
+        .rand_uniform([8, 256], -1.0, 1.0, DType::F32, 1)
+        .unwrap();
+    let w = ctx.rand_uniform([256], -1.0, 1.0, DType::F32, 2).unwrap();
+    let bytes = 8 * 256 * 4;
+    assert_eq!(ctx.softmax_plan(&x).unwrap().bytes(), 2 * bytes);
+    assert_eq!(
+        ctx.layer_norm_plan(&x, Some(&w), Some(&w), 1e-5)
+            .unwrap()
+            .bytes(),
+        2 * bytes + 2 * 256 * 4
+    );
+    let p = ctx.reduce_plan(&x, Reduction::Sum, Axis::Last).unwrap();
+    assert_eq!(p.bytes(), bytes + 8 * 4);
+    assert_eq!(p.flops(), 8 * 256);
+}
+
+#[test]
+fn kernel_choice_follows_the_shape_and_the_adapter() {
+    // The other tests rely on these paths being the ones that run.
+    let Some(ctx) = common::ctx() else { return };
+    let label = |c: &Context, shape: &[usize], f: &dyn Fn(&Context, &Tensor) -> Plan| {
+        let x = c.zeros(shape, DType::F32).unwrap();
+        f(c, &x).label().to_string()
+    };
+    let softmax = |c: &Context, x: &Tensor| c.softmax_plan(x).unwrap();
+    let norm = |c: &Context, x: &Tensor| c.layer_norm_plan(x, None, None, 1e-5).unwrap();
+    let sum = |c: &Context, x: &Tensor| c.reduce_plan(x, Reduction::Sum, Axis::Last).unwrap();
+    let sg = ctx.profile().subgroups;
+    let l = label(&ctx, &[3, 1024], &softmax);
+    assert!(l.contains("vec4") && l.contains("r=4"), "{l}");
+    assert_eq!(l.contains("softmax.subgroup"), sg, "{l}");
+    let l = label(&ctx, &[4, 127], &softmax);
+    assert!(l.contains("vec1"), "{l}");
+    assert!(label(&ctx, &[2, 9001], &softmax).contains("wg=1024"));
+    assert!(label(&ctx, &[2, 33001], &softmax).contains("softmax.online"));
+    assert!(label(&ctx, &[2, 40000], &norm).contains("norm.streaming"));
+    assert!(label(&ctx, &[300, 17], &norm).contains("t=2"));
+    assert!(!label(&ctx, &[2, 65536], &sum).contains("split=1 "));
+    assert!(label(&ctx, &[300, 17], &sum).contains("split=1 "));
+    let plain = ctx_without(wgpu::Features::SUBGROUP);
+    for shape in [&[3usize, 1024][..], &[2, 40000]] {
+        for f in [&softmax as &dyn Fn(&Context, &Tensor) -> Plan, &norm, &sum] {
+            let l = label(&plain, shape, f);
+            assert!(!l.contains("subgroup"), "{l}");
+        }
+    }
+}
