@@ -14,7 +14,10 @@
 //!    style kernels and on tensor cores (cooperative matrices) where present;
 //! 4. alignment, padding and wave quantisation: N = 1792 against 1793 (128 vs
 //!    129 on a CPU adapter), raw and through the padding layer;
-//! 5. the memory-bound corner: GEMV in GB/s.
+//! 5. the memory-bound corner: GEMV in GB/s;
+//! 6. fusion: the lecture's `sin(x)^2 + cos(x)^2` as one kernel against five,
+//!    bytes moved and time, next to the copy bandwidth;
+//! 7. row operations (softmax, layer norm, sum) as a fraction of the copy.
 //!
 //! It opts in to wgpu's experimental cooperative matrices, and autotunes large
 //! shapes on GPUs (`WGTILE_AUTOTUNE=off` shows the heuristic's picks).
@@ -26,7 +29,9 @@ use clap::Parser;
 #[path = "common/mod.rs"]
 mod common;
 use common::{max_error, random_matrix};
-use wgtile::{Context, ContextOptions, DType, MatmulKernel, MatmulOptions, Padding, TimingOptions};
+use wgtile::{
+    Axis, Context, ContextOptions, DType, MatmulKernel, MatmulOptions, Padding, Plan, TimingOptions,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Run and measure every wgtile technique on this adapter")]
@@ -67,6 +72,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     section("5. Matrix-vector products: memory-bound (GEMV)");
     gemv_section(&ctx, &args)?;
+
+    section("6. Fusion: one kernel instead of five");
+    fusion_section(&ctx, &args)?;
+
+    section("7. Row operations against the copy bandwidth");
+    rowops_section(&ctx, &args)?;
 
     println!("\ntour finished in {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
@@ -346,6 +357,142 @@ fn gemv_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Er
                 plan.label()
             );
         }
+    }
+    Ok(())
+}
+
+/// Median seconds of `plan` (GPU timestamps where the adapter has them).
+fn seconds(ctx: &Context, plan: &Plan, args: &Args) -> wgtile::Result<f64> {
+    let opts = TimingOptions {
+        repeats: args.repeats.max(1) * 2,
+        ..TimingOptions::default()
+    };
+    Ok(ctx.time(plan, &opts)?.median())
+}
+
+fn fusion_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = if args.quick || ctx.profile().is_cpu() {
+        1 << 20
+    } else {
+        1 << 26
+    };
+    let host = wgtile::uniform_values(n, -4.0, 4.0, 11);
+    let x = ctx.tensor(&host, [n])?;
+    let expr = x.expr().sin().square() + x.expr().cos().square();
+    let copy = ctx.eval_plan(&x.expr())?;
+    let fused = ctx.eval_plan(&expr)?;
+    let unfused = ctx.eval_unfused_plan(&expr)?;
+    println!(
+        "y = sin(x)^2 + cos(x)^2 over {n} f32 elements ({} MiB). Run op by op it is\n\
+         {} kernels, each reading and writing its operands in global memory;\n\
+         fused it is one kernel that reads x once and writes y once.",
+        n * 4 >> 20,
+        unfused.dispatch_count()
+    );
+    let t_copy = seconds(ctx, &copy, args)?;
+    let copy_gbps = copy.bytes() as f64 / t_copy / 1e9;
+    println!("  copy y = x (the bandwidth ceiling): {copy_gbps:>8.1} GB/s");
+    let mut times = Vec::new();
+    for (name, plan) in [("unfused", &unfused), ("fused", &fused)] {
+        ctx.fill(plan.output(), f32::NAN)?;
+        let t = seconds(ctx, plan, args)?;
+        let y = plan.output().to_vec_blocking::<f32>()?;
+        let worst = y
+            .iter()
+            .zip(&host)
+            .map(|(&got, &v)| {
+                let v = f64::from(v);
+                let want = v.sin().powi(2) + v.cos().powi(2);
+                let e = (f64::from(got) - want).abs();
+                if e.is_nan() { f64::INFINITY } else { e }
+            })
+            .fold(0.0f64, f64::max);
+        println!(
+            "  {name:<8} {:>2} kernel(s) {:>7.1} MiB moved {:>9.3} ms {:>8.1} GB/s of the fused floor \
+             ({:>3.0}% of copy)  max |err| {worst:.1e}",
+            plan.dispatch_count(),
+            plan.bytes() as f64 / (1u64 << 20) as f64,
+            t * 1e3,
+            fused.bytes() as f64 / t / 1e9,
+            100.0 * fused.bytes() as f64 / t / 1e9 / copy_gbps,
+        );
+        times.push(t);
+    }
+    println!("  fusion buys {:.1}x", times[0] / times[1]);
+    Ok(())
+}
+
+fn rowops_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let (rows, cols) = if args.quick || ctx.profile().is_cpu() {
+        (256, 4096)
+    } else {
+        (16384, 4096)
+    };
+    println!(
+        "Rows of {cols} (x {rows}): each row is read once into registers, reduced in\n\
+         workgroup memory (subgroup operations where the adapter has them) and\n\
+         written once, so the floor is the copy of the same bytes."
+    );
+    let host = wgtile::uniform_values(rows * cols, -3.0, 3.0, 12);
+    let x = ctx.tensor(&host, [rows, cols])?;
+    let copy = ctx.copy_plan(&x)?;
+    let t_copy = seconds(ctx, &copy, args)?;
+    let copy_gbps = copy.bytes() as f64 / t_copy / 1e9;
+    println!("  copy                {copy_gbps:>8.1} GB/s");
+    let plans = [
+        ("softmax", ctx.softmax_plan(&x)?),
+        ("layer_norm", ctx.layer_norm_plan(&x, None, None, 1e-5)?),
+        (
+            "sum (last axis)",
+            ctx.reduce_plan(&x, wgtile::Reduction::Sum, Axis::Last)?,
+        ),
+    ];
+    for (name, plan) in &plans {
+        ctx.fill(plan.output(), f32::NAN)?;
+        let t = seconds(ctx, plan, args)?;
+        let y = plan.output().to_vec_blocking::<f32>()?;
+        // Check a few rows against f64.
+        let mut worst = 0.0f64;
+        for r in [0, rows / 2, rows - 1] {
+            let row: Vec<f64> = host[r * cols..(r + 1) * cols]
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect();
+            let want: Vec<f64> = match *name {
+                "softmax" => {
+                    let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                    let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+                    row.iter().map(|v| (v - m).exp() / s).collect()
+                }
+                "layer_norm" => {
+                    let mean = row.iter().sum::<f64>() / cols as f64;
+                    let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / cols as f64;
+                    row.iter()
+                        .map(|v| (v - mean) / (var + 1e-5).sqrt())
+                        .collect()
+                }
+                _ => vec![row.iter().sum()],
+            };
+            let got = if want.len() == 1 {
+                &y[r..r + 1]
+            } else {
+                &y[r * cols..(r + 1) * cols]
+            };
+            for (g, w) in got.iter().zip(&want) {
+                let e = (f64::from(*g) - w).abs();
+                worst = if e.is_nan() {
+                    f64::INFINITY
+                } else {
+                    worst.max(e)
+                };
+            }
+        }
+        let gbps = plan.bytes() as f64 / t / 1e9;
+        println!(
+            "  {name:<18}  {gbps:>8.1} GB/s {:>4.0}% of copy {:>9.3} ms  max |err| {worst:.1e}",
+            100.0 * gbps / copy_gbps,
+            t * 1e3
+        );
     }
     Ok(())
 }
