@@ -75,7 +75,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             kernels.push(MatmulKernel::Tiled { tile, vec4 });
         }
     }
-    if dtype == DType::F16 {
+    // Tensor cores: f16, and f32 rounded to f16 on the way in (reduced
+    // precision, allowed below for this comparison).
+    {
         let coops: Vec<(u32, u32, u32, u32)> = if args.coop.is_empty() {
             COOP_CONFIGS.to_vec()
         } else {
@@ -110,8 +112,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 kernels.iter().rev().copied().collect()
             };
             for kernel in order {
-                let plan = match ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(kernel))
-                {
+                let options = MatmulOptions {
+                    reduced_precision: true,
+                    ..MatmulOptions::with_kernel(kernel)
+                };
+                let plan = match ctx.matmul_plan(&a, &b, None, &options) {
                     Ok(plan) => plan,
                     Err(e) => {
                         println!("{n:>6}  {:<40} skipped: {e}", kernel.to_string());

@@ -216,12 +216,27 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
         let (a, ha) = random_matrix(ctx, n, 1, dtype)?;
         let (b, hb) = random_matrix(ctx, n, 2, dtype)?;
         let choice = ctx.explain_matmul(dtype, n, n, n, 1);
-        let mut runs = vec![(MatmulOptions::default(), choice.kernel())];
+        let mut runs = vec![(MatmulOptions::default(), choice.kernel().to_string())];
+        if dtype == DType::F32 && wgtile::tune::has_coop_f16(profile) {
+            // f32 operands on the tensor cores, rounded to f16 on the way in:
+            // only when asked (MatmulOptions::reduced_precision).
+            let options = MatmulOptions {
+                reduced_precision: true,
+                ..MatmulOptions::default()
+            };
+            runs.push((options, "on tensor cores (reduced precision)".to_string()));
+        }
         if dtype == DType::F16 && matches!(choice.kernel(), MatmulKernel::Coop { .. }) {
             // Show the same f16 problem on the CUDA-core kernel too.
             let cuda_cores = wgtile::tune::choose_matmul(profile, DType::F32, n, n, n, 1).kernel;
             if cuda_cores.accepts(dtype, n, n, n) {
-                runs.insert(0, (MatmulOptions::with_kernel(cuda_cores), cuda_cores));
+                runs.insert(
+                    0,
+                    (
+                        MatmulOptions::with_kernel(cuda_cores),
+                        cuda_cores.to_string(),
+                    ),
+                );
             }
         }
         for (options, kernel) in runs {
@@ -386,7 +401,7 @@ fn fusion_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
         "y = sin(x)^2 + cos(x)^2 over {n} f32 elements ({} MiB). Run op by op it is\n\
          {} kernels, each reading and writing its operands in global memory;\n\
          fused it is one kernel that reads x once and writes y once.",
-        n * 4 >> 20,
+        (n * 4) >> 20,
         unfused.dispatch_count()
     );
     let t_copy = seconds(ctx, &copy, args)?;

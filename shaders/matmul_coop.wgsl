@@ -31,17 +31,24 @@
 //   halves. ALIGNED = 0 for any other row-major layout (1793 as it is): the
 //   same 8 halves from 4-5 word loads and a shift, the buffers also bound as
 //   words (bindings 7, 8), so odd shapes need no padding copies.
-// Constraints: row-major operands, any M, N, K: halves of A past K are
-//   zeroed, columns past N are never stored. f16 only. Vulkan only: naga's MSL backend has
-//   8 x 8 simdgroup matrices and its HLSL backend none.
+// Inputs: f16 (INPUT_F32 = 0), or f32 rounded to f16 in the put
+//   (INPUT_F32 = 1: reduced precision, opt-in only; values beyond the f16
+//   range saturate at +-65504): the same tensor-core work, twice the bytes
+//   loaded (ALIGNED then means row strides multiples of 4 floats).
+// Output and epilogue tensors: Elem (text-specialised, f16 or f32).
+// Constraints: row-major operands, any M, N, K: elements of A past K are
+//   zeroed, columns past N are never stored. Vulkan only: naga's MSL backend
+//   has 8 x 8 simdgroup matrices and its HLSL backend none.
 // Params: matmul_params.wgsl (appended by the registry).
 // Batching: as the other matmul kernels (two batch indices with strides).
 
 enable f16;
 enable wgpu_cooperative_matrix;
 
-// The epilogue part reads bias and residual as Elem.
-alias Elem = f16;
+// The output's element type; the epilogue part reads bias and residual as Elem.
+alias Elem = f32;
+// 1: A and B are f32, converted to f16 when staged (reduced precision).
+const INPUT_F32: u32 = 0u;
 
 const WARPS_M: u32 = 2u;
 const WARPS_N: u32 = 4u;
@@ -68,7 +75,7 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 // 8 halves per vec4<u32>: one 16-byte load.
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<f16>;
+@group(0) @binding(3) var<storage, read_write> out: array<Elem>;
 // The same buffers as 32-bit words, for the unaligned loads (bound always).
 @group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
 @group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
@@ -158,10 +165,17 @@ fn b_run(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec3<u32> {
     return vec3<u32>(b_base + gk * params.b_row_stride + gc, gk, u32(inside));
 }
 
-// The 16 bytes (ALIGNED) or the 4 words from half e / 2 on.
+// The 16 bytes (ALIGNED) or the 4 words from half e / 2 on; for f32 inputs
+// the first 4 of the run's 8 floats.
 fn fetch_a(r: vec3<u32>) -> vec4<u32> {
     if r.z == 0u {
         return vec4<u32>();
+    }
+    if INPUT_F32 == 1u {
+        if ALIGNED == 1u {
+            return lhs[r.x / 4u];
+        }
+        return vec4<u32>(word_a(r.x), word_a(r.x + 1u), word_a(r.x + 2u), word_a(r.x + 3u));
     }
     if ALIGNED == 1u {
         return lhs[r.x / 8u];
@@ -172,15 +186,42 @@ fn fetch_a(r: vec3<u32>) -> vec4<u32> {
 
 // The fifth word an odd-aligned run needs (unaligned layouts only).
 fn fetch_a_tail(r: vec3<u32>) -> u32 {
-    if ALIGNED == 1u || r.z == 0u || (r.x & 1u) == 0u {
+    if INPUT_F32 == 1u || ALIGNED == 1u || r.z == 0u || (r.x & 1u) == 0u {
         return 0u;
     }
     return word_a(r.x / 2u + 4u);
 }
 
+// f32 inputs: the run's last 4 floats (zero for f16 inputs).
+fn fetch_a_hi(r: vec3<u32>) -> vec4<u32> {
+    if INPUT_F32 == 0u || r.z == 0u {
+        return vec4<u32>();
+    }
+    if ALIGNED == 1u {
+        return lhs[r.x / 4u + 1u];
+    }
+    return vec4<u32>(word_a(r.x + 4u), word_a(r.x + 5u), word_a(r.x + 6u), word_a(r.x + 7u));
+}
+
+fn fetch_b_hi(r: vec3<u32>) -> vec4<u32> {
+    if INPUT_F32 == 0u || r.z == 0u {
+        return vec4<u32>();
+    }
+    if ALIGNED == 1u {
+        return rhs[r.x / 4u + 1u];
+    }
+    return vec4<u32>(word_b(r.x + 4u), word_b(r.x + 5u), word_b(r.x + 6u), word_b(r.x + 7u));
+}
+
 fn fetch_b(r: vec3<u32>) -> vec4<u32> {
     if r.z == 0u {
         return vec4<u32>();
+    }
+    if INPUT_F32 == 1u {
+        if ALIGNED == 1u {
+            return rhs[r.x / 4u];
+        }
+        return vec4<u32>(word_b(r.x), word_b(r.x + 1u), word_b(r.x + 2u), word_b(r.x + 3u));
     }
     if ALIGNED == 1u {
         return rhs[r.x / 8u];
@@ -190,7 +231,7 @@ fn fetch_b(r: vec3<u32>) -> vec4<u32> {
 }
 
 fn fetch_b_tail(r: vec3<u32>) -> u32 {
-    if ALIGNED == 1u || r.z == 0u || (r.x & 1u) == 0u {
+    if INPUT_F32 == 1u || ALIGNED == 1u || r.z == 0u || (r.x & 1u) == 0u {
         return 0u;
     }
     return word_b(r.x / 2u + 4u);
@@ -198,7 +239,24 @@ fn fetch_b_tail(r: vec3<u32>) -> u32 {
 
 // The 8 halves of run r from its fetched words: shifted when odd-aligned,
 // zeroed from K on when the run passes K (`mask_k`; padding or the next row).
-fn run_halves(r: vec3<u32>, v: vec4<u32>, tail: u32, mask_k: bool) -> vec4<u32> {
+fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool) -> vec4<u32> {
+    if INPUT_F32 == 1u {
+        // f32 -> f16 (saturating: pack2x16float leaves out-of-range values
+        // indeterminate), elements from K on zeroed.
+        var lo = clamp(bitcast<vec4<f32>>(v), vec4<f32>(-65504.0), vec4<f32>(65504.0));
+        var up = clamp(bitcast<vec4<f32>>(hi), vec4<f32>(-65504.0), vec4<f32>(65504.0));
+        if mask_k && r.y + 8u > params.k {
+            let ks = vec4<u32>(r.y) + vec4<u32>(0u, 1u, 2u, 3u);
+            lo = select(vec4<f32>(), lo, ks < vec4<u32>(params.k));
+            up = select(vec4<f32>(), up, ks + vec4<u32>(4u) < vec4<u32>(params.k));
+        }
+        return vec4<u32>(
+            pack2x16float(lo.xy),
+            pack2x16float(lo.zw),
+            pack2x16float(up.xy),
+            pack2x16float(up.zw),
+        );
+    }
     var x = v;
     if ALIGNED == 0u {
         x = shift_halves(x, tail, (r.x & 1u) == 1u);
@@ -224,7 +282,7 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
         let r = row + e / 16u;
         let c = col + e % 16u;
         if r < params.m && c < params.n {
-            out[c_base + r * params.n + c] = f16(epilogue(c_sh[scratch + e], z, r, c));
+            out[c_base + r * params.n + c] = Elem(epilogue(c_sh[scratch + e], z, r, c));
         }
     }
     workgroupBarrier();
@@ -266,16 +324,20 @@ fn main(
     var acc33: coop_mat16x16<f32, C>;
     var pa: array<vec4<u32>, A_LOADS>;
     var pb: array<vec4<u32>, B_LOADS>;
+    var ha: array<vec4<u32>, A_LOADS>;
+    var hb: array<vec4<u32>, B_LOADS>;
     var ta: array<u32, A_LOADS>;
     var tb: array<u32, B_LOADS>;
     for (var j = 0u; j < A_LOADS; j++) {
         let r = a_run(j, tid, a_base, row0, 0u);
         pa[j] = fetch_a(r);
+        ha[j] = fetch_a_hi(r);
         ta[j] = fetch_a_tail(r);
     }
     for (var j = 0u; j < B_LOADS; j++) {
         let r = b_run(j, tid, b_base, col0, 0u);
         pb[j] = fetch_b(r);
+        hb[j] = fetch_b_hi(r);
         tb[j] = fetch_b_tail(r);
     }
 
@@ -285,7 +347,7 @@ fn main(
             let i = tid + j * THREADS;
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
-                let v = run_halves(r, pa[j], ta[j], true);
+                let v = run_halves(r, pa[j], ha[j], ta[j], true);
                 store8((i / (BK / 8u)) * LDA + (i % (BK / 8u)) * 8u, v, true);
             }
         }
@@ -293,7 +355,7 @@ fn main(
             let i = tid + j * THREADS;
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
-                let v = run_halves(r, pb[j], tb[j], false);
+                let v = run_halves(r, pb[j], hb[j], tb[j], false);
                 store8((i / (BN / 8u)) * LDB + (i % (BN / 8u)) * 8u, v, false);
             }
         }
@@ -303,11 +365,13 @@ fn main(
             for (var j = 0u; j < A_LOADS; j++) {
                 let r = a_run(j, tid, a_base, row0, k0 + BK);
                 pa[j] = fetch_a(r);
+                ha[j] = fetch_a_hi(r);
                 ta[j] = fetch_a_tail(r);
             }
             for (var j = 0u; j < B_LOADS; j++) {
                 let r = b_run(j, tid, b_base, col0, k0 + BK);
                 pb[j] = fetch_b(r);
+                hb[j] = fetch_b_hi(r);
                 tb[j] = fetch_b_tail(r);
             }
         }

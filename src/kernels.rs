@@ -249,12 +249,10 @@ impl Kernel {
     }
 
     /// The one dtype a kernel that is not dtype-generic works in (the fill
-    /// kernel is dtype-agnostic and listed as f32).
+    /// kernel is dtype-agnostic and listed as f32; the coop kernel's dtype is
+    /// its output's, its inputs are set by `INPUT_F32`).
     pub const fn fixed_dtype(self) -> DType {
-        match self {
-            Kernel::MatmulCoop => DType::F16,
-            _ => DType::F32,
-        }
+        DType::F32
     }
 
     /// Whether the kernel ends with the fused matmul epilogue (bindings 5

@@ -407,3 +407,68 @@ fn split_k_long_contractions() {
     let c = wgtile::tune::choose_matmul(&p, DType::F32, 128, 128, 600, 1);
     assert!(matches!(c.kernel, MatmulKernel::Tiled { .. }), "{c}");
 }
+
+#[test]
+fn f32_on_tensor_cores_only_when_asked() {
+    let Some(ctx) = common::ctx() else { return };
+    let coop = wgtile::tune::COOP_CONFIGS
+        .into_iter()
+        .find_map(|c| MatmulKernel::coop_for(ctx.profile(), c));
+    // Odd K and N (the word-load variant on tensor cores) and aligned ones.
+    for (i, &(m, n, k)) in [(67usize, 45usize, 129usize), (64, 48, 96)]
+        .iter()
+        .enumerate()
+    {
+        let (a, ha) = common::upload(
+            &ctx,
+            &common::random(m * k, 40 + i as u64),
+            &[m, k],
+            DType::F32,
+        );
+        let (b, hb) = common::upload(
+            &ctx,
+            &common::random(k * n, 50 + i as u64),
+            &[k, n],
+            DType::F32,
+        );
+        // By default f32 never runs on f16 tensor cores...
+        let plan = ctx
+            .matmul_plan(&a, &b, None, &MatmulOptions::default())
+            .unwrap();
+        assert!(!plan.label().contains("coop"), "{}", plan.label());
+        // ...and forcing the kernel without the option is refused.
+        if let Some(coop) = coop {
+            let refused = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(coop));
+            assert!(matches!(refused, Err(wgtile::Error::InvalidArgument(_))));
+        }
+        let options = MatmulOptions {
+            reduced_precision: true,
+            ..Default::default()
+        };
+        let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
+        let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
+        plan.run().unwrap();
+        let got = out.to_vec_blocking::<f32>().unwrap();
+        let on_tensor_cores = plan.label().contains("coop");
+        assert_eq!(on_tensor_cores, coop.is_some(), "{}", plan.label());
+        // On tensor cores the products are those of the f16-rounded inputs,
+        // accumulated in f32; elsewhere the f32 kernels run unchanged.
+        let round = |v: &[f32]| -> Vec<f32> {
+            v.iter()
+                .map(|&x| wgtile::f16::from_f32(x).to_f32())
+                .collect()
+        };
+        let (ra, rb) = if on_tensor_cores {
+            (round(&ha), round(&hb))
+        } else {
+            (ha.clone(), hb.clone())
+        };
+        let (want, mag) = common::matmul_ref(&ra, &rb, m, n, k, &[(0, 0)]);
+        common::assert_close(
+            &format!("reduced precision [{}]", plan.label()),
+            &got,
+            &want,
+            |j| common::matmul_tolerance(DType::F32, k, want[j], mag[j]),
+        );
+    }
+}

@@ -46,6 +46,14 @@ pub struct MatmulOptions {
     pub transpose_a: bool,
     /// B is stored transposed (`[.., N, K]`), read in place (no copy).
     pub transpose_b: bool,
+    /// f32 operands may run on f16 tensor cores (the cooperative-matrix
+    /// kernel), where the adapter has them: each input is rounded to f16
+    /// when staged (11-bit significand; magnitudes beyond 65504 saturate),
+    /// products are accumulated and written in f32. Several times faster on
+    /// large shapes, and less precise: the dispatcher never does this unless
+    /// asked. Without tensor cores (or for transposed operands) it has no
+    /// effect.
+    pub reduced_precision: bool,
 }
 
 impl MatmulOptions {
@@ -714,7 +722,16 @@ impl Context {
                         what: format!("matmul kernel {kernel}"),
                     });
                 }
-                if !kernel.accepts_with(dtype, m, n, k, layout) {
+                let reduced = dtype == DType::F32
+                    && matches!(kernel, MatmulKernel::Coop { .. })
+                    && layout.coop();
+                if reduced && !options.reduced_precision {
+                    return Err(Error::InvalidArgument(format!(
+                        "{kernel} would round f32 operands to f16: set \
+                         MatmulOptions::reduced_precision to allow it"
+                    )));
+                }
+                if !reduced && !kernel.accepts_with(dtype, m, n, k, layout) {
                     return Err(Error::InvalidArgument(format!(
                         "{kernel} cannot run a {dtype} matmul with M = {m}, K = {k}, N = {n}{}{} \
                          (vec4: stored rows and N multiples of 4; coop-matrix: f16, row-major, \
@@ -735,7 +752,19 @@ impl Context {
                 // columns: epilogues that read tensors run the raw shape.
                 // The padding copies are row-major: transposed operands run as
                 // stored, and so do operands the caller padded already.
-                let padding = if epilogue.reads_tensors() || transposed || padded_operands {
+                // f32 on tensor cores, when asked: the coop kernel reads any
+                // row-major layout, so no padding either.
+                let tensor_cores = (dtype == DType::F32 && options.reduced_precision)
+                    .then(|| {
+                        tune::choose_matmul_layout(profile, DType::F16, (m, n, k), batches, layout)
+                            .kernel
+                    })
+                    .filter(|k| matches!(k, MatmulKernel::Coop { .. }));
+                let padding = if epilogue.reads_tensors()
+                    || transposed
+                    || padded_operands
+                    || tensor_cores.is_some()
+                {
                     Padding::Never
                 } else {
                     options.padding
@@ -743,7 +772,10 @@ impl Context {
                 if let Some(pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding) {
                     return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
                 }
-                if transposed || padded_operands {
+                if let Some(kernel) = tensor_cores {
+                    // f32 on tensor cores, by request (reduced precision).
+                    kernel
+                } else if transposed || padded_operands {
                     // The autotuner's keys cover dense row-major operands only.
                     tune::choose_matmul_layout(profile, dtype, (m, n, k), batches, layout).kernel
                 } else {
@@ -835,7 +867,7 @@ impl Context {
         };
         let mut spec = kernel.spec(dtype);
         let coop = matches!(kernel, MatmulKernel::Coop { .. });
-        if coop && !tune::Layout::of(shape).coop_aligned() {
+        if coop && !tune::Layout::of(shape).coop_aligned(dtype) {
             spec = spec.constant("ALIGNED", 0);
         }
         if partials.is_none() {

@@ -238,6 +238,9 @@ impl MatmulKernel {
                 subgroup,
             } => Spec::new(Kernel::MatmulCoop)
                 .dtype(dtype)
+                // f32 operands are rounded to f16 when staged: reduced
+                // precision, which only an explicit option selects.
+                .constant("INPUT_F32", u32::from(dtype == DType::F32))
                 .constant("WARPS_M", warps_m)
                 .constant("WARPS_N", warps_n)
                 .constant("BK", bk)
@@ -441,11 +444,12 @@ impl Layout {
         !self.transposed()
     }
 
-    /// Rows that start on 16 bytes of f16 (pitches multiples of 8): the
-    /// cooperative-matrix kernel's 16-byte loads; other pitches take its
-    /// word-load variant.
-    pub fn coop_aligned(&self) -> bool {
-        self.a_pitch.is_multiple_of(8) && self.b_pitch.is_multiple_of(8)
+    /// Rows that start on 16 bytes (pitches multiples of 8 halves or 4
+    /// floats, for `dtype` operands): the cooperative-matrix kernel's 16-byte
+    /// loads; other pitches take its word-load variant.
+    pub fn coop_aligned(&self, dtype: DType) -> bool {
+        let per_16_bytes = 16 / dtype.size();
+        self.a_pitch.is_multiple_of(per_16_bytes) && self.b_pitch.is_multiple_of(per_16_bytes)
     }
 }
 
@@ -756,8 +760,10 @@ pub fn matmul_specs() -> Vec<Spec> {
                 frags_n,
                 subgroup,
             };
-            specs.push(kernel.spec(DType::F16));
-            specs.push(kernel.spec(DType::F16).constant("ALIGNED", 0));
+            for dtype in DType::ALL {
+                specs.push(kernel.spec(dtype));
+                specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
+            }
         }
     }
     specs
