@@ -472,3 +472,43 @@ fn f32_on_tensor_cores_only_when_asked() {
         );
     }
 }
+
+#[test]
+fn f16_inputs_f32_output() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        return;
+    }
+    let (m, n, k) = (70, 41, 133);
+    let (a, ha) = common::upload(&ctx, &common::random(m * k, 61), &[m, k], DType::F16);
+    let (b, hb) = common::upload(&ctx, &common::random(k * n, 62), &[k, n], DType::F16);
+    let options = MatmulOptions {
+        out_dtype: Some(DType::F32),
+        ..Default::default()
+    };
+    let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
+    match ctx.matmul_plan(&a, &b, Some(&out), &options) {
+        Ok(plan) => {
+            assert!(plan.label().contains("coop"), "{}", plan.label());
+            plan.run().unwrap();
+            let got = out.to_vec_blocking::<f32>().unwrap();
+            // f16 x f16 products are exact in f32: only f32 accumulation error,
+            // no rounding of the result to f16.
+            let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
+            common::assert_close("f16 in, f32 out", &got, &want, |j| {
+                common::matmul_tolerance(DType::F32, k, want[j], mag[j])
+            });
+        }
+        Err(e) => {
+            // Without tensor cores no kernel has a separate output type.
+            assert!(!wgtile::tune::has_coop_f16(ctx.profile()), "{e}");
+            assert!(matches!(e, wgtile::Error::UnsupportedFeature { .. }), "{e}");
+        }
+    }
+    // An f16 output tensor for an f32 result is a dtype mismatch.
+    let wrong = ctx.full([m, n], 0.0, DType::F16).unwrap();
+    assert!(matches!(
+        ctx.matmul_plan(&a, &b, Some(&wrong), &options),
+        Err(wgtile::Error::DTypeMismatch { .. })
+    ));
+}

@@ -54,6 +54,12 @@ pub struct MatmulOptions {
     /// asked. Without tensor cores (or for transposed operands) it has no
     /// effect.
     pub reduced_precision: bool,
+    /// The result's dtype when it differs from the operands' (f16 inputs,
+    /// f32 output: the f32 accumulators are written without rounding to
+    /// f16). Runs on the tensor-core kernel, the only one whose output type
+    /// is separate; elsewhere it is an [`Error::UnsupportedFeature`]. The
+    /// epilogue's bias and residual take the output dtype.
+    pub out_dtype: Option<DType>,
 }
 
 impl MatmulOptions {
@@ -636,6 +642,11 @@ impl Context {
         }
         let transposed = shape.transpose_a || shape.transpose_b;
         let layout = tune::Layout::of(&shape);
+        let out_dtype = options.out_dtype.unwrap_or(dtype);
+        if out_dtype == DType::F16 {
+            self.require_f16("an f16 matmul output")?;
+        }
+        let mixed = out_dtype != dtype;
         for (t, what) in [
             (out, "the matmul output"),
             (epilogue.bias.as_ref(), "the epilogue bias"),
@@ -655,10 +666,10 @@ impl Context {
                         "the output tensor's shape differs from the result's",
                     ));
                 }
-                if o.dtype() != dtype {
+                if o.dtype() != out_dtype {
                     return Err(Error::DTypeMismatch {
                         op: "matmul output",
-                        expected: dtype,
+                        expected: out_dtype,
                         got: o.dtype(),
                     });
                 }
@@ -679,13 +690,13 @@ impl Context {
                 }
                 o.clone()
             }
-            None => self.alloc(&shape.out_shape, dtype, "wgtile matmul out")?,
+            None => self.alloc(&shape.out_shape, out_dtype, "wgtile matmul out")?,
         };
         let (m, n, k) = (shape.m, shape.n, shape.k);
-        epilogue.check(self, dtype, n, &shape.out_shape)?;
+        epilogue.check(self, out_dtype, n, &shape.out_shape)?;
         let batches = shape.batch_count();
-        let elem = dtype.size() as u64;
-        let bytes = (a.numel() + b.numel() + output.numel()) as u64 * elem;
+        let bytes = (a.numel() + b.numel()) as u64 * dtype.size() as u64
+            + output.numel() as u64 * out_dtype.size() as u64;
         let mut plan = Plan {
             ctx: self.clone(),
             label: String::new(),
@@ -764,6 +775,7 @@ impl Context {
                     || transposed
                     || padded_operands
                     || tensor_cores.is_some()
+                    || mixed
                 {
                     Padding::Never
                 } else {
@@ -775,7 +787,7 @@ impl Context {
                 if let Some(kernel) = tensor_cores {
                     // f32 on tensor cores, by request (reduced precision).
                     kernel
-                } else if transposed || padded_operands {
+                } else if transposed || padded_operands || mixed {
                     // The autotuner's keys cover dense row-major operands only.
                     tune::choose_matmul_layout(profile, dtype, (m, n, k), batches, layout).kernel
                 } else {
@@ -784,6 +796,15 @@ impl Context {
                 }
             }
         };
+        if mixed && !matches!(kernel, MatmulKernel::Coop { .. }) {
+            return Err(Error::UnsupportedFeature {
+                feature: "experimental-cooperative-matrix",
+                what: format!(
+                    "a {out_dtype} result from {dtype} operands (only the tensor-core kernel \
+                     has a separate output type; this matmul runs {kernel})"
+                ),
+            });
+        }
         for (numel, what) in [
             (a.storage_len(), "matmul operand A"),
             (b.storage_len(), "matmul operand B"),
@@ -794,7 +815,7 @@ impl Context {
         let mut scratch = Vec::new();
         plan.dispatches = self.matmul_dispatches(
             kernel,
-            dtype,
+            (dtype, out_dtype),
             &shape,
             (&a.buffer, &b.buffer, &plan.output.buffer),
             epilogue,
@@ -813,7 +834,7 @@ impl Context {
     fn matmul_dispatches(
         &self,
         kernel: MatmulKernel,
-        dtype: DType,
+        (dtype, out_dtype): (DType, DType),
         shape: &MatmulShape,
         (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
         epilogue: &Epilogue,
@@ -867,6 +888,10 @@ impl Context {
         };
         let mut spec = kernel.spec(dtype);
         let coop = matches!(kernel, MatmulKernel::Coop { .. });
+        if coop {
+            // The coop kernel's Spec dtype is its output's.
+            spec = spec.dtype(out_dtype);
+        }
         if coop && !tune::Layout::of(shape).coop_aligned(dtype) {
             spec = spec.constant("ALIGNED", 0);
         }
@@ -1206,7 +1231,7 @@ impl Context {
         let c_buf = c_pad.as_ref().map_or(&plan.output.buffer, |c| &c.buffer);
         dispatches.extend(self.matmul_dispatches(
             pad.kernel,
-            dtype,
+            (dtype, dtype),
             &padded,
             (&a_buf, &b_buf, c_buf),
             epilogue,
