@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# Builds the release binaries the device machine runs into .bin/ (git-ignored).
+# Builds the release binaries the device machine runs, packed into
+# .bin/bins.tar.xz (git-ignored; the device call carries at most 64 MiB, and
+# the stripped binaries compress about 3x). scripts/h200-all.sh unpacks them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-cargo build --release --example tour --example matmul_kernels --example matmul_sweep
-mkdir -p .bin
-cp target/release/examples/tour target/release/examples/matmul_kernels target/release/examples/matmul_sweep .bin/
-# The GPU test suites, to run the edge-shape tests on kernels lavapipe cannot run
-# (cooperative matrices) with WGTILE_COOPERATIVE_MATRIX=1.
-for t in matmul tensor errors pad epilogue; do
+examples=(tour matmul_kernels matmul_sweep fusion rowops)
+[ -f examples/attention.rs ] && examples+=(attention)
+cargo build --release $(printf -- '--example %s ' "${examples[@]}")
+rm -rf .bin/stage && mkdir -p .bin/stage
+for e in "${examples[@]}"; do cp "target/release/examples/$e" .bin/stage/; done
+# The GPU test suites, to run the kernels lavapipe cannot (cooperative
+# matrices) with WGTILE_COOPERATIVE_MATRIX=1.
+tests=(matmul padded)
+[ -f tests/attention.rs ] && tests+=(attention)
+for t in "${tests[@]}"; do
     exe=$(cargo test --release --no-run --test "$t" --message-format=json 2>/dev/null \
         | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])' | tail -1)
-    cp "$exe" ".bin/test_$t"
+    cp "$exe" ".bin/stage/test_$t"
 done
-strip .bin/* 2>/dev/null || true
+strip .bin/stage/*
+find .bin -maxdepth 1 -type f -delete
+tar -C .bin/stage -cJf .bin/bins.tar.xz .
+rm -rf .bin/stage
 ls -la .bin

@@ -4,6 +4,7 @@
 # without padding copies, coop layouts, and PyTorch at the same sizes.
 # Carry .bin (scripts/build-device.sh) and .gl.
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+[ -f .bin/bins.tar.xz ] && tar -C .bin -xJf .bin/bins.tar.xz
 export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "== tests (coop on)"

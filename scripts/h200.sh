@@ -4,7 +4,7 @@
 # tour, the throughput-vs-size sweeps, an autotune cache demonstration and the
 # PyTorch baselines, all in one call; logs and figures to $OUT.
 #
-# Build here first:   scripts/build-device.sh   (release binaries into .bin/)
+# Build here first:   scripts/build-device.sh   (release binaries packed into .bin/)
 # Then, through the device tool, from the repo root:
 #   bash scripts/h200.sh           with carry [".bin", ".gl"]
 # Variables: SWEEP_STEP (128), SKIP_SWEEP=1, SKIP_TOUR=1.
@@ -13,6 +13,7 @@ OUT=${OUT:-/tmp/wgtile-out}
 mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
+[ -f .bin/bins.tar.xz ] && tar -C .bin -xJf .bin/bins.tar.xz
 export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp RUST_LOG=${RUST_LOG:-warn}
 if [ ! -e /usr/share/vulkan/icd.d/nvidia_icd.json ] && [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
@@ -22,7 +23,8 @@ nvidia-smi dmon -s pc -d 1 > "$OUT/dmon.log" 2>&1 &
 DMON=$!
 
 echo "== GPU tests with cooperative matrices enabled (edge shapes on every kernel)"
-for t in matmul tensor errors pad epilogue; do
+for t in matmul padded attention; do
+    [ -x ./.bin/test_$t ] || continue
     WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off ./.bin/test_$t --test-threads=1 2>&1 | tail -n 4 | tee -a "$OUT/tests.log"
 done
 
