@@ -706,3 +706,40 @@ fn modes_parse() {
     assert_eq!(AutotuneMode::Full.repeats(), 5);
     assert_eq!(AutotuneMode::Fast.timing_options().repeats, 3);
 }
+
+#[test]
+fn transposed_layouts_are_tuned_and_cached_apart() {
+    let p = gpu();
+    let layout = tune::Layout::dense(BIG, BIG, BIG, true, false);
+    let c = tune::matmul_candidates_layout(&p, DType::F32, (BIG, BIG, BIG), 1, layout);
+    // Only kernels that read A transposed (strided or vec4 along M).
+    assert!(c.len() >= 2, "{c:?}");
+    assert!(
+        c.iter()
+            .all(|k| k.accepts_layout(DType::F32, BIG, BIG, BIG, true, false))
+    );
+    let tuner = Autotuner::new(AutotuneMode::Fast, None);
+    let mut measured = 0;
+    let mut tune = |t: (bool, bool)| {
+        tuner
+            .decide_transposed(
+                &p,
+                ("matmul", DType::F32),
+                (BIG, BIG, BIG, 1),
+                t,
+                &c,
+                c[0],
+                |k| {
+                    measured += 1;
+                    Ok(fake_time(&c, k))
+                },
+            )
+            .unwrap()
+            .source
+    };
+    assert_eq!(tune((true, false)), DecisionSource::Tuned);
+    assert_eq!(tune((true, false)), DecisionSource::Cache);
+    // The same shape with another layout is another key: tuned again.
+    assert_eq!(tune((false, true)), DecisionSource::Tuned);
+    assert!(measured >= 4, "{measured}");
+}

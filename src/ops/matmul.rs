@@ -787,11 +787,14 @@ impl Context {
                 if let Some(kernel) = tensor_cores {
                     // f32 on tensor cores, by request (reduced precision).
                     kernel
-                } else if transposed || padded_operands || mixed {
-                    // The autotuner's keys cover dense row-major operands only.
+                } else if padded_operands || mixed {
+                    // The autotuner's keys cover dense operands (row-major or
+                    // transposed) of one dtype.
                     tune::choose_matmul_layout(profile, dtype, (m, n, k), batches, layout).kernel
                 } else {
-                    let heuristic = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
+                    let heuristic =
+                        tune::choose_matmul_layout(profile, dtype, (m, n, k), batches, layout)
+                            .kernel;
                     self.autotuned_kernel(dtype, &shape, a, b, heuristic)?
                 }
             }
@@ -982,16 +985,15 @@ impl Context {
         {
             return Ok(heuristic);
         }
-        let candidates = tune::matmul_candidates(profile, dtype, m, n, k, batches);
+        let layout = tune::Layout::of(shape);
+        let transposes = (shape.transpose_a, shape.transpose_b);
+        let candidates = tune::matmul_candidates_layout(profile, dtype, (m, n, k), batches, layout);
         let mut inputs: Option<(Tensor, Tensor)> = None;
-        let decision = tuner.decide(
+        let decision = tuner.decide_transposed(
             profile,
-            "matmul",
-            dtype,
-            m,
-            n,
-            k,
-            batches,
+            ("matmul", dtype),
+            (m, n, k, batches),
+            transposes,
             &candidates,
             heuristic,
             |candidate| {
@@ -1004,8 +1006,9 @@ impl Context {
                     inputs = Some((ta, tb));
                 }
                 let (ta, tb) = inputs.as_ref().expect("just filled");
-                let plan =
-                    self.matmul_plan(ta, tb, None, &MatmulOptions::with_kernel(candidate))?;
+                let options =
+                    MatmulOptions::with_kernel(candidate).transposed(transposes.0, transposes.1);
+                let plan = self.matmul_plan(ta, tb, None, &options)?;
                 if first {
                     // The GPU may be idling at a low clock: bring it up before
                     // the first candidate is measured, or that candidate (the

@@ -320,6 +320,30 @@ impl Autotuner {
         batch: usize,
         candidates: &[MatmulKernel],
         heuristic: MatmulKernel,
+        measure: impl FnMut(MatmulKernel) -> Result<f64>,
+    ) -> Result<Decision> {
+        self.decide_transposed(
+            profile,
+            (op, dtype),
+            (m, n, k, batch),
+            (false, false),
+            candidates,
+            heuristic,
+            measure,
+        )
+    }
+
+    /// [`Autotuner::decide`] for operands stored transposed
+    /// (`(transpose_a, transpose_b)`): the flags are part of the cache key, so
+    /// each layout is tuned and remembered on its own.
+    pub fn decide_transposed(
+        &self,
+        profile: &AdapterProfile,
+        (op, dtype): (&str, DType),
+        (m, n, k, batch): (usize, usize, usize, usize),
+        (a_t, b_t): (bool, bool),
+        candidates: &[MatmulKernel],
+        heuristic: MatmulKernel,
         mut measure: impl FnMut(MatmulKernel) -> Result<f64>,
     ) -> Result<Decision> {
         let by_heuristic = Decision {
@@ -334,13 +358,17 @@ impl Autotuner {
             return Ok(by_heuristic);
         }
         let shape = shape_text(m, n, k, batch);
-        let key = TuneKey::new(
-            profile,
-            op,
-            dtype,
-            ShapeBucket::new(m, n, k, batch),
-            candidates,
-        );
+        let key = TuneKey {
+            a_t,
+            b_t,
+            ..TuneKey::new(
+                profile,
+                op,
+                dtype,
+                ShapeBucket::new(m, n, k, batch),
+                candidates,
+            )
+        };
         if let Some(hit) = self.cached(&key, op, dtype, &shape, candidates) {
             return Ok(hit);
         }

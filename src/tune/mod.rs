@@ -680,6 +680,24 @@ pub fn matmul_candidates(
     k: usize,
     batch: usize,
 ) -> Vec<MatmulKernel> {
+    matmul_candidates_layout(
+        p,
+        dtype,
+        (m, n, k),
+        batch,
+        Layout::dense(m, n, k, false, false),
+    )
+}
+
+/// [`matmul_candidates`] for operands stored as `layout` says: the kernels
+/// that read that layout, the heuristic's pick first.
+pub fn matmul_candidates_layout(
+    p: &AdapterProfile,
+    dtype: DType,
+    (m, n, k): (usize, usize, usize),
+    batch: usize,
+    layout: Layout,
+) -> Vec<MatmulKernel> {
     let coops = COOP_CONFIGS
         .into_iter()
         .filter_map(|c| MatmulKernel::coop_for(p, c));
@@ -689,12 +707,12 @@ pub fn matmul_candidates(
             .map(move |tile| MatmulKernel::Tiled { tile, vec4 })
     });
     let mut out: Vec<MatmulKernel> = Vec::new();
-    for kernel in std::iter::once(choose_matmul(p, dtype, m, n, k, batch).kernel)
+    for kernel in std::iter::once(choose_matmul_layout(p, dtype, (m, n, k), batch, layout).kernel)
         .chain(coops)
         .chain(tiled)
         .chain(std::iter::once(MatmulKernel::naive_for(p)))
     {
-        if kernel.fits(p) && kernel.accepts(dtype, m, n, k) && !out.contains(&kernel) {
+        if kernel.fits(p) && kernel.accepts_with(dtype, m, n, k, layout) && !out.contains(&kernel) {
             out.push(kernel);
         }
     }
