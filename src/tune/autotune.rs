@@ -336,6 +336,7 @@ impl Autotuner {
     /// [`Autotuner::decide`] for operands stored transposed
     /// (`(transpose_a, transpose_b)`): the flags are part of the cache key, so
     /// each layout is tuned and remembered on its own.
+    #[allow(clippy::too_many_arguments)] // decide's arguments plus the layout
     pub fn decide_transposed(
         &self,
         profile: &AdapterProfile,
