@@ -38,6 +38,11 @@ struct Args {
     /// Tile shapes to try as BMxBNxBK (default: the dispatcher's TILE_CONFIGS).
     #[arg(long, value_delimiter = ',')]
     tiles: Vec<String>,
+    /// Instead of square matmuls: x[1, K] @ W[K, N] for each KxN given, in
+    /// f32 and f16, with the dispatcher's kernel, in GB/s (the bytes of W,
+    /// x and y over the time).
+    #[arg(long, value_delimiter = ',')]
+    gemv: Vec<String>,
     /// Seconds of warm-up work before each measurement (GPU clocks ramp up).
     #[arg(long, default_value_t = 0.3)]
     warmup_seconds: f64,
@@ -54,6 +59,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = Context::new_blocking(Default::default())?;
     let profile = ctx.profile();
     println!("{} ({:?})", profile.name, profile.backend);
+    if !args.gemv.is_empty() {
+        return gemv(&ctx, &args);
+    }
     let sizes = if !args.sizes.is_empty() {
         args.sizes.clone()
     } else if profile.is_cpu() {
@@ -172,4 +180,40 @@ fn parse_tile(text: &str) -> Result<TileConfig, String> {
             "tile {text:?} must be BMxBNxBK with BM, BN multiples of 8 and BK of 4"
         )),
     }
+}
+
+/// GB/s of x[1, K] @ W[K, N] for every `--gemv` shape, f32 and f16.
+fn gemv(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let opts = TimingOptions {
+        warmup: 2,
+        warmup_seconds: args.warmup_seconds,
+        repeats: args.repeats.max(1) * 4,
+    };
+    for shape in &args.gemv {
+        let (k, n) = shape
+            .split_once('x')
+            .and_then(|(k, n)| {
+                Some((
+                    k.trim().parse::<usize>().ok()?,
+                    n.trim().parse::<usize>().ok()?,
+                ))
+            })
+            .ok_or_else(|| format!("bad --gemv shape {shape:?}: want KxN"))?;
+        for dtype in [DType::F32, DType::F16] {
+            if dtype == DType::F16 && !ctx.profile().shader_f16 {
+                continue;
+            }
+            let x = ctx.rand_uniform([1, k], -1.0, 1.0, dtype, 7)?;
+            let w = ctx.rand_uniform([k, n], -1.0, 1.0, dtype, 8)?;
+            let plan = ctx.matmul_plan(&x, &w, None, &MatmulOptions::default())?;
+            let timing = ctx.time(&plan, &opts)?;
+            println!(
+                "gemv {dtype} {k}x{n} {:>9.1} GB/s {:>9.4} ms  ({})",
+                timing.gbps(plan.bytes()),
+                timing.median() * 1e3,
+                plan.label()
+            );
+        }
+    }
+    Ok(())
 }

@@ -21,7 +21,9 @@ done
 TAIL=12 run sweep_f16 $B/matmul_sweep --sizes 1792,1793,4096,4097 --dtype f16 --no-pad --repeats 10
 TAIL=12 run sweep_f32 $B/matmul_sweep --sizes 1792,1793,4096,4097 --dtype f32 --repeats 10
 TAIL=12 run kernels_f32 $B/matmul_kernels --sizes 4096 --dtype f32 --tiles 128x128x8 --coop 4x4x32x2,2x2x32x4
-TAIL=12 run torch_matmul python3 scripts/torch_baseline.py --sizes 1792,1793,4096,4097
+TAIL=12 run gemv_pairs $B/matmul_kernels --gemv 4096x4096,4096x14336
+TAIL=12 run gemv_single env WGTILE_GEMV_PAIRS=0 $B/matmul_kernels --gemv 4096x4096,4096x14336
+TAIL=20 run torch_matmul python3 scripts/torch_baseline.py --sizes 1792,1793,4096,4097
 # 3. fusion and row ops
 [ -x $B/fusion ] && TAIL=20 run fusion $B/fusion
 TAIL=20 run torch_fusion python3 scripts/torch_fusion.py

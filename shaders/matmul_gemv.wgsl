@@ -11,6 +11,11 @@
 //   over SPLITS workgroups (grid y) so even N = 4096 fills the GPU; each
 //   invocation keeps 8 independent accumulators (8 loads in flight), the 4
 //   k-groups reduce through workgroup memory and write an f32 partial sum.
+// - vecmat_pairs (M = 1, N and B's row stride and batch strides even): the
+//   same with each invocation reading two adjacent columns as one vec2 (4
+//   bytes in f16): a warp-wide load is a 128-byte burst in f16 too (256 in
+//   f32), half the load instructions per byte. Two pairs 64 apart per
+//   invocation; a workgroup covers 256 columns.
 // - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
@@ -29,8 +34,11 @@ alias Elem = f32;
 @group(0) @binding(2) var<storage, read> rhs: array<Elem>;
 @group(0) @binding(3) var<storage, read_write> out: array<Elem>;
 @group(0) @binding(4) var<storage, read_write> partials: array<f32>;
+// B as pairs of adjacent elements (vecmat_pairs; the launch binds B again).
+@group(0) @binding(7) var<storage, read> rhs2: array<vec2<Elem>>;
 
 var<workgroup> sums: array<f32, 512>;
+var<workgroup> sums2: array<vec2<f32>, 512>;
 
 fn batch_offsets(wz: u32) -> vec3<u32> {
     let z = params.batch_base + wz;
@@ -105,6 +113,76 @@ fn vecmat(
         if col2 < n {
             let t = 256u + lid.x;
             partials[base + col2] = (sums[t] + sums[t + 64u]) + (sums[t + 128u] + sums[t + 192u]);
+        }
+    }
+}
+
+@compute @workgroup_size(64, 4, 1)
+fn vecmat_pairs(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let n = params.n;
+    let k = params.k;
+    let offs = batch_offsets(wid.z);
+    // Pair p holds columns 2p and 2p + 1 (N is even: pairs are whole).
+    let pairs = n / 2u;
+    let p = wid.x * 128u + lid.x;
+    let p2 = p + 64u;
+    let split = wid.y;
+    let k_begin = split * params.k_chunk;
+    let k_end = min(k_begin + params.k_chunk, k);
+    var acc0 = vec2<f32>();
+    var acc1 = vec2<f32>();
+    var acc2 = vec2<f32>();
+    var acc3 = vec2<f32>();
+    var bcc0 = vec2<f32>();
+    var bcc1 = vec2<f32>();
+    var bcc2 = vec2<f32>();
+    var bcc3 = vec2<f32>();
+    if p < pairs {
+        let x = offs.y;
+        // In pairs: B's batch offset and row stride are even.
+        let ldb = params.b_row_stride / 2u;
+        let b = offs.z / 2u + p;
+        // Past the edge the second pair re-reads the last one (in bounds);
+        // its sums are dropped below.
+        let b2 = offs.z / 2u + min(p2, pairs - 1u);
+        var kk = k_begin + lid.y;
+        for (; kk + 12u < k_end; kk += 16u) {
+            let x0 = f32(lhs[x + kk]);
+            let x1 = f32(lhs[x + kk + 4u]);
+            let x2 = f32(lhs[x + kk + 8u]);
+            let x3 = f32(lhs[x + kk + 12u]);
+            acc0 = fma(vec2(x0), vec2<f32>(rhs2[b + kk * ldb]), acc0);
+            bcc0 = fma(vec2(x0), vec2<f32>(rhs2[b2 + kk * ldb]), bcc0);
+            acc1 = fma(vec2(x1), vec2<f32>(rhs2[b + (kk + 4u) * ldb]), acc1);
+            bcc1 = fma(vec2(x1), vec2<f32>(rhs2[b2 + (kk + 4u) * ldb]), bcc1);
+            acc2 = fma(vec2(x2), vec2<f32>(rhs2[b + (kk + 8u) * ldb]), acc2);
+            bcc2 = fma(vec2(x2), vec2<f32>(rhs2[b2 + (kk + 8u) * ldb]), bcc2);
+            acc3 = fma(vec2(x3), vec2<f32>(rhs2[b + (kk + 12u) * ldb]), acc3);
+            bcc3 = fma(vec2(x3), vec2<f32>(rhs2[b2 + (kk + 12u) * ldb]), bcc3);
+        }
+        for (; kk < k_end; kk += 4u) {
+            let x0 = f32(lhs[x + kk]);
+            acc0 = fma(vec2(x0), vec2<f32>(rhs2[b + kk * ldb]), acc0);
+            bcc0 = fma(vec2(x0), vec2<f32>(rhs2[b2 + kk * ldb]), bcc0);
+        }
+    }
+    let slot = lid.y * 64u + lid.x;
+    sums2[slot] = (acc0 + acc1) + (acc2 + acc3);
+    sums2[256u + slot] = (bcc0 + bcc1) + (bcc2 + bcc3);
+    workgroupBarrier();
+    if lid.y == 0u && p < pairs {
+        let base = (offs.x * params.splits + split) * n;
+        let s = (sums2[lid.x] + sums2[64u + lid.x]) + (sums2[128u + lid.x] + sums2[192u + lid.x]);
+        partials[base + 2u * p] = s.x;
+        partials[base + 2u * p + 1u] = s.y;
+        if p2 < pairs {
+            let t = 256u + lid.x;
+            let s2 = (sums2[t] + sums2[t + 64u]) + (sums2[t + 128u] + sums2[t + 192u]);
+            partials[base + 2u * p2] = s2.x;
+            partials[base + 2u * p2 + 1u] = s2.y;
         }
     }
 }

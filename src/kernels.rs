@@ -41,6 +41,9 @@ pub enum Kernel {
     PadCopy,
     /// M = 1 matmul (vector times matrix), K split over workgroups into f32 partials.
     GemvVecmat,
+    /// The same reading B two adjacent columns at a time (N and B's row and
+    /// batch strides even).
+    GemvVecmatPairs,
     /// Sums the vecmat partials into the output.
     GemvReduce,
     /// N = 1 matmul (matrix times vector).
@@ -90,7 +93,7 @@ const NORM: &str = include_str!("../shaders/norm.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 22] = [
+    pub const ALL: [Kernel; 23] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -99,6 +102,7 @@ impl Kernel {
         Kernel::MatmulCoop,
         Kernel::PadCopy,
         Kernel::GemvVecmat,
+        Kernel::GemvVecmatPairs,
         Kernel::GemvReduce,
         Kernel::GemvMatvec,
         Kernel::MatmulSplitKReduce,
@@ -143,9 +147,10 @@ impl Kernel {
                 MATMUL_EPILOGUE,
             ],
             Kernel::PadCopy => &[include_str!("../shaders/pad_copy.wgsl")],
-            Kernel::GemvVecmat | Kernel::GemvReduce | Kernel::GemvMatvec => {
-                &[MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE]
-            }
+            Kernel::GemvVecmat
+            | Kernel::GemvVecmatPairs
+            | Kernel::GemvReduce
+            | Kernel::GemvMatvec => &[MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE],
             Kernel::MatmulSplitKReduce => &[
                 include_str!("../shaders/matmul_splitk.wgsl"),
                 MATMUL_PARAMS,
@@ -210,6 +215,7 @@ impl Kernel {
             Kernel::MatmulCoop => "matmul_coop",
             Kernel::PadCopy => "pad_copy",
             Kernel::GemvVecmat => "matmul_gemv.vecmat",
+            Kernel::GemvVecmatPairs => "matmul_gemv.vecmat_pairs",
             Kernel::GemvReduce => "matmul_gemv.reduce",
             Kernel::GemvMatvec => "matmul_gemv.matvec",
             Kernel::MatmulSplitKReduce => "matmul_splitk",
@@ -232,6 +238,7 @@ impl Kernel {
         match self {
             Kernel::FillRandom => "random",
             Kernel::GemvVecmat => "vecmat",
+            Kernel::GemvVecmatPairs => "vecmat_pairs",
             Kernel::GemvReduce => "reduce",
             Kernel::GemvMatvec => "matvec",
             Kernel::ReduceCombine => "combine",
@@ -302,6 +309,7 @@ impl Kernel {
                 | Kernel::MatmulTiledVec4
                 | Kernel::MatmulCoop
                 | Kernel::GemvVecmat
+                | Kernel::GemvVecmatPairs
                 | Kernel::GemvReduce
                 | Kernel::GemvMatvec
                 | Kernel::MatmulSplitKReduce

@@ -222,7 +222,11 @@ fn plans_rerun_deterministically() {
 #[test]
 fn matrix_vector_shapes() {
     let Some(ctx) = common::ctx() else { return };
-    let cases: [(&[usize], &[usize]); 11] = [
+    // Even N: the kernel reading column pairs (several workgroups of 256
+    // columns, batched with even strides); odd N: one column per load.
+    let cases: [(&[usize], &[usize]); 13] = [
+        (&[1, 129], &[129, 522]),
+        (&[2, 1, 129], &[2, 129, 258]),
         (&[1, 13], &[13, 7]),
         (&[1, 1000], &[1000, 300]),
         (&[1, 4099], &[4099, 64]),

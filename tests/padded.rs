@@ -166,6 +166,7 @@ fn matmul_reads_padded_operands_in_place() {
         check(&ctx, (&[33, 20], 1), (&[20, 33], 4), dtype, seed + 2);
         // The vocabulary case at lavapipe size: a row times a 1031-wide layer.
         check(&ctx, (&[1, 130], 1), (&[130, 1031], 8), dtype, seed + 4);
+        check(&ctx, (&[1, 130], 1), (&[130, 1030], 8), dtype, seed + 5);
         // Matrix times vector with A padded.
         check(&ctx, (&[29, 257], 16), (&[257], 1), dtype, seed + 6);
         // Batched A, broadcast padded B.

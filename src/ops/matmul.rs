@@ -1121,9 +1121,17 @@ impl Context {
             }
             return Ok(dispatches);
         }
+        // Two adjacent columns per load where B's rows, batches and N keep
+        // the pairs whole and aligned (`WGTILE_GEMV_PAIRS=0` turns it off, to
+        // compare).
+        let pairs = gemv_pairs_enabled()
+            && n.is_multiple_of(2)
+            && shape.b_pitch.is_multiple_of(2)
+            && shape.b_strides.iter().all(|s| s.is_multiple_of(2));
+        let columns_per_group = if pairs { 256 } else { 128 };
         // Split K so the grid holds about four workgroups per compute unit,
         // keeping at least 64 rows of B per split.
-        let col_groups = n.div_ceil(128);
+        let col_groups = n.div_ceil(columns_per_group);
         if col_groups > max {
             return Err(too_many(col_groups, "vector-matrix product along N"));
         }
@@ -1133,10 +1141,15 @@ impl Context {
         let k_chunk = k.div_ceil(wanted.min(splits_max));
         let splits = k.div_ceil(k_chunk);
         let partials = self.alloc(&[batches, splits, n], DType::F32, "wgtile gemv partials")?;
+        let vecmat_kernel = if pairs {
+            Kernel::GemvVecmatPairs
+        } else {
+            Kernel::GemvVecmat
+        };
         let vecmat = self
             .inner
             .pipelines
-            .get(device, &Spec::new(Kernel::GemvVecmat).dtype(dtype))?;
+            .get(device, &Spec::new(vecmat_kernel).dtype(dtype))?;
         let reduce = self.inner.pipelines.get(
             device,
             &epilogue.specialise(Spec::new(Kernel::GemvReduce).dtype(dtype)),
@@ -1144,10 +1157,11 @@ impl Context {
         for base in (0..batches).step_by(per_dispatch) {
             let count = per_dispatch.min(batches - base) as u32;
             let p = params(splits, k_chunk, base);
+            let b_binding = if pairs { (7, b) } else { (2, b) };
             dispatches.push(Dispatch::with_bindings(
                 device,
                 vecmat.clone(),
-                &[(0, &p), (1, a), (2, b), (4, &partials.buffer)],
+                &[(0, &p), (1, a), b_binding, (4, &partials.buffer)],
                 [col_groups as u32, splits as u32, count],
             ));
             dispatches.push(Dispatch::with_bindings(
@@ -1259,6 +1273,15 @@ impl Context {
         plan.scratch = scratch;
         Ok(plan)
     }
+}
+
+/// `WGTILE_GEMV_PAIRS=0` keeps the vector-matrix kernel at one column per
+/// load (for comparisons); on by default.
+fn gemv_pairs_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        !std::env::var("WGTILE_GEMV_PAIRS").is_ok_and(|v| matches!(v.trim(), "0" | "off"))
+    })
 }
 
 /// `shape` as a batch of matrices: a 1-D operand becomes `[1, K]` on the left

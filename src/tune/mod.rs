@@ -289,7 +289,8 @@ impl MatmulKernel {
     pub fn workgroup_bytes(self) -> u32 {
         match self {
             MatmulKernel::Naive { .. } => 0,
-            MatmulKernel::Gemv => 4 * GEMV_THREADS,
+            // sums (512 f32) and sums2 (512 vec2<f32>), declared in one module.
+            MatmulKernel::Gemv => 4 * 512 + 8 * 512,
             MatmulKernel::SplitK { tile, .. } => tile.workgroup_bytes(),
             MatmulKernel::Tiled { tile, .. } => tile.workgroup_bytes(),
             MatmulKernel::Coop {
@@ -765,7 +766,12 @@ pub fn matmul_specs() -> Vec<Spec> {
             );
         }
         specs.push(Spec::new(Kernel::MatmulSplitKReduce).dtype(dtype));
-        for kernel in [Kernel::GemvVecmat, Kernel::GemvReduce, Kernel::GemvMatvec] {
+        for kernel in [
+            Kernel::GemvVecmat,
+            Kernel::GemvVecmatPairs,
+            Kernel::GemvReduce,
+            Kernel::GemvMatvec,
+        ] {
             specs.push(Spec::new(kernel).dtype(dtype));
         }
     }
