@@ -47,16 +47,29 @@ pub enum Kernel {
     GemvMatvec,
     /// Sums split-K partial sums and applies the epilogue.
     MatmulSplitKReduce,
+    /// FlashAttention forward (online softmax, K/V blocks streamed through
+    /// workgroup memory); with `SPLIT = 1` the split-KV (flash-decoding) pass.
+    AttentionFlash,
+    /// Merges split-KV partial attention states into the output.
+    AttentionMerge,
+    /// Naive attention, pass 1: the full score matrix S = mask(scale Q K^T).
+    AttentionScores,
+    /// Naive attention, pass 2: row softmax of S in place, and logsumexp.
+    AttentionSoftmax,
+    /// Naive attention, pass 3: O = P V.
+    AttentionPv,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
 const MATMUL_EPILOGUE: &str = include_str!("../shaders/matmul_epilogue.wgsl");
 const MATMUL_PARAMS: &str = include_str!("../shaders/matmul_params.wgsl");
 const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
+const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
+const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 11] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -68,6 +81,11 @@ impl Kernel {
         Kernel::GemvReduce,
         Kernel::GemvMatvec,
         Kernel::MatmulSplitKReduce,
+        Kernel::AttentionFlash,
+        Kernel::AttentionMerge,
+        Kernel::AttentionScores,
+        Kernel::AttentionSoftmax,
+        Kernel::AttentionPv,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -106,6 +124,17 @@ impl Kernel {
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
+            Kernel::AttentionFlash => &[
+                include_str!("../shaders/attention_flash.wgsl"),
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionMerge => &[
+                include_str!("../shaders/attention_merge.wgsl"),
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionScores | Kernel::AttentionSoftmax | Kernel::AttentionPv => {
+                &[ATTENTION_NAIVE, ATTENTION_COMMON]
+            }
         }
     }
 
@@ -123,6 +152,11 @@ impl Kernel {
             Kernel::GemvReduce => "matmul_gemv.reduce",
             Kernel::GemvMatvec => "matmul_gemv.matvec",
             Kernel::MatmulSplitKReduce => "matmul_splitk",
+            Kernel::AttentionFlash => "attention_flash",
+            Kernel::AttentionMerge => "attention_merge",
+            Kernel::AttentionScores => "attention_naive.scores",
+            Kernel::AttentionSoftmax => "attention_naive.softmax",
+            Kernel::AttentionPv => "attention_naive.pv",
         }
     }
 
@@ -133,6 +167,10 @@ impl Kernel {
             Kernel::GemvVecmat => "vecmat",
             Kernel::GemvReduce => "reduce",
             Kernel::GemvMatvec => "matvec",
+            Kernel::AttentionMerge => "merge",
+            Kernel::AttentionScores => "scores",
+            Kernel::AttentionSoftmax => "softmax",
+            Kernel::AttentionPv => "pv",
             _ => "main",
         }
     }

@@ -129,3 +129,14 @@ fn const_specialisation_rewrites_only_the_named_line() {
     assert!(f16.starts_with("enable f16;"));
     assert!(f16.contains("alias Elem = f16;"));
 }
+
+#[test]
+fn every_attention_specialisation() {
+    let specs = wgtile::tune::attention::attention_specs();
+    assert!(specs.len() >= 12);
+    for spec in &specs {
+        check(spec);
+    }
+    // The workgroup size ops::attention uses for the merge.
+    check(&Spec::new(Kernel::AttentionMerge).override_("WG", 64));
+}
