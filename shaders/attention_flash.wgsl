@@ -6,53 +6,77 @@
 //   BC keys (blocks that the causal/window diagonal or the key-padding length
 //   masks completely are never loaded). Per block:
 //   1. S = Q K^T for BR x BC, D streamed in chunks of DK through workgroup
-//      memory (Q chunk transposed [DK][BR+1], K chunk [DK][BC+1]: +1 padding
-//      keeps the transposing stores free of bank conflicts); each invocation
-//      accumulates a TR x TC register tile of S.
+//      memory (Q and K chunks d-major as vec4 of 4 rows/keys, [DK][BR/4+1]
+//      and [DK][BC/4+1]: the extra vec4 spreads the transposing stores over
+//      the banks); each invocation accumulates a TR x 4 register tile of S
+//      from one vec4 of Q and one vec4 of K per d (TR * 4 fmas per 2 loads).
 //   2. masking and scaling in log2 units (exp2 with log2(e) folded into the
 //      scale), partial row maxima exchanged through workgroup memory, new
 //      running max m; P = exp2(S - m) goes to workgroup memory [BR][BC+1];
 //      each invocation keeps a partial row sum l over its columns and rescales
 //      its accumulator rows by exp2(m_old - m_new).
-//   3. O += P V with V streamed VK keys at a time through workgroup memory;
-//      each invocation owns TR rows x TD output columns in registers.
+//   3. O += P V with V streamed VK keys at a time through workgroup memory
+//      ([VK][DVP/4] vec4); each invocation owns TR rows x TD output columns
+//      in registers, and per 4 keys reads one vec4 of P per row and one vec4
+//      of V per 4 columns.
 //   At the end the partial sums l of the NC invocations sharing a row are
 //   added and the output divided once by l; lse = (m + log2 l) * ln 2.
 //   Rows with no visible key give O = 0 and lse = -inf (never NaN).
-// Workgroup: (BR / TR) * NC invocations; invocation t owns rows
-//   (t / NC) + r * (BR / TR) for r < TR and columns (t % NC) + c * NC (strided
-//   ownership so neighbouring invocations touch neighbouring addresses).
-// Tile parameters (text constants, chosen by tune::attention): BR, BC, TR,
-//   TC = BC / NC, NC, TD = ceil(Dv / NC), DK, VK, STAGE (f32 words of the
-//   staging buffer: max of DK*(BR+BC+2) and VK*NC*TD).
+// Workgroup: (BR / TR) * NC invocations. Invocation t (rg = t / NC, cg = t %
+//   NC) owns the query rows 4 rg .. 4 rg + 3 of each of the TR / 4 row groups
+//   (group g starts at g * BR * 4 / TR), score columns 4 cg .. 4 cg + 3 (so
+//   BC = 4 NC) and output columns 4 (x NC + cg) .. + 3 for x < TD / 4:
+//   neighbouring invocations read neighbouring vec4 of workgroup memory.
+// Tile parameters (text constants, chosen by tune::attention): BR, TR (4 or
+//   8), NC (BC = 4 NC), TD (4, 8 or 16; NC * TD >= Dv), DK, VK (a multiple of
+//   4 dividing BC), STAGE4 (vec4 of the staging buffer: max of
+//   DK * (BR/4 + BC/4 + 2), VK * NC * TD / 4 and BR * NC / 4, since the row
+//   reductions reuse it).
 // Grid: (ceil(Sq / BR) * splits, Hq, B). With SPLIT = 1 (split-KV decoding)
 //   workgroup x also picks a key range of split_len keys and writes its
 //   unnormalised state (O / l, and m, l as lse) to the f32 scratch bound as
 //   `lse`; attention_merge.wgsl combines the splits.
 // Types: Elem f32 or f16 (text); all arithmetic and statistics in f32.
-// Limits: any Sq, Sk, D; Dv <= NC * TD; every global access is bounds-checked.
+// Limits: any Sq, Sk, D; Dv <= NC * TD; every global access is checked
+//   against the logical shape (the host checks shapes against buffers).
 
 const BR: u32 = 64u;
-const BC: u32 = 64u;
 const TR: u32 = 4u;
-const TC: u32 = 4u;
 const NC: u32 = 16u;
 const TD: u32 = 8u;
 const DK: u32 = 16u;
 const VK: u32 = 16u;
-const STAGE: u32 = 2080u;
+const STAGE4: u32 = 544u;
 const SPLIT: u32 = 0u;
 
-const NRG: u32 = BR / TR;
+const BC: u32 = 4u * NC;
+const RV: u32 = TR / 4u;          // row groups (vec4 of rows) per invocation
+const NRG: u32 = BR / TR;         // invocations along the rows
+const GROUP_ROWS: u32 = BR / RV;  // rows per row group
 const WG: u32 = NRG * NC;
-const QS: u32 = BR + 1u;
-const KS: u32 = BC + 1u;
-const PS: u32 = BC + 1u;
-const DVP: u32 = NC * TD;
+const QS4: u32 = BR / 4u + 1u;    // vec4 per d of the Q chunk
+const KS4: u32 = BC / 4u + 1u;
+const K_OFF: u32 = DK * QS4;      // K chunk after the Q chunk
+const PS4: u32 = BC / 4u;
+const DVP4: u32 = NC * TD / 4u;
+const XV: u32 = TD / 4u;          // vec4 of output columns per invocation
 
-var<workgroup> stage: array<f32, STAGE>;
-var<workgroup> p_tile: array<f32, BR * PS>;
-var<workgroup> red: array<f32, BR * NC>;
+var<workgroup> stage: array<vec4<f32>, STAGE4>;
+var<workgroup> p_tile: array<vec4<f32>, BR * PS4>;
+
+// Row of the block owned by invocation row-group rg as its r-th row.
+fn local_row(rg: u32, r: u32) -> u32 {
+    return (r / 4u) * GROUP_ROWS + rg * 4u + (r % 4u);
+}
+
+// Scalar view of the staging buffer (row reductions).
+fn red_store(i: u32, x: f32) {
+    stage[i / 4u][i % 4u] = x;
+}
+
+fn red_load(i: u32) -> f32 {
+    return stage[i / 4u][i % 4u];
+}
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(
@@ -89,57 +113,56 @@ fn main(
 
     var m: array<f32, TR>;
     var l: array<f32, TR>;
-    var acc: array<f32, TR * TD>;
+    var acc: array<vec4<f32>, TR * XV>;
     for (var r = 0u; r < TR; r++) {
         m[r] = neg_inf();
         l[r] = 0.0;
     }
-    for (var x = 0u; x < TR * TD; x++) {
-        acc[x] = 0.0;
+    for (var x = 0u; x < TR * XV; x++) {
+        acc[x] = vec4<f32>(0.0);
     }
 
     for (var j0 = first_block; i32(j0) < j_end; j0 += BC) {
         // 1. S = Q K^T over D in chunks of DK.
-        var s: array<f32, TR * TC>;
-        for (var x = 0u; x < TR * TC; x++) {
-            s[x] = 0.0;
+        var s: array<vec4<f32>, TR>;
+        for (var r = 0u; r < TR; r++) {
+            s[r] = vec4<f32>(0.0);
         }
         for (var d0 = 0u; d0 < params.d; d0 += DK) {
-            for (var e = tid; e < BR * DK; e += WG) {
-                let r = e / DK;
+            // Each invocation stages 4 rows (keys) at one d as one vec4.
+            for (var e = tid; e < (BR / 4u) * DK; e += WG) {
+                let r4 = e / DK;
                 let dd = e % DK;
-                let row = i0 + r;
                 let d = d0 + dd;
-                var val = 0.0;
-                if row < params.sq && d < params.d {
-                    val = f32(q[q_base + row * params.q_sr + d]);
+                var val = vec4<f32>(0.0);
+                for (var i = 0u; i < 4u; i++) {
+                    let row = i0 + r4 * 4u + i;
+                    if row < params.sq && d < params.d {
+                        val[i] = f32(q[q_base + row * params.q_sr + d]);
+                    }
                 }
-                stage[dd * QS + r] = val;
+                stage[dd * QS4 + r4] = val;
             }
-            for (var e = tid; e < BC * DK; e += WG) {
-                let c = e / DK;
+            for (var e = tid; e < (BC / 4u) * DK; e += WG) {
+                let c4 = e / DK;
                 let dd = e % DK;
-                let j = j0 + c;
                 let d = d0 + dd;
-                var val = 0.0;
-                if j < keys && d < params.d {
-                    val = f32(k[k_base + j * params.k_sr + d]);
+                var val = vec4<f32>(0.0);
+                for (var i = 0u; i < 4u; i++) {
+                    let j = j0 + c4 * 4u + i;
+                    if j < keys && d < params.d {
+                        val[i] = f32(k[k_base + j * params.k_sr + d]);
+                    }
                 }
-                stage[DK * QS + dd * KS + c] = val;
+                stage[K_OFF + dd * KS4 + c4] = val;
             }
             workgroupBarrier();
             for (var dd = 0u; dd < DK; dd++) {
-                var qr: array<f32, TR>;
-                var kc: array<f32, TC>;
-                for (var r = 0u; r < TR; r++) {
-                    qr[r] = stage[dd * QS + rg + r * NRG];
-                }
-                for (var c = 0u; c < TC; c++) {
-                    kc[c] = stage[DK * QS + dd * KS + cg + c * NC];
-                }
-                for (var r = 0u; r < TR; r++) {
-                    for (var c = 0u; c < TC; c++) {
-                        s[r * TC + c] = fma(qr[r], kc[c], s[r * TC + c]);
+                let kv = stage[K_OFF + dd * KS4 + cg];
+                for (var g = 0u; g < RV; g++) {
+                    let qv = stage[dd * QS4 + g * (GROUP_ROWS / 4u) + rg];
+                    for (var i = 0u; i < 4u; i++) {
+                        s[g * 4u + i] = fma(vec4<f32>(qv[i]), kv, s[g * 4u + i]);
                     }
                 }
             }
@@ -148,78 +171,77 @@ fn main(
 
         // 2. Mask, scale, online softmax.
         for (var r = 0u; r < TR; r++) {
-            let row = i0 + rg + r * NRG;
+            let lr = local_row(rg, r);
+            let row = i0 + lr;
             var row_max = neg_inf();
-            for (var c = 0u; c < TC; c++) {
-                var t = neg_inf();
-                let j = j0 + cg + c * NC;
+            var t = vec4<f32>(neg_inf());
+            for (var c = 0u; c < 4u; c++) {
+                let j = j0 + cg * 4u + c;
                 if row < params.sq && (SPLIT == 0u || (i32(j) >= j_begin && i32(j) < j_end)) {
-                    t = logit(s[r * TC + c], b, h, row, j, keys);
+                    t[c] = logit(s[r][c], b, h, row, j, keys);
                 }
-                s[r * TC + c] = t;
-                row_max = max(row_max, t);
+                row_max = max(row_max, t[c]);
             }
-            red[(rg + r * NRG) * NC + cg] = row_max;
+            s[r] = t;
+            red_store(lr * NC + cg, row_max);
         }
         workgroupBarrier();
         for (var r = 0u; r < TR; r++) {
-            let lr = rg + r * NRG;
+            let lr = local_row(rg, r);
             var m_new = m[r];
             for (var g = 0u; g < NC; g++) {
-                m_new = max(m_new, red[lr * NC + g]);
+                m_new = max(m_new, red_load(lr * NC + g));
             }
             // A row with nothing visible yet keeps m = -inf; subtracting 0
             // instead of -inf keeps exp2 at 0 rather than NaN.
             let m_use = select(m_new, 0.0, m_new == neg_inf());
             let alpha = exp2(m[r] - m_use);
             m[r] = m_new;
-            var sum = 0.0;
-            var saw_nan = false;
-            for (var c = 0u; c < TC; c++) {
-                let t = s[r * TC + c];
-                saw_nan = saw_nan || is_nan(t);
-                let p = exp2(t - m_use);
-                sum += p;
-                p_tile[lr * PS + cg + c * NC] = p;
-            }
-            l[r] = l[r] * alpha + sum;
-            if saw_nan {
+            let t = s[r];
+            let p = exp2(t - vec4<f32>(m_use));
+            p_tile[lr * PS4 + cg] = p;
+            l[r] = l[r] * alpha + (p.x + p.y + p.z + p.w);
+            if is_nan(t.x) || is_nan(t.y) || is_nan(t.z) || is_nan(t.w) {
                 // A NaN logit poisons its row only: l = NaN marks it.
                 l[r] = nan();
             }
-            for (var x = 0u; x < TD; x++) {
-                acc[r * TD + x] *= alpha;
+            for (var x = 0u; x < XV; x++) {
+                acc[r * XV + x] *= alpha;
             }
         }
         workgroupBarrier();
 
         // 3. O += P V, V streamed VK keys at a time.
         for (var k0 = 0u; k0 < BC; k0 += VK) {
-            for (var e = tid; e < VK * DVP; e += WG) {
-                let kk = e / DVP;
-                let c = e % DVP;
+            for (var e = tid; e < VK * DVP4; e += WG) {
+                let kk = e / DVP4;
+                let c4 = e % DVP4;
                 let j = j0 + k0 + kk;
-                var val = 0.0;
+                var val = vec4<f32>(0.0);
                 // Keys past the padding length are zeroed, so garbage there
                 // (a KV cache's spare capacity) cannot reach the output.
-                if j < keys && c < params.dv {
-                    val = f32(v[v_base + j * params.v_sr + c]);
+                if j < keys {
+                    for (var i = 0u; i < 4u; i++) {
+                        let c = c4 * 4u + i;
+                        if c < params.dv {
+                            val[i] = f32(v[v_base + j * params.v_sr + c]);
+                        }
+                    }
                 }
-                stage[kk * DVP + c] = val;
+                stage[kk * DVP4 + c4] = val;
             }
             workgroupBarrier();
-            for (var kk = 0u; kk < VK; kk++) {
-                var pr: array<f32, TR>;
-                var vc: array<f32, TD>;
+            for (var kq = 0u; kq < VK / 4u; kq++) {
+                var pr: array<vec4<f32>, TR>;
                 for (var r = 0u; r < TR; r++) {
-                    pr[r] = p_tile[(rg + r * NRG) * PS + k0 + kk];
+                    pr[r] = p_tile[local_row(rg, r) * PS4 + k0 / 4u + kq];
                 }
-                for (var x = 0u; x < TD; x++) {
-                    vc[x] = stage[kk * DVP + cg + x * NC];
-                }
-                for (var r = 0u; r < TR; r++) {
-                    for (var x = 0u; x < TD; x++) {
-                        acc[r * TD + x] = fma(pr[r], vc[x], acc[r * TD + x]);
+                for (var kk = 0u; kk < 4u; kk++) {
+                    for (var x = 0u; x < XV; x++) {
+                        let vv = stage[(kq * 4u + kk) * DVP4 + x * NC + cg];
+                        for (var r = 0u; r < TR; r++) {
+                            acc[r * XV + x] = fma(vec4<f32>(pr[r][kk]), vv, acc[r * XV + x]);
+                        }
                     }
                 }
             }
@@ -229,15 +251,15 @@ fn main(
 
     // Sum the partial row sums of the NC invocations sharing each row.
     for (var r = 0u; r < TR; r++) {
-        red[(rg + r * NRG) * NC + cg] = l[r];
+        red_store(local_row(rg, r) * NC + cg, l[r]);
     }
     workgroupBarrier();
     for (var r = 0u; r < TR; r++) {
-        let lr = rg + r * NRG;
+        let lr = local_row(rg, r);
         let row = i0 + lr;
         var l_sum = 0.0;
         for (var g = 0u; g < NC; g++) {
-            l_sum += red[lr * NC + g];
+            l_sum += red_load(lr * NC + g);
         }
         if row >= params.sq {
             continue;
@@ -246,10 +268,13 @@ fn main(
         let inv = select(select(0.0, 1.0 / l_sum, l_sum != 0.0), nan(), row_nan);
         if SPLIT == 0u {
             let o_row = b * params.o_sb + h * params.o_sh + row * params.o_sr;
-            for (var x = 0u; x < TD; x++) {
-                let c = cg + x * NC;
-                if c < params.dv {
-                    o[o_row + c] = Elem(select(acc[r * TD + x] * inv, nan(), row_nan));
+            for (var x = 0u; x < XV; x++) {
+                let ov = acc[r * XV + x] * inv;
+                for (var i = 0u; i < 4u; i++) {
+                    let c = (x * NC + cg) * 4u + i;
+                    if c < params.dv {
+                        o[o_row + c] = Elem(select(ov[i], nan(), row_nan));
+                    }
                 }
             }
             if cg == 0u {
@@ -264,10 +289,13 @@ fn main(
             let rows = params.batch * params.hq * params.sq;
             let state = (split * params.batch + b) * params.hq * params.sq
                 + h * params.sq + row;
-            for (var x = 0u; x < TD; x++) {
-                let c = cg + x * NC;
-                if c < params.dv {
-                    lse[state * params.dv + c] = select(acc[r * TD + x] * inv, nan(), row_nan);
+            for (var x = 0u; x < XV; x++) {
+                let ov = acc[r * XV + x] * inv;
+                for (var i = 0u; i < 4u; i++) {
+                    let c = (x * NC + cg) * 4u + i;
+                    if c < params.dv {
+                        lse[state * params.dv + c] = select(ov[i], nan(), row_nan);
+                    }
                 }
             }
             if cg == 0u {

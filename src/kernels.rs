@@ -218,7 +218,10 @@ impl Kernel {
     /// covered by the edge-shape tests. These are compiled without wgpu's
     /// runtime checks (index clamping and forced loop bounding), which cost
     /// the tiled kernels 1.4-1.8x on the H200. Never for kernels that index
-    /// with user-controlled values.
+    /// with user-controlled values. The attention kernels index with strides
+    /// and key lengths the host derives from (and checks against) the
+    /// tensors' shapes; every global index is guarded by the logical bounds
+    /// (rows < Sq, keys < min(key length, Sk), columns < D or Dv).
     pub const fn trusted(self) -> bool {
         matches!(
             self,
@@ -229,6 +232,8 @@ impl Kernel {
                 | Kernel::GemvReduce
                 | Kernel::GemvMatvec
                 | Kernel::MatmulSplitKReduce
+                | Kernel::AttentionFlash
+                | Kernel::AttentionMerge
         )
     }
 }

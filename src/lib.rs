@@ -50,6 +50,7 @@ pub use pad::PadChoice;
 pub use plan::Plan;
 pub use tensor::{MAX_RANK, Tensor, uniform_values};
 pub use timing::{TimeSource, Timing, TimingOptions};
+pub use tune::attention::FlashTiles;
 pub use tune::{MatmulChoice, MatmulKernel, TileConfig};
 
 /// Re-exported `half::f16`, the host type of [`DType::F16`].

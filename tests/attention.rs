@@ -252,6 +252,27 @@ fn check(
         efl <= 2.0 * enl + slack,
         "{what}: flash lse error {efl:e} vs naive {enl:e}"
     );
+    // The 8-rows-per-invocation register tile (the H200's shape, smaller).
+    let tiles = wgtile::tune::attention::TEST_TILES[0];
+    if tiles.for_value_dim(c.dv).fits(ctx.profile(), c.dv) {
+        let (o8, lse8) = run_poisoned(
+            ctx,
+            &qt,
+            &kt,
+            &vt,
+            &opts.clone().kernel(AttentionKernel::Flash).tiles(tiles),
+        );
+        let e8 = max_err(&o8, &want_o);
+        let e8l = max_err(&lse8, &want_lse);
+        assert!(
+            e8 <= 2.0 * en + slack,
+            "{what}: TR=8 O error {e8:e} vs naive {en:e}"
+        );
+        assert!(
+            e8l <= 2.0 * enl + slack,
+            "{what}: TR=8 lse error {e8l:e} vs naive {enl:e}"
+        );
+    }
     // Split-KV (flash-decoding) path: same bound.
     let (split_o, split_lse) = run_poisoned(ctx, &qt, &kt, &vt, &opts.clone().kv_splits(3));
     let es = max_err(&split_o, &want_o);

@@ -137,6 +137,9 @@ pub struct AttentionOptions {
     pub kernel: AttentionKernel,
     /// Force this many key splits (flash-decoding) instead of the dispatcher's choice.
     pub kv_splits: Option<u32>,
+    /// Force the flash kernel's tile shape (tests and tuning); `td` and `vk`
+    /// are adjusted to the value head dimension. `None` = the dispatcher's.
+    pub tiles: Option<FlashTiles>,
 }
 
 impl AttentionOptions {
@@ -216,6 +219,12 @@ impl AttentionOptions {
     /// Force the number of key splits (flash-decoding).
     pub fn kv_splits(mut self, splits: u32) -> Self {
         self.kv_splits = Some(splits);
+        self
+    }
+
+    /// Force the flash tile shape.
+    pub fn tiles(mut self, tiles: FlashTiles) -> Self {
+        self.tiles = Some(tiles);
         self
     }
 }
@@ -880,7 +889,19 @@ impl Context {
             return Ok((plan, out));
         }
 
-        let tiles: FlashTiles = flash_tiles(profile, dv).ok_or_else(|| {
+        let chosen = match opts.tiles {
+            Some(t) => {
+                let t = t.for_value_dim(dv);
+                if !t.fits(profile, dv) {
+                    return Err(Error::InvalidArgument(format!(
+                        "flash tiles {t} do not fit this adapter or Dv = {dv}"
+                    )));
+                }
+                Some(t)
+            }
+            None => flash_tiles(profile, dv),
+        };
+        let tiles: FlashTiles = chosen.ok_or_else(|| {
             if dv > MAX_FLASH_DV {
                 Error::InvalidArgument(format!(
                     "flash attention supports Dv up to {MAX_FLASH_DV}, got {dv} (use AttentionKernel::Naive)"
@@ -904,7 +925,7 @@ impl Context {
             (_, Some(s)) => s.max(1),
             _ => kv_splits(profile, workgroups, sk, tiles),
         } as usize;
-        let bc = tiles.bc as usize;
+        let bc = tiles.bc() as usize;
         let split_len = if splits > 1 {
             sk.div_ceil(splits).div_ceil(bc).max(1) * bc
         } else {

@@ -11,24 +11,22 @@ use crate::kernels::{Kernel, Spec};
 
 /// Tile shape of the flash forward kernel (`shaders/attention_flash.wgsl`).
 ///
-/// A workgroup owns `br` query rows and streams `bc` keys per block; its
-/// `(br / tr) * nc` invocations each own `tr` rows x `bc / nc` score columns
-/// and `tr` rows x `td` output columns in registers.
+/// A workgroup owns `br` query rows and streams `bc() = 4 * nc` keys per
+/// block; its `(br / tr) * nc` invocations each own `tr` rows x 4 score
+/// columns and `tr` rows x `td` output columns in registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlashTiles {
-    /// Query rows per workgroup.
+    /// Query rows per workgroup (a multiple of `tr`).
     pub br: u32,
-    /// Keys per block.
-    pub bc: u32,
-    /// Query rows per invocation.
+    /// Query rows per invocation: 4 or 8.
     pub tr: u32,
-    /// Column groups: invocations sharing the same rows.
+    /// Column groups (invocations sharing the same rows); keys per block = 4 * nc.
     pub nc: u32,
-    /// Output (Dv) columns per invocation: `nc * td >= Dv`.
+    /// Output (Dv) columns per invocation: 4, 8 or 16, with `nc * td >= Dv`.
     pub td: u32,
     /// Head-dimension chunk staged through workgroup memory for Q K^T.
     pub dk: u32,
-    /// Keys of V staged at a time for P V.
+    /// Keys of V staged at a time for P V (a multiple of 4 dividing `bc()`).
     pub vk: u32,
 }
 
@@ -36,9 +34,9 @@ pub struct FlashTiles {
 pub const MAX_FLASH_DV: usize = 256;
 
 impl FlashTiles {
-    /// Score columns per invocation.
-    pub const fn tc(self) -> u32 {
-        self.bc / self.nc
+    /// Keys per block.
+    pub const fn bc(self) -> u32 {
+        4 * self.nc
     }
 
     /// Invocations per workgroup.
@@ -46,21 +44,36 @@ impl FlashTiles {
         (self.br / self.tr) * self.nc
     }
 
-    /// f32 words of the staging buffer (Q and K chunks, or V rows).
-    pub const fn stage_words(self) -> u32 {
-        let qk = self.dk * (self.br + self.bc + 2);
-        let v = self.vk * self.nc * self.td;
-        if qk > v { qk } else { v }
+    /// vec4 words of the staging buffer: Q and K chunks, V rows, or the row
+    /// reductions, whichever is largest.
+    pub const fn stage_vec4(self) -> u32 {
+        let qk = self.dk * (self.br / 4 + 1 + self.bc() / 4 + 1);
+        let v = self.vk * self.nc * self.td / 4;
+        let red = self.br * self.nc / 4;
+        let m = if qk > v { qk } else { v };
+        if m > red { m } else { red }
     }
 
-    /// Workgroup memory in bytes (staging, P tile, row reductions).
+    /// Workgroup memory in bytes (staging and the P tile).
     pub const fn workgroup_bytes(self) -> u32 {
-        4 * (self.stage_words() + self.br * (self.bc + 1) + self.br * self.nc)
+        16 * (self.stage_vec4() + self.br * self.bc() / 4)
     }
 
-    /// Whether the adapter can run this tile shape.
-    pub fn fits(self, p: &AdapterProfile) -> bool {
-        self.threads() <= p.max_invocations
+    /// Whether the tile shape is well formed for value head dimension `dv`
+    /// and the adapter can run it.
+    pub fn fits(self, p: &AdapterProfile, dv: usize) -> bool {
+        let bc = self.bc();
+        matches!(self.tr, 4 | 8)
+            && matches!(self.td, 4 | 8 | 16)
+            && self.nc >= 1
+            && self.br.is_multiple_of(self.tr)
+            && self.br >= self.tr
+            && self.dk >= 1
+            && self.vk.is_multiple_of(4)
+            && self.vk >= 4
+            && bc.is_multiple_of(self.vk)
+            && (self.nc * self.td) as usize >= dv
+            && self.threads() <= p.max_invocations
             && self.threads() <= p.max_workgroup_size_x
             && self.workgroup_bytes() <= p.max_workgroup_storage
     }
@@ -70,15 +83,29 @@ impl FlashTiles {
         Spec::new(Kernel::AttentionFlash)
             .dtype(dtype)
             .constant("BR", self.br)
-            .constant("BC", self.bc)
             .constant("TR", self.tr)
-            .constant("TC", self.tc())
             .constant("NC", self.nc)
             .constant("TD", self.td)
             .constant("DK", self.dk)
             .constant("VK", self.vk)
-            .constant("STAGE", self.stage_words())
+            .constant("STAGE4", self.stage_vec4())
             .constant("SPLIT", u32::from(split))
+    }
+
+    /// `self` with `td` and `vk` set for value head dimension `dv` (`vk` the
+    /// largest power of two whose V slab fits the Q/K staging space).
+    pub fn for_value_dim(mut self, dv: usize) -> Self {
+        self.td = (dv.max(1) as u32)
+            .div_ceil(self.nc)
+            .next_power_of_two()
+            .max(4);
+        let qk = self.dk * (self.br / 4 + 1 + self.bc() / 4 + 1);
+        let mut vk = self.bc();
+        while vk > 4 && vk * self.nc * self.td / 4 > qk {
+            vk /= 2;
+        }
+        self.vk = vk;
+        self
     }
 }
 
@@ -86,56 +113,61 @@ impl fmt::Display for FlashTiles {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "Br={} Bc={} {}x{}+{}x{} per invocation, {} invocations",
+            "Br={} Bc={} {}x4 S + {}x{} O per invocation, {} invocations, {} B shared",
             self.br,
-            self.bc,
+            self.bc(),
             self.tr,
-            self.tc(),
             self.tr,
             self.td,
-            self.threads()
+            self.threads(),
+            self.workgroup_bytes()
         )
     }
 }
 
-/// Output columns per invocation for a value head dimension `dv` (a power of
-/// two, so few specialisations exist).
-fn td_for(dv: usize, nc: u32) -> u32 {
-    (dv.max(1) as u32).div_ceil(nc).next_power_of_two()
-}
+/// Tile candidates, preferred first: 128 query rows with 8 rows per invocation
+/// (45.5 KiB of workgroup memory: GPUs with 48 KiB, like the H200), 64 rows
+/// with 4 per invocation (25 KiB: lavapipe's 32 KiB), then a 64-invocation
+/// shape for small adapters. `td`/`vk` are set per value head dimension.
+pub const FLASH_CANDIDATES: [FlashTiles; 3] = [
+    FlashTiles {
+        br: 128,
+        tr: 8,
+        nc: 16,
+        td: 8,
+        dk: 16,
+        vk: 16,
+    },
+    FlashTiles {
+        br: 64,
+        tr: 4,
+        nc: 16,
+        td: 8,
+        dk: 16,
+        vk: 16,
+    },
+    FlashTiles {
+        br: 32,
+        tr: 4,
+        nc: 8,
+        td: 16,
+        dk: 16,
+        vk: 8,
+    },
+];
 
 /// The flash kernel's tiles for this adapter and value head dimension, or
 /// `None` when no candidate fits the adapter (or `dv > MAX_FLASH_DV`).
-///
-/// Candidates, largest first: 64 query rows x 64 keys with 256 invocations
-/// (4 rows each, 16 column groups), then 32 rows with 128 invocations for
-/// adapters capped lower. Both fit 32 KiB of workgroup memory (lavapipe)
-/// at Dv = 256.
+/// CPU adapters skip the largest shape (its register tile buys nothing there).
 pub fn flash_tiles(p: &AdapterProfile, dv: usize) -> Option<FlashTiles> {
     if dv > MAX_FLASH_DV {
         return None;
     }
-    [64u32, 32, 16].into_iter().find_map(|br| {
-        let nc = 16;
-        let td = td_for(dv, nc);
-        let (bc, dk) = (64, 16);
-        let stage = dk * (br + bc + 2);
-        // Largest power-of-two V slab that fits the Q/K staging space.
-        let mut vk = bc;
-        while vk > 1 && vk * nc * td > stage {
-            vk /= 2;
-        }
-        let t = FlashTiles {
-            br,
-            bc,
-            tr: 4,
-            nc,
-            td,
-            dk,
-            vk,
-        };
-        t.fits(p).then_some(t)
-    })
+    FLASH_CANDIDATES
+        .iter()
+        .skip(usize::from(p.is_cpu()))
+        .map(|t| t.for_value_dim(dv))
+        .find(|t| t.fits(p, dv))
 }
 
 /// How many key splits a decode-shaped problem gets: enough workgroups to
@@ -147,7 +179,7 @@ pub fn kv_splits(p: &AdapterProfile, workgroups: u64, sk: usize, tiles: FlashTil
     if workgroups >= target || sk == 0 {
         return 1;
     }
-    let max_splits = (sk as u64).div_ceil(2 * u64::from(tiles.bc)).max(1);
+    let max_splits = (sk as u64).div_ceil(2 * u64::from(tiles.bc())).max(1);
     target.div_ceil(workgroups.max(1)).min(max_splits).min(64) as u32
 }
 
@@ -156,15 +188,15 @@ pub fn kv_splits(p: &AdapterProfile, workgroups: u64, sk: usize, tiles: FlashTil
 /// dtype x split mode, plus the merge and naive kernels.
 pub fn attention_specs() -> Vec<Spec> {
     let mut specs = Vec::new();
+    let mut p = permissive_profile();
+    p.max_workgroup_storage = 48 * 1024;
     for dtype in [DType::F32, DType::F16] {
-        for br in [64u32, 32, 16] {
-            for dv in [1usize, 32, 64, 128, 256] {
-                let mut p = permissive_profile();
-                p.max_invocations = (br / 4) * 16;
-                p.max_workgroup_size_x = p.max_invocations;
-                let Some(t) = flash_tiles(&p, dv) else {
+        for t in FLASH_CANDIDATES.iter().chain(&TEST_TILES) {
+            for dv in [1usize, 32, 64, 80, 128, 256] {
+                let t = t.for_value_dim(dv);
+                if !t.fits(&p, dv) {
                     continue;
-                };
+                }
                 for split in [false, true] {
                     let s = t.spec(dtype, split);
                     if !specs.contains(&s) {
@@ -184,6 +216,17 @@ pub fn attention_specs() -> Vec<Spec> {
     }
     specs
 }
+
+/// Tile shapes the tests force on small adapters to cover the 8-rows-per-
+/// invocation path of the largest candidate within 32 KiB.
+pub const TEST_TILES: [FlashTiles; 1] = [FlashTiles {
+    br: 64,
+    tr: 8,
+    nc: 16,
+    td: 8,
+    dk: 16,
+    vk: 16,
+}];
 
 fn permissive_profile() -> AdapterProfile {
     AdapterProfile {
