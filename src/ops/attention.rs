@@ -47,7 +47,7 @@ use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
-use crate::tune::attention::{FlashTiles, MAX_FLASH_DV, flash_tiles, kv_splits};
+use crate::tune::attention::{FlashTiles, MAX_FLASH_DV, flash_tiles_for, kv_splits};
 
 /// Where the causal diagonal (and the sliding window around it) sits when
 /// `Sq != Sk`.
@@ -899,7 +899,7 @@ impl Context {
                 }
                 Some(t)
             }
-            None => flash_tiles(profile, dv),
+            None => flash_tiles_for(profile, sq, dv),
         };
         let tiles: FlashTiles = chosen.ok_or_else(|| {
             if dv > MAX_FLASH_DV {

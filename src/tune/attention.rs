@@ -156,6 +156,34 @@ pub const FLASH_CANDIDATES: [FlashTiles; 3] = [
     },
 ];
 
+/// The decode tile: 4 query rows, 256 keys per block, 64 invocations. For
+/// few query rows (KV-cache decoding) the big tiles waste almost all their
+/// arithmetic on absent rows; this one keeps the waste small and, with the
+/// key sequence split over many workgroups, the work memory-bound.
+pub const DECODE_TILES: FlashTiles = FlashTiles {
+    br: 4,
+    tr: 4,
+    nc: 64,
+    td: 4,
+    dk: 16,
+    vk: 16,
+};
+
+/// Query rows per head up to which [`flash_tiles_for`] picks [`DECODE_TILES`].
+pub const DECODE_MAX_ROWS: usize = 16;
+
+/// [`flash_tiles`] for a problem with `sq` query rows per head: the decode
+/// tile for `sq <= DECODE_MAX_ROWS` when it fits, else the regular choice.
+pub fn flash_tiles_for(p: &AdapterProfile, sq: usize, dv: usize) -> Option<FlashTiles> {
+    if sq <= DECODE_MAX_ROWS && dv <= MAX_FLASH_DV {
+        let t = DECODE_TILES.for_value_dim(dv);
+        if t.fits(p, dv) {
+            return Some(t);
+        }
+    }
+    flash_tiles(p, dv)
+}
+
 /// The flash kernel's tiles for this adapter and value head dimension, or
 /// `None` when no candidate fits the adapter (or `dv > MAX_FLASH_DV`).
 /// CPU adapters skip the largest shape (its register tile buys nothing there).
@@ -170,17 +198,20 @@ pub fn flash_tiles(p: &AdapterProfile, dv: usize) -> Option<FlashTiles> {
         .find(|t| t.fits(p, dv))
 }
 
-/// How many key splits a decode-shaped problem gets: enough workgroups to
-/// fill about two waves of the adapter's compute units, each split at least
-/// two key blocks long; 1 (no split) when the query blocks alone fill the GPU.
+/// How many key splits a decode-shaped problem gets: enough workgroups to put
+/// `512 / invocations` (2 to 8) on each compute unit, each split at least two
+/// key blocks long, at most 256 splits; 1 (no split) when the query blocks
+/// alone reach that.
 /// `workgroups` is the grid without splitting (query blocks x heads x batch).
 pub fn kv_splits(p: &AdapterProfile, workgroups: u64, sk: usize, tiles: FlashTiles) -> u32 {
-    let target = 2 * u64::from(p.compute_units.max(1));
+    // Small workgroups: more of them per compute unit keep more loads in flight.
+    let per_unit = u64::from((512 / tiles.threads().max(1)).clamp(2, 8));
+    let target = per_unit * u64::from(p.compute_units.max(1));
     if workgroups >= target || sk == 0 {
         return 1;
     }
     let max_splits = (sk as u64).div_ceil(2 * u64::from(tiles.bc())).max(1);
-    target.div_ceil(workgroups.max(1)).min(max_splits).min(64) as u32
+    target.div_ceil(workgroups.max(1)).min(max_splits).min(256) as u32
 }
 
 /// Every flash specialisation the dispatcher can produce (for shader
@@ -191,7 +222,11 @@ pub fn attention_specs() -> Vec<Spec> {
     let mut p = permissive_profile();
     p.max_workgroup_storage = 48 * 1024;
     for dtype in [DType::F32, DType::F16] {
-        for t in FLASH_CANDIDATES.iter().chain(&TEST_TILES) {
+        for t in FLASH_CANDIDATES
+            .iter()
+            .chain(&TEST_TILES)
+            .chain([&DECODE_TILES])
+        {
             for dv in [1usize, 32, 64, 80, 128, 256] {
                 let t = t.for_value_dim(dv);
                 if !t.fits(&p, dv) {
