@@ -58,6 +58,12 @@ pub enum Kernel {
     AttentionSoftmax,
     /// Naive attention, pass 3: O = P V.
     AttentionPv,
+    /// Attention backward: lse in log2 units and Delta = rowsum(dO * O).
+    AttentionBwdPrepare,
+    /// Attention backward: dK and dV per key block (recomputing P).
+    AttentionBwdDkDv,
+    /// Attention backward: dQ per query block (recomputing P).
+    AttentionBwdDq,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
@@ -69,7 +75,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 16] = [
+    pub const ALL: [Kernel; 19] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -86,6 +92,9 @@ impl Kernel {
         Kernel::AttentionScores,
         Kernel::AttentionSoftmax,
         Kernel::AttentionPv,
+        Kernel::AttentionBwdPrepare,
+        Kernel::AttentionBwdDkDv,
+        Kernel::AttentionBwdDq,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -135,6 +144,10 @@ impl Kernel {
             Kernel::AttentionScores | Kernel::AttentionSoftmax | Kernel::AttentionPv => {
                 &[ATTENTION_NAIVE, ATTENTION_COMMON]
             }
+            Kernel::AttentionBwdPrepare | Kernel::AttentionBwdDkDv | Kernel::AttentionBwdDq => &[
+                include_str!("../shaders/attention_backward.wgsl"),
+                ATTENTION_COMMON,
+            ],
         }
     }
 
@@ -157,6 +170,9 @@ impl Kernel {
             Kernel::AttentionScores => "attention_naive.scores",
             Kernel::AttentionSoftmax => "attention_naive.softmax",
             Kernel::AttentionPv => "attention_naive.pv",
+            Kernel::AttentionBwdPrepare => "attention_backward.prepare",
+            Kernel::AttentionBwdDkDv => "attention_backward.dkdv",
+            Kernel::AttentionBwdDq => "attention_backward.dq",
         }
     }
 
@@ -171,6 +187,9 @@ impl Kernel {
             Kernel::AttentionScores => "scores",
             Kernel::AttentionSoftmax => "softmax",
             Kernel::AttentionPv => "pv",
+            Kernel::AttentionBwdPrepare => "prepare",
+            Kernel::AttentionBwdDkDv => "dkdv",
+            Kernel::AttentionBwdDq => "dq",
             _ => "main",
         }
     }

@@ -40,8 +40,8 @@ pub use context::{AdapterProfile, Context, ContextOptions, CoopMatrixConfig};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use ops::attention::{
-    AttentionKernel, AttentionLayout, AttentionMask, AttentionOptions, AttentionOutput,
-    DiagonalAlignment, KvCache,
+    AttentionGrads, AttentionKernel, AttentionLayout, AttentionMask, AttentionOptions,
+    AttentionOutput, DiagonalAlignment, KvCache,
 };
 pub use ops::matmul::{
     Activation, Epilogue, MatmulExplanation, MatmulOptions, MatmulShape, Padding,

@@ -850,9 +850,416 @@ fn every_error_variant() {
         ),
         Err(Error::LimitExceeded { .. })
     ));
+    let out = ctx.attention(&q, &k, &v, &o.clone().with_lse()).unwrap();
+    let lse = out.lse.unwrap();
+    let bwd = |o_: &Tensor, d_o: &Tensor, lse: &Tensor| {
+        ctx.attention_backward(&q, &k, &v, o_, d_o, lse, &o)
+    };
+    assert!(
+        matches!(
+            bwd(&out.o, &t(&[2, 4, 8, 11]), &lse),
+            Err(Error::ShapeMismatch { .. })
+        ),
+        "d_o shape"
+    );
+    assert!(
+        matches!(
+            bwd(&out.o, &out.o, &t(&[2, 4, 7])),
+            Err(Error::ShapeMismatch { .. })
+        ),
+        "lse shape"
+    );
+    assert!(matches!(
+        ctx.attention_backward(&q, &t(&[2, 2, 9, 8]), &v, &out.o, &out.o, &lse, &o),
+        Err(Error::ShapeMismatch { .. })
+    ));
     let mut cache = KvCache::new(&ctx, 2, 2, 16, 12, 4, DType::F32).unwrap();
     assert!(matches!(
         cache.append(&t(&[2, 2, 3, 8]), &t(&[2, 2, 3, 12])),
         Err(Error::ShapeMismatch { .. })
     ));
+}
+
+/// f64 forward of one case from host data: P rows, O, and the reference
+/// gradients for upstream gradient `d_o`: returns (dq, dk, dv).
+#[allow(clippy::too_many_arguments)]
+fn reference_backward(
+    c: &Case,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    d_o: &[f32],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let qf: Vec<f64> = q.iter().map(|&x| f64::from(x)).collect();
+    let kf: Vec<f64> = k.iter().map(|&x| f64::from(x)).collect();
+    let vf: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+    let dof: Vec<f64> = d_o.iter().map(|&x| f64::from(x)).collect();
+    backward_f64(c, &qf, &kf, &vf, &dof, opts, mask)
+}
+
+/// Visible-logit matrix of one (b, h, i) row in f64: (logit or None, d logit / d(q.k)).
+#[allow(clippy::too_many_arguments)]
+fn row_logits(
+    c: &Case,
+    q: &[f64],
+    k: &[f64],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+    b: usize,
+    h: usize,
+    i: usize,
+) -> Vec<Option<(f64, f64)>> {
+    let scale = f64::from(opts.scale.unwrap_or(1.0 / (c.d as f32).sqrt()));
+    let offset = match opts.alignment {
+        DiagonalAlignment::TopLeft => 0i64,
+        DiagonalAlignment::BottomRight => c.sk as i64 - c.sq as i64,
+    };
+    let hk = h / (c.hq / c.hkv);
+    let keys = opts.key_lengths.as_ref().map_or(c.sk, |l| l[b] as usize);
+    (0..c.sk)
+        .map(|j| {
+            let (ii, jj) = (i as i64, j as i64);
+            if j >= keys
+                || (opts.causal && jj > ii + offset)
+                || opts
+                    .window_left
+                    .is_some_and(|w| jj < ii + offset - w as i64)
+                || opts
+                    .window_right
+                    .is_some_and(|w| jj > ii + offset + w as i64)
+            {
+                return None;
+            }
+            let dot: f64 = (0..c.d)
+                .map(|x| {
+                    q[((b * c.hq + h) * c.sq + i) * c.d + x]
+                        * k[((b * c.hkv + hk) * c.sk + j) * c.d + x]
+                })
+                .sum();
+            let (mut s, g) = match opts.softcap {
+                Some(cap) => {
+                    let cap = f64::from(cap);
+                    let th = (dot * scale / cap).tanh();
+                    (cap * th, scale * (1.0 - th * th))
+                }
+                None => (dot * scale, scale),
+            };
+            if let Some(m) = mask {
+                let idx = [b, h, i, j];
+                let mut off = 0;
+                for (&dim, &at) in m.dims.iter().zip(&idx) {
+                    off = off * dim + if dim == 1 { 0 } else { at };
+                }
+                let mv = f64::from(m.data[off]);
+                if m.additive {
+                    s += mv;
+                } else if mv == 0.0 {
+                    return None;
+                }
+            }
+            if s == f64::NEG_INFINITY {
+                None
+            } else {
+                Some((s, g))
+            }
+        })
+        .collect()
+}
+
+/// f64 forward loss helper: O for f64 inputs.
+fn forward_f64(
+    c: &Case,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+) -> Vec<f64> {
+    let mut o = vec![0.0; c.b * c.hq * c.sq * c.dv];
+    for b in 0..c.b {
+        for h in 0..c.hq {
+            let hk = h / (c.hq / c.hkv);
+            for i in 0..c.sq {
+                let row = row_logits(c, q, k, opts, mask, b, h, i);
+                let mx = row
+                    .iter()
+                    .flatten()
+                    .map(|x| x.0)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                if mx == f64::NEG_INFINITY {
+                    continue;
+                }
+                let l: f64 = row.iter().flatten().map(|x| (x.0 - mx).exp()).sum();
+                for (j, e) in row.iter().enumerate() {
+                    if let Some((s, _)) = e {
+                        let p = (s - mx).exp() / l;
+                        for x in 0..c.dv {
+                            o[((b * c.hq + h) * c.sq + i) * c.dv + x] +=
+                                p * v[((b * c.hkv + hk) * c.sk + j) * c.dv + x];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    o
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward_f64(
+    c: &Case,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    d_o: &[f64],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut dq = vec![0.0; q.len()];
+    let mut dk = vec![0.0; k.len()];
+    let mut dv = vec![0.0; v.len()];
+    for b in 0..c.b {
+        for h in 0..c.hq {
+            let hk = h / (c.hq / c.hkv);
+            for i in 0..c.sq {
+                let row = row_logits(c, q, k, opts, mask, b, h, i);
+                let mx = row
+                    .iter()
+                    .flatten()
+                    .map(|x| x.0)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                if mx == f64::NEG_INFINITY {
+                    continue;
+                }
+                let l: f64 = row.iter().flatten().map(|x| (x.0 - mx).exp()).sum();
+                let orow = (b * c.hq + h) * c.sq + i;
+                let p: Vec<f64> = row
+                    .iter()
+                    .map(|e| e.map_or(0.0, |(s, _)| (s - mx).exp() / l))
+                    .collect();
+                let dp: Vec<f64> = (0..c.sk)
+                    .map(|j| {
+                        (0..c.dv)
+                            .map(|x| {
+                                d_o[orow * c.dv + x] * v[((b * c.hkv + hk) * c.sk + j) * c.dv + x]
+                            })
+                            .sum()
+                    })
+                    .collect();
+                let delta: f64 = (0..c.sk).map(|j| p[j] * dp[j]).sum();
+                for j in 0..c.sk {
+                    let Some((_, g)) = row[j] else { continue };
+                    let kv_row = (b * c.hkv + hk) * c.sk + j;
+                    for x in 0..c.dv {
+                        dv[kv_row * c.dv + x] += p[j] * d_o[orow * c.dv + x];
+                    }
+                    let ds = p[j] * (dp[j] - delta) * g;
+                    for x in 0..c.d {
+                        dq[orow * c.d + x] += ds * k[kv_row * c.d + x];
+                        dk[kv_row * c.d + x] += ds * q[orow * c.d + x];
+                    }
+                }
+            }
+        }
+    }
+    (dq, dk, dv)
+}
+
+/// Runs forward (flash, with lse) then backward on the GPU and compares the
+/// gradients with the f64 reference: error <= tol * max(1, max |grad|).
+fn check_backward(
+    ctx: &Context,
+    c: &Case,
+    opts: &AttentionOptions,
+    mask: Option<HostMask>,
+    seed: u64,
+) {
+    let (qt, q) = common::upload(
+        ctx,
+        &common::random(c.b * c.hq * c.sq * c.d, seed),
+        &[c.b, c.hq, c.sq, c.d],
+        c.dtype,
+    );
+    let (kt, k) = common::upload(
+        ctx,
+        &common::random(c.b * c.hkv * c.sk * c.d, seed + 1),
+        &[c.b, c.hkv, c.sk, c.d],
+        c.dtype,
+    );
+    let (vt, v) = common::upload(
+        ctx,
+        &common::random(c.b * c.hkv * c.sk * c.dv, seed + 2),
+        &[c.b, c.hkv, c.sk, c.dv],
+        c.dtype,
+    );
+    let (dot, d_o) = common::upload(
+        ctx,
+        &common::random(c.b * c.hq * c.sq * c.dv, seed + 3),
+        &[c.b, c.hq, c.sq, c.dv],
+        c.dtype,
+    );
+    let mut opts = opts.clone().with_lse();
+    let mut host_mask = None;
+    if let Some(m) = mask {
+        let (t, vals) = common::upload(ctx, &m.data, &m.shape, c.dtype);
+        opts.mask = Some(if m.additive {
+            wgtile::AttentionMask::Additive(t)
+        } else {
+            wgtile::AttentionMask::Boolean(t)
+        });
+        host_mask = Some(HostMask { data: vals, ..m });
+    }
+    let fwd = ctx.attention(&qt, &kt, &vt, &opts).unwrap();
+    let lse = fwd.lse.unwrap();
+    let (plan, grads) = ctx
+        .attention_backward_plan(&qt, &kt, &vt, &fwd.o, &dot, &lse, &opts)
+        .unwrap();
+    for t in [&grads.dq, &grads.dk, &grads.dv] {
+        ctx.fill(t, f32::NAN).unwrap();
+    }
+    plan.run().unwrap();
+    let (dq, dk, dv) = reference_backward(c, &q, &k, &v, &d_o, &opts, host_mask.as_ref());
+    let tol = match c.dtype {
+        DType::F32 => 2e-5,
+        DType::F16 => 2e-2,
+    };
+    for (name, got, want) in [
+        ("dq", &grads.dq, dq),
+        ("dk", &grads.dk, dk),
+        ("dv", &grads.dv, dv),
+    ] {
+        let got = got.to_f32_vec_blocking().unwrap();
+        let scale = want.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+        common::assert_close(&format!("{name} {c:?} {opts:?}"), &got, &want, |_| {
+            tol * scale
+        });
+    }
+}
+
+#[test]
+fn backward_matches_analytic_gradients() {
+    let Some(ctx) = common::ctx() else { return };
+    check_backward(
+        &ctx,
+        &Case::new(1, 2, 2, 33, 47, 32, 24),
+        &AttentionOptions::new(),
+        None,
+        200,
+    );
+    check_backward(
+        &ctx,
+        &Case::new(2, 4, 2, 17, 40, 16, 16),
+        &AttentionOptions::new().causal(DiagonalAlignment::BottomRight),
+        None,
+        201,
+    );
+    check_backward(
+        &ctx,
+        &Case::new(1, 2, 1, 40, 40, 64, 64),
+        &AttentionOptions::new()
+            .window(Some(7), Some(3))
+            .softcap(2.0)
+            .scale(1.5),
+        None,
+        202,
+    );
+    let c = Case::new(3, 1, 1, 20, 30, 8, 8);
+    let data = mask_values(3 * 20 * 30, 203, true);
+    let m = HostMask {
+        additive: true,
+        dims: [3, 1, 20, 30],
+        shape: vec![3, 1, 20, 30],
+        data,
+    };
+    check_backward(
+        &ctx,
+        &c,
+        &AttentionOptions::new().key_lengths(&[30, 0, 11]),
+        Some(m),
+        204,
+    );
+    let data = mask_values(20 * 30, 205, false);
+    let m = HostMask {
+        additive: false,
+        dims: [1, 1, 20, 30],
+        shape: vec![20, 30],
+        data,
+    };
+    check_backward(
+        &ctx,
+        &c,
+        &AttentionOptions::new().causal(DiagonalAlignment::TopLeft),
+        Some(m),
+        206,
+    );
+    check_backward(
+        &ctx,
+        &Case::new(1, 1, 1, 9, 129, 128, 80),
+        &AttentionOptions::new(),
+        None,
+        207,
+    );
+    if ctx.profile().shader_f16 {
+        let mut c = Case::new(1, 2, 1, 33, 20, 32, 32);
+        c.dtype = DType::F16;
+        check_backward(
+            &ctx,
+            &c,
+            &AttentionOptions::new().causal(DiagonalAlignment::BottomRight),
+            None,
+            208,
+        );
+    }
+}
+
+#[test]
+fn backward_matches_finite_differences() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = Case::new(1, 2, 1, 3, 5, 3, 2);
+    let opts = AttentionOptions::new()
+        .softcap(1.5)
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    let q = common::random(c.hq * c.sq * c.d, 300);
+    let k = common::random(c.hkv * c.sk * c.d, 301);
+    let v = common::random(c.hkv * c.sk * c.dv, 302);
+    let d_o = common::random(c.hq * c.sq * c.dv, 303);
+    let qt = ctx.tensor(&q, [1, c.hq, c.sq, c.d]).unwrap();
+    let kt = ctx.tensor(&k, [1, c.hkv, c.sk, c.d]).unwrap();
+    let vt = ctx.tensor(&v, [1, c.hkv, c.sk, c.dv]).unwrap();
+    let dot = ctx.tensor(&d_o, [1, c.hq, c.sq, c.dv]).unwrap();
+    let fwd = ctx.attention(&qt, &kt, &vt, &opts).unwrap();
+    let g = ctx
+        .attention_backward(&qt, &kt, &vt, &fwd.o, &dot, &fwd.lse.unwrap(), &opts)
+        .unwrap();
+    let f = |x: &[f32]| x.iter().map(|&y| f64::from(y)).collect::<Vec<f64>>();
+    let (q64, k64, v64, do64) = (f(&q), f(&k), f(&v), f(&d_o));
+    let loss = |q: &[f64], k: &[f64], v: &[f64]| -> f64 {
+        forward_f64(&c, q, k, v, &opts, None)
+            .iter()
+            .zip(&do64)
+            .map(|(a, b)| a * b)
+            .sum()
+    };
+    let eps = 1e-5;
+    for (which, got) in [(0, &g.dq), (1, &g.dk), (2, &g.dv)] {
+        let got = got.to_vec_blocking::<f32>().unwrap();
+        let base = [&q64, &k64, &v64][which];
+        for idx in 0..base.len() {
+            let mut plus = [q64.clone(), k64.clone(), v64.clone()];
+            let mut minus = plus.clone();
+            plus[which][idx] += eps;
+            minus[which][idx] -= eps;
+            let fd = (loss(&plus[0], &plus[1], &plus[2]) - loss(&minus[0], &minus[1], &minus[2]))
+                / (2.0 * eps);
+            let err = (f64::from(got[idx]) - fd).abs();
+            assert!(
+                err < 1e-4,
+                "gradient {which} element {idx}: GPU {} vs finite difference {fd}",
+                got[idx]
+            );
+        }
+    }
 }

@@ -476,7 +476,26 @@ struct Params {
     words: Vec<u32>,
 }
 
+/// A checked attention call: dimensions `[B, Hq, Hkv, Sq, Sk, D, Dv]`, the
+/// output shape, the parameter words (without the split fields) and the
+/// buffers every kernel binds.
+struct Setup {
+    dtype: DType,
+    dims: [usize; 7],
+    o_shape: Vec<usize>,
+    words: Vec<u32>,
+    mask_buf: Arc<wgpu::Buffer>,
+    kv_len: Tensor,
+    dummy: Tensor,
+    flops: u64,
+}
+
 const BIG: i64 = 1 << 30;
+
+fn u32_of(x: usize, what: &str) -> Result<u32> {
+    u32::try_from(x)
+        .map_err(|_| Error::InvalidArgument(format!("attention {what} {x} does not fit in u32")))
+}
 
 impl Context {
     /// Attention `softmax(scale * q k^T + mask) v` (see the module docs for
@@ -588,17 +607,18 @@ impl Context {
         self.attention_impl(qo, ko, vo, options, bytes)
     }
 
-    fn attention_impl(
+    /// Checks q, k, v and the options, and builds the kernels' parameters
+    /// (shared by the forward and backward passes).
+    fn attention_setup(
         &self,
-        q: Operand,
-        k: Operand,
-        v: Operand,
+        q: &Operand,
+        k: &Operand,
+        v: &Operand,
         opts: &AttentionOptions,
-        in_bytes: u64,
-    ) -> Result<(Plan, AttentionOutput)> {
+    ) -> Result<Setup> {
         let op = "attention";
         let dtype = q.dtype;
-        for t in [&k, &v] {
+        for t in [k, v] {
             if t.dtype != dtype {
                 return Err(Error::DTypeMismatch {
                     op,
@@ -755,40 +775,9 @@ impl Context {
             .sum();
         let flops = 2 * (b * hq) as u64 * pairs * (d + dv) as u64;
 
-        let o = self.alloc(&o_shape, dtype, "wgtile attention out")?;
-        let lse = if opts.return_lse {
-            Some(self.alloc(&[b, hq, sq], DType::F32, "wgtile attention lse")?)
-        } else {
-            None
-        };
-        let out = AttentionOutput {
-            o: o.clone(),
-            lse: lse.clone(),
-        };
-        let bytes = in_bytes + o.size_bytes();
-        let mut plan = Plan {
-            ctx: self.clone(),
-            label: String::new(),
-            dispatches: Vec::new(),
-            output: o.clone(),
-            flops,
-            bytes,
-            scratch: Vec::new(),
-        };
-        if b * hq * sq == 0 {
-            plan.label = "attention (empty result)".into();
-            return Ok((plan, out));
-        }
-
-        let u32_of = |x: usize, what: &str| {
-            u32::try_from(x).map_err(|_| {
-                Error::InvalidArgument(format!("attention {what} {x} does not fit in u32"))
-            })
-        };
         // Unused bindings get small private buffers (the read-only ones and the
         // writable lse slot must differ: one buffer cannot be both in a dispatch).
         let dummy = self.alloc(&[4], DType::F32, "wgtile attention unused")?;
-        let dummy_lse = self.alloc(&[4], DType::F32, "wgtile attention unused lse")?;
         let kv_len = match &opts.key_lengths {
             Some(lens) => {
                 let bits: Vec<f32> = lens.iter().map(|&l| f32::from_bits(l)).collect();
@@ -816,9 +805,64 @@ impl Context {
             words.push(u32_of(x, "mask stride")?);
         }
         words.push(u32::from(opts.key_lengths.is_some()));
+        Ok(Setup {
+            dtype,
+            dims: [b, hq, hkv, sq, sk, d, dv],
+            o_shape,
+            words,
+            mask_buf: mask_buffer.unwrap_or_else(|| dummy.buffer.clone()),
+            kv_len,
+            dummy,
+            flops,
+        })
+    }
+
+    fn attention_impl(
+        &self,
+        q: Operand,
+        k: Operand,
+        v: Operand,
+        opts: &AttentionOptions,
+        in_bytes: u64,
+    ) -> Result<(Plan, AttentionOutput)> {
+        let Setup {
+            dtype,
+            dims: [b, hq, _, sq, sk, _, dv],
+            o_shape,
+            words,
+            mask_buf,
+            kv_len,
+            dummy,
+            flops,
+        } = self.attention_setup(&q, &k, &v, opts)?;
+        let dummy_lse = self.alloc(&[4], DType::F32, "wgtile attention unused lse")?;
+        let o = self.alloc(&o_shape, dtype, "wgtile attention out")?;
+        let lse = if opts.return_lse {
+            Some(self.alloc(&[b, hq, sq], DType::F32, "wgtile attention lse")?)
+        } else {
+            None
+        };
+        let out = AttentionOutput {
+            o: o.clone(),
+            lse: lse.clone(),
+        };
+        let bytes = in_bytes + o.size_bytes();
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: String::new(),
+            dispatches: Vec::new(),
+            output: o.clone(),
+            flops,
+            bytes,
+            scratch: Vec::new(),
+        };
+        if b * hq * sq == 0 {
+            plan.label = "attention (empty result)".into();
+            return Ok((plan, out));
+        }
+
         let params_base = Params { words };
 
-        let mask_buf = mask_buffer.unwrap_or_else(|| dummy.buffer.clone());
         let lse_buf = lse.as_ref().unwrap_or(&dummy_lse).buffer.clone();
         let device = &self.inner.device;
         let profile = self.profile();
@@ -1013,5 +1057,254 @@ impl Context {
             format!("attention flash-decoding ({tiles}, {splits} key splits of {split_len})");
         plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
         Ok((plan, out))
+    }
+}
+
+/// Gradients returned by [`Context::attention_backward`], each with the shape,
+/// layout and dtype of its input.
+#[derive(Clone, Debug)]
+pub struct AttentionGrads {
+    /// dL/dq.
+    pub dq: Tensor,
+    /// dL/dk (summed over the query heads of each KV head).
+    pub dk: Tensor,
+    /// dL/dv (summed over the query heads of each KV head).
+    pub dv: Tensor,
+}
+
+/// Largest head dimension (D or Dv) of the backward kernels.
+pub const MAX_BACKWARD_DIM: usize = 256;
+
+/// Side of the backward kernels' square tile for this adapter (16, or 8 where
+/// 256 invocations are not allowed) and the columns per invocation for head
+/// dims `d`, `dv`: `(t, cpt)`.
+pub fn backward_tiles(p: &crate::AdapterProfile, d: usize, dv: usize) -> (u32, u32) {
+    let t = if p.max_invocations >= 256 && p.max_workgroup_size_x >= 256 {
+        16
+    } else {
+        8
+    };
+    let cpt = (d.max(dv).max(1) as u32).div_ceil(t).next_power_of_two();
+    (t, cpt)
+}
+
+impl Context {
+    /// FlashAttention-2 backward with recomputation: given the forward's
+    /// inputs, its output `o`, the upstream gradient `d_o` (shaped like `o`)
+    /// and the forward's logsumexp `lse` (`[B, Hq, Sq]` f32, from
+    /// [`AttentionOptions::with_lse`]), returns dq, dk, dv. The options must
+    /// be the forward's (masks, window, soft-cap, scale, layout). Never stores
+    /// an Sq x Sk matrix. D and Dv up to [`MAX_BACKWARD_DIM`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        o: &Tensor,
+        d_o: &Tensor,
+        lse: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<AttentionGrads> {
+        let (plan, grads) = self.attention_backward_plan(q, k, v, o, d_o, lse, options)?;
+        plan.run()?;
+        Ok(grads)
+    }
+
+    /// The [`Plan`] of [`Context::attention_backward`] (its output is dq).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward_plan(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        o: &Tensor,
+        d_o: &Tensor,
+        lse: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionGrads)> {
+        let op = "attention backward";
+        for t in [q, k, v, o, d_o, lse] {
+            if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
+                return Err(Error::InvalidArgument(
+                    "attention operands must live on the context that runs them".into(),
+                ));
+            }
+        }
+        let (hq, hkv) = match options.layout {
+            AttentionLayout::Packed { q_heads, kv_heads } => (q_heads, kv_heads),
+            AttentionLayout::HeadsFirst => (0, 0),
+        };
+        let qo = operand(q, options.layout, hq, "q")?;
+        let ko = operand(k, options.layout, hkv, "k")?;
+        let vo = operand(v, options.layout, hkv, "v")?;
+        let Setup {
+            dtype,
+            dims: [b, hq, hkv, sq, sk, d, dv],
+            o_shape,
+            words,
+            mask_buf,
+            kv_len,
+            dummy,
+            flops,
+        } = self.attention_setup(&qo, &ko, &vo, options)?;
+        for (t, what) in [(o, "o"), (d_o, "d_o")] {
+            if t.dtype() != dtype {
+                return Err(Error::DTypeMismatch {
+                    op,
+                    expected: dtype,
+                    got: t.dtype(),
+                });
+            }
+            if t.shape() != o_shape.as_slice() {
+                return Err(Error::shape(
+                    op,
+                    t.shape(),
+                    &o_shape,
+                    format!("{what} must have the forward output's shape"),
+                ));
+            }
+        }
+        if lse.dtype() != DType::F32 {
+            return Err(Error::DTypeMismatch {
+                op,
+                expected: DType::F32,
+                got: lse.dtype(),
+            });
+        }
+        if lse.shape() != [b, hq, sq] {
+            return Err(Error::shape(
+                op,
+                lse.shape(),
+                &[b, hq, sq],
+                "lse must be [B, Hq, Sq] as the forward returned it",
+            ));
+        }
+        if d.max(dv) > MAX_BACKWARD_DIM {
+            return Err(Error::InvalidArgument(format!(
+                "attention backward supports head dims up to {MAX_BACKWARD_DIM}, got D = {d}, Dv = {dv}"
+            )));
+        }
+        let profile = self.profile();
+        if profile.max_storage_buffers_per_stage < 9 {
+            return Err(Error::LimitExceeded {
+                limit: "max_storage_buffers_per_shader_stage",
+                requested: 9,
+                max: u64::from(profile.max_storage_buffers_per_stage),
+                what: "the attention backward dK/dV kernel".into(),
+            });
+        }
+        let dq = self.alloc(q.shape(), dtype, "wgtile attention dq")?;
+        let dk = self.alloc(k.shape(), dtype, "wgtile attention dk")?;
+        let dv_t = self.alloc(v.shape(), dtype, "wgtile attention dv")?;
+        let grads = AttentionGrads {
+            dq: dq.clone(),
+            dk: dk.clone(),
+            dv: dv_t.clone(),
+        };
+        let rows = b * hq * sq;
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: String::new(),
+            dispatches: Vec::new(),
+            output: dq.clone(),
+            flops: flops * 5 / 2,
+            bytes: (q.numel() + k.numel() + v.numel() + 2 * o.numel()) as u64
+                * 2
+                * dtype.size() as u64
+                + lse.size_bytes(),
+            scratch: Vec::new(),
+        };
+        let stats = self.alloc(&[2, rows.max(1)], DType::F32, "wgtile attention bwd stats")?;
+        let mut words = words;
+        words.extend([0, 1]);
+        let params = self.uniform(&words);
+        let (t, cpt) = backward_tiles(profile, d, dv);
+        let device = &self.inner.device;
+        let max_groups = profile.max_workgroups_per_dim as usize;
+        let spec = |kernel: Kernel| {
+            Spec::new(kernel)
+                .dtype(dtype)
+                .constant("T", t)
+                .constant("CPT", cpt)
+        };
+        let t = t as usize;
+        for (n, what) in [
+            (sk.div_ceil(t), "key blocks"),
+            (sq.div_ceil(t), "query blocks"),
+            (hq, "heads"),
+            (b, "batch"),
+        ] {
+            if n > max_groups {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroups_per_dimension",
+                    requested: n as u64,
+                    max: max_groups as u64,
+                    what: format!("attention backward grid ({what})"),
+                });
+            }
+        }
+        if rows > 0 {
+            let groups = rows.div_ceil(64);
+            let (gx, gy) = (groups.min(max_groups), groups.div_ceil(max_groups.max(1)));
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                self.inner
+                    .pipelines
+                    .get(device, &spec(Kernel::AttentionBwdPrepare))?,
+                &[
+                    (0, &params),
+                    (4, &o.buffer),
+                    (5, &lse.buffer),
+                    (10, &d_o.buffer),
+                    (11, &stats.buffer),
+                ],
+                [gx as u32, gy as u32, 1],
+            ));
+        }
+        if b * hkv > 0 && sk > 0 {
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                self.inner
+                    .pipelines
+                    .get(device, &spec(Kernel::AttentionBwdDkDv))?,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                    (10, &d_o.buffer),
+                    (11, &stats.buffer),
+                    (13, &dk.buffer),
+                    (14, &dv_t.buffer),
+                ],
+                [sk.div_ceil(t) as u32, hkv as u32, b as u32],
+            ));
+        }
+        if rows > 0 {
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                self.inner
+                    .pipelines
+                    .get(device, &spec(Kernel::AttentionBwdDq))?,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                    (10, &d_o.buffer),
+                    (11, &stats.buffer),
+                    (12, &dq.buffer),
+                ],
+                [sq.div_ceil(t) as u32, hq as u32, b as u32],
+            ));
+        }
+        plan.label = format!("attention backward (T={t}, {cpt} columns per invocation)");
+        plan.scratch.extend([stats, dummy, kv_len, dk, dv_t]);
+        Ok((plan, grads))
     }
 }

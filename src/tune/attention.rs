@@ -241,6 +241,25 @@ pub fn attention_specs() -> Vec<Spec> {
             }
         }
         specs.push(Spec::new(Kernel::AttentionMerge).dtype(dtype));
+        for (t, cpts) in [
+            (16u32, &[1u32, 2, 4, 8, 16][..]),
+            (8, &[1, 2, 4, 8, 16, 32][..]),
+        ] {
+            for &cpt in cpts {
+                for k in [
+                    Kernel::AttentionBwdPrepare,
+                    Kernel::AttentionBwdDkDv,
+                    Kernel::AttentionBwdDq,
+                ] {
+                    specs.push(
+                        Spec::new(k)
+                            .dtype(dtype)
+                            .constant("T", t)
+                            .constant("CPT", cpt),
+                    );
+                }
+            }
+        }
         for k in [
             Kernel::AttentionScores,
             Kernel::AttentionSoftmax,
