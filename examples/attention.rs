@@ -63,6 +63,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let profile = ctx.profile();
     println!("{} ({:?})", profile.name, profile.backend);
     let f16 = profile.shader_f16;
+    // FLOP/s unit: TFLOP/s on GPUs, GFLOP/s for --quick (software adapters).
+    let (unit, unit_name) = if args.quick {
+        (1e9, "GFLOP/s")
+    } else {
+        (1e12, "TFLOP/s")
+    };
 
     // Forward: flash vs naive.
     let (b, h, sizes, dims): (usize, usize, Vec<usize>, Vec<usize>) = if args.quick {
@@ -109,7 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "{:<34} {:>10} {:>9} {:>10} {:>9} {:>7}",
-        "forward B,H,S,D causal dtype", "flash ms", "TFLOP/s", "naive ms", "TFLOP/s", "ratio"
+        "forward B,H,S,D causal dtype", "flash ms", unit_name, "naive ms", unit_name, "ratio"
     );
     for c in &cases {
         let q = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
@@ -145,20 +151,62 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(tn) => println!(
                 "{label:<34} {:>10.3} {:>9.2} {:>10.3} {:>9.2} {:>6.1}x",
                 tf * 1e3,
-                flops / tf / 1e12,
+                flops / tf / unit,
                 tn * 1e3,
-                flops / tn / 1e12,
+                flops / tn / unit,
                 tn / tf
             ),
             None => println!(
                 "{label:<34} {:>10.3} {:>9.2} {:>10} {:>9} {:>7}",
                 tf * 1e3,
-                flops / tf / 1e12,
+                flops / tf / unit,
                 "no fit",
                 "-",
                 "-"
             ),
         }
+    }
+
+    // Backward (recomputation): 2.5x the forward FLOPs.
+    println!(
+        "\n{:<34} {:>10} {:>9}",
+        "backward B,H,S,D causal dtype", "ms", unit_name
+    );
+    for c in cases
+        .iter()
+        .filter(|c| c.s <= if args.quick { 256 } else { 1024 })
+    {
+        let shape = [c.b, c.h, c.s, c.d];
+        let q = ctx.zeros(shape, c.dtype)?;
+        let k = ctx.zeros(shape, c.dtype)?;
+        let v = ctx.zeros(shape, c.dtype)?;
+        let d_o = ctx.zeros(shape, c.dtype)?;
+        for (n, t) in [&q, &k, &v, &d_o].into_iter().enumerate() {
+            ctx.fill_random(t, n as u32 + 11)?;
+        }
+        let mut opts = AttentionOptions::new().with_lse();
+        if c.causal {
+            opts = opts.causal(DiagonalAlignment::TopLeft);
+        }
+        let fwd = ctx.attention(&q, &k, &v, &opts)?;
+        let lse = fwd.lse.clone().ok_or("no lse")?;
+        let (plan, _) = ctx.attention_backward_plan(&q, &k, &v, &fwd.o, &d_o, &lse, &opts)?;
+        let t = time(&ctx, &plan, args.repeats.min(5))?;
+        let flops = 2.5 * fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
+        println!(
+            "{:<34} {:>10.3} {:>9.2}",
+            format!(
+                "{},{},{},{} {} {}",
+                c.b,
+                c.h,
+                c.s,
+                c.d,
+                if c.causal { "causal" } else { "full" },
+                c.dtype
+            ),
+            t * 1e3,
+            flops / t / unit
+        );
     }
 
     // Decode: one query row against a long f16 cache (flash-decoding), judged
@@ -192,7 +240,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = time(&ctx, plan, args.repeats.max(20))?;
         let gbps = cache_bytes / t / 1e9;
         println!(
-            "  {name:<24} {:>8.1} us {:>8.0} GB/s of cache = {:.0}% of copy   [{}]",
+            "  {name:<24} {:>8.1} us {:>8.2} GB/s of cache = {:.1}% of copy   [{}]",
             t * 1e6,
             gbps,
             100.0 * gbps * 1e9 / copy,

@@ -23,6 +23,15 @@
 //! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
 //! and is kept as the reference and the "before" of the comparison.
 //!
+//! The backward pass ([`Context::attention_backward`], FlashAttention-2
+//! style) stores no Sq x Sk matrix either: from Q, K and the forward's
+//! logsumexp it recomputes P tile by tile, once in a kernel that owns a key
+//! block (dK, dV, summed over the query heads sharing a KV head) and once in
+//! a kernel that owns a query block (dQ), so no float atomics are needed.
+//!
+//! [`KvCache`] keeps growable K/V buffers on the GPU; prefill and decode both
+//! go through [`Context::attention_cached`].
+//!
 //! # Layouts
 //! `q` is `[B, Hq, Sq, D]`, `k` `[B, Hkv, Sk, D]`, `v` `[B, Hkv, Sk, Dv]`
 //! with `Hq` a multiple of `Hkv` (MHA, GQA, MQA); or, with
