@@ -10,6 +10,9 @@
 //      and [DK][BC/4+1]: the extra vec4 spreads the transposing stores over
 //      the banks); each invocation accumulates a TR x 4 register tile of S
 //      from one vec4 of Q and one vec4 of K per d (TR * 4 fmas per 2 loads).
+//      Software pipelining: the next chunk's global loads go to registers
+//      (QL + KL vec4 per invocation) before the current chunk's arithmetic,
+//      and V's first slab is loaded before the softmax step.
 //   2. masking and scaling in log2 units (exp2 with log2(e) folded into the
 //      scale), partial row maxima exchanged through workgroup memory, new
 //      running max m; P = exp2(S - m) goes to workgroup memory [BR][BC+1];
@@ -60,6 +63,10 @@ const K_OFF: u32 = DK * QS4;      // K chunk after the Q chunk
 const PS4: u32 = BC / 4u;
 const DVP4: u32 = NC * TD / 4u;
 const XV: u32 = TD / 4u;          // vec4 of output columns per invocation
+// vec4 each invocation prefetches per Q chunk, K chunk and V slab.
+const QL: u32 = (BR / 4u * DK + WG - 1u) / WG;
+const KL: u32 = (BC / 4u * DK + WG - 1u) / WG;
+const VL: u32 = (VK * DVP4 + WG - 1u) / WG;
 
 var<workgroup> stage: array<vec4<f32>, STAGE4>;
 var<workgroup> p_tile: array<vec4<f32>, BR * PS4>;
@@ -76,6 +83,77 @@ fn red_store(i: u32, x: f32) {
 
 fn red_load(i: u32) -> f32 {
     return stage[i / 4u][i % 4u];
+}
+
+// Global loads of the next Q and K chunks into registers (4 rows or keys at
+// one d per vec4), issued before the current chunk's arithmetic so their
+// latency overlaps it.
+fn prefetch_qk(
+    tid: u32,
+    d0: u32,
+    i0: u32,
+    q_base: u32,
+    j0: u32,
+    k_base: u32,
+    keys: u32,
+    qp: ptr<function, array<vec4<f32>, QL>>,
+    kp: ptr<function, array<vec4<f32>, KL>>,
+) {
+    for (var n = 0u; n < QL; n++) {
+        let e = tid + n * WG;
+        let r4 = e / DK;
+        let d = d0 + e % DK;
+        var val = vec4<f32>(0.0);
+        for (var i = 0u; i < 4u; i++) {
+            let row = i0 + r4 * 4u + i;
+            if e < BR / 4u * DK && row < params.sq && d < params.d {
+                val[i] = f32(q[q_base + row * params.q_sr + d]);
+            }
+        }
+        (*qp)[n] = val;
+    }
+    for (var n = 0u; n < KL; n++) {
+        let e = tid + n * WG;
+        let c4 = e / DK;
+        let d = d0 + e % DK;
+        var val = vec4<f32>(0.0);
+        for (var i = 0u; i < 4u; i++) {
+            let j = j0 + c4 * 4u + i;
+            if e < BC / 4u * DK && j < keys && d < params.d {
+                val[i] = f32(k[k_base + j * params.k_sr + d]);
+            }
+        }
+        (*kp)[n] = val;
+    }
+}
+
+// Global loads of V rows k0 .. k0 + VK of the block at j0 into registers.
+// Keys past the padding length are zeroed, so garbage there (a KV cache's
+// spare capacity) cannot reach the output.
+fn prefetch_v(
+    tid: u32,
+    j0: u32,
+    k0: u32,
+    v_base: u32,
+    keys: u32,
+    vp: ptr<function, array<vec4<f32>, VL>>,
+) {
+    for (var n = 0u; n < VL; n++) {
+        let e = tid + n * WG;
+        let kk = e / DVP4;
+        let c4 = e % DVP4;
+        let j = j0 + k0 + kk;
+        var val = vec4<f32>(0.0);
+        if e < VK * DVP4 && j < keys {
+            for (var i = 0u; i < 4u; i++) {
+                let c = c4 * 4u + i;
+                if c < params.dv {
+                    val[i] = f32(v[v_base + j * params.v_sr + c]);
+                }
+            }
+        }
+        (*vp)[n] = val;
+    }
 }
 
 @compute @workgroup_size(WG, 1, 1)
@@ -128,35 +206,27 @@ fn main(
         for (var r = 0u; r < TR; r++) {
             s[r] = vec4<f32>(0.0);
         }
+        var qp: array<vec4<f32>, QL>;
+        var kp: array<vec4<f32>, KL>;
+        prefetch_qk(tid, 0u, i0, q_base, j0, k_base, keys, &qp, &kp);
         for (var d0 = 0u; d0 < params.d; d0 += DK) {
             // Each invocation stages 4 rows (keys) at one d as one vec4.
-            for (var e = tid; e < (BR / 4u) * DK; e += WG) {
-                let r4 = e / DK;
-                let dd = e % DK;
-                let d = d0 + dd;
-                var val = vec4<f32>(0.0);
-                for (var i = 0u; i < 4u; i++) {
-                    let row = i0 + r4 * 4u + i;
-                    if row < params.sq && d < params.d {
-                        val[i] = f32(q[q_base + row * params.q_sr + d]);
-                    }
+            for (var n = 0u; n < QL; n++) {
+                let e = tid + n * WG;
+                if e < BR / 4u * DK {
+                    stage[(e % DK) * QS4 + e / DK] = qp[n];
                 }
-                stage[dd * QS4 + r4] = val;
             }
-            for (var e = tid; e < (BC / 4u) * DK; e += WG) {
-                let c4 = e / DK;
-                let dd = e % DK;
-                let d = d0 + dd;
-                var val = vec4<f32>(0.0);
-                for (var i = 0u; i < 4u; i++) {
-                    let j = j0 + c4 * 4u + i;
-                    if j < keys && d < params.d {
-                        val[i] = f32(k[k_base + j * params.k_sr + d]);
-                    }
+            for (var n = 0u; n < KL; n++) {
+                let e = tid + n * WG;
+                if e < BC / 4u * DK {
+                    stage[K_OFF + (e % DK) * KS4 + e / DK] = kp[n];
                 }
-                stage[K_OFF + dd * KS4 + c4] = val;
             }
             workgroupBarrier();
+            if d0 + DK < params.d {
+                prefetch_qk(tid, d0 + DK, i0, q_base, j0, k_base, keys, &qp, &kp);
+            }
             for (var dd = 0u; dd < DK; dd++) {
                 let kv = stage[K_OFF + dd * KS4 + cg];
                 for (var g = 0u; g < RV; g++) {
@@ -168,6 +238,10 @@ fn main(
             }
             workgroupBarrier();
         }
+
+        // V's first slab is fetched now: its latency overlaps the softmax.
+        var vp: array<vec4<f32>, VL>;
+        prefetch_v(tid, j0, 0u, v_base, keys, &vp);
 
         // 2. Mask, scale, online softmax.
         for (var r = 0u; r < TR; r++) {
@@ -213,24 +287,16 @@ fn main(
 
         // 3. O += P V, V streamed VK keys at a time.
         for (var k0 = 0u; k0 < BC; k0 += VK) {
-            for (var e = tid; e < VK * DVP4; e += WG) {
-                let kk = e / DVP4;
-                let c4 = e % DVP4;
-                let j = j0 + k0 + kk;
-                var val = vec4<f32>(0.0);
-                // Keys past the padding length are zeroed, so garbage there
-                // (a KV cache's spare capacity) cannot reach the output.
-                if j < keys {
-                    for (var i = 0u; i < 4u; i++) {
-                        let c = c4 * 4u + i;
-                        if c < params.dv {
-                            val[i] = f32(v[v_base + j * params.v_sr + c]);
-                        }
-                    }
+            for (var n = 0u; n < VL; n++) {
+                let e = tid + n * WG;
+                if e < VK * DVP4 {
+                    stage[e] = vp[n];
                 }
-                stage[kk * DVP4 + c4] = val;
             }
             workgroupBarrier();
+            if k0 + VK < BC {
+                prefetch_v(tid, j0, k0 + VK, v_base, keys, &vp);
+            }
             for (var kq = 0u; kq < VK / 4u; kq++) {
                 var pr: array<vec4<f32>, TR>;
                 for (var r = 0u; r < TR; r++) {
