@@ -38,6 +38,7 @@ struct Params {
     has_kv_len: u32,
     split_len: u32,    // keys per split (split-KV decoding); 0 = one split
     splits: u32,       // number of key splits
+    pack_heads: u32,   // flash: rows of a workgroup run over the query heads of one KV head
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -35,7 +35,12 @@
 //   4 dividing BC), STAGE4 (vec4 of the staging buffer: max of
 //   DK * (BR/4 + BC/4 + 2), VK * NC * TD / 4 and BR * NC / 4, since the row
 //   reductions reuse it).
-// Grid: (ceil(Sq / BR) * splits, Hq, B). With SPLIT = 1 (split-KV decoding)
+// Packed GQA rows (pack_heads = 1, few query rows): the workgroup's y is a KV
+//   head and its rows run over the (query head, position) pairs of that KV
+//   head's group, row r being head hk * group + r / Sq at position r % Sq, so
+//   K and V are read once per group instead of once per query head.
+// Grid: (ceil(rows / BR) * splits, Hq or Hkv when packed, B), rows = Sq or
+//   group * Sq when packed. With SPLIT = 1 (split-KV decoding)
 //   workgroup x also picks a key range of split_len keys and writes its
 //   unnormalised state (O / l, and m, l as lse) to the f32 scratch bound as
 //   `lse`; attention_merge.wgsl combines the splits.
@@ -71,6 +76,19 @@ const VL: u32 = (VK * DVP4 + WG - 1u) / WG;
 var<workgroup> stage: array<vec4<f32>, STAGE4>;
 var<workgroup> p_tile: array<vec4<f32>, BR * PS4>;
 
+// Rows of one workgroup's (batch, y) slice: Sq, or group * Sq when packed.
+fn row_count() -> u32 {
+    return select(params.sq, params.group * params.sq, params.pack_heads == 1u);
+}
+
+// (query head, position) of row r in the slice of workgroup y.
+fn row_head_pos(y: u32, r: u32) -> vec2<u32> {
+    if params.pack_heads == 1u {
+        return vec2<u32>(y * params.group + r / params.sq, r % params.sq);
+    }
+    return vec2<u32>(y, r);
+}
+
 // Row of the block owned by invocation row-group rg as its r-th row.
 fn local_row(rg: u32, r: u32) -> u32 {
     return (r / 4u) * GROUP_ROWS + rg * 4u + (r % 4u);
@@ -92,7 +110,8 @@ fn prefetch_qk(
     tid: u32,
     d0: u32,
     i0: u32,
-    q_base: u32,
+    b: u32,
+    y: u32,
     j0: u32,
     k_base: u32,
     keys: u32,
@@ -106,8 +125,9 @@ fn prefetch_qk(
         var val = vec4<f32>(0.0);
         for (var i = 0u; i < 4u; i++) {
             let row = i0 + r4 * 4u + i;
-            if e < BR / 4u * DK && row < params.sq && d < params.d {
-                val[i] = f32(q[q_base + row * params.q_sr + d]);
+            if e < BR / 4u * DK && row < row_count() && d < params.d {
+                let hp = row_head_pos(y, row);
+                val[i] = f32(q[b * params.q_sb + hp.x * params.q_sh + hp.y * params.q_sr + d]);
             }
         }
         (*qp)[n] = val;
@@ -162,8 +182,9 @@ fn main(
     @builtin(local_invocation_index) tid: u32,
 ) {
     let b = wid.z;
-    let h = wid.y;
-    let q_blocks = (params.sq + BR - 1u) / BR;
+    let y = wid.y;
+    let rows = row_count();
+    let q_blocks = (rows + BR - 1u) / BR;
     var qb = wid.x % q_blocks;
     let split = wid.x / q_blocks;
     if SPLIT == 0u {
@@ -171,17 +192,22 @@ fn main(
         qb = q_blocks - 1u - qb;
     }
     let i0 = qb * BR;
-    let hk = h / params.group;
+    let hk = select(y / params.group, y, params.pack_heads == 1u);
     let rg = tid / NC;
     let cg = tid % NC;
-    let q_base = b * params.q_sb + h * params.q_sh;
     let k_base = b * params.k_sb + hk * params.k_sh;
     let v_base = b * params.v_sb + hk * params.v_sh;
     let keys = key_count(b);
 
     // Visible key range of this query block (and split).
-    let i_last = i32(min(i0 + BR, params.sq)) - 1;
-    var j_begin = max(0, i32(i0) + params.lo_off);
+    // Positions of the block's rows (packed blocks may hold every position).
+    var i_first = i32(i0);
+    var i_last = i32(min(i0 + BR, rows)) - 1;
+    if params.pack_heads == 1u {
+        i_first = 0;
+        i_last = i32(params.sq) - 1;
+    }
+    var j_begin = max(0, i_first + params.lo_off);
     var j_end = min(i32(keys), i_last + params.hi_off + 1);
     if SPLIT == 1u {
         j_begin = max(j_begin, i32(split * params.split_len));
@@ -208,7 +234,7 @@ fn main(
         }
         var qp: array<vec4<f32>, QL>;
         var kp: array<vec4<f32>, KL>;
-        prefetch_qk(tid, 0u, i0, q_base, j0, k_base, keys, &qp, &kp);
+        prefetch_qk(tid, 0u, i0, b, y, j0, k_base, keys, &qp, &kp);
         for (var d0 = 0u; d0 < params.d; d0 += DK) {
             // Each invocation stages 4 rows (keys) at one d as one vec4.
             for (var n = 0u; n < QL; n++) {
@@ -225,7 +251,7 @@ fn main(
             }
             workgroupBarrier();
             if d0 + DK < params.d {
-                prefetch_qk(tid, d0 + DK, i0, q_base, j0, k_base, keys, &qp, &kp);
+                prefetch_qk(tid, d0 + DK, i0, b, y, j0, k_base, keys, &qp, &kp);
             }
             for (var dd = 0u; dd < DK; dd++) {
                 let kv = stage[K_OFF + dd * KS4 + cg];
@@ -247,12 +273,13 @@ fn main(
         for (var r = 0u; r < TR; r++) {
             let lr = local_row(rg, r);
             let row = i0 + lr;
+            let hp = row_head_pos(y, row);
             var row_max = neg_inf();
             var t = vec4<f32>(neg_inf());
             for (var c = 0u; c < 4u; c++) {
                 let j = j0 + cg * 4u + c;
-                if row < params.sq && (SPLIT == 0u || (i32(j) >= j_begin && i32(j) < j_end)) {
-                    t[c] = logit(s[r][c], b, h, row, j, keys);
+                if row < rows && (SPLIT == 0u || (i32(j) >= j_begin && i32(j) < j_end)) {
+                    t[c] = logit(s[r][c], b, hp.x, hp.y, j, keys);
                 }
                 row_max = max(row_max, t[c]);
             }
@@ -322,14 +349,16 @@ fn main(
     workgroupBarrier();
     for (var r = 0u; r < TR; r++) {
         let lr = local_row(rg, r);
-        let row = i0 + lr;
         var l_sum = 0.0;
         for (var g = 0u; g < NC; g++) {
             l_sum += red_load(lr * NC + g);
         }
-        if row >= params.sq {
+        if i0 + lr >= rows {
             continue;
         }
+        let hp = row_head_pos(y, i0 + lr);
+        let h = hp.x;
+        let row = hp.y;
         let row_nan = is_nan(l_sum);
         let inv = select(select(0.0, 1.0 / l_sum, l_sum != 0.0), nan(), row_nan);
         if SPLIT == 0u {
@@ -352,7 +381,7 @@ fn main(
             }
         } else {
             // Partial state of this split: O_s = acc / l_s, and (m, l) in log2 units.
-            let rows = params.batch * params.hq * params.sq;
+            let all_rows = params.batch * params.hq * params.sq;
             let state = (split * params.batch + b) * params.hq * params.sq
                 + h * params.sq + row;
             for (var x = 0u; x < XV; x++) {
@@ -365,7 +394,7 @@ fn main(
                 }
             }
             if cg == 0u {
-                let stats = params.splits * rows * params.dv + 2u * state;
+                let stats = params.splits * all_rows * params.dv + 2u * state;
                 lse[stats] = m[r];
                 lse[stats + 1u] = select(l_sum, nan(), row_nan);
             }

@@ -836,7 +836,7 @@ impl Context {
     ) -> Result<(Plan, AttentionOutput)> {
         let Setup {
             dtype,
-            dims: [b, hq, _, sq, sk, _, dv],
+            dims: [b, hq, hkv, sq, sk, _, dv],
             o_shape,
             words,
             mask_buf,
@@ -886,7 +886,7 @@ impl Context {
         if opts.kernel == AttentionKernel::Naive {
             let scores = self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention scores")?;
             let mut words = params_base.words.clone();
-            words.extend([0, 1]);
+            words.extend([0, 1, 0]);
             let params = self.uniform(&words);
             let z = b * hq;
             if z > max_groups || sq.div_ceil(16) > max_groups || sk.div_ceil(16) > max_groups {
@@ -968,11 +968,16 @@ impl Context {
                 }
             }
         })?;
-        let q_blocks = sq.div_ceil(tiles.br as usize);
-        if hq > max_groups || b > max_groups {
-            return Err(limit(hq.max(b), "attention grid (heads, batch)".into()));
+        // Few query rows per head: the rows of one workgroup run over the
+        // query heads of a KV head (K and V read once per group).
+        let group = hq / hkv.max(1);
+        let pack = group > 1 && sq < tiles.br as usize;
+        let (rows_per_slice, slices) = if pack { (group * sq, hkv) } else { (sq, hq) };
+        let q_blocks = rows_per_slice.div_ceil(tiles.br as usize);
+        if slices > max_groups || b > max_groups {
+            return Err(limit(slices.max(b), "attention grid (heads, batch)".into()));
         }
-        let workgroups = (q_blocks * hq * b) as u64;
+        let workgroups = (q_blocks * slices * b) as u64;
         let mut splits = match (opts.kernel, opts.kv_splits) {
             (AttentionKernel::Flash, _) => 1,
             (_, Some(s)) => s.max(1),
@@ -997,12 +1002,13 @@ impl Context {
         let mut words = params_base.words;
         words.push(u32_of(split_len, "split length")?);
         words.push(splits as u32);
+        words.push(u32::from(pack));
         let params = self.uniform(&words);
         let pipeline = self
             .inner
             .pipelines
             .get(device, &tiles.spec(dtype, split))?;
-        let grid = [(q_blocks * splits) as u32, hq as u32, b as u32];
+        let grid = [(q_blocks * splits) as u32, slices as u32, b as u32];
         if !split {
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
@@ -1019,7 +1025,10 @@ impl Context {
                 ],
                 grid,
             ));
-            plan.label = format!("attention flash ({tiles})");
+            plan.label = format!(
+                "attention flash ({tiles}{})",
+                if pack { ", GQA heads packed" } else { "" }
+            );
             plan.scratch.extend([dummy, dummy_lse, kv_len]);
             return Ok((plan, out));
         }
@@ -1062,8 +1071,10 @@ impl Context {
             ],
             [gx as u32, gy as u32, 1],
         ));
-        plan.label =
-            format!("attention flash-decoding ({tiles}, {splits} key splits of {split_len})");
+        plan.label = format!(
+            "attention flash-decoding ({tiles}, {splits} key splits of {split_len}{})",
+            if pack { ", GQA heads packed" } else { "" }
+        );
         plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
         Ok((plan, out))
     }
@@ -1226,7 +1237,7 @@ impl Context {
         };
         let stats = self.alloc(&[2, rows.max(1)], DType::F32, "wgtile attention bwd stats")?;
         let mut words = words;
-        words.extend([0, 1]);
+        words.extend([0, 1, 0]);
         let params = self.uniform(&words);
         let (t, cpt) = backward_tiles(profile, d, dv);
         let device = &self.inner.device;
