@@ -9,10 +9,13 @@
 //! forward pass (two matmuls), half of that when causal; the backward pass
 //! counts 2.5x the forward. Times are GPU-timestamp medians (`ctx.time`).
 //! `scripts/torch_attention.py` prints the same cases for PyTorch SDPA.
+//! `--sweep-tiles` also times every flash tile candidate the adapter fits,
+//! to check the dispatcher's pick on a new GPU.
 
 use std::time::Instant;
 
 use clap::Parser;
+use wgtile::tune::attention::{FLASH_CANDIDATES, TEST_TILES};
 use wgtile::{
     AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, KvCache, Plan,
     TimingOptions,
@@ -29,6 +32,10 @@ struct Args {
     /// Skip the S = 65536 runs.
     #[arg(long)]
     no_long: bool,
+    /// Also time every flash tile candidate the adapter can run (S <= 4096),
+    /// to check the dispatcher's choice (printed first on each line).
+    #[arg(long)]
+    sweep_tiles: bool,
 }
 
 struct Forward {
@@ -164,6 +171,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "-",
                 "-"
             ),
+        }
+    }
+
+    if args.sweep_tiles {
+        println!("\nflash tile candidates ({unit_name}; the dispatcher's pick first)");
+        for c in cases.iter().filter(|c| c.s <= 4096) {
+            let shape = [c.b, c.h, c.s, c.d];
+            let q = ctx.zeros(shape, c.dtype)?;
+            let k = ctx.zeros(shape, c.dtype)?;
+            let v = ctx.zeros(shape, c.dtype)?;
+            for (n, t) in [&q, &k, &v].into_iter().enumerate() {
+                ctx.fill_random(t, n as u32 + 1)?;
+            }
+            let mut opts = AttentionOptions::new().kernel(AttentionKernel::Flash);
+            if c.causal {
+                opts = opts.causal(DiagonalAlignment::TopLeft);
+            }
+            let flops = fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
+            let (auto, _) = ctx.attention_plan(&q, &k, &v, &opts)?;
+            let mut line = format!(
+                "{},{},{},{} {} {}: auto {:.2}",
+                c.b,
+                c.h,
+                c.s,
+                c.d,
+                if c.causal { "causal" } else { "full" },
+                c.dtype,
+                flops / time(&ctx, &auto, args.repeats)? / unit
+            );
+            for tiles in FLASH_CANDIDATES.iter().chain(&TEST_TILES) {
+                let t = tiles.for_value_dim(c.d);
+                if !t.fits(profile, c.d) {
+                    continue;
+                }
+                let (plan, _) = ctx.attention_plan(&q, &k, &v, &opts.clone().tiles(t))?;
+                line.push_str(&format!(
+                    " | Br={} Tr={} Bc={} {:.2}",
+                    t.br,
+                    t.tr,
+                    t.bc(),
+                    flops / time(&ctx, &plan, args.repeats)? / unit
+                ));
+            }
+            println!("{line}");
         }
     }
 
