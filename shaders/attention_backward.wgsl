@@ -28,7 +28,7 @@
 
 const T: u32 = 16u;
 const CPT: u32 = 8u;
-const CH: u32 = 16u;
+const CH: u32 = 64u;
 
 const TT: u32 = T * T;
 const TC: u32 = T * CPT;
