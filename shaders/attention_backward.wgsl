@@ -11,28 +11,49 @@
 // Kernels:
 //   `prepare`: one invocation per row: stats[row] = lse * log2(e) (log2 units,
 //     as the forward's logits) and stats[rows + row] = Delta.
-//   `dkdv`: a workgroup owns T keys of one (batch, KV head) and loops over the
-//     visible query blocks of every query head of its group (GQA gradients are
-//     summed there, no atomics). Thread (i, j) of the T x T tile recomputes
-//     s_ij and dP_ij (D and Dv streamed through workgroup memory in chunks of
-//     CH), then thread (key, cg) accumulates columns cg + T x of dK and dV in
-//     registers from the P / dS tile and the staged dO / Q rows.
-//   `dq`: a workgroup owns T query rows of one (batch, head) and loops over
-//     the visible key blocks, accumulating dQ the same way (a separate pass
-//     instead of float atomics).
-// Workgroup: T x T invocations (T = 16, or 8 where 256 are not allowed).
-// Tile parameters (text): T, CPT (columns per invocation: T * CPT >= max(D, Dv)).
+//   `dkdv`: a workgroup owns BR keys of one (batch, KV head) and loops over
+//     the visible query blocks (BC = 4 NC queries) of every query head of its
+//     group (GQA gradients are summed there, no atomics). Per block: the
+//     register-tiled products S^T = K Q^T and dP^T = V dO^T (D and Dv
+//     streamed through workgroup memory in chunks of DK, as vec4 of 4
+//     rows), then P^T and dS^T element-wise into workgroup tiles, then
+//     dV += P^T dO and dK += dS^T Q with dO / Q rows streamed VK at a time.
+//   `dq`: a workgroup owns BR query rows of one (batch, head) and loops over
+//     the visible key blocks: S = Q K^T, dP = dO V^T, dS, then dQ += dS K
+//     (a separate pass instead of float atomics).
+// Register tiles: invocation (rg = t / NC, cg = t % NC) owns tile rows
+//   4 rg .. 4 rg + 3, tile columns 4 cg .. 4 cg + 3 and output columns
+//   4 (x NC + cg) .. + 3 for x < TD / 4 (the forward's layout,
+//   attention_flash.wgsl).
+// Workgroup: (BR / 4) * NC invocations.
+// Tile parameters (text): BR, NC, TD (NC * TD >= max(D, Dv)), DK, VK,
+//   STAGE4 (vec4: max of DK * (BR/4 + BC/4 + 2) and VK * NC * TD / 4).
 // Bindings beyond attention_common.wgsl: 10 dO (o's strides), 11 stats (f32
 //   [2, B, Hq, Sq]), 12 dQ (q's strides), 13 dK (k's), 14 dV (v's).
-// Limits: D, Dv <= T * CPT; `dkdv` binds 9 storage buffers.
+// Limits: D, Dv <= NC * TD; `dkdv` binds 9 storage buffers.
 
-const T: u32 = 16u;
-const CPT: u32 = 8u;
-const CH: u32 = 64u;
+const BR: u32 = 32u;
+const NC: u32 = 16u;
+const TD: u32 = 8u;
+const DK: u32 = 16u;
+const VK: u32 = 8u;
+const STAGE4: u32 = 416u;
 
-const TT: u32 = T * T;
-const TC: u32 = T * CPT;
-const AS: u32 = CH + 1u;
+const BC: u32 = 4u * NC;
+const NRG: u32 = BR / 4u;
+const WG: u32 = NRG * NC;
+const QS4: u32 = BR / 4u + 1u;
+const KS4: u32 = BC / 4u + 1u;
+const K_OFF: u32 = DK * QS4;
+const PS4: u32 = BC / 4u;
+const DVP4: u32 = NC * TD / 4u;
+const XV: u32 = TD / 4u;
+
+// Operand selectors for `load_op` (WGSL functions cannot take storage pointers).
+const OP_Q: u32 = 0u;
+const OP_K: u32 = 1u;
+const OP_V: u32 = 2u;
+const OP_DO: u32 = 3u;
 
 @group(0) @binding(10) var<storage, read> d_o: array<Elem>;
 @group(0) @binding(11) var<storage, read_write> stats: array<f32>;
@@ -40,11 +61,11 @@ const AS: u32 = CH + 1u;
 @group(0) @binding(13) var<storage, read_write> dk_out: array<Elem>;
 @group(0) @binding(14) var<storage, read_write> dv_out: array<Elem>;
 
-var<workgroup> a_sh: array<f32, T * AS>;
-var<workgroup> b_sh: array<f32, T * AS>;
-var<workgroup> p_sh: array<f32, TT>;
-var<workgroup> ds_sh: array<f32, TT>;
-var<workgroup> c_sh: array<f32, T * TC>;
+var<workgroup> stage: array<vec4<f32>, STAGE4>;
+// P^T (dkdv) at offset 0 and dS (or dS^T) at offset P_OFF: one array, since
+// naga passes no workgroup pointers to functions.
+const P_OFF: u32 = BR * PS4;
+var<workgroup> tiles: array<vec4<f32>, 2u * BR * PS4>;
 
 @compute @workgroup_size(64, 1, 1)
 fn prepare(
@@ -68,64 +89,115 @@ fn prepare(
     stats[rows + row] = delta;
 }
 
-// s = q_(i0 + ti) . k_(j0 + tj) for thread (ti, tj) = (tid / T, tid % T).
-fn qk_tile(tid: u32, q_base: u32, i0: u32, k_base: u32, j0: u32, keys: u32) -> f32 {
-    let ti = tid / T;
-    let tj = tid % T;
-    var acc = 0.0;
-    for (var d0 = 0u; d0 < params.d; d0 += CH) {
-        for (var e = tid; e < T * CH; e += TT) {
-            let r = e / CH;
-            let dd = e % CH;
-            let d = d0 + dd;
-            var a = 0.0;
-            var bb = 0.0;
-            if i0 + r < params.sq && d < params.d {
-                a = f32(q[q_base + (i0 + r) * params.q_sr + d]);
-            }
-            if j0 + r < keys && d < params.d {
-                bb = f32(k[k_base + (j0 + r) * params.k_sr + d]);
-            }
-            a_sh[r * AS + dd] = a;
-            b_sh[r * AS + dd] = bb;
+fn load_op(which: u32, idx: u32) -> f32 {
+    switch which {
+        case 0u: {
+            return f32(q[idx]);
         }
-        workgroupBarrier();
-        for (var dd = 0u; dd < CH; dd++) {
-            acc = fma(a_sh[ti * AS + dd], b_sh[tj * AS + dd], acc);
+        case 1u: {
+            return f32(k[idx]);
         }
-        workgroupBarrier();
+        case 2u: {
+            return f32(v[idx]);
+        }
+        default: {
+            return f32(d_o[idx]);
+        }
     }
-    return acc;
 }
 
-// dp = dO_(i0 + ti) . v_(j0 + tj).
-fn dov_tile(tid: u32, o_base: u32, i0: u32, v_base: u32, j0: u32, keys: u32) -> f32 {
-    let ti = tid / T;
-    let tj = tid % T;
-    var acc = 0.0;
-    for (var c0 = 0u; c0 < params.dv; c0 += CH) {
-        for (var e = tid; e < T * CH; e += TT) {
-            let r = e / CH;
-            let cc = e % CH;
-            let c = c0 + cc;
-            var a = 0.0;
-            var bb = 0.0;
-            if i0 + r < params.sq && c < params.dv {
-                a = f32(d_o[o_base + (i0 + r) * params.o_sr + c]);
+// acc[r][c] += sum_d A[a0 + 4 rg + r][d] * B[b0 + 4 cg + c][d] for d < dim:
+// A rows from operand wa (base, row stride, valid rows < a_lim), B likewise.
+fn nt_tile(
+    tid: u32,
+    wa: u32, a_base: u32, a_stride: u32, a0: u32, a_lim: u32,
+    wb: u32, b_base: u32, b_stride: u32, b0: u32, b_lim: u32,
+    dim: u32,
+    acc: ptr<function, array<vec4<f32>, 4>>,
+) {
+    let rg = tid / NC;
+    let cg = tid % NC;
+    for (var d0 = 0u; d0 < dim; d0 += DK) {
+        for (var e = tid; e < (BR / 4u) * DK; e += WG) {
+            let r4 = e / DK;
+            let d = d0 + e % DK;
+            var val = vec4<f32>(0.0);
+            for (var i = 0u; i < 4u; i++) {
+                let row = a0 + r4 * 4u + i;
+                if row < a_lim && d < dim {
+                    val[i] = load_op(wa, a_base + row * a_stride + d);
+                }
             }
-            if j0 + r < keys && c < params.dv {
-                bb = f32(v[v_base + (j0 + r) * params.v_sr + c]);
+            stage[(e % DK) * QS4 + r4] = val;
+        }
+        for (var e = tid; e < (BC / 4u) * DK; e += WG) {
+            let c4 = e / DK;
+            let d = d0 + e % DK;
+            var val = vec4<f32>(0.0);
+            for (var i = 0u; i < 4u; i++) {
+                let row = b0 + c4 * 4u + i;
+                if row < b_lim && d < dim {
+                    val[i] = load_op(wb, b_base + row * b_stride + d);
+                }
             }
-            a_sh[r * AS + cc] = a;
-            b_sh[r * AS + cc] = bb;
+            stage[K_OFF + (e % DK) * KS4 + c4] = val;
         }
         workgroupBarrier();
-        for (var cc = 0u; cc < CH; cc++) {
-            acc = fma(a_sh[ti * AS + cc], b_sh[tj * AS + cc], acc);
+        for (var dd = 0u; dd < DK; dd++) {
+            let bv = stage[K_OFF + dd * KS4 + cg];
+            let av = stage[dd * QS4 + rg];
+            for (var i = 0u; i < 4u; i++) {
+                (*acc)[i] = fma(vec4<f32>(av[i]), bv, (*acc)[i]);
+            }
         }
         workgroupBarrier();
     }
-    return acc;
+}
+
+// acc[r][x] += sum_k T[4 rg + r][k] (T the tile at offset `tile` of `tiles`) * B[b0 + k][4 (x NC + cg) + 0..3] over
+// the BC tile columns, B rows from operand wb (valid rows < b_lim, columns < dim).
+fn nn_accum(
+    tid: u32,
+    tile: u32,
+    wb: u32, b_base: u32, b_stride: u32, b0: u32, b_lim: u32,
+    dim: u32,
+    acc: ptr<function, array<vec4<f32>, 4u * XV>>,
+) {
+    let rg = tid / NC;
+    let cg = tid % NC;
+    for (var k0 = 0u; k0 < BC; k0 += VK) {
+        for (var e = tid; e < VK * DVP4; e += WG) {
+            let kk = e / DVP4;
+            let c4 = e % DVP4;
+            let row = b0 + k0 + kk;
+            var val = vec4<f32>(0.0);
+            if row < b_lim {
+                for (var i = 0u; i < 4u; i++) {
+                    let c = c4 * 4u + i;
+                    if c < dim {
+                        val[i] = load_op(wb, b_base + row * b_stride + c);
+                    }
+                }
+            }
+            stage[e] = val;
+        }
+        workgroupBarrier();
+        for (var kq = 0u; kq < VK / 4u; kq++) {
+            var pr: array<vec4<f32>, 4>;
+            for (var r = 0u; r < 4u; r++) {
+                pr[r] = tiles[tile + (rg * 4u + r) * PS4 + k0 / 4u + kq];
+            }
+            for (var kk = 0u; kk < 4u; kk++) {
+                for (var x = 0u; x < XV; x++) {
+                    let bv = stage[(kq * 4u + kk) * DVP4 + x * NC + cg];
+                    for (var r = 0u; r < 4u; r++) {
+                        (*acc)[r * XV + x] = fma(vec4<f32>(pr[r][kk]), bv, (*acc)[r * XV + x]);
+                    }
+                }
+            }
+        }
+        workgroupBarrier();
+    }
 }
 
 // d(logit in natural units) / d(q . k).
@@ -137,53 +209,62 @@ fn dlogit(dot: f32) -> f32 {
     return params.scale;
 }
 
-// Recomputes P and dS for thread (ti, tj) of the tile at (i0, j0) and stores
-// them in p_sh / ds_sh.
-fn p_ds_tile(tid: u32, b: u32, h: u32, i0: u32, j0: u32, keys: u32) {
-    let hk = h / params.group;
-    let q_base = b * params.q_sb + h * params.q_sh;
-    let k_base = b * params.k_sb + hk * params.k_sh;
-    let o_base = b * params.o_sb + h * params.o_sh;
-    let v_base = b * params.v_sb + hk * params.v_sh;
-    let s = qk_tile(tid, q_base, i0, k_base, j0, keys);
-    let dp = dov_tile(tid, o_base, i0, v_base, j0, keys);
-    let i = i0 + tid / T;
-    let j = j0 + tid % T;
-    var p = 0.0;
-    var ds = 0.0;
-    if i < params.sq && j < keys {
-        let rows = params.batch * params.hq * params.sq;
-        let row = (b * params.hq + h) * params.sq + i;
-        let t = logit(s, b, h, i, j, keys);
-        let l2 = stats[row];
-        if t != neg_inf() && l2 != neg_inf() {
-            p = exp2(t - l2);
-        }
-        ds = p * (dp - stats[rows + row]) * dlogit(s);
+// P and dS of query i, key j from the raw dot product and dO . v.
+fn p_ds(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32) -> vec2<f32> {
+    if i >= params.sq || j >= keys {
+        return vec2<f32>(0.0);
     }
-    p_sh[tid] = p;
-    ds_sh[tid] = ds;
+    let rows = params.batch * params.hq * params.sq;
+    let row = (b * params.hq + h) * params.sq + i;
+    let t = logit(dot, b, h, i, j, keys);
+    let l2 = stats[row];
+    var p = 0.0;
+    if t != neg_inf() && l2 != neg_inf() {
+        p = exp2(t - l2);
+    }
+    return vec2<f32>(p, p * (dp - stats[rows + row]) * dlogit(dot));
 }
 
-@compute @workgroup_size(TT, 1, 1)
+// Writes a 4 x (4 XV) register tile to rows row0 + 4 rg + r (< row_lim) of
+// an output with the given base and row stride, columns < dim.
+fn store_dq(base: u32, stride: u32, row0: u32, row_lim: u32, dim: u32, rg: u32, cg: u32, acc: ptr<function, array<vec4<f32>, 4u * XV>>) {
+    for (var r = 0u; r < 4u; r++) {
+        let row = row0 + rg * 4u + r;
+        if row >= row_lim {
+            continue;
+        }
+        for (var x = 0u; x < XV; x++) {
+            for (var i = 0u; i < 4u; i++) {
+                let c = (x * NC + cg) * 4u + i;
+                if c < dim {
+                    dq_out[base + row * stride + c] = Elem((*acc)[r * XV + x][i]);
+                }
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(WG, 1, 1)
 fn dkdv(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
     let b = wid.z;
     let hk = wid.y;
-    let j0 = wid.x * T;
+    let j0 = wid.x * BR;
     let keys = key_count(b);
-    let jr = tid / T;
-    let cg = tid % T;
-    var dk_acc: array<f32, CPT>;
-    var dv_acc: array<f32, CPT>;
-    for (var x = 0u; x < CPT; x++) {
-        dk_acc[x] = 0.0;
-        dv_acc[x] = 0.0;
+    let rg = tid / NC;
+    let cg = tid % NC;
+    let k_base = b * params.k_sb + hk * params.k_sh;
+    let v_base = b * params.v_sb + hk * params.v_sh;
+    var dk_acc: array<vec4<f32>, 4u * XV>;
+    var dv_acc: array<vec4<f32>, 4u * XV>;
+    for (var x = 0u; x < 4u * XV; x++) {
+        dk_acc[x] = vec4<f32>(0.0);
+        dv_acc[x] = vec4<f32>(0.0);
     }
     // Query rows that see some key of this block: j - hi <= i <= j - lo.
-    let j_last = i32(min(j0 + T, keys)) - 1;
+    let j_last = i32(min(j0 + BR, keys)) - 1;
     let i_begin = max(0, i32(j0) - params.hi_off);
     var i_end = min(i32(params.sq), j_last - params.lo_off + 1);
     if j0 >= keys {
@@ -193,110 +274,93 @@ fn dkdv(
         let h = hk * params.group + g;
         let q_base = b * params.q_sb + h * params.q_sh;
         let o_base = b * params.o_sb + h * params.o_sh;
-        for (var i0 = u32(i_begin) / T * T; i32(i0) < i_end; i0 += T) {
-            p_ds_tile(tid, b, h, i0, j0, keys);
-            // dV += P^T dO.
-            for (var e = tid; e < T * TC; e += TT) {
-                let r = e / TC;
-                let c = e % TC;
-                var val = 0.0;
-                if i0 + r < params.sq && c < params.dv {
-                    val = f32(d_o[o_base + (i0 + r) * params.o_sr + c]);
-                }
-                c_sh[e] = val;
+        for (var i0 = u32(i_begin) / BC * BC; i32(i0) < i_end; i0 += BC) {
+            // S^T (keys x queries) and dP^T.
+            var s: array<vec4<f32>, 4>;
+            var dp: array<vec4<f32>, 4>;
+            for (var r = 0u; r < 4u; r++) {
+                s[r] = vec4<f32>(0.0);
+                dp[r] = vec4<f32>(0.0);
             }
-            workgroupBarrier();
-            for (var ii = 0u; ii < T; ii++) {
-                let pv = p_sh[ii * T + jr];
-                for (var x = 0u; x < CPT; x++) {
-                    dv_acc[x] = fma(pv, c_sh[ii * TC + cg + T * x], dv_acc[x]);
+            nt_tile(tid, OP_K, k_base, params.k_sr, j0, keys, OP_Q, q_base, params.q_sr, i0, params.sq, params.d, &s);
+            nt_tile(tid, OP_V, v_base, params.v_sr, j0, keys, OP_DO, o_base, params.o_sr, i0, params.sq, params.dv, &dp);
+            for (var r = 0u; r < 4u; r++) {
+                var pv = vec4<f32>(0.0);
+                var dsv = vec4<f32>(0.0);
+                for (var c = 0u; c < 4u; c++) {
+                    let pd = p_ds(b, h, i0 + cg * 4u + c, j0 + rg * 4u + r, keys, s[r][c], dp[r][c]);
+                    pv[c] = pd.x;
+                    dsv[c] = pd.y;
                 }
+                tiles[(rg * 4u + r) * PS4 + cg] = pv;
+                tiles[P_OFF + (rg * 4u + r) * PS4 + cg] = dsv;
             }
-            workgroupBarrier();
-            // dK += dS^T Q (g folded into dS).
-            for (var e = tid; e < T * TC; e += TT) {
-                let r = e / TC;
-                let c = e % TC;
-                var val = 0.0;
-                if i0 + r < params.sq && c < params.d {
-                    val = f32(q[q_base + (i0 + r) * params.q_sr + c]);
-                }
-                c_sh[e] = val;
-            }
-            workgroupBarrier();
-            for (var ii = 0u; ii < T; ii++) {
-                let dsv = ds_sh[ii * T + jr];
-                for (var x = 0u; x < CPT; x++) {
-                    dk_acc[x] = fma(dsv, c_sh[ii * TC + cg + T * x], dk_acc[x]);
-                }
-            }
-            workgroupBarrier();
+            // dV += P^T dO, dK += dS^T Q (g folded into dS).
+            nn_accum(tid, 0u, OP_DO, o_base, params.o_sr, i0, params.sq, params.dv, &dv_acc);
+            nn_accum(tid, P_OFF, OP_Q, q_base, params.q_sr, i0, params.sq, params.d, &dk_acc);
         }
     }
-    let j = j0 + jr;
-    if j < params.sk {
-        let k_row = b * params.k_sb + hk * params.k_sh + j * params.k_sr;
-        let v_row = b * params.v_sb + hk * params.v_sh + j * params.v_sr;
-        for (var x = 0u; x < CPT; x++) {
-            let c = cg + T * x;
-            if c < params.d {
-                dk_out[k_row + c] = Elem(dk_acc[x]);
-            }
-            if c < params.dv {
-                dv_out[v_row + c] = Elem(dv_acc[x]);
+    for (var r = 0u; r < 4u; r++) {
+        let j = j0 + rg * 4u + r;
+        if j >= params.sk {
+            continue;
+        }
+        let k_row = k_base + j * params.k_sr;
+        let v_row = v_base + j * params.v_sr;
+        for (var x = 0u; x < XV; x++) {
+            for (var i = 0u; i < 4u; i++) {
+                let c = (x * NC + cg) * 4u + i;
+                if c < params.d {
+                    dk_out[k_row + c] = Elem(dk_acc[r * XV + x][i]);
+                }
+                if c < params.dv {
+                    dv_out[v_row + c] = Elem(dv_acc[r * XV + x][i]);
+                }
             }
         }
     }
 }
 
-@compute @workgroup_size(TT, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn dq(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
     let b = wid.z;
     let h = wid.y;
-    let i0 = wid.x * T;
+    let i0 = wid.x * BR;
     let hk = h / params.group;
     let keys = key_count(b);
-    let ir = tid / T;
-    let cg = tid % T;
+    let rg = tid / NC;
+    let cg = tid % NC;
+    let q_base = b * params.q_sb + h * params.q_sh;
+    let o_base = b * params.o_sb + h * params.o_sh;
     let k_base = b * params.k_sb + hk * params.k_sh;
-    var dq_acc: array<f32, CPT>;
-    for (var x = 0u; x < CPT; x++) {
-        dq_acc[x] = 0.0;
+    let v_base = b * params.v_sb + hk * params.v_sh;
+    var dq_acc: array<vec4<f32>, 4u * XV>;
+    for (var x = 0u; x < 4u * XV; x++) {
+        dq_acc[x] = vec4<f32>(0.0);
     }
-    let i_last = i32(min(i0 + T, params.sq)) - 1;
+    let i_last = i32(min(i0 + BR, params.sq)) - 1;
     let j_begin = max(0, i32(i0) + params.lo_off);
     let j_end = min(i32(keys), i_last + params.hi_off + 1);
-    for (var j0 = u32(j_begin) / T * T; i32(j0) < j_end; j0 += T) {
-        p_ds_tile(tid, b, h, i0, j0, keys);
-        for (var e = tid; e < T * TC; e += TT) {
-            let r = e / TC;
-            let c = e % TC;
-            var val = 0.0;
-            if j0 + r < keys && c < params.d {
-                val = f32(k[k_base + (j0 + r) * params.k_sr + c]);
-            }
-            c_sh[e] = val;
+    for (var j0 = u32(j_begin) / BC * BC; i32(j0) < j_end; j0 += BC) {
+        var s: array<vec4<f32>, 4>;
+        var dp: array<vec4<f32>, 4>;
+        for (var r = 0u; r < 4u; r++) {
+            s[r] = vec4<f32>(0.0);
+            dp[r] = vec4<f32>(0.0);
         }
-        workgroupBarrier();
-        for (var jj = 0u; jj < T; jj++) {
-            let dsv = ds_sh[ir * T + jj];
-            for (var x = 0u; x < CPT; x++) {
-                dq_acc[x] = fma(dsv, c_sh[jj * TC + cg + T * x], dq_acc[x]);
+        nt_tile(tid, OP_Q, q_base, params.q_sr, i0, params.sq, OP_K, k_base, params.k_sr, j0, keys, params.d, &s);
+        nt_tile(tid, OP_DO, o_base, params.o_sr, i0, params.sq, OP_V, v_base, params.v_sr, j0, keys, params.dv, &dp);
+        for (var r = 0u; r < 4u; r++) {
+            var dsv = vec4<f32>(0.0);
+            for (var c = 0u; c < 4u; c++) {
+                dsv[c] = p_ds(b, h, i0 + rg * 4u + r, j0 + cg * 4u + c, keys, s[r][c], dp[r][c]).y;
             }
+            tiles[P_OFF + (rg * 4u + r) * PS4 + cg] = dsv;
         }
-        workgroupBarrier();
+        nn_accum(tid, P_OFF, OP_K, k_base, params.k_sr, j0, keys, params.d, &dq_acc);
     }
-    let i = i0 + ir;
-    if i < params.sq {
-        let q_row = b * params.q_sb + h * params.q_sh + i * params.q_sr;
-        for (var x = 0u; x < CPT; x++) {
-            let c = cg + T * x;
-            if c < params.d {
-                dq_out[q_row + c] = Elem(dq_acc[x]);
-            }
-        }
-    }
+    store_dq(q_base, params.q_sr, i0, params.sq, params.d, rg, cg, &dq_acc);
 }

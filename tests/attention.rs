@@ -1201,6 +1201,12 @@ fn backward_matches_analytic_gradients() {
         None,
         207,
     );
+    // The small-adapter tile shape (64 invocations), forced.
+    let mut small = AttentionOptions::new()
+        .causal(DiagonalAlignment::TopLeft)
+        .softcap(3.0);
+    small.backward_tiles = Some(wgtile::tune::attention::BACKWARD_CANDIDATES[1]);
+    check_backward(&ctx, &Case::new(1, 4, 2, 37, 29, 40, 24), &small, None, 209);
     if ctx.profile().shader_f16 {
         let mut c = Case::new(1, 2, 1, 33, 20, 32, 32);
         c.dtype = DType::F16;

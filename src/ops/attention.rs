@@ -56,7 +56,9 @@ use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
-use crate::tune::attention::{FlashTiles, MAX_FLASH_DV, flash_tiles_for, kv_splits};
+use crate::tune::attention::{
+    BackwardTiles, FlashTiles, MAX_FLASH_DV, backward_tiles, flash_tiles_for, kv_splits,
+};
 
 /// Where the causal diagonal (and the sliding window around it) sits when
 /// `Sq != Sk`.
@@ -149,6 +151,9 @@ pub struct AttentionOptions {
     /// Force the flash kernel's tile shape (tests and tuning); `td` and `vk`
     /// are adjusted to the value head dimension. `None` = the dispatcher's.
     pub tiles: Option<FlashTiles>,
+    /// Force the backward kernels' tile shape (tests and tuning); `td` and
+    /// `vk` are adjusted to the head dims. `None` = the dispatcher's.
+    pub backward_tiles: Option<BackwardTiles>,
 }
 
 impl AttentionOptions {
@@ -1095,19 +1100,6 @@ pub struct AttentionGrads {
 /// Largest head dimension (D or Dv) of the backward kernels.
 pub const MAX_BACKWARD_DIM: usize = 256;
 
-/// Side of the backward kernels' square tile for this adapter (16, or 8 where
-/// 256 invocations are not allowed) and the columns per invocation for head
-/// dims `d`, `dv`: `(t, cpt)`.
-pub fn backward_tiles(p: &crate::AdapterProfile, d: usize, dv: usize) -> (u32, u32) {
-    let t = if p.max_invocations >= 256 && p.max_workgroup_size_x >= 256 {
-        16
-    } else {
-        8
-    };
-    let cpt = (d.max(dv).max(1) as u32).div_ceil(t).next_power_of_two();
-    (t, cpt)
-}
-
 impl Context {
     /// FlashAttention-2 backward with recomputation: given the forward's
     /// inputs, its output `o`, the upstream gradient `d_o` (shaped like `o`)
@@ -1239,16 +1231,28 @@ impl Context {
         let mut words = words;
         words.extend([0, 1, 0]);
         let params = self.uniform(&words);
-        let (t, cpt) = backward_tiles(profile, d, dv);
+        let chosen = match options.backward_tiles {
+            Some(t) => {
+                let t = t.for_dims(d, dv);
+                if !t.fits(profile) {
+                    return Err(Error::InvalidArgument(format!(
+                        "backward tiles {t} do not fit this adapter"
+                    )));
+                }
+                Some(t)
+            }
+            None => backward_tiles(profile, d, dv),
+        };
+        let tiles = chosen.ok_or_else(|| Error::LimitExceeded {
+            limit: "max_compute_workgroup_storage_size",
+            requested: 0,
+            max: u64::from(profile.max_workgroup_storage),
+            what: "no attention backward tile shape fits this adapter".into(),
+        })?;
         let device = &self.inner.device;
         let max_groups = profile.max_workgroups_per_dim as usize;
-        let spec = |kernel: Kernel| {
-            Spec::new(kernel)
-                .dtype(dtype)
-                .constant("T", t)
-                .constant("CPT", cpt)
-        };
-        let t = t as usize;
+        let spec = |kernel: Kernel| tiles.spec(kernel, dtype);
+        let t = tiles.br as usize;
         for (n, what) in [
             (sk.div_ceil(t), "key blocks"),
             (sq.div_ceil(t), "query blocks"),
@@ -1323,7 +1327,7 @@ impl Context {
                 [sq.div_ceil(t) as u32, hq as u32, b as u32],
             ));
         }
-        plan.label = format!("attention backward (T={t}, {cpt} columns per invocation)");
+        plan.label = format!("attention backward ({tiles})");
         plan.scratch.extend([stats, dummy, kv_len, dk, dv_t]);
         Ok((plan, grads))
     }
