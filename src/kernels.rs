@@ -253,6 +253,9 @@ impl Kernel {
                 | Kernel::MatmulSplitKReduce
                 | Kernel::AttentionFlash
                 | Kernel::AttentionMerge
+                | Kernel::AttentionBwdPrepare
+                | Kernel::AttentionBwdDkDv
+                | Kernel::AttentionBwdDq
         )
     }
 }

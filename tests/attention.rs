@@ -1269,3 +1269,37 @@ fn backward_matches_finite_differences() {
         }
     }
 }
+
+#[test]
+fn dispatcher_picks_tiles_per_adapter() {
+    use wgtile::tune::attention::{
+        DECODE_TILES, FLASH_CANDIDATES, backward_tiles, flash_tiles, flash_tiles_for, kv_splits,
+    };
+    // H200-like: 48 KiB, 1024 invocations, 132 units.
+    let h200 = common::synthetic_profile(132, 1024, 48 * 1024);
+    let t = flash_tiles(&h200, 128).unwrap();
+    assert_eq!((t.br, t.tr, t.bc()), (128, 8, 64));
+    assert!(t.workgroup_bytes() <= 48 * 1024);
+    // Dv = 256 would need 128 accumulators per invocation at 8 rows: 4 rows.
+    assert_eq!(flash_tiles(&h200, 256).unwrap().tr, 4);
+    // 32 KiB (lavapipe-sized): the 64-row tile.
+    let small = common::synthetic_profile(8, 1024, 32 * 1024);
+    assert_eq!(flash_tiles(&small, 128).unwrap().br, 64);
+    // 128 invocations at most: the 64-invocation shape.
+    let narrow = common::synthetic_profile(8, 128, 32 * 1024);
+    assert_eq!(flash_tiles(&narrow, 64).unwrap().threads(), 64);
+    assert!(flash_tiles(&h200, 257).is_none());
+    // Decode: the 4-row tile, split over the keys until the GPU is full.
+    let d = flash_tiles_for(&h200, 1, 128).unwrap();
+    assert_eq!(d, DECODE_TILES.for_value_dim(128));
+    let splits = kv_splits(&h200, 8, 32768, d);
+    assert!(
+        splits >= 16,
+        "{splits} splits for one row per KV head on 132 units"
+    );
+    // A full prefill needs no split.
+    assert_eq!(kv_splits(&h200, 4096, 4096, FLASH_CANDIDATES[0]), 1);
+    let b = backward_tiles(&h200, 128, 128).unwrap();
+    assert!(b.workgroup_bytes() <= 32 * 1024 && b.threads() == 128);
+    assert_eq!(backward_tiles(&narrow, 64, 64).unwrap().threads(), 128);
+}

@@ -186,7 +186,9 @@ pub fn flash_tiles_for(p: &AdapterProfile, sq: usize, dv: usize) -> Option<Flash
 
 /// The flash kernel's tiles for this adapter and value head dimension, or
 /// `None` when no candidate fits the adapter (or `dv > MAX_FLASH_DV`).
-/// CPU adapters skip the largest shape (its register tile buys nothing there).
+/// CPU adapters skip the largest shape (its register tile buys nothing there);
+/// shapes with more than 64 output accumulators per invocation (the 8-row
+/// tile at Dv > 128) are skipped to stay clear of register spills.
 pub fn flash_tiles(p: &AdapterProfile, dv: usize) -> Option<FlashTiles> {
     if dv > MAX_FLASH_DV {
         return None;
@@ -195,7 +197,8 @@ pub fn flash_tiles(p: &AdapterProfile, dv: usize) -> Option<FlashTiles> {
         .iter()
         .skip(usize::from(p.is_cpu()))
         .map(|t| t.for_value_dim(dv))
-        .find(|t| t.fits(p, dv))
+        // At most 64 output accumulators per invocation: more spill registers.
+        .find(|t| t.fits(p, dv) && t.tr * t.td <= 64)
 }
 
 /// Tile shape of the backward kernels (`shaders/attention_backward.wgsl`):
