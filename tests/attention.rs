@@ -1303,3 +1303,70 @@ fn dispatcher_picks_tiles_per_adapter() {
     assert!(b.workgroup_bytes() <= 32 * 1024 && b.threads() == 128);
     assert_eq!(backward_tiles(&narrow, 64, 64).unwrap().threads(), 128);
 }
+
+#[test]
+fn backward_in_packed_layout_matches_heads_first() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, hq, hkv, sq, sk, d) = (2, 4, 2, 19, 33, 16);
+    let qh = common::random(b * sq * hq * d, 400);
+    let kh = common::random(b * sk * hkv * d, 401);
+    let vh = common::random(b * sk * hkv * d, 402);
+    let doh = common::random(b * sq * hq * d, 403);
+    // [B, S, H*D] -> [B, H, S, D]
+    let to_heads = |x: &[f32], s: usize, h: usize| {
+        let mut out = vec![0.0; x.len()];
+        for bi in 0..b {
+            for si in 0..s {
+                for hi in 0..h {
+                    for di in 0..d {
+                        out[((bi * h + hi) * s + si) * d + di] =
+                            x[((bi * s + si) * h + hi) * d + di];
+                    }
+                }
+            }
+        }
+        out
+    };
+    let packed = AttentionOptions::new()
+        .packed(hq, hkv)
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    let t = |x: &[f32], s: &[usize]| ctx.tensor(x, s).unwrap();
+    let (q, k, v, d_o) = (
+        t(&qh, &[b, sq, hq * d]),
+        t(&kh, &[b, sk, hkv * d]),
+        t(&vh, &[b, sk, hkv * d]),
+        t(&doh, &[b, sq, hq * d]),
+    );
+    let fwd = ctx.attention(&q, &k, &v, &packed).unwrap();
+    let g = ctx
+        .attention_backward(&q, &k, &v, &fwd.o, &d_o, &fwd.lse.unwrap(), &packed)
+        .unwrap();
+    let heads = AttentionOptions::new()
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    let (q2, k2, v2, do2) = (
+        t(&to_heads(&qh, sq, hq), &[b, hq, sq, d]),
+        t(&to_heads(&kh, sk, hkv), &[b, hkv, sk, d]),
+        t(&to_heads(&vh, sk, hkv), &[b, hkv, sk, d]),
+        t(&to_heads(&doh, sq, hq), &[b, hq, sq, d]),
+    );
+    let fwd2 = ctx.attention(&q2, &k2, &v2, &heads).unwrap();
+    let g2 = ctx
+        .attention_backward(&q2, &k2, &v2, &fwd2.o, &do2, &fwd2.lse.unwrap(), &heads)
+        .unwrap();
+    for (name, p, h, s, nh) in [
+        ("dq", &g.dq, &g2.dq, sq, hq),
+        ("dk", &g.dk, &g2.dk, sk, hkv),
+        ("dv", &g.dv, &g2.dv, sk, hkv),
+    ] {
+        let got = to_heads(&p.to_vec_blocking::<f32>().unwrap(), s, nh);
+        let want: Vec<f64> = h
+            .to_vec_blocking::<f32>()
+            .unwrap()
+            .iter()
+            .map(|&x| f64::from(x))
+            .collect();
+        common::assert_close(name, &got, &want, |_| 1e-6);
+    }
+}
