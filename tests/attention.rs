@@ -1370,3 +1370,25 @@ fn backward_in_packed_layout_matches_heads_first() {
         common::assert_close(name, &got, &want, |_| 1e-6);
     }
 }
+
+#[test]
+fn every_sequence_length_pair() {
+    let Some(ctx) = common::ctx() else { return };
+    let lens = [1, 17, 64, 100, 129];
+    for (n, &sq) in lens.iter().enumerate() {
+        for (m, &sk) in lens.iter().enumerate() {
+            let opts = if (n + m) % 2 == 0 {
+                AttentionOptions::new().causal(DiagonalAlignment::BottomRight)
+            } else {
+                AttentionOptions::new()
+            };
+            check(
+                &ctx,
+                &Case::new(1, 1, 1, sq, sk, 32, 24),
+                &opts,
+                None,
+                (500 + 10 * n + m) as u64,
+            );
+        }
+    }
+}
