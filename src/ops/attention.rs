@@ -47,6 +47,13 @@
 //! and a boolean mask (nonzero = visible). An additive mask is added to the
 //! logit after soft-capping (`cap * tanh(s / cap)`). Rows that see no key at
 //! all give zeros and `lse = -inf`.
+//!
+//! NaN: a NaN in q, k or the mask makes exactly the rows it reaches NaN
+//! (tracked explicitly, since drivers may fold NaN checks and software exp2
+//! clamps NaN away). Values past a key-padding length are never read into
+//! the output; a NaN in a V row hidden by another rule (causal, window,
+//! mask) still reaches rows whose key block it shares, through `0 * NaN`,
+//! as in PyTorch.
 
 use std::sync::Arc;
 
