@@ -18,6 +18,8 @@
 //     streamed through workgroup memory in chunks of DK, as vec4 of 4
 //     rows), then P^T and dS^T element-wise into workgroup tiles, then
 //     dV += P^T dO and dK += dS^T Q with dO / Q rows streamed VK at a time.
+//     Every staged chunk is prefetched into registers during the previous
+//     chunk's arithmetic (software pipelining, as in the forward).
 //   `dq`: a workgroup owns BR query rows of one (batch, head) and loops over
 //     the visible key blocks: S = Q K^T, dP = dO V^T, dS, then dQ += dS K
 //     (a separate pass instead of float atomics).
@@ -48,6 +50,10 @@ const K_OFF: u32 = DK * QS4;
 const PS4: u32 = BC / 4u;
 const DVP4: u32 = NC * TD / 4u;
 const XV: u32 = TD / 4u;
+// vec4 each invocation prefetches per A chunk, B chunk and gradient-operand slab.
+const AL: u32 = (BR / 4u * DK + WG - 1u) / WG;
+const BL: u32 = (BC / 4u * DK + WG - 1u) / WG;
+const VL: u32 = (VK * DVP4 + WG - 1u) / WG;
 
 // Operand selectors for `load_op` (WGSL functions cannot take storage pointers).
 const OP_Q: u32 = 0u;
@@ -106,6 +112,45 @@ fn load_op(which: u32, idx: u32) -> f32 {
     }
 }
 
+// Global loads of one DK chunk of A rows (4 rows at one d per vec4) and of
+// B rows into registers, so their latency overlaps the previous chunk's
+// arithmetic.
+fn nt_fetch(
+    tid: u32, d0: u32,
+    wa: u32, a_base: u32, a_stride: u32, a0: u32, a_lim: u32,
+    wb: u32, b_base: u32, b_stride: u32, b0: u32, b_lim: u32,
+    dim: u32,
+    ap: ptr<function, array<vec4<f32>, AL>>,
+    bp: ptr<function, array<vec4<f32>, BL>>,
+) {
+    for (var n = 0u; n < AL; n++) {
+        let e = tid + n * WG;
+        let r4 = e / DK;
+        let d = d0 + e % DK;
+        var val = vec4<f32>(0.0);
+        for (var i = 0u; i < 4u; i++) {
+            let row = a0 + r4 * 4u + i;
+            if e < BR / 4u * DK && row < a_lim && d < dim {
+                val[i] = load_op(wa, a_base + row * a_stride + d);
+            }
+        }
+        (*ap)[n] = val;
+    }
+    for (var n = 0u; n < BL; n++) {
+        let e = tid + n * WG;
+        let c4 = e / DK;
+        let d = d0 + e % DK;
+        var val = vec4<f32>(0.0);
+        for (var i = 0u; i < 4u; i++) {
+            let row = b0 + c4 * 4u + i;
+            if e < BC / 4u * DK && row < b_lim && d < dim {
+                val[i] = load_op(wb, b_base + row * b_stride + d);
+            }
+        }
+        (*bp)[n] = val;
+    }
+}
+
 // acc[r][c] += sum_d A[a0 + 4 rg + r][d] * B[b0 + 4 cg + c][d] for d < dim:
 // A rows from operand wa (base, row stride, valid rows < a_lim), B likewise.
 fn nt_tile(
@@ -117,32 +162,26 @@ fn nt_tile(
 ) {
     let rg = tid / NC;
     let cg = tid % NC;
+    var ap: array<vec4<f32>, AL>;
+    var bp: array<vec4<f32>, BL>;
+    nt_fetch(tid, 0u, wa, a_base, a_stride, a0, a_lim, wb, b_base, b_stride, b0, b_lim, dim, &ap, &bp);
     for (var d0 = 0u; d0 < dim; d0 += DK) {
-        for (var e = tid; e < (BR / 4u) * DK; e += WG) {
-            let r4 = e / DK;
-            let d = d0 + e % DK;
-            var val = vec4<f32>(0.0);
-            for (var i = 0u; i < 4u; i++) {
-                let row = a0 + r4 * 4u + i;
-                if row < a_lim && d < dim {
-                    val[i] = load_op(wa, a_base + row * a_stride + d);
-                }
+        for (var n = 0u; n < AL; n++) {
+            let e = tid + n * WG;
+            if e < BR / 4u * DK {
+                stage[(e % DK) * QS4 + e / DK] = ap[n];
             }
-            stage[(e % DK) * QS4 + r4] = val;
         }
-        for (var e = tid; e < (BC / 4u) * DK; e += WG) {
-            let c4 = e / DK;
-            let d = d0 + e % DK;
-            var val = vec4<f32>(0.0);
-            for (var i = 0u; i < 4u; i++) {
-                let row = b0 + c4 * 4u + i;
-                if row < b_lim && d < dim {
-                    val[i] = load_op(wb, b_base + row * b_stride + d);
-                }
+        for (var n = 0u; n < BL; n++) {
+            let e = tid + n * WG;
+            if e < BC / 4u * DK {
+                stage[K_OFF + (e % DK) * KS4 + e / DK] = bp[n];
             }
-            stage[K_OFF + (e % DK) * KS4 + c4] = val;
         }
         workgroupBarrier();
+        if d0 + DK < dim {
+            nt_fetch(tid, d0 + DK, wa, a_base, a_stride, a0, a_lim, wb, b_base, b_stride, b0, b_lim, dim, &ap, &bp);
+        }
         for (var dd = 0u; dd < DK; dd++) {
             let bv = stage[K_OFF + dd * KS4 + cg];
             let av = stage[dd * QS4 + rg];
@@ -151,6 +190,31 @@ fn nt_tile(
             }
         }
         workgroupBarrier();
+    }
+}
+
+// Global loads of rows b0 + k0 .. + VK of a gradient operand (columns < dim).
+fn nn_fetch(
+    tid: u32, k0: u32,
+    wb: u32, b_base: u32, b_stride: u32, b0: u32, b_lim: u32,
+    dim: u32,
+    vp: ptr<function, array<vec4<f32>, VL>>,
+) {
+    for (var n = 0u; n < VL; n++) {
+        let e = tid + n * WG;
+        let kk = e / DVP4;
+        let c4 = e % DVP4;
+        let row = b0 + k0 + kk;
+        var val = vec4<f32>(0.0);
+        if e < VK * DVP4 && row < b_lim {
+            for (var i = 0u; i < 4u; i++) {
+                let c = c4 * 4u + i;
+                if c < dim {
+                    val[i] = load_op(wb, b_base + row * b_stride + c);
+                }
+            }
+        }
+        (*vp)[n] = val;
     }
 }
 
@@ -165,23 +229,19 @@ fn nn_accum(
 ) {
     let rg = tid / NC;
     let cg = tid % NC;
+    var vp: array<vec4<f32>, VL>;
+    nn_fetch(tid, 0u, wb, b_base, b_stride, b0, b_lim, dim, &vp);
     for (var k0 = 0u; k0 < BC; k0 += VK) {
-        for (var e = tid; e < VK * DVP4; e += WG) {
-            let kk = e / DVP4;
-            let c4 = e % DVP4;
-            let row = b0 + k0 + kk;
-            var val = vec4<f32>(0.0);
-            if row < b_lim {
-                for (var i = 0u; i < 4u; i++) {
-                    let c = c4 * 4u + i;
-                    if c < dim {
-                        val[i] = load_op(wb, b_base + row * b_stride + c);
-                    }
-                }
+        for (var n = 0u; n < VL; n++) {
+            let e = tid + n * WG;
+            if e < VK * DVP4 {
+                stage[e] = vp[n];
             }
-            stage[e] = val;
         }
         workgroupBarrier();
+        if k0 + VK < BC {
+            nn_fetch(tid, k0 + VK, wb, b_base, b_stride, b0, b_lim, dim, &vp);
+        }
         for (var kq = 0u; kq < VK / 4u; kq++) {
             var pr: array<vec4<f32>, 4>;
             for (var r = 0u; r < 4u; r++) {
