@@ -1291,7 +1291,12 @@ fn dispatcher_picks_tiles_per_adapter() {
     assert!(flash_tiles(&h200, 257).is_none());
     // Decode: the 4-row tile, split over the keys until the GPU is full.
     let d = flash_tiles_for(&h200, 1, 128).unwrap();
-    assert_eq!(d, DECODE_TILES.for_value_dim(128));
+    assert_eq!((d.br, d.nc, d.td, d.threads()), (4, 32, 4, 32));
+    assert_eq!(d, wgtile::tune::attention::decode_tiles(128));
+    assert_eq!(
+        wgtile::tune::attention::decode_tiles(256),
+        DECODE_TILES.for_value_dim(256)
+    );
     let splits = kv_splits(&h200, 8, 32768, d);
     assert!(
         splits >= 16,

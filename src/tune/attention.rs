@@ -156,10 +156,13 @@ pub const FLASH_CANDIDATES: [FlashTiles; 3] = [
     },
 ];
 
-/// The decode tile: 4 query rows, 256 keys per block, 64 invocations. For
-/// few query rows (KV-cache decoding) the big tiles waste almost all their
-/// arithmetic on absent rows; this one keeps the waste small and, with the
-/// key sequence split over many workgroups, the work memory-bound.
+/// The decode tile: 4 query rows, 4 * nc keys per block, nc invocations
+/// with 4 output columns each. For few query rows (KV-cache decoding) the
+/// big tiles waste almost all their arithmetic on absent rows; this one
+/// keeps the waste small and, with the key sequence split over many
+/// workgroups, the work memory-bound. `nc` follows Dv ([`decode_tiles`]:
+/// `nc * 4 >= Dv`, 8 to 64) so no output column is computed for nothing;
+/// the constant is the Dv = 256 shape.
 pub const DECODE_TILES: FlashTiles = FlashTiles {
     br: 4,
     tr: 4,
@@ -169,14 +172,23 @@ pub const DECODE_TILES: FlashTiles = FlashTiles {
     vk: 16,
 };
 
-/// Query rows per head up to which [`flash_tiles_for`] picks [`DECODE_TILES`].
+/// Query rows per head up to which [`flash_tiles_for`] picks the decode tile.
 pub const DECODE_MAX_ROWS: usize = 16;
+
+/// [`DECODE_TILES`] sized for value head dimension `dv`.
+pub fn decode_tiles(dv: usize) -> FlashTiles {
+    let nc = (dv.max(1) as u32)
+        .div_ceil(4)
+        .next_power_of_two()
+        .clamp(8, 64);
+    FlashTiles { nc, ..DECODE_TILES }.for_value_dim(dv)
+}
 
 /// [`flash_tiles`] for a problem with `sq` query rows per head: the decode
 /// tile for `sq <= DECODE_MAX_ROWS` when it fits, else the regular choice.
 pub fn flash_tiles_for(p: &AdapterProfile, sq: usize, dv: usize) -> Option<FlashTiles> {
     if sq <= DECODE_MAX_ROWS && dv <= MAX_FLASH_DV {
-        let t = DECODE_TILES.for_value_dim(dv);
+        let t = decode_tiles(dv);
         if t.fits(p, dv) {
             return Some(t);
         }
@@ -341,7 +353,11 @@ pub fn attention_specs() -> Vec<Spec> {
             .chain([&DECODE_TILES])
         {
             for dv in [1usize, 32, 64, 80, 128, 256] {
-                let t = t.for_value_dim(dv);
+                let t = if t.br == DECODE_TILES.br {
+                    decode_tiles(dv)
+                } else {
+                    t.for_value_dim(dv)
+                };
                 if !t.fits(&p, dv) {
                     continue;
                 }
