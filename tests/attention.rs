@@ -604,6 +604,24 @@ fn zero_sized_dims() {
         )
         .unwrap();
     assert_eq!(out.o.shape(), &[1, 2, 0, 3]);
+    // Dv = 0: an empty output, but the logsumexp is still that of the scores
+    // (D = 0 makes every logit 0: lse = ln(Sk)).
+    for kernel in [AttentionKernel::Flash, AttentionKernel::Naive] {
+        let out = ctx
+            .attention(
+                &t(&[1, 2, 3, 0]),
+                &t(&[1, 1, 5, 0]),
+                &t(&[1, 1, 5, 0]),
+                &AttentionOptions::new().with_lse().kernel(kernel),
+            )
+            .unwrap();
+        assert_eq!(out.o.shape(), &[1, 2, 3, 0]);
+        let lse = out.lse.unwrap().to_vec_blocking::<f32>().unwrap();
+        assert!(
+            lse.iter().all(|&x| (x - 5f32.ln()).abs() < 1e-6),
+            "{kernel:?}: {lse:?}"
+        );
+    }
     // D = 0: every logit is 0, the softmax is uniform: O = mean of V.
     let v = ctx.tensor(&[1.0f32, 2.0, 3.0, 5.0], [1, 1, 2, 2]).unwrap();
     let o = ctx
