@@ -36,6 +36,10 @@ struct Args {
     /// to check the dispatcher's choice (printed first on each line).
     #[arg(long)]
     sweep_tiles: bool,
+    /// f32 FMA peak of the adapter in TFLOP/s, for the "% peak" column (the
+    /// f16 path also computes in f32). Default: the H200 datasheet's 67.
+    #[arg(long, default_value_t = 67.0)]
+    peak_tflops: f64,
 }
 
 struct Forward {
@@ -121,9 +125,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!(
-        "{:<34} {:>10} {:>9} {:>10} {:>9} {:>7}",
-        "forward B,H,S,D causal dtype", "flash ms", unit_name, "naive ms", unit_name, "ratio"
+        "{:<34} {:>10} {:>9} {:>7} {:>10} {:>9} {:>7}",
+        "forward B,H,S,D causal dtype",
+        "flash ms",
+        unit_name,
+        "% peak",
+        "naive ms",
+        unit_name,
+        "ratio"
     );
+    // Fraction of the FMA peak (meaningless on software adapters: "-").
+    let peak = |flops: f64, t: f64| {
+        if args.quick {
+            "-".to_string()
+        } else {
+            format!("{:.0}%", 100.0 * flops / t / (args.peak_tflops * 1e12))
+        }
+    };
     for c in &cases {
         let q = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
         let k = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
@@ -156,17 +174,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         match naive {
             Some(tn) => println!(
-                "{label:<34} {:>10.3} {:>9.2} {:>10.3} {:>9.2} {:>6.1}x",
+                "{label:<34} {:>10.3} {:>9.2} {:>7} {:>10.3} {:>9.2} {:>6.1}x",
                 tf * 1e3,
                 flops / tf / unit,
+                peak(flops, tf),
                 tn * 1e3,
                 flops / tn / unit,
                 tn / tf
             ),
             None => println!(
-                "{label:<34} {:>10.3} {:>9.2} {:>10} {:>9} {:>7}",
+                "{label:<34} {:>10.3} {:>9.2} {:>7} {:>10} {:>9} {:>7}",
                 tf * 1e3,
                 flops / tf / unit,
+                peak(flops, tf),
                 "no fit",
                 "-",
                 "-"
