@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use clap::Parser;
-use wgtile::tune::attention::{FLASH_CANDIDATES, TEST_TILES};
+use wgtile::tune::attention::{FLASH_CANDIDATES, SWEEP_TILES, TEST_TILES};
 use wgtile::{
     AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, KvCache, Plan,
     TimingOptions,
@@ -209,7 +209,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 opts = opts.causal(DiagonalAlignment::TopLeft);
             }
             let flops = fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
-            let (auto, _) = ctx.attention_plan(&q, &k, &v, &opts)?;
+            let (auto, auto_out) = ctx.attention_plan(&q, &k, &v, &opts)?;
             let mut line = format!(
                 "{},{},{},{} {} {}: auto {:.2}",
                 c.b,
@@ -220,18 +220,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 c.dtype,
                 flops / time(&ctx, &auto, args.repeats)? / unit
             );
-            for tiles in FLASH_CANDIDATES.iter().chain(&TEST_TILES) {
+            for tiles in FLASH_CANDIDATES
+                .iter()
+                .chain(&TEST_TILES)
+                .chain(&SWEEP_TILES)
+            {
                 let t = tiles.for_value_dim(c.d);
                 if !t.fits(profile, c.d) {
                     continue;
                 }
-                let (plan, _) = ctx.attention_plan(&q, &k, &v, &opts.clone().tiles(t))?;
+                let (plan, out) = ctx.attention_plan(&q, &k, &v, &opts.clone().tiles(t))?;
+                let speed = flops / time(&ctx, &plan, args.repeats)? / unit;
+                // Sanity: the same result as the dispatcher's pick.
+                let want = auto_out.o.to_f32_vec_blocking()?;
+                let got = out.o.to_f32_vec_blocking()?;
+                let diff =
+                    want.iter()
+                        .zip(&got)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(
+                            0.0f32,
+                            |m, d| if d.is_nan() { f32::INFINITY } else { m.max(d) },
+                        );
                 line.push_str(&format!(
-                    " | Br={} Tr={} Bc={} {:.2}",
+                    " | Br={} Tr={} Bc={} ({} inv) {:.2} (max diff {:.0e})",
                     t.br,
                     t.tr,
                     t.bc(),
-                    flops / time(&ctx, &plan, args.repeats)? / unit
+                    t.threads(),
+                    speed,
+                    diff
                 ));
             }
             println!("{line}");

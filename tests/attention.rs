@@ -252,9 +252,15 @@ fn check(
         efl <= 2.0 * enl + slack,
         "{what}: flash lse error {efl:e} vs naive {enl:e}"
     );
-    // The 8-rows-per-invocation register tile (the H200's shape, smaller).
-    let tiles = wgtile::tune::attention::TEST_TILES[0];
-    if tiles.for_value_dim(c.dv).fits(ctx.profile(), c.dv) {
+    // Forced tile shapes: the 8-rows-per-invocation register tile (the
+    // H200's shape, smaller) and the benchmark's sweep shapes that fit.
+    for tiles in wgtile::tune::attention::TEST_TILES
+        .into_iter()
+        .chain(wgtile::tune::attention::SWEEP_TILES)
+    {
+        if !tiles.for_value_dim(c.dv).fits(ctx.profile(), c.dv) {
+            continue;
+        }
         let (o8, lse8) = run_poisoned(
             ctx,
             &qt,
@@ -266,11 +272,11 @@ fn check(
         let e8l = max_err(&lse8, &want_lse);
         assert!(
             e8 <= 2.0 * en + slack,
-            "{what}: TR=8 O error {e8:e} vs naive {en:e}"
+            "{what}: tiles {tiles:?} O error {e8:e} vs naive {en:e}"
         );
         assert!(
             e8l <= 2.0 * enl + slack,
-            "{what}: TR=8 lse error {e8l:e} vs naive {enl:e}"
+            "{what}: tiles {tiles:?} lse error {e8l:e} vs naive {enl:e}"
         );
     }
     // Split-KV (flash-decoding) path: same bound.

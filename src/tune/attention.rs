@@ -350,6 +350,7 @@ pub fn attention_specs() -> Vec<Spec> {
         for t in FLASH_CANDIDATES
             .iter()
             .chain(&TEST_TILES)
+            .chain(&SWEEP_TILES)
             .chain([&DECODE_TILES])
         {
             for dv in [1usize, 32, 64, 80, 128, 256] {
@@ -395,6 +396,37 @@ pub fn attention_specs() -> Vec<Spec> {
     }
     specs
 }
+
+/// More tile shapes the benchmark's `--sweep-tiles` times on GPUs (never
+/// picked by the dispatcher): wider key blocks, 4-row tiles at 128 rows and
+/// 512 invocations, a 128-invocation 32-row tile. Where one beats
+/// [`FLASH_CANDIDATES`] on a GPU, it belongs there.
+pub const SWEEP_TILES: [FlashTiles; 3] = [
+    FlashTiles {
+        br: 64,
+        tr: 4,
+        nc: 32,
+        td: 4,
+        dk: 16,
+        vk: 16,
+    },
+    FlashTiles {
+        br: 128,
+        tr: 4,
+        nc: 16,
+        td: 8,
+        dk: 16,
+        vk: 16,
+    },
+    FlashTiles {
+        br: 32,
+        tr: 4,
+        nc: 16,
+        td: 8,
+        dk: 16,
+        vk: 16,
+    },
+];
 
 /// Tile shapes the tests force on small adapters to cover the 8-rows-per-
 /// invocation path of the largest candidate within 32 KiB.
