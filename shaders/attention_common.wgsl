@@ -64,7 +64,7 @@ fn is_nan(x: f32) -> bool {
 // Number of keys batch b may attend to (key padding).
 fn key_count(b: u32) -> u32 {
     if params.has_kv_len == 1u {
-        return min(kv_len[b], params.sk);
+        return min(kv_len[min(b, arrayLength(&kv_len) - 1u)], params.sk);
     }
     return params.sk;
 }
@@ -86,7 +86,11 @@ fn logit(dot: f32, b: u32, h: u32, i: u32, j: u32, keys: u32) -> f32 {
         t = dot * params.scale_log2;
     }
     if params.mask_kind != 0u {
-        let mv = f32(mask[b * params.m_sb + h * params.m_sh + i * params.m_sr + j * params.m_sc]);
+        // In bounds by the host's broadcast check; the explicit guard keeps
+        // the trusted (unchecked) modules safe against any stride mistake.
+        let mi = min(b * params.m_sb + h * params.m_sh + i * params.m_sr + j * params.m_sc,
+                     arrayLength(&mask) - 1u);
+        let mv = f32(mask[mi]);
         if params.mask_kind == 1u {
             if mv == 0.0 {
                 return neg_inf();
