@@ -30,6 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|k| Spec::new(k).dtype(DType::F16)),
     );
     specs.extend(wgtile::tune::matmul_specs());
+    specs.extend(wgtile::tune::attention::attention_specs());
     for (i, spec) in specs.iter().enumerate() {
         let mut text = format!("// {spec:?}\n");
         text.push_str(&spec.wgsl()?);

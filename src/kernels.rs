@@ -75,6 +75,23 @@ pub enum Kernel {
     NormStreaming,
     /// Copy through the row kernels' load/store hooks (the bandwidth reference).
     RowCopy,
+    /// FlashAttention forward (online softmax, K/V blocks streamed through
+    /// workgroup memory); with `SPLIT = 1` the split-KV (flash-decoding) pass.
+    AttentionFlash,
+    /// Merges split-KV partial attention states into the output.
+    AttentionMerge,
+    /// Naive attention, pass 1: the full score matrix S = mask(scale Q K^T).
+    AttentionScores,
+    /// Naive attention, pass 2: row softmax of S in place, and logsumexp.
+    AttentionSoftmax,
+    /// Naive attention, pass 3: O = P V.
+    AttentionPv,
+    /// Attention backward: lse in log2 units and Delta = rowsum(dO * O).
+    AttentionBwdPrepare,
+    /// Attention backward: dK and dV per key block (recomputing P).
+    AttentionBwdDkDv,
+    /// Attention backward: dQ per query block (recomputing P).
+    AttentionBwdDq,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
@@ -90,10 +107,12 @@ const ROWOPS_WRITE: &str = include_str!("../shaders/rowops_write.wgsl");
 const REDUCE: &str = include_str!("../shaders/reduce.wgsl");
 const SOFTMAX: &str = include_str!("../shaders/softmax.wgsl");
 const NORM: &str = include_str!("../shaders/norm.wgsl");
+const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
+const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 23] = [
+    pub const ALL: [Kernel; 31] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -117,6 +136,14 @@ impl Kernel {
         Kernel::NormSubgroup,
         Kernel::NormStreaming,
         Kernel::RowCopy,
+        Kernel::AttentionFlash,
+        Kernel::AttentionMerge,
+        Kernel::AttentionScores,
+        Kernel::AttentionSoftmax,
+        Kernel::AttentionPv,
+        Kernel::AttentionBwdPrepare,
+        Kernel::AttentionBwdDkDv,
+        Kernel::AttentionBwdDq,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -201,6 +228,21 @@ impl Kernel {
                 ROWOPS_STORE,
                 ROWOPS_WRITE,
             ],
+            Kernel::AttentionFlash => &[
+                include_str!("../shaders/attention_flash.wgsl"),
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionMerge => &[
+                include_str!("../shaders/attention_merge.wgsl"),
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionScores | Kernel::AttentionSoftmax | Kernel::AttentionPv => {
+                &[ATTENTION_NAIVE, ATTENTION_COMMON]
+            }
+            Kernel::AttentionBwdPrepare | Kernel::AttentionBwdDkDv | Kernel::AttentionBwdDq => &[
+                include_str!("../shaders/attention_backward.wgsl"),
+                ATTENTION_COMMON,
+            ],
         }
     }
 
@@ -230,6 +272,14 @@ impl Kernel {
             Kernel::NormSubgroup => "norm.subgroup",
             Kernel::NormStreaming => "norm.streaming",
             Kernel::RowCopy => "rowops_copy",
+            Kernel::AttentionFlash => "attention_flash",
+            Kernel::AttentionMerge => "attention_merge",
+            Kernel::AttentionScores => "attention_naive.scores",
+            Kernel::AttentionSoftmax => "attention_naive.softmax",
+            Kernel::AttentionPv => "attention_naive.pv",
+            Kernel::AttentionBwdPrepare => "attention_backward.prepare",
+            Kernel::AttentionBwdDkDv => "attention_backward.dkdv",
+            Kernel::AttentionBwdDq => "attention_backward.dq",
         }
     }
 
@@ -244,6 +294,13 @@ impl Kernel {
             Kernel::ReduceCombine => "combine",
             Kernel::SoftmaxOnline | Kernel::SoftmaxOnlineSubgroup => "online",
             Kernel::NormStreaming => "streaming",
+            Kernel::AttentionMerge => "merge",
+            Kernel::AttentionScores => "scores",
+            Kernel::AttentionSoftmax => "softmax",
+            Kernel::AttentionPv => "pv",
+            Kernel::AttentionBwdPrepare => "prepare",
+            Kernel::AttentionBwdDkDv => "dkdv",
+            Kernel::AttentionBwdDq => "dq",
             _ => "main",
         }
     }
@@ -301,7 +358,10 @@ impl Kernel {
     /// covered by the edge-shape tests. These are compiled without wgpu's
     /// runtime checks (index clamping and forced loop bounding), which cost
     /// the tiled kernels 1.4-1.8x on the H200. Never for kernels that index
-    /// with user-controlled values.
+    /// with user-controlled values. The attention kernels index with strides
+    /// and key lengths the host derives from (and checks against) the
+    /// tensors' shapes; every global index is guarded by the logical bounds
+    /// (rows < Sq, keys < min(key length, Sk), columns < D or Dv).
     pub const fn trusted(self) -> bool {
         matches!(
             self,
@@ -330,6 +390,11 @@ impl Kernel {
                 | Kernel::NormSubgroup
                 | Kernel::NormStreaming
                 | Kernel::RowCopy
+                | Kernel::AttentionFlash
+                | Kernel::AttentionMerge
+                | Kernel::AttentionBwdPrepare
+                | Kernel::AttentionBwdDkDv
+                | Kernel::AttentionBwdDq
         )
     }
 }

@@ -40,6 +40,10 @@ pub mod tune;
 pub use context::{AdapterProfile, Context, ContextOptions, CoopMatrixConfig};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
+pub use ops::attention::{
+    AttentionGrads, AttentionKernel, AttentionLayout, AttentionMask, AttentionOptions,
+    AttentionOutput, DiagonalAlignment, KvCache,
+};
 pub use ops::elementwise::{BinaryOp, Expr, UnaryOp};
 pub use ops::matmul::{
     Activation, Epilogue, MatmulExplanation, MatmulOptions, MatmulShape, Padding,
@@ -50,6 +54,7 @@ pub use pad::PadChoice;
 pub use plan::Plan;
 pub use tensor::{MAX_RANK, Tensor, uniform_values};
 pub use timing::{TimeSource, Timing, TimingOptions};
+pub use tune::attention::FlashTiles;
 pub use tune::{MatmulChoice, MatmulKernel, TileConfig};
 
 /// Re-exported `half::f16`, the host type of [`DType::F16`].

@@ -221,3 +221,14 @@ fn store_y4(row: u32, c: u32, v: vec4<f32>) {
         Err(wgtile::Error::Shader { .. })
     ));
 }
+
+#[test]
+fn every_attention_specialisation() {
+    let specs = wgtile::tune::attention::attention_specs();
+    assert!(specs.len() >= 12);
+    for spec in &specs {
+        check(spec);
+    }
+    // The workgroup size ops::attention uses for the merge.
+    check(&Spec::new(Kernel::AttentionMerge).override_("WG", 64));
+}

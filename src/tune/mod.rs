@@ -12,6 +12,7 @@ use crate::context::AdapterProfile;
 use crate::dtype::DType;
 use crate::kernels::{Kernel, Spec};
 
+pub mod attention;
 pub mod autotune;
 pub mod cache;
 

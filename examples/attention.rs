@@ -1,0 +1,369 @@
+//! FlashAttention against the naive three-kernel attention, and flash-decoding
+//! against the copy bandwidth.
+//!
+//! ```text
+//! cargo run --release --example attention            # H200-sized cases
+//! cargo run --release --example attention -- --quick # seconds on lavapipe
+//! ```
+//! FLOPs follow FlashAttention's convention: 4 * B * H * Sq * Sk * D for the
+//! forward pass (two matmuls), half of that when causal; the backward pass
+//! counts 2.5x the forward. Times are GPU-timestamp medians (`ctx.time`).
+//! `scripts/torch_attention.py` prints the same cases for PyTorch SDPA.
+//! `--sweep-tiles` also times every flash tile candidate the adapter fits,
+//! to check the dispatcher's pick on a new GPU.
+
+use std::time::Instant;
+
+use clap::Parser;
+use wgtile::tune::attention::{FLASH_CANDIDATES, SWEEP_TILES, TEST_TILES};
+use wgtile::{
+    AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, KvCache, Plan,
+    TimingOptions,
+};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Small sizes that run in seconds on a software adapter.
+    #[arg(long)]
+    quick: bool,
+    /// Measured runs per case.
+    #[arg(long, default_value_t = 10)]
+    repeats: u32,
+    /// Skip the S = 65536 runs.
+    #[arg(long)]
+    no_long: bool,
+    /// Also time every flash tile candidate the adapter can run (S <= 4096),
+    /// to check the dispatcher's choice (printed first on each line).
+    #[arg(long)]
+    sweep_tiles: bool,
+    /// f32 FMA peak of the adapter in TFLOP/s, for the "% peak" column (the
+    /// f16 path also computes in f32). Default: the H200 datasheet's 67.
+    #[arg(long, default_value_t = 67.0)]
+    peak_tflops: f64,
+}
+
+struct Forward {
+    b: usize,
+    h: usize,
+    s: usize,
+    d: usize,
+    causal: bool,
+    dtype: DType,
+}
+
+fn fa_flops(b: usize, h: usize, sq: usize, sk: usize, d: usize, causal: bool) -> f64 {
+    let f = 4.0 * (b * h) as f64 * sq as f64 * sk as f64 * d as f64;
+    if causal { f / 2.0 } else { f }
+}
+
+fn time(ctx: &Context, plan: &Plan, repeats: u32) -> wgtile::Result<f64> {
+    let t = ctx.time(
+        plan,
+        &TimingOptions {
+            repeats,
+            ..Default::default()
+        },
+    )?;
+    Ok(t.median())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let args = Args::parse();
+    let ctx = Context::new_blocking(Default::default())?;
+    let profile = ctx.profile();
+    println!("{} ({:?})", profile.name, profile.backend);
+    let f16 = profile.shader_f16;
+    // FLOP/s unit: TFLOP/s on GPUs, GFLOP/s for --quick (software adapters).
+    let (unit, unit_name) = if args.quick {
+        (1e9, "GFLOP/s")
+    } else {
+        (1e12, "TFLOP/s")
+    };
+
+    // Forward: flash vs naive.
+    let (b, h, sizes, dims): (usize, usize, Vec<usize>, Vec<usize>) = if args.quick {
+        (1, 2, vec![128, 256], vec![64])
+    } else {
+        (4, 16, vec![1024, 4096], vec![128, 64])
+    };
+    let mut cases = Vec::new();
+    for &d in &dims {
+        for &s in &sizes {
+            for causal in [false, true] {
+                for dtype in [DType::F32, DType::F16] {
+                    if dtype == DType::F16 && !f16 {
+                        continue;
+                    }
+                    cases.push(Forward {
+                        b,
+                        h,
+                        s,
+                        d,
+                        causal,
+                        dtype,
+                    });
+                }
+            }
+        }
+    }
+    if !args.quick && !args.no_long {
+        for causal in [false, true] {
+            for dtype in [DType::F32, DType::F16] {
+                if dtype == DType::F16 && !f16 {
+                    continue;
+                }
+                cases.push(Forward {
+                    b: 1,
+                    h: 8,
+                    s: 65536,
+                    d: 128,
+                    causal,
+                    dtype,
+                });
+            }
+        }
+    }
+    println!(
+        "{:<34} {:>10} {:>9} {:>7} {:>10} {:>9} {:>7}",
+        "forward B,H,S,D causal dtype",
+        "flash ms",
+        unit_name,
+        "% peak",
+        "naive ms",
+        unit_name,
+        "ratio"
+    );
+    // Fraction of the FMA peak (meaningless on software adapters: "-").
+    let peak = |flops: f64, t: f64| {
+        if args.quick {
+            "-".to_string()
+        } else {
+            format!("{:.0}%", 100.0 * flops / t / (args.peak_tflops * 1e12))
+        }
+    };
+    for c in &cases {
+        let q = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
+        let k = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
+        let v = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
+        for (n, t) in [&q, &k, &v].into_iter().enumerate() {
+            ctx.fill_random(t, n as u32 + 1)?;
+        }
+        let mut opts = AttentionOptions::new().with_lse();
+        if c.causal {
+            opts = opts.causal(DiagonalAlignment::TopLeft);
+        }
+        let flops = fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
+        let repeats = if c.s > 16384 { 3 } else { args.repeats };
+        let (flash, _) =
+            ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Flash))?;
+        let tf = time(&ctx, &flash, repeats)?;
+        let naive =
+            match ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Naive)) {
+                Ok((plan, _)) if c.s <= 8192 => Some(time(&ctx, &plan, repeats)?),
+                _ => None,
+            };
+        let label = format!(
+            "{},{},{},{} {} {}",
+            c.b,
+            c.h,
+            c.s,
+            c.d,
+            if c.causal { "causal" } else { "full" },
+            c.dtype
+        );
+        match naive {
+            Some(tn) => println!(
+                "{label:<34} {:>10.3} {:>9.2} {:>7} {:>10.3} {:>9.2} {:>6.1}x",
+                tf * 1e3,
+                flops / tf / unit,
+                peak(flops, tf),
+                tn * 1e3,
+                flops / tn / unit,
+                tn / tf
+            ),
+            None => println!(
+                "{label:<34} {:>10.3} {:>9.2} {:>7} {:>10} {:>9} {:>7}",
+                tf * 1e3,
+                flops / tf / unit,
+                peak(flops, tf),
+                "no fit",
+                "-",
+                "-"
+            ),
+        }
+    }
+
+    if args.sweep_tiles {
+        println!("\nflash tile candidates ({unit_name}; the dispatcher's pick first)");
+        for c in cases.iter().filter(|c| c.s <= 4096) {
+            let shape = [c.b, c.h, c.s, c.d];
+            let q = ctx.zeros(shape, c.dtype)?;
+            let k = ctx.zeros(shape, c.dtype)?;
+            let v = ctx.zeros(shape, c.dtype)?;
+            for (n, t) in [&q, &k, &v].into_iter().enumerate() {
+                ctx.fill_random(t, n as u32 + 1)?;
+            }
+            let mut opts = AttentionOptions::new().kernel(AttentionKernel::Flash);
+            if c.causal {
+                opts = opts.causal(DiagonalAlignment::TopLeft);
+            }
+            let flops = fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
+            let (auto, auto_out) = ctx.attention_plan(&q, &k, &v, &opts)?;
+            let mut line = format!(
+                "{},{},{},{} {} {}: auto {:.2}",
+                c.b,
+                c.h,
+                c.s,
+                c.d,
+                if c.causal { "causal" } else { "full" },
+                c.dtype,
+                flops / time(&ctx, &auto, args.repeats)? / unit
+            );
+            for tiles in FLASH_CANDIDATES
+                .iter()
+                .chain(&TEST_TILES)
+                .chain(&SWEEP_TILES)
+            {
+                let t = tiles.for_value_dim(c.d);
+                if !t.fits(profile, c.d) {
+                    continue;
+                }
+                let (plan, out) = ctx.attention_plan(&q, &k, &v, &opts.clone().tiles(t))?;
+                let speed = flops / time(&ctx, &plan, args.repeats)? / unit;
+                // Sanity: the same result as the dispatcher's pick.
+                let want = auto_out.o.to_f32_vec_blocking()?;
+                let got = out.o.to_f32_vec_blocking()?;
+                let diff =
+                    want.iter()
+                        .zip(&got)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(
+                            0.0f32,
+                            |m, d| if d.is_nan() { f32::INFINITY } else { m.max(d) },
+                        );
+                line.push_str(&format!(
+                    " | Br={} Tr={} Bc={} ({} inv) {:.2} (max diff {:.0e})",
+                    t.br,
+                    t.tr,
+                    t.bc(),
+                    t.threads(),
+                    speed,
+                    diff
+                ));
+            }
+            println!("{line}");
+        }
+    }
+
+    // Backward (recomputation): 2.5x the forward FLOPs.
+    println!(
+        "\n{:<34} {:>10} {:>9}",
+        "backward B,H,S,D causal dtype", "ms", unit_name
+    );
+    for c in cases
+        .iter()
+        .filter(|c| c.s <= if args.quick { 256 } else { 1024 })
+    {
+        let shape = [c.b, c.h, c.s, c.d];
+        let q = ctx.zeros(shape, c.dtype)?;
+        let k = ctx.zeros(shape, c.dtype)?;
+        let v = ctx.zeros(shape, c.dtype)?;
+        let d_o = ctx.zeros(shape, c.dtype)?;
+        for (n, t) in [&q, &k, &v, &d_o].into_iter().enumerate() {
+            ctx.fill_random(t, n as u32 + 11)?;
+        }
+        let mut opts = AttentionOptions::new().with_lse();
+        if c.causal {
+            opts = opts.causal(DiagonalAlignment::TopLeft);
+        }
+        let fwd = ctx.attention(&q, &k, &v, &opts)?;
+        let lse = fwd.lse.clone().ok_or("no lse")?;
+        let (plan, _) = ctx.attention_backward_plan(&q, &k, &v, &fwd.o, &d_o, &lse, &opts)?;
+        let t = time(&ctx, &plan, args.repeats.min(5))?;
+        let flops = 2.5 * fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
+        println!(
+            "{:<34} {:>10.3} {:>9.2}",
+            format!(
+                "{},{},{},{} {} {}",
+                c.b,
+                c.h,
+                c.s,
+                c.d,
+                if c.causal { "causal" } else { "full" },
+                c.dtype
+            ),
+            t * 1e3,
+            flops / t / unit
+        );
+    }
+
+    // Decode: one query row against a long f16 cache (flash-decoding), judged
+    // in GB/s of the cache read against a device copy measured now.
+    let (hq, hkv, d, len) = if args.quick {
+        (8, 2, 64, 1024)
+    } else {
+        (32, 8, 128, 32768)
+    };
+    let dtype = if f16 { DType::F16 } else { DType::F32 };
+    let mut cache = KvCache::new(&ctx, 1, hkv, d, d, len, dtype)?;
+    let kn = ctx.zeros([1, hkv, len, d], dtype)?;
+    ctx.fill_random(&kn, 7)?;
+    cache.append(&kn, &kn)?;
+    let q = ctx.zeros([1, hq, 1, d], dtype)?;
+    ctx.fill_random(&q, 8)?;
+    let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
+    let (auto, _) = ctx.attention_cached_plan(&q, &cache, &opts)?;
+    let (single, _) =
+        ctx.attention_cached_plan(&q, &cache, &opts.clone().kernel(AttentionKernel::Flash))?;
+    let cache_bytes = (2 * hkv * len * d * dtype.size()) as f64;
+    let copy = copy_bandwidth(&ctx, if args.quick { 16 << 20 } else { 1 << 30 })?;
+    println!(
+        "\ndecode Sq=1 B=1 Hq={hq} Hkv={hkv} D={d} cache {len} {dtype}; device copy {:.0} GB/s (read+write)",
+        copy / 1e9
+    );
+    for (name, plan) in [
+        ("split-KV (auto)", &auto),
+        ("one workgroup per head", &single),
+    ] {
+        let t = time(&ctx, plan, args.repeats.max(20))?;
+        let gbps = cache_bytes / t / 1e9;
+        println!(
+            "  {name:<24} {:>8.1} us {:>8.2} GB/s of cache = {:.1}% of copy   [{}]",
+            t * 1e6,
+            gbps,
+            100.0 * gbps * 1e9 / copy,
+            plan.label()
+        );
+    }
+    Ok(())
+}
+
+/// Device-to-device copy bandwidth (bytes read + written per second), from
+/// the wall clock around a batch of buffer copies.
+fn copy_bandwidth(ctx: &Context, bytes: u64) -> Result<f64, Box<dyn std::error::Error>> {
+    let device = ctx.device();
+    let make = || {
+        device.create_buffer(&wgtile::wgpu::BufferDescriptor {
+            label: Some("copy bench"),
+            size: bytes,
+            usage: wgtile::wgpu::BufferUsages::COPY_SRC | wgtile::wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    };
+    let (a, b) = (make(), make());
+    let run = |n: u32| -> Result<f64, Box<dyn std::error::Error>> {
+        let mut enc = device.create_command_encoder(&Default::default());
+        for _ in 0..n {
+            enc.copy_buffer_to_buffer(&a, 0, &b, 0, Some(bytes));
+        }
+        let start = Instant::now();
+        ctx.queue().submit([enc.finish()]);
+        device.poll(wgtile::wgpu::PollType::wait_indefinitely())?;
+        Ok(start.elapsed().as_secs_f64())
+    };
+    run(3)?;
+    let n = 20;
+    let t = run(n)?;
+    Ok(2.0 * bytes as f64 * f64::from(n) / t)
+}

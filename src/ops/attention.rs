@@ -1,0 +1,1359 @@
+//! Attention: `O = softmax(scale * Q K^T + mask) V`, FlashAttention style.
+//!
+//! This module owns the attention op's checks, its options and its launch
+//! code; `tune::attention` picks tiles and key splits, `shaders/attention_*`
+//! hold the kernels.
+//!
+//! # Algorithm
+//! The flash kernel (`shaders/attention_flash.wgsl`) never writes the Sq x Sk
+//! score matrix to memory. A workgroup owns a block of query rows of one
+//! (batch, head) and streams blocks of keys and values through workgroup
+//! memory, keeping per row a running maximum `m` and sum `l` of the softmax
+//! (the *online softmax*): when a block raises the maximum, the accumulated
+//! output and sum are rescaled by `exp(m_old - m_new)`, and the output is
+//! divided by `l` once at the end. Key blocks that the causal diagonal, the
+//! sliding window or the key-padding length hide entirely are skipped
+//! without being loaded. The row logsumexp `m + ln l` is what the backward
+//! pass needs to recompute the probabilities.
+//!
+//! For decoding (few query rows) the key sequence is split over workgroups
+//! (flash-decoding): each writes a partial state `(O_s, m_s, l_s)` and a
+//! small merge kernel combines them, so one query row still fills the GPU.
+//!
+//! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
+//! and is kept as the reference and the "before" of the comparison.
+//!
+//! The backward pass ([`Context::attention_backward`], FlashAttention-2
+//! style) stores no Sq x Sk matrix either: from Q, K and the forward's
+//! logsumexp it recomputes P tile by tile, once in a kernel that owns a key
+//! block (dK, dV, summed over the query heads sharing a KV head) and once in
+//! a kernel that owns a query block (dQ), so no float atomics are needed.
+//!
+//! [`KvCache`] keeps growable K/V buffers on the GPU; prefill and decode both
+//! go through [`Context::attention_cached`].
+//!
+//! # Layouts
+//! `q` is `[B, Hq, Sq, D]`, `k` `[B, Hkv, Sk, D]`, `v` `[B, Hkv, Sk, Dv]`
+//! with `Hq` a multiple of `Hkv` (MHA, GQA, MQA); or, with
+//! [`AttentionLayout::Packed`], `[B, S, H * D]` (the output then is
+//! `[B, Sq, Hq * Dv]`), read in place through strides.
+//!
+//! # Masking
+//! Key `j` is visible to query `i` when it passes every configured rule:
+//! causal (`j <= i + offset`), sliding window (`i + offset - left <= j <= i +
+//! offset + right`), where `offset` is 0 for [`DiagonalAlignment::TopLeft`]
+//! (PyTorch `is_causal`) and `Sk - Sq` for [`DiagonalAlignment::BottomRight`]
+//! (FlashAttention-2, KV-cache decoding); key padding (`j < key_lengths[b]`);
+//! and a boolean mask (nonzero = visible). An additive mask is added to the
+//! logit after soft-capping (`cap * tanh(s / cap)`). Rows that see no key at
+//! all give zeros and `lse = -inf`.
+//!
+//! NaN: a NaN in q, k or the mask makes exactly the rows it reaches NaN
+//! (tracked explicitly, since drivers may fold NaN checks and software exp2
+//! clamps NaN away). Values past a key-padding length are never read into
+//! the output; a NaN in a V row hidden by another rule (causal, window,
+//! mask) still reaches rows whose key block it shares, through `0 * NaN`,
+//! as in PyTorch.
+
+use std::sync::Arc;
+
+use crate::context::Context;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::plan::Plan;
+use crate::tensor::Tensor;
+use crate::tune::attention::{
+    BackwardTiles, FlashTiles, MAX_FLASH_DV, backward_tiles, flash_tiles_for, kv_splits,
+};
+
+/// Where the causal diagonal (and the sliding window around it) sits when
+/// `Sq != Sk`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DiagonalAlignment {
+    /// Query `i` is aligned with key `i` (PyTorch SDPA `is_causal`).
+    #[default]
+    TopLeft,
+    /// The last query is aligned with the last key: query `i` with key
+    /// `i + Sk - Sq` (FlashAttention-2; what KV-cache decoding needs).
+    BottomRight,
+}
+
+/// An attention mask, broadcastable from `[Sq, Sk]`, `[B|1, Sq, Sk]` or
+/// `[B|1, Hq|1, Sq|1, Sk|1]`, of the same dtype as `q`.
+///
+/// wgtile has no boolean dtype: a boolean mask is a float tensor where 0
+/// hides the key and any other value (1) keeps it.
+#[derive(Clone, Debug)]
+pub enum AttentionMask {
+    /// 0 = masked, nonzero = visible.
+    Boolean(Tensor),
+    /// Added to the (soft-capped) logit; `-inf` hides the key.
+    Additive(Tensor),
+}
+
+impl AttentionMask {
+    fn tensor(&self) -> &Tensor {
+        match self {
+            AttentionMask::Boolean(t) | AttentionMask::Additive(t) => t,
+        }
+    }
+}
+
+/// Memory layout of q, k and v.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttentionLayout {
+    /// `[B, H, S, D]` (rank 4).
+    #[default]
+    HeadsFirst,
+    /// `[B, S, H * D]` (rank 3), the head counts given here.
+    Packed {
+        /// Query heads `Hq`.
+        q_heads: usize,
+        /// Key/value heads `Hkv`.
+        kv_heads: usize,
+    },
+}
+
+/// Which implementation runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttentionKernel {
+    /// The flash kernel (split-KV for decode-shaped problems).
+    #[default]
+    Auto,
+    /// The flash kernel, never split.
+    Flash,
+    /// The three-kernel reference that writes the full score matrix.
+    Naive,
+}
+
+/// Options of [`Context::attention`]; build with the methods, e.g.
+/// `AttentionOptions::new().causal(DiagonalAlignment::BottomRight).with_lse()`.
+#[derive(Clone, Debug, Default)]
+pub struct AttentionOptions {
+    /// Softmax scale; `None` = `1 / sqrt(D)`.
+    pub scale: Option<f32>,
+    /// Causal masking.
+    pub causal: bool,
+    /// Diagonal alignment of the causal mask and the window.
+    pub alignment: DiagonalAlignment,
+    /// Sliding window: keys at most this far left of the diagonal (`None` = unbounded).
+    pub window_left: Option<usize>,
+    /// Sliding window: keys at most this far right of the diagonal (`None` = unbounded).
+    pub window_right: Option<usize>,
+    /// Logit soft-capping `cap * tanh(s / cap)` before softmax.
+    pub softcap: Option<f32>,
+    /// Boolean or additive mask.
+    pub mask: Option<AttentionMask>,
+    /// Keys per batch element (key padding / varlen keys); each `<= Sk`.
+    pub key_lengths: Option<Vec<u32>>,
+    /// Also return the per-row logsumexp `[B, Hq, Sq]` (f32).
+    pub return_lse: bool,
+    /// Layout of q, k, v.
+    pub layout: AttentionLayout,
+    /// Implementation.
+    pub kernel: AttentionKernel,
+    /// Force this many key splits (flash-decoding) instead of the dispatcher's choice.
+    pub kv_splits: Option<u32>,
+    /// Force the flash kernel's tile shape (tests and tuning); `td` and `vk`
+    /// are adjusted to the value head dimension. `None` = the dispatcher's.
+    pub tiles: Option<FlashTiles>,
+    /// Force the backward kernels' tile shape (tests and tuning); `td` and
+    /// `vk` are adjusted to the head dims. `None` = the dispatcher's.
+    pub backward_tiles: Option<BackwardTiles>,
+}
+
+impl AttentionOptions {
+    /// Defaults: scale `1/sqrt(D)`, no masking, heads-first layout.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Causal masking with the given diagonal alignment.
+    pub fn causal(mut self, alignment: DiagonalAlignment) -> Self {
+        self.causal = true;
+        self.alignment = alignment;
+        self
+    }
+
+    /// Diagonal alignment (for a window without causal masking).
+    pub fn alignment(mut self, alignment: DiagonalAlignment) -> Self {
+        self.alignment = alignment;
+        self
+    }
+
+    /// Sliding window of `left` keys before and `right` keys after the diagonal.
+    pub fn window(mut self, left: Option<usize>, right: Option<usize>) -> Self {
+        self.window_left = left;
+        self.window_right = right;
+        self
+    }
+
+    /// Softmax scale.
+    pub fn scale(mut self, scale: f32) -> Self {
+        self.scale = Some(scale);
+        self
+    }
+
+    /// Logit soft-capping.
+    pub fn softcap(mut self, cap: f32) -> Self {
+        self.softcap = Some(cap);
+        self
+    }
+
+    /// A boolean mask (0 = hidden).
+    pub fn bool_mask(mut self, mask: &Tensor) -> Self {
+        self.mask = Some(AttentionMask::Boolean(mask.clone()));
+        self
+    }
+
+    /// An additive mask.
+    pub fn additive_mask(mut self, mask: &Tensor) -> Self {
+        self.mask = Some(AttentionMask::Additive(mask.clone()));
+        self
+    }
+
+    /// Key-padding lengths, one per batch element.
+    pub fn key_lengths(mut self, lengths: &[u32]) -> Self {
+        self.key_lengths = Some(lengths.to_vec());
+        self
+    }
+
+    /// Return the logsumexp too.
+    pub fn with_lse(mut self) -> Self {
+        self.return_lse = true;
+        self
+    }
+
+    /// Packed `[B, S, H * D]` inputs.
+    pub fn packed(mut self, q_heads: usize, kv_heads: usize) -> Self {
+        self.layout = AttentionLayout::Packed { q_heads, kv_heads };
+        self
+    }
+
+    /// Implementation choice.
+    pub fn kernel(mut self, kernel: AttentionKernel) -> Self {
+        self.kernel = kernel;
+        self
+    }
+
+    /// Force the number of key splits (flash-decoding).
+    pub fn kv_splits(mut self, splits: u32) -> Self {
+        self.kv_splits = Some(splits);
+        self
+    }
+
+    /// Force the flash tile shape.
+    pub fn tiles(mut self, tiles: FlashTiles) -> Self {
+        self.tiles = Some(tiles);
+        self
+    }
+}
+
+/// What [`Context::attention`] returns.
+#[derive(Clone, Debug)]
+pub struct AttentionOutput {
+    /// `[B, Hq, Sq, Dv]` (or `[B, Sq, Hq * Dv]` for packed inputs), q's dtype.
+    pub o: Tensor,
+    /// Per-row logsumexp (natural log) `[B, Hq, Sq]`, f32, when asked for;
+    /// `-inf` for rows that see no key.
+    pub lse: Option<Tensor>,
+}
+
+/// One operand seen as `[batch, heads, seq, dim]` through element strides
+/// (the last dimension contiguous).
+#[derive(Clone, Debug)]
+struct Operand {
+    buffer: Arc<wgpu::Buffer>,
+    dtype: DType,
+    batch: usize,
+    heads: usize,
+    seq: usize,
+    dim: usize,
+    strides: [usize; 3],
+}
+
+fn operand(t: &Tensor, layout: AttentionLayout, heads: usize, what: &str) -> Result<Operand> {
+    let s = t.shape();
+    let (batch, heads, seq, dim, strides) = match layout {
+        AttentionLayout::HeadsFirst => {
+            if s.len() != 4 {
+                return Err(Error::InvalidArgument(format!(
+                    "attention {what} must be [B, H, S, D] (rank 4), got {s:?}"
+                )));
+            }
+            (
+                s[0],
+                s[1],
+                s[2],
+                s[3],
+                [s[1] * s[2] * s[3], s[2] * s[3], s[3]],
+            )
+        }
+        AttentionLayout::Packed { .. } => {
+            if s.len() != 3 {
+                return Err(Error::InvalidArgument(format!(
+                    "packed attention {what} must be [B, S, H * D] (rank 3), got {s:?}"
+                )));
+            }
+            if heads == 0 || !s[2].is_multiple_of(heads) {
+                return Err(Error::shape(
+                    "attention",
+                    s,
+                    &[heads],
+                    format!("{what}'s last dimension is not a multiple of its {heads} heads"),
+                ));
+            }
+            let dim = s[2] / heads;
+            (s[0], heads, s[1], dim, [s[1] * s[2], dim, s[2]])
+        }
+    };
+    Ok(Operand {
+        buffer: t.buffer.clone(),
+        dtype: t.dtype(),
+        batch,
+        heads,
+        seq,
+        dim,
+        strides,
+    })
+}
+
+/// Growable key/value cache on the GPU: `[B, Hkv, capacity, D]` keys and
+/// `[B, Hkv, capacity, Dv]` values, of which the first [`KvCache::len`]
+/// positions are filled. [`KvCache::append`] writes new positions in place
+/// with GPU copies, doubling the capacity (GPU-side copy) when full, and
+/// [`Context::attention_cached`] reads the filled part through strides.
+#[derive(Clone, Debug)]
+pub struct KvCache {
+    k: Tensor,
+    v: Tensor,
+    len: usize,
+}
+
+impl KvCache {
+    /// An empty cache. For f16, `head_dim` and `value_dim` must be even (GPU
+    /// copies move whole 4-byte words).
+    pub fn new(
+        ctx: &Context,
+        batch: usize,
+        kv_heads: usize,
+        head_dim: usize,
+        value_dim: usize,
+        capacity: usize,
+        dtype: DType,
+    ) -> Result<Self> {
+        if dtype == DType::F16 {
+            ctx.require_f16("f16 KV cache")?;
+            if !head_dim.is_multiple_of(2) || !value_dim.is_multiple_of(2) {
+                return Err(Error::InvalidArgument(format!(
+                    "an f16 KV cache needs even head dims (got {head_dim} and {value_dim})"
+                )));
+            }
+        }
+        let capacity = capacity.max(1);
+        Ok(Self {
+            k: ctx.alloc(
+                &[batch, kv_heads, capacity, head_dim],
+                dtype,
+                "wgtile kv cache k",
+            )?,
+            v: ctx.alloc(
+                &[batch, kv_heads, capacity, value_dim],
+                dtype,
+                "wgtile kv cache v",
+            )?,
+            len: 0,
+        })
+    }
+
+    /// Filled positions.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing has been appended.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Positions the buffers hold before they must grow.
+    pub fn capacity(&self) -> usize {
+        self.k.shape()[2]
+    }
+
+    /// The key buffer `[B, Hkv, capacity, D]` (positions `len..` are unspecified).
+    pub fn keys(&self) -> &Tensor {
+        &self.k
+    }
+
+    /// The value buffer `[B, Hkv, capacity, Dv]`.
+    pub fn values(&self) -> &Tensor {
+        &self.v
+    }
+
+    /// Appends `k_new` `[B, Hkv, n, D]` and `v_new` `[B, Hkv, n, Dv]` at
+    /// position `len` (GPU copies, no host round trip), growing the buffers
+    /// to at least twice their capacity when needed.
+    pub fn append(&mut self, k_new: &Tensor, v_new: &Tensor) -> Result<()> {
+        let ks = self.k.shape().to_vec();
+        let vs = self.v.shape().to_vec();
+        for (t, s, what) in [(k_new, &ks, "keys"), (v_new, &vs, "values")] {
+            t.require_contiguous("KvCache::append")?;
+            if t.dtype() != self.k.dtype() {
+                return Err(Error::DTypeMismatch {
+                    op: "KvCache::append",
+                    expected: self.k.dtype(),
+                    got: t.dtype(),
+                });
+            }
+            let ts = t.shape();
+            if ts.len() != 4 || ts[0] != s[0] || ts[1] != s[1] || ts[3] != s[3] {
+                return Err(Error::shape(
+                    "KvCache::append",
+                    ts,
+                    s,
+                    format!("new {what} must be [B, Hkv, n, D] matching the cache"),
+                ));
+            }
+        }
+        let n = k_new.shape()[2];
+        if v_new.shape()[2] != n {
+            return Err(Error::shape(
+                "KvCache::append",
+                k_new.shape(),
+                v_new.shape(),
+                "keys and values must add the same number of positions",
+            ));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let ctx = self.k.ctx.clone();
+        let needed = self.len + n;
+        if needed > self.capacity() {
+            let cap = needed.max(2 * self.capacity());
+            let k = ctx.alloc(
+                &[ks[0], ks[1], cap, ks[3]],
+                self.k.dtype(),
+                "wgtile kv cache k",
+            )?;
+            let v = ctx.alloc(
+                &[vs[0], vs[1], cap, vs[3]],
+                self.v.dtype(),
+                "wgtile kv cache v",
+            )?;
+            let (old_k, old_v, len) = (self.k.clone(), self.v.clone(), self.len);
+            ctx.submit("KvCache grow", |enc| {
+                copy_rows(enc, &old_k, &k, 0, len, 0);
+                copy_rows(enc, &old_v, &v, 0, len, 0);
+            })?;
+            self.k = k;
+            self.v = v;
+        }
+        let len = self.len;
+        let (k, v) = (self.k.clone(), self.v.clone());
+        ctx.submit("KvCache append", |enc| {
+            copy_rows(enc, k_new, &k, 0, n, len);
+            copy_rows(enc, v_new, &v, 0, n, len);
+        })?;
+        self.len = needed;
+        Ok(())
+    }
+}
+
+/// Copies positions `src_pos..src_pos + n` of every (batch, head) of `src`
+/// (`[B, H, S_src, D]`) to positions `dst_pos..` of `dst` (`[B, H, S_dst, D]`).
+fn copy_rows(
+    enc: &mut wgpu::CommandEncoder,
+    src: &Tensor,
+    dst: &Tensor,
+    src_pos: usize,
+    n: usize,
+    dst_pos: usize,
+) {
+    if n == 0 {
+        return;
+    }
+    let (b, h, s_src, d) = (
+        src.shape()[0],
+        src.shape()[1],
+        src.shape()[2],
+        src.shape()[3],
+    );
+    let s_dst = dst.shape()[2];
+    let es = src.dtype().size();
+    for z in 0..b * h {
+        let from = ((z * s_src + src_pos) * d * es) as u64;
+        let to = ((z * s_dst + dst_pos) * d * es) as u64;
+        let bytes = (n * d * es) as u64;
+        if bytes > 0 {
+            enc.copy_buffer_to_buffer(&src.buffer, from, &dst.buffer, to, Some(bytes));
+        }
+    }
+}
+
+/// The dispatches' uniform parameters, in `attention_common.wgsl`'s order.
+struct Params {
+    words: Vec<u32>,
+}
+
+/// A checked attention call: dimensions `[B, Hq, Hkv, Sq, Sk, D, Dv]`, the
+/// output shape, the parameter words (without the split fields) and the
+/// buffers every kernel binds.
+struct Setup {
+    dtype: DType,
+    dims: [usize; 7],
+    o_shape: Vec<usize>,
+    words: Vec<u32>,
+    mask_buf: Arc<wgpu::Buffer>,
+    kv_len: Tensor,
+    dummy: Tensor,
+    flops: u64,
+}
+
+const BIG: i64 = 1 << 30;
+
+fn u32_of(x: usize, what: &str) -> Result<u32> {
+    u32::try_from(x)
+        .map_err(|_| Error::InvalidArgument(format!("attention {what} {x} does not fit in u32")))
+}
+
+impl Context {
+    /// Attention `softmax(scale * q k^T + mask) v` (see the module docs for
+    /// layouts and masking). Errors: [`Error::ShapeMismatch`] for head dims,
+    /// batch, head counts (`Hq % Hkv != 0`) or masks that disagree,
+    /// [`Error::DTypeMismatch`] when q, k, v or the mask differ in dtype,
+    /// [`Error::UnsupportedFeature`] for f16 without `shader-f16`,
+    /// [`Error::InvalidArgument`] for bad scale, soft-cap or key lengths.
+    pub fn attention(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<AttentionOutput> {
+        let (plan, out) = self.attention_plan(q, k, v, options)?;
+        plan.run()?;
+        Ok(out)
+    }
+
+    /// [`Context::attention`] through the naive three-kernel path (the
+    /// reference): fails with [`Error::LimitExceeded`] when the score matrix
+    /// does not fit the adapter's limits.
+    pub fn attention_naive(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<AttentionOutput> {
+        let options = options.clone().kernel(AttentionKernel::Naive);
+        self.attention(q, k, v, &options)
+    }
+
+    /// Attention over the filled part of a [`KvCache`] (prefill and decode
+    /// share this path; decoding usually wants
+    /// `causal(DiagonalAlignment::BottomRight)`). Heads-first layout only.
+    pub fn attention_cached(
+        &self,
+        q: &Tensor,
+        cache: &KvCache,
+        options: &AttentionOptions,
+    ) -> Result<AttentionOutput> {
+        let (plan, out) = self.attention_cached_plan(q, cache, options)?;
+        plan.run()?;
+        Ok(out)
+    }
+
+    /// The [`Plan`] of [`Context::attention_cached`] (valid while the cache
+    /// does not grow).
+    pub fn attention_cached_plan(
+        &self,
+        q: &Tensor,
+        cache: &KvCache,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionOutput)> {
+        if options.layout != AttentionLayout::HeadsFirst {
+            return Err(Error::InvalidArgument(
+                "attention_cached takes q as [B, Hq, Sq, D]".into(),
+            ));
+        }
+        let view = |t: &Tensor| {
+            let s = t.shape();
+            Operand {
+                buffer: t.buffer.clone(),
+                dtype: t.dtype(),
+                batch: s[0],
+                heads: s[1],
+                seq: cache.len,
+                dim: s[3],
+                strides: [s[1] * s[2] * s[3], s[2] * s[3], s[3]],
+            }
+        };
+        q.require_contiguous("attention")?;
+        if !Arc::ptr_eq(&q.ctx.inner, &self.inner) {
+            return Err(Error::InvalidArgument(
+                "attention operands must live on the context that runs them".into(),
+            ));
+        }
+        if let Some(mask) = &options.mask {
+            mask.tensor().require_contiguous("an attention mask")?;
+        }
+        let qo = operand(q, options.layout, 0, "q")?;
+        let bytes = (q.numel()
+            + cache.len
+                * cache.k.shape()[0]
+                * cache.k.shape()[1]
+                * (cache.k.shape()[3] + cache.v.shape()[3])) as u64
+            * q.dtype().size() as u64;
+        self.attention_impl(qo, view(&cache.k), view(&cache.v), options, bytes)
+    }
+
+    /// Checks the call and builds its [`Plan`] without running it; the plan's
+    /// output is `o`, and the returned [`AttentionOutput`] holds the tensors
+    /// the plan writes.
+    pub fn attention_plan(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionOutput)> {
+        for t in [q, k, v] {
+            if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
+                return Err(Error::InvalidArgument(
+                    "attention operands must live on the context that runs them".into(),
+                ));
+            }
+            t.require_contiguous("attention")?;
+        }
+        if let Some(mask) = &options.mask {
+            mask.tensor().require_contiguous("an attention mask")?;
+        }
+        let (hq, hkv) = match options.layout {
+            AttentionLayout::Packed { q_heads, kv_heads } => (q_heads, kv_heads),
+            AttentionLayout::HeadsFirst => (0, 0),
+        };
+        let qo = operand(q, options.layout, hq, "q")?;
+        let ko = operand(k, options.layout, hkv, "k")?;
+        let vo = operand(v, options.layout, hkv, "v")?;
+        let bytes = (q.numel() + k.numel() + v.numel()) as u64 * q.dtype().size() as u64;
+        self.attention_impl(qo, ko, vo, options, bytes)
+    }
+
+    /// Checks q, k, v and the options, and builds the kernels' parameters
+    /// (shared by the forward and backward passes).
+    fn attention_setup(
+        &self,
+        q: &Operand,
+        k: &Operand,
+        v: &Operand,
+        opts: &AttentionOptions,
+    ) -> Result<Setup> {
+        let op = "attention";
+        let dtype = q.dtype;
+        for t in [k, v] {
+            if t.dtype != dtype {
+                return Err(Error::DTypeMismatch {
+                    op,
+                    expected: dtype,
+                    got: t.dtype,
+                });
+            }
+        }
+        if let Some(m) = &opts.mask
+            && m.tensor().dtype() != dtype
+        {
+            return Err(Error::DTypeMismatch {
+                op: "attention mask",
+                expected: dtype,
+                got: m.tensor().dtype(),
+            });
+        }
+        if dtype == DType::F16 {
+            self.require_f16("f16 attention")?;
+        }
+        let qs = [q.batch, q.heads, q.seq, q.dim];
+        let ks = [k.batch, k.heads, k.seq, k.dim];
+        let vs = [v.batch, v.heads, v.seq, v.dim];
+        if k.batch != q.batch || v.batch != q.batch {
+            return Err(Error::shape(op, &qs, &ks, "batch sizes differ"));
+        }
+        if k.dim != q.dim {
+            return Err(Error::shape(op, &qs, &ks, "q and k head dims (D) differ"));
+        }
+        if v.heads != k.heads || v.seq != k.seq {
+            return Err(Error::shape(
+                op,
+                &ks,
+                &vs,
+                "k and v differ in head count or sequence length",
+            ));
+        }
+        if (k.heads == 0 && q.heads != 0) || (k.heads != 0 && !q.heads.is_multiple_of(k.heads)) {
+            return Err(Error::shape(
+                op,
+                &qs,
+                &ks,
+                format!(
+                    "query heads ({}) must be a multiple of key/value heads ({})",
+                    q.heads, k.heads
+                ),
+            ));
+        }
+        let (b, hq, sq, d) = (q.batch, q.heads, q.seq, q.dim);
+        let (hkv, sk, dv) = (k.heads, k.seq, v.dim);
+        let scale = opts.scale.unwrap_or(1.0 / (d.max(1) as f32).sqrt());
+        if !scale.is_finite() {
+            return Err(Error::InvalidArgument(format!(
+                "attention scale must be finite, got {scale}"
+            )));
+        }
+        let softcap = opts.softcap.unwrap_or(0.0);
+        if opts.softcap.is_some() && !(softcap.is_finite() && softcap > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "attention soft-cap must be finite and positive, got {softcap}"
+            )));
+        }
+        // Output layout follows q's.
+        let packed = matches!(opts.layout, AttentionLayout::Packed { .. });
+        let (o_shape, o_strides) = if packed {
+            (vec![b, sq, hq * dv], [sq * hq * dv, dv, hq * dv])
+        } else {
+            (vec![b, hq, sq, dv], [hq * sq * dv, sq * dv, dv])
+        };
+
+        // Mask broadcast strides over [B, Hq, Sq, Sk].
+        let (mask_kind, mask_strides, mask_buffer) = match &opts.mask {
+            None => (0u32, [0usize; 4], None),
+            Some(m) => {
+                let t = m.tensor();
+                let s = t.shape();
+                let dims: [usize; 4] = match s.len() {
+                    2 => [1, 1, s[0], s[1]],
+                    3 => [s[0], 1, s[1], s[2]],
+                    4 => [s[0], s[1], s[2], s[3]],
+                    _ => {
+                        return Err(Error::shape(
+                            "attention mask",
+                            s,
+                            &[b, hq, sq, sk],
+                            "a mask is [Sq, Sk], [B, Sq, Sk] or [B, H, Sq, Sk]",
+                        ));
+                    }
+                };
+                let target = [b, hq, sq, sk];
+                let mut strides = [0usize; 4];
+                let mut acc = 1;
+                for i in (0..4).rev() {
+                    if dims[i] != target[i] && dims[i] != 1 {
+                        return Err(Error::shape(
+                            "attention mask",
+                            s,
+                            &target,
+                            format!(
+                                "mask dimension {i} ({}) does not broadcast to {}",
+                                dims[i], target[i]
+                            ),
+                        ));
+                    }
+                    strides[i] = if dims[i] == 1 { 0 } else { acc };
+                    acc *= dims[i];
+                }
+                let kind = match m {
+                    AttentionMask::Boolean(_) => 1,
+                    AttentionMask::Additive(_) => 2,
+                };
+                (kind, strides, Some(t.buffer.clone()))
+            }
+        };
+        if let Some(lens) = &opts.key_lengths {
+            if lens.len() != b {
+                return Err(Error::shape(
+                    "attention key lengths",
+                    &[lens.len()],
+                    &[b],
+                    "one key length per batch element",
+                ));
+            }
+            if let Some(&bad) = lens.iter().find(|&&l| l as usize > sk) {
+                return Err(Error::InvalidArgument(format!(
+                    "attention key length {bad} exceeds Sk = {sk}"
+                )));
+            }
+        }
+
+        // Diagonal offsets of the visible band: i + lo <= j <= i + hi.
+        let offset = match opts.alignment {
+            DiagonalAlignment::TopLeft => 0,
+            DiagonalAlignment::BottomRight => sk as i64 - sq as i64,
+        };
+        let mut lo = opts
+            .window_left
+            .map_or(-BIG, |w| offset - w.min(BIG as usize) as i64);
+        let mut hi = opts
+            .window_right
+            .map_or(BIG, |w| offset + w.min(BIG as usize) as i64);
+        if opts.causal {
+            hi = hi.min(offset);
+        }
+        lo = lo.clamp(-BIG, BIG);
+        hi = hi.clamp(-BIG, BIG);
+        // Visible (row, key) pairs ignoring masks and padding: the useful FLOPs.
+        let pairs: u64 = (0..sq as i64)
+            .map(|i| {
+                let first = (i + lo).max(0);
+                let last = (i + hi).min(sk as i64 - 1);
+                (last - first + 1).max(0) as u64
+            })
+            .sum();
+        let flops = 2 * (b * hq) as u64 * pairs * (d + dv) as u64;
+
+        // Unused bindings get small private buffers (the read-only ones and the
+        // writable lse slot must differ: one buffer cannot be both in a dispatch).
+        let dummy = self.alloc(&[4], DType::F32, "wgtile attention unused")?;
+        let kv_len = match &opts.key_lengths {
+            Some(lens) => {
+                let bits: Vec<f32> = lens.iter().map(|&l| f32::from_bits(l)).collect();
+                self.tensor(&bits, [lens.len()])?
+            }
+            None => dummy.clone(),
+        };
+        let mut words = Vec::with_capacity(40);
+        for x in [b, hq, hkv, sq, sk, d, dv, hq / hkv.max(1)] {
+            words.push(u32_of(x, "dimension")?);
+        }
+        for s in [q.strides, k.strides, v.strides, o_strides] {
+            for x in s {
+                words.push(u32_of(x, "stride")?);
+            }
+        }
+        words.push(lo as i32 as u32);
+        words.push(hi as i32 as u32);
+        let log2e = std::f32::consts::LOG2_E;
+        for f in [scale, scale * log2e, softcap, softcap * log2e] {
+            words.push(f.to_bits());
+        }
+        words.push(mask_kind);
+        for x in mask_strides {
+            words.push(u32_of(x, "mask stride")?);
+        }
+        words.push(u32::from(opts.key_lengths.is_some()));
+        Ok(Setup {
+            dtype,
+            dims: [b, hq, hkv, sq, sk, d, dv],
+            o_shape,
+            words,
+            mask_buf: mask_buffer.unwrap_or_else(|| dummy.buffer.clone()),
+            kv_len,
+            dummy,
+            flops,
+        })
+    }
+
+    fn attention_impl(
+        &self,
+        q: Operand,
+        k: Operand,
+        v: Operand,
+        opts: &AttentionOptions,
+        in_bytes: u64,
+    ) -> Result<(Plan, AttentionOutput)> {
+        let Setup {
+            dtype,
+            dims: [b, hq, hkv, sq, sk, _, dv],
+            o_shape,
+            words,
+            mask_buf,
+            kv_len,
+            dummy,
+            flops,
+        } = self.attention_setup(&q, &k, &v, opts)?;
+        let dummy_lse = self.alloc(&[4], DType::F32, "wgtile attention unused lse")?;
+        let o = self.alloc(&o_shape, dtype, "wgtile attention out")?;
+        let lse = if opts.return_lse {
+            Some(self.alloc(&[b, hq, sq], DType::F32, "wgtile attention lse")?)
+        } else {
+            None
+        };
+        let out = AttentionOutput {
+            o: o.clone(),
+            lse: lse.clone(),
+        };
+        let bytes = in_bytes + o.size_bytes();
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: String::new(),
+            dispatches: Vec::new(),
+            output: o.clone(),
+            flops,
+            bytes,
+            scratch: Vec::new(),
+        };
+        if b * hq * sq == 0 {
+            plan.label = "attention (empty result)".into();
+            return Ok((plan, out));
+        }
+
+        let params_base = Params { words };
+
+        let lse_buf = lse.as_ref().unwrap_or(&dummy_lse).buffer.clone();
+        let device = &self.inner.device;
+        let profile = self.profile();
+        let max_groups = profile.max_workgroups_per_dim as usize;
+        let limit = |requested: usize, what: String| Error::LimitExceeded {
+            limit: "max_compute_workgroups_per_dimension",
+            requested: requested as u64,
+            max: max_groups as u64,
+            what,
+        };
+
+        if opts.kernel == AttentionKernel::Naive {
+            let scores = self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention scores")?;
+            let mut words = params_base.words.clone();
+            words.extend([0, 1, 0]);
+            let params = self.uniform(&words);
+            let z = b * hq;
+            if z > max_groups || sq.div_ceil(16) > max_groups || sk.div_ceil(16) > max_groups {
+                return Err(limit(
+                    z.max(sq.div_ceil(16)).max(sk.div_ceil(16)),
+                    "naive attention grid".into(),
+                ));
+            }
+            let get = |kernel: Kernel| {
+                self.inner
+                    .pipelines
+                    .get(device, &Spec::new(kernel).dtype(dtype))
+            };
+            let grid =
+                |x: usize, y: usize| [x.div_ceil(16) as u32, y.div_ceil(16) as u32, z as u32];
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                get(Kernel::AttentionScores)?,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                    (9, &scores.buffer),
+                ],
+                grid(sk, sq),
+            ));
+            let rows = (b * hq * sq).div_ceil(64);
+            let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                get(Kernel::AttentionSoftmax)?,
+                &[(0, &params), (5, &lse_buf), (9, &scores.buffer)],
+                [gx as u32, gy as u32, 1],
+            ));
+            if dv > 0 {
+                plan.dispatches.push(Dispatch::with_bindings(
+                    device,
+                    get(Kernel::AttentionPv)?,
+                    &[
+                        (0, &params),
+                        (3, &v.buffer),
+                        (4, &o.buffer),
+                        (7, &kv_len.buffer),
+                        (9, &scores.buffer),
+                    ],
+                    grid(dv, sq),
+                ));
+            }
+            plan.label = format!("attention naive (S = {b}x{hq}x{sq}x{sk} f32 in memory)");
+            plan.scratch.extend([scores, dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+
+        let chosen = match opts.tiles {
+            Some(t) => {
+                let t = t.for_value_dim(dv);
+                if !t.fits(profile, dv) {
+                    return Err(Error::InvalidArgument(format!(
+                        "flash tiles {t} do not fit this adapter or Dv = {dv}"
+                    )));
+                }
+                Some(t)
+            }
+            None => flash_tiles_for(profile, sq, dv),
+        };
+        let tiles: FlashTiles = chosen.ok_or_else(|| {
+            if dv > MAX_FLASH_DV {
+                Error::InvalidArgument(format!(
+                    "flash attention supports Dv up to {MAX_FLASH_DV}, got {dv} (use AttentionKernel::Naive)"
+                ))
+            } else {
+                Error::LimitExceeded {
+                    limit: "max_compute_workgroup_storage_size",
+                    requested: 0,
+                    max: u64::from(profile.max_workgroup_storage),
+                    what: "no flash attention tile shape fits this adapter".into(),
+                }
+            }
+        })?;
+        // Few query rows per head: the rows of one workgroup run over the
+        // query heads of a KV head (K and V read once per group).
+        let group = hq / hkv.max(1);
+        let pack = group > 1 && sq < tiles.br as usize;
+        let (rows_per_slice, slices) = if pack { (group * sq, hkv) } else { (sq, hq) };
+        let q_blocks = rows_per_slice.div_ceil(tiles.br as usize);
+        if slices > max_groups || b > max_groups {
+            return Err(limit(slices.max(b), "attention grid (heads, batch)".into()));
+        }
+        let workgroups = (q_blocks * slices * b) as u64;
+        let mut splits = match (opts.kernel, opts.kv_splits) {
+            (AttentionKernel::Flash, _) => 1,
+            (_, Some(s)) => s.max(1),
+            _ => kv_splits(profile, workgroups, sk, tiles),
+        } as usize;
+        let bc = tiles.bc() as usize;
+        let split_len = if splits > 1 {
+            sk.div_ceil(splits).div_ceil(bc).max(1) * bc
+        } else {
+            sk
+        };
+        if splits > 1 {
+            splits = sk.div_ceil(split_len).max(1);
+        }
+        if q_blocks * splits > max_groups {
+            return Err(limit(
+                q_blocks * splits,
+                "attention grid (query blocks x splits)".into(),
+            ));
+        }
+        let split = splits > 1;
+        let mut words = params_base.words;
+        words.push(u32_of(split_len, "split length")?);
+        words.push(splits as u32);
+        words.push(u32::from(pack));
+        let params = self.uniform(&words);
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(device, &tiles.spec(dtype, split))?;
+        let grid = [(q_blocks * splits) as u32, slices as u32, b as u32];
+        if !split {
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (4, &o.buffer),
+                    (5, &lse_buf),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                ],
+                grid,
+            ));
+            plan.label = format!(
+                "attention flash ({tiles}{})",
+                if pack { ", GQA heads packed" } else { "" }
+            );
+            plan.scratch.extend([dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+        let rows = b * hq * sq;
+        let scratch = self.alloc(
+            &[splits, rows, dv + 2],
+            DType::F32,
+            "wgtile attention split states",
+        )?;
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            pipeline,
+            &[
+                (0, &params),
+                (1, &q.buffer),
+                (2, &k.buffer),
+                (3, &v.buffer),
+                (4, &o.buffer),
+                (5, &scratch.buffer),
+                (6, &mask_buf),
+                (7, &kv_len.buffer),
+            ],
+            grid,
+        ));
+        let merge = self.inner.pipelines.get(
+            device,
+            &Spec::new(Kernel::AttentionMerge)
+                .dtype(dtype)
+                .override_("WG", 64),
+        )?;
+        let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            merge,
+            &[
+                (0, &params),
+                (4, &o.buffer),
+                (5, &scratch.buffer),
+                (8, &lse_buf),
+            ],
+            [gx as u32, gy as u32, 1],
+        ));
+        plan.label = format!(
+            "attention flash-decoding ({tiles}, {splits} key splits of {split_len}{})",
+            if pack { ", GQA heads packed" } else { "" }
+        );
+        plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
+        Ok((plan, out))
+    }
+}
+
+/// Gradients returned by [`Context::attention_backward`], each with the shape,
+/// layout and dtype of its input.
+#[derive(Clone, Debug)]
+pub struct AttentionGrads {
+    /// dL/dq.
+    pub dq: Tensor,
+    /// dL/dk (summed over the query heads of each KV head).
+    pub dk: Tensor,
+    /// dL/dv (summed over the query heads of each KV head).
+    pub dv: Tensor,
+}
+
+/// Largest head dimension (D or Dv) of the backward kernels.
+pub const MAX_BACKWARD_DIM: usize = 256;
+
+impl Context {
+    /// FlashAttention-2 backward with recomputation: given the forward's
+    /// inputs, its output `o`, the upstream gradient `d_o` (shaped like `o`)
+    /// and the forward's logsumexp `lse` (`[B, Hq, Sq]` f32, from
+    /// [`AttentionOptions::with_lse`]), returns dq, dk, dv. The options must
+    /// be the forward's (masks, window, soft-cap, scale, layout). Never stores
+    /// an Sq x Sk matrix. D and Dv up to [`MAX_BACKWARD_DIM`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        o: &Tensor,
+        d_o: &Tensor,
+        lse: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<AttentionGrads> {
+        let (plan, grads) = self.attention_backward_plan(q, k, v, o, d_o, lse, options)?;
+        plan.run()?;
+        Ok(grads)
+    }
+
+    /// The [`Plan`] of [`Context::attention_backward`] (its output is dq).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward_plan(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        o: &Tensor,
+        d_o: &Tensor,
+        lse: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionGrads)> {
+        let op = "attention backward";
+        for t in [q, k, v, o, d_o, lse] {
+            if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
+                return Err(Error::InvalidArgument(
+                    "attention operands must live on the context that runs them".into(),
+                ));
+            }
+            t.require_contiguous(op)?;
+        }
+        if let Some(mask) = &options.mask {
+            mask.tensor().require_contiguous("an attention mask")?;
+        }
+        let (hq, hkv) = match options.layout {
+            AttentionLayout::Packed { q_heads, kv_heads } => (q_heads, kv_heads),
+            AttentionLayout::HeadsFirst => (0, 0),
+        };
+        let qo = operand(q, options.layout, hq, "q")?;
+        let ko = operand(k, options.layout, hkv, "k")?;
+        let vo = operand(v, options.layout, hkv, "v")?;
+        let Setup {
+            dtype,
+            dims: [b, hq, hkv, sq, sk, d, dv],
+            o_shape,
+            words,
+            mask_buf,
+            kv_len,
+            dummy,
+            flops,
+        } = self.attention_setup(&qo, &ko, &vo, options)?;
+        for (t, what) in [(o, "o"), (d_o, "d_o")] {
+            if t.dtype() != dtype {
+                return Err(Error::DTypeMismatch {
+                    op,
+                    expected: dtype,
+                    got: t.dtype(),
+                });
+            }
+            if t.shape() != o_shape.as_slice() {
+                return Err(Error::shape(
+                    op,
+                    t.shape(),
+                    &o_shape,
+                    format!("{what} must have the forward output's shape"),
+                ));
+            }
+        }
+        if lse.dtype() != DType::F32 {
+            return Err(Error::DTypeMismatch {
+                op,
+                expected: DType::F32,
+                got: lse.dtype(),
+            });
+        }
+        if lse.shape() != [b, hq, sq] {
+            return Err(Error::shape(
+                op,
+                lse.shape(),
+                &[b, hq, sq],
+                "lse must be [B, Hq, Sq] as the forward returned it",
+            ));
+        }
+        if d.max(dv) > MAX_BACKWARD_DIM {
+            return Err(Error::InvalidArgument(format!(
+                "attention backward supports head dims up to {MAX_BACKWARD_DIM}, got D = {d}, Dv = {dv}"
+            )));
+        }
+        let profile = self.profile();
+        if profile.max_storage_buffers_per_stage < 9 {
+            return Err(Error::LimitExceeded {
+                limit: "max_storage_buffers_per_shader_stage",
+                requested: 9,
+                max: u64::from(profile.max_storage_buffers_per_stage),
+                what: "the attention backward dK/dV kernel".into(),
+            });
+        }
+        let dq = self.alloc(q.shape(), dtype, "wgtile attention dq")?;
+        let dk = self.alloc(k.shape(), dtype, "wgtile attention dk")?;
+        let dv_t = self.alloc(v.shape(), dtype, "wgtile attention dv")?;
+        let grads = AttentionGrads {
+            dq: dq.clone(),
+            dk: dk.clone(),
+            dv: dv_t.clone(),
+        };
+        let rows = b * hq * sq;
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: String::new(),
+            dispatches: Vec::new(),
+            output: dq.clone(),
+            flops: flops * 5 / 2,
+            bytes: (q.numel() + k.numel() + v.numel() + 2 * o.numel()) as u64
+                * 2
+                * dtype.size() as u64
+                + lse.size_bytes(),
+            scratch: Vec::new(),
+        };
+        let stats = self.alloc(&[2, rows.max(1)], DType::F32, "wgtile attention bwd stats")?;
+        let mut words = words;
+        words.extend([0, 1, 0]);
+        let params = self.uniform(&words);
+        let chosen = match options.backward_tiles {
+            Some(t) => {
+                let t = t.for_dims(d, dv);
+                if !t.fits(profile) {
+                    return Err(Error::InvalidArgument(format!(
+                        "backward tiles {t} do not fit this adapter"
+                    )));
+                }
+                Some(t)
+            }
+            None => backward_tiles(profile, d, dv),
+        };
+        let tiles = chosen.ok_or_else(|| Error::LimitExceeded {
+            limit: "max_compute_workgroup_storage_size",
+            requested: 0,
+            max: u64::from(profile.max_workgroup_storage),
+            what: "no attention backward tile shape fits this adapter".into(),
+        })?;
+        let device = &self.inner.device;
+        let max_groups = profile.max_workgroups_per_dim as usize;
+        let spec = |kernel: Kernel| tiles.spec(kernel, dtype);
+        let t = tiles.br as usize;
+        for (n, what) in [
+            (sk.div_ceil(t), "key blocks"),
+            (sq.div_ceil(t), "query blocks"),
+            (hq, "heads"),
+            (b, "batch"),
+        ] {
+            if n > max_groups {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroups_per_dimension",
+                    requested: n as u64,
+                    max: max_groups as u64,
+                    what: format!("attention backward grid ({what})"),
+                });
+            }
+        }
+        if rows > 0 {
+            let groups = rows.div_ceil(64);
+            let (gx, gy) = (groups.min(max_groups), groups.div_ceil(max_groups.max(1)));
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                self.inner
+                    .pipelines
+                    .get(device, &spec(Kernel::AttentionBwdPrepare))?,
+                &[
+                    (0, &params),
+                    (4, &o.buffer),
+                    (5, &lse.buffer),
+                    (10, &d_o.buffer),
+                    (11, &stats.buffer),
+                ],
+                [gx as u32, gy as u32, 1],
+            ));
+        }
+        if b * hkv > 0 && sk > 0 {
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                self.inner
+                    .pipelines
+                    .get(device, &spec(Kernel::AttentionBwdDkDv))?,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                    (10, &d_o.buffer),
+                    (11, &stats.buffer),
+                    (13, &dk.buffer),
+                    (14, &dv_t.buffer),
+                ],
+                [sk.div_ceil(t) as u32, hkv as u32, b as u32],
+            ));
+        }
+        if rows > 0 {
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                self.inner
+                    .pipelines
+                    .get(device, &spec(Kernel::AttentionBwdDq))?,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                    (10, &d_o.buffer),
+                    (11, &stats.buffer),
+                    (12, &dq.buffer),
+                ],
+                [sq.div_ceil(t) as u32, hq as u32, b as u32],
+            ));
+        }
+        plan.label = format!("attention backward ({tiles})");
+        plan.scratch.extend([stats, dummy, kv_len, dk, dv_t]);
+        Ok((plan, grads))
+    }
+}

@@ -1,0 +1,1423 @@
+//! Attention against a CPU f64 reference.
+//!
+//! Error rule (flash-attention's own tests): the flash kernel's largest error
+//! against f64 must be at most 2x the naive GPU path's (same inputs, same
+//! precision) plus a small absolute slack: 2e-6 for f32, 1e-3 for f16 (one
+//! f16 rounding step of outputs near 1 is 4.9e-4). Both must also be within
+//! an absolute bound (1e-4 f32, 1e-2 f16, times max(1, max lse) since logit
+//! rounding grows with the logits) so a broken naive path cannot hide
+//! a broken flash one. Outputs are poisoned with NaN before the kernels run.
+
+mod common;
+
+use wgtile::{
+    AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, Error, KvCache, Tensor,
+};
+
+#[derive(Clone, Debug)]
+struct Case {
+    b: usize,
+    hq: usize,
+    hkv: usize,
+    sq: usize,
+    sk: usize,
+    d: usize,
+    dv: usize,
+    dtype: DType,
+}
+
+impl Case {
+    fn new(b: usize, hq: usize, hkv: usize, sq: usize, sk: usize, d: usize, dv: usize) -> Self {
+        Self {
+            b,
+            hq,
+            hkv,
+            sq,
+            sk,
+            d,
+            dv,
+            dtype: DType::F32,
+        }
+    }
+}
+
+/// A mask on the host: dims [B|1, H|1, Sq|1, Sk|1] and its values.
+#[derive(Clone)]
+struct HostMask {
+    additive: bool,
+    dims: [usize; 4],
+    shape: Vec<usize>,
+    data: Vec<f32>,
+}
+
+/// f64 reference: returns (O [B, Hq, Sq, Dv], lse [B, Hq, Sq]).
+#[allow(clippy::too_many_arguments)]
+fn reference(
+    c: &Case,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+) -> (Vec<f64>, Vec<f64>) {
+    let scale = f64::from(opts.scale.unwrap_or(1.0 / (c.d as f32).sqrt()));
+    let offset = match opts.alignment {
+        DiagonalAlignment::TopLeft => 0i64,
+        DiagonalAlignment::BottomRight => c.sk as i64 - c.sq as i64,
+    };
+    let group = c.hq / c.hkv;
+    let mut o = vec![0.0; c.b * c.hq * c.sq * c.dv];
+    let mut lse = vec![f64::NEG_INFINITY; c.b * c.hq * c.sq];
+    for b in 0..c.b {
+        let keys = opts.key_lengths.as_ref().map_or(c.sk, |l| l[b] as usize);
+        for h in 0..c.hq {
+            let hk = h / group;
+            for i in 0..c.sq {
+                let mut logits = vec![f64::NEG_INFINITY; c.sk];
+                for (j, logit) in logits.iter_mut().enumerate() {
+                    let (ii, jj) = (i as i64, j as i64);
+                    if j >= keys
+                        || (opts.causal && jj > ii + offset)
+                        || opts
+                            .window_left
+                            .is_some_and(|w| jj < ii + offset - w as i64)
+                        || opts
+                            .window_right
+                            .is_some_and(|w| jj > ii + offset + w as i64)
+                    {
+                        continue;
+                    }
+                    let mut s = 0.0;
+                    for x in 0..c.d {
+                        s += f64::from(q[((b * c.hq + h) * c.sq + i) * c.d + x])
+                            * f64::from(k[((b * c.hkv + hk) * c.sk + j) * c.d + x]);
+                    }
+                    s *= scale;
+                    if let Some(cap) = opts.softcap {
+                        let cap = f64::from(cap);
+                        s = cap * (s / cap).tanh();
+                    }
+                    if let Some(m) = mask {
+                        let idx = [b, h, i, j];
+                        let mut off = 0;
+                        for (&dim, &at) in m.dims.iter().zip(&idx) {
+                            off = off * dim + if dim == 1 { 0 } else { at };
+                        }
+                        let mv = f64::from(m.data[off]);
+                        if m.additive {
+                            s += mv;
+                        } else if mv == 0.0 {
+                            continue;
+                        }
+                    }
+                    *logit = s;
+                }
+                let mx = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if mx == f64::NEG_INFINITY {
+                    continue;
+                }
+                let p: Vec<f64> = logits.iter().map(|&s| (s - mx).exp()).collect();
+                let l: f64 = p.iter().sum();
+                lse[(b * c.hq + h) * c.sq + i] = mx + l.ln();
+                for x in 0..c.dv {
+                    let mut acc = 0.0;
+                    for (j, pj) in p.iter().enumerate() {
+                        if *pj != 0.0 {
+                            acc += pj * f64::from(v[((b * c.hkv + hk) * c.sk + j) * c.dv + x]);
+                        }
+                    }
+                    o[((b * c.hq + h) * c.sq + i) * c.dv + x] = acc / l;
+                }
+            }
+        }
+    }
+    (o, lse)
+}
+
+fn max_err(got: &[f32], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| {
+            if w == f64::NEG_INFINITY {
+                if g == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                let e = (f64::from(g) - w).abs();
+                if e.is_nan() { f64::INFINITY } else { e }
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Runs the plan with its outputs poisoned, returns (o, lse) on the host.
+fn run_poisoned(
+    ctx: &Context,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    opts: &AttentionOptions,
+) -> (Vec<f32>, Vec<f32>) {
+    let (plan, out) = ctx.attention_plan(q, k, v, opts).unwrap();
+    ctx.fill(&out.o, f32::NAN).unwrap();
+    if let Some(l) = &out.lse {
+        ctx.fill(l, f32::NAN).unwrap();
+    }
+    plan.run().unwrap();
+    let o = out.o.to_f32_vec_blocking().unwrap();
+    let lse = out
+        .lse
+        .map_or(Vec::new(), |l| l.to_vec_blocking::<f32>().unwrap());
+    (o, lse)
+}
+
+/// Checks flash (and split-KV, when `splits` is given) against f64 with the
+/// 2x-naive rule. Returns the flash error.
+fn check(
+    ctx: &Context,
+    c: &Case,
+    opts: &AttentionOptions,
+    mask: Option<HostMask>,
+    seed: u64,
+) -> f64 {
+    let (qt, q) = common::upload(
+        ctx,
+        &common::random(c.b * c.hq * c.sq * c.d, seed),
+        &[c.b, c.hq, c.sq, c.d],
+        c.dtype,
+    );
+    let (kt, k) = common::upload(
+        ctx,
+        &common::random(c.b * c.hkv * c.sk * c.d, seed + 1),
+        &[c.b, c.hkv, c.sk, c.d],
+        c.dtype,
+    );
+    let (vt, v) = common::upload(
+        ctx,
+        &common::random(c.b * c.hkv * c.sk * c.dv, seed + 2),
+        &[c.b, c.hkv, c.sk, c.dv],
+        c.dtype,
+    );
+    let mut opts = opts.clone().with_lse();
+    let mut host_mask = None;
+    if let Some(m) = mask {
+        let (t, vals) = common::upload(ctx, &m.data, &m.shape, c.dtype);
+        opts.mask = Some(if m.additive {
+            wgtile::AttentionMask::Additive(t)
+        } else {
+            wgtile::AttentionMask::Boolean(t)
+        });
+        host_mask = Some(HostMask { data: vals, ..m });
+    }
+    let (want_o, want_lse) = reference(c, &q, &k, &v, &opts, host_mask.as_ref());
+    let (naive_o, naive_lse) = run_poisoned(
+        ctx,
+        &qt,
+        &kt,
+        &vt,
+        &opts.clone().kernel(AttentionKernel::Naive),
+    );
+    let (flash_o, flash_lse) = run_poisoned(
+        ctx,
+        &qt,
+        &kt,
+        &vt,
+        &opts.clone().kernel(AttentionKernel::Flash),
+    );
+    let (slack, bound) = match c.dtype {
+        DType::F32 => (2e-6, 1e-4),
+        DType::F16 => (1e-3, 1e-2),
+    };
+    // Logit rounding grows with the logits' size (scale 100 gives lse ~ 1e3).
+    let magnitude = want_lse
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(1.0f64, |m, x| m.max(x.abs()));
+    let bound = bound * magnitude;
+    let en = max_err(&naive_o, &want_o);
+    let ef = max_err(&flash_o, &want_o);
+    let enl = max_err(&naive_lse, &want_lse);
+    let efl = max_err(&flash_lse, &want_lse);
+    let what = format!("{c:?} {opts:?}");
+    assert!(en <= bound, "{what}: naive O error {en:e} over {bound:e}");
+    assert!(
+        ef <= 2.0 * en + slack,
+        "{what}: flash O error {ef:e} vs naive {en:e}"
+    );
+    assert!(enl <= bound, "{what}: naive lse error {enl:e}");
+    assert!(
+        efl <= 2.0 * enl + slack,
+        "{what}: flash lse error {efl:e} vs naive {enl:e}"
+    );
+    // Forced tile shapes: the 8-rows-per-invocation register tile (the
+    // H200's shape, smaller) and the benchmark's sweep shapes that fit.
+    for tiles in wgtile::tune::attention::TEST_TILES
+        .into_iter()
+        .chain(wgtile::tune::attention::SWEEP_TILES)
+    {
+        if !tiles.for_value_dim(c.dv).fits(ctx.profile(), c.dv) {
+            continue;
+        }
+        let (o8, lse8) = run_poisoned(
+            ctx,
+            &qt,
+            &kt,
+            &vt,
+            &opts.clone().kernel(AttentionKernel::Flash).tiles(tiles),
+        );
+        let e8 = max_err(&o8, &want_o);
+        let e8l = max_err(&lse8, &want_lse);
+        assert!(
+            e8 <= 2.0 * en + slack,
+            "{what}: tiles {tiles:?} O error {e8:e} vs naive {en:e}"
+        );
+        assert!(
+            e8l <= 2.0 * enl + slack,
+            "{what}: tiles {tiles:?} lse error {e8l:e} vs naive {enl:e}"
+        );
+    }
+    // Split-KV (flash-decoding) path: same bound.
+    let (split_o, split_lse) = run_poisoned(ctx, &qt, &kt, &vt, &opts.clone().kv_splits(3));
+    let es = max_err(&split_o, &want_o);
+    let esl = max_err(&split_lse, &want_lse);
+    assert!(
+        es <= 2.0 * en + slack,
+        "{what}: split-KV O error {es:e} vs naive {en:e}"
+    );
+    assert!(
+        esl <= 2.0 * enl + slack,
+        "{what}: split-KV lse error {esl:e} vs naive {enl:e}"
+    );
+    ef
+}
+
+fn mask_values(n: usize, seed: u64, additive: bool) -> Vec<f32> {
+    common::random(n, seed)
+        .into_iter()
+        .map(|x| {
+            if additive {
+                if x < -0.7 { f32::NEG_INFINITY } else { 2.0 * x }
+            } else if x < -0.4 {
+                0.0
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn sizes_and_head_dims() {
+    let Some(ctx) = common::ctx() else { return };
+    let sizes = [(1, 17), (17, 1), (64, 64), (100, 129), (129, 100)];
+    for (n, &(sq, sk)) in sizes.iter().enumerate() {
+        for (m, d) in [32, 64, 80, 128].into_iter().enumerate() {
+            if (n + m) % 2 == 1 && sq * sk > 1000 {
+                continue; // keep lavapipe time down: a checkerboard of the big ones
+            }
+            check(
+                &ctx,
+                &Case::new(1, 2, 1, sq, sk, d, d),
+                &AttentionOptions::new(),
+                None,
+                (n * 10 + m) as u64,
+            );
+        }
+    }
+}
+
+#[test]
+fn value_dim_differs() {
+    let Some(ctx) = common::ctx() else { return };
+    check(
+        &ctx,
+        &Case::new(1, 2, 2, 33, 70, 64, 40),
+        &AttentionOptions::new(),
+        None,
+        1,
+    );
+    check(
+        &ctx,
+        &Case::new(1, 1, 1, 20, 65, 16, 256),
+        &AttentionOptions::new(),
+        None,
+        2,
+    );
+    check(
+        &ctx,
+        &Case::new(2, 1, 1, 9, 31, 7, 3),
+        &AttentionOptions::new(),
+        None,
+        3,
+    );
+}
+
+#[test]
+fn causal_both_alignments() {
+    let Some(ctx) = common::ctx() else { return };
+    for align in [DiagonalAlignment::TopLeft, DiagonalAlignment::BottomRight] {
+        for (sq, sk) in [(100, 100), (17, 129), (129, 64), (1, 100)] {
+            check(
+                &ctx,
+                &Case::new(1, 2, 1, sq, sk, 64, 64),
+                &AttentionOptions::new().causal(align),
+                None,
+                7,
+            );
+        }
+    }
+}
+
+#[test]
+fn sliding_windows_and_softcap() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = Case::new(1, 2, 1, 100, 129, 32, 32);
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new().window(Some(20), Some(5)),
+        None,
+        11,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .window(Some(10), None)
+            .causal(DiagonalAlignment::BottomRight),
+        None,
+        12,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .window(None, Some(0))
+            .alignment(DiagonalAlignment::BottomRight),
+        None,
+        13,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new().softcap(0.5).scale(3.0),
+        None,
+        14,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .softcap(30.0)
+            .causal(DiagonalAlignment::TopLeft),
+        None,
+        15,
+    );
+}
+
+#[test]
+fn masks_of_every_broadcast_shape() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = Case::new(2, 2, 1, 17, 100, 32, 32);
+    let shapes: [(Vec<usize>, [usize; 4]); 5] = [
+        (vec![17, 100], [1, 1, 17, 100]),
+        (vec![2, 17, 100], [2, 1, 17, 100]),
+        (vec![1, 2, 17, 100], [1, 2, 17, 100]),
+        (vec![2, 2, 17, 100], [2, 2, 17, 100]),
+        (vec![2, 1, 1, 100], [2, 1, 1, 100]),
+    ];
+    for (n, (shape, dims)) in shapes.into_iter().enumerate() {
+        for additive in [false, true] {
+            let data = mask_values(dims.iter().product(), 40 + n as u64, additive);
+            let m = HostMask {
+                additive,
+                dims,
+                shape: shape.clone(),
+                data,
+            };
+            let opts = if n == 3 {
+                AttentionOptions::new().causal(DiagonalAlignment::BottomRight)
+            } else {
+                AttentionOptions::new()
+            };
+            check(&ctx, &c, &opts, Some(m), 20 + n as u64);
+        }
+    }
+}
+
+#[test]
+fn grouped_and_multi_query() {
+    let Some(ctx) = common::ctx() else { return };
+    check(
+        &ctx,
+        &Case::new(1, 4, 1, 64, 100, 64, 64),
+        &AttentionOptions::new(),
+        None,
+        30,
+    );
+    check(
+        &ctx,
+        &Case::new(2, 8, 2, 17, 64, 32, 32),
+        &AttentionOptions::new().causal(DiagonalAlignment::BottomRight),
+        None,
+        31,
+    );
+}
+
+#[test]
+fn key_padding_lengths_including_zero() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = Case::new(3, 2, 1, 65, 100, 32, 32);
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new().key_lengths(&[100, 0, 37]),
+        None,
+        50,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .key_lengths(&[64, 1, 0])
+            .causal(DiagonalAlignment::TopLeft),
+        None,
+        51,
+    );
+}
+
+#[test]
+fn large_logits_do_not_overflow() {
+    let Some(ctx) = common::ctx() else { return };
+    let err = check(
+        &ctx,
+        &Case::new(1, 2, 1, 64, 129, 64, 64),
+        &AttentionOptions::new().scale(100.0),
+        None,
+        60,
+    );
+    assert!(err.is_finite());
+}
+
+#[test]
+fn f16_inputs() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        return;
+    }
+    let mut c = Case::new(1, 2, 1, 100, 129, 64, 64);
+    c.dtype = DType::F16;
+    check(&ctx, &c, &AttentionOptions::new(), None, 70);
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .causal(DiagonalAlignment::BottomRight)
+            .softcap(5.0),
+        None,
+        71,
+    );
+    let mut c = Case::new(1, 4, 2, 17, 64, 128, 128);
+    c.dtype = DType::F16;
+    let data = mask_values(17 * 64, 72, true);
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new(),
+        Some(HostMask {
+            additive: true,
+            dims: [1, 1, 17, 64],
+            shape: vec![17, 64],
+            data,
+        }),
+        73,
+    );
+}
+
+#[test]
+fn all_masked_rows_give_zeros_and_minus_infinity() {
+    let Some(ctx) = common::ctx() else { return };
+    // Top-left causal with a window entirely to the right: rows see nothing
+    // when the window [i + 3, i + 5] starts past the last key.
+    let c = Case::new(1, 1, 1, 40, 20, 16, 16);
+    let opts = AttentionOptions::new().window(Some(0), Some(5)).with_lse();
+    let q = ctx
+        .rand_uniform([1, 1, 40, 16], -1.0, 1.0, DType::F32, 1)
+        .unwrap();
+    let k = ctx
+        .rand_uniform([1, 1, 20, 16], -1.0, 1.0, DType::F32, 2)
+        .unwrap();
+    let v = ctx
+        .rand_uniform([1, 1, 20, 16], -1.0, 1.0, DType::F32, 3)
+        .unwrap();
+    // Rows i >= 20 see no key (window [i, i + 5] past Sk = 20).
+    let opts = opts.clone();
+    for kernel in [
+        AttentionKernel::Flash,
+        AttentionKernel::Naive,
+        AttentionKernel::Auto,
+    ] {
+        let (o, lse) = run_poisoned(&ctx, &q, &k, &v, &opts.clone().kernel(kernel).kv_splits(2));
+        for i in 20..40 {
+            assert!(
+                o[i * 16..(i + 1) * 16].iter().all(|&x| x == 0.0),
+                "{kernel:?} row {i}: {:?}",
+                &o[i * 16..(i + 1) * 16]
+            );
+            assert_eq!(lse[i], f32::NEG_INFINITY, "{kernel:?} row {i}");
+        }
+        assert!(o[..20 * 16].iter().all(|x| x.is_finite()));
+    }
+    check(&ctx, &c, &opts, None, 80);
+    // Sk = 0: zeros and -inf, as a sum over nothing.
+    let k0 = ctx.zeros([1, 1, 0, 16], DType::F32).unwrap();
+    for kernel in [AttentionKernel::Flash, AttentionKernel::Naive] {
+        let (o, lse) = run_poisoned(
+            &ctx,
+            &q,
+            &k0,
+            &k0,
+            &AttentionOptions::new().with_lse().kernel(kernel),
+        );
+        assert!(o.iter().all(|&x| x == 0.0));
+        assert!(lse.iter().all(|&x| x == f32::NEG_INFINITY));
+    }
+}
+
+#[test]
+fn zero_sized_dims() {
+    let Some(ctx) = common::ctx() else { return };
+    let t = |s: &[usize]| ctx.zeros(s, DType::F32).unwrap();
+    let out = ctx
+        .attention(
+            &t(&[0, 2, 5, 8]),
+            &t(&[0, 1, 5, 8]),
+            &t(&[0, 1, 5, 8]),
+            &AttentionOptions::new().with_lse(),
+        )
+        .unwrap();
+    assert_eq!(out.o.shape(), &[0, 2, 5, 8]);
+    assert_eq!(out.lse.unwrap().shape(), &[0, 2, 5]);
+    let out = ctx
+        .attention(
+            &t(&[1, 2, 0, 8]),
+            &t(&[1, 1, 5, 8]),
+            &t(&[1, 1, 5, 3]),
+            &AttentionOptions::new(),
+        )
+        .unwrap();
+    assert_eq!(out.o.shape(), &[1, 2, 0, 3]);
+    // Dv = 0: an empty output, but the logsumexp is still that of the scores
+    // (D = 0 makes every logit 0: lse = ln(Sk)).
+    for kernel in [AttentionKernel::Flash, AttentionKernel::Naive] {
+        let out = ctx
+            .attention(
+                &t(&[1, 2, 3, 0]),
+                &t(&[1, 1, 5, 0]),
+                &t(&[1, 1, 5, 0]),
+                &AttentionOptions::new().with_lse().kernel(kernel),
+            )
+            .unwrap();
+        assert_eq!(out.o.shape(), &[1, 2, 3, 0]);
+        let lse = out.lse.unwrap().to_vec_blocking::<f32>().unwrap();
+        assert!(
+            lse.iter().all(|&x| (x - 5f32.ln()).abs() < 1e-6),
+            "{kernel:?}: {lse:?}"
+        );
+    }
+    // D = 0: every logit is 0, the softmax is uniform: O = mean of V.
+    let v = ctx.tensor(&[1.0f32, 2.0, 3.0, 5.0], [1, 1, 2, 2]).unwrap();
+    let o = ctx
+        .attention(
+            &t(&[1, 1, 3, 0]),
+            &t(&[1, 1, 2, 0]),
+            &v,
+            &AttentionOptions::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        o.o.to_vec_blocking::<f32>().unwrap(),
+        vec![2.0, 3.5, 2.0, 3.5, 2.0, 3.5]
+    );
+}
+
+#[test]
+fn packed_layout_reads_in_place() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, hq, hkv, sq, sk, d) = (2, 4, 2, 17, 40, 32);
+    let qh = common::random(b * sq * hq * d, 90);
+    let kh = common::random(b * sk * hkv * d, 91);
+    let vh = common::random(b * sk * hkv * d, 92);
+    let q = ctx.tensor(&qh, [b, sq, hq * d]).unwrap();
+    let k = ctx.tensor(&kh, [b, sk, hkv * d]).unwrap();
+    let v = ctx.tensor(&vh, [b, sk, hkv * d]).unwrap();
+    let opts = AttentionOptions::new()
+        .packed(hq, hkv)
+        .causal(DiagonalAlignment::BottomRight);
+    let (o, _) = run_poisoned(&ctx, &q, &k, &v, &opts);
+    // Heads-first copies on the host, through the same op.
+    let to_heads = |x: &[f32], s: usize, h: usize| {
+        let mut out = vec![0.0; x.len()];
+        for bi in 0..b {
+            for si in 0..s {
+                for hi in 0..h {
+                    for di in 0..d {
+                        out[((bi * h + hi) * s + si) * d + di] =
+                            x[((bi * s + si) * h + hi) * d + di];
+                    }
+                }
+            }
+        }
+        out
+    };
+    let c = Case::new(b, hq, hkv, sq, sk, d, d);
+    let (want, _) = reference(
+        &c,
+        &to_heads(&qh, sq, hq),
+        &to_heads(&kh, sk, hkv),
+        &to_heads(&vh, sk, hkv),
+        &opts,
+        None,
+    );
+    let packed_want: Vec<f64> = (0..o.len())
+        .map(|idx| {
+            let (bi, rest) = (idx / (sq * hq * d), idx % (sq * hq * d));
+            let (si, hi, di) = (rest / (hq * d), (rest / d) % hq, rest % d);
+            want[((bi * hq + hi) * sq + si) * d + di]
+        })
+        .collect();
+    common::assert_close("packed attention", &o, &packed_want, |_| 1e-5);
+}
+
+#[test]
+fn nan_propagates_only_to_rows_it_touches() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut qh = common::random(40 * 16, 100);
+    qh[7 * 16 + 3] = f32::NAN;
+    let q = ctx.tensor(&qh, [1, 1, 40, 16]).unwrap();
+    let k = ctx
+        .rand_uniform([1, 1, 70, 16], -1.0, 1.0, DType::F32, 2)
+        .unwrap();
+    let v = ctx
+        .rand_uniform([1, 1, 70, 16], -1.0, 1.0, DType::F32, 3)
+        .unwrap();
+    for opts in [
+        AttentionOptions::new(),
+        AttentionOptions::new().kv_splits(2),
+        AttentionOptions::new().kernel(AttentionKernel::Naive),
+    ] {
+        let (o, _) = run_poisoned(&ctx, &q, &k, &v, &opts);
+        for i in 0..40 {
+            let row = &o[i * 16..(i + 1) * 16];
+            if i == 7 {
+                assert!(
+                    row.iter().all(|x| x.is_nan()),
+                    "row 7 should be NaN: {row:?}"
+                );
+            } else {
+                assert!(row.iter().all(|x| x.is_finite()), "row {i} touched by NaN");
+            }
+        }
+    }
+}
+
+#[test]
+fn kv_cache_prefill_then_decode_equals_full_attention() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, hq, hkv, d) = (1, 4, 2, 32);
+    let total = 70;
+    let kh = common::random(b * hkv * total * d, 110);
+    let vh = common::random(b * hkv * total * d, 111);
+    let slice = |x: &[f32], from: usize, n: usize| {
+        let mut out = Vec::new();
+        for z in 0..b * hkv {
+            out.extend_from_slice(&x[(z * total + from) * d..(z * total + from + n) * d]);
+        }
+        ctx.tensor(&out, [b, hkv, n, d]).unwrap()
+    };
+    let mut cache = KvCache::new(&ctx, b, hkv, d, d, 8, DType::F32).unwrap();
+    let opts = AttentionOptions::new()
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    // Prefill 60 positions (grows 8 -> 60), then 10 decode steps of one.
+    let mut pos = 0;
+    for step in std::iter::once(60).chain(std::iter::repeat_n(1, 10)) {
+        cache
+            .append(&slice(&kh, pos, step), &slice(&vh, pos, step))
+            .unwrap();
+        pos += step;
+        let qh = common::random(b * hq * step * d, 120 + pos as u64);
+        let q = ctx.tensor(&qh, [b, hq, step, d]).unwrap();
+        let got = ctx.attention_cached(&q, &cache, &opts).unwrap();
+        let c = Case::new(b, hq, hkv, step, pos, d, d);
+        let kc: Vec<f32> = (0..b * hkv)
+            .flat_map(|z| kh[z * total * d..(z * total + pos) * d].to_vec())
+            .collect();
+        let vc: Vec<f32> = (0..b * hkv)
+            .flat_map(|z| vh[z * total * d..(z * total + pos) * d].to_vec())
+            .collect();
+        let (want, want_lse) = reference(&c, &qh, &kc, &vc, &opts, None);
+        common::assert_close(
+            "kv cache O",
+            &got.o.to_vec_blocking::<f32>().unwrap(),
+            &want,
+            |_| 2e-5,
+        );
+        common::assert_close(
+            "kv cache lse",
+            &got.lse.unwrap().to_vec_blocking::<f32>().unwrap(),
+            &want_lse,
+            |_| 2e-5,
+        );
+    }
+    assert_eq!(cache.len(), 70);
+    assert!(cache.capacity() >= 70);
+}
+
+#[test]
+fn every_error_variant() {
+    let Some(ctx) = common::ctx() else { return };
+    let t = |s: &[usize]| ctx.zeros(s, DType::F32).unwrap();
+    let q = t(&[2, 4, 8, 16]);
+    let k = t(&[2, 2, 9, 16]);
+    let v = t(&[2, 2, 9, 12]);
+    let o = AttentionOptions::new();
+    let shape =
+        |r: wgtile::Result<wgtile::AttentionOutput>| matches!(r, Err(Error::ShapeMismatch { .. }));
+    assert!(
+        shape(ctx.attention(&q, &t(&[2, 2, 9, 8]), &v, &o)),
+        "head dims"
+    );
+    assert!(
+        shape(ctx.attention(&q, &t(&[2, 3, 9, 16]), &t(&[2, 3, 9, 12]), &o)),
+        "Hq % Hkv"
+    );
+    assert!(
+        shape(ctx.attention(&q, &t(&[1, 2, 9, 16]), &t(&[1, 2, 9, 12]), &o)),
+        "batch"
+    );
+    assert!(
+        shape(ctx.attention(&q, &k, &t(&[2, 2, 8, 12]), &o)),
+        "k/v length"
+    );
+    assert!(
+        shape(ctx.attention(&q, &k, &v, &o.clone().bool_mask(&t(&[8, 5])))),
+        "mask cols"
+    );
+    assert!(
+        shape(ctx.attention(&q, &k, &v, &o.clone().additive_mask(&t(&[3, 8, 9])))),
+        "mask batch"
+    );
+    assert!(
+        shape(ctx.attention(&q, &k, &v, &o.clone().additive_mask(&t(&[2, 3, 8, 9])))),
+        "mask heads"
+    );
+    assert!(
+        shape(ctx.attention(&q, &k, &v, &o.clone().key_lengths(&[1]))),
+        "lengths count"
+    );
+    assert!(matches!(
+        ctx.attention(&q, &k, &v, &o.clone().key_lengths(&[1, 10])),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.attention(&q, &k, &v, &o.clone().softcap(-1.0)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.attention(&q, &k, &v, &o.clone().scale(f32::NAN)),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(
+        matches!(
+            ctx.attention(&t(&[2, 8, 64]), &k, &v, &o),
+            Err(Error::InvalidArgument(_))
+        ),
+        "rank"
+    );
+    assert!(
+        shape(ctx.attention(
+            &t(&[2, 8, 60]),
+            &t(&[2, 9, 32]),
+            &t(&[2, 9, 32]),
+            &o.clone().packed(4, 2)
+        )),
+        "packed heads"
+    );
+    if ctx.profile().shader_f16 {
+        let h = ctx.zeros([2, 2, 9, 16], DType::F16).unwrap();
+        assert!(matches!(
+            ctx.attention(&q, &h, &v, &o),
+            Err(Error::DTypeMismatch { .. })
+        ));
+        let hm = ctx.zeros([8, 9], DType::F16).unwrap();
+        assert!(matches!(
+            ctx.attention(&q, &k, &v, &o.clone().bool_mask(&hm)),
+            Err(Error::DTypeMismatch { .. })
+        ));
+    }
+    // f16 without SHADER_F16 is reported by require_f16 on such adapters;
+    // the naive path refuses a score matrix over the binding limit.
+    let (max, _) = ctx.profile().max_tensor_bytes();
+    let side = ((max / 4) as f64).sqrt() as usize + 64;
+    let big_q = ctx.zeros([1, 1, side, 1], DType::F32).unwrap();
+    let big_k = ctx.zeros([1, 1, side, 1], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.attention_plan(
+            &big_q,
+            &big_k,
+            &big_k,
+            &o.clone().kernel(AttentionKernel::Naive)
+        ),
+        Err(Error::LimitExceeded { .. })
+    ));
+    let out = ctx.attention(&q, &k, &v, &o.clone().with_lse()).unwrap();
+    let lse = out.lse.unwrap();
+    let bwd = |o_: &Tensor, d_o: &Tensor, lse: &Tensor| {
+        ctx.attention_backward(&q, &k, &v, o_, d_o, lse, &o)
+    };
+    assert!(
+        matches!(
+            bwd(&out.o, &t(&[2, 4, 8, 11]), &lse),
+            Err(Error::ShapeMismatch { .. })
+        ),
+        "d_o shape"
+    );
+    assert!(
+        matches!(
+            bwd(&out.o, &out.o, &t(&[2, 4, 7])),
+            Err(Error::ShapeMismatch { .. })
+        ),
+        "lse shape"
+    );
+    assert!(matches!(
+        ctx.attention_backward(&q, &t(&[2, 2, 9, 8]), &v, &out.o, &out.o, &lse, &o),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let mut cache = KvCache::new(&ctx, 2, 2, 16, 12, 4, DType::F32).unwrap();
+    assert!(matches!(
+        cache.append(&t(&[2, 2, 3, 8]), &t(&[2, 2, 3, 12])),
+        Err(Error::ShapeMismatch { .. })
+    ));
+}
+
+/// f64 forward of one case from host data: P rows, O, and the reference
+/// gradients for upstream gradient `d_o`: returns (dq, dk, dv).
+#[allow(clippy::too_many_arguments)]
+fn reference_backward(
+    c: &Case,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    d_o: &[f32],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let qf: Vec<f64> = q.iter().map(|&x| f64::from(x)).collect();
+    let kf: Vec<f64> = k.iter().map(|&x| f64::from(x)).collect();
+    let vf: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+    let dof: Vec<f64> = d_o.iter().map(|&x| f64::from(x)).collect();
+    backward_f64(c, &qf, &kf, &vf, &dof, opts, mask)
+}
+
+/// Visible-logit matrix of one (b, h, i) row in f64: (logit or None, d logit / d(q.k)).
+#[allow(clippy::too_many_arguments)]
+fn row_logits(
+    c: &Case,
+    q: &[f64],
+    k: &[f64],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+    b: usize,
+    h: usize,
+    i: usize,
+) -> Vec<Option<(f64, f64)>> {
+    let scale = f64::from(opts.scale.unwrap_or(1.0 / (c.d as f32).sqrt()));
+    let offset = match opts.alignment {
+        DiagonalAlignment::TopLeft => 0i64,
+        DiagonalAlignment::BottomRight => c.sk as i64 - c.sq as i64,
+    };
+    let hk = h / (c.hq / c.hkv);
+    let keys = opts.key_lengths.as_ref().map_or(c.sk, |l| l[b] as usize);
+    (0..c.sk)
+        .map(|j| {
+            let (ii, jj) = (i as i64, j as i64);
+            if j >= keys
+                || (opts.causal && jj > ii + offset)
+                || opts
+                    .window_left
+                    .is_some_and(|w| jj < ii + offset - w as i64)
+                || opts
+                    .window_right
+                    .is_some_and(|w| jj > ii + offset + w as i64)
+            {
+                return None;
+            }
+            let dot: f64 = (0..c.d)
+                .map(|x| {
+                    q[((b * c.hq + h) * c.sq + i) * c.d + x]
+                        * k[((b * c.hkv + hk) * c.sk + j) * c.d + x]
+                })
+                .sum();
+            let (mut s, g) = match opts.softcap {
+                Some(cap) => {
+                    let cap = f64::from(cap);
+                    let th = (dot * scale / cap).tanh();
+                    (cap * th, scale * (1.0 - th * th))
+                }
+                None => (dot * scale, scale),
+            };
+            if let Some(m) = mask {
+                let idx = [b, h, i, j];
+                let mut off = 0;
+                for (&dim, &at) in m.dims.iter().zip(&idx) {
+                    off = off * dim + if dim == 1 { 0 } else { at };
+                }
+                let mv = f64::from(m.data[off]);
+                if m.additive {
+                    s += mv;
+                } else if mv == 0.0 {
+                    return None;
+                }
+            }
+            if s == f64::NEG_INFINITY {
+                None
+            } else {
+                Some((s, g))
+            }
+        })
+        .collect()
+}
+
+/// f64 forward loss helper: O for f64 inputs.
+fn forward_f64(
+    c: &Case,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+) -> Vec<f64> {
+    let mut o = vec![0.0; c.b * c.hq * c.sq * c.dv];
+    for b in 0..c.b {
+        for h in 0..c.hq {
+            let hk = h / (c.hq / c.hkv);
+            for i in 0..c.sq {
+                let row = row_logits(c, q, k, opts, mask, b, h, i);
+                let mx = row
+                    .iter()
+                    .flatten()
+                    .map(|x| x.0)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                if mx == f64::NEG_INFINITY {
+                    continue;
+                }
+                let l: f64 = row.iter().flatten().map(|x| (x.0 - mx).exp()).sum();
+                for (j, e) in row.iter().enumerate() {
+                    if let Some((s, _)) = e {
+                        let p = (s - mx).exp() / l;
+                        for x in 0..c.dv {
+                            o[((b * c.hq + h) * c.sq + i) * c.dv + x] +=
+                                p * v[((b * c.hkv + hk) * c.sk + j) * c.dv + x];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    o
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward_f64(
+    c: &Case,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    d_o: &[f64],
+    opts: &AttentionOptions,
+    mask: Option<&HostMask>,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let mut dq = vec![0.0; q.len()];
+    let mut dk = vec![0.0; k.len()];
+    let mut dv = vec![0.0; v.len()];
+    for b in 0..c.b {
+        for h in 0..c.hq {
+            let hk = h / (c.hq / c.hkv);
+            for i in 0..c.sq {
+                let row = row_logits(c, q, k, opts, mask, b, h, i);
+                let mx = row
+                    .iter()
+                    .flatten()
+                    .map(|x| x.0)
+                    .fold(f64::NEG_INFINITY, f64::max);
+                if mx == f64::NEG_INFINITY {
+                    continue;
+                }
+                let l: f64 = row.iter().flatten().map(|x| (x.0 - mx).exp()).sum();
+                let orow = (b * c.hq + h) * c.sq + i;
+                let p: Vec<f64> = row
+                    .iter()
+                    .map(|e| e.map_or(0.0, |(s, _)| (s - mx).exp() / l))
+                    .collect();
+                let dp: Vec<f64> = (0..c.sk)
+                    .map(|j| {
+                        (0..c.dv)
+                            .map(|x| {
+                                d_o[orow * c.dv + x] * v[((b * c.hkv + hk) * c.sk + j) * c.dv + x]
+                            })
+                            .sum()
+                    })
+                    .collect();
+                let delta: f64 = (0..c.sk).map(|j| p[j] * dp[j]).sum();
+                for j in 0..c.sk {
+                    let Some((_, g)) = row[j] else { continue };
+                    let kv_row = (b * c.hkv + hk) * c.sk + j;
+                    for x in 0..c.dv {
+                        dv[kv_row * c.dv + x] += p[j] * d_o[orow * c.dv + x];
+                    }
+                    let ds = p[j] * (dp[j] - delta) * g;
+                    for x in 0..c.d {
+                        dq[orow * c.d + x] += ds * k[kv_row * c.d + x];
+                        dk[kv_row * c.d + x] += ds * q[orow * c.d + x];
+                    }
+                }
+            }
+        }
+    }
+    (dq, dk, dv)
+}
+
+/// Runs forward (flash, with lse) then backward on the GPU and compares the
+/// gradients with the f64 reference: error <= tol * max(1, max |grad|).
+fn check_backward(
+    ctx: &Context,
+    c: &Case,
+    opts: &AttentionOptions,
+    mask: Option<HostMask>,
+    seed: u64,
+) {
+    let (qt, q) = common::upload(
+        ctx,
+        &common::random(c.b * c.hq * c.sq * c.d, seed),
+        &[c.b, c.hq, c.sq, c.d],
+        c.dtype,
+    );
+    let (kt, k) = common::upload(
+        ctx,
+        &common::random(c.b * c.hkv * c.sk * c.d, seed + 1),
+        &[c.b, c.hkv, c.sk, c.d],
+        c.dtype,
+    );
+    let (vt, v) = common::upload(
+        ctx,
+        &common::random(c.b * c.hkv * c.sk * c.dv, seed + 2),
+        &[c.b, c.hkv, c.sk, c.dv],
+        c.dtype,
+    );
+    let (dot, d_o) = common::upload(
+        ctx,
+        &common::random(c.b * c.hq * c.sq * c.dv, seed + 3),
+        &[c.b, c.hq, c.sq, c.dv],
+        c.dtype,
+    );
+    let mut opts = opts.clone().with_lse();
+    let mut host_mask = None;
+    if let Some(m) = mask {
+        let (t, vals) = common::upload(ctx, &m.data, &m.shape, c.dtype);
+        opts.mask = Some(if m.additive {
+            wgtile::AttentionMask::Additive(t)
+        } else {
+            wgtile::AttentionMask::Boolean(t)
+        });
+        host_mask = Some(HostMask { data: vals, ..m });
+    }
+    let fwd = ctx.attention(&qt, &kt, &vt, &opts).unwrap();
+    let lse = fwd.lse.unwrap();
+    let (plan, grads) = ctx
+        .attention_backward_plan(&qt, &kt, &vt, &fwd.o, &dot, &lse, &opts)
+        .unwrap();
+    for t in [&grads.dq, &grads.dk, &grads.dv] {
+        ctx.fill(t, f32::NAN).unwrap();
+    }
+    plan.run().unwrap();
+    let (dq, dk, dv) = reference_backward(c, &q, &k, &v, &d_o, &opts, host_mask.as_ref());
+    let tol = match c.dtype {
+        DType::F32 => 2e-5,
+        DType::F16 => 2e-2,
+    };
+    for (name, got, want) in [
+        ("dq", &grads.dq, dq),
+        ("dk", &grads.dk, dk),
+        ("dv", &grads.dv, dv),
+    ] {
+        let got = got.to_f32_vec_blocking().unwrap();
+        let scale = want.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+        common::assert_close(&format!("{name} {c:?} {opts:?}"), &got, &want, |_| {
+            tol * scale
+        });
+    }
+}
+
+#[test]
+fn backward_matches_analytic_gradients() {
+    let Some(ctx) = common::ctx() else { return };
+    check_backward(
+        &ctx,
+        &Case::new(1, 2, 2, 33, 47, 32, 24),
+        &AttentionOptions::new(),
+        None,
+        200,
+    );
+    check_backward(
+        &ctx,
+        &Case::new(2, 4, 2, 17, 40, 16, 16),
+        &AttentionOptions::new().causal(DiagonalAlignment::BottomRight),
+        None,
+        201,
+    );
+    check_backward(
+        &ctx,
+        &Case::new(1, 2, 1, 40, 40, 64, 64),
+        &AttentionOptions::new()
+            .window(Some(7), Some(3))
+            .softcap(2.0)
+            .scale(1.5),
+        None,
+        202,
+    );
+    let c = Case::new(3, 1, 1, 20, 30, 8, 8);
+    let data = mask_values(3 * 20 * 30, 203, true);
+    let m = HostMask {
+        additive: true,
+        dims: [3, 1, 20, 30],
+        shape: vec![3, 1, 20, 30],
+        data,
+    };
+    check_backward(
+        &ctx,
+        &c,
+        &AttentionOptions::new().key_lengths(&[30, 0, 11]),
+        Some(m),
+        204,
+    );
+    let data = mask_values(20 * 30, 205, false);
+    let m = HostMask {
+        additive: false,
+        dims: [1, 1, 20, 30],
+        shape: vec![20, 30],
+        data,
+    };
+    check_backward(
+        &ctx,
+        &c,
+        &AttentionOptions::new().causal(DiagonalAlignment::TopLeft),
+        Some(m),
+        206,
+    );
+    check_backward(
+        &ctx,
+        &Case::new(1, 1, 1, 9, 129, 128, 80),
+        &AttentionOptions::new(),
+        None,
+        207,
+    );
+    // The small-adapter tile shape (64 invocations), forced.
+    let mut small = AttentionOptions::new()
+        .causal(DiagonalAlignment::TopLeft)
+        .softcap(3.0);
+    small.backward_tiles = Some(wgtile::tune::attention::BACKWARD_CANDIDATES[1]);
+    check_backward(&ctx, &Case::new(1, 4, 2, 37, 29, 40, 24), &small, None, 209);
+    if ctx.profile().shader_f16 {
+        let mut c = Case::new(1, 2, 1, 33, 20, 32, 32);
+        c.dtype = DType::F16;
+        check_backward(
+            &ctx,
+            &c,
+            &AttentionOptions::new().causal(DiagonalAlignment::BottomRight),
+            None,
+            208,
+        );
+    }
+}
+
+#[test]
+fn backward_matches_finite_differences() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = Case::new(1, 2, 1, 3, 5, 3, 2);
+    let opts = AttentionOptions::new()
+        .softcap(1.5)
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    let q = common::random(c.hq * c.sq * c.d, 300);
+    let k = common::random(c.hkv * c.sk * c.d, 301);
+    let v = common::random(c.hkv * c.sk * c.dv, 302);
+    let d_o = common::random(c.hq * c.sq * c.dv, 303);
+    let qt = ctx.tensor(&q, [1, c.hq, c.sq, c.d]).unwrap();
+    let kt = ctx.tensor(&k, [1, c.hkv, c.sk, c.d]).unwrap();
+    let vt = ctx.tensor(&v, [1, c.hkv, c.sk, c.dv]).unwrap();
+    let dot = ctx.tensor(&d_o, [1, c.hq, c.sq, c.dv]).unwrap();
+    let fwd = ctx.attention(&qt, &kt, &vt, &opts).unwrap();
+    let g = ctx
+        .attention_backward(&qt, &kt, &vt, &fwd.o, &dot, &fwd.lse.unwrap(), &opts)
+        .unwrap();
+    let f = |x: &[f32]| x.iter().map(|&y| f64::from(y)).collect::<Vec<f64>>();
+    let (q64, k64, v64, do64) = (f(&q), f(&k), f(&v), f(&d_o));
+    let loss = |q: &[f64], k: &[f64], v: &[f64]| -> f64 {
+        forward_f64(&c, q, k, v, &opts, None)
+            .iter()
+            .zip(&do64)
+            .map(|(a, b)| a * b)
+            .sum()
+    };
+    let eps = 1e-5;
+    for (which, got) in [(0, &g.dq), (1, &g.dk), (2, &g.dv)] {
+        let got = got.to_vec_blocking::<f32>().unwrap();
+        let base = [&q64, &k64, &v64][which];
+        for idx in 0..base.len() {
+            let mut plus = [q64.clone(), k64.clone(), v64.clone()];
+            let mut minus = plus.clone();
+            plus[which][idx] += eps;
+            minus[which][idx] -= eps;
+            let fd = (loss(&plus[0], &plus[1], &plus[2]) - loss(&minus[0], &minus[1], &minus[2]))
+                / (2.0 * eps);
+            let err = (f64::from(got[idx]) - fd).abs();
+            assert!(
+                err < 1e-4,
+                "gradient {which} element {idx}: GPU {} vs finite difference {fd}",
+                got[idx]
+            );
+        }
+    }
+}
+
+#[test]
+fn dispatcher_picks_tiles_per_adapter() {
+    use wgtile::tune::attention::{
+        DECODE_TILES, FLASH_CANDIDATES, backward_tiles, flash_tiles, flash_tiles_for, kv_splits,
+    };
+    // H200-like: 48 KiB, 1024 invocations, 132 units.
+    let h200 = common::synthetic_profile(132, 1024, 48 * 1024);
+    let t = flash_tiles(&h200, 128).unwrap();
+    assert_eq!((t.br, t.tr, t.bc()), (128, 8, 64));
+    assert!(t.workgroup_bytes() <= 48 * 1024);
+    // Dv = 256 would need 128 accumulators per invocation at 8 rows: 4 rows.
+    assert_eq!(flash_tiles(&h200, 256).unwrap().tr, 4);
+    // 32 KiB (lavapipe-sized): the 64-row tile.
+    let small = common::synthetic_profile(8, 1024, 32 * 1024);
+    assert_eq!(flash_tiles(&small, 128).unwrap().br, 64);
+    // 128 invocations at most: the 64-invocation shape.
+    let narrow = common::synthetic_profile(8, 128, 32 * 1024);
+    assert_eq!(flash_tiles(&narrow, 64).unwrap().threads(), 64);
+    assert!(flash_tiles(&h200, 257).is_none());
+    // Decode: the 4-row tile, split over the keys until the GPU is full.
+    let d = flash_tiles_for(&h200, 1, 128).unwrap();
+    assert_eq!((d.br, d.nc, d.td, d.threads()), (4, 32, 4, 32));
+    assert_eq!(d, wgtile::tune::attention::decode_tiles(128));
+    assert_eq!(
+        wgtile::tune::attention::decode_tiles(256),
+        DECODE_TILES.for_value_dim(256)
+    );
+    let splits = kv_splits(&h200, 8, 32768, d);
+    assert!(
+        splits >= 16,
+        "{splits} splits for one row per KV head on 132 units"
+    );
+    // A full prefill needs no split.
+    assert_eq!(kv_splits(&h200, 4096, 4096, FLASH_CANDIDATES[0]), 1);
+    let b = backward_tiles(&h200, 128, 128).unwrap();
+    assert!(b.workgroup_bytes() <= 32 * 1024 && b.threads() == 128);
+    assert_eq!(backward_tiles(&narrow, 64, 64).unwrap().threads(), 128);
+}
+
+#[test]
+fn backward_in_packed_layout_matches_heads_first() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, hq, hkv, sq, sk, d) = (2, 4, 2, 19, 33, 16);
+    let qh = common::random(b * sq * hq * d, 400);
+    let kh = common::random(b * sk * hkv * d, 401);
+    let vh = common::random(b * sk * hkv * d, 402);
+    let doh = common::random(b * sq * hq * d, 403);
+    // [B, S, H*D] -> [B, H, S, D]
+    let to_heads = |x: &[f32], s: usize, h: usize| {
+        let mut out = vec![0.0; x.len()];
+        for bi in 0..b {
+            for si in 0..s {
+                for hi in 0..h {
+                    for di in 0..d {
+                        out[((bi * h + hi) * s + si) * d + di] =
+                            x[((bi * s + si) * h + hi) * d + di];
+                    }
+                }
+            }
+        }
+        out
+    };
+    let packed = AttentionOptions::new()
+        .packed(hq, hkv)
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    let t = |x: &[f32], s: &[usize]| ctx.tensor(x, s).unwrap();
+    let (q, k, v, d_o) = (
+        t(&qh, &[b, sq, hq * d]),
+        t(&kh, &[b, sk, hkv * d]),
+        t(&vh, &[b, sk, hkv * d]),
+        t(&doh, &[b, sq, hq * d]),
+    );
+    let fwd = ctx.attention(&q, &k, &v, &packed).unwrap();
+    let g = ctx
+        .attention_backward(&q, &k, &v, &fwd.o, &d_o, &fwd.lse.unwrap(), &packed)
+        .unwrap();
+    let heads = AttentionOptions::new()
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    let (q2, k2, v2, do2) = (
+        t(&to_heads(&qh, sq, hq), &[b, hq, sq, d]),
+        t(&to_heads(&kh, sk, hkv), &[b, hkv, sk, d]),
+        t(&to_heads(&vh, sk, hkv), &[b, hkv, sk, d]),
+        t(&to_heads(&doh, sq, hq), &[b, hq, sq, d]),
+    );
+    let fwd2 = ctx.attention(&q2, &k2, &v2, &heads).unwrap();
+    let g2 = ctx
+        .attention_backward(&q2, &k2, &v2, &fwd2.o, &do2, &fwd2.lse.unwrap(), &heads)
+        .unwrap();
+    for (name, p, h, s, nh) in [
+        ("dq", &g.dq, &g2.dq, sq, hq),
+        ("dk", &g.dk, &g2.dk, sk, hkv),
+        ("dv", &g.dv, &g2.dv, sk, hkv),
+    ] {
+        let got = to_heads(&p.to_vec_blocking::<f32>().unwrap(), s, nh);
+        let want: Vec<f64> = h
+            .to_vec_blocking::<f32>()
+            .unwrap()
+            .iter()
+            .map(|&x| f64::from(x))
+            .collect();
+        common::assert_close(name, &got, &want, |_| 1e-6);
+    }
+}
+
+#[test]
+fn every_sequence_length_pair() {
+    let Some(ctx) = common::ctx() else { return };
+    let lens = [1, 17, 64, 100, 129];
+    for (n, &sq) in lens.iter().enumerate() {
+        for (m, &sk) in lens.iter().enumerate() {
+            let opts = if (n + m) % 2 == 0 {
+                AttentionOptions::new().causal(DiagonalAlignment::BottomRight)
+            } else {
+                AttentionOptions::new()
+            };
+            check(
+                &ctx,
+                &Case::new(1, 1, 1, sq, sk, 32, 24),
+                &opts,
+                None,
+                (500 + 10 * n + m) as u64,
+            );
+        }
+    }
+}
