@@ -17,7 +17,10 @@
 //! 5. the memory-bound corner: GEMV in GB/s;
 //! 6. fusion: the lecture's `sin(x)^2 + cos(x)^2` as one kernel against five,
 //!    bytes moved and time, next to the copy bandwidth;
-//! 7. row operations (softmax, layer norm, sum) as a fraction of the copy.
+//! 7. row operations (softmax, layer norm, sum) as a fraction of the copy;
+//! 8. attention: the naive three kernels (scores materialised) against
+//!    FlashAttention at growing sequence lengths, time and memory, the longest
+//!    sequence each can run, and decoding with a growing KV cache.
 //!
 //! It opts in to wgpu's experimental cooperative matrices, and autotunes large
 //! shapes on GPUs (`WGTILE_AUTOTUNE=off` shows the heuristic's picks).
@@ -30,7 +33,8 @@ use clap::Parser;
 mod common;
 use common::{max_error, random_matrix};
 use wgtile::{
-    Axis, Context, ContextOptions, DType, MatmulKernel, MatmulOptions, Padding, Plan, TimingOptions,
+    AttentionKernel, AttentionOptions, Axis, Context, ContextOptions, DType, DiagonalAlignment,
+    KvCache, MatmulKernel, MatmulOptions, Padding, Plan, TimingOptions,
 };
 
 #[derive(Parser, Debug)]
@@ -78,6 +82,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     section("7. Row operations against the copy bandwidth");
     rowops_section(&ctx, &args)?;
+
+    section("8. Attention: naive vs FlashAttention, and decoding");
+    attention_section(&ctx, &args)?;
 
     println!("\ntour finished in {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
@@ -507,6 +514,118 @@ fn rowops_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
             "  {name:<18}  {gbps:>8.1} GB/s {:>4.0}% of copy {:>9.3} ms  max |err| {worst:.1e}",
             100.0 * gbps / copy_gbps,
             t * 1e3
+        );
+    }
+    Ok(())
+}
+
+fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let cpu = args.quick || ctx.profile().is_cpu();
+    let (b, h, d) = (1usize, 8usize, 64usize);
+    let dtype = DType::F32;
+    let lengths: Vec<usize> = if cpu {
+        vec![64, 128, 256]
+    } else {
+        vec![1024, 4096, 16384, 65536]
+    };
+    let (max_bytes, limit) = ctx.profile().max_tensor_bytes();
+    let elem = dtype.size() as u64;
+    // The naive path holds the B x H x S x S scores; flash only Q, K, V, O.
+    let naive_max = ((max_bytes / (b * h) as u64 / elem) as f64).sqrt() as u64;
+    let flash_max = max_bytes / (b * h * d) as u64 / elem;
+    println!(
+        "softmax(Q K^T / sqrt(D)) V, B = {b}, H = {h}, D = {d}, {dtype}, causal. The naive path\n\
+         writes the S x S scores to memory and reads them twice; flash streams K/V\n\
+         blocks through workgroup memory with an online softmax and never stores them.\n\
+         Longest S one tensor allows ({limit} = {} MiB): naive {naive_max}, flash {flash_max}.",
+        max_bytes >> 20
+    );
+    println!(
+        "  {:>6} {:>12} {:>10} {:>12} {:>10} {:>8}  max |flash - naive|",
+        "S", "naive ms", "scores MiB", "flash ms", "GFLOP/s", "speedup"
+    );
+    let opts = AttentionOptions::new().causal(DiagonalAlignment::TopLeft);
+    for &s_len in &lengths {
+        let shape = [b, h, s_len, d];
+        let (q, k, v) = (
+            ctx.zeros(shape, dtype)?,
+            ctx.zeros(shape, dtype)?,
+            ctx.zeros(shape, dtype)?,
+        );
+        for (i, t) in [&q, &k, &v].into_iter().enumerate() {
+            ctx.fill_random(t, 20 + i as u32)?;
+        }
+        let flops = 2.0 * (b * h * s_len * s_len * d) as f64; // causal: half of 4 B H S^2 D
+        let (flash, flash_out) =
+            ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Flash))?;
+        let t_flash = seconds(ctx, &flash, args)?;
+        let scores_mib = ((b * h * s_len * s_len) as u64 * elem) >> 20;
+        let naive = ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Naive));
+        match naive {
+            Ok((plan, out)) => {
+                let t_naive = seconds(ctx, &plan, args)?;
+                let a = flash_out.o.to_vec_blocking::<f32>()?;
+                let n = out.o.to_vec_blocking::<f32>()?;
+                let diff = a
+                    .iter()
+                    .zip(&n)
+                    .map(|(x, y)| f64::from((x - y).abs()))
+                    .fold(
+                        0.0,
+                        |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
+                    );
+                println!(
+                    "  {s_len:>6} {:>12.3} {scores_mib:>10} {:>12.3} {:>10.1} {:>7.1}x  {diff:.1e}",
+                    t_naive * 1e3,
+                    t_flash * 1e3,
+                    flops / t_flash / 1e9,
+                    t_naive / t_flash
+                );
+            }
+            Err(e) => println!(
+                "  {s_len:>6} {:>12} {scores_mib:>10} {:>12.3} {:>10.1} {:>8}  (naive: {e})",
+                "no fit",
+                t_flash * 1e3,
+                flops / t_flash / 1e9,
+                "-"
+            ),
+        }
+    }
+
+    // Decoding: one new query row per token against a growing f16 cache,
+    // split over workgroups along the keys (flash-decoding).
+    let dtype = if ctx.profile().shader_f16 {
+        DType::F16
+    } else {
+        DType::F32
+    };
+    let (hq, hkv, d) = (32usize, 8usize, 128usize);
+    let steps: Vec<usize> = if cpu {
+        vec![256, 1024]
+    } else {
+        vec![1024, 4096, 16384, 32768]
+    };
+    println!(
+        "\ndecoding (B = 1, Hq = {hq}, Hkv = {hkv}, D = {d}, {dtype}): attention time per token of\n\
+         one layer as the KV cache grows; the floor is reading the cache once."
+    );
+    let mut cache = KvCache::new(ctx, 1, hkv, d, d, 256, dtype)?;
+    let q = ctx.zeros([1, hq, 1, d], dtype)?;
+    ctx.fill_random(&q, 30)?;
+    let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
+    for &len in &steps {
+        let add = len - cache.len();
+        let kv = ctx.zeros([1, hkv, add, d], dtype)?;
+        ctx.fill_random(&kv, len as u32)?;
+        cache.append(&kv, &kv)?;
+        let (plan, _) = ctx.attention_cached_plan(&q, &cache, &opts)?;
+        let t = seconds(ctx, &plan, args)?;
+        let cache_bytes = (2 * hkv * len * d * dtype.size()) as f64;
+        println!(
+            "  cache {len:>6}: {:>9.1} us/token = {:>8.0} tokens/s, {:>7.1} GB/s of cache read",
+            t * 1e6,
+            1.0 / t,
+            cache_bytes / t / 1e9
         );
     }
     Ok(())
