@@ -3,15 +3,21 @@
 # tensor cores on, matmul at aligned and odd sizes, fusion, row ops and
 # attention, each next to PyTorch in the same call. Build with
 # `scripts/build-device.sh` (it packs the binaries into .bin/bins.tar.xz),
-# carry .bin and .gl. Logs go to $OUT, a summary is printed last.
+# carry .bin and .gl. The whole log goes to $OUT/all.log.
 set -u
 OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 [ -f .bin/bins.tar.xz ] && tar -C .bin -xJf .bin/bins.tar.xz
 export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/all.log"
 B=./.bin
-run() { local name=$1; shift; echo "== $name"; ( "$@" ) 2>&1 | tee "$OUT/$name.log" | tail -n "${TAIL:-40}"; }
+# Every part's full output goes to $OUT/all.log (the device returns few
+# files); the terminal gets its last lines.
+run() {
+  local name=$1; shift
+  echo "== $name" | tee -a "$OUT/all.log"
+  ( "$@" ) 2>&1 | tee -a "$OUT/all.log" | tail -n "${TAIL:-40}"
+}
 # 1. correctness on the kernels lavapipe cannot run (tensor cores)
 for t in matmul padded attention; do
   [ -x $B/test_$t ] && TAIL=4 run test_$t $B/test_$t --test-threads=1
@@ -32,3 +38,5 @@ TAIL=30 run torch_rowops python3 scripts/torch_rowops.py --dtype f32 --no-compil
 # 4. attention
 [ -x $B/attention ] && TAIL=40 run attention $B/attention
 [ -f scripts/torch_attention.py ] && TAIL=40 run torch_attention python3 scripts/torch_attention.py
+# 5. the tour, as `cargo xtask tour` runs it
+[ -x $B/tour ] && TAIL=200 run tour $B/tour
