@@ -12,8 +12,6 @@
 //! `--sweep-tiles` also times every flash tile candidate the adapter fits,
 //! to check the dispatcher's pick on a new GPU.
 
-use std::time::Instant;
-
 use clap::Parser;
 use wgtile::tune::attention::{FLASH_CANDIDATES, SWEEP_TILES, TEST_TILES};
 use wgtile::{
@@ -36,6 +34,15 @@ struct Args {
     /// to check the dispatcher's choice (printed first on each line).
     #[arg(long)]
     sweep_tiles: bool,
+    /// Sequence lengths of the forward cases (default: 1024,4096; --quick 128,256).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Head dimensions of the forward cases (default: 128,64; --quick 64).
+    #[arg(long, value_delimiter = ',')]
+    dims: Vec<usize>,
+    /// Only the tile sweep (with --sweep-tiles): no forward table, backward or decode.
+    #[arg(long)]
+    sweep_only: bool,
     /// f32 FMA peak of the adapter in TFLOP/s, for the "% peak" column (the
     /// f16 path also computes in f32). Default: the H200 datasheet's 67.
     #[arg(long, default_value_t = 67.0)]
@@ -82,11 +89,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     // Forward: flash vs naive.
-    let (b, h, sizes, dims): (usize, usize, Vec<usize>, Vec<usize>) = if args.quick {
+    let (b, h, mut sizes, mut dims): (usize, usize, Vec<usize>, Vec<usize>) = if args.quick {
         (1, 2, vec![128, 256], vec![64])
     } else {
         (4, 16, vec![1024, 4096], vec![128, 64])
     };
+    if !args.sizes.is_empty() {
+        sizes = args.sizes.clone();
+    }
+    if !args.dims.is_empty() {
+        dims = args.dims.clone();
+    }
     let mut cases = Vec::new();
     for &d in &dims {
         for &s in &sizes {
@@ -107,7 +120,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    if !args.quick && !args.no_long {
+    if !args.quick && !args.no_long && !args.sweep_only {
         for causal in [false, true] {
             for dtype in [DType::F32, DType::F16] {
                 if dtype == DType::F16 && !f16 {
@@ -142,7 +155,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("{:.0}%", 100.0 * flops / t / (args.peak_tflops * 1e12))
         }
     };
-    for c in &cases {
+    for c in cases.iter().filter(|_| !args.sweep_only) {
         let q = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
         let k = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
         let v = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
@@ -256,6 +269,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    if args.sweep_only {
+        return Ok(());
+    }
     // Backward (recomputation): 2.5x the forward FLOPs.
     println!(
         "\n{:<34} {:>10} {:>9}",
@@ -339,31 +355,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Device-to-device copy bandwidth (bytes read + written per second), from
-/// the wall clock around a batch of buffer copies.
+/// Device copy bandwidth (bytes read + written per second): the row kernels'
+/// copy of a `bytes`-sized f32 tensor, timed with GPU timestamps like every
+/// other number here.
 fn copy_bandwidth(ctx: &Context, bytes: u64) -> Result<f64, Box<dyn std::error::Error>> {
-    let device = ctx.device();
-    let make = || {
-        device.create_buffer(&wgtile::wgpu::BufferDescriptor {
-            label: Some("copy bench"),
-            size: bytes,
-            usage: wgtile::wgpu::BufferUsages::COPY_SRC | wgtile::wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })
-    };
-    let (a, b) = (make(), make());
-    let run = |n: u32| -> Result<f64, Box<dyn std::error::Error>> {
-        let mut enc = device.create_command_encoder(&Default::default());
-        for _ in 0..n {
-            enc.copy_buffer_to_buffer(&a, 0, &b, 0, Some(bytes));
-        }
-        let start = Instant::now();
-        ctx.queue().submit([enc.finish()]);
-        device.poll(wgtile::wgpu::PollType::wait_indefinitely())?;
-        Ok(start.elapsed().as_secs_f64())
-    };
-    run(3)?;
-    let n = 20;
-    let t = run(n)?;
-    Ok(2.0 * bytes as f64 * f64::from(n) / t)
+    let x = ctx.zeros([(bytes / 4) as usize], DType::F32)?;
+    let plan = ctx.copy_plan(&x)?;
+    let t = time(ctx, &plan, 20)?;
+    Ok(plan.bytes() as f64 / t)
 }

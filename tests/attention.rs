@@ -1301,10 +1301,10 @@ fn dispatcher_picks_tiles_per_adapter() {
     };
     // H200-like: 48 KiB, 1024 invocations, 132 units.
     let h200 = common::synthetic_profile(132, 1024, 48 * 1024);
+    // 128 rows, 4 per invocation (8 per invocation spilled on the H200).
     let t = flash_tiles(&h200, 128).unwrap();
-    assert_eq!((t.br, t.tr, t.bc()), (128, 8, 64));
+    assert_eq!((t.br, t.tr, t.bc(), t.threads()), (128, 4, 64, 512));
     assert!(t.workgroup_bytes() <= 48 * 1024);
-    // Dv = 256 would need 128 accumulators per invocation at 8 rows: 4 rows.
     assert_eq!(flash_tiles(&h200, 256).unwrap().tr, 4);
     // 32 KiB (lavapipe-sized): the 64-row tile.
     let small = common::synthetic_profile(8, 1024, 32 * 1024);

@@ -292,7 +292,9 @@ fn other_ops_refuse_padded_tensors() {
     refused("softmax", ctx.softmax(&t));
     refused("layer_norm", ctx.layer_norm(&t, None, None, 1e-5));
     refused("sum", ctx.sum(&t, wgtile::Axis::Last));
-    let q = ctx.tensor_padded(&common::random(5 * 7, 10), [1, 1, 5, 7], 8).unwrap();
+    let q = ctx
+        .tensor_padded(&common::random(5 * 7, 10), [1, 1, 5, 7], 8)
+        .unwrap();
     let attention = ctx.attention(&q, &q, &q, &wgtile::AttentionOptions::default());
     refused("attention", attention.map(|o| o.o));
     // Through contiguous() they work.

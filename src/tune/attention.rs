@@ -125,14 +125,18 @@ impl fmt::Display for FlashTiles {
     }
 }
 
-/// Tile candidates, preferred first: 128 query rows with 8 rows per invocation
-/// (45.5 KiB of workgroup memory: GPUs with 48 KiB, like the H200), 64 rows
-/// with 4 per invocation (25 KiB: lavapipe's 32 KiB), then a 64-invocation
-/// shape for small adapters. `td`/`vk` are set per value head dimension.
+/// Tile candidates, preferred first: 128 query rows with 4 rows per
+/// invocation (512 invocations, for GPUs with 48 KiB of workgroup memory like
+/// the H200), 64 rows with 4 per invocation (lavapipe's 32 KiB), then a
+/// 64-invocation shape for small adapters. `td`/`vk` are set per value head
+/// dimension. Measured on the H200 (`attention --sweep-tiles`, B=4 H=16
+/// S=1024, TFLOP/s, D=128 full f32/f16, D=64 full f32): 128x4 23.7 / 22.2 /
+/// 19.5; 64x4 18.2 / 14.6 / 15.0; the 8-rows-per-invocation tiles (8 x 4
+/// scores and 8 x 8 outputs in registers) 2.1 / 2.1 / 2.2: they spill.
 pub const FLASH_CANDIDATES: [FlashTiles; 3] = [
     FlashTiles {
         br: 128,
-        tr: 8,
+        tr: 4,
         nc: 16,
         td: 8,
         dk: 16,
@@ -398,9 +402,10 @@ pub fn attention_specs() -> Vec<Spec> {
 }
 
 /// More tile shapes the benchmark's `--sweep-tiles` times on GPUs (never
-/// picked by the dispatcher): wider key blocks, 4-row tiles at 128 rows and
-/// 512 invocations, a 128-invocation 32-row tile. Where one beats
-/// [`FLASH_CANDIDATES`] on a GPU, it belongs there.
+/// picked by the dispatcher): wider key blocks, the 8-rows-per-invocation
+/// tile at 128 rows (10x slower than 4 rows on the H200: register spills),
+/// a 128-invocation 32-row tile. Where one beats [`FLASH_CANDIDATES`] on a
+/// GPU, it belongs there.
 pub const SWEEP_TILES: [FlashTiles; 3] = [
     FlashTiles {
         br: 64,
@@ -412,7 +417,7 @@ pub const SWEEP_TILES: [FlashTiles; 3] = [
     },
     FlashTiles {
         br: 128,
-        tr: 4,
+        tr: 8,
         nc: 16,
         td: 8,
         dk: 16,
