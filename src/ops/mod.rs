@@ -2,6 +2,7 @@
 //! which kernel to run, and builds a [`Plan`](crate::Plan) of dispatches.
 
 pub mod elementwise;
+pub mod fused_rows;
 pub mod matmul;
 pub mod reduce;
 pub mod rowops;
