@@ -38,6 +38,12 @@
 //! epilogue function, with the same per-op code and helpers (scalar `V`);
 //! [`crate::kernels::Spec::epilogue`] splices it into any matmul kernel.
 //!
+//! # Row kernels
+//! [`rows`] generates the load and store hook parts of the row kernels
+//! (reductions, softmax, norms) from an input expression and an epilogue of
+//! [`Expr::acc`], for [`crate::ops::fused_rows`]; those pipelines share this
+//! cache, keyed by (kernel specialisation, structure key).
+//!
 //! # Cache key
 //! [`Generated::key`] is a canonical string of everything the text depends
 //! on and nothing else: path (vec4 or scalar), output dtype, each input's

@@ -418,6 +418,37 @@ fn log_softmax_and_epilogues_reading_the_input() {
     }
 }
 
+/// Mixed dtypes: an f32 input plus an f16 mask gives an f32 softmax (the
+/// module gets `enable f16;`), an f16 input with an f32 epilogue tensor
+/// stays f16.
+#[test]
+fn mixed_dtypes() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        return;
+    }
+    let n = 127;
+    let (x, xh) = common::upload(&ctx, &common::random(3 * n, 1), &[3, n], DType::F32);
+    let (m, mh) = common::upload(&ctx, &common::random(n, 2), &[n], DType::F16);
+    let plan = ctx.softmax_of_plan(&(x.expr() + &m), None).unwrap();
+    assert_eq!(plan.output().dtype(), DType::F32);
+    let got = run_poisoned(&ctx, &plan);
+    let z: Vec<f64> = (0..3 * n).map(|e| f64::from(xh[e] + mh[e % n])).collect();
+    let want = softmax_rows(&z, n);
+    common::assert_close(plan.label(), &got, &want, |i| want[i] * 40.0 * U);
+    let (h, hh) = common::upload(&ctx, &common::random(3 * n, 3), &[3, n], DType::F16);
+    let plan = ctx
+        .softmax_of_plan(&h.expr(), Some(&(Expr::acc() * &x)))
+        .unwrap();
+    assert_eq!(plan.output().dtype(), DType::F16);
+    let got = run_poisoned(&ctx, &plan);
+    let p = softmax_rows(&hh.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), n);
+    let want: Vec<f64> = p.iter().zip(&xh).map(|(p, &x)| p * f64::from(x)).collect();
+    common::assert_close(plan.label(), &got, &want, |i| {
+        out_rounding(DType::F16, want[i]) + want[i].abs() * 40.0 * U
+    });
+}
+
 /// `x * 2` and `y * 3` (same shapes, same kernel) share one pipeline: the
 /// scalar is data, not text.
 #[test]

@@ -18,7 +18,8 @@
 //! Fusion hooks: every row kernel reads its input only through `load_x` /
 //! `load_x4` (`shaders/rowops_load.wgsl`) and writes only through `store_y` /
 //! `store_y4` (`shaders/rowops_store.wgsl`), so generated elementwise code can
-//! replace those parts (see `shaders/README.md`).
+//! replace those parts (see `shaders/README.md`); [`crate::ops::fused_rows`]
+//! (`ctx.softmax_of(&expr, epilogue)`, `ctx.sum_of(&expr, axis)`, ...) does.
 //!
 //! This module checks inputs and builds plans; it does not build WGSL.
 //!
