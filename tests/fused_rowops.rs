@@ -449,6 +449,23 @@ fn mixed_dtypes() {
     });
 }
 
+/// A one-element tensor operand (read at element 0 for every element).
+#[test]
+fn one_element_operand() {
+    let Some(ctx) = common::ctx() else { return };
+    for n in [7usize, 1024] {
+        let (x, xh) = common::upload(&ctx, &common::random(5 * n, 9), &[5, n], DType::F32);
+        let s = ctx.tensor(&[-1.5f32], [1]).unwrap();
+        let plan = ctx
+            .reduce_of_plan(&(x.expr() * &s), Reduction::Sum, Axis::Last)
+            .unwrap();
+        let got = run_poisoned(&ctx, &plan);
+        let vals: Vec<f64> = xh.iter().map(|&v| f64::from(v * -1.5)).collect();
+        let (want, bound) = reduce_ref(&vals, n, Reduction::Sum, DType::F32);
+        common::assert_close(plan.label(), &got, &want, |i| bound[i]);
+    }
+}
+
 /// `x * 2` and `y * 3` (same shapes, same kernel) share one pipeline: the
 /// scalar is data, not text.
 #[test]

@@ -414,12 +414,14 @@ fn row_kernels_with_generated_hooks() {
         let col = Expr::input(3, [2, 3, 5, 1], dtype);
         let mixed = Expr::input(4, [5, n], other);
         let keep = Expr::input(5, [2, 3, 5, n], dtype);
+        let single = Expr::input(6, [1], dtype);
         let loads = [
             &x * &x,
             &x * 0.125 + &mask,
             (&x - &row).abs(),
             (&x + &col).exp(),
             &x * 0.5 + &mixed,
+            &x * &single - &single,
             x.clone(),
         ];
         let store = spec
