@@ -264,7 +264,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          The last row is eval_many (one kernel, two outputs) against two separate fused kernels.\n\
          Row rows: an expression feeding a row op in ONE kernel (ctx.sum_of, softmax_of, rms_norm_of)\n\
          against eval (kernel 1, the expression into memory) then the row op (kernel 2); max err is\n\
-         max |fused - unfused| over the output."
+         max |fused - unfused| over the output (f16: the unfused path rounds the expression to f16\n\
+         before the row op, so they may differ by about one f16 ulp of the result)."
     );
     Ok(())
 }
