@@ -230,7 +230,10 @@ impl RowSource<'_> {
             )
         })?;
         let (uniform, consts) = fusion.buffers(ctx, &hooks);
-        let mut binds = vec![(crate::fusion::rows::ROW_UNIFORM_BINDING, uniform)];
+        let mut binds = Vec::new();
+        if hooks.uniform {
+            binds.push((crate::fusion::rows::ROW_UNIFORM_BINDING, uniform));
+        }
         if let Some(c) = consts {
             binds.push((crate::fusion::rows::ROW_CONSTANTS_BINDING, c));
         }
