@@ -12,6 +12,12 @@
 //! is the speedup), the fraction of the measured copy bandwidth (the identity
 //! expression `y = x`, read + write, timed in the same run), and for the
 //! unfused path its kernel count and the bytes it really moves.
+//! Then the row cases: an expression feeding a row op in one kernel
+//! (`sum_of(x*x)` over rows of 4096, `softmax_of(x*0.125 + mask)` on
+//! attention scores [1, H, Sq, 4096] with a [Sq, 4096] additive mask,
+//! `rms_norm_of(x + residual)`; 16384 rows by default, 256 with `--quick`)
+//! against `eval` then the row op (two kernels, the expression's result
+//! written and read back), with the same columns.
 //! `scripts/torch_fusion.py` prints the same cases for PyTorch.
 
 use clap::Parser;
@@ -250,11 +256,115 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (4 * n * dtype.size()) as f64 / (1 << 20) as f64,
         t_two / t_many
     );
+    row_cases(&ctx, &args, n, copy_gbps, &upload, &host)?;
     println!(
         "\nGB/s = the fused memory floor (inputs read once + output written once) / time, for both paths;\n\
          copy% = fused GB/s / copy GB/s; speedup = unfused time / fused time; max err vs f64 on a sample\n\
          (fused and unfused; f16 outputs round to 2^-11 relative).\n\
-         The last row is eval_many (one kernel, two outputs) against two separate fused kernels."
+         The last row is eval_many (one kernel, two outputs) against two separate fused kernels.\n\
+         Row rows: an expression feeding a row op in ONE kernel (ctx.sum_of, softmax_of, rms_norm_of)\n\
+         against eval (kernel 1, the expression into memory) then the row op (kernel 2); max err is\n\
+         max |fused - unfused| over the output (f16: the unfused path rounds the expression to f16\n\
+         before the row op, so they may differ by about one f16 ulp of the result)."
     );
+    Ok(())
+}
+
+/// Max |a - b| over two outputs of the same shape.
+fn max_diff(a: &Tensor, b: &Tensor) -> wgtile::Result<f64> {
+    let (a, b) = (a.to_f32_vec_blocking()?, b.to_f32_vec_blocking()?);
+    Ok(a.iter().zip(&b).fold(0.0f64, |m, (x, y)| {
+        let d = (f64::from(*x) - f64::from(*y)).abs();
+        if d.is_nan() && !(x.is_nan() && y.is_nan()) {
+            f64::INFINITY
+        } else if d.is_nan() {
+            m
+        } else {
+            m.max(d)
+        }
+    }))
+}
+
+/// Uploads host values as the benchmark's dtype.
+type Upload<'a> = dyn Fn(&[f32], &[usize]) -> wgtile::Result<Tensor> + 'a;
+
+/// Row ops fed by expressions: fused (one kernel) vs eval then the row op.
+/// Rows of 4096 (16384 of them by default: 64M elements; `--quick` 256).
+fn row_cases(
+    ctx: &Context,
+    args: &Args,
+    n: usize,
+    copy_gbps: f64,
+    upload: &Upload,
+    host: &dyn Fn(usize, u64, f32, f32) -> Vec<f32>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let cols = 4096;
+    let rows = (n / cols).max(1);
+    // Attention scores [1, H, Sq, Sk] with a causal-style additive mask [Sq, Sk].
+    let sq = rows.min(1024);
+    let heads = (rows / sq).max(1);
+    let rows = heads * sq;
+    let x = upload(&host(rows * cols, 11, -4.0, 4.0), &[1, heads, sq, cols])?;
+    let mask_host: Vec<f32> = (0..sq * cols)
+        .map(|k| {
+            if k % cols > (k / cols) * cols / sq {
+                f32::NEG_INFINITY
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mask = upload(&mask_host, &[sq, cols])?;
+    let residual = upload(&host(rows * cols, 12, -1.0, 1.0), &[1, heads, sq, cols])?;
+    let weight = upload(&host(cols, 13, 0.5, 1.5), &[cols])?;
+    let xe = x.expr();
+    type Unfused<'a> = Box<dyn Fn(&Tensor) -> wgtile::Result<Plan> + 'a>;
+    type RowCase<'a> = (&'static str, Expr, Plan, Unfused<'a>);
+    let cases: Vec<RowCase> = vec![
+        (
+            "sum(x*x) rows",
+            &xe * &xe,
+            ctx.reduce_of_plan(&(&xe * &xe), wgtile::Reduction::Sum, wgtile::Axis::Last)?,
+            Box::new(|t: &Tensor| ctx.reduce_plan(t, wgtile::Reduction::Sum, wgtile::Axis::Last)),
+        ),
+        (
+            "softmax(x*s+mask)",
+            &xe * 0.125 + &mask,
+            ctx.softmax_of_plan(&(&xe * 0.125 + &mask), None)?,
+            Box::new(|t: &Tensor| ctx.softmax_plan(t)),
+        ),
+        (
+            "rms_norm(x+res)*w",
+            &xe + &residual,
+            ctx.rms_norm_of_plan(&(&xe + &residual), Some(&weight), 1e-6, None)?,
+            Box::new(|t: &Tensor| ctx.rms_norm_plan(t, Some(&weight), 1e-6)),
+        ),
+    ];
+    println!();
+    for (name, expr, fused, second) in cases {
+        let t_fused = time(ctx, &fused, args.repeats)?;
+        let floor = fused.bytes();
+        let gbps = floor as f64 / t_fused / 1e9;
+        let first = ctx.eval_plan(&expr)?;
+        let second = second(first.output())?;
+        first.run()?;
+        let t_unfused = time(ctx, &first, args.repeats)? + time(ctx, &second, args.repeats)?;
+        second.run()?;
+        let err = max_diff(fused.output(), second.output())?;
+        println!(
+            "{:<24} {:>12} {:>10.1} {:>9.1} {:>5.0}% | {:>10.1} {:>9.1} {:>7} {:>9.0} | {:>6.2}x {:>9.1e}",
+            name,
+            format!("{rows}x{cols}"),
+            t_fused * 1e6,
+            gbps,
+            100.0 * gbps / copy_gbps,
+            t_unfused * 1e6,
+            floor as f64 / t_unfused / 1e9,
+            first.dispatch_count() + second.dispatch_count(),
+            (first.bytes() + second.bytes()) as f64 / (1 << 20) as f64,
+            t_unfused / t_fused,
+            err
+        );
+    }
     Ok(())
 }

@@ -6,7 +6,10 @@ mode (one kernel per op, like wgtile's unfused path) and with torch.compile
 Times with CUDA events, median of repeats after warm-up. GB/s is the fused
 memory floor (every input read once + the output written once) divided by
 the time, the same numerator wgtile's example uses, so the numbers compare
-directly. Prints one line per measurement:
+directly. The row cases (sum(x*x) over rows, softmax(x*s+mask) on attention
+scores with a broadcast mask, rms_norm(x+res)*w) compare with the fused row
+ops of examples/fusion.rs (eager: one kernel per op). Prints one line per
+measurement:
 `torch <case> <mode> <shape> <us> us <GB/s> GB/s`.
 """
 import argparse
@@ -81,6 +84,37 @@ def main():
             (2 * side * side + 2 * side) * esize,
             [side, side],
         ),
+    ]
+    # Row ops fed by expressions (examples/fusion.rs's row cases): rows of
+    # 4096, attention scores [1, H, Sq, 4096] with an additive mask [Sq, 4096].
+    cols = 4096
+    rows = max(1, n // cols)
+    sq = min(rows, 1024)
+    heads = max(1, rows // sq)
+    rows = heads * sq
+    xa = (torch.rand(1, heads, sq, cols, device=dev, dtype=torch.float32) * 8 - 4).to(dtype)
+    qi = torch.arange(sq, device=dev).unsqueeze(1)
+    kj = torch.arange(cols, device=dev).unsqueeze(0)
+    mask = torch.where(kj > qi * cols // sq, float("-inf"), 0.0).to(dtype)
+    res = (torch.rand(1, heads, sq, cols, device=dev, dtype=torch.float32) * 2 - 1).to(dtype)
+    wr = (torch.rand(cols, device=dev, dtype=torch.float32) + 0.5).to(dtype)
+
+    def rms_norm(v, w):
+        if hasattr(torch.nn.functional, "rms_norm"):
+            return torch.nn.functional.rms_norm(v, (cols,), w, 1e-6)
+        vf = v.float()
+        return (vf * torch.rsqrt(vf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(v.dtype) * w
+
+    big = rows * cols * esize
+    cases += [
+        ("sum(x*x)rows", lambda: (xa * xa).sum(-1), big + rows * esize, [rows, cols]),
+        (
+            "softmax(x*s+mask)",
+            lambda: torch.softmax(xa * 0.125 + mask, dim=-1),
+            2 * big + sq * cols * esize,
+            [rows, cols],
+        ),
+        ("rms_norm(x+res)*w", lambda: rms_norm(xa + res, wr), 3 * big + cols * esize, [rows, cols]),
     ]
     for name, fn, floor, shape in cases:
         modes = [("eager", fn)]

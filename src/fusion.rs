@@ -38,6 +38,12 @@
 //! epilogue function, with the same per-op code and helpers (scalar `V`);
 //! [`crate::kernels::Spec::epilogue`] splices it into any matmul kernel.
 //!
+//! # Row kernels
+//! [`rows`] generates the load and store hook parts of the row kernels
+//! (reductions, softmax, norms) from an input expression and an epilogue of
+//! [`Expr::acc`], for [`crate::ops::fused_rows`]; those pipelines share this
+//! cache, keyed by (kernel specialisation, structure key).
+//!
 //! # Cache key
 //! [`Generated::key`] is a canonical string of everything the text depends
 //! on and nothing else: path (vec4 or scalar), output dtype, each input's
@@ -58,6 +64,9 @@ use crate::kernels::Dispatch;
 use crate::ops::elementwise::{BinaryOp, Expr, Node, UnaryOp};
 use crate::plan::Plan;
 use crate::tensor::{MAX_RANK, Tensor};
+
+pub mod rows;
+pub use rows::{RowHooks, generate_row_hooks};
 
 /// Invocations per workgroup.
 pub const WORKGROUP_SIZE: u32 = 256;
@@ -216,6 +225,12 @@ fn lower_many(exprs: &[Expr]) -> Result<Lowered> {
 /// Lowers several expressions into one SSA list sharing leaves, constants'
 /// buffer and common subexpressions (for one kernel with several outputs).
 fn lower_many_raw(exprs: &[Expr]) -> Result<Lowered> {
+    lower_roots(exprs, true).map(|(lowered, _)| lowered)
+}
+
+/// [`lower_many_raw`], with the result shape of each root; `same_shape`
+/// requires them equal (`Lowered::shape` is the first root's shape).
+fn lower_roots(exprs: &[Expr], same_shape: bool) -> Result<(Lowered, Vec<Vec<usize>>)> {
     struct State {
         ops: Vec<Op>,
         leaves: Vec<Leaf>,
@@ -307,9 +322,16 @@ fn lower_many_raw(exprs: &[Expr]) -> Result<Lowered> {
         memo: HashMap::new(),
     };
     let mut roots = Vec::with_capacity(exprs.len());
+    let mut shapes = Vec::with_capacity(exprs.len());
     let mut shape: Option<Vec<usize>> = None;
     for expr in exprs {
         let (root, s) = walk(&mut st, expr, 0)?;
+        shapes.push(s.clone());
+        if !same_shape {
+            shape.get_or_insert(s);
+            roots.push(root);
+            continue;
+        }
         if let Some(first) = &shape
             && *first != s
         {
@@ -341,7 +363,7 @@ fn lower_many_raw(exprs: &[Expr]) -> Result<Lowered> {
             ));
         }
     }
-    Ok(lowered)
+    Ok((lowered, shapes))
 }
 
 impl Lowered {
@@ -1035,32 +1057,43 @@ pub(crate) struct FusionCache {
 
 impl FusionCache {
     fn get(&self, device: &wgpu::Device, g: &Generated) -> Result<Arc<wgpu::ComputePipeline>> {
+        self.get_or_compile(&g.key, || {
+            crate::kernels::compile(
+                device,
+                &format!("fused {}", g.key),
+                &g.wgsl,
+                "main",
+                &[],
+                // Trusted (no wgpu runtime bounds checks), as `Kernel::trusted`
+                // kernels: the store is guarded by `unit < count`, contiguous
+                // loads use the same unit (inputs hold at least as many
+                // elements), single-element loads index 0, and broadcast offsets
+                // are coordinates below the output dims dotted with the input's
+                // own strides, so below its element count. WGTILE_CHECKED_SHADERS=1
+                // turns the checks back on.
+                true,
+            )
+        })
+    }
+
+    /// The pipeline cached under `key`, compiled by `compile` on a miss.
+    pub(crate) fn get_or_compile(
+        &self,
+        key: &str,
+        compile: impl FnOnce() -> Result<wgpu::ComputePipeline>,
+    ) -> Result<Arc<wgpu::ComputePipeline>> {
         {
             let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
             let (clock, map) = &mut *guard;
             *clock += 1;
-            if let Some((used, p)) = map.get_mut(&g.key) {
+            if let Some((used, p)) = map.get_mut(key) {
                 *used = *clock;
                 return Ok(p.clone());
             }
         }
         // Compile outside the lock (slow on some drivers).
-        let pipeline = Arc::new(crate::kernels::compile(
-            device,
-            &format!("fused {}", g.key),
-            &g.wgsl,
-            "main",
-            &[],
-            // Trusted (no wgpu runtime bounds checks), as `Kernel::trusted`
-            // kernels: the store is guarded by `unit < count`, contiguous
-            // loads use the same unit (inputs hold at least as many
-            // elements), single-element loads index 0, and broadcast offsets
-            // are coordinates below the output dims dotted with the input's
-            // own strides, so below its element count. WGTILE_CHECKED_SHADERS=1
-            // turns the checks back on.
-            true,
-        )?);
-        log::debug!("compiled fused kernel {}", g.key);
+        let pipeline = Arc::new(compile()?);
+        log::debug!("compiled fused kernel {key}");
         let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let (clock, map) = &mut *guard;
         if map.len() >= CACHE_CAPACITY {
@@ -1072,7 +1105,7 @@ impl FusionCache {
                 map.remove(&oldest);
             }
         }
-        map.insert(g.key.clone(), (*clock, pipeline.clone()));
+        map.insert(key.to_string(), (*clock, pipeline.clone()));
         Ok(pipeline)
     }
 

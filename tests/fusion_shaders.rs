@@ -316,3 +316,149 @@ fn several_outputs_in_one_kernel() {
         Err(wgtile::Error::ShapeMismatch { .. })
     ));
 }
+
+/// Validation and translation of a spliced row-kernel module at `spec`'s
+/// entry point with its overrides.
+fn check_row_module(label: &str, source: &str, spec: &wgtile::kernels::Spec) {
+    let module = naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("{label}: parse: {}\n{source}", e.emit_to_string(source)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{label}: validate: {}\n{source}", e.emit_to_string(source)));
+    let mut constants = naga::back::PipelineConstants::default();
+    for &(name, value) in &spec.overrides {
+        constants.insert(name.to_string(), f64::from(value));
+    }
+    let entry = spec.kernel.entry_point();
+    let (module, info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, entry)),
+        &constants,
+    )
+    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
+    let spirv = spv::write_vec(
+        &module,
+        &info,
+        &spv::Options::default(),
+        Some(&spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: entry.to_string(),
+        }),
+    )
+    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
+    assert!(!spirv.is_empty());
+    msl::write_string(
+        &module,
+        &info,
+        &msl::Options {
+            lang_version: (2, 4),
+            ..Default::default()
+        },
+        &msl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
+    let mut out = String::new();
+    hlsl::Writer::new(
+        &mut out,
+        &hlsl::Options {
+            shader_model: hlsl::ShaderModel::V6_2,
+            ..Default::default()
+        },
+        &hlsl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+        },
+    )
+    .write(&module, &info, None)
+    .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
+}
+
+/// Every row-kernel family the dispatchers use (each kernel x dtype x
+/// vector/scalar chunks, one layout each: the generated parts do not depend
+/// on the layout) with generated load parts (contiguous, broadcast mask,
+/// broadcast row vector, column broadcast, mixed dtypes, a scalar path under
+/// vector chunks) and, for the kernels with a store hook, generated
+/// epilogues; as `Context::softmax_of` & co. splice and compile them.
+#[test]
+fn row_kernels_with_generated_hooks() {
+    use wgtile::fusion::generate_row_hooks;
+    use wgtile::kernels::Kernel;
+    use wgtile::ops::rowops::{rowops_specs, spliced_row_module};
+    let mut families = std::collections::BTreeMap::new();
+    for spec in rowops_specs() {
+        if matches!(spec.kernel, Kernel::ReduceCombine) {
+            continue;
+        }
+        let vec = spec.consts.iter().any(|&(k, v)| k == "VEC" && v == 4);
+        families
+            .entry((spec.kernel.name(), spec.dtype.to_string(), vec))
+            .or_insert(spec);
+    }
+    assert!(families.len() >= 2 * 2 * 8, "{}", families.len());
+    let mut checked = 0;
+    for ((_, _, vec4), spec) in &families {
+        let dtype = spec.dtype;
+        // Row length: a multiple of 4 for vector chunks.
+        let n = if *vec4 { 8 } else { 7 };
+        let other = if dtype == DType::F32 {
+            DType::F16
+        } else {
+            DType::F32
+        };
+        let x = Expr::input(0, [2, 3, 5, n], dtype);
+        let mask = Expr::input(1, [5, n], dtype);
+        let row = Expr::input(2, [n], dtype);
+        let col = Expr::input(3, [2, 3, 5, 1], dtype);
+        let mixed = Expr::input(4, [5, n], other);
+        let keep = Expr::input(5, [2, 3, 5, n], dtype);
+        let single = Expr::input(6, [1], dtype);
+        let loads = [
+            &x * &x,
+            &x * 0.125 + &mask,
+            (&x - &row).abs(),
+            (&x + &col).exp(),
+            &x * 0.5 + &mixed,
+            &x * &single - &single,
+            x.clone(),
+        ];
+        let store = spec
+            .kernel
+            .parts()
+            .contains(&wgtile::ops::rowops::STORE_HOOK);
+        let epilogues: Vec<Option<Expr>> = if store {
+            vec![
+                None,
+                Some(Expr::acc() * &keep),
+                Some(Expr::acc().gelu()),
+                Some(Expr::acc() + &x * 2.0 - &row),
+                Some(Expr::acc() * &mixed),
+            ]
+        } else {
+            vec![None]
+        };
+        for load in &loads {
+            for epi in &epilogues {
+                let hooks = generate_row_hooks(load, epi.as_ref(), *vec4)
+                    .unwrap_or_else(|e| panic!("{load}: {e}"));
+                assert_eq!(hooks.vec4, *vec4, "{}", hooks.key);
+                let text = spliced_row_module(spec, &hooks).unwrap();
+                check_row_module(&format!("{spec:?} [{}]", hooks.key), &text, spec);
+                checked += 1;
+            }
+        }
+        // The scalar path under vector chunks (a whole-tensor reduction of a
+        // [4, 7] expression: 28 elements, rows of 7).
+        if *vec4 {
+            let a = Expr::input(0, [4, 7], dtype);
+            let b = Expr::input(1, [7], dtype);
+            let hooks = generate_row_hooks(&(&a * &b), None, true).unwrap();
+            assert!(!hooks.vec4);
+            let text = spliced_row_module(spec, &hooks).unwrap();
+            check_row_module(&format!("{spec:?} [{}]", hooks.key), &text, spec);
+        }
+    }
+    assert!(checked > 100, "{checked}");
+}

@@ -3,6 +3,7 @@
 
 pub mod attention;
 pub mod elementwise;
+pub mod fused_rows;
 pub mod matmul;
 pub mod reduce;
 pub mod rowops;

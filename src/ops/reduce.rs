@@ -21,8 +21,8 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::ops::rowops::{
-    MIN_WORKGROUP, RowLayout, RowParams, check_dtype, grid, row_spec, rows_of, to_u32,
-    workgroup_cap,
+    MIN_WORKGROUP, RowLayout, RowParams, RowSource, check_dtype, grid, row_spec, rows_of_shape,
+    to_u32, workgroup_cap,
 };
 use crate::plan::Plan;
 use crate::tensor::Tensor;
@@ -135,13 +135,23 @@ impl Context {
     /// The reduction `op` of `x` over `axis` as a [`Plan`]. `bytes` = input
     /// read once + output written once; `flops` = one per input element.
     pub fn reduce_plan(&self, x: &Tensor, op: Reduction, axis: Axis) -> Result<Plan> {
+        x.require_contiguous(op.name())?;
+        self.reduce_source_plan(RowSource::Tensor(x), op, axis)
+    }
+
+    /// The reduction `op` over `axis` of `x` (a tensor or a fused expression).
+    pub(crate) fn reduce_source_plan(
+        &self,
+        x: RowSource<'_>,
+        op: Reduction,
+        axis: Axis,
+    ) -> Result<Plan> {
         let name = op.name();
         check_dtype(self, name, x.dtype())?;
-        x.require_contiguous(name)?;
         let (rows, n, out_shape) = match axis {
             Axis::Last => {
-                let (rows, n) = rows_of(name, x)?;
-                (rows, n, x.shape()[..x.rank() - 1].to_vec())
+                let (rows, n) = rows_of_shape(name, x.shape())?;
+                (rows, n, x.shape()[..x.shape().len() - 1].to_vec())
             }
             Axis::All => (1, x.numel(), Vec::new()),
         };
@@ -154,12 +164,16 @@ impl Context {
         }
         let dtype = x.dtype();
         let output = self.alloc(&out_shape, dtype, "wgtile reduce out")?;
+        let fused_ops = match &x {
+            RowSource::Fused(f) => f.ops_per_element(),
+            RowSource::Tensor(_) => 0,
+        };
         let mut plan = Plan {
             ctx: self.clone(),
             label: format!("{name} (empty)"),
             dispatches: Vec::new(),
-            flops: x.numel() as u64,
-            bytes: x.size_bytes() + output.size_bytes(),
+            flops: (1 + fused_ops) * x.numel() as u64,
+            bytes: x.read_bytes() + output.size_bytes(),
             output,
             scratch: Vec::new(),
         };
@@ -196,8 +210,15 @@ impl Context {
             1.0
         };
         let spec = row_spec(kernel, dtype, &layout.row).constant("OP", op.op());
-        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        // Storage buffers of the reduce kernel itself: out, partials.
+        let (pipeline, source) = x.prepare(self, &spec, 2)?;
         let device = &self.inner.device;
+        let bind = |rest: &[(u32, &wgpu::Buffer)]| -> Vec<(u32, wgpu::Buffer)> {
+            rest.iter()
+                .map(|(b, buf)| (*b, (*buf).clone()))
+                .chain(source.iter().cloned())
+                .collect()
+        };
         if layout.split == 1 {
             let groups = u64::from(rows32).div_ceil(u64::from(layout.row.rows_per_group()));
             let workgroups = grid(profile, groups, name)?;
@@ -210,16 +231,14 @@ impl Context {
                 ..RowParams::default()
             }
             .buffer(self);
-            plan.dispatches.push(Dispatch::new(
-                device,
-                pipeline,
-                &[
-                    &params,
-                    &x.buffer,
-                    &plan.output.buffer,
-                    &self.inner.dummy_rw,
-                ],
-                workgroups,
+            let binds = bind(&[
+                (0, &params),
+                (2, &plan.output.buffer),
+                (3, &self.inner.dummy_rw),
+            ]);
+            let binds: Vec<(u32, &wgpu::Buffer)> = binds.iter().map(|(b, buf)| (*b, buf)).collect();
+            plan.dispatches.push(Dispatch::with_bindings(
+                device, pipeline, &binds, workgroups,
             ));
         } else {
             let partials = self.alloc(
@@ -239,11 +258,14 @@ impl Context {
                 ..RowParams::default()
             }
             .buffer(self);
-            plan.dispatches.push(Dispatch::new(
-                device,
-                pipeline,
-                &[&params, &x.buffer, &plan.output.buffer, &partials.buffer],
-                workgroups,
+            let binds = bind(&[
+                (0, &params),
+                (2, &plan.output.buffer),
+                (3, &partials.buffer),
+            ]);
+            let binds: Vec<(u32, &wgpu::Buffer)> = binds.iter().map(|(b, buf)| (*b, buf)).collect();
+            plan.dispatches.push(Dispatch::with_bindings(
+                device, pipeline, &binds, workgroups,
             ));
             let wg = layout.row.wg;
             let combine = self
@@ -273,8 +295,12 @@ impl Context {
             ));
             plan.scratch.push(partials);
         }
+        let fused = match &x {
+            RowSource::Fused(f) => format!(" of {}", f.describe()),
+            RowSource::Tensor(_) => String::new(),
+        };
         plan.label = format!(
-            "{name} {:?} {} over {axis:?} ({} wg={} t={} split={} vec{})",
+            "{name}{fused} {:?} {} over {axis:?} ({} wg={} t={} split={} vec{})",
             x.shape(),
             dtype,
             kernel.name(),

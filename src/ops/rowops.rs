@@ -18,7 +18,8 @@
 //! Fusion hooks: every row kernel reads its input only through `load_x` /
 //! `load_x4` (`shaders/rowops_load.wgsl`) and writes only through `store_y` /
 //! `store_y4` (`shaders/rowops_store.wgsl`), so generated elementwise code can
-//! replace those parts (see `shaders/README.md`).
+//! replace those parts (see `shaders/README.md`); [`crate::ops::fused_rows`]
+//! (`ctx.softmax_of(&expr, epilogue)`, `ctx.sum_of(&expr, axis)`, ...) does.
 //!
 //! This module checks inputs and builds plans; it does not build WGSL.
 //!
@@ -134,16 +135,123 @@ pub(crate) fn streaming_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
     }
 }
 
-/// `(rows, n)` of a tensor seen as rows over its last axis.
-pub(crate) fn rows_of(op: &str, x: &Tensor) -> Result<(usize, usize)> {
-    let Some(&n) = x.shape().last() else {
+/// `(rows, n)` of a shape seen as rows over its last axis.
+pub(crate) fn rows_of_shape(op: &str, shape: &[usize]) -> Result<(usize, usize)> {
+    let Some(&n) = shape.last() else {
         return Err(Error::InvalidArgument(format!(
             "{op} works over the last axis and needs rank >= 1, got a rank-0 tensor"
         )));
     };
     // Every dimension but the last (not numel / n, which fails for n = 0).
-    let rows = x.shape()[..x.rank() - 1].iter().product();
+    let rows = shape[..shape.len() - 1].iter().product();
     Ok((rows, n))
+}
+
+/// The bindings a [`RowSource`] adds to a row kernel's dispatch.
+pub(crate) type SourceBindings = Vec<(u32, wgpu::Buffer)>;
+
+/// What a row kernel reads: a tensor through the stock load hook, or an
+/// expression fused into generated hook parts ([`crate::fusion::rows`]).
+#[derive(Clone, Copy)]
+pub(crate) enum RowSource<'a> {
+    Tensor(&'a Tensor),
+    Fused(&'a crate::fusion::rows::RowFusion),
+}
+
+impl RowSource<'_> {
+    pub(crate) fn shape(&self) -> &[usize] {
+        match self {
+            RowSource::Tensor(x) => x.shape(),
+            RowSource::Fused(f) => f.shape(),
+        }
+    }
+
+    pub(crate) fn dtype(&self) -> DType {
+        match self {
+            RowSource::Tensor(x) => x.dtype(),
+            RowSource::Fused(f) => f.dtype(),
+        }
+    }
+
+    pub(crate) fn numel(&self) -> usize {
+        self.shape().iter().product()
+    }
+
+    /// Bytes read once (every distinct tensor of an expression).
+    pub(crate) fn read_bytes(&self) -> u64 {
+        match self {
+            RowSource::Tensor(x) => x.size_bytes(),
+            RowSource::Fused(f) => f.read_bytes(),
+        }
+    }
+
+    /// The pipeline of `spec` reading this source, and the source's
+    /// bindings: `x` at 1, or the generated parts' uniform, constants and
+    /// tensors (see [`crate::fusion::rows`]), after checking that the
+    /// kernel's `own_storage` storage buffers plus the generated ones fit
+    /// the adapter. Spliced pipelines are cached by (spec, structure key).
+    pub(crate) fn prepare(
+        &self,
+        ctx: &Context,
+        spec: &Spec,
+        own_storage: usize,
+    ) -> Result<(std::sync::Arc<wgpu::ComputePipeline>, SourceBindings)> {
+        let fusion = match self {
+            RowSource::Tensor(x) => {
+                let pipeline = ctx.inner.pipelines.get(&ctx.inner.device, spec)?;
+                return Ok((pipeline, vec![(1, (*x.buffer).clone())]));
+            }
+            RowSource::Fused(f) => f,
+        };
+        let bindings = own_storage + fusion.storage_bindings();
+        let max = ctx.profile().max_storage_buffers_per_stage as usize;
+        if bindings > max {
+            return Err(Error::LimitExceeded {
+                limit: "max_storage_buffers_per_shader_stage",
+                requested: bindings as u64,
+                max: max as u64,
+                what: format!("{} fused with {}", spec.kernel.name(), fusion.describe()),
+            });
+        }
+        let vec4 = spec.consts.iter().any(|&(k, v)| k == "VEC" && v == 4);
+        let hooks = fusion.hooks(vec4);
+        let key = format!("{spec:?}|{}", hooks.key);
+        let pipeline = ctx.inner.fused.get_or_compile(&key, || {
+            let text = spliced_row_module(spec, &hooks)?;
+            crate::kernels::compile(
+                &ctx.inner.device,
+                &format!("{} fused {}", spec.kernel.name(), hooks.key),
+                &text,
+                spec.kernel.entry_point(),
+                &spec.pipeline_constants(),
+                // Trusted like the row kernels: the generated parts clamp
+                // every index they compute (see crate::fusion::rows).
+                true,
+            )
+        })?;
+        let (uniform, consts) = fusion.buffers(ctx, &hooks);
+        let mut binds = Vec::new();
+        if hooks.uniform {
+            binds.push((crate::fusion::rows::ROW_UNIFORM_BINDING, uniform));
+        }
+        if let Some(c) = consts {
+            binds.push((crate::fusion::rows::ROW_CONSTANTS_BINDING, c));
+        }
+        for (b, t) in fusion.tensors() {
+            binds.push((*b, (*t.buffer).clone()));
+        }
+        Ok((pipeline, binds))
+    }
+}
+
+/// The spliced module `prepare` compiles, for shader validation without a
+/// GPU: `spec` with `hooks`' parts (and `enable f16;` when they need it).
+pub fn spliced_row_module(spec: &Spec, hooks: &crate::fusion::RowHooks) -> Result<String> {
+    let mut text = spliced_wgsl(spec, Some(&hooks.load), hooks.store.as_deref())?;
+    if hooks.f16 && !text.starts_with("enable f16;") {
+        text.insert_str(0, "enable f16;\n");
+    }
+    Ok(text)
 }
 
 /// A count as u32, or the error saying which limit it breaks.
@@ -283,20 +391,26 @@ impl RowOp {
 }
 
 /// Checks an optional affine parameter: shape `[n]`, the input's dtype.
-fn check_param(op: &'static str, x: &Tensor, p: Option<&Tensor>, n: usize) -> Result<()> {
+fn check_param(
+    op: &'static str,
+    shape: &[usize],
+    dtype: DType,
+    p: Option<&Tensor>,
+    n: usize,
+) -> Result<()> {
     let Some(p) = p else { return Ok(()) };
     if p.shape() != [n] {
         return Err(Error::shape(
             op,
-            x.shape(),
+            shape,
             p.shape(),
             format!("the affine parameter must have shape [{n}] (the row length)"),
         ));
     }
-    if p.dtype() != x.dtype() {
+    if p.dtype() != dtype {
         return Err(Error::DTypeMismatch {
             op,
-            expected: x.dtype(),
+            expected: dtype,
             got: p.dtype(),
         });
     }
@@ -316,6 +430,17 @@ impl Context {
         eps: f32,
         options: RowOptions,
     ) -> Result<Plan> {
+        self.row_op_check_params(op, weight, bias)?;
+        self.row_plan(op, x, weight, bias, eps, options)
+    }
+
+    /// Refuses affine parameters `op` does not take.
+    pub(crate) fn row_op_check_params(
+        &self,
+        op: RowOp,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+    ) -> Result<()> {
         let takes = match op {
             RowOp::Softmax | RowOp::LogSoftmax => (false, false),
             RowOp::LayerNorm => (true, true),
@@ -332,7 +457,7 @@ impl Context {
                 }
             )));
         }
-        self.row_plan(op, x, weight, bias, eps, options)
+        Ok(())
     }
 
     fn row_plan(
@@ -344,34 +469,54 @@ impl Context {
         eps: f32,
         options: RowOptions,
     ) -> Result<Plan> {
+        self.row_source_plan(op, RowSource::Tensor(x), weight, bias, eps, options)
+    }
+
+    /// The row op `op` over `src` (a tensor or a fused expression).
+    pub(crate) fn row_source_plan(
+        &self,
+        op: RowOp,
+        src: RowSource<'_>,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+        options: RowOptions,
+    ) -> Result<Plan> {
         let name = op.name();
-        for t in [Some(x), weight, bias].into_iter().flatten() {
+        if let RowSource::Tensor(x) = src {
+            x.require_contiguous(name)?;
+        }
+        for t in [weight, bias].into_iter().flatten() {
             t.require_contiguous(name)?;
         }
-        let (rows, n) = rows_of(name, x)?;
-        check_dtype(self, name, x.dtype())?;
-        check_param(name, x, weight, n)?;
-        check_param(name, x, bias, n)?;
+        let (rows, n) = rows_of_shape(name, src.shape())?;
+        check_dtype(self, name, src.dtype())?;
+        check_param(name, src.shape(), src.dtype(), weight, n)?;
+        check_param(name, src.shape(), src.dtype(), bias, n)?;
         if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) && !(eps.is_finite() && eps >= 0.0) {
             return Err(Error::InvalidArgument(format!(
                 "{name}: eps must be finite and >= 0, got {eps}"
             )));
         }
-        let output = self.alloc(x.shape(), x.dtype(), "wgtile row op out")?;
-        let elem = x.dtype().size() as u64;
+        let output = self.alloc(src.shape(), src.dtype(), "wgtile row op out")?;
+        let elem = src.dtype().size() as u64;
         let params_bytes: u64 = [weight, bias]
             .into_iter()
             .flatten()
             .map(|p| p.numel() as u64 * elem)
             .sum();
-        let numel = x.numel() as u64;
+        let numel = src.numel() as u64;
+        let fused_ops = match src {
+            RowSource::Fused(f) => f.ops_per_element(),
+            RowSource::Tensor(_) => 0,
+        };
         let mut plan = Plan {
             ctx: self.clone(),
             label: format!("{name} (empty)"),
             dispatches: Vec::new(),
             output,
-            flops: op.flops_per_element() * numel,
-            bytes: 2 * numel * elem + params_bytes,
+            flops: (op.flops_per_element() + fused_ops) * numel,
+            bytes: src.read_bytes() + numel * elem + params_bytes,
             scratch: Vec::new(),
         };
         if rows == 0 || n == 0 {
@@ -379,7 +524,7 @@ impl Context {
         }
         let rows32 = to_u32(&format!("{name}: rows"), rows)?;
         let n32 = to_u32(&format!("{name}: row length"), n)?;
-        to_u32(&format!("{name}: elements"), x.numel())?;
+        to_u32(&format!("{name}: elements"), src.numel())?;
         let profile = self.profile();
         let layout = if options.streaming {
             streaming_layout(profile, n32)
@@ -411,23 +556,29 @@ impl Context {
             scale: 1.0,
         }
         .buffer(self);
-        let spec = row_spec(kernel, x.dtype(), &layout);
-        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-        let mut buffers: Vec<&wgpu::Buffer> = vec![&params, &x.buffer, &plan.output.buffer];
-        if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) {
-            buffers.push(weight.map_or(&self.inner.dummy, |w| &w.buffer));
-            buffers.push(bias.map_or(&self.inner.dummy, |b| &b.buffer));
+        let spec = row_spec(kernel, src.dtype(), &layout);
+        let norm = matches!(op, RowOp::LayerNorm | RowOp::RmsNorm);
+        let (pipeline, source) = src.prepare(self, &spec, if norm { 3 } else { 1 })?;
+        let mut buffers: Vec<(u32, &wgpu::Buffer)> = vec![(0, &params), (2, &plan.output.buffer)];
+        buffers.extend(source.iter().map(|(b, buf)| (*b, buf)));
+        if norm {
+            buffers.push((3, weight.map_or(&self.inner.dummy, |w| &w.buffer)));
+            buffers.push((4, bias.map_or(&self.inner.dummy, |b| &b.buffer)));
         }
-        plan.dispatches.push(Dispatch::new(
+        plan.dispatches.push(Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
             &buffers,
             workgroups,
         ));
+        let fused = match src {
+            RowSource::Fused(f) => format!(" of {}", f.describe()),
+            RowSource::Tensor(_) => String::new(),
+        };
         plan.label = format!(
-            "{name} {:?} {} ({} wg={} t={} r={} vec{})",
-            x.shape(),
-            x.dtype(),
+            "{name}{fused} {:?} {} ({} wg={} t={} r={} vec{})",
+            src.shape(),
+            src.dtype(),
             kernel.name(),
             layout.wg,
             layout.t,

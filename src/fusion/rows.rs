@@ -1,0 +1,516 @@
+//! Expressions fused into the row kernels (reductions, softmax, norms).
+//!
+//! The row kernels read their input only through the load hook part
+//! (`shaders/rowops_load.wgsl`: `load_x`, `load_x4`) and write their row
+//! output only through the store hook part (`shaders/rowops_store.wgsl`:
+//! `store_y`, `store_y4`). This module generates both parts from
+//! expressions:
+//!
+//! - **load** (`x`): the row kernel's input is an elementwise expression of
+//!   tensors and scalars, computed on the fly as the kernel loads each chunk
+//!   (`sum(x*x)`, `softmax(x*scale + mask)`, `rms_norm(x + residual)`);
+//! - **store** (`epilogue`): an expression of [`Expr::acc`] (standing for
+//!   the row op's f32 result at that element) and tensors of the output's
+//!   shape or broadcast to it, applied before the store
+//!   (`gelu(layer_norm(x))`, `softmax(x) * dropout_mask`).
+//!
+//! Both expressions are lowered together (one SSA list, one constants
+//! buffer, one table of tensors: a tensor read by both is bound once) and
+//! indexed as the elementwise kernels index theirs: the flat element index
+//! `row * params.n + col` is decomposed into 4-D coordinates of the result
+//! shape and dotted with each tensor's broadcast strides.
+//!
+//! # Bindings (free in every row kernel: 0-4 are theirs)
+//! 5 = uniform `ew_p: array<vec4<u32>>` laid out as the elementwise
+//! kernels' (`[0]` = units, elements, NaN bits, +inf bits; `[1]` = result
+//! dims; `[2 + j]` = strides of leaf `j`), 6 = `ew_k` constants (`array<f32>`,
+//! only when the expressions have scalars), `7 + j` = tensor leaf `j`. The
+//! generated store part re-declares the output `y` at binding 2.
+//!
+//! # Paths
+//! When the row kernel uses vector chunks (`VEC == 4`, the row length a
+//! multiple of 4) and every leaf allows it (the rules of the elementwise
+//! vec4 path), the math is `vec4<f32>` (`V`), one 16-byte load per
+//! contiguous input; otherwise scalar, `load_x4` assembling four `load_x`.
+//! The hook functions the kernel does not call on a path (`load_x` when
+//! `VEC == 4`) are still correct: they compute their element through the
+//! other path.
+//!
+//! # Bounds (why the spliced modules stay trusted)
+//! The row kernels are compiled without wgpu's runtime bounds checks
+//! (`Kernel::trusted`). The generated parts keep that sound: they clamp
+//! `row` below `params.rows` and `col` below `params.n` (two `min`s per
+//! chunk; the plans make `rows * n` the result's element count), so every
+//! element index they compute is inside the result and a leaf's offset
+//! (coordinates below the result dims dotted with its own strides) stays
+//! below its own element count whatever `row`/`col` a caller passes; scalar
+//! constants are read at
+//! indices fixed in the text, below the buffer's length; the store writes
+//! `y` at the element the kernel names, exactly as the stock hook does
+//! (callers guarantee `row < rows`, `col < n`). `WGTILE_CHECKED_SHADERS=1`
+//! compiles them checked, as every other kernel.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use super::{
+    Access, InputDesc, Leaf, Lowered, Op, broadcast, broadcast_strides, dims4, helpers_text,
+    key_of, load_code, lower_roots, plan_access, unary_code,
+};
+use crate::context::Context;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::ops::elementwise::Expr;
+use crate::tensor::Tensor;
+
+/// Binding of the generated parts' uniform (`ew_p`).
+pub const ROW_UNIFORM_BINDING: u32 = 5;
+/// Binding of the generated parts' scalar constants (`ew_k`).
+pub const ROW_CONSTANTS_BINDING: u32 = 6;
+/// Binding of tensor leaf 0; leaf `j` is at `ROW_FIRST_INPUT_BINDING + j`.
+pub const ROW_FIRST_INPUT_BINDING: u32 = 7;
+
+/// Generated load (and store) parts for a row kernel.
+#[derive(Clone, Debug)]
+pub struct RowHooks {
+    /// Canonical structure key: everything the text depends on (path, dtypes,
+    /// access kinds, SSA lists); scalar values and shapes are runtime data.
+    pub key: String,
+    /// WGSL replacing `shaders/rowops_load.wgsl` (declarations, helpers,
+    /// `load_x`, `load_x4`).
+    pub load: String,
+    /// WGSL replacing `shaders/rowops_store.wgsl` (`y`, `store_y`,
+    /// `store_y4`), when there is an epilogue.
+    pub store: Option<String>,
+    /// Whether the math is `vec4<f32>`.
+    pub vec4: bool,
+    /// Whether the parts read the uniform (binding 5 is in the layout).
+    pub uniform: bool,
+    /// Whether the parts use `f16` (the module needs `enable f16;`).
+    pub f16: bool,
+    /// The leaves in binding order (the accumulator leaf, if any, has no binding).
+    pub inputs: Vec<InputDesc>,
+    /// Number of scalar constants.
+    pub constants: usize,
+    /// The load expression's result dtype (the row op's output dtype).
+    pub dtype: DType,
+    /// The load expression's result shape.
+    pub shape: Vec<usize>,
+}
+
+/// The load expression and the optional epilogue lowered together.
+struct RowLowered {
+    lowered: Lowered,
+    epilogue: bool,
+    /// `Display` of the load expression and of the epilogue.
+    names: Vec<String>,
+}
+
+fn lower_rows(x: &Expr, epilogue: Option<&Expr>) -> Result<RowLowered> {
+    let exprs: Vec<Expr> = std::iter::once(x.clone())
+        .chain(epilogue.cloned())
+        .collect();
+    let (lowered, shapes) = lower_roots(&exprs, false)?;
+    let acc_leaf = lowered.leaves.iter().position(|l| matches!(l, Leaf::Acc));
+    if let Some(a) = acc_leaf
+        && lowered.leaves_of(lowered.roots[0]).contains(&a)
+    {
+        return Err(Error::InvalidArgument(
+            "Expr::acc() stands for the row op's result: use it in the epilogue, not its input"
+                .into(),
+        ));
+    }
+    let shape = shapes[0].clone();
+    if let Some(epi) = shapes.get(1) {
+        let joint = broadcast(&shape, epi).map_err(|_| epilogue_shape_error(&shape, epi))?;
+        if joint != shape {
+            return Err(epilogue_shape_error(&shape, epi));
+        }
+    }
+    for leaf in &lowered.leaves {
+        if let Leaf::Tensor(t) = leaf {
+            t.require_contiguous("a fused row-op expression")?;
+        }
+    }
+    Ok(RowLowered {
+        lowered,
+        epilogue: epilogue.is_some(),
+        names: exprs.iter().map(|e| e.to_string()).collect(),
+    })
+}
+
+fn epilogue_shape_error(shape: &[usize], epi: &[usize]) -> Error {
+    Error::shape(
+        "row-op epilogue",
+        shape,
+        epi,
+        "the epilogue's tensors must broadcast to the row op's output shape (left) without \
+         enlarging it",
+    )
+}
+
+/// Generates the load part (and the store part when `epilogue` is given) for
+/// a row kernel whose chunks are vectors when `row_vec4` (`VEC == 4`: the row
+/// length is a multiple of 4). Leaves may be tensors or [`Expr::input`]
+/// symbols (to generate text without a GPU); the epilogue's leaves are
+/// [`Expr::acc`] (the row op's result), scalars and tensors broadcasting to
+/// the load expression's shape.
+pub fn generate_row_hooks(x: &Expr, epilogue: Option<&Expr>, row_vec4: bool) -> Result<RowHooks> {
+    let rl = lower_rows(x, epilogue)?;
+    Ok(emit_rows(&rl, row_vec4))
+}
+
+/// SSA values `root` depends on.
+fn reachable(ops: &[Op], root: usize) -> Vec<bool> {
+    let mut seen = vec![false; ops.len()];
+    let mut stack = vec![root];
+    while let Some(v) = stack.pop() {
+        if std::mem::replace(&mut seen[v], true) {
+            continue;
+        }
+        match ops[v] {
+            Op::Load(_) | Op::Const(_) => {}
+            Op::Unary(_, a) => stack.push(a),
+            Op::Binary(_, a, b) => stack.extend([a, b]),
+            Op::Where(c, a, b) => stack.extend([c, a, b]),
+        }
+    }
+    seen
+}
+
+/// `let vN: V = ...;` lines for the values `root` needs.
+fn lines_for(ops: &[Op], root: usize, load: &dyn Fn(usize) -> String) -> String {
+    let need = reachable(ops, root);
+    let mut s = String::new();
+    for (n, op) in ops.iter().enumerate() {
+        if !need[n] {
+            continue;
+        }
+        let a = |x: &usize| format!("v{x}");
+        let code = match op {
+            Op::Load(j) => load(*j),
+            Op::Const(k) => format!("V(ew_k[{k}])"),
+            Op::Unary(u, x) => unary_code(*u, &a(x)),
+            Op::Binary(b, x, y) => super::binary_code(*b, &a(x), &a(y)),
+            Op::Where(c, x, y) => format!(
+                "select({}, {}, (bitcast<VU>({}) & VU(0x7fffffffu)) != VU(0u))",
+                a(y),
+                a(x),
+                a(c)
+            ),
+        };
+        let _ = writeln!(s, "    let v{n}: V = {code};");
+    }
+    s
+}
+
+fn emit_rows(rl: &RowLowered, row_vec4: bool) -> RowHooks {
+    let lowered = &rl.lowered;
+    let (plan_vec4, inputs) = plan_access(lowered, &[]);
+    let vec4 = row_vec4 && plan_vec4;
+    let dtype = lowered.dtype_of(lowered.roots[0]);
+    let acc_leaf = lowered.leaves.iter().position(|l| matches!(l, Leaf::Acc));
+    let mut outputs = vec![(lowered.roots[0], dtype)];
+    if rl.epilogue {
+        outputs.push((lowered.roots[1], DType::F32));
+    }
+    let key = format!(
+        "rows;vec{};epi={};{}",
+        if row_vec4 { 4 } else { 1 },
+        rl.epilogue,
+        key_of(
+            &lowered.ops,
+            &inputs,
+            lowered.constants.len(),
+            &outputs,
+            vec4
+        )
+    );
+    let f16 = inputs
+        .iter()
+        .enumerate()
+        .any(|(j, i)| Some(j) != acc_leaf && i.dtype == DType::F16);
+    let (v, vu, vb) = if vec4 {
+        ("vec4<f32>", "vec4<u32>", "vec4<bool>")
+    } else {
+        ("f32", "u32", "bool")
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// Generated by src/fusion/rows.rs (replaces rowops_load.wgsl): the row\n\
+         // kernel's input is the expression whose SSA list ends the key.\n\
+         // key: {key}\n\
+         // Element e = row * params.n + col, row and col clamped into the result;\n\
+         // {} math.",
+        if vec4 {
+            "vec4 (V = vec4<f32>, a unit is 4 elements)"
+        } else {
+            "scalar (V = f32, a unit is one element)"
+        },
+    );
+    let _ = writeln!(s, "alias V = {v};\nalias VU = {vu};\nalias VB = {vb};");
+    let _ = writeln!(
+        s,
+        "@group(0) @binding({ROW_UNIFORM_BINDING}) var<uniform> ew_p: array<vec4<u32>, {}>;",
+        2 + inputs.len()
+    );
+    if !lowered.constants.is_empty() {
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({ROW_CONSTANTS_BINDING}) var<storage, read> ew_k: array<f32>;"
+        );
+    }
+    for (j, input) in inputs.iter().enumerate() {
+        if Some(j) == acc_leaf {
+            continue;
+        }
+        let elem = match input.access {
+            Access::Contiguous | Access::Broadcast { inner_unit: true } if vec4 => {
+                format!("vec4<{}>", input.dtype.wgsl())
+            }
+            _ => input.dtype.wgsl().to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "@group(0) @binding({}) var<storage, read> ew_in{j}: array<{elem}>;",
+            ROW_FIRST_INPUT_BINDING + j as u32
+        );
+    }
+    s.push_str(&helpers_text(&lowered.ops, false));
+    // Row and column (the chunk's first column on the vec4 path) clamped
+    // into the result (rows * n elements), the flat element e, the unit i,
+    // and for broadcast leaves the 4-D coordinates; over the last axis
+    // (dims.w == n) they come from (row, col) without dividing the element
+    // index, and depend on the row only, so compilers hoist them out of
+    // the kernels' column loops.
+    let mut prologue = format!(
+        "    let r = min(row, params.rows - 1u);\n\
+         \x20   let k = min(col, params.n - {}u);\n\
+         \x20   let e = r * params.n + k;\n\
+         \x20   let i = e{};\n",
+        if vec4 { 4 } else { 1 },
+        if vec4 { " / 4u" } else { "" }
+    );
+    if inputs
+        .iter()
+        .any(|i| matches!(i.access, Access::Broadcast { .. }))
+    {
+        prologue.push_str(
+            "    let d = ew_p[1];\n\
+             \x20   var c3 = k;\n\
+             \x20   var r2 = r;\n\
+             \x20   if d.w != params.n {\n\
+             \x20       c3 = e % d.w;\n\
+             \x20       r2 = e / d.w;\n\
+             \x20   }\n\
+             \x20   let c2 = r2 % d.z;\n\
+             \x20   let r1 = r2 / d.z;\n\
+             \x20   let c1 = r1 % d.y;\n\
+             \x20   let c0 = r1 / d.y;\n",
+        );
+    }
+    let load = |j: usize| {
+        if Some(j) == acc_leaf {
+            "acc".to_string()
+        } else {
+            load_code(inputs[j], j, vec4)
+        }
+    };
+    let root = lowered.roots[0];
+    let _ = write!(
+        s,
+        "\n// The input at (row, col){}.\n\
+         fn rf_load(row: u32, col: u32) -> V {{\n{prologue}{}    return v{root};\n}}\n",
+        if vec4 {
+            ", col a multiple of 4: 4 columns"
+        } else {
+            ""
+        },
+        lines_for(&lowered.ops, root, &load)
+    );
+    if vec4 {
+        s.push_str(
+            "\nfn load_x4(row: u32, c: u32) -> vec4<f32> {\n\
+             \x20   return rf_load(row, 4u * c);\n}\n\
+             \n// Not called when VEC == 4 (always here); correct anyway.\n\
+             fn load_x(row: u32, col: u32) -> f32 {\n\
+             \x20   return rf_load(row, col - col % 4u)[col % 4u];\n}\n",
+        );
+    } else {
+        s.push_str(
+            "\nfn load_x(row: u32, col: u32) -> f32 {\n\
+             \x20   return rf_load(row, col);\n}\n\
+             \nfn load_x4(row: u32, c: u32) -> vec4<f32> {\n\
+             \x20   let col = 4u * c;\n\
+             \x20   return vec4<f32>(rf_load(row, col), rf_load(row, col + 1u),\n\
+             \x20       rf_load(row, col + 2u), rf_load(row, col + 3u));\n}\n",
+        );
+    }
+    let store = rl.epilogue.then(|| {
+        let root = lowered.roots[1];
+        let mut t = format!(
+            "// Generated by src/fusion/rows.rs (replaces rowops_store.wgsl): stores\n\
+             // the epilogue (output {root} of the key) of the row op's result `acc`.\n\
+             @group(0) @binding(2) var<storage, read_write> y: array<vec4<Elem>>;\n\
+             \n// The epilogue at (row, col) given the row op's result there.\n\
+             fn rf_epi(row: u32, col: u32, acc: V) -> V {{\n{prologue}{}    return v{root};\n}}\n",
+            lines_for(&lowered.ops, root, &load)
+        );
+        if vec4 {
+            t.push_str(
+                "\nfn store_y4(row: u32, c: u32, v: vec4<f32>) {\n\
+                 \x20   y[row * (params.n / 4u) + c] = vec4<Elem>(rf_epi(row, 4u * c, v));\n}\n\
+                 \n// Not called when VEC == 4 (always here); correct anyway.\n\
+                 fn store_y(row: u32, col: u32, v: f32) {\n\
+                 \x20   let e = row * params.n + col;\n\
+                 \x20   let r = rf_epi(row, col - col % 4u, vec4<f32>(v));\n\
+                 \x20   y[e / 4u][e % 4u] = Elem(r[col % 4u]);\n}\n",
+            );
+        } else {
+            t.push_str(
+                "\nfn store_y(row: u32, col: u32, v: f32) {\n\
+                 \x20   let e = row * params.n + col;\n\
+                 \x20   y[e / 4u][e % 4u] = Elem(rf_epi(row, col, v));\n}\n\
+                 \nfn store_y4(row: u32, c: u32, v: vec4<f32>) {\n\
+                 \x20   for (var j = 0u; j < 4u; j++) {\n\
+                 \x20       let col = 4u * c + j;\n\
+                 \x20       let e = row * params.n + col;\n\
+                 \x20       y[e / 4u][e % 4u] = Elem(rf_epi(row, col, v[j]));\n\
+                 \x20   }\n}\n",
+            );
+        }
+        t
+    });
+    // The uniform is read only by broadcast leaves and the NaN/Inf helpers
+    // (the pipeline layout has binding 5 only then).
+    let uniform = s.contains("ew_p[") || store.as_ref().is_some_and(|t| t.contains("ew_p["));
+    RowHooks {
+        key,
+        load: s,
+        store,
+        uniform,
+        vec4,
+        f16,
+        inputs,
+        constants: lowered.constants.len(),
+        dtype,
+        shape: lowered.shape.clone(),
+    }
+}
+
+/// An expression (and optional epilogue) checked for running in a row
+/// kernel on a context: what the row-op plans need besides the hooks.
+pub(crate) struct RowFusion {
+    rl: RowLowered,
+    /// `(binding, tensor)` of every tensor leaf.
+    tensors: Vec<(u32, Tensor)>,
+}
+
+impl RowFusion {
+    /// Lowers and checks `x` (and `epilogue`) for `ctx`: tensors on `ctx`,
+    /// contiguous, no symbolic inputs, f16 only with `shader-f16`.
+    pub(crate) fn new(ctx: &Context, x: &Expr, epilogue: Option<&Expr>) -> Result<Self> {
+        let rl = lower_rows(x, epilogue)?;
+        let mut tensors = Vec::new();
+        for (j, leaf) in rl.lowered.leaves.iter().enumerate() {
+            match leaf {
+                Leaf::Tensor(t) => {
+                    if !Arc::ptr_eq(&t.ctx.inner, &ctx.inner) {
+                        return Err(Error::InvalidArgument(
+                            "fused row-op operands must live on the context that runs them".into(),
+                        ));
+                    }
+                    if t.dtype() == DType::F16 {
+                        ctx.require_f16("a fused row-op expression with f16 tensors")?;
+                    }
+                    tensors.push((ROW_FIRST_INPUT_BINDING + j as u32, t.clone()));
+                }
+                Leaf::Symbol { .. } => {
+                    return Err(Error::InvalidArgument(
+                        "an expression with symbolic inputs (Expr::input) cannot be evaluated"
+                            .into(),
+                    ));
+                }
+                Leaf::Acc => {}
+            }
+        }
+        Ok(Self { rl, tensors })
+    }
+
+    /// The load expression's result shape.
+    pub(crate) fn shape(&self) -> &[usize] {
+        &self.rl.lowered.shape
+    }
+
+    /// The row op's output dtype (the load expression's dtype rule).
+    pub(crate) fn dtype(&self) -> DType {
+        self.rl.lowered.dtype_of(self.rl.lowered.roots[0])
+    }
+
+    /// Bytes of the distinct tensors read (each once).
+    pub(crate) fn read_bytes(&self) -> u64 {
+        self.tensors.iter().map(|(_, t)| t.size_bytes()).sum()
+    }
+
+    /// Storage buffers the generated parts bind (tensors and constants).
+    pub(crate) fn storage_bindings(&self) -> usize {
+        self.tensors.len() + usize::from(!self.rl.lowered.constants.is_empty())
+    }
+
+    /// Operation nodes per element (for plans' `flops`).
+    pub(crate) fn ops_per_element(&self) -> u64 {
+        self.rl
+            .lowered
+            .ops
+            .iter()
+            .filter(|o| !matches!(o, Op::Load(_) | Op::Const(_)))
+            .count() as u64
+    }
+
+    /// The generated parts for a kernel with `VEC == 4` when `row_vec4`.
+    pub(crate) fn hooks(&self, row_vec4: bool) -> RowHooks {
+        emit_rows(&self.rl, row_vec4)
+    }
+
+    /// A short description for plan labels.
+    pub(crate) fn describe(&self) -> String {
+        self.rl.names.join(" -> ")
+    }
+
+    /// The uniform (`ew_p`) and constants (`ew_k`) buffers for `hooks`.
+    pub(crate) fn buffers(
+        &self,
+        ctx: &Context,
+        hooks: &RowHooks,
+    ) -> (wgpu::Buffer, Option<wgpu::Buffer>) {
+        let l = &self.rl.lowered;
+        let n: usize = l.shape.iter().product();
+        let units = if hooks.vec4 { n / 4 } else { n };
+        let mut words: Vec<u32> = vec![
+            units as u32,
+            n as u32,
+            f32::NAN.to_bits(),
+            f32::INFINITY.to_bits(),
+        ];
+        words.extend(dims4(&l.shape).iter().map(|&d| d as u32));
+        for leaf in &l.leaves {
+            let strides = match leaf {
+                Leaf::Acc => [0; crate::tensor::MAX_RANK],
+                _ => broadcast_strides(leaf.shape(), &l.shape),
+            };
+            words.extend(strides.iter().map(|&s| s as u32));
+        }
+        let uniform = ctx.uniform(&words);
+        let consts = (!l.constants.is_empty()).then(|| {
+            let bits: Vec<u32> = l.constants.iter().map(|c| c.to_bits()).collect();
+            super::storage_words(ctx, &bits)
+        });
+        (uniform, consts)
+    }
+
+    /// The tensor leaves with their bindings.
+    pub(crate) fn tensors(&self) -> &[(u32, Tensor)] {
+        &self.tensors
+    }
+}
