@@ -2,8 +2,9 @@
 //! translate to SPIR-V, MSL and HLSL, for expressions covering every op, both
 //! dtypes, both paths (vec4 and scalar) and every input access kind. No GPU.
 
-use naga::back::{hlsl, msl, spv};
-use naga::valid::{Capabilities, ValidationFlags, Validator};
+mod common;
+
+use common::naga_check::{check_spec, check_spec_source};
 use wgtile::fusion::{Access, generate};
 use wgtile::{BinaryOp, DType, Expr, UnaryOp};
 
@@ -41,56 +42,9 @@ const BINARY: [BinaryOp; 13] = [
     BinaryOp::Ne,
 ];
 
+/// A generated elementwise kernel (entry `main`, no overrides).
 fn check_wgsl(label: &str, source: &str) {
-    let module = naga::front::wgsl::parse_str(source)
-        .unwrap_or_else(|e| panic!("{label}: parse: {}\n{source}", e.emit_to_string(source)));
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{label}: validate: {}\n{source}", e.emit_to_string(source)));
-    let constants = naga::back::PipelineConstants::default();
-    let (module, info) = naga::back::pipeline_constants::process_overrides(
-        &module,
-        &info,
-        Some((naga::ShaderStage::Compute, "main")),
-        &constants,
-    )
-    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
-    let spirv = spv::write_vec(
-        &module,
-        &info,
-        &spv::Options::default(),
-        Some(&spv::PipelineOptions {
-            shader_stage: naga::ShaderStage::Compute,
-            entry_point: "main".to_string(),
-        }),
-    )
-    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
-    assert!(!spirv.is_empty());
-    let msl_options = msl::Options {
-        lang_version: (2, 4),
-        ..Default::default()
-    };
-    msl::write_string(
-        &module,
-        &info,
-        &msl_options,
-        &msl::PipelineOptions {
-            entry_point: Some((naga::ShaderStage::Compute, "main".to_string())),
-            ..Default::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
-    let hlsl_options = hlsl::Options {
-        shader_model: hlsl::ShaderModel::V6_2,
-        ..Default::default()
-    };
-    let pipeline = hlsl::PipelineOptions {
-        entry_point: Some((naga::ShaderStage::Compute, "main".to_string())),
-    };
-    let mut out = String::new();
-    hlsl::Writer::new(&mut out, &hlsl_options, &pipeline)
-        .write(&module, &info, None)
-        .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
+    common::naga_check::check_wgsl(label, source, "main", &[], false);
 }
 
 fn check(e: &Expr) -> wgtile::fusion::Generated {
@@ -194,69 +148,6 @@ fn broadcast_errors_name_both_shapes() {
     ));
 }
 
-/// A whole matmul kernel (parts, consts, overrides, spliced epilogue) through
-/// naga, as tests/shaders.rs checks the registry's kernels.
-fn check_spec(spec: &wgtile::kernels::Spec) {
-    let label = format!("{:?} <{}>", spec.kernel, spec.dtype);
-    let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
-    let module = naga::front::wgsl::parse_str(&source)
-        .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(&source)));
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{label}: validate: {}", e.emit_to_string(&source)));
-    let mut constants = naga::back::PipelineConstants::default();
-    for &(name, value) in &spec.overrides {
-        constants.insert(name.to_string(), f64::from(value));
-    }
-    let entry = spec.kernel.entry_point();
-    let (module, info) = naga::back::pipeline_constants::process_overrides(
-        &module,
-        &info,
-        Some((naga::ShaderStage::Compute, entry)),
-        &constants,
-    )
-    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
-    spv::write_vec(
-        &module,
-        &info,
-        &spv::Options::default(),
-        Some(&spv::PipelineOptions {
-            shader_stage: naga::ShaderStage::Compute,
-            entry_point: entry.to_string(),
-        }),
-    )
-    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
-    if spec.kernel.uses_cooperative_matrix() {
-        return;
-    }
-    msl::write_string(
-        &module,
-        &info,
-        &msl::Options {
-            lang_version: (2, 4),
-            ..Default::default()
-        },
-        &msl::PipelineOptions {
-            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
-            ..Default::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
-    let mut out = String::new();
-    hlsl::Writer::new(
-        &mut out,
-        &hlsl::Options {
-            shader_model: hlsl::ShaderModel::V6_2,
-            ..Default::default()
-        },
-        &hlsl::PipelineOptions {
-            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
-        },
-    )
-    .write(&module, &info, None)
-    .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
-}
-
 #[test]
 fn generated_epilogues_in_every_matmul_kernel() {
     use wgtile::kernels::{Kernel, Spec};
@@ -320,60 +211,7 @@ fn several_outputs_in_one_kernel() {
 /// Validation and translation of a spliced row-kernel module at `spec`'s
 /// entry point with its overrides.
 fn check_row_module(label: &str, source: &str, spec: &wgtile::kernels::Spec) {
-    let module = naga::front::wgsl::parse_str(source)
-        .unwrap_or_else(|e| panic!("{label}: parse: {}\n{source}", e.emit_to_string(source)));
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{label}: validate: {}\n{source}", e.emit_to_string(source)));
-    let mut constants = naga::back::PipelineConstants::default();
-    for &(name, value) in &spec.overrides {
-        constants.insert(name.to_string(), f64::from(value));
-    }
-    let entry = spec.kernel.entry_point();
-    let (module, info) = naga::back::pipeline_constants::process_overrides(
-        &module,
-        &info,
-        Some((naga::ShaderStage::Compute, entry)),
-        &constants,
-    )
-    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
-    let spirv = spv::write_vec(
-        &module,
-        &info,
-        &spv::Options::default(),
-        Some(&spv::PipelineOptions {
-            shader_stage: naga::ShaderStage::Compute,
-            entry_point: entry.to_string(),
-        }),
-    )
-    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
-    assert!(!spirv.is_empty());
-    msl::write_string(
-        &module,
-        &info,
-        &msl::Options {
-            lang_version: (2, 4),
-            ..Default::default()
-        },
-        &msl::PipelineOptions {
-            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
-            ..Default::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
-    let mut out = String::new();
-    hlsl::Writer::new(
-        &mut out,
-        &hlsl::Options {
-            shader_model: hlsl::ShaderModel::V6_2,
-            ..Default::default()
-        },
-        &hlsl::PipelineOptions {
-            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
-        },
-    )
-    .write(&module, &info, None)
-    .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
+    check_spec_source(label, source, spec);
 }
 
 /// Every row-kernel family the dispatchers use (each kernel x dtype x

@@ -2,86 +2,11 @@
 //! produce, parses and validates with naga and translates to SPIR-V, MSL and
 //! HLSL. Needs no GPU: a shader that would break Metal or DX12 fails here.
 
-use naga::back::{hlsl, msl, spv};
-use naga::valid::{Capabilities, ValidationFlags, Validator};
+mod common;
+
+use common::naga_check::{check_spec as check, check_spec_source as check_source};
 use wgtile::DType;
 use wgtile::kernels::{Kernel, Spec};
-
-fn check(spec: &Spec) {
-    let label = format!("{spec:?}");
-    let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
-    check_source(&label, &source, spec);
-}
-
-/// [`check`] on given text (generated WGSL) built for `spec`'s entry point
-/// and overrides.
-fn check_source(label: &str, source: &str, spec: &Spec) {
-    let source = source.to_string();
-    let module = naga::front::wgsl::parse_str(&source)
-        .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(&source)));
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{label}: validate: {}", e.emit_to_string(&source)));
-
-    let mut constants = naga::back::PipelineConstants::default();
-    for &(name, value) in &spec.overrides {
-        constants.insert(name.to_string(), f64::from(value));
-    }
-    let entry = spec.kernel.entry_point();
-    let (module, info) = naga::back::pipeline_constants::process_overrides(
-        &module,
-        &info,
-        Some((naga::ShaderStage::Compute, entry)),
-        &constants,
-    )
-    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
-
-    let spirv = spv::write_vec(
-        &module,
-        &info,
-        &spv::Options::default(),
-        Some(&spv::PipelineOptions {
-            shader_stage: naga::ShaderStage::Compute,
-            entry_point: entry.to_string(),
-        }),
-    )
-    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
-    assert!(!spirv.is_empty());
-    if spec.kernel.uses_cooperative_matrix() {
-        // Cooperative matrices are Vulkan-only here: naga's MSL backend offers
-        // 8x8 simdgroup matrices and its HLSL backend none. The dispatcher
-        // selects these kernels only on adapters reporting a 16x16 configuration.
-        return;
-    }
-
-    let msl_options = msl::Options {
-        lang_version: (2, 4),
-        ..Default::default()
-    };
-    msl::write_string(
-        &module,
-        &info,
-        &msl_options,
-        &msl::PipelineOptions {
-            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
-            ..Default::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
-
-    // f16 needs shader model 6.2 on DX12 (wgpu's DXC path).
-    let hlsl_options = hlsl::Options {
-        shader_model: hlsl::ShaderModel::V6_2,
-        ..Default::default()
-    };
-    let pipeline = hlsl::PipelineOptions {
-        entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
-    };
-    let mut out = String::new();
-    hlsl::Writer::new(&mut out, &hlsl_options, &pipeline)
-        .write(&module, &info, None)
-        .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
-}
 
 #[test]
 fn every_kernel_at_its_defaults() {

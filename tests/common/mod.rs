@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod naga_check;
+
 use std::sync::OnceLock;
 
 use wgtile::{

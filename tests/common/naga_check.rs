@@ -1,0 +1,95 @@
+//! The one naga check every shader test uses: parse, validate, apply the
+//! pipeline's override constants, and translate to SPIR-V, MSL and HLSL.
+
+use naga::back::{hlsl, msl, spv};
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+use wgtile::kernels::Spec;
+
+/// Checks WGSL `source` built for the compute entry point `entry` with
+/// `overrides`. `spirv_only`: cooperative-matrix modules, which are Vulkan-only
+/// here (naga's MSL backend offers 8x8 simdgroup matrices, its HLSL backend
+/// none; the dispatcher selects them only on adapters reporting 16x16).
+/// Panics with `label` and the compiler's message on the first failure.
+pub fn check_wgsl(
+    label: &str,
+    source: &str,
+    entry: &str,
+    overrides: &[(&str, u32)],
+    spirv_only: bool,
+) {
+    let module = naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(source)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{label}: validate: {}", e.emit_to_string(source)));
+    let mut constants = naga::back::PipelineConstants::default();
+    for &(name, value) in overrides {
+        constants.insert(name.to_string(), f64::from(value));
+    }
+    let (module, info) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, entry)),
+        &constants,
+    )
+    .unwrap_or_else(|e| panic!("{label}: overrides: {e}"));
+    let spirv = spv::write_vec(
+        &module,
+        &info,
+        &spv::Options::default(),
+        Some(&spv::PipelineOptions {
+            shader_stage: naga::ShaderStage::Compute,
+            entry_point: entry.to_string(),
+        }),
+    )
+    .unwrap_or_else(|e| panic!("{label}: SPIR-V: {e}"));
+    assert!(!spirv.is_empty());
+    if spirv_only {
+        return;
+    }
+    msl::write_string(
+        &module,
+        &info,
+        &msl::Options {
+            lang_version: (2, 4),
+            ..Default::default()
+        },
+        &msl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{label}: MSL: {e}"));
+    // f16 needs shader model 6.2 on DX12 (wgpu's DXC path).
+    let mut out = String::new();
+    hlsl::Writer::new(
+        &mut out,
+        &hlsl::Options {
+            shader_model: hlsl::ShaderModel::V6_2,
+            ..Default::default()
+        },
+        &hlsl::PipelineOptions {
+            entry_point: Some((naga::ShaderStage::Compute, entry.to_string())),
+        },
+    )
+    .write(&module, &info, None)
+    .unwrap_or_else(|e| panic!("{label}: HLSL: {e}"));
+}
+
+/// [`check_wgsl`] on text built for `spec` (its entry point and overrides).
+pub fn check_spec_source(label: &str, source: &str, spec: &Spec) {
+    check_wgsl(
+        label,
+        source,
+        spec.kernel.entry_point(),
+        &spec.overrides,
+        spec.kernel.uses_cooperative_matrix(),
+    );
+}
+
+/// [`check_spec_source`] on `spec`'s own text.
+pub fn check_spec(spec: &Spec) {
+    let label = format!("{spec:?}");
+    let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
+    check_spec_source(&label, &source, spec);
+}
