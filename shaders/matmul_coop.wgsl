@@ -47,6 +47,9 @@ enable wgpu_cooperative_matrix;
 
 // The output's element type; the epilogue part reads bias and residual as Elem.
 alias Elem = f32;
+// The epilogue's tensors: the output type (Elem here; the other matmul
+// kernels specialise Out separately).
+alias Out = Elem;
 // 1: A and B are f32, converted to f16 when staged (reduced precision).
 const INPUT_F32: u32 = 0u;
 

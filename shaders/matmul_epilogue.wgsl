@@ -5,7 +5,8 @@
 // Which terms exist is text-specialised (EPI_BIAS, EPI_RESIDUAL: 0 or 1;
 // EPI_ACT: 0 none, 1 relu, 2 gelu (tanh form), 3 silu), so an unused term
 // compiles away; alpha comes from the kernel's Params (1.0 when unset).
-// Bindings 5 (bias, N elements) and 6 (residual, shaped like C) are always
+// Bindings 5 (bias, N elements) and 6 (residual, shaped like C), both in the
+// output's type `Out` (declared by every matmul kernel), are always
 // declared; the launch binds a small dummy buffer for a term that is off.
 // Kernels call it with the logical (row, col) of C; reads of the bias and
 // residual are guarded, so register tiles past the edge may call it too.
@@ -14,8 +15,8 @@ const EPI_BIAS: u32 = 0u;
 const EPI_RESIDUAL: u32 = 0u;
 const EPI_ACT: u32 = 0u;
 
-@group(0) @binding(5) var<storage, read> epi_bias: array<Elem>;
-@group(0) @binding(6) var<storage, read> epi_residual: array<Elem>;
+@group(0) @binding(5) var<storage, read> epi_bias: array<Out>;
+@group(0) @binding(6) var<storage, read> epi_residual: array<Out>;
 
 fn epilogue(acc: f32, z: u32, row: u32, col: u32) -> f32 {
     var v = params.alpha * acc;

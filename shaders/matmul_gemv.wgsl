@@ -29,10 +29,12 @@
 // Types: Elem is f32 or f16 (text-specialised); accumulation is f32.
 
 alias Elem = f32;
+// The output's element type (text-specialised when it differs from Elem).
+alias Out = Elem;
 
 @group(0) @binding(1) var<storage, read> lhs: array<Elem>;
 @group(0) @binding(2) var<storage, read> rhs: array<Elem>;
-@group(0) @binding(3) var<storage, read_write> out: array<Elem>;
+@group(0) @binding(3) var<storage, read_write> out: array<Out>;
 @group(0) @binding(4) var<storage, read_write> partials: array<f32>;
 // B as pairs of adjacent elements (vecmat_pairs; the launch binds B again).
 @group(0) @binding(7) var<storage, read> rhs2: array<vec2<Elem>>;
@@ -199,7 +201,7 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) 
     for (var i = 0u; i < params.splits; i++) {
         s += partials[(z * params.splits + i) * n + col];
     }
-    out[z * n + col] = Elem(epilogue(s, z, 0u, col));
+    out[z * n + col] = Out(epilogue(s, z, 0u, col));
 }
 
 @compute @workgroup_size(64, 4, 1)
@@ -240,6 +242,6 @@ fn matvec(
         workgroupBarrier();
     }
     if lid.x == 0u && row < m {
-        out[offs.x * m + row] = Elem(epilogue(sums[slot], offs.x, row, 0u));
+        out[offs.x * m + row] = Out(epilogue(sums[slot], offs.x, row, 0u));
     }
 }

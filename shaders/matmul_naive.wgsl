@@ -16,13 +16,15 @@
 // Limits: any M, N, K >= 1 (bounds-checked); offsets must fit in u32.
 
 alias Elem = f32;
+// The output's element type (text-specialised when it differs from Elem).
+alias Out = Elem;
 
 override WG_X: u32 = 16u;
 override WG_Y: u32 = 16u;
 
 @group(0) @binding(1) var<storage, read> lhs: array<Elem>;
 @group(0) @binding(2) var<storage, read> rhs: array<Elem>;
-@group(0) @binding(3) var<storage, read_write> out: array<Elem>;
+@group(0) @binding(3) var<storage, read_write> out: array<Out>;
 
 @compute @workgroup_size(WG_X, WG_Y, 1)
 fn main(
@@ -46,5 +48,5 @@ fn main(
         let b = rhs[b_col + i * params.b_row_stride];
         acc = fma(f32(a), f32(b), acc);
     }
-    out[(z * params.m + row) * params.n + col] = Elem(epilogue(acc, z, row, col));
+    out[(z * params.m + row) * params.n + col] = Out(epilogue(acc, z, row, col));
 }

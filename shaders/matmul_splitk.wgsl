@@ -9,8 +9,10 @@
 // Types: Elem is f32 or f16 (text-specialised); the sum is f32.
 
 alias Elem = f32;
+// The output's element type (text-specialised when it differs from Elem).
+alias Out = Elem;
 
-@group(0) @binding(3) var<storage, read_write> out: array<Elem>;
+@group(0) @binding(3) var<storage, read_write> out: array<Out>;
 @group(0) @binding(4) var<storage, read> partials: array<f32>;
 
 @compute @workgroup_size(16, 16, 1)
@@ -27,5 +29,5 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wi
     for (var i = 0u; i < params.splits; i++) {
         s += partials[((z * params.splits + i) * m + r) * n + c];
     }
-    out[(z * m + r) * n + c] = Elem(epilogue(s, z, r, c));
+    out[(z * m + r) * n + c] = Out(epilogue(s, z, r, c));
 }

@@ -15,10 +15,12 @@
 // operand's contiguous dimension so it stays coalesced.
 
 alias Elem = f32;
+// The output's element type (text-specialised when it differs from Elem).
+alias Out = Elem;
 
 @group(0) @binding(1) var<storage, read> lhs: array<Elem>;
 @group(0) @binding(2) var<storage, read> rhs: array<Elem>;
-@group(0) @binding(3) var<storage, read_write> out: array<Elem>;
+@group(0) @binding(3) var<storage, read_write> out: array<Out>;
 
 // Group j of an invocation is the four elements tid + (4 j + e) * THREADS,
 // e = 0..3, of the tile in load order: consecutive invocations read
@@ -92,16 +94,16 @@ fn put_b(j: u32, tid: u32, v: vec4<f32>, k0: u32, k_end: u32) {
 fn store4(base: u32, col: u32, v: vec4<f32>) {
     let n = params.n;
     if col < n {
-        out[base + col] = Elem(v.x);
+        out[base + col] = Out(v.x);
     }
     if col + 1u < n {
-        out[base + col + 1u] = Elem(v.y);
+        out[base + col + 1u] = Out(v.y);
     }
     if col + 2u < n {
-        out[base + col + 2u] = Elem(v.z);
+        out[base + col + 2u] = Out(v.z);
     }
     if col + 3u < n {
-        out[base + col + 3u] = Elem(v.w);
+        out[base + col + 3u] = Out(v.w);
     }
 }
 

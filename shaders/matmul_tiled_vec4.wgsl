@@ -19,10 +19,12 @@
 // B^T) must be multiples of 4 instead; N always (the stores).
 
 alias Elem = f32;
+// The output's element type (text-specialised when it differs from Elem).
+alias Out = Elem;
 
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<Elem>>;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<Elem>>;
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<Elem>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<Out>>;
 
 // Zeroes the lanes of a 4-wide run along K from k_end on: padded rows
 // (`tensor_padded`) hold arbitrary values there, never read as values.
@@ -123,10 +125,10 @@ fn store_row(c_base: u32, row: u32, ca: u32, cb: u32, lo: vec4<f32>, hi: vec4<f3
     if row < params.m {
         let base = c_base + row * params.n;
         if ca < params.n {
-            out[(base + ca) / 4u] = vec4<Elem>(lo);
+            out[(base + ca) / 4u] = vec4<Out>(lo);
         }
         if cb < params.n {
-            out[(base + cb) / 4u] = vec4<Elem>(hi);
+            out[(base + cb) / 4u] = vec4<Out>(hi);
         }
     }
 }

@@ -400,6 +400,7 @@ impl Kernel {
 }
 
 const ELEM_ALIAS: &str = "alias Elem = f32;";
+const OUT_ALIAS: &str = "alias Out = Elem;";
 
 /// One specialisation of a kernel: what the pipeline cache is keyed by.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -417,6 +418,10 @@ pub struct Spec {
     /// u32, row: u32, col: u32) -> f32`, and the built-in one is renamed
     /// `epilogue_builtin`. Made by [`crate::fusion::generate_epilogue`].
     pub epilogue: Option<String>,
+    /// The output's element type where it differs from `dtype`: substituted
+    /// for `Out` in the kernels that declare `alias Out = Elem;` (the matmul
+    /// kernels: f16 operands with an f32 result, or the reverse).
+    pub out_dtype: Option<DType>,
 }
 
 impl Spec {
@@ -428,7 +433,14 @@ impl Spec {
             consts: Vec::new(),
             overrides: Vec::new(),
             epilogue: None,
+            out_dtype: None,
         }
+    }
+
+    /// Sets the output's element type (see [`Spec::out_dtype`]).
+    pub fn output(mut self, dtype: DType) -> Self {
+        self.out_dtype = Some(dtype);
+        self
     }
 
     /// Replaces the matmul epilogue with generated WGSL (see [`Spec::epilogue`]).
@@ -472,8 +484,13 @@ impl Spec {
                 self.dtype
             )));
         }
-        if generic && self.dtype == DType::F16 {
+        if generic && (self.dtype == DType::F16 || self.out_dtype == Some(DType::F16)) {
             out.push_str("enable f16;\n");
+        }
+        if self.out_dtype.is_some() && !src.lines().any(|l| l.trim() == OUT_ALIAS) {
+            return Err(fail(
+                "kernel has no `alias Out = Elem;` to specialise".into(),
+            ));
         }
         if self.epilogue.is_some() && !self.kernel.has_epilogue() {
             return Err(fail("kernel has no epilogue to replace".into()));
@@ -488,6 +505,10 @@ impl Spec {
             }
             if trimmed == ELEM_ALIAS {
                 out.push_str(&format!("alias Elem = {};\n", self.dtype.wgsl()));
+                continue;
+            }
+            if let (Some(o), OUT_ALIAS) = (self.out_dtype, trimmed) {
+                out.push_str(&format!("alias Out = {};\n", o.wgsl()));
                 continue;
             }
             let replaced = self.consts.iter().enumerate().find(|(_, (name, _))| {
@@ -529,6 +550,9 @@ impl Spec {
 
     fn label(&self) -> String {
         let mut s = format!("{}<{}>", self.kernel.name(), self.dtype);
+        if let Some(o) = self.out_dtype {
+            s.push_str(&format!("->{o}"));
+        }
         for (k, v) in self.consts.iter().chain(&self.overrides) {
             s.push_str(&format!(" {k}={v}"));
         }

@@ -478,39 +478,68 @@ fn f32_on_tensor_cores_only_when_asked() {
 }
 
 #[test]
-fn f16_inputs_f32_output() {
+fn output_dtype_differs_from_the_operands() {
+    // f16 operands with an f32 result (no rounding of the accumulators to
+    // f16) and f32 operands with an f16 result, on every kernel.
     let Some(ctx) = common::ctx() else { return };
     if !ctx.profile().shader_f16 {
         return;
     }
-    let (m, n, k) = (70, 41, 133);
-    let (a, ha) = common::upload(&ctx, &common::random(m * k, 61), &[m, k], DType::F16);
-    let (b, hb) = common::upload(&ctx, &common::random(k * n, 62), &[k, n], DType::F16);
+    for (i, (a_shape, b_shape)) in [
+        (&[70usize, 133][..], &[133usize, 41][..]),
+        (&[1, 300][..], &[300, 64][..]),
+        (&[29, 257][..], &[257][..]),
+        (&[2, 9, 600][..], &[600, 12][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let shape = MatmulShape::new(a_shape, b_shape).unwrap();
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        for (dtype, out_dtype) in [(DType::F16, DType::F32), (DType::F32, DType::F16)] {
+            let a_len: usize = a_shape.iter().product();
+            let b_len: usize = b_shape.iter().product();
+            let (a, ha) =
+                common::upload(&ctx, &common::random(a_len, 60 + i as u64), a_shape, dtype);
+            let (b, hb) =
+                common::upload(&ctx, &common::random(b_len, 70 + i as u64), b_shape, dtype);
+            let offsets = common::batch_offsets(&shape);
+            let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &offsets);
+            for kernel in kernels(&ctx) {
+                if kernel.is_some_and(|kr| !kr.accepts(dtype, m, n, k)) {
+                    continue;
+                }
+                let options = MatmulOptions {
+                    kernel,
+                    out_dtype: Some(out_dtype),
+                    ..Default::default()
+                };
+                let out = ctx.full(&shape.out_shape, f32::NAN, out_dtype).unwrap();
+                let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
+                plan.run().unwrap();
+                let got = out.to_f32_vec_blocking().unwrap();
+                // f16 x f16 products are exact in f32: an f32 result carries only
+                // f32 accumulation error; an f16 result also its final rounding.
+                common::assert_close(
+                    &format!(
+                        "{dtype} -> {out_dtype} {a_shape:?} x {b_shape:?} [{}]",
+                        plan.label()
+                    ),
+                    &got,
+                    &want,
+                    |j| common::matmul_tolerance(out_dtype, k, want[j], mag[j]),
+                );
+            }
+        }
+    }
+    // The output tensor must have the requested dtype.
+    let (a, _) = common::upload(&ctx, &common::random(6, 1), &[2, 3], DType::F16);
+    let (b, _) = common::upload(&ctx, &common::random(12, 2), &[3, 4], DType::F16);
+    let wrong = ctx.full([2, 4], 0.0, DType::F16).unwrap();
     let options = MatmulOptions {
         out_dtype: Some(DType::F32),
         ..Default::default()
     };
-    let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
-    match ctx.matmul_plan(&a, &b, Some(&out), &options) {
-        Ok(plan) => {
-            assert!(plan.label().contains("coop"), "{}", plan.label());
-            plan.run().unwrap();
-            let got = out.to_vec_blocking::<f32>().unwrap();
-            // f16 x f16 products are exact in f32: only f32 accumulation error,
-            // no rounding of the result to f16.
-            let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
-            common::assert_close("f16 in, f32 out", &got, &want, |j| {
-                common::matmul_tolerance(DType::F32, k, want[j], mag[j])
-            });
-        }
-        Err(e) => {
-            // Without tensor cores no kernel has a separate output type.
-            assert!(!wgtile::tune::has_coop_f16(ctx.profile()), "{e}");
-            assert!(matches!(e, wgtile::Error::UnsupportedFeature { .. }), "{e}");
-        }
-    }
-    // An f16 output tensor for an f32 result is a dtype mismatch.
-    let wrong = ctx.full([m, n], 0.0, DType::F16).unwrap();
     assert!(matches!(
         ctx.matmul_plan(&a, &b, Some(&wrong), &options),
         Err(wgtile::Error::DTypeMismatch { .. })

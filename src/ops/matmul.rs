@@ -56,8 +56,8 @@ pub struct MatmulOptions {
     pub reduced_precision: bool,
     /// The result's dtype when it differs from the operands' (f16 inputs,
     /// f32 output: the f32 accumulators are written without rounding to
-    /// f16). Runs on the tensor-core kernel, the only one whose output type
-    /// is separate; elsewhere it is an [`Error::UnsupportedFeature`]. The
+    /// f16; or f32 inputs, f16 output). Every kernel writes it directly; the
+    /// padding layer and the autotuner stand aside for such plans. The
     /// epilogue's bias and residual take the output dtype.
     pub out_dtype: Option<DType>,
 }
@@ -799,15 +799,6 @@ impl Context {
                 }
             }
         };
-        if mixed && !matches!(kernel, MatmulKernel::Coop { .. }) {
-            return Err(Error::UnsupportedFeature {
-                feature: "experimental-cooperative-matrix",
-                what: format!(
-                    "a {out_dtype} result from {dtype} operands (only the tensor-core kernel \
-                     has a separate output type; this matmul runs {kernel})"
-                ),
-            });
-        }
         for (numel, what) in [
             (a.storage_len(), "matmul operand A"),
             (b.storage_len(), "matmul operand B"),
@@ -844,7 +835,7 @@ impl Context {
         scratch: &mut Vec<Tensor>,
     ) -> Result<Vec<Dispatch>> {
         if kernel == MatmulKernel::Gemv {
-            return self.gemv_dispatches(dtype, shape, (a, b, c), epilogue, scratch);
+            return self.gemv_dispatches((dtype, out_dtype), shape, (a, b, c), epilogue, scratch);
         }
         let profile = self.profile();
         let (m, n) = (shape.m, shape.n);
@@ -894,6 +885,8 @@ impl Context {
         if coop {
             // The coop kernel's Spec dtype is its output's.
             spec = spec.dtype(out_dtype);
+        } else if out_dtype != dtype && partials.is_none() {
+            spec = spec.output(out_dtype);
         }
         if coop && !tune::Layout::of(shape).coop_aligned(dtype) {
             spec = spec.constant("ALIGNED", 0);
@@ -931,7 +924,7 @@ impl Context {
             ));
         }
         if let Some(partials) = partials {
-            let spec = epilogue.specialise(Spec::new(Kernel::MatmulSplitKReduce).dtype(dtype));
+            let spec = epilogue.specialise(out_spec(Kernel::MatmulSplitKReduce, dtype, out_dtype));
             let reduce = self.inner.pipelines.get(device, &spec)?;
             let (rx, ry) = (n.div_ceil(16), m.div_ceil(16));
             if rx.max(ry) > max_groups as usize {
@@ -1078,7 +1071,7 @@ impl Context {
     /// `reduce` over the splits' f32 partial sums.
     fn gemv_dispatches(
         &self,
-        dtype: DType,
+        (dtype, out_dtype): (DType, DType),
         shape: &MatmulShape,
         (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
         epilogue: &Epilogue,
@@ -1107,7 +1100,7 @@ impl Context {
             }
             let pipeline = self.inner.pipelines.get(
                 device,
-                &epilogue.specialise(Spec::new(Kernel::GemvMatvec).dtype(dtype)),
+                &epilogue.specialise(out_spec(Kernel::GemvMatvec, dtype, out_dtype)),
             )?;
             for base in (0..batches).step_by(per_dispatch) {
                 let count = per_dispatch.min(batches - base);
@@ -1152,7 +1145,7 @@ impl Context {
             .get(device, &Spec::new(vecmat_kernel).dtype(dtype))?;
         let reduce = self.inner.pipelines.get(
             device,
-            &epilogue.specialise(Spec::new(Kernel::GemvReduce).dtype(dtype)),
+            &epilogue.specialise(out_spec(Kernel::GemvReduce, dtype, out_dtype)),
         )?;
         for base in (0..batches).step_by(per_dispatch) {
             let count = per_dispatch.min(batches - base) as u32;
@@ -1272,6 +1265,16 @@ impl Context {
         plan.dispatches = dispatches;
         plan.scratch = scratch;
         Ok(plan)
+    }
+}
+
+/// `kernel` reading `dtype` operands and writing `out_dtype` results.
+fn out_spec(kernel: Kernel, dtype: DType, out_dtype: DType) -> Spec {
+    let spec = Spec::new(kernel).dtype(dtype);
+    if out_dtype == dtype {
+        spec
+    } else {
+        spec.output(out_dtype)
     }
 }
 

@@ -791,6 +791,21 @@ pub fn matmul_specs() -> Vec<Spec> {
             }
         }
     }
+    // Results in the other dtype (MatmulOptions::out_dtype): every kernel
+    // with a separate `Out` type.
+    let mixed: Vec<Spec> = specs
+        .iter()
+        .filter(|s| s.kernel.has_epilogue() && s.kernel != Kernel::MatmulCoop)
+        .map(|s| {
+            let other = if s.dtype == DType::F32 {
+                DType::F16
+            } else {
+                DType::F32
+            };
+            s.clone().output(other)
+        })
+        .collect();
+    specs.extend(mixed);
     specs
 }
 
