@@ -325,8 +325,8 @@ fn dkdv(
     }
     // Query rows that see some key of this block: j - hi <= i <= j - lo.
     let j_last = i32(min(j0 + BR, keys)) - 1;
-    let i_begin = max(0, i32(j0) - params.hi_off);
-    var i_end = min(i32(params.sq), j_last - params.lo_off + 1);
+    let i_begin = max(0, i32(j0) - last_off(keys));
+    var i_end = min(i32(params.sq), j_last - first_off(keys) + 1);
     if j0 >= keys {
         i_end = 0;
     }
@@ -402,8 +402,8 @@ fn dq(
         dq_acc[x] = vec4<f32>(0.0);
     }
     let i_last = i32(min(i0 + BR, params.sq)) - 1;
-    let j_begin = max(0, i32(i0) + params.lo_off);
-    let j_end = min(i32(keys), i_last + params.hi_off + 1);
+    let j_begin = max(0, i32(i0) + first_off(keys));
+    let j_end = min(i32(keys), i_last + last_off(keys) + 1);
     for (var j0 = u32(j_begin) / BC * BC; i32(j0) < j_end; j0 += BC) {
         var s: array<vec4<f32>, 4>;
         var dp: array<vec4<f32>, 4>;

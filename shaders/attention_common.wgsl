@@ -9,6 +9,8 @@
 //     i + lo_off <= j <= i + hi_off   (causal and sliding window, folded by
 //                                      the host into two diagonal offsets)
 //     j < kv_len[b]                   (key padding, when has_kv_len = 1)
+//   with bottom-right alignment and key lengths (align_keys = 1) the band
+//   follows each batch's own last key: both offsets move by kv_len[b] - sk.
 //     mask[b, h, i, j] != 0           (mask_kind 1, boolean as 0/1 floats)
 // and an additive mask (mask_kind 2) is added to the logit after soft-capping.
 // Logits are kept in log2 units (scale and the additive mask multiplied by
@@ -36,6 +38,7 @@ struct Params {
     mask_kind: u32,    // 0 none, 1 boolean (0 = masked), 2 additive
     m_sb: u32, m_sh: u32, m_sr: u32, m_sc: u32,
     has_kv_len: u32,
+    align_keys: u32,   // 1: bottom-right alignment to each batch's key length
     split_len: u32,    // keys per split (split-KV decoding); 0 = one split
     splits: u32,       // number of key splits
     pack_heads: u32,   // flash: rows of a workgroup run over the query heads of one KV head
@@ -69,12 +72,31 @@ fn key_count(b: u32) -> u32 {
     return params.sk;
 }
 
+// How far batch b's diagonal band moves from the host's offsets: with
+// bottom-right alignment to key lengths, each batch ends at its own last key.
+fn diag_shift(keys: u32) -> i32 {
+    if params.align_keys == 1u {
+        return i32(keys) - i32(params.sk);
+    }
+    return 0;
+}
+
+// The first and last visible key of row i are i + first_off(keys) and
+// i + last_off(keys), for a batch with `keys` keys.
+fn first_off(keys: u32) -> i32 {
+    return params.lo_off + diag_shift(keys);
+}
+
+fn last_off(keys: u32) -> i32 {
+    return params.hi_off + diag_shift(keys);
+}
+
 // Turns the raw dot product q_i . k_j into a logit in log2 units, or -inf
 // when key j is masked for row i. `keys` is key_count(b).
 fn logit(dot: f32, b: u32, h: u32, i: u32, j: u32, keys: u32) -> f32 {
     let ii = i32(i);
     let jj = i32(j);
-    if j >= keys || jj < ii + params.lo_off || jj > ii + params.hi_off {
+    if j >= keys || jj < ii + first_off(keys) || jj > ii + last_off(keys) {
         return neg_inf();
     }
     var t: f32;

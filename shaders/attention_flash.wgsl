@@ -207,8 +207,8 @@ fn main(
         i_first = 0;
         i_last = i32(params.sq) - 1;
     }
-    var j_begin = max(0, i_first + params.lo_off);
-    var j_end = min(i32(keys), i_last + params.hi_off + 1);
+    var j_begin = max(0, i_first + first_off(keys));
+    var j_end = min(i32(keys), i_last + last_off(keys) + 1);
     if SPLIT == 1u {
         j_begin = max(j_begin, i32(split * params.split_len));
         j_end = min(j_end, i32((split + 1u) * params.split_len));

@@ -52,6 +52,16 @@ struct HostMask {
 
 /// f64 reference: returns (O [B, Hq, Sq, Dv], lse [B, Hq, Sq]).
 #[allow(clippy::too_many_arguments)]
+/// Where row i's diagonal sits (key i + offset): 0 top-left; bottom-right
+/// aligns to the last key, the batch's own when key lengths are given.
+fn diagonal_offset(c: &Case, opts: &AttentionOptions, keys: usize) -> i64 {
+    match opts.alignment {
+        DiagonalAlignment::TopLeft => 0,
+        DiagonalAlignment::BottomRight if opts.key_lengths.is_some() => keys as i64 - c.sq as i64,
+        DiagonalAlignment::BottomRight => c.sk as i64 - c.sq as i64,
+    }
+}
+
 fn reference(
     c: &Case,
     q: &[f32],
@@ -61,15 +71,12 @@ fn reference(
     mask: Option<&HostMask>,
 ) -> (Vec<f64>, Vec<f64>) {
     let scale = f64::from(opts.scale.unwrap_or(1.0 / (c.d as f32).sqrt()));
-    let offset = match opts.alignment {
-        DiagonalAlignment::TopLeft => 0i64,
-        DiagonalAlignment::BottomRight => c.sk as i64 - c.sq as i64,
-    };
     let group = c.hq / c.hkv;
     let mut o = vec![0.0; c.b * c.hq * c.sq * c.dv];
     let mut lse = vec![f64::NEG_INFINITY; c.b * c.hq * c.sq];
     for b in 0..c.b {
         let keys = opts.key_lengths.as_ref().map_or(c.sk, |l| l[b] as usize);
+        let offset = diagonal_offset(c, opts, keys);
         for h in 0..c.hq {
             let hk = h / group;
             for i in 0..c.sq {
@@ -486,6 +493,27 @@ fn key_padding_lengths_including_zero() {
             .causal(DiagonalAlignment::TopLeft),
         None,
         51,
+    );
+    // Bottom-right with key lengths: each batch aligned to its own last key
+    // (variable-length decoding), with and without a window.
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .key_lengths(&[64, 37, 0])
+            .causal(DiagonalAlignment::BottomRight),
+        None,
+        52,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .key_lengths(&[50, 100, 7])
+            .causal(DiagonalAlignment::BottomRight)
+            .window(Some(9), Some(0)),
+        None,
+        53,
     );
 }
 
@@ -936,12 +964,9 @@ fn row_logits(
     i: usize,
 ) -> Vec<Option<(f64, f64)>> {
     let scale = f64::from(opts.scale.unwrap_or(1.0 / (c.d as f32).sqrt()));
-    let offset = match opts.alignment {
-        DiagonalAlignment::TopLeft => 0i64,
-        DiagonalAlignment::BottomRight => c.sk as i64 - c.sq as i64,
-    };
     let hk = h / (c.hq / c.hkv);
     let keys = opts.key_lengths.as_ref().map_or(c.sk, |l| l[b] as usize);
+    let offset = diagonal_offset(c, opts, keys);
     (0..c.sk)
         .map(|j| {
             let (ii, jj) = (i as i64, j as i64);
@@ -1224,6 +1249,17 @@ fn backward_matches_analytic_gradients() {
         &AttentionOptions::new(),
         None,
         207,
+    );
+    // Bottom-right alignment to each batch's key length, with a window.
+    check_backward(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .key_lengths(&[30, 13, 0])
+            .causal(DiagonalAlignment::BottomRight)
+            .window(Some(4), None),
+        None,
+        208,
     );
     // The small-adapter tile shape (64 invocations), forced.
     let mut small = AttentionOptions::new()

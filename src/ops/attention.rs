@@ -43,7 +43,9 @@
 //! causal (`j <= i + offset`), sliding window (`i + offset - left <= j <= i +
 //! offset + right`), where `offset` is 0 for [`DiagonalAlignment::TopLeft`]
 //! (PyTorch `is_causal`) and `Sk - Sq` for [`DiagonalAlignment::BottomRight`]
-//! (FlashAttention-2, KV-cache decoding); key padding (`j < key_lengths[b]`);
+//! (FlashAttention-2, KV-cache decoding) — with key lengths, `key_lengths[b] -
+//! Sq` for batch `b`, so each sequence is aligned to its own last key (as
+//! FlashAttention-2's variable-length path does); key padding (`j < key_lengths[b]`);
 //! and a boolean mask (nonzero = visible). An additive mask is added to the
 //! logit after soft-capping (`cap * tanh(s / cap)`). Rows that see no key at
 //! all give zeros and `lse = -inf`.
@@ -840,6 +842,12 @@ impl Context {
             words.push(u32_of(x, "mask stride")?);
         }
         words.push(u32::from(opts.key_lengths.is_some()));
+        // Bottom-right alignment with key lengths: each batch's band ends at
+        // its own last key (FlashAttention-2's varlen rule), in the kernels.
+        let align_keys = opts.key_lengths.is_some()
+            && opts.alignment == DiagonalAlignment::BottomRight
+            && (opts.causal || opts.window_left.is_some() || opts.window_right.is_some());
+        words.push(u32::from(align_keys));
         Ok(Setup {
             dtype,
             dims: [b, hq, hkv, sq, sk, d, dv],
