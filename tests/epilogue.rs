@@ -104,32 +104,6 @@ fn check(
     });
 }
 
-fn kernels(ctx: &wgtile::Context) -> Vec<Option<MatmulKernel>> {
-    let mut ks = vec![
-        None,
-        Some(MatmulKernel::naive_for(ctx.profile())),
-        Some(MatmulKernel::Gemv),
-    ];
-    for vec4 in [false, true] {
-        ks.push(Some(MatmulKernel::Tiled {
-            tile: wgtile::tune::TILE_CONFIGS[1],
-            vec4,
-        }));
-    }
-    ks.push(Some(MatmulKernel::SplitK {
-        tile: wgtile::tune::TILE_CONFIGS[2],
-        vec4: false,
-        splits: 2,
-    }));
-    ks.extend(
-        wgtile::tune::COOP_CONFIGS
-            .into_iter()
-            .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
-            .map(Some),
-    );
-    ks
-}
-
 #[test]
 fn every_term_on_every_kernel() {
     let Some(ctx) = common::ctx() else { return };
@@ -153,7 +127,7 @@ fn every_term_on_every_kernel() {
     } else {
         &[DType::F32]
     };
-    for kernel in kernels(&ctx) {
+    for kernel in common::epilogue_kernels(&ctx) {
         for (i, (a, b)) in shapes.iter().enumerate() {
             for (j, &(alpha, bias, residual, activation)) in terms.iter().enumerate() {
                 for &dtype in dtypes {

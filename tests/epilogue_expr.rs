@@ -133,32 +133,6 @@ fn check(
     }
 }
 
-fn kernels(ctx: &wgtile::Context) -> Vec<Option<MatmulKernel>> {
-    let mut ks = vec![
-        None,
-        Some(MatmulKernel::naive_for(ctx.profile())),
-        Some(MatmulKernel::Gemv),
-    ];
-    for vec4 in [false, true] {
-        ks.push(Some(MatmulKernel::Tiled {
-            tile: wgtile::tune::TILE_CONFIGS[1],
-            vec4,
-        }));
-    }
-    ks.push(Some(MatmulKernel::SplitK {
-        tile: wgtile::tune::TILE_CONFIGS[2],
-        vec4: false,
-        splits: 2,
-    }));
-    ks.extend(
-        wgtile::tune::COOP_CONFIGS
-            .into_iter()
-            .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
-            .map(Some),
-    );
-    ks
-}
-
 #[test]
 fn expression_epilogues_on_every_kernel() {
     let Some(ctx) = common::ctx() else { return };
@@ -175,7 +149,7 @@ fn expression_epilogues_on_every_kernel() {
     };
     // Each kernel and dtype on one shape, rotating, so every shape meets
     // several kernels while the test stays fast on a software adapter.
-    for (ki, kernel) in kernels(&ctx).into_iter().enumerate() {
+    for (ki, kernel) in common::epilogue_kernels(&ctx).into_iter().enumerate() {
         for (di, &dtype) in dtypes.iter().enumerate() {
             let i = (ki + 2 * di) % shapes.len();
             let (a, b) = shapes[i];

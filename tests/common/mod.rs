@@ -180,3 +180,31 @@ pub fn batch_offsets(shape: &MatmulShape) -> Vec<(usize, usize)> {
         })
         .collect()
 }
+
+/// The dispatcher (None) and one kernel of each family, for the epilogue
+/// tests: naive, GEMV, tiled scalar and vec4, split-K, every coop layout.
+pub fn epilogue_kernels(ctx: &Context) -> Vec<Option<wgtile::MatmulKernel>> {
+    let mut ks = vec![
+        None,
+        Some(wgtile::MatmulKernel::naive_for(ctx.profile())),
+        Some(wgtile::MatmulKernel::Gemv),
+    ];
+    for vec4 in [false, true] {
+        ks.push(Some(wgtile::MatmulKernel::Tiled {
+            tile: wgtile::tune::TILE_CONFIGS[1],
+            vec4,
+        }));
+    }
+    ks.push(Some(wgtile::MatmulKernel::SplitK {
+        tile: wgtile::tune::TILE_CONFIGS[2],
+        vec4: false,
+        splits: 2,
+    }));
+    ks.extend(
+        wgtile::tune::COOP_CONFIGS
+            .into_iter()
+            .filter_map(|c| wgtile::MatmulKernel::coop_for(ctx.profile(), c))
+            .map(Some),
+    );
+    ks
+}
