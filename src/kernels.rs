@@ -39,6 +39,9 @@ pub enum Kernel {
     /// Copies a batch of matrices into another row/column count, zero-filling
     /// or cropping (the padding layer).
     PadCopy,
+    /// The same for f16 into rows of a multiple of 8 halves, 16 bytes per
+    /// invocation (the padding layer's A and B).
+    PadCopyHalves,
     /// M = 1 matmul (vector times matrix), K split over workgroups into f32 partials.
     GemvVecmat,
     /// The same reading B two adjacent columns at a time (N and B's row and
@@ -112,7 +115,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 31] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -120,6 +123,7 @@ impl Kernel {
         Kernel::MatmulTiledVec4,
         Kernel::MatmulCoop,
         Kernel::PadCopy,
+        Kernel::PadCopyHalves,
         Kernel::GemvVecmat,
         Kernel::GemvVecmatPairs,
         Kernel::GemvReduce,
@@ -173,7 +177,9 @@ impl Kernel {
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
-            Kernel::PadCopy => &[include_str!("../shaders/pad_copy.wgsl")],
+            Kernel::PadCopy | Kernel::PadCopyHalves => {
+                &[include_str!("../shaders/pad_copy.wgsl")]
+            }
             Kernel::GemvVecmat
             | Kernel::GemvVecmatPairs
             | Kernel::GemvReduce
@@ -256,6 +262,7 @@ impl Kernel {
             Kernel::MatmulTiledVec4 => "matmul_tiled_vec4",
             Kernel::MatmulCoop => "matmul_coop",
             Kernel::PadCopy => "pad_copy",
+            Kernel::PadCopyHalves => "pad_copy.halves",
             Kernel::GemvVecmat => "matmul_gemv.vecmat",
             Kernel::GemvVecmatPairs => "matmul_gemv.vecmat_pairs",
             Kernel::GemvReduce => "matmul_gemv.reduce",
@@ -287,6 +294,7 @@ impl Kernel {
     pub const fn entry_point(self) -> &'static str {
         match self {
             Kernel::FillRandom => "random",
+            Kernel::PadCopyHalves => "halves",
             Kernel::GemvVecmat => "vecmat",
             Kernel::GemvVecmatPairs => "vecmat_pairs",
             Kernel::GemvReduce => "reduce",

@@ -40,9 +40,16 @@ pub const VEC4_GAIN: f64 = 1.09;
 /// CUDA-core kernel in f16, measured on the H200 (1.8-2.8x); the low end.
 pub const COOP_GAIN: f64 = 1.8;
 
+/// Speed of the cooperative-matrix kernel's word-load variant (rows that do
+/// not start on 16 bytes: 4-5 word loads and a shift per 8 halves) over its
+/// 16-byte-load form, measured on the H200 in f16: 1793 vs 1792 0.62x, 4097
+/// vs 4096 0.53x (run 15). The high end, so a copy must clearly pay.
+pub const COOP_UNALIGNED: f64 = 0.6;
+
 /// Throughput of a kernel family relative to the scalar-load tiled kernel, by
 /// the gains above; `None` for families padding does not help (naive, GEMV).
-fn relative_speed(p: &AdapterProfile, kernel: MatmulKernel) -> Option<f64> {
+/// `aligned`: the operands' rows start on 16 bytes (the coop kernel's fast loads).
+fn relative_speed(p: &AdapterProfile, kernel: MatmulKernel, aligned: bool) -> Option<f64> {
     // On CPU adapters 16-byte loads buy nothing measurable (lavapipe's sweep:
     // padded / unpadded 0.95-1.04x), so padding never pays there.
     let vec4_gain = if p.is_cpu() { 1.0 } else { VEC4_GAIN };
@@ -50,7 +57,9 @@ fn relative_speed(p: &AdapterProfile, kernel: MatmulKernel) -> Option<f64> {
         MatmulKernel::Tiled { vec4, .. } | MatmulKernel::SplitK { vec4, .. } => {
             Some(if vec4 { vec4_gain } else { 1.0 })
         }
-        MatmulKernel::Coop { .. } => Some(VEC4_GAIN * COOP_GAIN),
+        MatmulKernel::Coop { .. } => Some(
+            VEC4_GAIN * COOP_GAIN * if aligned { 1.0 } else { COOP_UNALIGNED },
+        ),
         _ => None,
     }
 }
@@ -123,7 +132,9 @@ pub fn choose(
     };
     let padded = tune::choose_matmul_layout(p, dtype, (m, np, k), batch, layout).kernel;
     let crop = !matches!(padded, MatmulKernel::Coop { .. }) && np != n;
-    let gain = match (relative_speed(p, raw), relative_speed(p, padded)) {
+    let raw_aligned = tune::Layout::dense(m, n, k, false, false).coop_aligned(dtype);
+    let raw_speed = relative_speed(p, raw, raw_aligned);
+    let gain = match (raw_speed, relative_speed(p, padded, true)) {
         // A faster family, or another kernel estimated as fast (vec4 on a CPU
         // adapter: only `Padding::Always` takes that, to measure).
         (Some(r), Some(q)) if q > r || (q == r && padded != raw) => q / r,
@@ -147,7 +158,10 @@ pub fn choose(
     if crop {
         elems += m * np + m * n;
     }
-    let copy = (elems * batch * dtype.size()) as f64 * flops_per_byte(p);
+    // The copies' bytes in FLOPs at the raw kernel's rate (flops_per_byte is
+    // calibrated on the scalar-load tiled kernel).
+    let rate = raw_speed.unwrap_or(1.0);
+    let copy = (elems * batch * dtype.size()) as f64 * flops_per_byte(p) * rate;
     // When the padded work outweighs the faster kernel (N = 3 -> 4) nothing is
     // saved at all: an infinite cost.
     let cost_ratio = if saved > 0.0 {
@@ -186,7 +200,14 @@ impl Context {
                 what: format!("padding a {dst_rows} x {dst_cols} matrix"),
             });
         }
-        let spec = Spec::new(Kernel::PadCopy).dtype(src.dtype());
+        // f16 into rows of whole 16-byte words: 8 halves per invocation.
+        let halves = src.dtype() == DType::F16 && dst_cols.is_multiple_of(8);
+        let (kernel, gx) = if halves {
+            (Kernel::PadCopyHalves, dst_cols.div_ceil(128))
+        } else {
+            (Kernel::PadCopy, gx)
+        };
+        let spec = Spec::new(kernel).dtype(src.dtype());
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let mut out = Vec::new();
         for base in (0..batches).step_by(max) {
@@ -198,12 +219,22 @@ impl Context {
                 dst_cols as u32,
                 base as u32,
             ]);
-            out.push(Dispatch::new(
-                &self.inner.device,
-                pipeline.clone(),
-                &[&params, &src.buffer, &dst.buffer],
-                [gx as u32, gy as u32, count as u32],
-            ));
+            let (device, grid) = (&self.inner.device, [gx as u32, gy as u32, count as u32]);
+            out.push(if halves {
+                Dispatch::with_bindings(
+                    device,
+                    pipeline.clone(),
+                    &[(0, &params), (3, &src.buffer), (4, &dst.buffer)],
+                    grid,
+                )
+            } else {
+                Dispatch::new(
+                    device,
+                    pipeline.clone(),
+                    &[&params, &src.buffer, &dst.buffer],
+                    grid,
+                )
+            });
         }
         Ok(out)
     }
