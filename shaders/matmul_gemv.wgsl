@@ -16,6 +16,16 @@
 //   bytes in f16): a warp-wide load is a 128-byte burst in f16 too (256 in
 //   f32), half the load instructions per byte. Two pairs 64 apart per
 //   invocation; a workgroup covers 256 columns.
+// - vecmat_wide (M = 1, N and B's strides multiples of one 16-byte word: 8
+//   halves or 4 floats): one dispatch, no partials. A workgroup owns
+//   WIDE_LANES words of columns (32 columns in f16, 16 in f32) over all of K:
+//   its WIDE_SLICES x WIDE_LANES invocations read rows lid.y, lid.y + 64, ...
+//   as 16-byte words (a warp covers 8 rows x 64 contiguous bytes), 8 rows
+//   per step with all 8 loads issued before the multiply-adds, and the 64
+//   slices reduce through workgroup memory (a tree) before the epilogue and
+//   the store. Chosen when N alone gives at least a workgroup per compute
+//   unit; otherwise K must be split over workgroups (vecmat + reduce).
+//   WIDE_HALF (text const): 1 for f16 words (unpack2x16float), 0 for f32.
 // - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
@@ -38,6 +48,13 @@ alias Out = Elem;
 @group(0) @binding(4) var<storage, read_write> partials: array<f32>;
 // B as pairs of adjacent elements (vecmat_pairs; the launch binds B again).
 @group(0) @binding(7) var<storage, read> rhs2: array<vec2<Elem>>;
+
+// B as 16-byte words (vecmat_wide; the launch binds B again).
+@group(0) @binding(8) var<storage, read> rhs4: array<vec4<u32>>;
+
+const WIDE_HALF: u32 = 0u;
+const WIDE_LANES: u32 = 4u;
+const WIDE_SLICES: u32 = 64u;
 
 var<workgroup> sums: array<f32, 512>;
 var<workgroup> sums2: array<vec2<f32>, 512>;
@@ -185,6 +202,117 @@ fn vecmat_pairs(
             let s2 = (sums2[t] + sums2[t + 64u]) + (sums2[t + 128u] + sums2[t + 192u]);
             partials[base + 2u * p2] = s2.x;
             partials[base + 2u * p2 + 1u] = s2.y;
+        }
+    }
+}
+
+// The first four columns of a 16-byte word of B (all of them in f32).
+fn word_lo(w: vec4<u32>) -> vec4<f32> {
+    if WIDE_HALF == 1u {
+        return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+    }
+    return bitcast<vec4<f32>>(w);
+}
+
+// Columns 4..7 of a word of 8 halves.
+fn word_hi(w: vec4<u32>) -> vec4<f32> {
+    return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
+}
+
+var<workgroup> wide_lo: array<vec4<f32>, 256>;
+var<workgroup> wide_hi: array<vec4<f32>, 256>;
+
+@compute @workgroup_size(4, 64, 1)
+fn vecmat_wide(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let n = params.n;
+    let k = params.k;
+    let offs = batch_offsets(wid.z);
+    // Columns per word, words per row of the output, B's row stride in words.
+    let cw = select(4u, 8u, WIDE_HALF == 1u);
+    let words = n / cw;
+    let ldw = params.b_row_stride / cw;
+    let wc = wid.x * WIDE_LANES + lid.x;
+    var lo = vec4<f32>();
+    var hi = vec4<f32>();
+    if wc < words {
+        let x = offs.y;
+        let b = offs.z / cw + wc;
+        var kk = lid.y;
+        let step = WIDE_SLICES;
+        for (; kk + 7u * step < k; kk += 8u * step) {
+            // Every load first, then the arithmetic.
+            let w0 = rhs4[b + kk * ldw];
+            let w1 = rhs4[b + (kk + step) * ldw];
+            let w2 = rhs4[b + (kk + 2u * step) * ldw];
+            let w3 = rhs4[b + (kk + 3u * step) * ldw];
+            let w4 = rhs4[b + (kk + 4u * step) * ldw];
+            let w5 = rhs4[b + (kk + 5u * step) * ldw];
+            let w6 = rhs4[b + (kk + 6u * step) * ldw];
+            let w7 = rhs4[b + (kk + 7u * step) * ldw];
+            let x0 = f32(lhs[x + kk]);
+            let x1 = f32(lhs[x + kk + step]);
+            let x2 = f32(lhs[x + kk + 2u * step]);
+            let x3 = f32(lhs[x + kk + 3u * step]);
+            let x4 = f32(lhs[x + kk + 4u * step]);
+            let x5 = f32(lhs[x + kk + 5u * step]);
+            let x6 = f32(lhs[x + kk + 6u * step]);
+            let x7 = f32(lhs[x + kk + 7u * step]);
+            lo = fma(vec4(x0), word_lo(w0), lo);
+            lo = fma(vec4(x1), word_lo(w1), lo);
+            lo = fma(vec4(x2), word_lo(w2), lo);
+            lo = fma(vec4(x3), word_lo(w3), lo);
+            lo = fma(vec4(x4), word_lo(w4), lo);
+            lo = fma(vec4(x5), word_lo(w5), lo);
+            lo = fma(vec4(x6), word_lo(w6), lo);
+            lo = fma(vec4(x7), word_lo(w7), lo);
+            if WIDE_HALF == 1u {
+                hi = fma(vec4(x0), word_hi(w0), hi);
+                hi = fma(vec4(x1), word_hi(w1), hi);
+                hi = fma(vec4(x2), word_hi(w2), hi);
+                hi = fma(vec4(x3), word_hi(w3), hi);
+                hi = fma(vec4(x4), word_hi(w4), hi);
+                hi = fma(vec4(x5), word_hi(w5), hi);
+                hi = fma(vec4(x6), word_hi(w6), hi);
+                hi = fma(vec4(x7), word_hi(w7), hi);
+            }
+        }
+        for (; kk < k; kk += step) {
+            let w0 = rhs4[b + kk * ldw];
+            let x0 = f32(lhs[x + kk]);
+            lo = fma(vec4(x0), word_lo(w0), lo);
+            if WIDE_HALF == 1u {
+                hi = fma(vec4(x0), word_hi(w0), hi);
+            }
+        }
+    }
+    // Tree over the 64 slices of each word.
+    let slot = lid.y * WIDE_LANES + lid.x;
+    wide_lo[slot] = lo;
+    wide_hi[slot] = hi;
+    workgroupBarrier();
+    for (var stride = WIDE_SLICES / 2u; stride > 0u; stride /= 2u) {
+        if lid.y < stride {
+            let other = slot + stride * WIDE_LANES;
+            wide_lo[slot] += wide_lo[other];
+            wide_hi[slot] += wide_hi[other];
+        }
+        workgroupBarrier();
+    }
+    if lid.y == 0u && wc < words {
+        let s_lo = wide_lo[lid.x];
+        let s_hi = wide_hi[lid.x];
+        let col = wc * cw;
+        let o = offs.x * n + col;
+        for (var j = 0u; j < 4u; j++) {
+            out[o + j] = Out(epilogue(s_lo[j], offs.x, 0u, col + j));
+        }
+        if WIDE_HALF == 1u {
+            for (var j = 0u; j < 4u; j++) {
+                out[o + 4u + j] = Out(epilogue(s_hi[j], offs.x, 0u, col + 4u + j));
+            }
         }
     }
 }

@@ -47,6 +47,9 @@ pub enum Kernel {
     /// The same reading B two adjacent columns at a time (N and B's row and
     /// batch strides even).
     GemvVecmatPairs,
+    /// M = 1 in one dispatch: a workgroup owns a few 16-byte words of
+    /// columns over all of K (N and B's strides multiples of 16 bytes).
+    GemvVecmatWide,
     /// Sums the vecmat partials into the output.
     GemvReduce,
     /// N = 1 matmul (matrix times vector).
@@ -115,7 +118,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 32] = [
+    pub const ALL: [Kernel; 33] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -126,6 +129,7 @@ impl Kernel {
         Kernel::PadCopyHalves,
         Kernel::GemvVecmat,
         Kernel::GemvVecmatPairs,
+        Kernel::GemvVecmatWide,
         Kernel::GemvReduce,
         Kernel::GemvMatvec,
         Kernel::MatmulSplitKReduce,
@@ -177,11 +181,10 @@ impl Kernel {
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
-            Kernel::PadCopy | Kernel::PadCopyHalves => {
-                &[include_str!("../shaders/pad_copy.wgsl")]
-            }
+            Kernel::PadCopy | Kernel::PadCopyHalves => &[include_str!("../shaders/pad_copy.wgsl")],
             Kernel::GemvVecmat
             | Kernel::GemvVecmatPairs
+            | Kernel::GemvVecmatWide
             | Kernel::GemvReduce
             | Kernel::GemvMatvec => &[MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE],
             Kernel::MatmulSplitKReduce => &[
@@ -265,6 +268,7 @@ impl Kernel {
             Kernel::PadCopyHalves => "pad_copy.halves",
             Kernel::GemvVecmat => "matmul_gemv.vecmat",
             Kernel::GemvVecmatPairs => "matmul_gemv.vecmat_pairs",
+            Kernel::GemvVecmatWide => "matmul_gemv.vecmat_wide",
             Kernel::GemvReduce => "matmul_gemv.reduce",
             Kernel::GemvMatvec => "matmul_gemv.matvec",
             Kernel::MatmulSplitKReduce => "matmul_splitk",
@@ -297,6 +301,7 @@ impl Kernel {
             Kernel::PadCopyHalves => "halves",
             Kernel::GemvVecmat => "vecmat",
             Kernel::GemvVecmatPairs => "vecmat_pairs",
+            Kernel::GemvVecmatWide => "vecmat_wide",
             Kernel::GemvReduce => "reduce",
             Kernel::GemvMatvec => "matvec",
             Kernel::ReduceCombine => "combine",
@@ -336,6 +341,7 @@ impl Kernel {
                 | Kernel::MatmulTiled
                 | Kernel::MatmulTiledVec4
                 | Kernel::MatmulCoop
+                | Kernel::GemvVecmatWide
                 | Kernel::GemvReduce
                 | Kernel::GemvMatvec
                 | Kernel::MatmulSplitKReduce
@@ -378,6 +384,7 @@ impl Kernel {
                 | Kernel::MatmulCoop
                 | Kernel::GemvVecmat
                 | Kernel::GemvVecmatPairs
+                | Kernel::GemvVecmatWide
                 | Kernel::GemvReduce
                 | Kernel::GemvMatvec
                 | Kernel::MatmulSplitKReduce

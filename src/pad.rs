@@ -57,9 +57,9 @@ fn relative_speed(p: &AdapterProfile, kernel: MatmulKernel, aligned: bool) -> Op
         MatmulKernel::Tiled { vec4, .. } | MatmulKernel::SplitK { vec4, .. } => {
             Some(if vec4 { vec4_gain } else { 1.0 })
         }
-        MatmulKernel::Coop { .. } => Some(
-            VEC4_GAIN * COOP_GAIN * if aligned { 1.0 } else { COOP_UNALIGNED },
-        ),
+        MatmulKernel::Coop { .. } => {
+            Some(VEC4_GAIN * COOP_GAIN * if aligned { 1.0 } else { COOP_UNALIGNED })
+        }
         _ => None,
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::context::Context;
+use crate::context::{AdapterProfile, Context};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
@@ -817,6 +817,15 @@ impl Context {
         )?;
         plan.scratch = scratch;
         plan.label = format!("matmul {dtype} {m}x{n}x{k} x{batches} {kernel}");
+        if kernel == MatmulKernel::Gemv {
+            let variant = match gemv_variant(self.profile(), dtype, &shape) {
+                GemvVariant::Matvec => "one row per 64 invocations",
+                GemvVariant::Wide => "one dispatch, 16-byte words",
+                GemvVariant::Split { pairs: true } => "K split, column pairs",
+                GemvVariant::Split { pairs: false } => "K split",
+            };
+            plan.label.push_str(&format!(" [{variant}]"));
+        }
         if !epilogue.is_identity() {
             plan.label.push_str(" + epilogue");
         }
@@ -1114,13 +1123,38 @@ impl Context {
             }
             return Ok(dispatches);
         }
+        // One dispatch, no partial sums, where N alone covers the compute
+        // units and B's rows split into 16-byte words
+        // (`WGTILE_GEMV_WIDE=0` turns it off, `=1` takes it whenever the
+        // alignment allows, to compare).
+        let wide_groups = n.div_ceil(4 * (16 / dtype.size()));
+        let variant = gemv_variant(self.profile(), dtype, shape);
+        if variant == GemvVariant::Wide {
+            if wide_groups > max {
+                return Err(too_many(wide_groups, "vector-matrix product along N"));
+            }
+            let spec = out_spec(Kernel::GemvVecmatWide, dtype, out_dtype)
+                .constant("WIDE_HALF", u32::from(dtype == DType::F16));
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(device, &epilogue.specialise(spec))?;
+            for base in (0..batches).step_by(per_dispatch) {
+                let count = per_dispatch.min(batches - base);
+                let p = params(1, k, base);
+                dispatches.push(Dispatch::with_bindings(
+                    device,
+                    pipeline.clone(),
+                    &[(0, &p), (1, a), (8, b), (3, c), (5, bias), (6, residual)],
+                    [wide_groups as u32, 1, count as u32],
+                ));
+            }
+            return Ok(dispatches);
+        }
         // Two adjacent columns per load where B's rows, batches and N keep
         // the pairs whole and aligned (`WGTILE_GEMV_PAIRS=0` turns it off, to
         // compare).
-        let pairs = gemv_pairs_enabled()
-            && n.is_multiple_of(2)
-            && shape.b_pitch.is_multiple_of(2)
-            && shape.b_strides.iter().all(|s| s.is_multiple_of(2));
+        let pairs = variant == GemvVariant::Split { pairs: true };
         let columns_per_group = if pairs { 256 } else { 128 };
         // Split K so the grid holds about four workgroups per compute unit,
         // keeping at least 64 rows of B per split.
@@ -1276,6 +1310,58 @@ fn out_spec(kernel: Kernel, dtype: DType, out_dtype: DType) -> Spec {
     } else {
         spec.output(out_dtype)
     }
+}
+
+/// Which GEMV kernels run a matrix-vector product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GemvVariant {
+    /// N = 1: `matvec`.
+    Matvec,
+    /// M = 1 in one dispatch: `vecmat_wide`.
+    Wide,
+    /// M = 1 with K split over workgroups: `vecmat` or `vecmat_pairs`, then `reduce`.
+    Split { pairs: bool },
+}
+
+/// The GEMV kernels for `shape` (M = 1 or N = 1): the one-dispatch kernel
+/// when B's rows split into 16-byte words and N alone gives a workgroup per
+/// compute unit; otherwise K is split, with column pairs where N and B's
+/// strides are even.
+fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVariant {
+    let n = shape.n;
+    if n == 1 {
+        return GemvVariant::Matvec;
+    }
+    let aligned = |per: usize| {
+        n.is_multiple_of(per)
+            && shape.b_pitch.is_multiple_of(per)
+            && shape.b_strides.iter().all(|s| s.is_multiple_of(per))
+    };
+    let per_word = 16 / dtype.size();
+    let wide = match gemv_wide_mode() {
+        Some(on) => on && aligned(per_word),
+        None => aligned(per_word) && n.div_ceil(4 * per_word) >= p.compute_units.max(1) as usize,
+    };
+    if wide {
+        GemvVariant::Wide
+    } else {
+        GemvVariant::Split {
+            pairs: gemv_pairs_enabled() && aligned(2),
+        }
+    }
+}
+
+/// `WGTILE_GEMV_WIDE`: `Some(false)` for 0/off, `Some(true)` for 1/on,
+/// `None` (the dispatcher decides) otherwise.
+fn gemv_wide_mode() -> Option<bool> {
+    static MODE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *MODE.get_or_init(
+        || match std::env::var("WGTILE_GEMV_WIDE").as_deref().map(str::trim) {
+            Ok("0" | "off") => Some(false),
+            Ok("1" | "on") => Some(true),
+            _ => None,
+        },
+    )
 }
 
 /// `WGTILE_GEMV_PAIRS=0` keeps the vector-matrix kernel at one column per

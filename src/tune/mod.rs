@@ -477,7 +477,7 @@ impl fmt::Display for MatmulKernel {
                 16 * frags_n * warps_n,
                 16 * frags_n
             ),
-            MatmulKernel::Gemv => write!(f, "gemv (matrix-vector, split K)"),
+            MatmulKernel::Gemv => write!(f, "gemv (matrix-vector)"),
             MatmulKernel::SplitK { tile, vec4, splits } => write!(
                 f,
                 "split-K x{splits} tiled {tile}{} (8x8 per invocation)",
@@ -775,6 +775,7 @@ pub fn matmul_specs() -> Vec<Spec> {
         ] {
             specs.push(Spec::new(kernel).dtype(dtype));
         }
+        specs.push(gemv_wide_spec(dtype));
     }
     for (warps_m, warps_n, bk, frags_n) in COOP_CONFIGS {
         for subgroup in [32, 64] {
@@ -856,4 +857,12 @@ fn host_threads() -> u32 {
     {
         4
     }
+}
+
+/// The one-dispatch vector-matrix kernel for `dtype` operands (16-byte words
+/// of 8 halves or 4 floats).
+pub fn gemv_wide_spec(dtype: DType) -> Spec {
+    Spec::new(Kernel::GemvVecmatWide)
+        .dtype(dtype)
+        .constant("WIDE_HALF", u32::from(dtype == DType::F16))
 }
