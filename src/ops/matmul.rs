@@ -922,8 +922,9 @@ impl Context {
             ];
             bindings.extend(binding4.map(|p| (4, p)));
             if coop {
-                // The coop kernel also reads A and B as 32-bit words.
-                bindings.extend([(7, a), (8, b)]);
+                // The coop kernel also reads A and B as 32-bit words and
+                // as 16-byte words of halves.
+                bindings.extend([(7, a), (8, b), (9, a), (10, b)]);
             }
             dispatches.push(Dispatch::with_bindings(
                 device,

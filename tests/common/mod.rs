@@ -154,9 +154,11 @@ pub fn synthetic_profile(units: u32, invocations: u32, storage: u32) -> AdapterP
     }
 }
 
-/// [`synthetic_profile`] with the H200's 16x16x16 f16 -> f32 cooperative matrix.
+/// [`synthetic_profile`] with the H200's 16x16x16 f16 -> f32 cooperative
+/// matrix (and its Vulkan binding limit: 524288 storage buffers per stage).
 pub fn with_tensor_cores(mut p: AdapterProfile) -> AdapterProfile {
     p.cooperative_matrix = true;
+    p.max_storage_buffers_per_stage = 524_288;
     p.coop_configs = vec![CoopMatrixConfig {
         m: 16,
         n: 16,
