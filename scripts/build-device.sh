@@ -22,6 +22,8 @@ for l in sys.stdin:
         print(m["executable"])' | tail -1)
     cp "$exe" ".bin/stage/test_$t"
 done
+# Extra binaries (e.g. an older build for an A/B run) from $EXTRA_BINS.
+if [ -n "${EXTRA_BINS:-}" ]; then cp "$EXTRA_BINS"/* .bin/stage/; fi
 strip .bin/stage/*
 find .bin -maxdepth 1 -type f -delete
 tar -C .bin/stage -cJf .bin/bins.tar.xz .

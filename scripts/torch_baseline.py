@@ -41,6 +41,14 @@ def main():
     t = bench(lambda: dst.copy_(src))
     print(f"torch copy {n*4>>20}MiB {2*n*4/t/1e9:.1f} GB/s")
     del src, dst
+    # The same at a GEMV's size (a 4096 x 4096 f16 matrix, 32 MiB): the
+    # fixed cost of one kernel shows at this size.
+    n = 1 << 23
+    src = torch.rand(n, device=dev)
+    dst = torch.empty_like(src)
+    t = bench(lambda: dst.copy_(src), repeats=100)
+    print(f"torch copy {n*4>>20}MiB {2*n*4/t/1e9:.1f} GB/s")
+    del src, dst
 
     for dtype, name in [(torch.float32, "f32"), (torch.float16, "f16")]:
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -51,7 +59,7 @@ def main():
             t = bench(lambda: a @ b)
             print(f"torch matmul_{name} {s} {2*s**3/t/1e12:.2f} TFLOP/s")
         # GEMV: x[1, K] @ W[K, N], judged in GB/s of W (plus x and y).
-        for k, n in [(4096, 4096), (4096, 14336)]:
+        for k, n in [(4096, 4096), (4096, 14336), (14336, 4096)]:
             x = torch.rand(1, k, device=dev, dtype=dtype) * 2 - 1
             w = torch.rand(k, n, device=dev, dtype=dtype) * 2 - 1
             t = bench(lambda: x @ w, repeats=100)
