@@ -24,10 +24,9 @@
 //   WARPS * 256 f32 of scratch. 256 x 128 x 32 (4 x 4 subgroups): 44.8 KiB.
 //   The tiles are arrays of vec4<f16>: staging stores 8 bytes at a time, and
 //   the cooperative loads take their strides in vec4 units (LDA / 4).
-// Aligned f16 operands (ALIGNED = 1, INPUT_F32 = 0) are also bound as
-//   16-byte mat2x4<f16> words (bindings 9, 10): a load yields two vec4<f16>
-//   that go to workgroup memory as they are, without the unpack/convert of
-//   the word paths (naga rejects bitcasts between u32 and f16 vectors).
+//   Measured (H200, session 3): loading aligned f16 operands as mat2x4<f16>
+//   words instead, to skip the unpack/convert (naga rejects bitcasts
+//   between u32 and f16 vectors), ran at 0.56x: keep the u32 loads.
 // Workgroup: WARPS_M * WARPS_N subgroups of SG invocations (text-specialised;
 //   the dispatcher runs this kernel only on adapters with one fixed subgroup
 //   size). Subgroup w owns rows (w / WARPS_N) * 64.. and columns
@@ -68,8 +67,6 @@ const SG: u32 = 32u;
 // 16-byte load per 8 halves. 0: any row stride (K or N = 1793 as they are):
 // 8 halves come from 4 or 5 32-bit loads and a shift, no padding copies.
 const ALIGNED: u32 = 1u;
-// 1 on the f16 16-byte path (mat2x4<f16> loads, no conversions).
-const FAST: u32 = ALIGNED * (1u - INPUT_F32);
 
 const WARPS: u32 = WARPS_M * WARPS_N;
 const THREADS: u32 = WARPS * SG;
@@ -82,11 +79,6 @@ const A_VECS: u32 = BM * BK / 8u;
 const B_VECS: u32 = BK * BN / 8u;
 const A_LOADS: u32 = (A_VECS + THREADS - 1u) / THREADS;
 const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
-// Prefetch registers of each path (1 for the path not taken).
-const A_LOADS_H: u32 = A_LOADS * FAST + (1u - FAST);
-const B_LOADS_H: u32 = B_LOADS * FAST + (1u - FAST);
-const A_LOADS_W: u32 = A_LOADS * (1u - FAST) + FAST;
-const B_LOADS_W: u32 = B_LOADS * (1u - FAST) + FAST;
 
 // 8 halves per vec4<u32>: one 16-byte load.
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<u32>>;
@@ -95,9 +87,6 @@ const B_LOADS_W: u32 = B_LOADS * (1u - FAST) + FAST;
 // The same buffers as 32-bit words, for the unaligned loads (bound always).
 @group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
 @group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
-// The same buffers as 16-byte words of 8 halves (the FAST path; bound always).
-@group(0) @binding(9) var<storage, read> lhs_h: array<mat2x4<f16>>;
-@group(0) @binding(10) var<storage, read> rhs_h: array<mat2x4<f16>>;
 
 var<workgroup> a_sh: array<vec4<f16>, BM * LDA / 4u>;
 var<workgroup> b_sh: array<vec4<f16>, BK * LDB / 4u>;
@@ -119,34 +108,6 @@ fn store8(dst: u32, v: vec4<u32>, is_a: bool) {
     // Two halves per word; unpack2x16float widens exactly, f16() narrows back exactly.
     let lo = vec4<f16>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)));
     let hi = vec4<f16>(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
-    store_halves(dst, lo, hi, is_a);
-}
-
-// FAST path: the 16 bytes of run r (zero when out of bounds).
-fn fetch_a_h(r: vec3<u32>) -> mat2x4<f16> {
-    if r.z == 0u {
-        return mat2x4<f16>();
-    }
-    return lhs_h[r.x / 8u];
-}
-
-fn fetch_b_h(r: vec3<u32>) -> mat2x4<f16> {
-    if r.z == 0u {
-        return mat2x4<f16>();
-    }
-    return rhs_h[r.x / 8u];
-}
-
-// FAST path put: halves from K on zeroed when the run passes K.
-fn put_h(dst: u32, m: mat2x4<f16>, r: vec3<u32>, mask_k: bool, is_a: bool) {
-    var lo = m[0];
-    var hi = m[1];
-    if mask_k && r.y + 8u > params.k {
-        let ks = vec4<u32>(r.y) + vec4<u32>(0u, 1u, 2u, 3u);
-        let k4 = vec4<u32>(params.k);
-        lo = select(vec4<f16>(), lo, ks < k4);
-        hi = select(vec4<f16>(), hi, ks + vec4<u32>(4u) < k4);
-    }
     store_halves(dst, lo, hi, is_a);
 }
 
@@ -310,46 +271,6 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
     return x;
 }
 
-// Issues the global loads of the K step at k0 into the prefetch registers
-// of the path in use (loads only: see the fetch/put rule above).
-fn fetch_step(
-    tid: u32,
-    a_base: u32,
-    b_base: u32,
-    row0: u32,
-    col0: u32,
-    k0: u32,
-    pa: ptr<function, array<vec4<u32>, A_LOADS_W>>,
-    ha: ptr<function, array<vec4<u32>, A_LOADS_W>>,
-    ta: ptr<function, array<u32, A_LOADS_W>>,
-    pb: ptr<function, array<vec4<u32>, B_LOADS_W>>,
-    hb: ptr<function, array<vec4<u32>, B_LOADS_W>>,
-    tb: ptr<function, array<u32, B_LOADS_W>>,
-    qa: ptr<function, array<mat2x4<f16>, A_LOADS_H>>,
-    qb: ptr<function, array<mat2x4<f16>, B_LOADS_H>>,
-) {
-    for (var j = 0u; j < A_LOADS; j++) {
-        let r = a_run(j, tid, a_base, row0, k0);
-        if FAST == 1u {
-            (*qa)[j] = fetch_a_h(r);
-        } else {
-            (*pa)[j] = fetch_a(r);
-            (*ha)[j] = fetch_a_hi(r);
-            (*ta)[j] = fetch_a_tail(r);
-        }
-    }
-    for (var j = 0u; j < B_LOADS; j++) {
-        let r = b_run(j, tid, b_base, col0, k0);
-        if FAST == 1u {
-            (*qb)[j] = fetch_b_h(r);
-        } else {
-            (*pb)[j] = fetch_b(r);
-            (*hb)[j] = fetch_b_hi(r);
-            (*tb)[j] = fetch_b_tail(r);
-        }
-    }
-}
-
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
 // subgroup's scratch, converting to f16 and skipping out-of-bounds elements.
 fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32) {
@@ -401,15 +322,24 @@ fn main(
     var acc31: coop_mat16x16<f32, C>;
     var acc32: coop_mat16x16<f32, C>;
     var acc33: coop_mat16x16<f32, C>;
-    var pa: array<vec4<u32>, A_LOADS_W>;
-    var pb: array<vec4<u32>, B_LOADS_W>;
-    var ha: array<vec4<u32>, A_LOADS_W>;
-    var hb: array<vec4<u32>, B_LOADS_W>;
-    var ta: array<u32, A_LOADS_W>;
-    var tb: array<u32, B_LOADS_W>;
-    var qa: array<mat2x4<f16>, A_LOADS_H>;
-    var qb: array<mat2x4<f16>, B_LOADS_H>;
-    fetch_step(tid, a_base, b_base, row0, col0, 0u, &pa, &ha, &ta, &pb, &hb, &tb, &qa, &qb);
+    var pa: array<vec4<u32>, A_LOADS>;
+    var pb: array<vec4<u32>, B_LOADS>;
+    var ha: array<vec4<u32>, A_LOADS>;
+    var hb: array<vec4<u32>, B_LOADS>;
+    var ta: array<u32, A_LOADS>;
+    var tb: array<u32, B_LOADS>;
+    for (var j = 0u; j < A_LOADS; j++) {
+        let r = a_run(j, tid, a_base, row0, 0u);
+        pa[j] = fetch_a(r);
+        ha[j] = fetch_a_hi(r);
+        ta[j] = fetch_a_tail(r);
+    }
+    for (var j = 0u; j < B_LOADS; j++) {
+        let r = b_run(j, tid, b_base, col0, 0u);
+        pb[j] = fetch_b(r);
+        hb[j] = fetch_b_hi(r);
+        tb[j] = fetch_b_tail(r);
+    }
 
     for (var k0 = 0u; k0 < k; k0 += BK) {
         // Stage the prefetched step in workgroup memory.
@@ -417,30 +347,33 @@ fn main(
             let i = tid + j * THREADS;
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
-                let dst = (i / (BK / 8u)) * LDA + (i % (BK / 8u)) * 8u;
-                if FAST == 1u {
-                    put_h(dst, qa[j], r, true, true);
-                } else {
-                    store8(dst, run_halves(r, pa[j], ha[j], ta[j], true), true);
-                }
+                let v = run_halves(r, pa[j], ha[j], ta[j], true);
+                store8((i / (BK / 8u)) * LDA + (i % (BK / 8u)) * 8u, v, true);
             }
         }
         for (var j = 0u; j < B_LOADS; j++) {
             let i = tid + j * THREADS;
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
-                let dst = (i / (BN / 8u)) * LDB + (i % (BN / 8u)) * 8u;
-                if FAST == 1u {
-                    put_h(dst, qb[j], r, false, false);
-                } else {
-                    store8(dst, run_halves(r, pb[j], hb[j], tb[j], false), false);
-                }
+                let v = run_halves(r, pb[j], hb[j], tb[j], false);
+                store8((i / (BN / 8u)) * LDB + (i % (BN / 8u)) * 8u, v, false);
             }
         }
         workgroupBarrier();
         // Issue the next step's global loads; they complete during the multiply-adds.
         if k0 + BK < k {
-            fetch_step(tid, a_base, b_base, row0, col0, k0 + BK, &pa, &ha, &ta, &pb, &hb, &tb, &qa, &qb);
+            for (var j = 0u; j < A_LOADS; j++) {
+                let r = a_run(j, tid, a_base, row0, k0 + BK);
+                pa[j] = fetch_a(r);
+                ha[j] = fetch_a_hi(r);
+                ta[j] = fetch_a_tail(r);
+            }
+            for (var j = 0u; j < B_LOADS; j++) {
+                let r = b_run(j, tid, b_base, col0, k0 + BK);
+                pb[j] = fetch_b(r);
+                hb[j] = fetch_b_hi(r);
+                tb[j] = fetch_b_tail(r);
+            }
         }
         for (var kk = 0u; kk < BK; kk += 16u) {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(wr * LDA + kk) / 4u], LDA / 4u);

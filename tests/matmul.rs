@@ -222,15 +222,16 @@ fn plans_rerun_deterministically() {
 #[test]
 fn matrix_vector_shapes() {
     let Some(ctx) = common::ctx() else { return };
-    // N and B's strides multiples of 16 bytes with N covering the compute
-    // units: the one-dispatch kernel (64 columns, 4099 rows with a tail, 264
-    // batched); other even N: the split kernel reading column pairs (several
-    // workgroups of 256 columns, batched with even strides; 16 columns: too
-    // few workgroups for the one-dispatch kernel); odd N: one column per load.
-    let cases: [(&[usize], &[usize]); 15] = [
+    // N and B's strides multiples of 16 bytes: the one-dispatch kernel (64
+    // and 16 columns, 4099 rows with a tail, 264 batched); other even N or
+    // rows over 16 KiB: the split kernel reading column pairs (several
+    // workgroups of 256 columns, batched with even strides); odd N: one
+    // column per load.
+    let cases: [(&[usize], &[usize]); 16] = [
         (&[1, 129], &[129, 522]),
         (&[2, 1, 129], &[2, 129, 264]),
         (&[1, 517], &[517, 16]),
+        (&[1, 33], &[33, 8200]),
         (&[2, 1, 129], &[2, 129, 258]),
         (&[1, 13], &[13, 7]),
         (&[1, 1000], &[1000, 300]),

@@ -922,9 +922,8 @@ impl Context {
             ];
             bindings.extend(binding4.map(|p| (4, p)));
             if coop {
-                // The coop kernel also reads A and B as 32-bit words and
-                // as 16-byte words of halves.
-                bindings.extend([(7, a), (8, b), (9, a), (10, b)]);
+                // The coop kernel also reads A and B as 32-bit words.
+                bindings.extend([(7, a), (8, b)]);
             }
             dispatches.push(Dispatch::with_bindings(
                 device,
@@ -1325,9 +1324,15 @@ enum GemvVariant {
 }
 
 /// The GEMV kernels for `shape` (M = 1 or N = 1): the one-dispatch kernel
-/// when B's rows split into 16-byte words and N alone gives a workgroup per
-/// compute unit; otherwise K is split, with column pairs where N and B's
-/// strides are even.
+/// when B's rows split into 16-byte words, N alone gives a workgroup per two
+/// compute units, and the matrix is short and narrow (K <= 8192, rows of at
+/// most 16 KiB); otherwise K is split, with column pairs where N and B's
+/// strides are even. Measured on the H200 (session 3, GB/s, one dispatch /
+/// split): 4096 x 4096 f32 2746 / 2430, f16 2477 / 2271 (a 32 MiB copy runs
+/// at 2774 there: the split's second dispatch is what it saves); 4096 x 14336
+/// f32 2809 / 3740, f16 2810 / 3052 (each workgroup's 64-byte runs per row
+/// spread over wide rows); 14336 x 4096 f32 3578 / 3648, f16 2058 / 2896
+/// (128 workgroups cannot keep enough loads in flight over a long K).
 fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVariant {
     let n = shape.n;
     if n == 1 {
@@ -1341,7 +1346,12 @@ fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVa
     let per_word = 16 / dtype.size();
     let wide = match gemv_wide_mode() {
         Some(on) => on && aligned(per_word),
-        None => aligned(per_word) && n.div_ceil(4 * per_word) >= p.compute_units.max(1) as usize,
+        None => {
+            aligned(per_word)
+                && 2 * n.div_ceil(4 * per_word) >= p.compute_units.max(1) as usize
+                && shape.k <= 8192
+                && n * dtype.size() <= 16 << 10
+        }
     };
     if wide {
         GemvVariant::Wide

@@ -328,8 +328,8 @@ impl MatmulKernel {
                 ..
             } => {
                 has_coop_f16(p)
-                    // A and B bound three ways, C, bias and residual.
-                    && p.max_storage_buffers_per_stage >= 9
+                    // A and B bound twice, C, bias and residual.
+                    && p.max_storage_buffers_per_stage >= 7
                     && matches!(frags_n, 2 | 4)
                     && bk.is_multiple_of(16)
                     && subgroup == p.subgroup_max_size
