@@ -17,9 +17,10 @@
 //      block (t < VPL); it keeps its own online softmax state per row
 //      (running max m and sum l in log2 units, f32) and accumulator, so no
 //      reduction is needed inside the loop, only two barriers per block.
-//   Register pipelining: the next block's K words and the current block's V
-//   words are loaded into registers before the current scores are computed
-//   (the loads of a block never compute with what they just loaded).
+//   Register pipelining: the next block's K words, and its V words (VPRE =
+//   1; else the current block's V words, when double-buffering them would
+//   cost too many registers), are loaded into registers before the current
+//   block is computed (loads never compute with what they just loaded).
 //   At the end the G states of each row are merged through workgroup memory
 //   (max, rescale, sum) and the split's unnormalised state (O / l, m, l) goes
 //   to the scratch bound as `lse` in attention_merge.wgsl's layout; the merge
@@ -32,7 +33,8 @@
 // Workgroup: WG = 256 invocations; KB = WG / LK = 64 keys per block.
 // Tile parameters (text constants, set by the host): ROWS (query rows per
 //   workgroup, 1 to 8), EPW (elements per 16-byte word: 4 for f32, 8 for
-//   f16), KWPL = ceil(D / EPW / 4), WVP (power of two >= Dv / EPW).
+//   f16), KWPL = ceil(D / EPW / 4), WVP (power of two >= Dv / EPW, >= 4),
+//   VPRE (1: V words prefetched a block ahead).
 // Bindings: K and V as 16-byte words (bindings 12, 13: the same buffers as
 //   k and v, whose element bindings 2, 3 this kernel does not use); the
 //   host guarantees D and Dv are multiples of EPW (so every row starts on a
@@ -46,6 +48,7 @@ const ROWS: u32 = 4u;
 const EPW: u32 = 8u;
 const KWPL: u32 = 4u;
 const WVP: u32 = 16u;
+const VPRE: u32 = 1u;
 
 const WG: u32 = 256u;
 const LK: u32 = 4u;
@@ -89,6 +92,24 @@ fn load_k(k_base: u32, j0: u32, kk: u32, p: u32, end: u32) -> array<vec4<u32>, K
             }
         }
         out[i] = val;
+    }
+    return out;
+}
+
+// Loads the V words of this invocation for the block at key j0.
+fn load_v(v_base: u32, j0: u32, g: u32, c: u32, end: u32) -> array<vec4<u32>, VPL> {
+    var out: array<vec4<u32>, VPL>;
+    let v_words = params.dv / EPW;
+    for (var t = 0u; t < VPL; t++) {
+        let j = j0 + g + t * G;
+        var val = vec4<u32>(0u);
+        if j < end && c < v_words {
+            let idx = (v_base + j * params.v_sr) / EPW + c;
+            if idx < arrayLength(&vw) {
+                val = vw[idx];
+            }
+        }
+        out[t] = val;
     }
     return out;
 }
@@ -156,21 +177,21 @@ fn main(
     }
 
     var k_cur = load_k(k_base, j_start, kk, p, j_end);
+    var v_cur: array<vec4<u32>, VPL>;
+    if VPRE == 1u {
+        v_cur = load_v(v_base, j_start, g, c, j_end);
+    }
     workgroupBarrier();
     for (var j0 = j_start; j0 < j_end; j0 += KB) {
-        // Loads in flight while the scores are computed: this block's V
-        // words and the next block's K words.
+        // Loads in flight while this block is computed: the next block's K
+        // words, and the next block's V words (VPRE = 1) or this block's.
         var v_reg: array<vec4<u32>, VPL>;
-        for (var t = 0u; t < VPL; t++) {
-            let j = j0 + g + t * G;
-            var val = vec4<u32>(0u);
-            if j < j_end && c < v_words {
-                let idx = (v_base + j * params.v_sr) / EPW + c;
-                if idx < arrayLength(&vw) {
-                    val = vw[idx];
-                }
-            }
-            v_reg[t] = val;
+        var v_next: array<vec4<u32>, VPL>;
+        if VPRE == 1u {
+            v_next = load_v(v_base, j0 + KB, g, c, j_end);
+            v_reg = v_cur;
+        } else {
+            v_reg = load_v(v_base, j0, g, c, j_end);
         }
         let k_next = load_k(k_base, j0 + KB, kk, p, j_end);
 
@@ -234,6 +255,7 @@ fn main(
             }
         }
         k_cur = k_next;
+        v_cur = v_next;
         workgroupBarrier();
     }
 

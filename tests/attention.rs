@@ -1650,6 +1650,14 @@ fn dispatcher_picks_tiles_per_adapter() {
     );
     // A full prefill needs no split.
     assert_eq!(kv_splits(&h200, 4096, 4096, FLASH_CANDIDATES[0]), 1);
+    // The decode kernel: 8 KV heads x 64 splits of 512 keys at 32k (4
+    // workgroups per unit); 4k keys: splits of 128 keys; short caches, or
+    // a grid already full, no split.
+    use wgtile::tune::attention::decode_splits;
+    assert_eq!(decode_splits(&h200, 8, 32768), 66);
+    assert_eq!(decode_splits(&h200, 8, 4096), 32);
+    assert_eq!(decode_splits(&h200, 8, 64), 1);
+    assert_eq!(decode_splits(&h200, 1024, 32768), 1);
     let b = backward_tiles(&h200, 128, 128).unwrap();
     assert!(b.workgroup_bytes() <= 32 * 1024 && b.threads() == 128);
     assert_eq!(backward_tiles(&narrow, 64, 64).unwrap().threads(), 128);

@@ -19,6 +19,15 @@
 //! For decoding (few query rows) the key sequence is split over workgroups
 //! (flash-decoding): each writes a partial state `(O_s, m_s, l_s)` and a
 //! small merge kernel combines them, so one query row still fills the GPU.
+//! When the query rows of a KV head (`group * Sq`) are few (at most
+//! [`DECODE_KERNEL_MAX_ROWS`]) and the head dims are whole 16-byte words (D,
+//! Dv multiples of 4 f32 or 8 f16, up to 256), `Auto` runs the dedicated
+//! decode kernel (`shaders/attention_decode.wgsl`) instead of the flash tile:
+//! one workgroup per (batch, KV head, key split) reads K and V once, in
+//! coalesced 16-byte words, for all those rows, with no arithmetic spent on
+//! absent rows; the flash path remains for everything else (and as
+//! [`AttentionKernel::FlashSplit`]). Every option (masks, windows, key
+//! lengths, soft-cap, lse) is supported by both.
 //!
 //! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
 //! and is kept as the reference and the "before" of the comparison.

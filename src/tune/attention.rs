@@ -362,7 +362,7 @@ pub const DECODE_BLOCK_KEYS: usize = 64;
 pub const DECODE_THREADS: u32 = 256;
 
 /// Shortest key run a decode split reads (unless the cache is shorter).
-pub const DECODE_MIN_SPLIT: usize = 256;
+pub const DECODE_MIN_SPLIT: usize = 128;
 
 /// Elements per 16-byte word of the decode kernel: 4 (f32) or 8 (f16).
 pub fn decode_epw(dtype: DType) -> usize {
@@ -387,12 +387,17 @@ pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize) -> Spec {
     let kwpl = (d / epw).div_ceil(4).max(1) as u32;
     // At least WG / KB = 4 so every invocation owns a key per block.
     let wvp = (dv / epw).max(4).next_power_of_two() as u32;
+    let vpl = DECODE_BLOCK_KEYS as u32 / (DECODE_THREADS / wvp);
+    // Prefetch V a block ahead while the K and V registers (two blocks of
+    // each) stay within 32 words = 128 registers (all but f32 at D = 256).
+    let vpre = 2 * (kwpl + vpl) <= 32;
     Spec::new(Kernel::AttentionDecode)
         .dtype(dtype)
         .constant("ROWS", chunk)
         .constant("EPW", epw as u32)
         .constant("KWPL", kwpl)
         .constant("WVP", wvp)
+        .constant("VPRE", u32::from(vpre))
 }
 
 /// Workgroup memory of [`decode_spec`]'s kernel in bytes.
