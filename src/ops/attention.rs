@@ -75,8 +75,8 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 use crate::tune::attention::{
-    BackwardTiles, DECODE_BLOCK_KEYS, DECODE_CHUNK_ROWS, DECODE_KERNEL_MAX_ROWS, DECODE_THREADS,
-    FlashTiles, MAX_FLASH_DV, backward_tiles, decode_fits, decode_spec, decode_splits,
+    BackwardTiles, DECODE_BLOCK_KEYS, DECODE_KERNEL_MAX_ROWS, DECODE_THREADS, FlashTiles,
+    MAX_FLASH_DV, backward_tiles, decode_chunk_rows, decode_fits, decode_spec, decode_splits,
     decode_workgroup_bytes, flash_tiles_for, kv_splits,
 };
 
@@ -1020,7 +1020,7 @@ impl Context {
         };
         if use_decode {
             let rows_kv = group * sq;
-            let chunks = rows_kv.div_ceil(DECODE_CHUNK_ROWS);
+            let chunks = rows_kv.div_ceil(decode_chunk_rows(rows_kv));
             let ys = hkv * chunks;
             if ys > max_groups || b > max_groups {
                 return Err(limit(

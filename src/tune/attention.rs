@@ -350,9 +350,17 @@ pub fn kv_splits(p: &AdapterProfile, workgroups: u64, sk: usize, tiles: FlashTil
 /// arithmetic reuse wins.
 pub const DECODE_KERNEL_MAX_ROWS: usize = 16;
 
-/// Query rows one decode workgroup serves (its registers hold an
+/// Most query rows one decode workgroup serves (its registers hold an
 /// accumulator per row: 8 rows x 8 f16 columns = 64 floats).
 pub const DECODE_CHUNK_ROWS: usize = 8;
+
+/// Rows per decode workgroup for `rows` packed query rows: the fewest chunks
+/// of at most [`DECODE_CHUNK_ROWS`], split evenly (12 rows: 2 x 6), so no
+/// register or arithmetic is spent on absent rows beyond the rounding.
+pub fn decode_chunk_rows(rows: usize) -> usize {
+    let rows = rows.max(1);
+    rows.div_ceil(rows.div_ceil(DECODE_CHUNK_ROWS))
+}
 
 /// Keys per block of the decode kernel (`KB` in the shader); split lengths
 /// are multiples of it.
@@ -383,7 +391,7 @@ pub fn decode_fits(dtype: DType, d: usize, dv: usize) -> bool {
 /// (`group * Sq`) and head dims `d`, `dv` (see [`decode_fits`]).
 pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize) -> Spec {
     let epw = decode_epw(dtype);
-    let chunk = rows.clamp(1, DECODE_CHUNK_ROWS).next_power_of_two() as u32;
+    let chunk = decode_chunk_rows(rows) as u32;
     let kwpl = (d / epw).div_ceil(4).max(1) as u32;
     // At least WG / KB = 4 so every invocation owns a key per block.
     let wvp = (dv / epw).max(4).next_power_of_two() as u32;
@@ -403,7 +411,7 @@ pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize) -> Spec {
 /// Workgroup memory of [`decode_spec`]'s kernel in bytes.
 pub fn decode_workgroup_bytes(dtype: DType, rows: usize, d: usize) -> u32 {
     let epw = decode_epw(dtype);
-    let chunk = rows.clamp(1, DECODE_CHUNK_ROWS).next_power_of_two();
+    let chunk = decode_chunk_rows(rows);
     let kwpl = (d / epw).div_ceil(4).max(1);
     let e4 = epw / 4;
     let t = DECODE_THREADS as usize;
@@ -456,7 +464,7 @@ pub fn attention_specs() -> Vec<Spec> {
             }
         }
         specs.push(Spec::new(Kernel::AttentionMerge).dtype(dtype));
-        for rows in [1usize, 2, 4, 8, 16] {
+        for rows in 1..=DECODE_CHUNK_ROWS {
             for d in [8usize, 32, 64, 80, 128, 256] {
                 for dv in [8usize, 48, 64, 128, 256] {
                     if decode_fits(dtype, d, dv) {
