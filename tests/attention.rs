@@ -993,6 +993,23 @@ fn packed_layout_reads_in_place() {
         })
         .collect();
     common::assert_close("packed attention", &o, &packed_want, |_| 1e-5);
+    // The decode kernel reads the packed layout in place too.
+    let (plan, _) = ctx
+        .attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Decode))
+        .unwrap();
+    assert!(
+        plan.label().starts_with("attention decode"),
+        "{}",
+        plan.label()
+    );
+    let (o, _) = run_poisoned(
+        &ctx,
+        &q,
+        &k,
+        &v,
+        &opts.clone().kernel(AttentionKernel::Decode),
+    );
+    common::assert_close("packed attention (decode)", &o, &packed_want, |_| 1e-5);
 }
 
 #[test]
