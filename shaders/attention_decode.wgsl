@@ -12,7 +12,9 @@
 //      in workgroup memory (f32, one broadcast read serves the invocations
 //      of many keys) and writing ROWS partial dots per key to `part` (one
 //      vec4 per (row, key) holds the 4 partials; the reader adds them).
-//   2. P V: invocation (g, c) owns 16-byte word c of the value rows (WVP
+//   2. logits: invocation e of (row, key) pair e adds the 4 partials and
+//      applies `logit` (scale, soft-cap, masks) once, into `lgs`.
+//   3. P V: invocation (g, c) owns 16-byte word c of the value rows (WVP
 //      invocations per row, contiguous loads) and the keys g + G t of the
 //      block (t < VPL); it keeps its own online softmax state per row
 //      (running max m and sum l in log2 units, f32) and accumulator, so no
@@ -63,6 +65,7 @@ const QW4: u32 = KWPL * LK * E4;  // vec4<f32> of a staged query row
 
 var<workgroup> q_s: array<vec4<f32>, ROWS * QW4>;
 var<workgroup> part: array<vec4<f32>, ROWS * KB>;
+var<workgroup> lgs: array<f32, ROWS * KB>;
 var<workgroup> comb: array<vec4<f32>, WG * E4>;
 var<workgroup> red: array<f32, WG>;
 
@@ -214,24 +217,32 @@ fn main(
         }
         workgroupBarrier();
 
-        // 2. online softmax and P V over the keys g + G t.
+        // 2. the logits (scale, soft-cap, masks), once per (row, key).
+        for (var e = tid; e < ROWS * KB; e += WG) {
+            let key = e % KB;
+            let row = r0 + e / KB;
+            let j = j0 + key;
+            var s = neg_inf();
+            if j < j_end && row < rows_kv {
+                let pd = part[e];
+                let h = hk * params.group + row / params.sq;
+                s = logit(pd.x + pd.y + pd.z + pd.w, b, h, row % params.sq, j, keys);
+            }
+            lgs[e] = s;
+        }
+        // No barrier closes the block: `part` is read only before this
+        // barrier and `lgs` written only after the next block's first one.
+        workgroupBarrier();
+
+        // 3. online softmax and P V over the keys g + G t.
         for (var r = 0u; r < ROWS; r++) {
-            let row = r0 + r;
-            let h = hk * params.group + min(row, rows_kv - 1u) / params.sq;
-            let pos = row % params.sq;
             var lg: array<f32, VPL>;
             var mb = m[r];
             for (var t = 0u; t < VPL; t++) {
-                let key = g + t * G;
-                let j = j0 + key;
-                var s = neg_inf();
-                if j < j_end {
-                    let pd = part[r * KB + key];
-                    s = logit(pd.x + pd.y + pd.z + pd.w, b, h, pos, j, keys);
-                    if is_nan(s) {
-                        bad[r] = true;
-                        s = neg_inf();
-                    }
+                var s = lgs[r * KB + g + t * G];
+                if is_nan(s) {
+                    bad[r] = true;
+                    s = neg_inf();
                 }
                 lg[t] = s;
                 mb = max(mb, s);
@@ -256,8 +267,8 @@ fn main(
         }
         k_cur = k_next;
         v_cur = v_next;
-        workgroupBarrier();
     }
+    workgroupBarrier();
 
     // Merge the G per-invocation states of each row and write the split's
     // state: O / l at [split][state][Dv], (m, l) after all outputs.

@@ -416,7 +416,7 @@ pub fn decode_workgroup_bytes(dtype: DType, rows: usize, d: usize) -> u32 {
     let e4 = epw / 4;
     let t = DECODE_THREADS as usize;
     let vec4s = chunk * kwpl * 4 * e4 + chunk * (t / 4) + t * e4;
-    (vec4s * 16 + t * 4) as u32
+    (vec4s * 16 + t * 4 + chunk * DECODE_BLOCK_KEYS * 4) as u32
 }
 
 /// Key splits of the decode kernel: enough workgroups for 4 per compute
