@@ -43,6 +43,13 @@ struct Args {
     /// Only the tile sweep (with --sweep-tiles): no forward table, backward or decode.
     #[arg(long)]
     sweep_only: bool,
+    /// Only the decode table (split-KV decode kernel vs flash-decoding).
+    #[arg(long)]
+    decode_only: bool,
+    /// Cache lengths of the decode table (default: 4096,32768,131072;
+    /// --quick 1024,4096).
+    #[arg(long, value_delimiter = ',')]
+    decode_lens: Vec<usize>,
     /// f32 FMA peak of the adapter in TFLOP/s, for the "% peak" column (the
     /// f16 path also computes in f32). Default: the H200 datasheet's 67.
     #[arg(long, default_value_t = 67.0)]
@@ -81,6 +88,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let profile = ctx.profile();
     println!("{} ({:?})", profile.name, profile.backend);
     let f16 = profile.shader_f16;
+    if args.decode_only {
+        return decode(&ctx, &args, f16);
+    }
     // FLOP/s unit: TFLOP/s on GPUs, GFLOP/s for --quick (software adapters).
     let (unit, unit_name) = if args.quick {
         (1e9, "GFLOP/s")
@@ -314,43 +324,76 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
-    // Decode: one query row against a long f16 cache (flash-decoding), judged
-    // in GB/s of the cache read against a device copy measured now.
-    let (hq, hkv, d, len) = if args.quick {
-        (8, 2, 64, 1024)
+    decode(&ctx, &args, f16)
+}
+
+/// Decode: one query row per head (B = 1, Hq = 32, Hkv = 8, D = 128) against
+/// KV caches of several lengths, f16 and f32, judged in GB/s of the K/V
+/// cache read against a device copy measured in the same run: the decode
+/// kernel (what `Auto` picks) and the flash-decoding path it replaced
+/// (`AttentionKernel::FlashSplit`).
+fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let (hq, hkv, d, mut lens) = if args.quick {
+        (8, 2, 64, vec![1024, 4096])
     } else {
-        (32, 8, 128, 32768)
+        (32, 8, 128, vec![4096, 32768, 131072])
     };
-    let dtype = if f16 { DType::F16 } else { DType::F32 };
-    let mut cache = KvCache::new(&ctx, 1, hkv, d, d, len, dtype)?;
-    let kn = ctx.zeros([1, hkv, len, d], dtype)?;
-    ctx.fill_random(&kn, 7)?;
-    cache.append(&kn, &kn)?;
-    let q = ctx.zeros([1, hq, 1, d], dtype)?;
-    ctx.fill_random(&q, 8)?;
-    let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
-    let (auto, _) = ctx.attention_cached_plan(&q, &cache, &opts)?;
-    let (single, _) =
-        ctx.attention_cached_plan(&q, &cache, &opts.clone().kernel(AttentionKernel::Flash))?;
-    let cache_bytes = (2 * hkv * len * d * dtype.size()) as f64;
-    let copy = copy_bandwidth(&ctx, if args.quick { 16 << 20 } else { 1 << 30 })?;
+    if !args.decode_lens.is_empty() {
+        lens = args.decode_lens.clone();
+    }
+    let copy = copy_bandwidth(ctx, if args.quick { 16 << 20 } else { 1 << 30 })?;
     println!(
-        "\ndecode Sq=1 B=1 Hq={hq} Hkv={hkv} D={d} cache {len} {dtype}; device copy {:.0} GB/s (read+write)",
+        "\ndecode Sq=1 B=1 Hq={hq} Hkv={hkv} D=Dv={d}, causal bottom-right; device copy {:.0} GB/s (read+write)",
         copy / 1e9
     );
-    for (name, plan) in [
-        ("split-KV (auto)", &auto),
-        ("one workgroup per head", &single),
-    ] {
-        let t = time(&ctx, plan, args.repeats.max(20))?;
-        let gbps = cache_bytes / t / 1e9;
-        println!(
-            "  {name:<24} {:>8.1} us {:>8.2} GB/s of cache = {:.1}% of copy   [{}]",
-            t * 1e6,
-            gbps,
-            100.0 * gbps * 1e9 / copy,
-            plan.label()
-        );
+    println!(
+        "{:<22} {:<13} {:>10} {:>9} {:>7}   plan",
+        "cache dtype", "path", "us", "GB/s", "% copy"
+    );
+    let mut dtypes = vec![DType::F16, DType::F32];
+    if !f16 {
+        dtypes.remove(0);
+    }
+    for dtype in dtypes {
+        for &len in &lens {
+            let shape = format!("{len} {dtype}");
+            let setup = || -> wgtile::Result<(KvCache, wgtile::Tensor)> {
+                let mut cache = KvCache::new(ctx, 1, hkv, d, d, len, dtype)?;
+                let kn = ctx.zeros([1, hkv, len, d], dtype)?;
+                ctx.fill_random(&kn, 7)?;
+                let vn = ctx.zeros([1, hkv, len, d], dtype)?;
+                ctx.fill_random(&vn, 9)?;
+                cache.append(&kn, &vn)?;
+                let q = ctx.zeros([1, hq, 1, d], dtype)?;
+                ctx.fill_random(&q, 8)?;
+                Ok((cache, q))
+            };
+            let (cache, q) = match setup() {
+                Ok(x) => x,
+                Err(e) => {
+                    println!("{shape:<22} skipped: {e}");
+                    continue;
+                }
+            };
+            let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
+            let cache_bytes = (2 * hkv * len * d * dtype.size()) as f64;
+            for (name, kernel) in [
+                ("decode", AttentionKernel::Auto),
+                ("flash-split", AttentionKernel::FlashSplit),
+            ] {
+                let (plan, _) =
+                    ctx.attention_cached_plan(&q, &cache, &opts.clone().kernel(kernel))?;
+                let t = time(ctx, &plan, args.repeats.max(20))?;
+                let gbps = cache_bytes / t / 1e9;
+                println!(
+                    "{shape:<22} {name:<13} {:>10.1} {:>9.1} {:>6.1}%   [{}]",
+                    t * 1e6,
+                    gbps,
+                    100.0 * gbps * 1e9 / copy,
+                    plan.label()
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 #
 #   scripts/attention_device.sh build   # here: release example + test binary into .bin/
 #   bash scripts/attention_device.sh run   # there, through the device tool, carry [".bin", ".gl"]
+#   bash scripts/attention_device.sh decode   # there: only the decode tests and tables
 #
 # `run` executes the attention tests on the GPU (edge shapes, the 128-row tile
 # lavapipe cannot fit), the benchmark with the tile sweep, and PyTorch SDPA on
@@ -26,7 +27,7 @@ for l in sys.stdin:
     strip .bin/attention .bin/test_attention 2>/dev/null || true
     ls -la .bin/attention .bin/test_attention
     ;;
-run)
+run|decode)
     OUT=${OUT:-/tmp/wgtile-out}
     mkdir -p "$OUT"
     for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -34,6 +35,15 @@ run)
     export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp RUST_LOG=${RUST_LOG:-warn}
     if [ ! -e /usr/share/vulkan/icd.d/nvidia_icd.json ] && [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
         export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    fi
+    if [ "$1" = decode ]; then
+        echo "== decode tests on the GPU"
+        ./.bin/test_attention --test-threads=1 decode kv_cache nan_ all_masked 2>&1 | tail -n 12 | tee "$OUT/decode_tests.log"
+        echo "== wgtile decode"
+        ./.bin/attention --decode-only 2>&1 | tee "$OUT/decode.log"
+        echo "== PyTorch SDPA decode"
+        python3 scripts/torch_attention.py --decode-only 2>&1 | tee "$OUT/torch_decode.log"
+        exit 0
     fi
     echo "== attention tests on the GPU"
     ./.bin/test_attention --test-threads=1 2>&1 | tail -n 25 | tee "$OUT/attention_tests.log"
@@ -43,7 +53,7 @@ run)
     python3 scripts/torch_attention.py 2>&1 | tee "$OUT/torch_attention.log"
     ;;
 *)
-    echo "usage: $0 build|run" >&2
+    echo "usage: $0 build|run|decode" >&2
     exit 2
     ;;
 esac

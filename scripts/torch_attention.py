@@ -39,11 +39,16 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-long", action="store_true")
     p.add_argument("--no-backward", action="store_true")
+    p.add_argument("--decode-only", action="store_true")
+    p.add_argument("--decode-lens", default="")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda")
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
+    if args.decode_only:
+        decode(args, dev)
+        return
     if args.quick:
         b, h, sizes, dims = 1, 2, [128, 256], [64]
     else:
@@ -79,22 +84,44 @@ def main():
             print(f"torch attention bwd {name} failed: {str(e).splitlines()[0]}")
         torch.cuda.empty_cache()
 
-    # Decode: one query row against a 32k fp16 cache (GQA 32:8), GB/s of K and V.
-    hq, hkv, d, n = (8, 2, 64, 1024) if args.quick else (32, 8, 128, 32768)
-    q = torch.rand(1, hq, 1, d, device=dev, dtype=torch.float16)
-    k = torch.rand(1, hkv, n, d, device=dev, dtype=torch.float16)
-    v = torch.rand(1, hkv, n, d, device=dev, dtype=torch.float16)
-    try:
-        t = bench(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), repeats=50)
-    except TypeError:  # torch < 2.5: repeat the KV heads
-        kr, vr = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
-        t = bench(lambda: F.scaled_dot_product_attention(q, kr, vr), repeats=50)
-    nbytes = 2 * hkv * n * d * 2
+    decode(args, dev)
+
+
+def decode(args, dev):
+    """Decode: one query row per head (B=1, GQA 32:8, D=128) against caches
+    of 4k, 32k and 128k keys, fp16 and fp32, in GB/s of the K/V read and %
+    of a device copy (the example's `decode` table)."""
+    hq, hkv, d = (8, 2, 64) if args.quick else (32, 8, 128)
+    lens = [1024, 4096] if args.quick else [4096, 32768, 131072]
+    if args.decode_lens:
+        lens = [int(x) for x in args.decode_lens.split(",")]
     src = torch.empty(1 << 28, device=dev)
     dst = torch.empty_like(src)
     tc = bench(lambda: dst.copy_(src))
-    print(f"torch copy {2 * src.numel() * 4 / tc / 1e9:.0f} GB/s (read+write)")
-    print(f"torch attention decode Hq={hq} Hkv={hkv} D={d} cache {n} f16 {t*1e6:.1f} us {nbytes/t/1e9:.0f} GB/s of cache")
+    copy = 2 * src.numel() * 4 / tc
+    del src, dst
+    print(f"torch copy {copy / 1e9:.0f} GB/s (read+write)")
+    for dt, dname in ((torch.float16, "f16"), (torch.float32, "f32")):
+        for n in lens:
+            try:
+                q = torch.rand(1, hq, 1, d, device=dev, dtype=dt)
+                k = torch.rand(1, hkv, n, d, device=dev, dtype=dt)
+                v = torch.rand(1, hkv, n, d, device=dev, dtype=dt)
+                try:
+                    t = bench(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), repeats=50)
+                except TypeError:  # torch < 2.5: repeat the KV heads
+                    kr, vr = (x.repeat_interleave(hq // hkv, dim=1) for x in (k, v))
+                    t = bench(lambda: F.scaled_dot_product_attention(q, kr, vr), repeats=50)
+            except RuntimeError as e:
+                print(f"torch attention decode {n} {dname} failed: {str(e).splitlines()[0]}")
+                torch.cuda.empty_cache()
+                continue
+            nbytes = 2 * hkv * n * d * k.element_size()
+            gbps = nbytes / t
+            print(f"torch attention decode Hq={hq} Hkv={hkv} D={d} cache {n} {dname} "
+                  f"{t*1e6:.1f} us {gbps/1e9:.0f} GB/s of cache {100*gbps/copy:.1f}% of copy")
+            del q, k, v
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

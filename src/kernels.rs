@@ -86,6 +86,9 @@ pub enum Kernel {
     AttentionFlash,
     /// Merges split-KV partial attention states into the output.
     AttentionMerge,
+    /// Split-KV decode attention for few query rows (bandwidth-shaped;
+    /// writes the merge kernel's partial states).
+    AttentionDecode,
     /// Naive attention, pass 1: the full score matrix S = mask(scale Q K^T).
     AttentionScores,
     /// Naive attention, pass 2: row softmax of S in place, and logsumexp.
@@ -118,7 +121,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 33] = [
+    pub const ALL: [Kernel; 34] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -152,6 +155,7 @@ impl Kernel {
         Kernel::AttentionBwdPrepare,
         Kernel::AttentionBwdDkDv,
         Kernel::AttentionBwdDq,
+        Kernel::AttentionDecode,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -245,6 +249,10 @@ impl Kernel {
                 include_str!("../shaders/attention_merge.wgsl"),
                 ATTENTION_COMMON,
             ],
+            Kernel::AttentionDecode => &[
+                include_str!("../shaders/attention_decode.wgsl"),
+                ATTENTION_COMMON,
+            ],
             Kernel::AttentionScores | Kernel::AttentionSoftmax | Kernel::AttentionPv => {
                 &[ATTENTION_NAIVE, ATTENTION_COMMON]
             }
@@ -285,6 +293,7 @@ impl Kernel {
             Kernel::RowCopy => "rowops_copy",
             Kernel::AttentionFlash => "attention_flash",
             Kernel::AttentionMerge => "attention_merge",
+            Kernel::AttentionDecode => "attention_decode",
             Kernel::AttentionScores => "attention_naive.scores",
             Kernel::AttentionSoftmax => "attention_naive.softmax",
             Kernel::AttentionPv => "attention_naive.pv",
@@ -410,6 +419,10 @@ impl Kernel {
                 | Kernel::AttentionBwdPrepare
                 | Kernel::AttentionBwdDkDv
                 | Kernel::AttentionBwdDq
+                // Every K/V word, q element and scratch store is guarded by
+                // the logical bounds and arrayLength (tests/attention.rs:
+                // decode_kernel_edge_shapes).
+                | Kernel::AttentionDecode
         )
     }
 }

@@ -10,6 +10,7 @@
 
 mod common;
 
+use wgtile::tune::attention::decode_fits;
 use wgtile::{
     AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, Error, KvCache, Tensor,
 };
@@ -287,7 +288,16 @@ fn check(
         );
     }
     // Split-KV (flash-decoding) path: same bound.
-    let (split_o, split_lse) = run_poisoned(ctx, &qt, &kt, &vt, &opts.clone().kv_splits(3));
+    let (split_o, split_lse) = run_poisoned(
+        ctx,
+        &qt,
+        &kt,
+        &vt,
+        &opts
+            .clone()
+            .kernel(AttentionKernel::FlashSplit)
+            .kv_splits(3),
+    );
     let es = max_err(&split_o, &want_o);
     let esl = max_err(&split_lse, &want_lse);
     assert!(
@@ -298,6 +308,32 @@ fn check(
         esl <= 2.0 * enl + slack,
         "{what}: split-KV lse error {esl:e} vs naive {enl:e}"
     );
+    // The decode kernel wherever it applies (few packed rows keep lavapipe
+    // time down; it serves more rows in chunks of 8), with its own split
+    // choice and with 3 forced splits: same bound.
+    if decode_fits(c.dtype, c.d, c.dv) && c.hq / c.hkv * c.sq <= 40 {
+        for splits in [None, Some(3)] {
+            let mut o = opts.clone().kernel(AttentionKernel::Decode);
+            o.kv_splits = splits;
+            let (plan, _) = ctx.attention_plan(&qt, &kt, &vt, &o).unwrap();
+            assert!(
+                plan.label().starts_with("attention decode"),
+                "{}",
+                plan.label()
+            );
+            let (dec_o, dec_lse) = run_poisoned(ctx, &qt, &kt, &vt, &o);
+            let ed = max_err(&dec_o, &want_o);
+            let edl = max_err(&dec_lse, &want_lse);
+            assert!(
+                ed <= 2.0 * en + slack,
+                "{what}: decode ({splits:?} splits) O error {ed:e} vs naive {en:e}"
+            );
+            assert!(
+                edl <= 2.0 * enl + slack,
+                "{what}: decode ({splits:?} splits) lse error {edl:e} vs naive {enl:e}"
+            );
+        }
+    }
     ef
 }
 
@@ -517,6 +553,245 @@ fn key_padding_lengths_including_zero() {
     );
 }
 
+/// The decode kernel alone (no flash runs, to stay fast on lavapipe) against
+/// f64 with the 2x-naive rule: `Auto` must pick it (few packed rows), and
+/// forced splits of one and of 3 give the same answer.
+fn check_decode(
+    ctx: &Context,
+    c: &Case,
+    opts: &AttentionOptions,
+    mask: Option<HostMask>,
+    seed: u64,
+) {
+    let (qt, q) = common::upload(
+        ctx,
+        &common::random(c.b * c.hq * c.sq * c.d, seed),
+        &[c.b, c.hq, c.sq, c.d],
+        c.dtype,
+    );
+    let (kt, k) = common::upload(
+        ctx,
+        &common::random(c.b * c.hkv * c.sk * c.d, seed + 1),
+        &[c.b, c.hkv, c.sk, c.d],
+        c.dtype,
+    );
+    let (vt, v) = common::upload(
+        ctx,
+        &common::random(c.b * c.hkv * c.sk * c.dv, seed + 2),
+        &[c.b, c.hkv, c.sk, c.dv],
+        c.dtype,
+    );
+    let mut opts = opts.clone().with_lse();
+    let mut host_mask = None;
+    if let Some(m) = mask {
+        let (t, vals) = common::upload(ctx, &m.data, &m.shape, c.dtype);
+        opts.mask = Some(if m.additive {
+            wgtile::AttentionMask::Additive(t)
+        } else {
+            wgtile::AttentionMask::Boolean(t)
+        });
+        host_mask = Some(HostMask { data: vals, ..m });
+    }
+    let (want_o, want_lse) = reference(c, &q, &k, &v, &opts, host_mask.as_ref());
+    let (naive_o, naive_lse) = run_poisoned(
+        ctx,
+        &qt,
+        &kt,
+        &vt,
+        &opts.clone().kernel(AttentionKernel::Naive),
+    );
+    let (slack, bound) = match c.dtype {
+        DType::F32 => (2e-6, 1e-4),
+        DType::F16 => (1e-3, 1e-2),
+    };
+    let what = format!("{c:?} {opts:?}");
+    let en = max_err(&naive_o, &want_o);
+    let enl = max_err(&naive_lse, &want_lse);
+    assert!(
+        en <= bound && enl <= bound,
+        "{what}: naive error {en:e} {enl:e}"
+    );
+    let auto = c.hq / c.hkv * c.sq <= wgtile::tune::attention::DECODE_KERNEL_MAX_ROWS;
+    for splits in [None, Some(1), Some(3)] {
+        let mut o = opts.clone();
+        if !auto {
+            o.kernel = AttentionKernel::Decode;
+        }
+        o.kv_splits = splits;
+        let (plan, _) = ctx.attention_plan(&qt, &kt, &vt, &o).unwrap();
+        assert!(
+            plan.label().starts_with("attention decode"),
+            "{what}: {}",
+            plan.label()
+        );
+        let (got_o, got_lse) = run_poisoned(ctx, &qt, &kt, &vt, &o);
+        let ed = max_err(&got_o, &want_o);
+        let edl = max_err(&got_lse, &want_lse);
+        assert!(
+            ed <= 2.0 * en + slack && edl <= 2.0 * enl + slack,
+            "{what}: decode ({splits:?} splits, {}) error O {ed:e} lse {edl:e} vs naive {en:e} {enl:e}",
+            plan.label()
+        );
+    }
+}
+
+#[test]
+fn decode_kernel_edge_shapes() {
+    let Some(ctx) = common::ctx() else { return };
+    let br = DiagonalAlignment::BottomRight;
+    let f16 = |mut c: Case| {
+        c.dtype = DType::F16;
+        c
+    };
+    // GQA 4:1, one key, causal bottom-right.
+    check_decode(
+        &ctx,
+        &Case::new(1, 8, 2, 1, 1, 64, 64),
+        &AttentionOptions::new().causal(br),
+        None,
+        200,
+    );
+    // MQA, Dv != D, a split shorter than a block.
+    check_decode(
+        &ctx,
+        &Case::new(1, 4, 1, 1, 17, 80, 48),
+        &AttentionOptions::new(),
+        None,
+        201,
+    );
+    // Several batches, key lengths incl. 0 and 1, bottom-right causal, a
+    // prime cache length over many blocks and splits.
+    check_decode(
+        &ctx,
+        &Case::new(3, 8, 2, 1, 1031, 128, 64),
+        &AttentionOptions::new()
+            .causal(br)
+            .key_lengths(&[1031, 0, 1]),
+        None,
+        202,
+    );
+    // Sq = 3 with bottom-right causal (speculative decoding) and a window.
+    check_decode(
+        &ctx,
+        &Case::new(1, 4, 1, 3, 129, 64, 64),
+        &AttentionOptions::new().causal(br).window(Some(40), None),
+        None,
+        203,
+    );
+    // 32 packed rows (4 row chunks; Auto would take the flash path).
+    check_decode(
+        &ctx,
+        &Case::new(1, 16, 1, 2, 200, 32, 32),
+        &AttentionOptions::new().causal(br),
+        None,
+        204,
+    );
+    // Boolean mask per (batch, key), additive mask [Sq, Sk].
+    let c = Case::new(2, 4, 2, 1, 300, 64, 64);
+    check_decode(
+        &ctx,
+        &c,
+        &AttentionOptions::new(),
+        Some(HostMask {
+            additive: false,
+            dims: [2, 1, 1, 300],
+            shape: vec![2, 1, 1, 300],
+            data: mask_values(600, 205, false),
+        }),
+        206,
+    );
+    let c = Case::new(1, 6, 2, 3, 150, 64, 64);
+    check_decode(
+        &ctx,
+        &c,
+        &AttentionOptions::new().causal(br),
+        Some(HostMask {
+            additive: true,
+            dims: [1, 1, 3, 150],
+            shape: vec![3, 150],
+            data: mask_values(450, 207, true),
+        }),
+        208,
+    );
+    if ctx.profile().shader_f16 {
+        // f16: GQA, Sq = 3, soft-cap, prime cache, D = 128 and D = 80 / Dv = 256.
+        check_decode(
+            &ctx,
+            &f16(Case::new(1, 8, 2, 3, 1031, 128, 128)),
+            &AttentionOptions::new().causal(br).softcap(5.0),
+            None,
+            209,
+        );
+        check_decode(
+            &ctx,
+            &f16(Case::new(2, 5, 1, 1, 129, 80, 256)),
+            &AttentionOptions::new().key_lengths(&[129, 0]),
+            None,
+            210,
+        );
+        check_decode(
+            &ctx,
+            &f16(Case::new(1, 4, 1, 1, 17, 64, 64)),
+            &AttentionOptions::new().causal(br),
+            None,
+            211,
+        );
+    }
+    // f32 at the largest head dims (D = Dv = 256).
+    check_decode(
+        &ctx,
+        &Case::new(1, 2, 1, 1, 70, 256, 256),
+        &AttentionOptions::new(),
+        None,
+        212,
+    );
+}
+
+#[test]
+fn decode_kernel_falls_back_or_refuses() {
+    let Some(ctx) = common::ctx() else { return };
+    // D = 7 is not a multiple of 4 f32 elements: Auto takes the flash path
+    // (and stays correct: check() covers it in value_dim_differs), Decode
+    // refuses with an error.
+    let q = ctx.zeros([1, 2, 1, 7], DType::F32).unwrap();
+    let k = ctx.zeros([1, 1, 9, 7], DType::F32).unwrap();
+    let (plan, _) = ctx
+        .attention_plan(&q, &k, &k, &AttentionOptions::new())
+        .unwrap();
+    assert!(
+        plan.label().starts_with("attention flash"),
+        "{}",
+        plan.label()
+    );
+    let err = ctx
+        .attention_plan(
+            &q,
+            &k,
+            &k,
+            &AttentionOptions::new().kernel(AttentionKernel::Decode),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    // FlashSplit keeps the flash-decoding path.
+    let q = ctx.zeros([1, 2, 1, 64], DType::F32).unwrap();
+    let k = ctx.zeros([1, 1, 300, 64], DType::F32).unwrap();
+    let (plan, _) = ctx
+        .attention_plan(
+            &q,
+            &k,
+            &k,
+            &AttentionOptions::new()
+                .kernel(AttentionKernel::FlashSplit)
+                .kv_splits(2),
+        )
+        .unwrap();
+    assert!(
+        plan.label().starts_with("attention flash-decoding"),
+        "{}",
+        plan.label()
+    );
+}
+
 #[test]
 fn large_logits_do_not_overflow() {
     let Some(ctx) = common::ctx() else { return };
@@ -718,6 +993,23 @@ fn packed_layout_reads_in_place() {
         })
         .collect();
     common::assert_close("packed attention", &o, &packed_want, |_| 1e-5);
+    // The decode kernel reads the packed layout in place too.
+    let (plan, _) = ctx
+        .attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Decode))
+        .unwrap();
+    assert!(
+        plan.label().starts_with("attention decode"),
+        "{}",
+        plan.label()
+    );
+    let (o, _) = run_poisoned(
+        &ctx,
+        &q,
+        &k,
+        &v,
+        &opts.clone().kernel(AttentionKernel::Decode),
+    );
+    common::assert_close("packed attention (decode)", &o, &packed_want, |_| 1e-5);
 }
 
 #[test]
@@ -779,7 +1071,18 @@ fn kv_cache_prefill_then_decode_equals_full_attention() {
         pos += step;
         let qh = common::random(b * hq * step * d, 120 + pos as u64);
         let q = ctx.tensor(&qh, [b, hq, step, d]).unwrap();
-        let got = ctx.attention_cached(&q, &cache, &opts).unwrap();
+        let (plan, got) = ctx.attention_cached_plan(&q, &cache, &opts).unwrap();
+        // Decode steps (2 rows per KV head) run the decode kernel, the
+        // 60-position prefill (120 rows) the flash kernel.
+        let want_kernel = if step == 1 {
+            "attention decode"
+        } else {
+            "attention flash"
+        };
+        assert!(plan.label().starts_with(want_kernel), "{}", plan.label());
+        ctx.fill(&got.o, f32::NAN).unwrap();
+        ctx.fill(got.lse.as_ref().unwrap(), f32::NAN).unwrap();
+        plan.run().unwrap();
         let c = Case::new(b, hq, hkv, step, pos, d, d);
         let kc: Vec<f32> = (0..b * hkv)
             .flat_map(|z| kh[z * total * d..(z * total + pos) * d].to_vec())
@@ -1364,6 +1667,14 @@ fn dispatcher_picks_tiles_per_adapter() {
     );
     // A full prefill needs no split.
     assert_eq!(kv_splits(&h200, 4096, 4096, FLASH_CANDIDATES[0]), 1);
+    // The decode kernel: 8 KV heads x 64 splits of 512 keys at 32k (4
+    // workgroups per unit); 4k keys: splits of 128 keys; short caches, or
+    // a grid already full, no split.
+    use wgtile::tune::attention::decode_splits;
+    assert_eq!(decode_splits(&h200, 8, 32768), 66);
+    assert_eq!(decode_splits(&h200, 8, 4096), 32);
+    assert_eq!(decode_splits(&h200, 8, 64), 1);
+    assert_eq!(decode_splits(&h200, 1024, 32768), 1);
     let b = backward_tiles(&h200, 128, 128).unwrap();
     assert!(b.workgroup_bytes() <= 32 * 1024 && b.threads() == 128);
     assert_eq!(backward_tiles(&narrow, 64, 64).unwrap().threads(), 128);

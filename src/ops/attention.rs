@@ -19,6 +19,15 @@
 //! For decoding (few query rows) the key sequence is split over workgroups
 //! (flash-decoding): each writes a partial state `(O_s, m_s, l_s)` and a
 //! small merge kernel combines them, so one query row still fills the GPU.
+//! When the query rows of a KV head (`group * Sq`) are few (at most
+//! [`DECODE_KERNEL_MAX_ROWS`]) and the head dims are whole 16-byte words (D,
+//! Dv multiples of 4 f32 or 8 f16, up to 256), `Auto` runs the dedicated
+//! decode kernel (`shaders/attention_decode.wgsl`) instead of the flash tile:
+//! one workgroup per (batch, KV head, key split) reads K and V once, in
+//! coalesced 16-byte words, for all those rows, with no arithmetic spent on
+//! absent rows; the flash path remains for everything else (and as
+//! [`AttentionKernel::FlashSplit`]). Every option (masks, windows, key
+//! lengths, soft-cap, lse) is supported by both.
 //!
 //! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
 //! and is kept as the reference and the "before" of the comparison.
@@ -66,7 +75,9 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 use crate::tune::attention::{
-    BackwardTiles, FlashTiles, MAX_FLASH_DV, backward_tiles, flash_tiles_for, kv_splits,
+    BackwardTiles, DECODE_BLOCK_KEYS, DECODE_KERNEL_MAX_ROWS, DECODE_THREADS, FlashTiles,
+    MAX_FLASH_DV, backward_tiles, decode_chunk_rows, decode_fits, decode_spec, decode_splits,
+    decode_workgroup_bytes, flash_tiles_for, kv_splits,
 };
 
 /// Where the causal diagonal (and the sliding window around it) sits when
@@ -120,11 +131,23 @@ pub enum AttentionLayout {
 /// Which implementation runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AttentionKernel {
-    /// The flash kernel (split-KV for decode-shaped problems).
+    /// The decode kernel for few packed query rows (`group * Sq <=`
+    /// [`DECODE_KERNEL_MAX_ROWS`](crate::tune::attention::DECODE_KERNEL_MAX_ROWS)
+    /// and head dims it takes), else the flash kernel (split-KV for
+    /// decode-shaped problems).
     #[default]
     Auto,
     /// The flash kernel, never split.
     Flash,
+    /// The flash kernel with key splits chosen as for decoding
+    /// (flash-decoding), never the decode kernel: the "before" of the decode
+    /// benchmark.
+    FlashSplit,
+    /// The split-KV decode kernel (`shaders/attention_decode.wgsl`), one
+    /// workgroup per (batch, KV head, key split) serving all query rows of
+    /// the KV head: [`Error::InvalidArgument`] when D or Dv is not a multiple
+    /// of 16 bytes' worth of elements or exceeds 256.
+    Decode,
     /// The three-kernel reference that writes the full score matrix.
     Naive,
 }
@@ -155,7 +178,8 @@ pub struct AttentionOptions {
     pub layout: AttentionLayout,
     /// Implementation.
     pub kernel: AttentionKernel,
-    /// Force this many key splits (flash-decoding) instead of the dispatcher's choice.
+    /// Force this many key splits (flash-decoding or the decode kernel)
+    /// instead of the dispatcher's choice.
     pub kv_splits: Option<u32>,
     /// Force the flash kernel's tile shape (tests and tuning); `td` and `vk`
     /// are adjusted to the value head dimension. `None` = the dispatcher's.
@@ -870,7 +894,7 @@ impl Context {
     ) -> Result<(Plan, AttentionOutput)> {
         let Setup {
             dtype,
-            dims: [b, hq, hkv, sq, sk, _, dv],
+            dims: [b, hq, hkv, sq, sk, d, dv],
             o_shape,
             words,
             mask_buf,
@@ -976,6 +1000,98 @@ impl Context {
             return Ok((plan, out));
         }
 
+        let group = hq / hkv.max(1);
+        let decode_ok = decode_fits(dtype, d, dv)
+            && profile.max_storage_buffers_per_stage >= 6
+            && profile.max_invocations >= DECODE_THREADS
+            && profile.max_workgroup_size_x >= DECODE_THREADS
+            && decode_workgroup_bytes(dtype, group * sq, d) <= profile.max_workgroup_storage;
+        let use_decode = match opts.kernel {
+            AttentionKernel::Decode if !decode_ok => {
+                return Err(Error::InvalidArgument(format!(
+                    "the attention decode kernel needs D and Dv multiples of {} up to 256 \
+                     (got {d} and {dv}) and an adapter with 256 invocations",
+                    16 / dtype.size()
+                )));
+            }
+            AttentionKernel::Decode => true,
+            AttentionKernel::Auto => decode_ok && group * sq <= DECODE_KERNEL_MAX_ROWS,
+            _ => false,
+        };
+        if use_decode {
+            let rows_kv = group * sq;
+            let chunks = rows_kv.div_ceil(decode_chunk_rows(rows_kv));
+            let ys = hkv * chunks;
+            if ys > max_groups || b > max_groups {
+                return Err(limit(
+                    ys.max(b),
+                    "attention decode grid (heads, batch)".into(),
+                ));
+            }
+            let mut splits = match opts.kv_splits {
+                Some(s) => s.max(1) as usize,
+                None => decode_splits(profile, (ys * b) as u64, sk) as usize,
+            };
+            let split_len =
+                sk.div_ceil(splits).div_ceil(DECODE_BLOCK_KEYS).max(1) * DECODE_BLOCK_KEYS;
+            splits = sk.div_ceil(split_len).max(1);
+            if splits > max_groups {
+                return Err(limit(splits, "attention decode grid (splits)".into()));
+            }
+            let mut words = params_base.words;
+            words.push(u32_of(split_len, "split length")?);
+            words.push(splits as u32);
+            words.push(1);
+            let params = self.uniform(&words);
+            let rows = b * hq * sq;
+            let scratch = self.alloc(
+                &[splits, rows, dv + 2],
+                DType::F32,
+                "wgtile attention decode states",
+            )?;
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(device, &decode_spec(dtype, rows_kv, d, dv))?;
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (5, &scratch.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                    (12, &k.buffer),
+                    (13, &v.buffer),
+                ],
+                [splits as u32, ys as u32, b as u32],
+            ));
+            let merge = self.inner.pipelines.get(
+                device,
+                &Spec::new(Kernel::AttentionMerge)
+                    .dtype(dtype)
+                    .override_("WG", 64),
+            )?;
+            let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                merge,
+                &[
+                    (0, &params),
+                    (4, &o.buffer),
+                    (5, &scratch.buffer),
+                    (8, &lse_buf),
+                ],
+                [gx as u32, gy as u32, 1],
+            ));
+            plan.label = format!(
+                "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len})"
+            );
+            plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+
         let chosen = match opts.tiles {
             Some(t) => {
                 let t = t.for_value_dim(dv);
@@ -1004,7 +1120,6 @@ impl Context {
         })?;
         // Few query rows per head: the rows of one workgroup run over the
         // query heads of a KV head (K and V read once per group).
-        let group = hq / hkv.max(1);
         let pack = group > 1 && sq < tiles.br as usize;
         let (rows_per_slice, slices) = if pack { (group * sq, hkv) } else { (sq, hq) };
         let q_blocks = rows_per_slice.div_ceil(tiles.br as usize);

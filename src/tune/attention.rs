@@ -343,6 +343,95 @@ pub fn kv_splits(p: &AdapterProfile, workgroups: u64, sk: usize, tiles: FlashTil
     target.div_ceil(workgroups.max(1)).min(max_splits).min(256) as u32
 }
 
+/// Packed query rows (`group * Sq`) up to which the dispatcher uses the
+/// decode kernel (`shaders/attention_decode.wgsl`): it serves at most
+/// [`DECODE_CHUNK_ROWS`] rows per workgroup, so 16 rows read K and V twice
+/// (the second time mostly from L2); beyond that the flash tile's
+/// arithmetic reuse wins.
+pub const DECODE_KERNEL_MAX_ROWS: usize = 16;
+
+/// Most query rows one decode workgroup serves (its registers hold an
+/// accumulator per row: 8 rows x 8 f16 columns = 64 floats).
+pub const DECODE_CHUNK_ROWS: usize = 8;
+
+/// Rows per decode workgroup for `rows` packed query rows: the fewest chunks
+/// of at most [`DECODE_CHUNK_ROWS`], split evenly (12 rows: 2 x 6), so no
+/// register or arithmetic is spent on absent rows beyond the rounding.
+pub fn decode_chunk_rows(rows: usize) -> usize {
+    let rows = rows.max(1);
+    rows.div_ceil(rows.div_ceil(DECODE_CHUNK_ROWS))
+}
+
+/// Keys per block of the decode kernel (`KB` in the shader); split lengths
+/// are multiples of it.
+pub const DECODE_BLOCK_KEYS: usize = 64;
+
+/// Invocations of a decode workgroup (`WG` in the shader).
+pub const DECODE_THREADS: u32 = 256;
+
+/// Shortest key run a decode split reads (unless the cache is shorter).
+pub const DECODE_MIN_SPLIT: usize = 128;
+
+/// Elements per 16-byte word of the decode kernel: 4 (f32) or 8 (f16).
+pub fn decode_epw(dtype: DType) -> usize {
+    16 / dtype.size()
+}
+
+/// Whether the decode kernel handles these head dims in `dtype`: D and Dv
+/// multiples of the 16-byte word (rows start on a word), 1 to 256.
+pub fn decode_fits(dtype: DType, d: usize, dv: usize) -> bool {
+    let epw = decode_epw(dtype);
+    (1..=256).contains(&d)
+        && (1..=256).contains(&dv)
+        && d.is_multiple_of(epw)
+        && dv.is_multiple_of(epw)
+}
+
+/// The decode kernel's specialisation for `rows` packed query rows
+/// (`group * Sq`) and head dims `d`, `dv` (see [`decode_fits`]).
+pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize) -> Spec {
+    let epw = decode_epw(dtype);
+    let chunk = decode_chunk_rows(rows) as u32;
+    let kwpl = (d / epw).div_ceil(4).max(1) as u32;
+    // At least WG / KB = 4 so every invocation owns a key per block.
+    let wvp = (dv / epw).max(4).next_power_of_two() as u32;
+    let vpl = DECODE_BLOCK_KEYS as u32 / (DECODE_THREADS / wvp);
+    // Prefetch V a block ahead while the K and V registers (two blocks of
+    // each) stay within 32 words = 128 registers (all but f32 at D = 256).
+    let vpre = 2 * (kwpl + vpl) <= 32;
+    Spec::new(Kernel::AttentionDecode)
+        .dtype(dtype)
+        .constant("ROWS", chunk)
+        .constant("EPW", epw as u32)
+        .constant("KWPL", kwpl)
+        .constant("WVP", wvp)
+        .constant("VPRE", u32::from(vpre))
+}
+
+/// Workgroup memory of [`decode_spec`]'s kernel in bytes.
+pub fn decode_workgroup_bytes(dtype: DType, rows: usize, d: usize) -> u32 {
+    let epw = decode_epw(dtype);
+    let chunk = decode_chunk_rows(rows);
+    let kwpl = (d / epw).div_ceil(4).max(1);
+    let e4 = epw / 4;
+    let t = DECODE_THREADS as usize;
+    let vec4s = chunk * kwpl * 4 * e4 + chunk * (t / 4) + t * e4;
+    (vec4s * 16 + t * 4 + chunk * DECODE_BLOCK_KEYS * 4) as u32
+}
+
+/// Key splits of the decode kernel: enough workgroups for 4 per compute
+/// unit, each split at least [`DECODE_MIN_SPLIT`] keys (or one block), at
+/// most 256. `workgroups` is the grid without splitting (row chunks x KV
+/// heads x batch).
+pub fn decode_splits(p: &AdapterProfile, workgroups: u64, sk: usize) -> u32 {
+    let target = 4 * u64::from(p.compute_units.max(1));
+    if workgroups >= target || sk <= DECODE_BLOCK_KEYS {
+        return 1;
+    }
+    let max_splits = (sk as u64).div_ceil(DECODE_MIN_SPLIT as u64).max(1);
+    target.div_ceil(workgroups.max(1)).min(max_splits).min(256) as u32
+}
+
 /// Every flash specialisation the dispatcher can produce (for shader
 /// validation): each candidate tile shape x value head-dimension bucket x
 /// dtype x split mode, plus the merge and naive kernels.
@@ -375,6 +464,18 @@ pub fn attention_specs() -> Vec<Spec> {
             }
         }
         specs.push(Spec::new(Kernel::AttentionMerge).dtype(dtype));
+        for rows in 1..=DECODE_CHUNK_ROWS {
+            for d in [8usize, 32, 64, 80, 128, 256] {
+                for dv in [8usize, 48, 64, 128, 256] {
+                    if decode_fits(dtype, d, dv) {
+                        let s = decode_spec(dtype, rows, d, dv);
+                        if !specs.contains(&s) {
+                            specs.push(s);
+                        }
+                    }
+                }
+            }
+        }
         for t in BACKWARD_CANDIDATES {
             for (d, dv) in [(1usize, 1usize), (32, 24), (64, 64), (128, 80), (256, 256)] {
                 let t = t.for_dims(d, dv);
