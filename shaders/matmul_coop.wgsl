@@ -41,8 +41,13 @@
 //   range saturate at +-65504): the same tensor-core work, twice the bytes
 //   loaded (ALIGNED then means row strides multiples of 4 floats).
 // Output and epilogue tensors: Elem (text-specialised, f16 or f32).
-// Constraints: row-major operands, any M, N, K: elements of A past K are
-//   zeroed, columns past N are never stored. Vulkan only: naga's MSL backend
+// Transposed operands (TRANS_A, TRANS_B = 1: A stored [K, M], B stored
+//   [N, K], read in place): the tile is staged as it is stored (A^T as
+//   [BK][BM + 8], B^T as [BN][BK + 8]; the 16-byte runs go along the stored
+//   rows) and the fragments are read with the column-major cooperative load
+//   (`coopLoad`) instead of the row-major one (`coopLoadT`).
+// Constraints: any M, N, K: elements of A and B past K are zeroed, rows and
+//   columns of C past M and N are never stored. Vulkan only: naga's MSL backend
 //   has 8 x 8 simdgroup matrices and its HLSL backend none.
 // Params: matmul_params.wgsl (appended by the registry).
 // Batching: as the other matmul kernels (two batch indices with strides).
@@ -67,13 +72,20 @@ const SG: u32 = 32u;
 // 16-byte load per 8 halves. 0: any row stride (K or N = 1793 as they are):
 // 8 halves come from 4 or 5 32-bit loads and a shift, no padding copies.
 const ALIGNED: u32 = 1u;
+// 1: the operand is stored transposed (A as [K, M], B as [N, K]).
+const TRANS_A: u32 = 0u;
+const TRANS_B: u32 = 0u;
 
 const WARPS: u32 = WARPS_M * WARPS_N;
 const THREADS: u32 = WARPS * SG;
 const BM: u32 = WARPS_M * 64u;
 const BN: u32 = WARPS_N * FN * 16u;
-const LDA: u32 = BK + 8u;
-const LDB: u32 = BN + 8u;
+// Row lengths (halves) of the staged tiles: rows of the operand as stored.
+const LDA: u32 = select(BK, BM, TRANS_A == 1u) + 8u;
+const LDB: u32 = select(BN, BK, TRANS_B == 1u) + 8u;
+// 16-byte runs per staged row.
+const A_RUNS: u32 = (LDA - 8u) / 8u;
+const B_RUNS: u32 = (LDB - 8u) / 8u;
 // 16-byte loads per tile, and per invocation (rounded up; the last round is guarded).
 const A_VECS: u32 = BM * BK / 8u;
 const B_VECS: u32 = BK * BN / 8u;
@@ -88,8 +100,8 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 @group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
 @group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
 
-var<workgroup> a_sh: array<vec4<f16>, BM * LDA / 4u>;
-var<workgroup> b_sh: array<vec4<f16>, BK * LDB / 4u>;
+var<workgroup> a_sh: array<vec4<f16>, BM * BK / (LDA - 8u) * LDA / 4u>;
+var<workgroup> b_sh: array<vec4<f16>, BK * BN / (LDB - 8u) * LDB / 4u>;
 var<workgroup> c_sh: array<f32, WARPS * 256u>;
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
@@ -147,20 +159,39 @@ fn shift_halves(v: vec4<u32>, next: u32, odd: bool) -> vec4<u32> {
 // in the put, after the multiply-adds. Using a loaded value right away would
 // make the subgroup wait for the load there and undo the prefetch.
 
-// Run j of an invocation in the A tile: (half index in A, k, 1 when in bounds).
+// Run j of an invocation in the A tile: (half index in A, k of its first
+// half, 1 when in bounds). Runs go along the stored rows: k (A as stored) or
+// m (A^T). Halves past M (A^T) or N (B) only reach rows or columns of C that
+// are never stored; halves past K are zeroed in the put (runs along k) or
+// the whole run is (runs along m or n, whose row is one k).
 fn a_run(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32) -> vec3<u32> {
     let i = tid + j * THREADS;
-    let gr = row0 + i / (BK / 8u);
-    let gk = k0 + (i % (BK / 8u)) * 8u;
+    let r = i / A_RUNS;
+    let c = (i % A_RUNS) * 8u;
+    if TRANS_A == 1u {
+        let gk = k0 + r;
+        let gm = row0 + c;
+        let inside = i < A_VECS && gk < params.k && gm < params.m;
+        return vec3<u32>(a_base + gk * params.a_row_stride + gm, gk, u32(inside));
+    }
+    let gr = row0 + r;
+    let gk = k0 + c;
     let inside = i < A_VECS && gr < params.m && gk < params.k;
     return vec3<u32>(a_base + gr * params.a_row_stride + gk, gk, u32(inside));
 }
 
 fn b_run(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec3<u32> {
     let i = tid + j * THREADS;
-    let gk = k0 + i / (BN / 8u);
-    let gc = col0 + (i % (BN / 8u)) * 8u;
-    // Halves past N only reach columns of C that are never stored.
+    let r = i / B_RUNS;
+    let c = (i % B_RUNS) * 8u;
+    if TRANS_B == 1u {
+        let gn = col0 + r;
+        let gk = k0 + c;
+        let inside = i < B_VECS && gn < params.n && gk < params.k;
+        return vec3<u32>(b_base + gn * params.b_row_stride + gk, gk, u32(inside));
+    }
+    let gk = k0 + r;
+    let gc = col0 + c;
     let inside = i < B_VECS && gk < params.k && gc < params.n;
     return vec3<u32>(b_base + gk * params.b_row_stride + gc, gk, u32(inside));
 }
@@ -271,6 +302,23 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
     return x;
 }
 
+// The 16 x 16 A fragment at tile row r, k offset kk: row-major from the
+// staged A, column-major from the staged A^T (vec4 units).
+fn frag_a(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
+    if TRANS_A == 1u {
+        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(kk * LDA + r) / 4u], LDA / 4u);
+    }
+    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(r * LDA + kk) / 4u], LDA / 4u);
+}
+
+// The B fragment at k offset kk, tile column c.
+fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
+    if TRANS_B == 1u {
+        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(c * LDB + kk) / 4u], LDB / 4u);
+    }
+    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + c) / 4u], LDB / 4u);
+}
+
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
 // subgroup's scratch, converting to f16 and skipping out-of-bounds elements.
 fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32) {
@@ -347,16 +395,16 @@ fn main(
             let i = tid + j * THREADS;
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
-                let v = run_halves(r, pa[j], ha[j], ta[j], true);
-                store8((i / (BK / 8u)) * LDA + (i % (BK / 8u)) * 8u, v, true);
+                let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
+                store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
             }
         }
         for (var j = 0u; j < B_LOADS; j++) {
             let i = tid + j * THREADS;
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
-                let v = run_halves(r, pb[j], hb[j], tb[j], false);
-                store8((i / (BN / 8u)) * LDB + (i % (BN / 8u)) * 8u, v, false);
+                let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
+                store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
             }
         }
         workgroupBarrier();
@@ -376,12 +424,12 @@ fn main(
             }
         }
         for (var kk = 0u; kk < BK; kk += 16u) {
-            let a0 = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(wr * LDA + kk) / 4u], LDA / 4u);
-            let a1 = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[((wr + 16u) * LDA + kk) / 4u], LDA / 4u);
-            let a2 = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[((wr + 32u) * LDA + kk) / 4u], LDA / 4u);
-            let a3 = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[((wr + 48u) * LDA + kk) / 4u], LDA / 4u);
-            let b0 = coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + wc) / 4u], LDB / 4u);
-            let b1 = coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + wc + 16u) / 4u], LDB / 4u);
+            let a0 = frag_a(wr, kk);
+            let a1 = frag_a(wr + 16u, kk);
+            let a2 = frag_a(wr + 32u, kk);
+            let a3 = frag_a(wr + 48u, kk);
+            let b0 = frag_b(kk, wc);
+            let b1 = frag_b(kk, wc + 16u);
             acc00 = coopMultiplyAdd(a0, b0, acc00);
             acc01 = coopMultiplyAdd(a0, b1, acc01);
             acc10 = coopMultiplyAdd(a1, b0, acc10);
@@ -391,8 +439,8 @@ fn main(
             acc30 = coopMultiplyAdd(a3, b0, acc30);
             acc31 = coopMultiplyAdd(a3, b1, acc31);
             if FN == 4u {
-                let b2 = coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + wc + 32u) / 4u], LDB / 4u);
-                let b3 = coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + wc + 48u) / 4u], LDB / 4u);
+                let b2 = frag_b(kk, wc + 32u);
+                let b3 = frag_b(kk, wc + 48u);
                 acc02 = coopMultiplyAdd(a0, b2, acc02);
                 acc03 = coopMultiplyAdd(a0, b3, acc03);
                 acc12 = coopMultiplyAdd(a1, b2, acc12);

@@ -313,51 +313,14 @@ fn transposed_operands_in_place() {
     ];
     for kernel in kernels {
         for (i, &(a_dims, b_dims, ta, tb)) in cases.iter().enumerate() {
-            let shape = MatmulShape::with_transposes(a_dims, b_dims, ta, tb).unwrap();
-            let (m, n, k) = (shape.m, shape.n, shape.k);
-            if kernel.is_some_and(|kr| !kr.accepts_layout(DType::F32, m, n, k, ta, tb)) {
-                continue; // refused with InvalidArgument, checked below
-            }
-            let a_len: usize = a_dims.iter().product();
-            let b_len: usize = b_dims.iter().product();
-            let (a, ha) = common::upload(
+            transposed_case(
                 &ctx,
-                &common::random(a_len, 70 + i as u64),
-                a_dims,
-                DType::F32,
-            );
-            let (b, hb) = common::upload(
-                &ctx,
-                &common::random(b_len, 80 + i as u64),
-                b_dims,
-                DType::F32,
-            );
-            let out = ctx.full(&shape.out_shape, f32::NAN, DType::F32).unwrap();
-            let options = MatmulOptions {
+                (a_dims, b_dims),
+                (ta, tb),
                 kernel,
-                ..Default::default()
-            }
-            .transposed(ta, tb);
-            let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
-            plan.run().unwrap();
-            let got = out.to_vec_blocking::<f32>().unwrap();
-            // The reference on the logical (row-major) operands.
-            let la = if ta {
-                transpose_batched(&ha, a_dims)
-            } else {
-                ha.clone()
-            };
-            let lb = if tb {
-                transpose_batched(&hb, b_dims)
-            } else {
-                hb.clone()
-            };
-            let offsets = common::batch_offsets(&shape);
-            let (want, mag) = common::matmul_ref(&la, &lb, shape.m, shape.n, shape.k, &offsets);
-            let what = format!("{a_dims:?}^{ta} x {b_dims:?}^{tb} [{}]", plan.label());
-            common::assert_close(&what, &got, &want, |j| {
-                common::matmul_tolerance(DType::F32, shape.k, want[j], mag[j])
-            });
+                DType::F32,
+                i as u64,
+            );
         }
     }
     // vec4 kernels refuse transposed operands whose stored rows are not
@@ -383,6 +346,106 @@ fn transposed_operands_in_place() {
         ),
         Err(wgtile::Error::InvalidArgument(_))
     ));
+}
+
+/// One product with operands stored transposed as flagged, against the f64
+/// reference on the logical operands; skipped when `kernel` refuses the layout.
+fn transposed_case(
+    ctx: &Context,
+    (a_dims, b_dims): (&[usize], &[usize]),
+    (ta, tb): (bool, bool),
+    kernel: Option<MatmulKernel>,
+    dtype: DType,
+    seed: u64,
+) {
+    let shape = MatmulShape::with_transposes(a_dims, b_dims, ta, tb).unwrap();
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    if kernel.is_some_and(|kr| !kr.accepts_layout(dtype, m, n, k, ta, tb)) {
+        return; // refused with InvalidArgument, checked by the callers
+    }
+    let a_len: usize = a_dims.iter().product();
+    let b_len: usize = b_dims.iter().product();
+    let (a, ha) = common::upload(ctx, &common::random(a_len, 70 + seed), a_dims, dtype);
+    let (b, hb) = common::upload(ctx, &common::random(b_len, 80 + seed), b_dims, dtype);
+    let out = ctx.full(&shape.out_shape, f32::NAN, dtype).unwrap();
+    let options = MatmulOptions {
+        kernel,
+        ..Default::default()
+    }
+    .transposed(ta, tb);
+    let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
+    plan.run().unwrap();
+    let got = out.to_f32_vec_blocking().unwrap();
+    // The reference on the logical (row-major) operands.
+    let la = if ta {
+        transpose_batched(&ha, a_dims)
+    } else {
+        ha.clone()
+    };
+    let lb = if tb {
+        transpose_batched(&hb, b_dims)
+    } else {
+        hb.clone()
+    };
+    let offsets = common::batch_offsets(&shape);
+    let (want, mag) = common::matmul_ref(&la, &lb, shape.m, shape.n, shape.k, &offsets);
+    let what = format!(
+        "{a_dims:?}^{ta} x {b_dims:?}^{tb} {dtype} [{}]",
+        plan.label()
+    );
+    common::assert_close(&what, &got, &want, |j| {
+        common::matmul_tolerance(dtype, shape.k, want[j], mag[j])
+    });
+}
+
+#[test]
+fn transposed_operands_on_tensor_cores() {
+    let Some(ctx) = common::ctx() else { return };
+    let coops: Vec<MatmulKernel> = wgtile::tune::COOP_CONFIGS
+        .into_iter()
+        .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
+        .collect();
+    if coops.is_empty() {
+        eprintln!("adapter has no 16x16 f16 cooperative matrices: covered by naga validation only");
+        return;
+    }
+    // Stored rows multiples of 8 halves (16-byte loads) and not (word
+    // loads); K past a BK step (40, 300); batched and broadcast; edges.
+    let cases: [(&[usize], &[usize], bool, bool); 9] = [
+        (&[31, 13], &[31, 7], true, false),
+        (&[13, 31], &[7, 31], false, true),
+        (&[129, 65], &[127, 129], true, true),
+        (&[3, 40, 136], &[3, 72, 40], true, true),
+        (&[2, 65, 17], &[65, 63], true, false),
+        (&[300, 264], &[200, 300], true, true),
+        (&[2, 264, 48], &[2, 136, 48], false, true),
+        (&[40, 264], &[40, 136], true, false),
+        (&[1, 300], &[129, 300], false, true),
+    ];
+    for kernel in coops.into_iter().map(Some).chain([None]) {
+        for (i, &(a_dims, b_dims, ta, tb)) in cases.iter().enumerate() {
+            transposed_case(
+                &ctx,
+                (a_dims, b_dims),
+                (ta, tb),
+                kernel,
+                DType::F16,
+                100 + i as u64,
+            );
+        }
+    }
+    // The dispatcher keeps transposed f16 on tensor cores.
+    let a = ctx.zeros([64, 128], DType::F16).unwrap();
+    let b = ctx.zeros([256, 64], DType::F16).unwrap();
+    let plan = ctx
+        .matmul_plan(
+            &a,
+            &b,
+            None,
+            &MatmulOptions::default().transposed(true, true),
+        )
+        .unwrap();
+    assert!(plan.label().contains("coop"), "{}", plan.label());
 }
 
 #[test]

@@ -733,9 +733,7 @@ impl Context {
                         what: format!("matmul kernel {kernel}"),
                     });
                 }
-                let reduced = dtype == DType::F32
-                    && matches!(kernel, MatmulKernel::Coop { .. })
-                    && layout.coop();
+                let reduced = dtype == DType::F32 && matches!(kernel, MatmulKernel::Coop { .. });
                 if reduced && !options.reduced_precision {
                     return Err(Error::InvalidArgument(format!(
                         "{kernel} would round f32 operands to f16: set \
@@ -899,6 +897,12 @@ impl Context {
         }
         if coop && !tune::Layout::of(shape).coop_aligned(dtype) {
             spec = spec.constant("ALIGNED", 0);
+        }
+        if coop && shape.transpose_a {
+            spec = spec.constant("TRANS_A", 1);
+        }
+        if coop && shape.transpose_b {
+            spec = spec.constant("TRANS_B", 1);
         }
         if partials.is_none() {
             spec = epilogue.specialise(spec);

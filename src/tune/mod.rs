@@ -300,8 +300,12 @@ impl MatmulKernel {
                 bk,
                 ..
             } => {
+                // The A and B tiles as stored or transposed (staged as
+                // stored: [BK][BM + 8], [BN][BK + 8]), whichever is larger.
                 let (bm, bn) = self.block();
-                2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * 256 * warps_m * warps_n
+                let a = (bm * (bk + 8)).max(bk * (bm + 8));
+                let b = (bk * (bn + 8)).max(bn * (bk + 8));
+                2 * (a + b) + 4 * 256 * warps_m * warps_n
             }
         }
     }
@@ -371,7 +375,8 @@ impl MatmulKernel {
         match self {
             MatmulKernel::Naive { .. } | MatmulKernel::Tiled { vec4: false, .. } => true,
             MatmulKernel::Tiled { vec4: true, .. } => layout.vec4(n),
-            MatmulKernel::Coop { .. } => dtype == DType::F16 && layout.coop(),
+            // Row-major or transposed operands, any M, N, K.
+            MatmulKernel::Coop { .. } => dtype == DType::F16,
             MatmulKernel::Gemv => {
                 // matvec reads the vector B as contiguous.
                 (m == 1 || (n == 1 && layout.b_pitch == 1)) && !layout.transposed()
@@ -441,11 +446,6 @@ impl Layout {
     /// multiples of 4) and C's rows take whole vec4 stores (N a multiple of 4).
     pub fn vec4(&self, n: usize) -> bool {
         n.is_multiple_of(4) && self.a_pitch.is_multiple_of(4) && self.b_pitch.is_multiple_of(4)
-    }
-
-    /// The cooperative-matrix kernel: row-major operands, any M, N, K.
-    pub fn coop(&self) -> bool {
-        !self.transposed()
     }
 
     /// Rows that start on 16 bytes (pitches multiples of 8 halves or 4
@@ -607,7 +607,7 @@ fn choose(
                 .into(),
         );
     }
-    if dtype == DType::F16 && layout.coop() {
+    if dtype == DType::F16 {
         let coops: Vec<MatmulKernel> = COOP_CONFIGS
             .into_iter()
             .filter_map(|c| MatmulKernel::coop_for(p, c))
@@ -791,6 +791,14 @@ pub fn matmul_specs() -> Vec<Spec> {
             for dtype in DType::ALL {
                 specs.push(kernel.spec(dtype));
                 specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
+                for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
+                    let t = kernel
+                        .spec(dtype)
+                        .constant("TRANS_A", ta)
+                        .constant("TRANS_B", tb);
+                    specs.push(t.clone());
+                    specs.push(t.constant("ALIGNED", 0));
+                }
             }
         }
     }
