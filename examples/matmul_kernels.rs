@@ -43,6 +43,10 @@ struct Args {
     /// x and y over the time).
     #[arg(long, value_delimiter = ',')]
     gemv: Vec<String>,
+    /// Operands stored transposed and read with the transpose flags: `a`,
+    /// `b` or `ab` (the logical product, and so the error check, is the same).
+    #[arg(long, default_value = "none")]
+    transpose: String,
     /// Seconds of warm-up work before each measurement (GPU clocks ramp up).
     #[arg(long, default_value_t = 0.3)]
     warmup_seconds: f64,
@@ -110,9 +114,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "{:>6}  {:<40} {:>11} {:>10} {:>10} {:>10}  round",
         "n", "kernel", "GFLOP/s", "ms", "spread", "max|err|"
     );
+    let (ta, tb) = match args.transpose.as_str() {
+        "none" => (false, false),
+        "a" => (true, false),
+        "b" => (false, true),
+        "ab" => (true, true),
+        other => return Err(format!("--transpose must be none, a, b or ab, not {other}").into()),
+    };
     for &n in &sizes {
-        let (a, ha) = common::random_matrix(&ctx, n, 1, dtype)?;
-        let (b, hb) = common::random_matrix(&ctx, n, 2, dtype)?;
+        let (mut a, ha) = common::random_matrix(&ctx, n, 1, dtype)?;
+        let (mut b, hb) = common::random_matrix(&ctx, n, 2, dtype)?;
+        if ta {
+            a = common::stored_transposed(&ctx, &ha, n, dtype)?;
+        }
+        if tb {
+            b = common::stored_transposed(&ctx, &hb, n, dtype)?;
+        }
         for round in 0..args.rounds {
             let order: Vec<MatmulKernel> = if round % 2 == 0 {
                 kernels.clone()
@@ -123,7 +140,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let options = MatmulOptions {
                     reduced_precision: true,
                     ..MatmulOptions::with_kernel(kernel)
-                };
+                }
+                .transposed(ta, tb);
                 let plan = match ctx.matmul_plan(&a, &b, None, &options) {
                     Ok(plan) => plan,
                     Err(e) => {

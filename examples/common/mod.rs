@@ -27,6 +27,25 @@ pub fn random_matrix(
     }
 }
 
+/// `values` (an `n x n` matrix, as `random_matrix` returns them) stored
+/// transposed as a `dtype` tensor: the operand for a product that reads it
+/// with a transpose flag, giving the same logical matrix.
+pub fn stored_transposed(
+    ctx: &Context,
+    values: &[f32],
+    n: usize,
+    dtype: DType,
+) -> wgtile::Result<Tensor> {
+    let t: Vec<f32> = (0..n * n).map(|i| values[(i % n) * n + i / n]).collect();
+    match dtype {
+        DType::F32 => ctx.tensor(&t, [n, n]),
+        DType::F16 => {
+            let h: Vec<wgtile::f16> = t.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
+            ctx.tensor(&h, [n, n])
+        }
+    }
+}
+
 /// Largest |C - A B| over all outputs (small n) or an even spread of outputs,
 /// against f64 dot products.
 pub fn max_error(a: &[f32], b: &[f32], c: &[f32], n: usize) -> f64 {
