@@ -78,6 +78,9 @@ pub enum Kernel {
     /// FlashAttention forward (online softmax, K/V blocks streamed through
     /// workgroup memory); with `SPLIT = 1` the split-KV (flash-decoding) pass.
     AttentionFlash,
+    /// FlashAttention forward on tensor cores (cooperative matrices, f16
+    /// inputs, Vulkan only).
+    AttentionFlashCoop,
     /// Merges split-KV partial attention states into the output.
     AttentionMerge,
     /// Naive attention, pass 1: the full score matrix S = mask(scale Q K^T).
@@ -112,7 +115,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 31] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -137,6 +140,7 @@ impl Kernel {
         Kernel::NormStreaming,
         Kernel::RowCopy,
         Kernel::AttentionFlash,
+        Kernel::AttentionFlashCoop,
         Kernel::AttentionMerge,
         Kernel::AttentionScores,
         Kernel::AttentionSoftmax,
@@ -232,6 +236,10 @@ impl Kernel {
                 include_str!("../shaders/attention_flash.wgsl"),
                 ATTENTION_COMMON,
             ],
+            Kernel::AttentionFlashCoop => &[
+                include_str!("../shaders/attention_flash_coop.wgsl"),
+                ATTENTION_COMMON,
+            ],
             Kernel::AttentionMerge => &[
                 include_str!("../shaders/attention_merge.wgsl"),
                 ATTENTION_COMMON,
@@ -273,6 +281,7 @@ impl Kernel {
             Kernel::NormStreaming => "norm.streaming",
             Kernel::RowCopy => "rowops_copy",
             Kernel::AttentionFlash => "attention_flash",
+            Kernel::AttentionFlashCoop => "attention_flash_coop",
             Kernel::AttentionMerge => "attention_merge",
             Kernel::AttentionScores => "attention_naive.scores",
             Kernel::AttentionSoftmax => "attention_naive.softmax",
@@ -337,7 +346,7 @@ impl Kernel {
     /// Whether the kernel uses cooperative matrices (needs the experimental
     /// feature; naga translates it to SPIR-V only).
     pub const fn uses_cooperative_matrix(self) -> bool {
-        matches!(self, Kernel::MatmulCoop)
+        matches!(self, Kernel::MatmulCoop | Kernel::AttentionFlashCoop)
     }
 
     /// Whether the kernel uses subgroup operations (needs the `subgroups`
@@ -349,6 +358,7 @@ impl Kernel {
                 | Kernel::SoftmaxSubgroup
                 | Kernel::SoftmaxOnlineSubgroup
                 | Kernel::NormSubgroup
+                | Kernel::AttentionFlashCoop
         )
     }
 
