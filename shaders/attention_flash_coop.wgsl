@@ -34,9 +34,11 @@
 //   l and written with bounds checks as Elem; lse = (m_ref + log2 l) ln 2.
 //   Rows with no visible key give O = 0 and lse = -inf; a NaN logit makes
 //   its row NaN.
-// Loads: ALIGNED = 1 when every row stride of q, k, v is a multiple of 8
-//   halves: 16-byte loads (q, k, v bound again as vec4<u32> at bindings 10,
-//   11, 12); ALIGNED = 0: 8 scalar f16 loads per run. Prefetch follows the
+// Loads: 16 bytes (8 halves) per load: q, k, v are bound as vec4<u32> at
+//   bindings 10, 11, 12 (attention_common's f16 views at 1-3 stay unused, so
+//   the kernel needs 7 storage buffers). The host guarantees every stride of
+//   q, k, v is a multiple of 8 halves (D, Dv multiples of 16 make it so for
+//   every layout wgtile builds). Prefetch follows the
 //   fetch/put rule of matmul_coop: a fetch only issues loads (into `pre`),
 //   the put (after the math) converts and stores.
 // Workgroup memory: kv_sh max(BC * (max(D, Dv) + 8), 24 BR) f16 (rows
@@ -45,7 +47,7 @@
 //   candidates up to D = 128 at BC = 64, D = 256 at BC = 32).
 // Text constants (tune::attention::FlashCoopTiles): W, RF, BC (16 | BC),
 //   SG (fixed subgroup size, a multiple of 16), D and DV (head dims,
-//   multiples of 16 up to 256), ALIGNED, RESCALE.
+//   multiples of 16 up to 256), RESCALE.
 // Grid: (ceil(Sq / BR), Hq, B); no split-KV, no packed GQA rows (decode
 //   shapes use attention_flash.wgsl).
 // Backends: Vulkan only. naga's MSL backend has 8 x 8 simdgroup matrices and
@@ -60,7 +62,6 @@ const BC: u32 = 64u;
 const SG: u32 = 32u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
-const ALIGNED: u32 = 1u;
 const RESCALE: u32 = 8u;
 
 const THREADS: u32 = W * SG;
@@ -105,42 +106,18 @@ fn run_of(i: u32, width: u32, row0: u32, limit: u32, base: u32, stride: u32) -> 
     return vec2<u32>(base + row * stride + c, u32(inside));
 }
 
-fn pack_halves(a: f16, b: f16) -> u32 {
-    return pack2x16float(vec2<f32>(f32(a), f32(b)));
-}
-
-// Global loads of one run (zero when out of bounds).
+// Global loads of one run (zero when out of bounds): 16 bytes.
 fn fetch(which: u32, r: vec2<u32>) -> vec4<u32> {
     if r.y == 0u {
         return vec4<u32>();
     }
-    let e = r.x;
-    if ALIGNED == 1u {
-        if which == 0u {
-            return q4[e / 8u];
-        } else if which == 1u {
-            return k4[e / 8u];
-        }
-        return v4[e / 8u];
+    let e = r.x / 8u;
+    if which == 0u {
+        return q4[e];
+    } else if which == 1u {
+        return k4[e];
     }
-    // Any alignment: 8 scalar loads (packing here breaks the fetch/put rule;
-    // unaligned layouts are the slow path).
-    var h: array<f16, 8>;
-    for (var t = 0u; t < 8u; t++) {
-        if which == 0u {
-            h[t] = f16(q[e + t]);
-        } else if which == 1u {
-            h[t] = f16(k[e + t]);
-        } else {
-            h[t] = f16(v[e + t]);
-        }
-    }
-    return vec4<u32>(
-        pack_halves(h[0], h[1]),
-        pack_halves(h[2], h[3]),
-        pack_halves(h[4], h[5]),
-        pack_halves(h[6], h[7]),
-    );
+    return v4[e];
 }
 
 // Stores run i (8 halves) of a block with `width` columns into kv_sh.

@@ -20,6 +20,14 @@
 //! (flash-decoding): each writes a partial state `(O_s, m_s, l_s)` and a
 //! small merge kernel combines them, so one query row still fills the GPU.
 //!
+//! On adapters with the 16x16 f16/f32 cooperative matrix (tensor cores,
+//! opt-in through `WGTILE_COOPERATIVE_MATRIX`), f16 problems with D and Dv
+//! multiples of 16 up to 256 and more than `DECODE_MAX_ROWS` query rows run
+//! the tensor-core flash kernel (`shaders/attention_flash_coop.wgsl`): the
+//! same algorithm with Q K^T and P V on cooperative matrices, and the output
+//! rescaled only when a row's maximum grows by more than 2^8 (the
+//! accumulators cannot be scaled per row in place).
+//!
 //! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
 //! and is kept as the reference and the "before" of the comparison.
 //!
@@ -66,7 +74,8 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 use crate::tune::attention::{
-    BackwardTiles, FlashTiles, MAX_FLASH_DV, backward_tiles, flash_tiles_for, kv_splits,
+    BackwardTiles, DECODE_MAX_ROWS, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_tiles,
+    flash_coop_tiles, flash_tiles_for, kv_splits,
 };
 
 /// Where the causal diagonal (and the sliding window around it) sits when
@@ -120,13 +129,20 @@ pub enum AttentionLayout {
 /// Which implementation runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AttentionKernel {
-    /// The flash kernel (split-KV for decode-shaped problems).
+    /// The tensor-core flash kernel where it applies (see
+    /// [`AttentionKernel::FlashCoop`]), else the flash kernel (split-KV for
+    /// decode-shaped problems).
     #[default]
     Auto,
-    /// The flash kernel, never split.
+    /// The scalar flash kernel, never split (never the tensor-core one).
     Flash,
     /// The three-kernel reference that writes the full score matrix.
     Naive,
+    /// The tensor-core flash kernel (cooperative matrices): f16 only, D and
+    /// Dv multiples of 16 up to 256, adapters with the 16x16 f16/f32
+    /// cooperative matrix and one fixed subgroup size; anything else is
+    /// `Error::UnsupportedFeature` (or `InvalidArgument` for the shapes).
+    FlashCoop,
 }
 
 /// Options of [`Context::attention`]; build with the methods, e.g.
@@ -163,6 +179,10 @@ pub struct AttentionOptions {
     /// Force the backward kernels' tile shape (tests and tuning); `td` and
     /// `vk` are adjusted to the head dims. `None` = the dispatcher's.
     pub backward_tiles: Option<BackwardTiles>,
+    /// Force the tensor-core flash kernel's tile shape (with
+    /// [`AttentionKernel::FlashCoop`]; tests and tuning). `None` = the
+    /// dispatcher's.
+    pub coop_tiles: Option<FlashCoopTiles>,
 }
 
 impl AttentionOptions {
@@ -248,6 +268,14 @@ impl AttentionOptions {
     /// Force the flash tile shape.
     pub fn tiles(mut self, tiles: FlashTiles) -> Self {
         self.tiles = Some(tiles);
+        self
+    }
+
+    /// Force the tensor-core flash tile shape (implies
+    /// [`AttentionKernel::FlashCoop`]).
+    pub fn coop_tiles(mut self, tiles: FlashCoopTiles) -> Self {
+        self.coop_tiles = Some(tiles);
+        self.kernel = AttentionKernel::FlashCoop;
         self
     }
 }
@@ -976,6 +1004,19 @@ impl Context {
             return Ok((plan, out));
         }
 
+        if let Some(coop) = self.coop_choice(&q, &k, &v, opts, dtype)? {
+            self.flash_coop(
+                &mut plan,
+                coop,
+                [&q, &k, &v],
+                &o.buffer,
+                &params_base.words,
+                (&mask_buf, &kv_len.buffer, &lse_buf),
+            )?;
+            plan.scratch.extend([dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+
         let chosen = match opts.tiles {
             Some(t) => {
                 let t = t.for_value_dim(dv);
@@ -1111,6 +1152,158 @@ impl Context {
         );
         plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
         Ok((plan, out))
+    }
+}
+
+/// The tensor-core kernel's launch: tiles, subgroup size, problem dims.
+#[derive(Clone, Copy, Debug)]
+struct CoopChoice {
+    tiles: FlashCoopTiles,
+    sg: u32,
+    dims: [usize; 7],
+}
+
+impl Context {
+    /// Whether (and how) the tensor-core flash kernel runs: forced by
+    /// [`AttentionKernel::FlashCoop`] (errors when it cannot), chosen by
+    /// `Auto` for f16 problems it supports that are not decode-shaped (more
+    /// than [`DECODE_MAX_ROWS`] query rows) and force no scalar tiles or
+    /// splits.
+    fn coop_choice(
+        &self,
+        q: &Operand,
+        k: &Operand,
+        v: &Operand,
+        opts: &AttentionOptions,
+        dtype: DType,
+    ) -> Result<Option<CoopChoice>> {
+        let forced = opts.kernel == AttentionKernel::FlashCoop;
+        let auto = opts.kernel == AttentionKernel::Auto
+            && opts.tiles.is_none()
+            && opts.kv_splits.is_none()
+            && q.seq > DECODE_MAX_ROWS;
+        if !forced && !auto {
+            return Ok(None);
+        }
+        let p = self.profile();
+        let (d, dv) = (q.dim, v.dim);
+        let dims_ok = |x: usize| {
+            (16..=crate::tune::attention::MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16)
+        };
+        let supported = crate::tune::has_coop_f16(p);
+        if forced {
+            if dtype != DType::F16 {
+                return Err(Error::InvalidArgument(format!(
+                    "the tensor-core attention kernel takes f16 inputs, got {dtype}"
+                )));
+            }
+            if !supported {
+                return Err(Error::UnsupportedFeature {
+                    feature: "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16 f16/f32, fixed subgroup size)",
+                    what: "tensor-core attention (AttentionKernel::FlashCoop; WGTILE_COOPERATIVE_MATRIX=1 enables it)".into(),
+                });
+            }
+            if !dims_ok(d) || !dims_ok(dv) {
+                return Err(Error::InvalidArgument(format!(
+                    "the tensor-core attention kernel needs D and Dv multiples of 16 up to 256, got D = {d}, Dv = {dv}"
+                )));
+            }
+        } else if dtype != DType::F16 || !supported || !dims_ok(d) || !dims_ok(dv) {
+            return Ok(None);
+        }
+        let tiles = match opts.coop_tiles {
+            Some(t) if forced => {
+                if !t.fits(p, d, dv) {
+                    return Err(Error::InvalidArgument(format!(
+                        "tensor-core attention tiles {t} do not fit this adapter or D = {d}, Dv = {dv}"
+                    )));
+                }
+                Some(t)
+            }
+            _ => flash_coop_tiles(p, d, dv),
+        };
+        let Some(tiles) = tiles else {
+            if forced {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroup_storage_size",
+                    requested: 0,
+                    max: u64::from(p.max_workgroup_storage),
+                    what: "no tensor-core attention tile fits this adapter".into(),
+                });
+            }
+            return Ok(None);
+        };
+        // 16-byte loads: every stride a multiple of 8 halves (true for every
+        // layout with D and Dv multiples of 16; checked all the same).
+        let aligned = [q, k, v]
+            .iter()
+            .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+        if !aligned {
+            if forced {
+                return Err(Error::InvalidArgument(
+                    "the tensor-core attention kernel needs strides that are multiples of 8 elements"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        }
+        Ok(Some(CoopChoice {
+            tiles,
+            sg: p.subgroup_max_size,
+            dims: [q.batch, q.heads, k.heads, q.seq, k.seq, d, dv],
+        }))
+    }
+
+    /// Encodes the tensor-core flash kernel into `plan`.
+    fn flash_coop(
+        &self,
+        plan: &mut Plan,
+        c: CoopChoice,
+        [q, k, v]: [&Operand; 3],
+        o: &wgpu::Buffer,
+        words: &[u32],
+        (mask, kv_len, lse): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+    ) -> Result<()> {
+        let [b, hq, _, sq, sk, d, dv] = c.dims;
+        let max_groups = self.profile().max_workgroups_per_dim as usize;
+        let q_blocks = sq.div_ceil(c.tiles.br() as usize);
+        if q_blocks > max_groups || hq > max_groups || b > max_groups {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: q_blocks.max(hq).max(b) as u64,
+                max: max_groups as u64,
+                what: "tensor-core attention grid".into(),
+            });
+        }
+        let mut words = words.to_vec();
+        // split_len, splits, pack_heads: one split, no packed rows.
+        words.extend([u32_of(sk, "key count")?, 1, 0]);
+        let params = self.uniform(&words);
+        let device = &self.inner.device;
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(device, &c.tiles.spec(d, dv, c.sg))?;
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            pipeline,
+            &[
+                (0, &params),
+                (4, o),
+                (5, lse),
+                (6, mask),
+                (7, kv_len),
+                (10, &q.buffer),
+                (11, &k.buffer),
+                (12, &v.buffer),
+            ],
+            [q_blocks as u32, hq as u32, b as u32],
+        ));
+        plan.label = format!(
+            "attention flash tensor cores ({}, subgroup {})",
+            c.tiles, c.sg
+        );
+        Ok(())
     }
 }
 
