@@ -264,7 +264,7 @@ impl FlashCoopTiles {
     /// and the workgroup limits.
     pub fn fits(self, p: &AdapterProfile, d: usize, dv: usize) -> bool {
         let sg = p.subgroup_max_size;
-        let dim_ok = |x: usize| x >= 16 && x <= MAX_FLASH_COOP_DIM && x.is_multiple_of(16);
+        let dim_ok = |x: usize| (16..=MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16);
         crate::tune::has_coop_f16(p)
             && dim_ok(d)
             && dim_ok(dv)
