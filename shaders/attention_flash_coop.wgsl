@@ -159,9 +159,7 @@ fn row_sum(x: f32) -> f32 {
 }
 
 // Q columns dc0 .. dc0 + QCH of the block's BR rows into kv_sh (rows of
-// LQ), zero past Sq and D. (Loops whose trip count differs per invocation
-// live in functions: naga's uniformity analysis would otherwise treat the
-// cooperative operations after them as non-uniform.)
+// LQ), zero past Sq and D.
 fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32) {
     for (var i = tid; i < BR * QCH / 8u; i += THREADS) {
         let r = i / (QCH / 8u);
