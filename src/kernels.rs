@@ -401,6 +401,12 @@ impl Kernel {
                 | Kernel::NormStreaming
                 | Kernel::RowCopy
                 | Kernel::AttentionFlash
+                // Tensor-core flash: workgroup and register indices are in
+                // bounds by construction (tile constants), global accesses
+                // guarded as in AttentionFlash; its edge-shape tests
+                // (tests/attention.rs coop_*) run on adapters with
+                // cooperative matrices only.
+                | Kernel::AttentionFlashCoop
                 | Kernel::AttentionMerge
                 | Kernel::AttentionBwdPrepare
                 | Kernel::AttentionBwdDkDv
