@@ -11,8 +11,9 @@
 //   length hide completely are never loaded); per block:
 //   1. K's block is in `kv_sh` (row-major [BC][LDKV] f16). S = Q K^T: B =
 //      K^T is K's rows read as a column-major 16 x 16 fragment (coopLoad;
-//      the row-major loads are coopLoadT). Each 16 x 16 S tile goes to the
-//      subgroup's f32 scratch `s_sh`.
+//      the row-major loads are coopLoadT), each serving the subgroup's RF
+//      row fragments. Each 16 x 16 S tile goes to the subgroup's f32
+//      scratch `s_sh`.
 //   2. Barrier; V's block (prefetched into registers before step 1) is put
 //      into `kv_sh`. The subgroup's lanes apply `logit` (attention_common:
 //      scale, soft-cap, causal/window, masks, key lengths) and the online
@@ -28,7 +29,8 @@
 //      loads it back; l is scaled in the lane. Random data almost never
 //      triggers it after the first block.
 //   4. O += P V: P's A fragments from `p_sh` (coopLoadT), V's B fragments
-//      row-major from `kv_sh` (coopLoadT), RF * DV16 f32 accumulators.
+//      row-major from `kv_sh` (coopLoadT, each serving the RF row
+//      fragments), RF * DV16 f32 accumulators.
 //   5. Barrier; K's next block is put into `kv_sh`; barrier.
 //   End: l summed over the row's lanes, O tiles stored to `s_sh`, divided by
 //   l and written with bounds checks as Elem; lse = (m_ref + log2 l) ln 2.
@@ -291,7 +293,7 @@ fn main(
     }
     workgroupBarrier();
 
-    var sacc: array<coop_mat16x16<f32, C>, BC16>;
+    var sacc: array<coop_mat16x16<f32, C>, RF * BC16>;
     for (var j0 = first_block; i32(j0) < j_end; j0 += BC) {
         // V's block: loads in flight during S = Q K^T.
         for (var j = 0u; j < LOADS; j++) {
@@ -299,21 +301,22 @@ fn main(
             pre[j] = fetch(2u, run_of(i, DV, j0, keys, v_base, params.v_sr));
         }
 
-        // 1. S = Q K^T into the subgroup's scratch.
-        for (var f = 0u; f < RF; f++) {
+        // 1. S = Q K^T into the subgroup's scratch; each K fragment serves
+        // the subgroup's RF row fragments.
+        for (var n = 0u; n < RF * BC16; n++) {
+            sacc[n] = zc;
+        }
+        for (var d = 0u; d < D16; d++) {
             for (var c = 0u; c < BC16; c++) {
-                sacc[c] = zc;
-            }
-            for (var d = 0u; d < D16; d++) {
-                let a = qf[f * D16 + d];
-                for (var c = 0u; c < BC16; c++) {
-                    let kf = coopLoad<coop_mat16x16<f16, B>>(
-                        &kv_sh[c * 16u * LDKV + d * 16u], LDKV);
-                    sacc[c] = coopMultiplyAdd(a, kf, sacc[c]);
+                let kf = coopLoad<coop_mat16x16<f16, B>>(&kv_sh[c * 16u * LDKV + d * 16u], LDKV);
+                for (var f = 0u; f < RF; f++) {
+                    sacc[f * BC16 + c] = coopMultiplyAdd(qf[f * D16 + d], kf, sacc[f * BC16 + c]);
                 }
             }
+        }
+        for (var f = 0u; f < RF; f++) {
             for (var c = 0u; c < BC16; c++) {
-                coopStoreT(sacc[c], &s_sh[s_base + f * 16u * LDS + c * 16u], LDS);
+                coopStoreT(sacc[f * BC16 + c], &s_sh[s_base + f * 16u * LDS + c * 16u], LDS);
             }
         }
         workgroupBarrier();
@@ -395,15 +398,16 @@ fn main(
             }
         }
 
-        // 4. O += P V.
-        for (var f = 0u; f < RF; f++) {
-            for (var c = 0u; c < BC16; c++) {
-                let pf = coopLoadT<coop_mat16x16<f16, A>>(
-                    &p_sh[p_base + f * 16u * LDP + c * 16u], LDP);
-                for (var x = 0u; x < DV16; x++) {
-                    let vf = coopLoadT<coop_mat16x16<f16, B>>(
-                        &kv_sh[c * 16u * LDKV + x * 16u], LDKV);
-                    o_acc[f * DV16 + x] = coopMultiplyAdd(pf, vf, o_acc[f * DV16 + x]);
+        // 4. O += P V; each V fragment serves the RF row fragments.
+        for (var c = 0u; c < BC16; c++) {
+            var pf: array<coop_mat16x16<f16, A>, RF>;
+            for (var f = 0u; f < RF; f++) {
+                pf[f] = coopLoadT<coop_mat16x16<f16, A>>(&p_sh[p_base + f * 16u * LDP + c * 16u], LDP);
+            }
+            for (var x = 0u; x < DV16; x++) {
+                let vf = coopLoadT<coop_mat16x16<f16, B>>(&kv_sh[c * 16u * LDKV + x * 16u], LDKV);
+                for (var f = 0u; f < RF; f++) {
+                    o_acc[f * DV16 + x] = coopMultiplyAdd(pf[f], vf, o_acc[f * DV16 + x]);
                 }
             }
         }

@@ -328,9 +328,10 @@ pub const FLASH_COOP_CANDIDATES: [FlashCoopTiles; 2] = [
 
 /// More tensor-core tiles for the benchmark's `--sweep-coop` (never picked
 /// by the dispatcher): 8 subgroups (128 rows) with 32-key blocks, and two
-/// 16-row fragments per subgroup (twice the accumulators per subgroup: may
-/// spill at D = 128).
-pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 2] = [
+/// 16-row fragments per subgroup (each K and V fragment loaded from
+/// workgroup memory serves both, halving that traffic per FLOP, for twice
+/// the accumulators per subgroup: may spill at D = 128).
+pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 3] = [
     FlashCoopTiles {
         subgroups: 8,
         rf: 1,
@@ -340,6 +341,11 @@ pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 2] = [
         subgroups: 4,
         rf: 2,
         bc: 32,
+    },
+    FlashCoopTiles {
+        subgroups: 2,
+        rf: 2,
+        bc: 64,
     },
 ];
 
