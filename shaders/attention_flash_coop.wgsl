@@ -96,7 +96,6 @@ var<workgroup> alpha_sh: array<f32, BR>;
 var<workgroup> l_sh: array<f32, BR>;
 var<workgroup> rescale_flag: u32;
 
-// Operand of a staged block: 0 = q, 1 = k, 2 = v.
 // Run i of a block of BC rows starting at row0 with `width` columns:
 // (element index of the run's first half, 1 when the row is in bounds).
 fn run_of(i: u32, width: u32, row0: u32, limit: u32, base: u32, stride: u32) -> vec2<u32> {
@@ -108,7 +107,8 @@ fn run_of(i: u32, width: u32, row0: u32, limit: u32, base: u32, stride: u32) -> 
     return vec2<u32>(base + row * stride + c, u32(inside));
 }
 
-// Global loads of one run (zero when out of bounds): 16 bytes.
+// Global loads of one run (zero when out of bounds): 16 bytes of q
+// (which = 0), k (1) or v (2).
 fn fetch(which: u32, r: vec2<u32>) -> vec4<u32> {
     if r.y == 0u {
         return vec4<u32>();

@@ -309,8 +309,9 @@ impl fmt::Display for FlashCoopTiles {
 
 /// Tensor-core flash tiles, preferred first; the dispatcher takes the first
 /// that fits the adapter and head dims. Default: 4 subgroups of 16 rows with
-/// 64-key blocks (42 KiB of workgroup memory at D = Dv = 128); 32-key blocks
-/// for D or Dv above 128 (the 64-key block needs 58 KiB at 256). Not yet
+/// 64-key blocks (43.5 KiB of workgroup memory at D = Dv = 128); 32-key
+/// blocks for D or Dv above 128 (the 64-key block needs 59.5 KiB at 256,
+/// the 32-key one 31 KiB). Not yet
 /// measured against each other on a GPU: `attention --sweep-coop` times
 /// them and [`FLASH_COOP_SWEEP`].
 pub const FLASH_COOP_CANDIDATES: [FlashCoopTiles; 2] = [
