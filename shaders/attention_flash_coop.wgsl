@@ -52,11 +52,17 @@
 //   multiples of 16 up to 256), RESCALE.
 // Grid: (ceil(Sq / BR), Hq, B); no split-KV, no packed GQA rows (decode
 //   shapes use attention_flash.wgsl).
-// Backends: Vulkan only. naga's MSL backend has 8 x 8 simdgroup matrices and
-//   its HLSL backend none; tests/shaders.rs checks this module for SPIR-V.
-
-enable f16;
-enable wgpu_cooperative_matrix;
+// Matrix operations: through the types MatA, MatB, MatC and the functions
+//   load_a_kv, load_bt_kv (column-major), load_b_kv, load_a_p, load_c_s,
+//   store_c_s, mma, subgroup_of, lane_of of the part in front of this one:
+//   attention_coop_mma.wgsl (cooperative matrices, the real kernel) or
+//   attention_coop_emulated.wgsl (lane r of a virtual 16-lane subgroup
+//   holds row r of each A and C matrix and reads B from workgroup memory:
+//   slow, runs the same algorithm on adapters without tensor cores, for
+//   tests; SG = 16, LPR = 1).
+// Backends: the cooperative-matrix module is Vulkan only (naga's MSL backend
+//   has 8 x 8 simdgroup matrices and its HLSL backend none); tests/shaders.rs
+//   checks it for SPIR-V, the emulated one for every backend.
 
 const W: u32 = 4u;
 const RF: u32 = 1u;
@@ -214,9 +220,11 @@ fn write_tile(lane: u32, at: u32, lr0: u32, i0: u32, rows: u32, o_base: u32, x: 
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
-    @builtin(subgroup_id) sub: u32,
-    @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
 ) {
+    let sub = subgroup_of(tid, sg_id);
+    let lane = lane_of(tid, sg_lane);
     let b = wid.z;
     let h = wid.y;
     let rows = params.sq;
@@ -245,12 +253,12 @@ fn main(
     let p_base = sub * RF * 16u * LDP;
 
     var pre: array<vec4<u32>, LOADS>;
-    var zc: coop_mat16x16<f32, C>;
+    var zc: MatC;
 
     // Q fragments, staged QCH columns of all BR rows at a time through
     // kv_sh (every subgroup loads in every pass: cooperative loads need
     // uniform control flow).
-    var qf: array<coop_mat16x16<f16, A>, RF * D16>;
+    var qf: array<MatA, RF * D16>;
     for (var dc0 = 0u; dc0 < D; dc0 += QCH) {
         stage_q(tid, dc0, i0, rows, q_base);
         workgroupBarrier();
@@ -258,14 +266,13 @@ fn main(
             // (A loop bound, not an `if`: naga rejects cooperative
             // operations under a condition on a local variable.)
             for (var dd = 0u; dd < min(QCH, D - dc0) / 16u; dd++) {
-                qf[f * D16 + dc0 / 16u + dd] = coopLoadT<coop_mat16x16<f16, A>>(
-                    &kv_sh[(sub_row0 + f * 16u) * LQ + dd * 16u], LQ);
+                qf[f * D16 + dc0 / 16u + dd] = load_a_kv((sub_row0 + f * 16u) * LQ + dd * 16u, LQ);
             }
         }
         workgroupBarrier();
     }
 
-    var o_acc: array<coop_mat16x16<f32, C>, RF * DV16>;
+    var o_acc: array<MatC, RF * DV16>;
     for (var x = 0u; x < RF * DV16; x++) {
         o_acc[x] = zc;
     }
@@ -293,7 +300,7 @@ fn main(
     }
     workgroupBarrier();
 
-    var sacc: array<coop_mat16x16<f32, C>, RF * BC16>;
+    var sacc: array<MatC, RF * BC16>;
     for (var j0 = first_block; i32(j0) < j_end; j0 += BC) {
         // V's block: loads in flight during S = Q K^T.
         for (var j = 0u; j < LOADS; j++) {
@@ -308,15 +315,15 @@ fn main(
         }
         for (var d = 0u; d < D16; d++) {
             for (var c = 0u; c < BC16; c++) {
-                let kf = coopLoad<coop_mat16x16<f16, B>>(&kv_sh[c * 16u * LDKV + d * 16u], LDKV);
+                let kf = load_bt_kv(c * 16u * LDKV + d * 16u, LDKV);
                 for (var f = 0u; f < RF; f++) {
-                    sacc[f * BC16 + c] = coopMultiplyAdd(qf[f * D16 + d], kf, sacc[f * BC16 + c]);
+                    sacc[f * BC16 + c] = mma(qf[f * D16 + d], kf, sacc[f * BC16 + c]);
                 }
             }
         }
         for (var f = 0u; f < RF; f++) {
             for (var c = 0u; c < BC16; c++) {
-                coopStoreT(sacc[f * BC16 + c], &s_sh[s_base + f * 16u * LDS + c * 16u], LDS);
+                store_c_s(sacc[f * BC16 + c], s_base + f * 16u * LDS + c * 16u, LDS);
             }
         }
         workgroupBarrier();
@@ -385,11 +392,11 @@ fn main(
             for (var f = 0u; f < RF; f++) {
                 for (var x = 0u; x < DV16; x++) {
                     let at = s_base + f * 16u * LDS;
-                    coopStoreT(o_acc[f * DV16 + x], &s_sh[at], LDS);
+                    store_c_s(o_acc[f * DV16 + x], at, LDS);
                     workgroupBarrier();
                     scale_tile(lane, at, sub_row0 + f * 16u);
                     workgroupBarrier();
-                    o_acc[f * DV16 + x] = coopLoadT<coop_mat16x16<f32, C>>(&s_sh[at], LDS);
+                    o_acc[f * DV16 + x] = load_c_s(at, LDS);
                     workgroupBarrier();
                 }
             }
@@ -400,14 +407,14 @@ fn main(
 
         // 4. O += P V; each V fragment serves the RF row fragments.
         for (var c = 0u; c < BC16; c++) {
-            var pf: array<coop_mat16x16<f16, A>, RF>;
+            var pf: array<MatA, RF>;
             for (var f = 0u; f < RF; f++) {
-                pf[f] = coopLoadT<coop_mat16x16<f16, A>>(&p_sh[p_base + f * 16u * LDP + c * 16u], LDP);
+                pf[f] = load_a_p(p_base + f * 16u * LDP + c * 16u, LDP);
             }
             for (var x = 0u; x < DV16; x++) {
-                let vf = coopLoadT<coop_mat16x16<f16, B>>(&kv_sh[c * 16u * LDKV + x * 16u], LDKV);
+                let vf = load_b_kv(c * 16u * LDKV + x * 16u, LDKV);
                 for (var f = 0u; f < RF; f++) {
-                    o_acc[f * DV16 + x] = coopMultiplyAdd(pf[f], vf, o_acc[f * DV16 + x]);
+                    o_acc[f * DV16 + x] = mma(pf[f], vf, o_acc[f * DV16 + x]);
                 }
             }
         }
@@ -443,7 +450,7 @@ fn main(
     for (var f = 0u; f < RF; f++) {
         let at = s_base + f * 16u * LDS;
         for (var x = 0u; x < DV16; x++) {
-            coopStoreT(o_acc[f * DV16 + x], &s_sh[at], LDS);
+            store_c_s(o_acc[f * DV16 + x], at, LDS);
             workgroupBarrier();
             write_tile(lane, at, sub_row0 + f * 16u, i0, rows, o_base, x);
             workgroupBarrier();

@@ -81,6 +81,10 @@ pub enum Kernel {
     /// FlashAttention forward on tensor cores (cooperative matrices, f16
     /// inputs, Vulkan only).
     AttentionFlashCoop,
+    /// The tensor-core flash kernel's algorithm with the matrix operations
+    /// emulated per invocation (no cooperative matrices; slow): tests the
+    /// algorithm on any adapter with f16 and subgroups.
+    AttentionFlashCoopEmulated,
     /// Merges split-KV partial attention states into the output.
     AttentionMerge,
     /// Naive attention, pass 1: the full score matrix S = mask(scale Q K^T).
@@ -111,11 +115,12 @@ const REDUCE: &str = include_str!("../shaders/reduce.wgsl");
 const SOFTMAX: &str = include_str!("../shaders/softmax.wgsl");
 const NORM: &str = include_str!("../shaders/norm.wgsl");
 const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
+const ATTENTION_FLASH_COOP: &str = include_str!("../shaders/attention_flash_coop.wgsl");
 const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 32] = [
+    pub const ALL: [Kernel; 33] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -141,6 +146,7 @@ impl Kernel {
         Kernel::RowCopy,
         Kernel::AttentionFlash,
         Kernel::AttentionFlashCoop,
+        Kernel::AttentionFlashCoopEmulated,
         Kernel::AttentionMerge,
         Kernel::AttentionScores,
         Kernel::AttentionSoftmax,
@@ -237,7 +243,13 @@ impl Kernel {
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionFlashCoop => &[
-                include_str!("../shaders/attention_flash_coop.wgsl"),
+                include_str!("../shaders/attention_coop_mma.wgsl"),
+                ATTENTION_FLASH_COOP,
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionFlashCoopEmulated => &[
+                include_str!("../shaders/attention_coop_emulated.wgsl"),
+                ATTENTION_FLASH_COOP,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionMerge => &[
@@ -282,6 +294,7 @@ impl Kernel {
             Kernel::RowCopy => "rowops_copy",
             Kernel::AttentionFlash => "attention_flash",
             Kernel::AttentionFlashCoop => "attention_flash_coop",
+            Kernel::AttentionFlashCoopEmulated => "attention_flash_coop_emulated",
             Kernel::AttentionMerge => "attention_merge",
             Kernel::AttentionScores => "attention_naive.scores",
             Kernel::AttentionSoftmax => "attention_naive.softmax",
@@ -359,6 +372,7 @@ impl Kernel {
                 | Kernel::SoftmaxOnlineSubgroup
                 | Kernel::NormSubgroup
                 | Kernel::AttentionFlashCoop
+                | Kernel::AttentionFlashCoopEmulated
         )
     }
 

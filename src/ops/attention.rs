@@ -143,6 +143,10 @@ pub enum AttentionKernel {
     /// cooperative matrix and one fixed subgroup size; anything else is
     /// `Error::UnsupportedFeature` (or `InvalidArgument` for the shapes).
     FlashCoop,
+    /// The tensor-core kernel's algorithm with the matrix operations
+    /// emulated per invocation: no tensor cores needed (f16 and subgroups
+    /// only), many times slower. For testing the algorithm anywhere.
+    FlashCoopEmulated,
 }
 
 /// Options of [`Context::attention`]; build with the methods, e.g.
@@ -1159,6 +1163,7 @@ impl Context {
 #[derive(Clone, Copy, Debug)]
 struct CoopChoice {
     tiles: FlashCoopTiles,
+    emulated: bool,
     sg: u32,
     dims: [usize; 7],
 }
@@ -1177,7 +1182,8 @@ impl Context {
         opts: &AttentionOptions,
         dtype: DType,
     ) -> Result<Option<CoopChoice>> {
-        let forced = opts.kernel == AttentionKernel::FlashCoop;
+        let emulated = opts.kernel == AttentionKernel::FlashCoopEmulated;
+        let forced = opts.kernel == AttentionKernel::FlashCoop || emulated;
         let auto = opts.kernel == AttentionKernel::Auto
             && opts.tiles.is_none()
             && opts.kv_splits.is_none()
@@ -1190,7 +1196,18 @@ impl Context {
         let dims_ok = |x: usize| {
             (16..=crate::tune::attention::MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16)
         };
-        let supported = crate::tune::has_coop_f16(p);
+        let supported = if emulated {
+            p.shader_f16 && p.subgroups
+        } else {
+            crate::tune::has_coop_f16(p)
+        };
+        let fits = |t: &FlashCoopTiles| {
+            if emulated {
+                t.fits_emulated(p, d, dv)
+            } else {
+                t.fits(p, d, dv)
+            }
+        };
         if forced {
             if dtype != DType::F16 {
                 return Err(Error::InvalidArgument(format!(
@@ -1198,6 +1215,13 @@ impl Context {
                 )));
             }
             if !supported {
+                if emulated {
+                    return Err(Error::UnsupportedFeature {
+                        feature: "SHADER_F16 and SUBGROUP",
+                        what: "emulated tensor-core attention (AttentionKernel::FlashCoopEmulated)"
+                            .into(),
+                    });
+                }
                 return Err(Error::UnsupportedFeature {
                     feature: "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16 f16/f32, fixed subgroup size)",
                     what: "tensor-core attention (AttentionKernel::FlashCoop; WGTILE_COOPERATIVE_MATRIX=1 enables it)".into(),
@@ -1213,13 +1237,16 @@ impl Context {
         }
         let tiles = match opts.coop_tiles {
             Some(t) if forced => {
-                if !t.fits(p, d, dv) {
+                if !fits(&t) {
                     return Err(Error::InvalidArgument(format!(
                         "tensor-core attention tiles {t} do not fit this adapter or D = {d}, Dv = {dv}"
                     )));
                 }
                 Some(t)
             }
+            _ if emulated => crate::tune::attention::FLASH_COOP_CANDIDATES
+                .into_iter()
+                .find(|t| fits(t)),
             _ => flash_coop_tiles(p, d, dv),
         };
         let Some(tiles) = tiles else {
@@ -1249,7 +1276,8 @@ impl Context {
         }
         Ok(Some(CoopChoice {
             tiles,
-            sg: p.subgroup_max_size,
+            emulated,
+            sg: if emulated { 16 } else { p.subgroup_max_size },
             dims: [q.batch, q.heads, k.heads, q.seq, k.seq, d, dv],
         }))
     }
@@ -1280,10 +1308,14 @@ impl Context {
         words.extend([u32_of(sk, "key count")?, 1, 0]);
         let params = self.uniform(&words);
         let device = &self.inner.device;
-        let pipeline = self
-            .inner
-            .pipelines
-            .get(device, &c.tiles.spec(d, dv, c.sg))?;
+        let pipeline = self.inner.pipelines.get(
+            device,
+            &if c.emulated {
+                c.tiles.spec_emulated(d, dv)
+            } else {
+                c.tiles.spec(d, dv, c.sg)
+            },
+        )?;
         plan.dispatches.push(Dispatch::with_bindings(
             device,
             pipeline,
@@ -1299,10 +1331,17 @@ impl Context {
             ],
             [q_blocks as u32, hq as u32, b as u32],
         ));
-        plan.label = format!(
-            "attention flash tensor cores ({}, subgroup {})",
-            c.tiles, c.sg
-        );
+        plan.label = if c.emulated {
+            format!(
+                "attention flash tensor-core algorithm, emulated ({})",
+                c.tiles
+            )
+        } else {
+            format!(
+                "attention flash tensor cores ({}, subgroup {})",
+                c.tiles, c.sg
+            )
+        };
         Ok(())
     }
 }

@@ -263,10 +263,19 @@ impl FlashCoopTiles {
     /// cooperative matrix, one fixed subgroup size that is a multiple of 16,
     /// and the workgroup limits.
     pub fn fits(self, p: &AdapterProfile, d: usize, dv: usize) -> bool {
-        let sg = p.subgroup_max_size;
+        crate::tune::has_coop_f16(p) && self.fits_with(p, d, dv, p.subgroup_max_size)
+    }
+
+    /// Whether the emulated kernel ([`FlashCoopTiles::spec_emulated`], 16
+    /// virtual lanes per subgroup) runs this tile: f16, subgroups and the
+    /// workgroup limits; no cooperative matrices needed.
+    pub fn fits_emulated(self, p: &AdapterProfile, d: usize, dv: usize) -> bool {
+        p.shader_f16 && p.subgroups && self.fits_with(p, d, dv, 16)
+    }
+
+    fn fits_with(self, p: &AdapterProfile, d: usize, dv: usize, sg: u32) -> bool {
         let dim_ok = |x: usize| (16..=MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16);
-        crate::tune::has_coop_f16(p)
-            && dim_ok(d)
+        dim_ok(d)
             && dim_ok(dv)
             && matches!(self.rf, 1 | 2)
             && self.subgroups >= 1
@@ -291,6 +300,15 @@ impl FlashCoopTiles {
             .constant("SG", sg)
             .constant("D", d as u32)
             .constant("DV", dv as u32)
+    }
+
+    /// The emulated kernel's specialisation (matrix operations per
+    /// invocation, subgroups of 16 virtual lanes; tests only).
+    pub fn spec_emulated(self, d: usize, dv: usize) -> Spec {
+        Spec {
+            kernel: Kernel::AttentionFlashCoopEmulated,
+            ..self.spec(d, dv, 16)
+        }
     }
 }
 
@@ -350,6 +368,15 @@ pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 3] = [
     },
 ];
 
+/// A tile the tests force (never picked by the dispatcher): two fragments
+/// per subgroup within 32 KiB, whose Q staging takes several passes with a
+/// partial last one at D = 128 (the emulated kernel runs it on lavapipe).
+pub const FLASH_COOP_TEST_TILES: [FlashCoopTiles; 1] = [FlashCoopTiles {
+    subgroups: 2,
+    rf: 2,
+    bc: 32,
+}];
+
 /// The tensor-core flash tiles for this adapter and head dims, or `None`
 /// when the adapter lacks the cooperative-matrix configuration or no
 /// candidate fits (D and Dv must be multiples of 16 up to 256).
@@ -378,7 +405,11 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     }];
     let mut specs = Vec::new();
     let dims: Vec<usize> = (1..=16).map(|i| i * 16).collect();
-    for t in FLASH_COOP_CANDIDATES.iter().chain(&FLASH_COOP_SWEEP) {
+    for t in FLASH_COOP_CANDIDATES
+        .iter()
+        .chain(&FLASH_COOP_SWEEP)
+        .chain(&FLASH_COOP_TEST_TILES)
+    {
         for &d in &dims {
             for &dv in &dims {
                 if t.fits(&p, d, dv) {
@@ -391,6 +422,16 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     for sg in [16, 64] {
         specs.push(t.spec(64, 64, sg));
         specs.push(t.spec(128, 64, sg));
+    }
+    // The emulated kernel at the shapes the tests force.
+    for t in FLASH_COOP_CANDIDATES
+        .iter()
+        .chain(&FLASH_COOP_SWEEP)
+        .chain(&FLASH_COOP_TEST_TILES)
+    {
+        for (d, dv) in [(16, 16), (64, 64), (64, 128), (128, 64), (256, 256)] {
+            specs.push(t.spec_emulated(d, dv));
+        }
     }
     specs
 }
