@@ -11,9 +11,21 @@
 //! `scripts/torch_attention.py` prints the same cases for PyTorch SDPA.
 //! `--sweep-tiles` also times every flash tile candidate the adapter fits,
 //! to check the dispatcher's pick on a new GPU.
+//!
+//! Tensor cores: with `WGTILE_COOPERATIVE_MATRIX=1` on an adapter with the
+//! 16x16 f16/f32 cooperative matrix (the H200), the f16 rows also time the
+//! tensor-core flash kernel (`coop` columns; `--kernels` picks which of
+//! flash, naive, coop run), and `--sweep-coop` times every tensor-core tile
+//! at B=4 H=16 S=1024/4096 D=64/128 f16, causal and not, with the max
+//! difference to the scalar flash kernel's output:
+//! ```text
+//! WGTILE_COOPERATIVE_MATRIX=1 cargo run --release --example attention -- --sweep-coop --sweep-only
+//! ```
 
 use clap::Parser;
-use wgtile::tune::attention::{FLASH_CANDIDATES, SWEEP_TILES, TEST_TILES};
+use wgtile::tune::attention::{
+    FLASH_CANDIDATES, FLASH_COOP_CANDIDATES, FLASH_COOP_SWEEP, SWEEP_TILES, TEST_TILES,
+};
 use wgtile::{
     AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, KvCache, Plan,
     TimingOptions,
@@ -40,7 +52,7 @@ struct Args {
     /// Head dimensions of the forward cases (default: 128,64; --quick 64).
     #[arg(long, value_delimiter = ',')]
     dims: Vec<usize>,
-    /// Only the tile sweep (with --sweep-tiles): no forward table, backward or decode.
+    /// Only the sweeps (--sweep-tiles, --sweep-coop): no forward table, backward or decode.
     #[arg(long)]
     sweep_only: bool,
     /// Only the decode table (split-KV decode kernel vs flash-decoding).
@@ -54,6 +66,19 @@ struct Args {
     /// f16 path also computes in f32). Default: the H200 datasheet's 67.
     #[arg(long, default_value_t = 67.0)]
     peak_tflops: f64,
+    /// Dense f16 tensor-core peak in TFLOP/s, for the coop "% tc" column.
+    /// Default: the H200 datasheet's 989.
+    #[arg(long, default_value_t = 989.0)]
+    peak_tc_tflops: f64,
+    /// Kernels of the forward table: any of flash, naive, coop (coop: f16
+    /// rows, adapters with the 16x16 cooperative matrix only).
+    #[arg(long, value_delimiter = ',', default_value = "flash,naive,coop")]
+    kernels: Vec<String>,
+    /// Time every tensor-core tile (candidates and sweep shapes) at B=4 H=16
+    /// S=1024,4096 D=64,128 f16, causal and not (--quick: B=1 H=2 S=128,256
+    /// D=64), with the max difference to the scalar flash kernel.
+    #[arg(long)]
+    sweep_coop: bool,
 }
 
 struct Forward {
@@ -147,24 +172,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    let want = |k: &str| args.kernels.iter().any(|x| x == k);
+    for k in &args.kernels {
+        if !matches!(k.as_str(), "flash" | "naive" | "coop") {
+            return Err(format!("--kernels: unknown kernel {k} (flash, naive, coop)").into());
+        }
+    }
+    let has_coop = wgtile::tune::has_coop_f16(profile);
+    if want("coop") && !has_coop {
+        println!(
+            "(coop columns empty: no 16x16 f16/f32 cooperative matrix; set WGTILE_COOPERATIVE_MATRIX=1 on a GPU that has one)"
+        );
+    }
     println!(
-        "{:<34} {:>10} {:>9} {:>7} {:>10} {:>9} {:>7}",
+        "{:<34} {:>10} {:>9} {:>7} {:>10} {:>9} {:>7} | {:>9} {:>9} {:>6} {:>8} {:>8}",
         "forward B,H,S,D causal dtype",
         "flash ms",
         unit_name,
         "% peak",
         "naive ms",
         unit_name,
-        "ratio"
+        "ratio",
+        "coop ms",
+        unit_name,
+        "% tc",
+        "x flash",
+        "diff"
     );
-    // Fraction of the FMA peak (meaningless on software adapters: "-").
-    let peak = |flops: f64, t: f64| {
+    // Fraction of a peak (meaningless on software adapters: "-").
+    let pct = |flops: f64, t: f64, peak_tflops: f64| {
         if args.quick {
             "-".to_string()
         } else {
-            format!("{:.0}%", 100.0 * flops / t / (args.peak_tflops * 1e12))
+            format!("{:.0}%", 100.0 * flops / t / (peak_tflops * 1e12))
         }
     };
+    let dash = || "-".to_string();
     for c in cases.iter().filter(|_| !args.sweep_only) {
         let q = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
         let k = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
@@ -178,14 +221,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let flops = fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
         let repeats = if c.s > 16384 { 3 } else { args.repeats };
-        let (flash, _) =
-            ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Flash))?;
-        let tf = time(&ctx, &flash, repeats)?;
-        let naive =
+        let mut flash_out = None;
+        let tf = if want("flash") {
+            let (flash, out) =
+                ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Flash))?;
+            let t = time(&ctx, &flash, repeats)?;
+            flash_out = Some(out.o);
+            Some(t)
+        } else {
+            None
+        };
+        let naive = if want("naive") && c.s <= 8192 {
             match ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Naive)) {
-                Ok((plan, _)) if c.s <= 8192 => Some(time(&ctx, &plan, repeats)?),
-                _ => None,
+                Ok((plan, _)) => Some(time(&ctx, &plan, repeats)?),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        let coop = if want("coop") && has_coop && c.dtype == DType::F16 {
+            let (plan, out) =
+                ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::FlashCoop))?;
+            let t = time(&ctx, &plan, repeats)?;
+            let diff = match &flash_out {
+                Some(f) => format!("{:.0e}", max_diff(f, &out.o)?),
+                None => dash(),
             };
+            Some((t, diff))
+        } else {
+            None
+        };
         let label = format!(
             "{},{},{},{} {} {}",
             c.b,
@@ -195,26 +260,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if c.causal { "causal" } else { "full" },
             c.dtype
         );
-        match naive {
-            Some(tn) => println!(
-                "{label:<34} {:>10.3} {:>9.2} {:>7} {:>10.3} {:>9.2} {:>6.1}x",
-                tf * 1e3,
-                flops / tf / unit,
-                peak(flops, tf),
-                tn * 1e3,
-                flops / tn / unit,
-                tn / tf
-            ),
-            None => println!(
-                "{label:<34} {:>10.3} {:>9.2} {:>7} {:>10} {:>9} {:>7}",
-                tf * 1e3,
-                flops / tf / unit,
-                peak(flops, tf),
-                "no fit",
-                "-",
-                "-"
-            ),
-        }
+        let ms = |t: Option<f64>| t.map_or_else(dash, |t| format!("{:.3}", t * 1e3));
+        let speed = |t: Option<f64>| t.map_or_else(dash, |t| format!("{:.2}", flops / t / unit));
+        let tc = coop.as_ref().map(|(t, _)| *t);
+        println!(
+            "{label:<34} {:>10} {:>9} {:>7} {:>10} {:>9} {:>7} | {:>9} {:>9} {:>6} {:>8} {:>8}",
+            ms(tf),
+            speed(tf),
+            tf.map_or_else(dash, |t| pct(flops, t, args.peak_tflops)),
+            if want("naive") && naive.is_none() {
+                "no fit".to_string()
+            } else {
+                ms(naive)
+            },
+            speed(naive),
+            match (tf, naive) {
+                (Some(f), Some(n)) => format!("{:.1}x", n / f),
+                _ => dash(),
+            },
+            ms(tc),
+            speed(tc),
+            tc.map_or_else(dash, |t| pct(flops, t, args.peak_tc_tflops)),
+            match (tf, tc) {
+                (Some(f), Some(t)) => format!("{:.1}x", f / t),
+                _ => dash(),
+            },
+            coop.map_or_else(dash, |(_, d)| d),
+        );
+    }
+
+    if args.sweep_coop {
+        sweep_coop(&ctx, &args, unit, unit_name)?;
     }
 
     if args.sweep_tiles {
@@ -392,6 +468,90 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
                     100.0 * gbps * 1e9 / copy,
                     plan.label()
                 );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Largest |a - b| over two same-shaped outputs (NaN counts as infinite).
+fn max_diff(a: &wgtile::Tensor, b: &wgtile::Tensor) -> Result<f32, Box<dyn std::error::Error>> {
+    let (a, b) = (a.to_f32_vec_blocking()?, b.to_f32_vec_blocking()?);
+    Ok(a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(
+            0.0f32,
+            |m, d| {
+                if d.is_nan() { f32::INFINITY } else { m.max(d) }
+            },
+        ))
+}
+
+/// `--sweep-coop`: every tensor-core tile that fits, against the scalar
+/// flash kernel, f16.
+fn sweep_coop(
+    ctx: &Context,
+    args: &Args,
+    unit: f64,
+    unit_name: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let profile = ctx.profile();
+    if !wgtile::tune::has_coop_f16(profile) {
+        println!(
+            "\n--sweep-coop: skipped, no 16x16 f16/f32 cooperative matrix (set WGTILE_COOPERATIVE_MATRIX=1 on a GPU that has one)"
+        );
+        return Ok(());
+    }
+    let (b, h, sizes, dims): (usize, usize, &[usize], &[usize]) = if args.quick {
+        (1, 2, &[128, 256], &[64])
+    } else {
+        (4, 16, &[1024, 4096], &[64, 128])
+    };
+    println!(
+        "\ntensor-core flash tiles ({unit_name}, f16; the dispatcher's pick first, max diff vs the scalar flash kernel)"
+    );
+    for &d in dims {
+        for &s in sizes {
+            for causal in [false, true] {
+                let shape = [b, h, s, d];
+                let q = ctx.zeros(shape, DType::F16)?;
+                let k = ctx.zeros(shape, DType::F16)?;
+                let v = ctx.zeros(shape, DType::F16)?;
+                for (n, t) in [&q, &k, &v].into_iter().enumerate() {
+                    ctx.fill_random(t, n as u32 + 1)?;
+                }
+                let mut opts = AttentionOptions::new();
+                if causal {
+                    opts = opts.causal(DiagonalAlignment::TopLeft);
+                }
+                let flops = fa_flops(b, h, s, s, d, causal);
+                let (flash, flash_out) =
+                    ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Flash))?;
+                let mut line = format!(
+                    "{b},{h},{s},{d} {}: scalar flash {:.2}",
+                    if causal { "causal" } else { "full" },
+                    flops / time(ctx, &flash, args.repeats)? / unit
+                );
+                let (auto, _) = ctx.attention_plan(&q, &k, &v, &opts)?;
+                line.push_str(&format!(" | auto [{}]", auto.label()));
+                for t in FLASH_COOP_CANDIDATES.iter().chain(&FLASH_COOP_SWEEP) {
+                    if !t.fits(profile, d, d) {
+                        continue;
+                    }
+                    let (plan, out) =
+                        ctx.attention_plan(&q, &k, &v, &opts.clone().coop_tiles(*t))?;
+                    let speed = flops / time(ctx, &plan, args.repeats)? / unit;
+                    line.push_str(&format!(
+                        " | W={} rows={} Bc={} {:.2} (max diff {:.0e})",
+                        t.subgroups,
+                        16 * t.rf,
+                        t.bc,
+                        speed,
+                        max_diff(&flash_out.o, &out.o)?
+                    ));
+                }
+                println!("{line}");
             }
         }
     }

@@ -84,6 +84,13 @@ pub enum Kernel {
     /// FlashAttention forward (online softmax, K/V blocks streamed through
     /// workgroup memory); with `SPLIT = 1` the split-KV (flash-decoding) pass.
     AttentionFlash,
+    /// FlashAttention forward on tensor cores (cooperative matrices, f16
+    /// inputs, Vulkan only).
+    AttentionFlashCoop,
+    /// The tensor-core flash kernel's algorithm with the matrix operations
+    /// emulated per invocation (no cooperative matrices; slow): tests the
+    /// algorithm on any adapter with f16 and subgroups.
+    AttentionFlashCoopEmulated,
     /// Merges split-KV partial attention states into the output.
     AttentionMerge,
     /// Split-KV decode attention for few query rows (bandwidth-shaped;
@@ -117,11 +124,12 @@ const REDUCE: &str = include_str!("../shaders/reduce.wgsl");
 const SOFTMAX: &str = include_str!("../shaders/softmax.wgsl");
 const NORM: &str = include_str!("../shaders/norm.wgsl");
 const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
+const ATTENTION_FLASH_COOP: &str = include_str!("../shaders/attention_flash_coop.wgsl");
 const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 34] = [
+    pub const ALL: [Kernel; 36] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -148,6 +156,8 @@ impl Kernel {
         Kernel::NormStreaming,
         Kernel::RowCopy,
         Kernel::AttentionFlash,
+        Kernel::AttentionFlashCoop,
+        Kernel::AttentionFlashCoopEmulated,
         Kernel::AttentionMerge,
         Kernel::AttentionScores,
         Kernel::AttentionSoftmax,
@@ -245,6 +255,16 @@ impl Kernel {
                 include_str!("../shaders/attention_flash.wgsl"),
                 ATTENTION_COMMON,
             ],
+            Kernel::AttentionFlashCoop => &[
+                include_str!("../shaders/attention_coop_mma.wgsl"),
+                ATTENTION_FLASH_COOP,
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionFlashCoopEmulated => &[
+                include_str!("../shaders/attention_coop_emulated.wgsl"),
+                ATTENTION_FLASH_COOP,
+                ATTENTION_COMMON,
+            ],
             Kernel::AttentionMerge => &[
                 include_str!("../shaders/attention_merge.wgsl"),
                 ATTENTION_COMMON,
@@ -292,6 +312,8 @@ impl Kernel {
             Kernel::NormStreaming => "norm.streaming",
             Kernel::RowCopy => "rowops_copy",
             Kernel::AttentionFlash => "attention_flash",
+            Kernel::AttentionFlashCoop => "attention_flash_coop",
+            Kernel::AttentionFlashCoopEmulated => "attention_flash_coop_emulated",
             Kernel::AttentionMerge => "attention_merge",
             Kernel::AttentionDecode => "attention_decode",
             Kernel::AttentionScores => "attention_naive.scores",
@@ -360,7 +382,7 @@ impl Kernel {
     /// Whether the kernel uses cooperative matrices (needs the experimental
     /// feature; naga translates it to SPIR-V only).
     pub const fn uses_cooperative_matrix(self) -> bool {
-        matches!(self, Kernel::MatmulCoop)
+        matches!(self, Kernel::MatmulCoop | Kernel::AttentionFlashCoop)
     }
 
     /// Whether the kernel uses subgroup operations (needs the `subgroups`
@@ -372,6 +394,8 @@ impl Kernel {
                 | Kernel::SoftmaxSubgroup
                 | Kernel::SoftmaxOnlineSubgroup
                 | Kernel::NormSubgroup
+                | Kernel::AttentionFlashCoop
+                | Kernel::AttentionFlashCoopEmulated
         )
     }
 
@@ -415,6 +439,12 @@ impl Kernel {
                 | Kernel::NormStreaming
                 | Kernel::RowCopy
                 | Kernel::AttentionFlash
+                // Tensor-core flash: workgroup and register indices are in
+                // bounds by construction (tile constants), global accesses
+                // guarded as in AttentionFlash; its edge-shape tests
+                // (tests/attention.rs coop_*) run on adapters with
+                // cooperative matrices only.
+                | Kernel::AttentionFlashCoop
                 | Kernel::AttentionMerge
                 | Kernel::AttentionBwdPrepare
                 | Kernel::AttentionBwdDkDv

@@ -157,3 +157,17 @@ fn every_attention_specialisation() {
     // The workgroup size ops::attention uses for the merge.
     check(&Spec::new(Kernel::AttentionMerge).override_("WG", 64));
 }
+
+/// The tensor-core flash attention kernel: every specialisation the
+/// dispatcher and the benchmark's sweep can produce (head dims 16..=256 in
+/// steps of 16, each tile that fits 48 KiB, subgroup sizes 16/32/64). Like
+/// matmul_coop it is Vulkan-only: naga validation and SPIR-V, no MSL/HLSL
+/// (`check` skips those for cooperative-matrix kernels).
+#[test]
+fn every_attention_coop_specialisation() {
+    let specs = wgtile::tune::attention::attention_coop_specs();
+    assert!(specs.len() >= 500, "{} coop attention specs", specs.len());
+    for spec in &specs {
+        check(spec);
+    }
+}

@@ -29,6 +29,14 @@
 //! [`AttentionKernel::FlashSplit`]). Every option (masks, windows, key
 //! lengths, soft-cap, lse) is supported by both.
 //!
+//! On adapters with the 16x16 f16/f32 cooperative matrix (tensor cores,
+//! opt-in through `WGTILE_COOPERATIVE_MATRIX`), f16 problems with D and Dv
+//! multiples of 16 up to 256 and more than `DECODE_MAX_ROWS` query rows run
+//! the tensor-core flash kernel (`shaders/attention_flash_coop.wgsl`): the
+//! same algorithm with Q K^T and P V on cooperative matrices, and the output
+//! rescaled only when a row's maximum grows by more than 2^8 (the
+//! accumulators cannot be scaled per row in place).
+//!
 //! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
 //! and is kept as the reference and the "before" of the comparison.
 //!
@@ -75,9 +83,10 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 use crate::tune::attention::{
-    BackwardTiles, DECODE_BLOCK_KEYS, DECODE_KERNEL_MAX_ROWS, DECODE_THREADS, FlashTiles,
-    MAX_FLASH_DV, backward_tiles, decode_chunk_rows, decode_fits, decode_spec, decode_splits,
-    decode_workgroup_bytes, flash_tiles_for, kv_splits,
+    BackwardTiles, DECODE_BLOCK_KEYS, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS, DECODE_THREADS,
+    FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_tiles, decode_chunk_rows, decode_fits,
+    decode_spec, decode_splits, decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for,
+    kv_splits,
 };
 
 /// Where the causal diagonal (and the sliding window around it) sits when
@@ -133,11 +142,12 @@ pub enum AttentionLayout {
 pub enum AttentionKernel {
     /// The decode kernel for few packed query rows (`group * Sq <=`
     /// [`DECODE_KERNEL_MAX_ROWS`](crate::tune::attention::DECODE_KERNEL_MAX_ROWS)
-    /// and head dims it takes), else the flash kernel (split-KV for
+    /// and head dims it takes), else the tensor-core flash kernel where it
+    /// applies (see [`AttentionKernel::FlashCoop`]), else the flash kernel (split-KV for
     /// decode-shaped problems).
     #[default]
     Auto,
-    /// The flash kernel, never split.
+    /// The scalar flash kernel, never split (never the tensor-core one).
     Flash,
     /// The flash kernel with key splits chosen as for decoding
     /// (flash-decoding), never the decode kernel: the "before" of the decode
@@ -150,6 +160,15 @@ pub enum AttentionKernel {
     Decode,
     /// The three-kernel reference that writes the full score matrix.
     Naive,
+    /// The tensor-core flash kernel (cooperative matrices): f16 only, D and
+    /// Dv multiples of 16 up to 256, adapters with the 16x16 f16/f32
+    /// cooperative matrix and one fixed subgroup size; anything else is
+    /// `Error::UnsupportedFeature` (or `InvalidArgument` for the shapes).
+    FlashCoop,
+    /// The tensor-core kernel's algorithm with the matrix operations
+    /// emulated per invocation: no tensor cores needed (f16 and subgroups
+    /// only), many times slower. For testing the algorithm anywhere.
+    FlashCoopEmulated,
 }
 
 /// Options of [`Context::attention`]; build with the methods, e.g.
@@ -187,6 +206,10 @@ pub struct AttentionOptions {
     /// Force the backward kernels' tile shape (tests and tuning); `td` and
     /// `vk` are adjusted to the head dims. `None` = the dispatcher's.
     pub backward_tiles: Option<BackwardTiles>,
+    /// Force the tensor-core flash kernel's tile shape (with
+    /// [`AttentionKernel::FlashCoop`]; tests and tuning). `None` = the
+    /// dispatcher's.
+    pub coop_tiles: Option<FlashCoopTiles>,
 }
 
 impl AttentionOptions {
@@ -272,6 +295,14 @@ impl AttentionOptions {
     /// Force the flash tile shape.
     pub fn tiles(mut self, tiles: FlashTiles) -> Self {
         self.tiles = Some(tiles);
+        self
+    }
+
+    /// Force the tensor-core flash tile shape (implies
+    /// [`AttentionKernel::FlashCoop`]).
+    pub fn coop_tiles(mut self, tiles: FlashCoopTiles) -> Self {
+        self.coop_tiles = Some(tiles);
+        self.kernel = AttentionKernel::FlashCoop;
         self
     }
 }
@@ -1092,6 +1123,19 @@ impl Context {
             return Ok((plan, out));
         }
 
+        if let Some(coop) = self.coop_choice(&q, &k, &v, opts, dtype)? {
+            self.flash_coop(
+                &mut plan,
+                coop,
+                [&q, &k, &v],
+                &o.buffer,
+                &params_base.words,
+                (&mask_buf, &kv_len.buffer, &lse_buf),
+            )?;
+            plan.scratch.extend([dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+
         let chosen = match opts.tiles {
             Some(t) => {
                 let t = t.for_value_dim(dv);
@@ -1226,6 +1270,193 @@ impl Context {
         );
         plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
         Ok((plan, out))
+    }
+}
+
+/// The tensor-core kernel's launch: tiles, subgroup size, problem dims.
+#[derive(Clone, Copy, Debug)]
+struct CoopChoice {
+    tiles: FlashCoopTiles,
+    emulated: bool,
+    sg: u32,
+    dims: [usize; 7],
+}
+
+impl Context {
+    /// Whether (and how) the tensor-core flash kernel runs: forced by
+    /// [`AttentionKernel::FlashCoop`] (errors when it cannot), chosen by
+    /// `Auto` for f16 problems it supports that are not decode-shaped (more
+    /// than [`DECODE_MAX_ROWS`] query rows) and force no scalar tiles or
+    /// splits.
+    fn coop_choice(
+        &self,
+        q: &Operand,
+        k: &Operand,
+        v: &Operand,
+        opts: &AttentionOptions,
+        dtype: DType,
+    ) -> Result<Option<CoopChoice>> {
+        let emulated = opts.kernel == AttentionKernel::FlashCoopEmulated;
+        let forced = opts.kernel == AttentionKernel::FlashCoop || emulated;
+        let auto = opts.kernel == AttentionKernel::Auto
+            && opts.tiles.is_none()
+            && opts.kv_splits.is_none()
+            && q.seq > DECODE_MAX_ROWS;
+        if !forced && !auto {
+            return Ok(None);
+        }
+        let p = self.profile();
+        let (d, dv) = (q.dim, v.dim);
+        let dims_ok = |x: usize| {
+            (16..=crate::tune::attention::MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16)
+        };
+        let supported = if emulated {
+            p.shader_f16 && p.subgroups
+        } else {
+            crate::tune::has_coop_f16(p)
+        };
+        let fits = |t: &FlashCoopTiles| {
+            if emulated {
+                t.fits_emulated(p, d, dv)
+            } else {
+                t.fits(p, d, dv)
+            }
+        };
+        if forced {
+            if dtype != DType::F16 {
+                return Err(Error::InvalidArgument(format!(
+                    "the tensor-core attention kernel takes f16 inputs, got {dtype}"
+                )));
+            }
+            if !supported {
+                if emulated {
+                    return Err(Error::UnsupportedFeature {
+                        feature: "SHADER_F16 and SUBGROUP",
+                        what: "emulated tensor-core attention (AttentionKernel::FlashCoopEmulated)"
+                            .into(),
+                    });
+                }
+                return Err(Error::UnsupportedFeature {
+                    feature: "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16 f16/f32, fixed subgroup size)",
+                    what: "tensor-core attention (AttentionKernel::FlashCoop; WGTILE_COOPERATIVE_MATRIX=1 enables it)".into(),
+                });
+            }
+            if !dims_ok(d) || !dims_ok(dv) {
+                return Err(Error::InvalidArgument(format!(
+                    "the tensor-core attention kernel needs D and Dv multiples of 16 up to 256, got D = {d}, Dv = {dv}"
+                )));
+            }
+        } else if dtype != DType::F16 || !supported || !dims_ok(d) || !dims_ok(dv) {
+            return Ok(None);
+        }
+        let tiles = match opts.coop_tiles {
+            Some(t) if forced => {
+                if !fits(&t) {
+                    return Err(Error::InvalidArgument(format!(
+                        "tensor-core attention tiles {t} do not fit this adapter or D = {d}, Dv = {dv}"
+                    )));
+                }
+                Some(t)
+            }
+            _ if emulated => crate::tune::attention::FLASH_COOP_CANDIDATES
+                .into_iter()
+                .find(|t| fits(t)),
+            _ => flash_coop_tiles(p, d, dv),
+        };
+        let Some(tiles) = tiles else {
+            if forced {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroup_storage_size",
+                    requested: 0,
+                    max: u64::from(p.max_workgroup_storage),
+                    what: "no tensor-core attention tile fits this adapter".into(),
+                });
+            }
+            return Ok(None);
+        };
+        // 16-byte loads: every stride a multiple of 8 halves (true for every
+        // layout with D and Dv multiples of 16; checked all the same).
+        let aligned = [q, k, v]
+            .iter()
+            .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+        if !aligned {
+            if forced {
+                return Err(Error::InvalidArgument(
+                    "the tensor-core attention kernel needs strides that are multiples of 8 elements"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        }
+        Ok(Some(CoopChoice {
+            tiles,
+            emulated,
+            sg: if emulated { 16 } else { p.subgroup_max_size },
+            dims: [q.batch, q.heads, k.heads, q.seq, k.seq, d, dv],
+        }))
+    }
+
+    /// Encodes the tensor-core flash kernel into `plan`.
+    fn flash_coop(
+        &self,
+        plan: &mut Plan,
+        c: CoopChoice,
+        [q, k, v]: [&Operand; 3],
+        o: &wgpu::Buffer,
+        words: &[u32],
+        (mask, kv_len, lse): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+    ) -> Result<()> {
+        let [b, hq, _, sq, sk, d, dv] = c.dims;
+        let max_groups = self.profile().max_workgroups_per_dim as usize;
+        let q_blocks = sq.div_ceil(c.tiles.br() as usize);
+        if q_blocks > max_groups || hq > max_groups || b > max_groups {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: q_blocks.max(hq).max(b) as u64,
+                max: max_groups as u64,
+                what: "tensor-core attention grid".into(),
+            });
+        }
+        let mut words = words.to_vec();
+        // split_len, splits, pack_heads: one split, no packed rows.
+        words.extend([u32_of(sk, "key count")?, 1, 0]);
+        let params = self.uniform(&words);
+        let device = &self.inner.device;
+        let pipeline = self.inner.pipelines.get(
+            device,
+            &if c.emulated {
+                c.tiles.spec_emulated(d, dv)
+            } else {
+                c.tiles.spec(d, dv, c.sg)
+            },
+        )?;
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            pipeline,
+            &[
+                (0, &params),
+                (4, o),
+                (5, lse),
+                (6, mask),
+                (7, kv_len),
+                (10, &q.buffer),
+                (11, &k.buffer),
+                (12, &v.buffer),
+            ],
+            [q_blocks as u32, hq as u32, b as u32],
+        ));
+        plan.label = if c.emulated {
+            format!(
+                "attention flash tensor-core algorithm, emulated ({})",
+                c.tiles
+            )
+        } else {
+            format!(
+                "attention flash tensor cores ({}, subgroup {})",
+                c.tiles, c.sg
+            )
+        };
+        Ok(())
     }
 }
 

@@ -217,6 +217,225 @@ pub fn flash_tiles(p: &AdapterProfile, dv: usize) -> Option<FlashTiles> {
         .find(|t| t.fits(p, dv) && t.tr * t.td <= 64)
 }
 
+/// Tile shape of the tensor-core flash forward
+/// (`shaders/attention_flash_coop.wgsl`): a workgroup is `subgroups`
+/// subgroups, each owning `rf` fragments of 16 query rows (`br() = 16 *
+/// subgroups * rf` rows), and streams `bc` keys per block through workgroup
+/// memory. The head dims and the subgroup size are part of the
+/// specialisation ([`FlashCoopTiles::spec`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlashCoopTiles {
+    /// Subgroups per workgroup (W).
+    pub subgroups: u32,
+    /// 16-row fragments per subgroup (RF): 1 or 2.
+    pub rf: u32,
+    /// Keys per block (a multiple of 16).
+    pub bc: u32,
+}
+
+/// Largest head dimension (D and Dv) of the tensor-core flash kernel.
+pub const MAX_FLASH_COOP_DIM: usize = 256;
+
+impl FlashCoopTiles {
+    /// Query rows per workgroup.
+    pub const fn br(self) -> u32 {
+        16 * self.subgroups * self.rf
+    }
+
+    /// Invocations per workgroup for subgroup size `sg`.
+    pub const fn threads(self, sg: u32) -> u32 {
+        self.subgroups * sg
+    }
+
+    /// Workgroup memory in bytes for head dims `d`, `dv` (the arithmetic of
+    /// the shader's `kv_sh`, `s_sh`, `p_sh`, `alpha_sh`, `l_sh` and flag).
+    pub const fn workgroup_bytes(self, d: u32, dv: u32) -> u32 {
+        let dx = if d > dv { d } else { dv };
+        let kv_block = self.bc * (dx + 8);
+        let q_min = self.br() * 24;
+        let kv = if kv_block > q_min { kv_block } else { q_min };
+        let rows = self.br();
+        2 * kv + 4 * rows * (self.bc + 4) + 2 * rows * (self.bc + 8) + 8 * rows + 4
+    }
+
+    /// Whether the tile is well formed for head dims `d`, `dv` (multiples of
+    /// 16 in 16..=256) and the adapter runs it: the 16x16 f16/f32
+    /// cooperative matrix, one fixed subgroup size that is a multiple of 16,
+    /// and the workgroup limits.
+    pub fn fits(self, p: &AdapterProfile, d: usize, dv: usize) -> bool {
+        crate::tune::has_coop_f16(p) && self.fits_with(p, d, dv, p.subgroup_max_size)
+    }
+
+    /// Whether the emulated kernel ([`FlashCoopTiles::spec_emulated`], 16
+    /// virtual lanes per subgroup) runs this tile: f16, subgroups and the
+    /// workgroup limits; no cooperative matrices needed.
+    pub fn fits_emulated(self, p: &AdapterProfile, d: usize, dv: usize) -> bool {
+        p.shader_f16 && p.subgroups && self.fits_with(p, d, dv, 16)
+    }
+
+    fn fits_with(self, p: &AdapterProfile, d: usize, dv: usize, sg: u32) -> bool {
+        let dim_ok = |x: usize| (16..=MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16);
+        dim_ok(d)
+            && dim_ok(dv)
+            && matches!(self.rf, 1 | 2)
+            && self.subgroups >= 1
+            && self.bc >= 16
+            && self.bc.is_multiple_of(16)
+            && sg >= 16
+            && sg.is_multiple_of(16)
+            && self.bc.is_multiple_of(sg / 16)
+            && p.max_storage_buffers_per_stage >= 7
+            && self.threads(sg) <= p.max_invocations
+            && self.threads(sg) <= p.max_workgroup_size_x
+            && self.workgroup_bytes(d as u32, dv as u32) <= p.max_workgroup_storage
+    }
+
+    /// The specialisation for head dims `d`, `dv` and subgroup size `sg`.
+    pub fn spec(self, d: usize, dv: usize, sg: u32) -> Spec {
+        Spec::new(Kernel::AttentionFlashCoop)
+            .dtype(DType::F16)
+            .constant("W", self.subgroups)
+            .constant("RF", self.rf)
+            .constant("BC", self.bc)
+            .constant("SG", sg)
+            .constant("D", d as u32)
+            .constant("DV", dv as u32)
+    }
+
+    /// The emulated kernel's specialisation (matrix operations per
+    /// invocation, subgroups of 16 virtual lanes; tests only).
+    pub fn spec_emulated(self, d: usize, dv: usize) -> Spec {
+        Spec {
+            kernel: Kernel::AttentionFlashCoopEmulated,
+            ..self.spec(d, dv, 16)
+        }
+    }
+}
+
+impl fmt::Display for FlashCoopTiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "coop Br={} ({} subgroups x {} rows) Bc={}",
+            self.br(),
+            self.subgroups,
+            16 * self.rf,
+            self.bc
+        )
+    }
+}
+
+/// Tensor-core flash tiles, preferred first; the dispatcher takes the first
+/// that fits the adapter and head dims. Default: 4 subgroups of 16 rows with
+/// 64-key blocks (43.5 KiB of workgroup memory at D = Dv = 128); 32-key
+/// blocks for D or Dv above 128 (the 64-key block needs 59.5 KiB at 256,
+/// the 32-key one 31 KiB). Not yet
+/// measured against each other on a GPU: `attention --sweep-coop` times
+/// them and [`FLASH_COOP_SWEEP`].
+pub const FLASH_COOP_CANDIDATES: [FlashCoopTiles; 2] = [
+    FlashCoopTiles {
+        subgroups: 4,
+        rf: 1,
+        bc: 64,
+    },
+    FlashCoopTiles {
+        subgroups: 4,
+        rf: 1,
+        bc: 32,
+    },
+];
+
+/// More tensor-core tiles for the benchmark's `--sweep-coop` (never picked
+/// by the dispatcher): 8 subgroups (128 rows) with 32-key blocks, and two
+/// 16-row fragments per subgroup (each K and V fragment loaded from
+/// workgroup memory serves both, halving that traffic per FLOP, for twice
+/// the accumulators per subgroup: may spill at D = 128).
+pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 3] = [
+    FlashCoopTiles {
+        subgroups: 8,
+        rf: 1,
+        bc: 32,
+    },
+    FlashCoopTiles {
+        subgroups: 4,
+        rf: 2,
+        bc: 32,
+    },
+    FlashCoopTiles {
+        subgroups: 2,
+        rf: 2,
+        bc: 64,
+    },
+];
+
+/// A tile the tests force (never picked by the dispatcher): two fragments
+/// per subgroup within 32 KiB, whose Q staging takes several passes with a
+/// partial last one at D = 128 (the emulated kernel runs it on lavapipe).
+pub const FLASH_COOP_TEST_TILES: [FlashCoopTiles; 1] = [FlashCoopTiles {
+    subgroups: 2,
+    rf: 2,
+    bc: 32,
+}];
+
+/// The tensor-core flash tiles for this adapter and head dims, or `None`
+/// when the adapter lacks the cooperative-matrix configuration or no
+/// candidate fits (D and Dv must be multiples of 16 up to 256).
+pub fn flash_coop_tiles(p: &AdapterProfile, d: usize, dv: usize) -> Option<FlashCoopTiles> {
+    FLASH_COOP_CANDIDATES
+        .iter()
+        .copied()
+        .find(|t| t.fits(p, d, dv))
+}
+
+/// Every tensor-core flash specialisation the dispatcher (and the sweep) can
+/// produce on an H200-like profile (subgroup size 32, 48 KiB), plus the
+/// default tile at subgroup sizes 16 and 64.
+pub fn attention_coop_specs() -> Vec<Spec> {
+    let mut p = permissive_profile();
+    p.max_workgroup_storage = 48 * 1024;
+    p.max_invocations = 1024;
+    p.max_workgroup_size_x = 1024;
+    p.cooperative_matrix = true;
+    p.coop_configs = vec![crate::context::CoopMatrixConfig {
+        m: 16,
+        n: 16,
+        k: 16,
+        ab_type: "f16",
+        cr_type: "f32",
+    }];
+    let mut specs = Vec::new();
+    let dims: Vec<usize> = (1..=16).map(|i| i * 16).collect();
+    for t in FLASH_COOP_CANDIDATES
+        .iter()
+        .chain(&FLASH_COOP_SWEEP)
+        .chain(&FLASH_COOP_TEST_TILES)
+    {
+        for &d in &dims {
+            for &dv in &dims {
+                if t.fits(&p, d, dv) {
+                    specs.push(t.spec(d, dv, 32));
+                }
+            }
+        }
+    }
+    let t = FLASH_COOP_CANDIDATES[0];
+    for sg in [16, 64] {
+        specs.push(t.spec(64, 64, sg));
+        specs.push(t.spec(128, 64, sg));
+    }
+    // The emulated kernel at the shapes the tests force.
+    for t in FLASH_COOP_CANDIDATES
+        .iter()
+        .chain(&FLASH_COOP_SWEEP)
+        .chain(&FLASH_COOP_TEST_TILES)
+    {
+        for (d, dv) in [(16, 16), (64, 64), (64, 128), (128, 64), (256, 256)] {
+            specs.push(t.spec_emulated(d, dv));
+        }
+    }
+    specs
+}
+
 /// Tile shape of the backward kernels (`shaders/attention_backward.wgsl`):
 /// a workgroup owns `br` keys (dK/dV) or `br` query rows (dQ) and walks the
 /// other side `4 * nc` at a time; each of its `br / 4 * nc` invocations owns

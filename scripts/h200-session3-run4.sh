@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Session 3, device run 4 (NVIDIA H200): the new kernels' first contact with
+# the device. GPU tests (coop transposes, coop attention, decode), the tiled
+# kernel's double buffering and the coop transposes against the previous
+# build (mk_old), the attention sweeps (coop forward tiles, decode variants)
+# and PyTorch's attention on the same cases. Build: EXTRA_BINS=<dir with
+# mk_old> scripts/build-device.sh; carry .bin and .gl. Log: $OUT/all.log.
+set -u
+OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+tar -C .bin -xJf .bin/bins.tar.xz
+export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
+B=./.bin
+run() {
+  local name=$1; shift
+  echo "== $name" | tee -a "$OUT/all.log"
+  ( timeout "${LIMIT:-120}" "$@" ) 2>&1 | tee -a "$OUT/all.log" | tail -n "${TAIL:-40}"
+}
+TAIL=3 run test_matmul $B/test_matmul --test-threads=1
+TAIL=30 run test_attention $B/test_attention --test-threads=1
+# f32 tiled: double buffering vs mk_old (single), two rounds
+for round in 1 2; do
+  for v in mk_old matmul_kernels; do
+    TAIL=4 run "tiled $v r$round" sh -c "$B/$v --sizes 4096 --dtype f32 --tiles 128x128x8,128x128x16 --coop 4x4x32x2 2>&1 | grep -E 'tiled|error'"
+  done
+done
+# coop with transposed operands (new) vs the tiled f16 kernel the old build ran
+for t in b ab; do
+  TAIL=6 run "transpose $t" sh -c "$B/matmul_kernels --sizes 4096 --dtype f16 --tiles 128x128x8 --coop 4x4x32x2,2x2x32x4 --transpose $t 2>&1 | grep -E 'coop|tiled|error'"
+done

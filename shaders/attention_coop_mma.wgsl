@@ -1,0 +1,54 @@
+// attention_coop_mma: the matrix operations of attention_flash_coop.wgsl on
+// cooperative matrices (wgpu's experimental `wgpu_cooperative_matrix`; 16 x
+// 16 f16 A/B, f32 accumulators). coopLoadT/coopStoreT are the row-major
+// forms, coopLoad the column-major one (K^T from K's rows). Pointers are
+// into the kernel's workgroup tiles kv_sh, p_sh, s_sh at element `at`, rows
+// `ld` elements apart (16-byte multiples). Vulkan only.
+
+enable f16;
+enable wgpu_cooperative_matrix;
+
+alias MatA = coop_mat16x16<f16, A>;
+alias MatB = coop_mat16x16<f16, B>;
+alias MatC = coop_mat16x16<f32, C>;
+
+// The 16 x 16 A fragment at kv_sh[at], row-major.
+fn load_a_kv(at: u32, ld: u32) -> MatA {
+    return coopLoadT<MatA>(&kv_sh[at], ld);
+}
+
+// The B fragment whose column n is kv_sh row n (K^T from K's rows).
+fn load_bt_kv(at: u32, ld: u32) -> MatB {
+    return coopLoad<MatB>(&kv_sh[at], ld);
+}
+
+// The B fragment at kv_sh[at], row-major (V).
+fn load_b_kv(at: u32, ld: u32) -> MatB {
+    return coopLoadT<MatB>(&kv_sh[at], ld);
+}
+
+// The A fragment at p_sh[at], row-major (P).
+fn load_a_p(at: u32, ld: u32) -> MatA {
+    return coopLoadT<MatA>(&p_sh[at], ld);
+}
+
+fn load_c_s(at: u32, ld: u32) -> MatC {
+    return coopLoadT<MatC>(&s_sh[at], ld);
+}
+
+fn store_c_s(m: MatC, at: u32, ld: u32) {
+    coopStoreT(m, &s_sh[at], ld);
+}
+
+fn mma(a: MatA, b: MatB, c: MatC) -> MatC {
+    return coopMultiplyAdd(a, b, c);
+}
+
+// The subgroup and lane the cooperative operations run on: the hardware's.
+fn subgroup_of(tid: u32, sg_id: u32) -> u32 {
+    return sg_id;
+}
+
+fn lane_of(tid: u32, sg_lane: u32) -> u32 {
+    return sg_lane;
+}

@@ -1,0 +1,459 @@
+// attention_flash_coop: FlashAttention forward on tensor cores (WGSL
+// cooperative matrices, wgpu's experimental `wgpu_cooperative_matrix`):
+// f16 Q, K, V, f32 accumulation and f32 softmax statistics, Elem output.
+//
+// Algorithm (FlashAttention-2 forward): a workgroup owns BR = W * RF * 16
+//   query rows of one (batch, query head) and is W subgroups; subgroup w owns
+//   RF fragments of 16 rows (rows (w RF + f) 16 ..). Its Q fragments are
+//   loaded once (staged through workgroup memory, zero past Sq) into RF * D16
+//   cooperative A matrices kept in registers. The visible key blocks of BC
+//   keys are walked in order (blocks that causal/window masking or the key
+//   length hide completely are never loaded); per block:
+//   1. K's block is in `kv_sh` (row-major [BC][LDKV] f16). S = Q K^T: B =
+//      K^T is K's rows read as a column-major 16 x 16 fragment (coopLoad;
+//      the row-major loads are coopLoadT), each serving the subgroup's RF
+//      row fragments. Each 16 x 16 S tile goes to the subgroup's f32
+//      scratch `s_sh`.
+//   2. Barrier; V's block (prefetched into registers before step 1) is put
+//      into `kv_sh`. The subgroup's lanes apply `logit` (attention_common:
+//      scale, soft-cap, causal/window, masks, key lengths) and the online
+//      softmax: LPR = SG / 16 lanes per row, partial maxima combined by
+//      subgroup shuffles. P = exp2(t - m_ref) is written as f16 to the
+//      subgroup's `p_sh`. K's next block is fetched into registers.
+//   3. Conditional rescaling: the O accumulators are cooperative matrices
+//      and cannot be scaled per row in place, so each row keeps a reference
+//      max m_ref and moves it only when a block's max exceeds it by more than
+//      RESCALE (log2 units; P <= 2^RESCALE stays exact enough in f16 and l
+//      stays finite). Then the workgroup (one flag, uniform) spills O through
+//      `s_sh`, scales the rows by exp2(m_old - m_new) (1 for other rows) and
+//      loads it back; l is scaled in the lane. Random data almost never
+//      triggers it after the first block.
+//   4. O += P V: P's A fragments from `p_sh` (coopLoadT), V's B fragments
+//      row-major from `kv_sh` (coopLoadT, each serving the RF row
+//      fragments), RF * DV16 f32 accumulators.
+//   5. Barrier; K's next block is put into `kv_sh`; barrier.
+//   End: l summed over the row's lanes, O tiles stored to `s_sh`, divided by
+//   l and written with bounds checks as Elem; lse = (m_ref + log2 l) ln 2.
+//   Rows with no visible key give O = 0 and lse = -inf; a NaN logit makes
+//   its row NaN.
+// Loads: 16 bytes (8 halves) per load: q, k, v are bound as vec4<u32> at
+//   bindings 10, 11, 12 (attention_common's f16 views at 1-3 stay unused, so
+//   the kernel needs 7 storage buffers). The host guarantees every stride of
+//   q, k, v is a multiple of 8 halves (D, Dv multiples of 16 make it so for
+//   every layout wgtile builds). Prefetch follows the
+//   fetch/put rule of matmul_coop: a fetch only issues loads (into `pre`),
+//   the put (after the math) converts and stores.
+// Workgroup memory: kv_sh max(BC * (max(D, Dv) + 8), 24 BR) f16 (rows
+//   padded by 16 bytes; it also stages Q at the start), s_sh W * RF * 16 * (BC + 4) f32, p_sh W * RF * 16 * (BC + 8) f16,
+//   2 BR f32 and one u32 (FlashCoopTiles::workgroup_bytes; <= 48 KiB for the
+//   candidates up to D = 128 at BC = 64, D = 256 at BC = 32).
+// Text constants (tune::attention::FlashCoopTiles): W, RF, BC (16 | BC),
+//   SG (fixed subgroup size, a multiple of 16), D and DV (head dims,
+//   multiples of 16 up to 256), RESCALE.
+// Grid: (ceil(Sq / BR), Hq, B); no split-KV, no packed GQA rows (decode
+//   shapes use attention_flash.wgsl).
+// Matrix operations: through the types MatA, MatB, MatC and the functions
+//   load_a_kv, load_bt_kv (column-major), load_b_kv, load_a_p, load_c_s,
+//   store_c_s, mma, subgroup_of, lane_of of the part in front of this one:
+//   attention_coop_mma.wgsl (cooperative matrices, the real kernel) or
+//   attention_coop_emulated.wgsl (lane r of a virtual 16-lane subgroup
+//   holds row r of each A and C matrix and reads B from workgroup memory:
+//   slow, runs the same algorithm on adapters without tensor cores, for
+//   tests; SG = 16, LPR = 1).
+// Backends: the cooperative-matrix module is Vulkan only (naga's MSL backend
+//   has 8 x 8 simdgroup matrices and its HLSL backend none); tests/shaders.rs
+//   checks it for SPIR-V, the emulated one for every backend.
+
+const W: u32 = 4u;
+const RF: u32 = 1u;
+const BC: u32 = 64u;
+const SG: u32 = 32u;
+const D: u32 = 128u;
+const DV: u32 = 128u;
+const RESCALE: u32 = 8u;
+
+const THREADS: u32 = W * SG;
+const BR: u32 = W * RF * 16u;
+const D16: u32 = D / 16u;
+const DV16: u32 = DV / 16u;
+const BC16: u32 = BC / 16u;
+const DX: u32 = max(D, DV);
+const LDKV: u32 = DX + 8u;
+// kv_sh also stages Q, QCH columns of the BR rows at a time (rows of LQ).
+const KV_ELEMS: u32 = max(BC * LDKV, BR * 24u);
+const QCH: u32 = min(D, (KV_ELEMS / BR - 8u) / 16u * 16u);
+const LQ: u32 = QCH + 8u;
+const LDS: u32 = BC + 4u;
+const LDP: u32 = BC + 8u;
+// Lanes per softmax row, and the columns each handles.
+const LPR: u32 = SG / 16u;
+const CPL: u32 = BC / LPR;
+// 8-half runs per invocation for a BC-row block of the widest operand.
+const LOADS: u32 = (BC * DX / 8u + THREADS - 1u) / THREADS;
+
+@group(0) @binding(10) var<storage, read> q4: array<vec4<u32>>;
+@group(0) @binding(11) var<storage, read> k4: array<vec4<u32>>;
+@group(0) @binding(12) var<storage, read> v4: array<vec4<u32>>;
+
+var<workgroup> kv_sh: array<f16, KV_ELEMS>;
+var<workgroup> s_sh: array<f32, W * RF * 16u * LDS>;
+var<workgroup> p_sh: array<f16, W * RF * 16u * LDP>;
+var<workgroup> alpha_sh: array<f32, BR>;
+var<workgroup> l_sh: array<f32, BR>;
+var<workgroup> rescale_flag: u32;
+
+// Run i of a block of BC rows starting at row0 with `width` columns:
+// (element index of the run's first half, 1 when the row is in bounds).
+fn run_of(i: u32, width: u32, row0: u32, limit: u32, base: u32, stride: u32) -> vec2<u32> {
+    let per_row = width / 8u;
+    let r = i / per_row;
+    let c = (i % per_row) * 8u;
+    let row = row0 + r;
+    let inside = i < BC * per_row && row < limit;
+    return vec2<u32>(base + row * stride + c, u32(inside));
+}
+
+// Global loads of one run (zero when out of bounds): 16 bytes of q
+// (which = 0), k (1) or v (2).
+fn fetch(which: u32, r: vec2<u32>) -> vec4<u32> {
+    if r.y == 0u {
+        return vec4<u32>();
+    }
+    let e = r.x / 8u;
+    if which == 0u {
+        return q4[e];
+    } else if which == 1u {
+        return k4[e];
+    }
+    return v4[e];
+}
+
+// Stores run i (8 halves) of a block with `width` columns into kv_sh.
+fn put(i: u32, width: u32, x: vec4<u32>) {
+    let per_row = width / 8u;
+    if i >= BC * per_row {
+        return;
+    }
+    let dst = (i / per_row) * LDKV + (i % per_row) * 8u;
+    let h0 = vec2<f16>(unpack2x16float(x.x));
+    let h1 = vec2<f16>(unpack2x16float(x.y));
+    let h2 = vec2<f16>(unpack2x16float(x.z));
+    let h3 = vec2<f16>(unpack2x16float(x.w));
+    kv_sh[dst] = h0.x;
+    kv_sh[dst + 1u] = h0.y;
+    kv_sh[dst + 2u] = h1.x;
+    kv_sh[dst + 3u] = h1.y;
+    kv_sh[dst + 4u] = h2.x;
+    kv_sh[dst + 5u] = h2.y;
+    kv_sh[dst + 6u] = h3.x;
+    kv_sh[dst + 7u] = h3.y;
+}
+
+// Sum and max over the LPR lanes of a row (adjacent lanes).
+fn row_max(x: f32) -> f32 {
+    var m = x;
+    for (var s = 1u; s < LPR; s <<= 1u) {
+        m = max(m, subgroupShuffleXor(m, s));
+    }
+    return m;
+}
+
+fn row_sum(x: f32) -> f32 {
+    var t = x;
+    for (var s = 1u; s < LPR; s <<= 1u) {
+        t += subgroupShuffleXor(t, s);
+    }
+    return t;
+}
+
+// Q columns dc0 .. dc0 + QCH of the block's BR rows into kv_sh (rows of
+// LQ), zero past Sq and D.
+fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32) {
+    for (var i = tid; i < BR * QCH / 8u; i += THREADS) {
+        let r = i / (QCH / 8u);
+        let col = dc0 + (i % (QCH / 8u)) * 8u;
+        let inside = i0 + r < rows && col < D;
+        let x = fetch(0u, vec2<u32>(q_base + (i0 + r) * params.q_sr + col, u32(inside)));
+        let dst = r * LQ + col - dc0;
+        let h0 = vec2<f16>(unpack2x16float(x.x));
+        let h1 = vec2<f16>(unpack2x16float(x.y));
+        let h2 = vec2<f16>(unpack2x16float(x.z));
+        let h3 = vec2<f16>(unpack2x16float(x.w));
+        kv_sh[dst] = h0.x;
+        kv_sh[dst + 1u] = h0.y;
+        kv_sh[dst + 2u] = h1.x;
+        kv_sh[dst + 3u] = h1.y;
+        kv_sh[dst + 4u] = h2.x;
+        kv_sh[dst + 5u] = h2.y;
+        kv_sh[dst + 6u] = h3.x;
+        kv_sh[dst + 7u] = h3.y;
+    }
+}
+
+// Multiplies the 16 x 16 f32 tile at s_sh[at] (rows of LDS) by each row's
+// alpha (local rows row0 ..).
+fn scale_tile(lane: u32, at: u32, row0: u32) {
+    for (var e = lane; e < 256u; e += SG) {
+        let r = e / 16u;
+        s_sh[at + r * LDS + e % 16u] *= alpha_sh[row0 + r];
+    }
+}
+
+// Writes the 16 x 16 O tile at s_sh[at] (local rows lr0 .., columns
+// 16 x ..) divided by the rows' l, rows past Sq skipped.
+fn write_tile(lane: u32, at: u32, lr0: u32, i0: u32, rows: u32, o_base: u32, x: u32) {
+    for (var e = lane; e < 256u; e += SG) {
+        let r = e / 16u;
+        let lr = lr0 + r;
+        let row = i0 + lr;
+        let l_row = l_sh[lr];
+        let row_nan = is_nan(l_row);
+        let inv = select(0.0, 1.0 / l_row, l_row != 0.0);
+        let val = select(s_sh[at + r * LDS + e % 16u] * inv, nan(), row_nan);
+        if row < rows {
+            o[o_base + row * params.o_sr + x * 16u + e % 16u] = Elem(val);
+        }
+    }
+}
+
+@compute @workgroup_size(THREADS, 1, 1)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+) {
+    let sub = subgroup_of(tid, sg_id);
+    let lane = lane_of(tid, sg_lane);
+    let b = wid.z;
+    let h = wid.y;
+    let rows = params.sq;
+    let q_blocks = (rows + BR - 1u) / BR;
+    // Heavy (late, causal) query blocks first: better tail balance.
+    let i0 = (q_blocks - 1u - wid.x) * BR;
+    let hk = h / params.group;
+    let q_base = b * params.q_sb + h * params.q_sh;
+    let k_base = b * params.k_sb + hk * params.k_sh;
+    let v_base = b * params.v_sb + hk * params.v_sh;
+    let keys = key_count(b);
+
+    // Visible key range of this query block.
+    let i_first = i32(i0);
+    let i_last = i32(min(i0 + BR, rows)) - 1;
+    let j_begin = max(0, i_first + first_off(keys));
+    let j_end = min(i32(keys), i_last + last_off(keys) + 1);
+    let first_block = u32(max(j_begin, 0)) / BC * BC;
+
+    // Local rows of this subgroup, and the row (within a fragment) and the
+    // column group of this lane in the softmax.
+    let sub_row0 = sub * RF * 16u;
+    let sr = lane / LPR;
+    let cg = lane % LPR;
+    let s_base = sub * RF * 16u * LDS;
+    let p_base = sub * RF * 16u * LDP;
+
+    var pre: array<vec4<u32>, LOADS>;
+    var zc: MatC;
+
+    // Q fragments, staged QCH columns of all BR rows at a time through
+    // kv_sh (every subgroup loads in every pass: cooperative loads need
+    // uniform control flow).
+    var qf: array<MatA, RF * D16>;
+    for (var dc0 = 0u; dc0 < D; dc0 += QCH) {
+        stage_q(tid, dc0, i0, rows, q_base);
+        workgroupBarrier();
+        for (var f = 0u; f < RF; f++) {
+            // (A loop bound, not an `if`: naga rejects cooperative
+            // operations under a condition on a local variable.)
+            for (var dd = 0u; dd < min(QCH, D - dc0) / 16u; dd++) {
+                qf[f * D16 + dc0 / 16u + dd] = load_a_kv((sub_row0 + f * 16u) * LQ + dd * 16u, LQ);
+            }
+        }
+        workgroupBarrier();
+    }
+
+    var o_acc: array<MatC, RF * DV16>;
+    for (var x = 0u; x < RF * DV16; x++) {
+        o_acc[x] = zc;
+    }
+    // Per lane: the reference max (log2 units) and partial sum of each of its
+    // rows (row f * 16 + sr of the subgroup, columns cg, cg + LPR, ..).
+    var m_ref: array<f32, RF>;
+    var l: array<f32, RF>;
+    for (var f = 0u; f < RF; f++) {
+        m_ref[f] = neg_inf();
+        l[f] = 0.0;
+    }
+    if tid == 0u {
+        rescale_flag = 0u;
+    }
+
+    // K's first block.
+    if i32(first_block) < j_end {
+        for (var j = 0u; j < LOADS; j++) {
+            let i = tid + j * THREADS;
+            pre[j] = fetch(1u, run_of(i, D, first_block, keys, k_base, params.k_sr));
+        }
+        for (var j = 0u; j < LOADS; j++) {
+            put(tid + j * THREADS, D, pre[j]);
+        }
+    }
+    workgroupBarrier();
+
+    var sacc: array<MatC, RF * BC16>;
+    for (var j0 = first_block; i32(j0) < j_end; j0 += BC) {
+        // V's block: loads in flight during S = Q K^T.
+        for (var j = 0u; j < LOADS; j++) {
+            let i = tid + j * THREADS;
+            pre[j] = fetch(2u, run_of(i, DV, j0, keys, v_base, params.v_sr));
+        }
+
+        // 1. S = Q K^T into the subgroup's scratch; each K fragment serves
+        // the subgroup's RF row fragments.
+        for (var n = 0u; n < RF * BC16; n++) {
+            sacc[n] = zc;
+        }
+        for (var d = 0u; d < D16; d++) {
+            for (var c = 0u; c < BC16; c++) {
+                let kf = load_bt_kv(c * 16u * LDKV + d * 16u, LDKV);
+                for (var f = 0u; f < RF; f++) {
+                    sacc[f * BC16 + c] = mma(qf[f * D16 + d], kf, sacc[f * BC16 + c]);
+                }
+            }
+        }
+        for (var f = 0u; f < RF; f++) {
+            for (var c = 0u; c < BC16; c++) {
+                store_c_s(sacc[f * BC16 + c], s_base + f * 16u * LDS + c * 16u, LDS);
+            }
+        }
+        workgroupBarrier();
+
+        // 2. V into kv_sh; softmax of the subgroup's rows.
+        for (var j = 0u; j < LOADS; j++) {
+            put(tid + j * THREADS, DV, pre[j]);
+        }
+        for (var f = 0u; f < RF; f++) {
+            let lr = sub_row0 + f * 16u + sr;
+            let row = i0 + lr;
+            var t: array<f32, CPL>;
+            var bmax = neg_inf();
+            var has_nan = false;
+            for (var n = 0u; n < CPL; n++) {
+                let c = cg + n * LPR;
+                let jj = j0 + c;
+                var x = neg_inf();
+                if row < rows {
+                    x = logit(s_sh[s_base + (f * 16u + sr) * LDS + c], b, h, row, jj, keys);
+                }
+                has_nan = has_nan || is_nan(x);
+                t[n] = x;
+                bmax = max(bmax, x);
+            }
+            bmax = row_max(bmax);
+            var alpha = 1.0;
+            let m_old = m_ref[f];
+            if bmax > m_old + f32(RESCALE) {
+                m_ref[f] = bmax;
+                if m_old != neg_inf() {
+                    alpha = exp2(m_old - bmax);
+                    l[f] *= alpha;
+                    rescale_flag = 1u;
+                }
+            }
+            if cg == 0u {
+                alpha_sh[lr] = alpha;
+            }
+            // A row with nothing visible yet keeps m_ref = -inf; subtracting
+            // 0 keeps exp2 at 0 rather than NaN.
+            let m_use = select(m_ref[f], 0.0, m_ref[f] == neg_inf());
+            var psum = 0.0;
+            for (var n = 0u; n < CPL; n++) {
+                let c = cg + n * LPR;
+                let p = f16(exp2(t[n] - m_use));
+                p_sh[p_base + (f * 16u + sr) * LDP + c] = p;
+                psum += f32(p);
+            }
+            l[f] += psum;
+            if has_nan {
+                l[f] = nan();
+            }
+        }
+        // K's next block: loads in flight during P V.
+        let more = i32(j0 + BC) < j_end;
+        if more {
+            for (var j = 0u; j < LOADS; j++) {
+                let i = tid + j * THREADS;
+                pre[j] = fetch(1u, run_of(i, D, j0 + BC, keys, k_base, params.k_sr));
+            }
+        }
+
+        // 3. Conditional rescaling of O (uniform: one flag per workgroup).
+        if workgroupUniformLoad(&rescale_flag) != 0u {
+            for (var f = 0u; f < RF; f++) {
+                for (var x = 0u; x < DV16; x++) {
+                    let at = s_base + f * 16u * LDS;
+                    store_c_s(o_acc[f * DV16 + x], at, LDS);
+                    workgroupBarrier();
+                    scale_tile(lane, at, sub_row0 + f * 16u);
+                    workgroupBarrier();
+                    o_acc[f * DV16 + x] = load_c_s(at, LDS);
+                    workgroupBarrier();
+                }
+            }
+            if tid == 0u {
+                rescale_flag = 0u;
+            }
+        }
+
+        // 4. O += P V; each V fragment serves the RF row fragments.
+        for (var c = 0u; c < BC16; c++) {
+            var pf: array<MatA, RF>;
+            for (var f = 0u; f < RF; f++) {
+                pf[f] = load_a_p(p_base + f * 16u * LDP + c * 16u, LDP);
+            }
+            for (var x = 0u; x < DV16; x++) {
+                let vf = load_b_kv(c * 16u * LDKV + x * 16u, LDKV);
+                for (var f = 0u; f < RF; f++) {
+                    o_acc[f * DV16 + x] = mma(pf[f], vf, o_acc[f * DV16 + x]);
+                }
+            }
+        }
+        workgroupBarrier();
+
+        // 5. K's next block into kv_sh.
+        if more {
+            for (var j = 0u; j < LOADS; j++) {
+                put(tid + j * THREADS, D, pre[j]);
+            }
+        }
+        workgroupBarrier();
+    }
+
+    // Row sums over the row's lanes; lse.
+    for (var f = 0u; f < RF; f++) {
+        let lr = sub_row0 + f * 16u + sr;
+        let l_row = row_sum(l[f]);
+        if cg == 0u {
+            l_sh[lr] = l_row;
+            let row = i0 + lr;
+            let idx = (b * params.hq + h) * params.sq + row;
+            if row < rows && idx < arrayLength(&lse) {
+                let lse_row = select(neg_inf(), (m_ref[f] + log2(l_row)) * LN2, l_row != 0.0);
+                lse[idx] = select(lse_row, nan(), is_nan(l_row));
+            }
+        }
+    }
+    workgroupBarrier();
+
+    // O / l, written through the scratch with bounds checks.
+    let o_base = b * params.o_sb + h * params.o_sh;
+    for (var f = 0u; f < RF; f++) {
+        let at = s_base + f * 16u * LDS;
+        for (var x = 0u; x < DV16; x++) {
+            store_c_s(o_acc[f * DV16 + x], at, LDS);
+            workgroupBarrier();
+            write_tile(lane, at, sub_row0 + f * 16u, i0, rows, o_base, x);
+            workgroupBarrier();
+        }
+    }
+}
