@@ -14,7 +14,8 @@
 //      key row (word p + LK i: the LK invocations of a key read contiguous
 //      bytes per load) and dotting them with the query rows staged transposed
 //      in workgroup memory (element d of the 4 rows of a quad is one vec4,
-//      one broadcast read serves the invocations of many keys), writing one
+//      one broadcast read serves the invocations of many keys; stored
+//      element-in-word major, see q_t), writing one
 //      partial vec4 per (quad, key, p) to `part`.
 //   2. logits: invocation e of (quad, key) pair e adds the LK partials and
 //      applies `logit` (scale, soft-cap, masks) to each of the 4 rows once,
@@ -68,11 +69,14 @@ const G: u32 = WG / WVP;          // key groups of the P V step
 const VPL: u32 = KB / G;          // keys per invocation per block in P V
 const E4: u32 = EPW / 4u;         // vec4<f32> per 16-byte word
 const DP: u32 = KWPL * LK * EPW;  // staged (padded) query row length
+const WPR: u32 = KWPL * LK;       // 16-byte words of a staged row
 
 @group(0) @binding(12) var<storage, read> kw: array<vec4<u32>>;
 @group(0) @binding(13) var<storage, read> vw: array<vec4<u32>>;
 
-// q_t[qd * DP + d]: element d of the 4 rows of quad qd.
+// q_t[qd * DP + (d % EPW) * WPR + d / EPW]: element d of the 4 rows of
+// quad qd, ordered element-in-word major so the LK invocations of a key
+// (consecutive words) read consecutive vec4s (no bank conflicts).
 var<workgroup> q_t: array<vec4<f32>, RQ * DP>;
 // part[(qd * LK + p) * KB + key]: partial dots of the quad's rows.
 var<workgroup> part: array<vec4<f32>, RQ * LK * KB>;
@@ -163,7 +167,7 @@ fn main(
                 }
             }
         }
-        q_t[e] = val;
+        q_t[qd * DP + (d % EPW) * WPR + d / EPW] = val;
     }
 
     // Keys this workgroup reads: its split, clipped to the band any of its
@@ -221,13 +225,13 @@ fn main(
             dots[qd] = vec4<f32>(0.0);
         }
         for (var i = 0u; i < KWPL; i++) {
-            let d0 = (p + i * LK) * EPW;
+            let w = p + i * LK;
             for (var h = 0u; h < E4; h++) {
                 let kv = unpack_word(k_cur[i], h);
                 for (var qd = 0u; qd < RQ; qd++) {
-                    let qb = qd * DP + d0 + h * 4u;
-                    dots[qd] += kv.x * q_t[qb] + kv.y * q_t[qb + 1u]
-                        + kv.z * q_t[qb + 2u] + kv.w * q_t[qb + 3u];
+                    let qb = qd * DP + h * 4u * WPR + w;
+                    dots[qd] += kv.x * q_t[qb] + kv.y * q_t[qb + WPR]
+                        + kv.z * q_t[qb + 2u * WPR] + kv.w * q_t[qb + 3u * WPR];
                 }
             }
         }
