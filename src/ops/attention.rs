@@ -77,7 +77,7 @@ use crate::tensor::Tensor;
 use crate::tune::attention::{
     BackwardTiles, DECODE_KERNEL_MAX_ROWS, DecodeTiles, FlashTiles, MAX_FLASH_DV, backward_tiles,
     decode_chunk_rows, decode_fits, decode_kernel_tiles, decode_spec, decode_splits,
-    decode_workgroup_bytes, flash_tiles_for, kv_splits,
+    decode_tiles_fit, decode_workgroup_bytes, flash_tiles_for, kv_splits,
 };
 
 /// Where the causal diagonal (and the sliding window around it) sits when
@@ -1019,6 +1019,7 @@ impl Context {
             )));
         }
         let decode_ok = decode_fits(dtype, d, dv)
+            && decode_tiles_fit(dtype, dv, dtiles)
             && profile.max_storage_buffers_per_stage >= 6
             && profile.max_invocations >= dtiles.threads
             && profile.max_workgroup_size_x >= dtiles.threads

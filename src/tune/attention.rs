@@ -367,7 +367,8 @@ pub fn decode_chunk_rows(rows: usize) -> usize {
 /// workgroups per compute unit the key splits aim for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DecodeTiles {
-    /// Invocations per workgroup (`WG`): 64, 128 or 256.
+    /// Invocations per workgroup (`WG`): 32, 64, 128 or 256 (32: one warp
+    /// on NVIDIA, whose barriers cost next to nothing).
     pub threads: u32,
     /// Invocations per key in the score step (`LK`): 2, 4 or 8; a block is
     /// `threads / lk` keys.
@@ -403,7 +404,7 @@ impl DecodeTiles {
     /// Whether the shape is one the kernel supports (power-of-two sizes,
     /// at least 8 keys per block).
     pub fn valid(&self) -> bool {
-        [64, 128, 256].contains(&self.threads)
+        [32, 64, 128, 256].contains(&self.threads)
             && [2, 4, 8].contains(&self.lk)
             && self.keys() >= 8
             && self.per_unit >= 1
@@ -432,6 +433,12 @@ pub fn decode_kernel_tiles(dtype: DType, d: usize) -> DecodeTiles {
 }
 
 /// Variants the benchmark sweeps (`examples/attention.rs --decode-sweep`).
+/// 0: the previous engineer's shape (256 invocations, 4 per unit); 1: the
+/// default for f16 D = 128; 2: the default for f32 D = 128 (LK = 8); 3: V
+/// loaded in its own block (fewer registers); 4: 64 invocations, 16 per
+/// unit; 5-6: one 32-wide workgroup (a single NVIDIA warp: barriers nearly
+/// free, the "each invocation group streams its own keys" structure without
+/// subgroup operations), 32 per unit; 7: 128 keys per block (LK = 2).
 pub const DECODE_SWEEP: [DecodeTiles; 8] = [
     DecodeTiles {
         threads: 256,
@@ -458,22 +465,22 @@ pub const DECODE_SWEEP: [DecodeTiles; 8] = [
         per_unit: 8,
     },
     DecodeTiles {
-        threads: 128,
-        lk: 4,
-        prefetch_v: true,
-        per_unit: 4,
-    },
-    DecodeTiles {
-        threads: 128,
-        lk: 4,
-        prefetch_v: true,
-        per_unit: 16,
-    },
-    DecodeTiles {
         threads: 64,
         lk: 4,
         prefetch_v: true,
         per_unit: 16,
+    },
+    DecodeTiles {
+        threads: 32,
+        lk: 4,
+        prefetch_v: true,
+        per_unit: 32,
+    },
+    DecodeTiles {
+        threads: 32,
+        lk: 2,
+        prefetch_v: true,
+        per_unit: 32,
     },
     DecodeTiles {
         threads: 256,
@@ -520,6 +527,15 @@ fn decode_shape(
     (chunk, chunk.div_ceil(4), kwpl, wvp, vpre)
 }
 
+/// Whether tile `t` serves value head dim `dv` in `dtype`: every value word
+/// needs an invocation (`WVP <= WG`).
+pub fn decode_tiles_fit(dtype: DType, dv: usize, t: DecodeTiles) -> bool {
+    let wvp = (dv / decode_epw(dtype))
+        .max(t.lk as usize)
+        .next_power_of_two();
+    wvp <= t.threads as usize
+}
+
 /// The decode kernel's specialisation for `rows` packed query rows
 /// (`group * Sq`), head dims `d`, `dv` (see [`decode_fits`]) and tile `t`.
 pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize, t: DecodeTiles) -> Spec {
@@ -552,15 +568,17 @@ pub fn decode_workgroup_bytes(
 }
 
 /// Key splits of the decode kernel: enough workgroups for `t.per_unit` per
-/// compute unit, each split at least [`DECODE_MIN_SPLIT`] keys (or one
-/// block), at most 256. `workgroups` is the grid without splitting (row
+/// compute unit, each split at least [`DECODE_MIN_SPLIT`] keys (64 for
+/// blocks under 32 keys; at least one block), at most 256. `workgroups` is the grid without splitting (row
 /// chunks x KV heads x batch).
 pub fn decode_splits(p: &AdapterProfile, workgroups: u64, sk: usize, t: DecodeTiles) -> u32 {
     let target = u64::from(t.per_unit.max(1)) * u64::from(p.compute_units.max(1));
     if workgroups >= target || sk <= t.keys() {
         return 1;
     }
-    let min_split = DECODE_MIN_SPLIT.max(t.keys());
+    // Small blocks (the one-warp tiles) may split down to 64 keys, so a 4k
+    // cache still fills the GPU with their many small workgroups.
+    let min_split = (4 * t.keys()).clamp(64, DECODE_MIN_SPLIT).max(t.keys());
     let max_splits = (sk as u64).div_ceil(min_split as u64).max(1);
     target.div_ceil(workgroups.max(1)).min(max_splits).min(256) as u32
 }
@@ -611,7 +629,12 @@ pub fn attention_specs() -> Vec<Spec> {
                     } else {
                         &[]
                     };
-                    for t in sweep.iter().copied().chain([decode_kernel_tiles(dtype, d)]) {
+                    for t in sweep
+                        .iter()
+                        .copied()
+                        .chain([decode_kernel_tiles(dtype, d)])
+                        .filter(|t| decode_tiles_fit(dtype, dv, *t))
+                    {
                         let s = decode_spec(dtype, rows, d, dv, t);
                         if !specs.contains(&s) {
                             specs.push(s);
