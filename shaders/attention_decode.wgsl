@@ -31,9 +31,12 @@
 //   cost too many registers), are loaded into registers before the current
 //   block is computed (loads never compute with what they just loaded).
 //   At the end the G states of each quad are merged through workgroup
-//   memory (max, rescale, sum) and the split's unnormalised state (O / l, m,
-//   l) goes to the scratch bound as `lse` in attention_merge.wgsl's layout;
-//   the merge kernel combines the splits (also when there is one).
+//   memory (max, rescale, sum; `quad_stats`, `out_elem`, called with
+//   constant accumulator indices) and the split's unnormalised state (O / l,
+//   m, l) goes to the scratch bound as `lse` in attention_merge.wgsl's
+//   layout; the merge kernel combines the splits (also when there is one).
+//   Registers per invocation: 2 blocks of KWPL K words and VPL V words
+//   (VPRE = 1; else 1 block of V), EPW * RQ accumulator vec4s, m and l.
 //   Masking: the common `logit` rule (causal in both alignments, windows,
 //   key lengths, boolean/additive masks, soft-cap); the key range of a
 //   workgroup is clipped to what any of its rows can see. Rows with no
@@ -187,10 +190,12 @@ fn main(
     let g = tid / WVP;
     let v_words = params.dv / EPW;
 
-    var m: array<vec4<f32>, RQ>;
-    var l: array<vec4<f32>, RQ>;
-    var bad: array<vec4<bool>, RQ>;
-    var acc: array<vec4<f32>, RQ * EPW>;
+    // Sized for the largest tile (2 quads, 8 elements per word) so the
+    // epilogue indexes them with constants only; loops touch RQ (* EPW).
+    var m: array<vec4<f32>, 2>;
+    var l: array<vec4<f32>, 2>;
+    var bad: array<vec4<bool>, 2>;
+    var acc: array<vec4<f32>, 16>;
     for (var qd = 0u; qd < RQ; qd++) {
         m[qd] = vec4<f32>(neg_inf());
         l[qd] = vec4<f32>(0.0);
@@ -301,67 +306,123 @@ fn main(
     workgroupBarrier();
 
     // Merge the G per-invocation states of each quad and write the split's
-    // state: O / l at [split][state][Dv], (m, l) after all outputs.
-    let rows_all = params.batch * params.hq * params.sq;
-    let stats = params.splits * rows_all * params.dv;
-    for (var qd = 0u; qd < RQ; qd++) {
-        if c == 0u {
-            red[g] = m[qd];
+    // state: O / l at [split][state][Dv], (m, l) after all outputs. Written
+    // out call by call with constant indices: a loop holding barriers that
+    // the driver did not unroll would index the accumulators dynamically and
+    // push them to local memory for the whole kernel.
+    let ex = EpiCtx(split, hk, r0, b, rows_kv, g, c, tid);
+    let s0 = quad_stats(ex, 0u, m[0], l[0], bad[0]);
+    out_elem(ex, 0u, 0u, acc[0], s0);
+    out_elem(ex, 0u, 1u, acc[1], s0);
+    out_elem(ex, 0u, 2u, acc[2], s0);
+    out_elem(ex, 0u, 3u, acc[3], s0);
+    if EPW == 8u {
+        out_elem(ex, 0u, 4u, acc[4], s0);
+        out_elem(ex, 0u, 5u, acc[5], s0);
+        out_elem(ex, 0u, 6u, acc[6], s0);
+        out_elem(ex, 0u, 7u, acc[7], s0);
+    }
+    if RQ == 2u {
+        let s1 = quad_stats(ex, 1u, m[1], l[1], bad[1]);
+        out_elem(ex, 1u, 0u, acc[EPW], s1);
+        out_elem(ex, 1u, 1u, acc[EPW + 1u], s1);
+        out_elem(ex, 1u, 2u, acc[EPW + 2u], s1);
+        out_elem(ex, 1u, 3u, acc[EPW + 3u], s1);
+        if EPW == 8u {
+            out_elem(ex, 1u, 4u, acc[EPW + 4u], s1);
+            out_elem(ex, 1u, 5u, acc[EPW + 5u], s1);
+            out_elem(ex, 1u, 6u, acc[EPW + 6u], s1);
+            out_elem(ex, 1u, 7u, acc[EPW + 7u], s1);
         }
-        workgroupBarrier();
-        var mm = vec4<f32>(neg_inf());
-        for (var x = 0u; x < G; x++) {
-            mm = max(mm, red[x]);
-        }
-        let sc = select(vec4<f32>(0.0), exp2(m[qd] - mm), m[qd] > vec4<f32>(neg_inf()));
-        workgroupBarrier();
-        if c == 0u {
-            red[g] = select(l[qd] * sc, vec4<f32>(nan()), bad[qd]);
-        }
-        workgroupBarrier();
-        var ll = vec4<f32>(0.0);
-        for (var x = 0u; x < G; x++) {
-            ll += red[x];
-        }
-        let inv = select(vec4<f32>(0.0), 1.0 / ll, ll != vec4<f32>(0.0));
-        for (var k = 0u; k < EPW; k++) {
-            comb[tid] = acc[qd * EPW + k] * sc;
-            workgroupBarrier();
-            if g == 0u && c < v_words {
-                var sum = vec4<f32>(0.0);
-                for (var x = 0u; x < G; x++) {
-                    sum += comb[x * WVP + c];
-                }
-                let o = sum * inv;
-                for (var lane = 0u; lane < 4u; lane++) {
-                    let r = qd * 4u + lane;
-                    let row = r0 + r;
-                    if r < ROWS && row < rows_kv {
-                        let h = hk * params.group + row / params.sq;
-                        let state = (b * params.hq + h) * params.sq + row % params.sq;
-                        let o0 = (split * rows_all + state) * params.dv + c * EPW + k;
-                        if o0 < stats && o0 < arrayLength(&lse) {
-                            lse[o0] = o[lane];
-                        }
-                    }
-                }
-            }
-            workgroupBarrier();
-        }
-        if tid == 0u {
-            for (var lane = 0u; lane < 4u; lane++) {
-                let r = qd * 4u + lane;
-                let row = r0 + r;
-                if r < ROWS && row < rows_kv {
-                    let h = hk * params.group + row / params.sq;
-                    let state = (b * params.hq + h) * params.sq + row % params.sq;
-                    let st = stats + 2u * (split * rows_all + state);
-                    if st + 1u < arrayLength(&lse) {
-                        lse[st] = mm[lane];
-                        lse[st + 1u] = ll[lane];
-                    }
+    }
+}
+
+struct EpiCtx {
+    split: u32,
+    hk: u32,
+    r0: u32,
+    b: u32,
+    rows_kv: u32,
+    g: u32,
+    c: u32,
+    tid: u32,
+}
+
+// The scratch index of row lane `lane` of quad `qd`, or 0xffffffff when
+// the lane holds no row: the state (b, h, position) of the row.
+fn lane_state(x: EpiCtx, qd: u32, lane: u32) -> u32 {
+    let r = qd * 4u + lane;
+    let row = x.r0 + r;
+    if r >= ROWS || row >= x.rows_kv {
+        return 0xffffffffu;
+    }
+    let h = x.hk * params.group + row / params.sq;
+    return (x.b * params.hq + h) * params.sq + row % params.sq;
+}
+
+// Quad qd's merged statistics over the G key groups: (scale of this
+// invocation's state, 1 / l); writes (m, l) of its rows to the scratch.
+fn quad_stats(x: EpiCtx, qd: u32, mq: vec4<f32>, lq: vec4<f32>, bq: vec4<bool>) -> array<vec4<f32>, 2> {
+    workgroupBarrier();
+    if x.c == 0u {
+        red[x.g] = mq;
+    }
+    workgroupBarrier();
+    var mm = vec4<f32>(neg_inf());
+    for (var i = 0u; i < G; i++) {
+        mm = max(mm, red[i]);
+    }
+    let sc = select(vec4<f32>(0.0), exp2(mq - mm), mq > vec4<f32>(neg_inf()));
+    workgroupBarrier();
+    if x.c == 0u {
+        red[x.g] = select(lq * sc, vec4<f32>(nan()), bq);
+    }
+    workgroupBarrier();
+    var ll = vec4<f32>(0.0);
+    for (var i = 0u; i < G; i++) {
+        ll += red[i];
+    }
+    let inv = select(vec4<f32>(0.0), 1.0 / ll, ll != vec4<f32>(0.0));
+    if x.tid == 0u {
+        let rows_all = params.batch * params.hq * params.sq;
+        let stats = params.splits * rows_all * params.dv;
+        for (var lane = 0u; lane < 4u; lane++) {
+            let state = lane_state(x, qd, lane);
+            if state != 0xffffffffu {
+                let st = stats + 2u * (x.split * rows_all + state);
+                if st + 1u < arrayLength(&lse) {
+                    lse[st] = mm[lane];
+                    lse[st + 1u] = ll[lane];
                 }
             }
         }
     }
+    return array<vec4<f32>, 2>(sc, inv);
+}
+
+// Element k of the value words of quad qd: the G key groups' accumulators
+// (scaled by st[0]) summed through workgroup memory, times 1 / l, to the
+// scratch by the invocations of group 0.
+fn out_elem(x: EpiCtx, qd: u32, k: u32, a: vec4<f32>, st: array<vec4<f32>, 2>) {
+    comb[x.tid] = a * st[0];
+    workgroupBarrier();
+    if x.g == 0u && x.c < params.dv / EPW {
+        var sum = vec4<f32>(0.0);
+        for (var i = 0u; i < G; i++) {
+            sum += comb[i * WVP + x.c];
+        }
+        let o = sum * st[1];
+        let rows_all = params.batch * params.hq * params.sq;
+        let stats = params.splits * rows_all * params.dv;
+        for (var lane = 0u; lane < 4u; lane++) {
+            let state = lane_state(x, qd, lane);
+            if state != 0xffffffffu {
+                let o0 = (x.split * rows_all + state) * params.dv + x.c * EPW + k;
+                if o0 < stats && o0 < arrayLength(&lse) {
+                    lse[o0] = o[lane];
+                }
+            }
+        }
+    }
+    workgroupBarrier();
 }
