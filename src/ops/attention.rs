@@ -25,7 +25,9 @@
 //! decode kernel (`shaders/attention_decode.wgsl`) instead of the flash tile:
 //! one workgroup per (batch, KV head, key split) reads K and V once, in
 //! coalesced 16-byte words, for all those rows, with no arithmetic spent on
-//! absent rows; the flash path remains for everything else (and as
+//! absent rows (query rows packed four to a vec4; its tile, a
+//! [`DecodeTiles`], is the host's choice and can be forced with
+//! [`AttentionOptions::decode_tiles`]); the flash path remains for everything else (and as
 //! [`AttentionKernel::FlashSplit`]). Every option (masks, windows, key
 //! lengths, soft-cap, lse) is supported by both.
 //!
@@ -188,7 +190,7 @@ pub struct AttentionOptions {
     /// `vk` are adjusted to the head dims. `None` = the dispatcher's.
     pub backward_tiles: Option<BackwardTiles>,
     /// Force the decode kernel's tile (tests and tuning). `None` = the
-    /// dispatcher's ([`decode_kernel_tiles`](crate::tune::attention::decode_kernel_tiles)).
+    /// dispatcher's ([`decode_kernel_tiles`]).
     pub decode_tiles: Option<DecodeTiles>,
 }
 

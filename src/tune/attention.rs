@@ -490,7 +490,7 @@ pub const DECODE_SWEEP: [DecodeTiles; 8] = [
     },
 ];
 
-/// Shortest key run a decode split reads (unless the cache is shorter).
+/// Longest minimum key run of a decode split (see [`decode_splits`]).
 pub const DECODE_MIN_SPLIT: usize = 128;
 
 /// Elements per 16-byte word of the decode kernel: 4 (f32) or 8 (f16).
@@ -568,17 +568,17 @@ pub fn decode_workgroup_bytes(
 }
 
 /// Key splits of the decode kernel: enough workgroups for `t.per_unit` per
-/// compute unit, each split at least [`DECODE_MIN_SPLIT`] keys (64 for
-/// blocks under 32 keys; at least one block), at most 256. `workgroups` is the grid without splitting (row
+/// compute unit, each split at least two blocks, clamped to 64 to
+/// [`DECODE_MIN_SPLIT`] keys (and at least one block), at most 256. `workgroups` is the grid without splitting (row
 /// chunks x KV heads x batch).
 pub fn decode_splits(p: &AdapterProfile, workgroups: u64, sk: usize, t: DecodeTiles) -> u32 {
     let target = u64::from(t.per_unit.max(1)) * u64::from(p.compute_units.max(1));
     if workgroups >= target || sk <= t.keys() {
         return 1;
     }
-    // Small blocks (the one-warp tiles) may split down to 64 keys, so a 4k
-    // cache still fills the GPU with their many small workgroups.
-    let min_split = (4 * t.keys()).clamp(64, DECODE_MIN_SPLIT).max(t.keys());
+    // Two blocks, between 64 and DECODE_MIN_SPLIT keys: a 4k cache (f16
+    // D = 128, 32-key blocks) gets 64 splits, 512 workgroups on 8 KV heads.
+    let min_split = (2 * t.keys()).clamp(64, DECODE_MIN_SPLIT).max(t.keys());
     let max_splits = (sk as u64).div_ceil(min_split as u64).max(1);
     target.div_ceil(workgroups.max(1)).min(max_splits).min(256) as u32
 }
