@@ -10,7 +10,8 @@
 //! counts 2.5x the forward. Times are GPU-timestamp medians (`ctx.time`).
 //! `scripts/torch_attention.py` prints the same cases for PyTorch SDPA.
 //! `--sweep-tiles` also times every flash tile candidate the adapter fits,
-//! to check the dispatcher's pick on a new GPU.
+//! to check the dispatcher's pick on a new GPU; `--decode-sweep` times the
+//! decode kernel's tile variants (`tune::attention::DECODE_SWEEP`).
 //!
 //! Tensor cores: with `WGTILE_COOPERATIVE_MATRIX=1` on an adapter with the
 //! 16x16 f16/f32 cooperative matrix (the H200), the f16 rows also time the
@@ -24,7 +25,8 @@
 
 use clap::Parser;
 use wgtile::tune::attention::{
-    FLASH_CANDIDATES, FLASH_COOP_CANDIDATES, FLASH_COOP_SWEEP, SWEEP_TILES, TEST_TILES,
+    DECODE_SWEEP, DecodeTiles, FLASH_CANDIDATES, FLASH_COOP_CANDIDATES, FLASH_COOP_SWEEP,
+    SWEEP_TILES, TEST_TILES,
 };
 use wgtile::{
     AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, KvCache, Plan,
@@ -58,6 +60,11 @@ struct Args {
     /// Only the decode table (split-KV decode kernel vs flash-decoding).
     #[arg(long)]
     decode_only: bool,
+    /// Only the decode tile sweep: the dispatcher's decode tile and every
+    /// `DECODE_SWEEP` variant at 4096 and 32768 keys (or --decode-lens),
+    /// f16 and f32, to pick the default on a new GPU in one run.
+    #[arg(long)]
+    decode_sweep: bool,
     /// Cache lengths of the decode table (default: 4096,32768,131072;
     /// --quick 1024,4096).
     #[arg(long, value_delimiter = ',')]
@@ -113,7 +120,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let profile = ctx.profile();
     println!("{} ({:?})", profile.name, profile.backend);
     let f16 = profile.shader_f16;
-    if args.decode_only {
+    if args.decode_only || args.decode_sweep {
         return decode(&ctx, &args, f16);
     }
     // FLOP/s unit: TFLOP/s on GPUs, GFLOP/s for --quick (software adapters).
@@ -414,8 +421,24 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
     } else {
         (32, 8, 128, vec![4096, 32768, 131072])
     };
+    if args.decode_sweep {
+        lens.truncate(2);
+    }
     if !args.decode_lens.is_empty() {
         lens = args.decode_lens.clone();
+    }
+    // (name, kernel, decode tile): the table compares the decode kernel with
+    // flash-decoding; the sweep compares decode tiles (the first line of
+    // each case is the dispatcher's own pick).
+    let mut variants: Vec<(String, AttentionKernel, Option<DecodeTiles>)> = vec![
+        ("decode".into(), AttentionKernel::Auto, None),
+        ("flash-split".into(), AttentionKernel::FlashSplit, None),
+    ];
+    if args.decode_sweep {
+        variants.truncate(1);
+        for (i, t) in DECODE_SWEEP.iter().enumerate() {
+            variants.push((format!("sweep {i}"), AttentionKernel::Decode, Some(*t)));
+        }
     }
     let copy = copy_bandwidth(ctx, if args.quick { 16 << 20 } else { 1 << 30 })?;
     println!(
@@ -453,12 +476,16 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
             };
             let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
             let cache_bytes = (2 * hkv * len * d * dtype.size()) as f64;
-            for (name, kernel) in [
-                ("decode", AttentionKernel::Auto),
-                ("flash-split", AttentionKernel::FlashSplit),
-            ] {
-                let (plan, _) =
-                    ctx.attention_cached_plan(&q, &cache, &opts.clone().kernel(kernel))?;
+            for (name, kernel, tiles) in &variants {
+                let mut o = opts.clone().kernel(*kernel);
+                o.decode_tiles = *tiles;
+                let (plan, _) = match ctx.attention_cached_plan(&q, &cache, &o) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        println!("{shape:<22} {name:<13} skipped: {e}");
+                        continue;
+                    }
+                };
                 let t = time(ctx, &plan, args.repeats.max(20))?;
                 let gbps = cache_bytes / t / 1e9;
                 println!(

@@ -4,7 +4,8 @@
 #
 #   scripts/attention_device.sh build   # here: release example + test binary into .bin/
 #   bash scripts/attention_device.sh run   # there, through the device tool, carry [".bin", ".gl"]
-#   bash scripts/attention_device.sh decode   # there: only the decode tests and tables
+#   bash scripts/attention_device.sh decode   # there: only the decode tests, the
+#                                             # decode tile sweep and the decode tables
 #
 # `run` executes the attention tests on the GPU (edge shapes, the 128-row tile
 # lavapipe cannot fit), the benchmark with the tile sweep, and PyTorch SDPA on
@@ -39,6 +40,8 @@ run|decode)
     if [ "$1" = decode ]; then
         echo "== decode tests on the GPU"
         ./.bin/test_attention --test-threads=1 decode kv_cache nan_ all_masked 2>&1 | tail -n 12 | tee "$OUT/decode_tests.log"
+        echo "== wgtile decode tile sweep (4k, 32k; f16, f32)"
+        ./.bin/attention --decode-sweep 2>&1 | tee "$OUT/decode_sweep.log"
         echo "== wgtile decode"
         ./.bin/attention --decode-only 2>&1 | tee "$OUT/decode.log"
         echo "== PyTorch SDPA decode"

@@ -4,70 +4,89 @@
 // Algorithm: a workgroup owns one (batch, KV head, key split) and up to ROWS
 //   query rows of that KV head (the (query head, position) pairs of its GQA
 //   group, row r = head (hk * group + r / Sq) at position r % Sq), so every
-//   K and V byte of the split is read from memory once for all of them. It
-//   walks the split KB keys at a time:
-//   1. scores: LK = 4 invocations per key, each reading KWPL 16-byte words of
-//      the key row (word p + 4 i: the 4 invocations of a key read 64
-//      contiguous bytes per load), dotting them with the query rows staged
-//      in workgroup memory (f32, one broadcast read serves the invocations
-//      of many keys) and writing ROWS partial dots per key to `part` (one
-//      vec4 per (row, key) holds the 4 partials; the reader adds them).
-//   2. logits: invocation e of (row, key) pair e adds the 4 partials and
-//      applies `logit` (scale, soft-cap, masks) once, into `lgs`.
+//   K and V byte of the split is read from memory once for all of them.
+//   Query rows are packed four to a vec4 ("row quads", RQ of them), so every
+//   per-row quantity (dots, logits, running max and sum, accumulators) is a
+//   vec4 over rows and no per-row array or loop exists: the registers are
+//   fixed-index vec4s the compiler keeps in registers.
+//   It walks the split KB = WG / LK keys at a time:
+//   1. scores: LK invocations per key, each reading KWPL 16-byte words of the
+//      key row (word p + LK i: the LK invocations of a key read contiguous
+//      bytes per load) and dotting them with the query rows staged transposed
+//      in workgroup memory (element d of the 4 rows of a quad is one vec4,
+//      one broadcast read serves the invocations of many keys; stored
+//      element-in-word major, see q_t), writing one
+//      partial vec4 per (quad, key, p) to `part`.
+//   2. logits: invocation e of (quad, key) pair e adds the LK partials and
+//      applies `logit` (scale, soft-cap, masks) to each of the 4 rows once,
+//      into `lgs` (a vec4 per (quad, key)).
 //   3. P V: invocation (g, c) owns 16-byte word c of the value rows (WVP
 //      invocations per row, contiguous loads) and the keys g + G t of the
-//      block (t < VPL); it keeps its own online softmax state per row
-//      (running max m and sum l in log2 units, f32) and accumulator, so no
+//      block (t < VPL); it keeps its own online softmax state per row quad
+//      (running max m and sum l in log2 units, f32 vec4s) and EPW vec4
+//      accumulators per quad (element k of its word, 4 rows), so no
 //      reduction is needed inside the loop, only two barriers per block.
 //   Register pipelining: the next block's K words, and its V words (VPRE =
 //   1; else the current block's V words, when double-buffering them would
 //   cost too many registers), are loaded into registers before the current
 //   block is computed (loads never compute with what they just loaded).
-//   At the end the G states of each row are merged through workgroup memory
-//   (max, rescale, sum) and the split's unnormalised state (O / l, m, l) goes
-//   to the scratch bound as `lse` in attention_merge.wgsl's layout; the merge
-//   kernel combines the splits (also when there is one).
+//   At the end the G states of each quad are merged through workgroup
+//   memory (max, rescale, sum; `quad_stats`, `out_elem`, called with
+//   constant accumulator indices) and the split's unnormalised state (O / l,
+//   m, l) goes to the scratch bound as `lse` in attention_merge.wgsl's
+//   layout; the merge kernel combines the splits (also when there is one).
+//   Registers per invocation: 2 blocks of KWPL K words and VPL V words
+//   (VPRE = 1; else 1 block of V), EPW * RQ accumulator vec4s, m and l.
 //   Masking: the common `logit` rule (causal in both alignments, windows,
 //   key lengths, boolean/additive masks, soft-cap); the key range of a
 //   workgroup is clipped to what any of its rows can see. Rows with no
 //   visible key get l = 0 (merge: O = 0, lse = -inf); a NaN logit makes its
 //   row NaN (tracked explicitly, as in attention_flash.wgsl).
-// Workgroup: WG = 256 invocations; KB = WG / LK = 64 keys per block.
-// Tile parameters (text constants, set by the host): ROWS (query rows per
-//   workgroup, 1 to 8), EPW (elements per 16-byte word: 4 for f32, 8 for
-//   f16), KWPL = ceil(D / EPW / 4), WVP (power of two >= Dv / EPW, >= 4),
-//   VPRE (1: V words prefetched a block ahead).
+// Workgroup: WG invocations (128 or 256, host); KB = WG / LK keys per block.
+// Tile parameters (text constants, set by the host, tune/attention.rs
+//   `DecodeTiles`): ROWS (query rows per workgroup, 1 to 8), RQ = ceil(ROWS /
+//   4), EPW (elements per 16-byte word: 4 for f32, 8 for f16), LK
+//   (invocations per key in the score step, 2 to 8), KWPL = ceil(D / EPW /
+//   LK), WVP (power of two >= Dv / EPW, with WG / WVP dividing KB), VPRE (1:
+//   V words prefetched a block ahead), WG.
 // Bindings: K and V as 16-byte words (bindings 12, 13: the same buffers as
 //   k and v, whose element bindings 2, 3 this kernel does not use); the
 //   host guarantees D and Dv are multiples of EPW (so every row starts on a
 //   word) and falls back to the flash kernel otherwise.
 // Grid: (splits, Hkv * row chunks, B).
-// Limits: D <= 4 * KWPL * EPW, Dv <= WVP * EPW (256 on the host), any Sk,
+// Limits: D <= LK * KWPL * EPW, Dv <= WVP * EPW (256 on the host), any Sk,
 //   split length a multiple of KB (the last split and key lengths may end
 //   anywhere; every global access is checked against the logical shape).
 
 const ROWS: u32 = 4u;
+const RQ: u32 = 1u;
 const EPW: u32 = 8u;
+const LK: u32 = 4u;
 const KWPL: u32 = 4u;
 const WVP: u32 = 16u;
 const VPRE: u32 = 1u;
-
 const WG: u32 = 256u;
-const LK: u32 = 4u;
+
 const KB: u32 = WG / LK;          // keys per block
 const G: u32 = WG / WVP;          // key groups of the P V step
 const VPL: u32 = KB / G;          // keys per invocation per block in P V
 const E4: u32 = EPW / 4u;         // vec4<f32> per 16-byte word
-const QW4: u32 = KWPL * LK * E4;  // vec4<f32> of a staged query row
+const DP: u32 = KWPL * LK * EPW;  // staged (padded) query row length
+const WPR: u32 = KWPL * LK;       // 16-byte words of a staged row
 
 @group(0) @binding(12) var<storage, read> kw: array<vec4<u32>>;
 @group(0) @binding(13) var<storage, read> vw: array<vec4<u32>>;
 
-var<workgroup> q_s: array<vec4<f32>, ROWS * QW4>;
-var<workgroup> part: array<vec4<f32>, ROWS * KB>;
-var<workgroup> lgs: array<f32, ROWS * KB>;
-var<workgroup> comb: array<vec4<f32>, WG * E4>;
-var<workgroup> red: array<f32, WG>;
+// q_t[qd * DP + (d % EPW) * WPR + d / EPW]: element d of the 4 rows of
+// quad qd, ordered element-in-word major so the LK invocations of a key
+// (consecutive words) read consecutive vec4s (no bank conflicts).
+var<workgroup> q_t: array<vec4<f32>, RQ * DP>;
+// part[(qd * LK + p) * KB + key]: partial dots of the quad's rows.
+var<workgroup> part: array<vec4<f32>, RQ * LK * KB>;
+// lgs[qd * KB + key]: logits of the quad's rows.
+var<workgroup> lgs: array<vec4<f32>, RQ * KB>;
+var<workgroup> comb: array<vec4<f32>, WG>;
+var<workgroup> red: array<vec4<f32>, G>;
 
 // Half `i` (0 or 1) of a word as 4 floats; f32 words have one half.
 fn unpack_word(w: vec4<u32>, i: u32) -> vec4<f32> {
@@ -78,6 +97,10 @@ fn unpack_word(w: vec4<u32>, i: u32) -> vec4<f32> {
         return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
     }
     return bitcast<vec4<f32>>(w);
+}
+
+fn nan_lanes(x: vec4<f32>) -> vec4<bool> {
+    return vec4<bool>(is_nan(x.x), is_nan(x.y), is_nan(x.z), is_nan(x.w));
 }
 
 // Loads the K words of this invocation for the block at key j0.
@@ -130,23 +153,24 @@ fn main(
     let b = wid.z;
     let keys = key_count(b);
 
-    // Stage the query rows (f32, zero past D and for absent rows).
-    for (var e = tid; e < ROWS * QW4; e += WG) {
-        let r = e / QW4;
-        let d0 = (e % QW4) * 4u;
+    // Stage the query rows transposed (f32, zero past D and for absent rows).
+    for (var e = tid; e < RQ * DP; e += WG) {
+        let qd = e / DP;
+        let d = e % DP;
         var val = vec4<f32>(0.0);
-        let row = r0 + r;
-        if row < rows_kv {
-            let h = hk * params.group + row / params.sq;
-            let pos = row % params.sq;
-            let base = b * params.q_sb + h * params.q_sh + pos * params.q_sr;
-            for (var i = 0u; i < 4u; i++) {
-                if d0 + i < params.d && base + d0 + i < arrayLength(&q) {
-                    val[i] = f32(q[base + d0 + i]);
+        for (var lane = 0u; lane < 4u; lane++) {
+            let r = qd * 4u + lane;
+            let row = r0 + r;
+            if r < ROWS && row < rows_kv && d < params.d {
+                let h = hk * params.group + row / params.sq;
+                let pos = row % params.sq;
+                let idx = b * params.q_sb + h * params.q_sh + pos * params.q_sr + d;
+                if idx < arrayLength(&q) {
+                    val[lane] = f32(q[idx]);
                 }
             }
         }
-        q_s[e] = val;
+        q_t[qd * DP + (d % EPW) * WPR + d / EPW] = val;
     }
 
     // Keys this workgroup reads: its split, clipped to the band any of its
@@ -166,16 +190,18 @@ fn main(
     let g = tid / WVP;
     let v_words = params.dv / EPW;
 
-    var m: array<f32, ROWS>;
-    var l: array<f32, ROWS>;
-    var bad: array<bool, ROWS>;
-    var acc: array<vec4<f32>, ROWS * E4>;
-    for (var r = 0u; r < ROWS; r++) {
-        m[r] = neg_inf();
-        l[r] = 0.0;
-        bad[r] = false;
+    // Sized for the largest tile (2 quads, 8 elements per word) so the
+    // epilogue indexes them with constants only; loops touch RQ (* EPW).
+    var m: array<vec4<f32>, 2>;
+    var l: array<vec4<f32>, 2>;
+    var bad: array<vec4<bool>, 2>;
+    var acc: array<vec4<f32>, 16>;
+    for (var qd = 0u; qd < RQ; qd++) {
+        m[qd] = vec4<f32>(neg_inf());
+        l[qd] = vec4<f32>(0.0);
+        bad[qd] = vec4<bool>(false);
     }
-    for (var i = 0u; i < ROWS * E4; i++) {
+    for (var i = 0u; i < RQ * EPW; i++) {
         acc[i] = vec4<f32>(0.0);
     }
 
@@ -198,35 +224,44 @@ fn main(
         }
         let k_next = load_k(k_base, j0 + KB, kk, p, j_end);
 
-        // 1. partial dots of key j0 + kk over the words p + 4 i.
-        var dots: array<f32, ROWS>;
-        for (var r = 0u; r < ROWS; r++) {
-            dots[r] = 0.0;
+        // 1. partial dots of key j0 + kk over the words p + LK i.
+        var dots: array<vec4<f32>, RQ>;
+        for (var qd = 0u; qd < RQ; qd++) {
+            dots[qd] = vec4<f32>(0.0);
         }
         for (var i = 0u; i < KWPL; i++) {
             let w = p + i * LK;
             for (var h = 0u; h < E4; h++) {
                 let kv = unpack_word(k_cur[i], h);
-                for (var r = 0u; r < ROWS; r++) {
-                    dots[r] += dot(kv, q_s[r * QW4 + w * E4 + h]);
+                for (var qd = 0u; qd < RQ; qd++) {
+                    let qb = qd * DP + h * 4u * WPR + w;
+                    dots[qd] += kv.x * q_t[qb] + kv.y * q_t[qb + WPR]
+                        + kv.z * q_t[qb + 2u * WPR] + kv.w * q_t[qb + 3u * WPR];
                 }
             }
         }
-        for (var r = 0u; r < ROWS; r++) {
-            part[r * KB + kk][p] = dots[r];
+        for (var qd = 0u; qd < RQ; qd++) {
+            part[(qd * LK + p) * KB + kk] = dots[qd];
         }
         workgroupBarrier();
 
         // 2. the logits (scale, soft-cap, masks), once per (row, key).
-        for (var e = tid; e < ROWS * KB; e += WG) {
+        for (var e = tid; e < RQ * KB; e += WG) {
+            let qd = e / KB;
             let key = e % KB;
-            let row = r0 + e / KB;
             let j = j0 + key;
-            var s = neg_inf();
-            if j < j_end && row < rows_kv {
-                let pd = part[e];
-                let h = hk * params.group + row / params.sq;
-                s = logit(pd.x + pd.y + pd.z + pd.w, b, h, row % params.sq, j, keys);
+            var sum = vec4<f32>(0.0);
+            for (var x = 0u; x < LK; x++) {
+                sum += part[(qd * LK + x) * KB + key];
+            }
+            var s = vec4<f32>(neg_inf());
+            for (var lane = 0u; lane < 4u; lane++) {
+                let r = qd * 4u + lane;
+                let row = r0 + r;
+                if j < j_end && r < ROWS && row < rows_kv {
+                    let h = hk * params.group + row / params.sq;
+                    s[lane] = logit(sum[lane], b, h, row % params.sq, j, keys);
+                }
             }
             lgs[e] = s;
         }
@@ -234,34 +269,34 @@ fn main(
         // barrier and `lgs` written only after the next block's first one.
         workgroupBarrier();
 
-        // 3. online softmax and P V over the keys g + G t.
-        for (var r = 0u; r < ROWS; r++) {
-            var lg: array<f32, VPL>;
-            var mb = m[r];
+        // 3. online softmax and P V over the keys g + G t, 4 rows at once.
+        for (var qd = 0u; qd < RQ; qd++) {
+            var mb = m[qd];
             for (var t = 0u; t < VPL; t++) {
-                var s = lgs[r * KB + g + t * G];
-                if is_nan(s) {
-                    bad[r] = true;
-                    s = neg_inf();
-                }
-                lg[t] = s;
-                mb = max(mb, s);
+                let s = lgs[qd * KB + g + t * G];
+                let nn = nan_lanes(s);
+                bad[qd] = bad[qd] | nn;
+                mb = max(mb, select(s, vec4<f32>(neg_inf()), nn));
             }
-            if mb > m[r] {
-                let alpha = select(0.0, exp2(m[r] - mb), m[r] > neg_inf());
-                l[r] *= alpha;
-                for (var e = 0u; e < E4; e++) {
-                    acc[r * E4 + e] *= alpha;
-                }
-                m[r] = mb;
+            let seen = m[qd] > vec4<f32>(neg_inf());
+            let alpha = select(vec4<f32>(0.0), exp2(m[qd] - mb), seen);
+            l[qd] *= alpha;
+            for (var k = 0u; k < EPW; k++) {
+                acc[qd * EPW + k] *= alpha;
             }
+            m[qd] = mb;
             for (var t = 0u; t < VPL; t++) {
-                if lg[t] > neg_inf() {
-                    let pr = exp2(lg[t] - m[r]);
-                    l[r] += pr;
-                    for (var e = 0u; e < E4; e++) {
-                        acc[r * E4 + e] += pr * unpack_word(v_reg[t], e);
-                    }
+                let s = lgs[qd * KB + g + t * G];
+                let live = (s > vec4<f32>(neg_inf())) & !nan_lanes(s);
+                let pr = select(vec4<f32>(0.0), exp2(s - mb), live);
+                l[qd] += pr;
+                for (var h = 0u; h < E4; h++) {
+                    let vv = unpack_word(v_reg[t], h);
+                    let a = qd * EPW + h * 4u;
+                    acc[a] += pr * vv.x;
+                    acc[a + 1u] += pr * vv.y;
+                    acc[a + 2u] += pr * vv.z;
+                    acc[a + 3u] += pr * vv.w;
                 }
             }
         }
@@ -270,60 +305,124 @@ fn main(
     }
     workgroupBarrier();
 
-    // Merge the G per-invocation states of each row and write the split's
-    // state: O / l at [split][state][Dv], (m, l) after all outputs.
-    let rows_all = params.batch * params.hq * params.sq;
-    let stats = params.splits * rows_all * params.dv;
-    for (var r = 0u; r < ROWS; r++) {
-        let row = r0 + r;
-        if c == 0u {
-            red[g] = m[r];
-        }
-        workgroupBarrier();
-        var mm = neg_inf();
-        for (var x = 0u; x < G; x++) {
-            mm = max(mm, red[x]);
-        }
-        let sc = select(0.0, exp2(m[r] - mm), m[r] > neg_inf());
-        workgroupBarrier();
-        for (var e = 0u; e < E4; e++) {
-            comb[(g * WVP + c) * E4 + e] = acc[r * E4 + e] * sc;
-        }
-        if c == 0u {
-            red[g] = select(l[r] * sc, nan(), bad[r]);
-        }
-        workgroupBarrier();
-        if row < rows_kv && g == 0u {
-            let h = hk * params.group + row / params.sq;
-            let pos = row % params.sq;
-            let state = (b * params.hq + h) * params.sq + pos;
-            var ll = 0.0;
-            for (var x = 0u; x < G; x++) {
-                ll += red[x];
-            }
-            let inv = select(0.0, 1.0 / ll, ll != 0.0);
-            if c < v_words {
-                for (var e = 0u; e < E4; e++) {
-                    var sum = vec4<f32>(0.0);
-                    for (var x = 0u; x < G; x++) {
-                        sum += comb[(x * WVP + c) * E4 + e];
-                    }
-                    let o0 = (split * rows_all + state) * params.dv + c * EPW + e * 4u;
-                    for (var i = 0u; i < 4u; i++) {
-                        if o0 + i < stats && o0 + i < arrayLength(&lse) {
-                            lse[o0 + i] = sum[i] * inv;
-                        }
-                    }
-                }
-            }
-            if c == 0u {
-                let st = stats + 2u * (split * rows_all + state);
-                if st + 1u < arrayLength(&lse) {
-                    lse[st] = mm;
-                    lse[st + 1u] = ll;
-                }
-            }
-        }
-        workgroupBarrier();
+    // Merge the G per-invocation states of each quad and write the split's
+    // state: O / l at [split][state][Dv], (m, l) after all outputs. Written
+    // out call by call with constant indices: a loop holding barriers that
+    // the driver did not unroll would index the accumulators dynamically and
+    // push them to local memory for the whole kernel.
+    let ex = EpiCtx(split, hk, r0, b, rows_kv, g, c, tid);
+    let s0 = quad_stats(ex, 0u, m[0], l[0], bad[0]);
+    out_elem(ex, 0u, 0u, acc[0], s0);
+    out_elem(ex, 0u, 1u, acc[1], s0);
+    out_elem(ex, 0u, 2u, acc[2], s0);
+    out_elem(ex, 0u, 3u, acc[3], s0);
+    if EPW == 8u {
+        out_elem(ex, 0u, 4u, acc[4], s0);
+        out_elem(ex, 0u, 5u, acc[5], s0);
+        out_elem(ex, 0u, 6u, acc[6], s0);
+        out_elem(ex, 0u, 7u, acc[7], s0);
     }
+    if RQ == 2u {
+        let s1 = quad_stats(ex, 1u, m[1], l[1], bad[1]);
+        out_elem(ex, 1u, 0u, acc[EPW], s1);
+        out_elem(ex, 1u, 1u, acc[EPW + 1u], s1);
+        out_elem(ex, 1u, 2u, acc[EPW + 2u], s1);
+        out_elem(ex, 1u, 3u, acc[EPW + 3u], s1);
+        if EPW == 8u {
+            out_elem(ex, 1u, 4u, acc[EPW + 4u], s1);
+            out_elem(ex, 1u, 5u, acc[EPW + 5u], s1);
+            out_elem(ex, 1u, 6u, acc[EPW + 6u], s1);
+            out_elem(ex, 1u, 7u, acc[EPW + 7u], s1);
+        }
+    }
+}
+
+struct EpiCtx {
+    split: u32,
+    hk: u32,
+    r0: u32,
+    b: u32,
+    rows_kv: u32,
+    g: u32,
+    c: u32,
+    tid: u32,
+}
+
+// The scratch index of row lane `lane` of quad `qd`, or 0xffffffff when
+// the lane holds no row: the state (b, h, position) of the row.
+fn lane_state(x: EpiCtx, qd: u32, lane: u32) -> u32 {
+    let r = qd * 4u + lane;
+    let row = x.r0 + r;
+    if r >= ROWS || row >= x.rows_kv {
+        return 0xffffffffu;
+    }
+    let h = x.hk * params.group + row / params.sq;
+    return (x.b * params.hq + h) * params.sq + row % params.sq;
+}
+
+// Quad qd's merged statistics over the G key groups: (scale of this
+// invocation's state, 1 / l); writes (m, l) of its rows to the scratch.
+fn quad_stats(x: EpiCtx, qd: u32, mq: vec4<f32>, lq: vec4<f32>, bq: vec4<bool>) -> array<vec4<f32>, 2> {
+    workgroupBarrier();
+    if x.c == 0u {
+        red[x.g] = mq;
+    }
+    workgroupBarrier();
+    var mm = vec4<f32>(neg_inf());
+    for (var i = 0u; i < G; i++) {
+        mm = max(mm, red[i]);
+    }
+    let sc = select(vec4<f32>(0.0), exp2(mq - mm), mq > vec4<f32>(neg_inf()));
+    workgroupBarrier();
+    if x.c == 0u {
+        red[x.g] = select(lq * sc, vec4<f32>(nan()), bq);
+    }
+    workgroupBarrier();
+    var ll = vec4<f32>(0.0);
+    for (var i = 0u; i < G; i++) {
+        ll += red[i];
+    }
+    let inv = select(vec4<f32>(0.0), 1.0 / ll, ll != vec4<f32>(0.0));
+    if x.tid == 0u {
+        let rows_all = params.batch * params.hq * params.sq;
+        let stats = params.splits * rows_all * params.dv;
+        for (var lane = 0u; lane < 4u; lane++) {
+            let state = lane_state(x, qd, lane);
+            if state != 0xffffffffu {
+                let st = stats + 2u * (x.split * rows_all + state);
+                if st + 1u < arrayLength(&lse) {
+                    lse[st] = mm[lane];
+                    lse[st + 1u] = ll[lane];
+                }
+            }
+        }
+    }
+    return array<vec4<f32>, 2>(sc, inv);
+}
+
+// Element k of the value words of quad qd: the G key groups' accumulators
+// (scaled by st[0]) summed through workgroup memory, times 1 / l, to the
+// scratch by the invocations of group 0.
+fn out_elem(x: EpiCtx, qd: u32, k: u32, a: vec4<f32>, st: array<vec4<f32>, 2>) {
+    comb[x.tid] = a * st[0];
+    workgroupBarrier();
+    if x.g == 0u && x.c < params.dv / EPW {
+        var sum = vec4<f32>(0.0);
+        for (var i = 0u; i < G; i++) {
+            sum += comb[i * WVP + x.c];
+        }
+        let o = sum * st[1];
+        let rows_all = params.batch * params.hq * params.sq;
+        let stats = params.splits * rows_all * params.dv;
+        for (var lane = 0u; lane < 4u; lane++) {
+            let state = lane_state(x, qd, lane);
+            if state != 0xffffffffu {
+                let o0 = (x.split * rows_all + state) * params.dv + x.c * EPW + k;
+                if o0 < stats && o0 < arrayLength(&lse) {
+                    lse[o0] = o[lane];
+                }
+            }
+        }
+    }
+    workgroupBarrier();
 }

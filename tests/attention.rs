@@ -748,6 +748,60 @@ fn decode_kernel_edge_shapes() {
 }
 
 #[test]
+fn decode_tile_variants() {
+    let Some(ctx) = common::ctx() else { return };
+    use wgtile::tune::attention::{DECODE_SWEEP, DecodeTiles};
+    let br = DiagonalAlignment::BottomRight;
+    // Every variant the benchmark sweeps, on 12 packed rows (two row quads
+    // of a 6-row chunk, the last two lanes absent), key lengths and
+    // bottom-right causal over a prime cache crossing blocks and splits.
+    let mut c = Case::new(2, 8, 2, 3, 263, 64, 64);
+    if ctx.profile().shader_f16 {
+        c.dtype = DType::F16;
+    }
+    for (i, t) in DECODE_SWEEP.iter().enumerate() {
+        if t.threads > ctx.profile().max_invocations {
+            continue;
+        }
+        let opts = AttentionOptions::new()
+            .causal(br)
+            .key_lengths(&[263, 70])
+            .decode_tiles(*t);
+        check_decode(&ctx, &c, &opts, None, 300 + i as u64);
+    }
+    // f32 with an additive mask on two of them.
+    let c = Case::new(1, 4, 1, 1, 97, 32, 32);
+    for (i, t) in DECODE_SWEEP.iter().take(3).enumerate() {
+        let opts = AttentionOptions::new().decode_tiles(*t);
+        check_decode(
+            &ctx,
+            &c,
+            &opts,
+            Some(HostMask {
+                additive: true,
+                dims: [1, 1, 1, 97],
+                shape: vec![1, 97],
+                data: mask_values(97, 320 + i as u64, true),
+            }),
+            330 + i as u64,
+        );
+    }
+    // A shape the kernel does not support is an error, not a guess.
+    let q = ctx.zeros([1, 2, 1, 64], DType::F32).unwrap();
+    let k = ctx.zeros([1, 1, 30, 64], DType::F32).unwrap();
+    let bad = DecodeTiles {
+        threads: 96,
+        lk: 4,
+        prefetch_v: true,
+        per_unit: 4,
+    };
+    let err = ctx
+        .attention_plan(&q, &k, &k, &AttentionOptions::new().decode_tiles(bad))
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+}
+
+#[test]
 fn decode_kernel_falls_back_or_refuses() {
     let Some(ctx) = common::ctx() else { return };
     // D = 7 is not a multiple of 4 f32 elements: Auto takes the flash path
@@ -1667,14 +1721,15 @@ fn dispatcher_picks_tiles_per_adapter() {
     );
     // A full prefill needs no split.
     assert_eq!(kv_splits(&h200, 4096, 4096, FLASH_CANDIDATES[0]), 1);
-    // The decode kernel: 8 KV heads x 64 splits of 512 keys at 32k (4
-    // workgroups per unit); 4k keys: splits of 128 keys; short caches, or
+    // The decode kernel: 8 KV heads x 132 splits of 256 keys at 32k (8
+    // workgroups per unit); 4k keys: splits of 64 keys; short caches, or
     // a grid already full, no split.
     use wgtile::tune::attention::decode_splits;
-    assert_eq!(decode_splits(&h200, 8, 32768), 66);
-    assert_eq!(decode_splits(&h200, 8, 4096), 32);
-    assert_eq!(decode_splits(&h200, 8, 64), 1);
-    assert_eq!(decode_splits(&h200, 1024, 32768), 1);
+    let dt = wgtile::tune::attention::decode_kernel_tiles(wgtile::DType::F16, 128);
+    assert_eq!(decode_splits(&h200, 8, 32768, dt), 132);
+    assert_eq!(decode_splits(&h200, 8, 4096, dt), 64);
+    assert_eq!(decode_splits(&h200, 8, 64, dt), 1);
+    assert_eq!(decode_splits(&h200, 2048, 32768, dt), 1);
     let b = backward_tiles(&h200, 128, 128).unwrap();
     assert!(b.workgroup_bytes() <= 32 * 1024 && b.threads() == 128);
     assert_eq!(backward_tiles(&narrow, 64, 64).unwrap().threads(), 128);

@@ -156,6 +156,11 @@ fn every_attention_specialisation() {
     }
     // The workgroup size ops::attention uses for the merge.
     check(&Spec::new(Kernel::AttentionMerge).override_("WG", 64));
+    check(
+        &Spec::new(Kernel::AttentionMerge)
+            .override_("WG", 256)
+            .override_("CW", 32),
+    );
 }
 
 /// The tensor-core flash attention kernel: every specialisation the

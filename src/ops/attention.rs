@@ -25,7 +25,9 @@
 //! decode kernel (`shaders/attention_decode.wgsl`) instead of the flash tile:
 //! one workgroup per (batch, KV head, key split) reads K and V once, in
 //! coalesced 16-byte words, for all those rows, with no arithmetic spent on
-//! absent rows; the flash path remains for everything else (and as
+//! absent rows (query rows packed four to a vec4; its tile, a
+//! [`DecodeTiles`], is the host's choice and can be forced with
+//! [`AttentionOptions::decode_tiles`]); the flash path remains for everything else (and as
 //! [`AttentionKernel::FlashSplit`]). Every option (masks, windows, key
 //! lengths, soft-cap, lse) is supported by both.
 //!
@@ -83,10 +85,10 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 use crate::tune::attention::{
-    BackwardTiles, DECODE_BLOCK_KEYS, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS, DECODE_THREADS,
-    FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_tiles, decode_chunk_rows, decode_fits,
-    decode_spec, decode_splits, decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for,
-    kv_splits,
+    BackwardTiles, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS, DecodeTiles, FlashCoopTiles,
+    FlashTiles, MAX_FLASH_DV, backward_tiles, decode_chunk_rows, decode_fits, decode_kernel_tiles,
+    decode_spec, decode_splits, decode_tiles_fit, decode_workgroup_bytes, flash_coop_tiles,
+    flash_tiles_for, kv_splits,
 };
 
 /// Where the causal diagonal (and the sliding window around it) sits when
@@ -210,6 +212,9 @@ pub struct AttentionOptions {
     /// [`AttentionKernel::FlashCoop`]; tests and tuning). `None` = the
     /// dispatcher's.
     pub coop_tiles: Option<FlashCoopTiles>,
+    /// Force the decode kernel's tile (tests and tuning). `None` = the
+    /// dispatcher's ([`decode_kernel_tiles`]).
+    pub decode_tiles: Option<DecodeTiles>,
 }
 
 impl AttentionOptions {
@@ -303,6 +308,12 @@ impl AttentionOptions {
     pub fn coop_tiles(mut self, tiles: FlashCoopTiles) -> Self {
         self.coop_tiles = Some(tiles);
         self.kernel = AttentionKernel::FlashCoop;
+        self
+    }
+
+    /// Force the decode kernel's tile.
+    pub fn decode_tiles(mut self, tiles: DecodeTiles) -> Self {
+        self.decode_tiles = Some(tiles);
         self
     }
 }
@@ -1032,17 +1043,28 @@ impl Context {
         }
 
         let group = hq / hkv.max(1);
+        let dtiles = opts
+            .decode_tiles
+            .unwrap_or_else(|| decode_kernel_tiles(dtype, d));
+        if !dtiles.valid() {
+            return Err(Error::InvalidArgument(format!(
+                "decode tiles {dtiles} are not a supported shape"
+            )));
+        }
         let decode_ok = decode_fits(dtype, d, dv)
+            && decode_tiles_fit(dtype, dv, dtiles)
             && profile.max_storage_buffers_per_stage >= 6
-            && profile.max_invocations >= DECODE_THREADS
-            && profile.max_workgroup_size_x >= DECODE_THREADS
-            && decode_workgroup_bytes(dtype, group * sq, d) <= profile.max_workgroup_storage;
+            && profile.max_invocations >= dtiles.threads
+            && profile.max_workgroup_size_x >= dtiles.threads
+            && decode_workgroup_bytes(dtype, group * sq, d, dv, dtiles)
+                <= profile.max_workgroup_storage;
         let use_decode = match opts.kernel {
             AttentionKernel::Decode if !decode_ok => {
                 return Err(Error::InvalidArgument(format!(
                     "the attention decode kernel needs D and Dv multiples of {} up to 256 \
-                     (got {d} and {dv}) and an adapter with 256 invocations",
-                    16 / dtype.size()
+                     (got {d} and {dv}) and an adapter with {} invocations",
+                    16 / dtype.size(),
+                    dtiles.threads
                 )));
             }
             AttentionKernel::Decode => true,
@@ -1061,10 +1083,10 @@ impl Context {
             }
             let mut splits = match opts.kv_splits {
                 Some(s) => s.max(1) as usize,
-                None => decode_splits(profile, (ys * b) as u64, sk) as usize,
+                None => decode_splits(profile, (ys * b) as u64, sk, dtiles) as usize,
             };
-            let split_len =
-                sk.div_ceil(splits).div_ceil(DECODE_BLOCK_KEYS).max(1) * DECODE_BLOCK_KEYS;
+            let kb = dtiles.keys();
+            let split_len = sk.div_ceil(splits).div_ceil(kb).max(1) * kb;
             splits = sk.div_ceil(split_len).max(1);
             if splits > max_groups {
                 return Err(limit(splits, "attention decode grid (splits)".into()));
@@ -1083,7 +1105,7 @@ impl Context {
             let pipeline = self
                 .inner
                 .pipelines
-                .get(device, &decode_spec(dtype, rows_kv, d, dv))?;
+                .get(device, &decode_spec(dtype, rows_kv, d, dv, dtiles))?;
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
                 pipeline,
@@ -1098,12 +1120,8 @@ impl Context {
                 ],
                 [splits as u32, ys as u32, b as u32],
             ));
-            let merge = self.inner.pipelines.get(
-                device,
-                &Spec::new(Kernel::AttentionMerge)
-                    .dtype(dtype)
-                    .override_("WG", 64),
-            )?;
+            let (merge_spec, gz) = merge_spec(profile, dtype, dv);
+            let merge = self.inner.pipelines.get(device, &merge_spec)?;
             let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
@@ -1114,10 +1132,10 @@ impl Context {
                     (5, &scratch.buffer),
                     (8, &lse_buf),
                 ],
-                [gx as u32, gy as u32, 1],
+                [gx as u32, gy as u32, gz],
             ));
             plan.label = format!(
-                "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len})"
+                "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len}, {dtiles})"
             );
             plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
             return Ok((plan, out));
@@ -1246,12 +1264,8 @@ impl Context {
             ],
             grid,
         ));
-        let merge = self.inner.pipelines.get(
-            device,
-            &Spec::new(Kernel::AttentionMerge)
-                .dtype(dtype)
-                .override_("WG", 64),
-        )?;
+        let (merge_spec, gz) = merge_spec(profile, dtype, dv);
+        let merge = self.inner.pipelines.get(device, &merge_spec)?;
         let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
         plan.dispatches.push(Dispatch::with_bindings(
             device,
@@ -1262,7 +1276,7 @@ impl Context {
                 (5, &scratch.buffer),
                 (8, &lse_buf),
             ],
-            [gx as u32, gy as u32, 1],
+            [gx as u32, gy as u32, gz],
         ));
         plan.label = format!(
             "attention flash-decoding ({tiles}, {splits} key splits of {split_len}{})",
@@ -1710,4 +1724,22 @@ impl Context {
         plan.scratch.extend([stats, dummy, kv_len, dk, dv_t]);
         Ok((plan, grads))
     }
+}
+
+/// The split-merge kernel's specialisation for value head dim `dv` and its
+/// grid's z size (column chunks): 256 invocations (64 where the adapter
+/// allows fewer) over 32 columns, so 8 (2) split lanes read a row's splits
+/// in parallel.
+fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize) -> (Spec, u32) {
+    const CW: usize = 32;
+    let wg = if profile.max_invocations >= 256 && profile.max_workgroup_size_x >= 256 {
+        256
+    } else {
+        64
+    };
+    let spec = Spec::new(Kernel::AttentionMerge)
+        .dtype(dtype)
+        .override_("WG", wg)
+        .override_("CW", CW as u32);
+    (spec, dv.div_ceil(CW).max(1) as u32)
 }

@@ -581,14 +581,135 @@ pub fn decode_chunk_rows(rows: usize) -> usize {
     rows.div_ceil(rows.div_ceil(DECODE_CHUNK_ROWS))
 }
 
-/// Keys per block of the decode kernel (`KB` in the shader); split lengths
-/// are multiples of it.
-pub const DECODE_BLOCK_KEYS: usize = 64;
+/// The decode kernel's tile (`shaders/attention_decode.wgsl`): workgroup
+/// size, invocations per key in the score step, V prefetch and how many
+/// workgroups per compute unit the key splits aim for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DecodeTiles {
+    /// Invocations per workgroup (`WG`): 32, 64, 128 or 256 (32: one warp
+    /// on NVIDIA, whose barriers cost next to nothing).
+    pub threads: u32,
+    /// Invocations per key in the score step (`LK`): 2, 4 or 8; a block is
+    /// `threads / lk` keys.
+    pub lk: u32,
+    /// Load the next block's V words with its K words (two blocks of V in
+    /// registers); honoured only while the K and V registers of two blocks
+    /// stay within 16 words per invocation.
+    pub prefetch_v: bool,
+    /// Workgroups per compute unit the key splits aim for.
+    pub per_unit: u32,
+}
 
-/// Invocations of a decode workgroup (`WG` in the shader).
-pub const DECODE_THREADS: u32 = 256;
+impl fmt::Display for DecodeTiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "wg{} lk{} kb{} {} {}/cu",
+            self.threads,
+            self.lk,
+            self.keys(),
+            if self.prefetch_v { "vpre" } else { "v-now" },
+            self.per_unit
+        )
+    }
+}
 
-/// Shortest key run a decode split reads (unless the cache is shorter).
+impl DecodeTiles {
+    /// Keys per block (`KB`); split lengths are multiples of it.
+    pub fn keys(&self) -> usize {
+        (self.threads / self.lk.max(1)) as usize
+    }
+
+    /// Whether the shape is one the kernel supports (power-of-two sizes,
+    /// at least 8 keys per block).
+    pub fn valid(&self) -> bool {
+        [32, 64, 128, 256].contains(&self.threads)
+            && [2, 4, 8].contains(&self.lk)
+            && self.keys() >= 8
+            && self.per_unit >= 1
+    }
+}
+
+/// The dispatcher's decode tile for `dtype` and key head dim `d`: 128
+/// invocations, LK chosen so each invocation loads at most 4 K words per
+/// block (f16 D = 128: LK = 4, 32 keys per block; f32 D = 128: LK = 8, 16
+/// keys), V prefetched a block ahead, splits for 8 workgroups per unit.
+/// Why: about 128 registers per invocation (two blocks of K and V words,
+/// 16 words, plus 8 vec4 accumulators per row quad) let 4 such workgroups
+/// (16 warps) live on an H200 SM, each with 16 KiB of loads in flight per
+/// block, about twice the ~32 KiB per SM that Little's law asks for at
+/// 4 TB/s and ~1 us, with two barriers per 16 KiB (the previous 256-wide
+/// shape ran one workgroup of 8 warps per SM).
+pub fn decode_kernel_tiles(dtype: DType, d: usize) -> DecodeTiles {
+    let words = d.div_ceil(decode_epw(dtype)).max(1);
+    let lk = words.div_ceil(4).next_power_of_two().clamp(2, 8) as u32;
+    DecodeTiles {
+        threads: 128,
+        lk,
+        prefetch_v: true,
+        per_unit: 8,
+    }
+}
+
+/// Variants the benchmark sweeps (`examples/attention.rs --decode-sweep`).
+/// 0: the previous engineer's shape (256 invocations, 4 per unit); 1: the
+/// default for f16 D = 128; 2: the default for f32 D = 128 (LK = 8); 3: V
+/// loaded in its own block (fewer registers); 4: 64 invocations, 16 per
+/// unit; 5-6: one 32-wide workgroup (a single NVIDIA warp: barriers nearly
+/// free, the "each invocation group streams its own keys" structure without
+/// subgroup operations), 32 per unit; 7: 128 keys per block (LK = 2).
+pub const DECODE_SWEEP: [DecodeTiles; 8] = [
+    DecodeTiles {
+        threads: 256,
+        lk: 4,
+        prefetch_v: true,
+        per_unit: 4,
+    },
+    DecodeTiles {
+        threads: 128,
+        lk: 4,
+        prefetch_v: true,
+        per_unit: 8,
+    },
+    DecodeTiles {
+        threads: 128,
+        lk: 8,
+        prefetch_v: true,
+        per_unit: 8,
+    },
+    DecodeTiles {
+        threads: 128,
+        lk: 4,
+        prefetch_v: false,
+        per_unit: 8,
+    },
+    DecodeTiles {
+        threads: 64,
+        lk: 4,
+        prefetch_v: true,
+        per_unit: 16,
+    },
+    DecodeTiles {
+        threads: 32,
+        lk: 4,
+        prefetch_v: true,
+        per_unit: 32,
+    },
+    DecodeTiles {
+        threads: 32,
+        lk: 2,
+        prefetch_v: true,
+        per_unit: 32,
+    },
+    DecodeTiles {
+        threads: 256,
+        lk: 2,
+        prefetch_v: false,
+        per_unit: 4,
+    },
+];
+
+/// Longest minimum key run of a decode split (see [`decode_splits`]).
 pub const DECODE_MIN_SPLIT: usize = 128;
 
 /// Elements per 16-byte word of the decode kernel: 4 (f32) or 8 (f16).
@@ -606,48 +727,78 @@ pub fn decode_fits(dtype: DType, d: usize, dv: usize) -> bool {
         && dv.is_multiple_of(epw)
 }
 
-/// The decode kernel's specialisation for `rows` packed query rows
-/// (`group * Sq`) and head dims `d`, `dv` (see [`decode_fits`]).
-pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize) -> Spec {
+/// Derived shape of the decode kernel: (rows per chunk, row quads, KWPL, WVP, VPRE).
+fn decode_shape(
+    dtype: DType,
+    rows: usize,
+    d: usize,
+    dv: usize,
+    t: DecodeTiles,
+) -> (u32, u32, u32, u32, bool) {
     let epw = decode_epw(dtype);
     let chunk = decode_chunk_rows(rows) as u32;
-    let kwpl = (d / epw).div_ceil(4).max(1) as u32;
-    // At least WG / KB = 4 so every invocation owns a key per block.
-    let wvp = (dv / epw).max(4).next_power_of_two() as u32;
-    let vpl = DECODE_BLOCK_KEYS as u32 / (DECODE_THREADS / wvp);
-    // Prefetch V a block ahead while the K and V registers (two blocks of
-    // each) stay within 32 words = 128 registers (all but f32 at D = 256).
-    let vpre = 2 * (kwpl + vpl) <= 32;
+    let lk = t.lk.max(1);
+    let kwpl = (d / epw).div_ceil(lk as usize).max(1) as u32;
+    // WVP >= LK so the G = WG / WVP key groups divide the KB keys of a block.
+    let wvp = (dv / epw).max(lk as usize).next_power_of_two() as u32;
+    let vpl = t.keys() as u32 / (t.threads / wvp).max(1);
+    let vpre = t.prefetch_v && 2 * (kwpl + vpl) <= 16;
+    (chunk, chunk.div_ceil(4), kwpl, wvp, vpre)
+}
+
+/// Whether tile `t` serves value head dim `dv` in `dtype`: every value word
+/// needs an invocation (`WVP <= WG`).
+pub fn decode_tiles_fit(dtype: DType, dv: usize, t: DecodeTiles) -> bool {
+    let wvp = (dv / decode_epw(dtype))
+        .max(t.lk as usize)
+        .next_power_of_two();
+    wvp <= t.threads as usize
+}
+
+/// The decode kernel's specialisation for `rows` packed query rows
+/// (`group * Sq`), head dims `d`, `dv` (see [`decode_fits`]) and tile `t`.
+pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize, t: DecodeTiles) -> Spec {
+    let (chunk, rq, kwpl, wvp, vpre) = decode_shape(dtype, rows, d, dv, t);
     Spec::new(Kernel::AttentionDecode)
         .dtype(dtype)
         .constant("ROWS", chunk)
-        .constant("EPW", epw as u32)
+        .constant("RQ", rq)
+        .constant("EPW", decode_epw(dtype) as u32)
+        .constant("LK", t.lk)
         .constant("KWPL", kwpl)
         .constant("WVP", wvp)
         .constant("VPRE", u32::from(vpre))
+        .constant("WG", t.threads)
 }
 
 /// Workgroup memory of [`decode_spec`]'s kernel in bytes.
-pub fn decode_workgroup_bytes(dtype: DType, rows: usize, d: usize) -> u32 {
-    let epw = decode_epw(dtype);
-    let chunk = decode_chunk_rows(rows);
-    let kwpl = (d / epw).div_ceil(4).max(1);
-    let e4 = epw / 4;
-    let t = DECODE_THREADS as usize;
-    let vec4s = chunk * kwpl * 4 * e4 + chunk * (t / 4) + t * e4;
-    (vec4s * 16 + t * 4 + chunk * DECODE_BLOCK_KEYS * 4) as u32
+pub fn decode_workgroup_bytes(
+    dtype: DType,
+    rows: usize,
+    d: usize,
+    dv: usize,
+    t: DecodeTiles,
+) -> u32 {
+    let (_, rq, kwpl, wvp, _) = decode_shape(dtype, rows, d, dv, t);
+    let (rq, kb, wg) = (rq as usize, t.keys(), t.threads as usize);
+    let dp = kwpl as usize * t.lk as usize * decode_epw(dtype);
+    let vec4s = rq * dp + rq * t.lk as usize * kb + rq * kb + wg + wg / wvp as usize;
+    (vec4s * 16) as u32
 }
 
-/// Key splits of the decode kernel: enough workgroups for 4 per compute
-/// unit, each split at least [`DECODE_MIN_SPLIT`] keys (or one block), at
-/// most 256. `workgroups` is the grid without splitting (row chunks x KV
-/// heads x batch).
-pub fn decode_splits(p: &AdapterProfile, workgroups: u64, sk: usize) -> u32 {
-    let target = 4 * u64::from(p.compute_units.max(1));
-    if workgroups >= target || sk <= DECODE_BLOCK_KEYS {
+/// Key splits of the decode kernel: enough workgroups for `t.per_unit` per
+/// compute unit, each split at least two blocks, clamped to 64 to
+/// [`DECODE_MIN_SPLIT`] keys (and at least one block), at most 256. `workgroups` is the grid without splitting (row
+/// chunks x KV heads x batch).
+pub fn decode_splits(p: &AdapterProfile, workgroups: u64, sk: usize, t: DecodeTiles) -> u32 {
+    let target = u64::from(t.per_unit.max(1)) * u64::from(p.compute_units.max(1));
+    if workgroups >= target || sk <= t.keys() {
         return 1;
     }
-    let max_splits = (sk as u64).div_ceil(DECODE_MIN_SPLIT as u64).max(1);
+    // Two blocks, between 64 and DECODE_MIN_SPLIT keys: a 4k cache (f16
+    // D = 128, 32-key blocks) gets 64 splits, 512 workgroups on 8 KV heads.
+    let min_split = (2 * t.keys()).clamp(64, DECODE_MIN_SPLIT).max(t.keys());
+    let max_splits = (sk as u64).div_ceil(min_split as u64).max(1);
     target.div_ceil(workgroups.max(1)).min(max_splits).min(256) as u32
 }
 
@@ -686,8 +837,24 @@ pub fn attention_specs() -> Vec<Spec> {
         for rows in 1..=DECODE_CHUNK_ROWS {
             for d in [8usize, 32, 64, 80, 128, 256] {
                 for dv in [8usize, 48, 64, 128, 256] {
-                    if decode_fits(dtype, d, dv) {
-                        let s = decode_spec(dtype, rows, d, dv);
+                    if !decode_fits(dtype, d, dv) {
+                        continue;
+                    }
+                    // The sweep's variants for the benchmarked shapes; the
+                    // dispatcher's tile for all.
+                    let sweep = if [1, 4, 5, 8].contains(&rows) && [64, 128].contains(&d) && d == dv
+                    {
+                        &DECODE_SWEEP[..]
+                    } else {
+                        &[]
+                    };
+                    for t in sweep
+                        .iter()
+                        .copied()
+                        .chain([decode_kernel_tiles(dtype, d)])
+                        .filter(|t| decode_tiles_fit(dtype, dv, *t))
+                    {
+                        let s = decode_spec(dtype, rows, d, dv, t);
                         if !specs.contains(&s) {
                             specs.push(s);
                         }
