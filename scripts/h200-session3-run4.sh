@@ -28,3 +28,11 @@ done
 for t in b ab; do
   TAIL=6 run "transpose $t" sh -c "$B/matmul_kernels --sizes 4096 --dtype f16 --tiles 128x128x8 --coop 4x4x32x2,2x2x32x4 --transpose $t 2>&1 | grep -E 'coop|tiled|error'"
 done
+# attention: the tensor-core forward (every tile), the decode tiles, then
+# the forward table (scalar flash vs coop), backward and decode, and PyTorch
+LIMIT=150 TAIL=40 run sweep_coop $B/attention --sweep-coop --sweep-only
+LIMIT=120 TAIL=40 run decode_sweep $B/attention --decode-sweep
+LIMIT=200 TAIL=60 run attention $B/attention --kernels flash,coop --no-long --sizes 1024,4096 --dims 128,64
+LIMIT=200 TAIL=60 run torch_attention python3 scripts/torch_attention.py
+# last: the emulated tensor-core algorithm's full test (ignored on lavapipe)
+LIMIT=100 TAIL=6 run test_attention_emulated $B/test_attention --test-threads=1 --ignored
