@@ -53,7 +53,7 @@ fn put_a(j: u32, tid: u32, v: vec4<f32>, k0: u32, k_end: u32) {
     for (var e = 0u; e < 4u; e++) {
         let rk = a_index(j, e, tid);
         if rk.z == 1u {
-            a_sh[a_off + rk.y * BM4 + rk.x / 4u][rk.x % 4u] = v[e];
+            a_sh[rk.y * BM4 + rk.x / 4u][rk.x % 4u] = v[e];
         }
     }
 }
@@ -86,7 +86,7 @@ fn put_b(j: u32, tid: u32, v: vec4<f32>, k0: u32, k_end: u32) {
     for (var e = 0u; e < 4u; e++) {
         let kc = b_index(j, e, tid);
         if kc.z == 1u {
-            b_sh[b_off + kc.x * BN4 + kc.y / 4u][kc.y % 4u] = v[e];
+            b_sh[kc.x * BN4 + kc.y / 4u][kc.y % 4u] = v[e];
         }
     }
 }

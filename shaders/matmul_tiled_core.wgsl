@@ -14,11 +14,7 @@
 //   workgroup memory and issues 16 vec4 fmas (64 multiply-adds for 4 loads).
 //   The global loads of step k + 1 are issued into registers before the FMAs
 //   of step k and stored to workgroup memory after them (register prefetch):
-//   their latency overlaps the arithmetic. The tiles are double-buffered:
-//   step k + 1 is put into the other half while step k is read, so one
-//   barrier per step suffices (a thread passes the barrier after step k only
-//   when every thread has finished reading step k - 1's half, which step
-//   k + 1 overwrites).
+//   their latency overlaps the arithmetic.
 //   Every global element is read N / BN (A) or M / BM (B) times instead of N
 //   or M times.
 // Register tile: invocation (tx, ty) owns rows {4ty..4ty+3} and
@@ -28,9 +24,7 @@
 //   The 16 accumulators are named variables, not an array: WGSL has no unroll
 //   directive and a dynamically indexed array may be placed in slow local memory.
 // Workgroup memory: A tile k-major ([BK][BM/4] vec4) so one vec4 read gives
-//   four rows at one k; B tile [BK][BN/4] vec4; two of each (double
-//   buffering): 2 (BM + BN) * BK * 4 bytes. The preludes' puts write the half
-//   at `a_off` / `b_off` (vec4 units).
+//   four rows at one k; B tile [BK][BN/4] vec4. (BM + BN) * BK * 4 bytes.
 // Workgroup: (BN / 8) x (BM / 8) invocations; 128 x 128 tiles -> 16 x 16 = 256.
 // Tile parameters (text-specialised consts): BM, BN (multiples of 8; BM/8 and
 //   BN/8 are the workgroup's sides), BK (a multiple of 4).
@@ -65,11 +59,8 @@ const SPLIT_K: u32 = 0u;
 
 @group(0) @binding(4) var<storage, read_write> partials: array<f32>;
 
-var<workgroup> a_sh: array<vec4<f32>, 2u * BK * BM4>;
-var<workgroup> b_sh: array<vec4<f32>, 2u * BK * BN4>;
-// The half of each tile the puts write (0 or BK * BM4 / BK * BN4).
-var<private> a_off: u32;
-var<private> b_off: u32;
+var<workgroup> a_sh: array<vec4<f32>, BK * BM4>;
+var<workgroup> b_sh: array<vec4<f32>, BK * BN4>;
 
 @compute @workgroup_size(WG_X, WG_Y, 1)
 fn main(
@@ -122,21 +113,15 @@ fn main(
     for (var j = 0u; j < B_LOADS; j++) {
         pb[j] = fetch_b(j, tid, b_base, col0, k_begin, k_end);
     }
-    a_off = 0u;
-    b_off = 0u;
-    for (var j = 0u; j < A_LOADS; j++) {
-        put_a(j, tid, pa[j], k_begin, k_end);
-    }
-    for (var j = 0u; j < B_LOADS; j++) {
-        put_b(j, tid, pb[j], k_begin, k_end);
-    }
-    workgroupBarrier();
     for (var k0 = k_begin; k0 < k_end; k0 += BK) {
-        // This step reads the half the previous put wrote.
-        let ar = a_off;
-        let br = b_off;
-        let more = k0 + BK < k_end;
-        if more {
+        for (var j = 0u; j < A_LOADS; j++) {
+            put_a(j, tid, pa[j], k0, k_end);
+        }
+        for (var j = 0u; j < B_LOADS; j++) {
+            put_b(j, tid, pb[j], k0, k_end);
+        }
+        workgroupBarrier();
+        if k0 + BK < k_end {
             for (var j = 0u; j < A_LOADS; j++) {
                 pa[j] = fetch_a(j, tid, a_base, row0, k0 + BK, k_end);
             }
@@ -145,10 +130,10 @@ fn main(
             }
         }
         for (var kk = 0u; kk < BK; kk++) {
-            let a0 = a_sh[ar + kk * BM4 + lid.y];
-            let a1 = a_sh[ar + kk * BM4 + WG_Y + lid.y];
-            let b0 = b_sh[br + kk * BN4 + lid.x];
-            let b1 = b_sh[br + kk * BN4 + WG_X + lid.x];
+            let a0 = a_sh[kk * BM4 + lid.y];
+            let a1 = a_sh[kk * BM4 + WG_Y + lid.y];
+            let b0 = b_sh[kk * BN4 + lid.x];
+            let b1 = b_sh[kk * BN4 + WG_X + lid.x];
             c00 = fma(vec4(a0.x), b0, c00);
             c01 = fma(vec4(a0.x), b1, c01);
             c10 = fma(vec4(a0.y), b0, c10);
@@ -165,16 +150,6 @@ fn main(
             c61 = fma(vec4(a1.z), b1, c61);
             c70 = fma(vec4(a1.w), b0, c70);
             c71 = fma(vec4(a1.w), b1, c71);
-        }
-        if more {
-            a_off = BK * BM4 - ar;
-            b_off = BK * BN4 - br;
-            for (var j = 0u; j < A_LOADS; j++) {
-                put_a(j, tid, pa[j], k0 + BK, k_end);
-            }
-            for (var j = 0u; j < B_LOADS; j++) {
-                put_b(j, tid, pb[j], k0 + BK, k_end);
-            }
         }
         workgroupBarrier();
     }

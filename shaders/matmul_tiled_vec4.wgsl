@@ -65,7 +65,7 @@ fn put_a(j: u32, tid: u32, raw: vec4<f32>, k0: u32, k_end: u32) {
         return;
     }
     if params.a_col_stride != 1u {
-        a_sh[a_off + (i / BM4) * BM4 + i % BM4] = raw;
+        a_sh[(i / BM4) * BM4 + i % BM4] = raw;
         return;
     }
     // Four consecutive k of one row, scattered k-major.
@@ -74,10 +74,10 @@ fn put_a(j: u32, tid: u32, raw: vec4<f32>, k0: u32, k_end: u32) {
     let v = mask_k(raw, k0 + kk, k_end);
     let slot = r / 4u;
     let lane = r % 4u;
-    a_sh[a_off + kk * BM4 + slot][lane] = v.x;
-    a_sh[a_off + (kk + 1u) * BM4 + slot][lane] = v.y;
-    a_sh[a_off + (kk + 2u) * BM4 + slot][lane] = v.z;
-    a_sh[a_off + (kk + 3u) * BM4 + slot][lane] = v.w;
+    a_sh[kk * BM4 + slot][lane] = v.x;
+    a_sh[(kk + 1u) * BM4 + slot][lane] = v.y;
+    a_sh[(kk + 2u) * BM4 + slot][lane] = v.z;
+    a_sh[(kk + 3u) * BM4 + slot][lane] = v.w;
 }
 
 fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec4<f32> {
@@ -112,13 +112,13 @@ fn put_b(j: u32, tid: u32, raw: vec4<f32>, k0: u32, k_end: u32) {
         let v = mask_k(raw, k0 + kq, k_end);
         let slot = c / 4u;
         let lane = c % 4u;
-        b_sh[b_off + kq * BN4 + slot][lane] = v.x;
-        b_sh[b_off + (kq + 1u) * BN4 + slot][lane] = v.y;
-        b_sh[b_off + (kq + 2u) * BN4 + slot][lane] = v.z;
-        b_sh[b_off + (kq + 3u) * BN4 + slot][lane] = v.w;
+        b_sh[kq * BN4 + slot][lane] = v.x;
+        b_sh[(kq + 1u) * BN4 + slot][lane] = v.y;
+        b_sh[(kq + 2u) * BN4 + slot][lane] = v.z;
+        b_sh[(kq + 3u) * BN4 + slot][lane] = v.w;
         return;
     }
-    b_sh[b_off + i] = raw;
+    b_sh[i] = raw;
 }
 
 fn store_row(c_base: u32, row: u32, ca: u32, cb: u32, lo: vec4<f32>, hi: vec4<f32>) {

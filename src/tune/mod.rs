@@ -39,8 +39,7 @@ impl TileConfig {
 
     /// Workgroup memory in bytes (f32 tiles of A and B).
     pub const fn workgroup_bytes(self) -> u32 {
-        // Double-buffered A and B tiles of f32.
-        2 * (self.bm + self.bn) * self.bk * 4
+        (self.bm + self.bn) * self.bk * 4
     }
 
     /// Whether the adapter can run this tile shape.
