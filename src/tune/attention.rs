@@ -633,7 +633,12 @@ impl DecodeTiles {
 /// The dispatcher's decode tile for `dtype` and key head dim `d`: 128
 /// invocations, LK chosen so each invocation loads at most 4 K words per
 /// block (f16 D = 128: LK = 4, 32 keys per block; f32 D = 128: LK = 8, 16
-/// keys), V prefetched a block ahead, splits for 8 workgroups per unit.
+/// keys), V prefetched a block ahead in f32 only, splits for 8 workgroups
+/// per unit. Measured on the H200 (session 3, `attention --decode-sweep`,
+/// Hq 32, Hkv 8, D 128, cache 32k): f32 this tile 114.8 us = 60.6% of copy
+/// (the best of the 8 variants); f16 V loaded in its own block 102.4 us
+/// (34%) vs 117.4 us with V prefetched (the best variant; f16 is bound by
+/// the per-key work, not the bytes).
 /// Why: about 128 registers per invocation (two blocks of K and V words,
 /// 16 words, plus 8 vec4 accumulators per row quad) let 4 such workgroups
 /// (16 warps) live on an H200 SM, each with 16 KiB of loads in flight per
@@ -646,7 +651,7 @@ pub fn decode_kernel_tiles(dtype: DType, d: usize) -> DecodeTiles {
     DecodeTiles {
         threads: 128,
         lk,
-        prefetch_v: true,
+        prefetch_v: dtype == DType::F32,
         per_unit: 8,
     }
 }
