@@ -42,10 +42,11 @@
 //   loaded (ALIGNED then means row strides multiples of 4 floats).
 // Output and epilogue tensors: Elem (text-specialised, f16 or f32).
 // Transposed operands (TRANS_A, TRANS_B = 1: A stored [K, M], B stored
-//   [N, K], read in place): the tile is staged as it is stored (A^T as
-//   [BK][BM + 8], B^T as [BN][BK + 8]; the 16-byte runs go along the stored
-//   rows) and the fragments are read with the column-major cooperative load
-//   (`coopLoad`) instead of the row-major one (`coopLoadT`).
+//   [N, K], read in place): the 16-byte runs go along the stored rows (m for
+//   A^T, k for B^T) and the put scatters their 8 halves down a column of the
+//   usual row-major tile, so the fragments load as for row-major operands.
+//   (Staging the tile as stored and reading it with the column-major
+//   cooperative load, `coopLoad`, gave wrong products on the H200.)
 // Constraints: any M, N, K: elements of A and B past K are zeroed, rows and
 //   columns of C past M and N are never stored. Vulkan only: naga's MSL backend
 //   has 8 x 8 simdgroup matrices and its HLSL backend none.
@@ -80,12 +81,11 @@ const WARPS: u32 = WARPS_M * WARPS_N;
 const THREADS: u32 = WARPS * SG;
 const BM: u32 = WARPS_M * 64u;
 const BN: u32 = WARPS_N * FN * 16u;
-// Row lengths (halves) of the staged tiles: rows of the operand as stored.
-const LDA: u32 = select(BK, BM, TRANS_A == 1u) + 8u;
-const LDB: u32 = select(BN, BK, TRANS_B == 1u) + 8u;
-// 16-byte runs per staged row.
-const A_RUNS: u32 = (LDA - 8u) / 8u;
-const B_RUNS: u32 = (LDB - 8u) / 8u;
+const LDA: u32 = BK + 8u;
+const LDB: u32 = BN + 8u;
+// 16-byte runs per row of the block as stored (k, or m for A^T; n, or k for B^T).
+const A_RUNS: u32 = select(BK, BM, TRANS_A == 1u) / 8u;
+const B_RUNS: u32 = select(BN, BK, TRANS_B == 1u) / 8u;
 // 16-byte loads per tile, and per invocation (rounded up; the last round is guarded).
 const A_VECS: u32 = BM * BK / 8u;
 const B_VECS: u32 = BK * BN / 8u;
@@ -100,8 +100,8 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 @group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
 @group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
 
-var<workgroup> a_sh: array<vec4<f16>, BM * BK / (LDA - 8u) * LDA / 4u>;
-var<workgroup> b_sh: array<vec4<f16>, BK * BN / (LDB - 8u) * LDB / 4u>;
+var<workgroup> a_sh: array<vec4<f16>, BM * LDA / 4u>;
+var<workgroup> b_sh: array<vec4<f16>, BK * LDB / 4u>;
 var<workgroup> c_sh: array<f32, WARPS * 256u>;
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
@@ -121,6 +121,29 @@ fn store8(dst: u32, v: vec4<u32>, is_a: bool) {
     let lo = vec4<f16>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)));
     let hi = vec4<f16>(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
     store_halves(dst, lo, hi, is_a);
+}
+
+fn put_half(i: u32, h: f16, is_a: bool) {
+    if is_a {
+        a_sh[i / 4u][i % 4u] = h;
+    } else {
+        b_sh[i / 4u][i % 4u] = h;
+    }
+}
+
+// A transposed run: its 8 halves go down a column of the tile, `step`
+// halves apart, from half offset `dst`.
+fn scatter8(dst: u32, step: u32, v: vec4<u32>, is_a: bool) {
+    let lo = vec4<f16>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)));
+    let hi = vec4<f16>(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
+    put_half(dst, lo.x, is_a);
+    put_half(dst + step, lo.y, is_a);
+    put_half(dst + 2u * step, lo.z, is_a);
+    put_half(dst + 3u * step, lo.w, is_a);
+    put_half(dst + 4u * step, hi.x, is_a);
+    put_half(dst + 5u * step, hi.y, is_a);
+    put_half(dst + 6u * step, hi.z, is_a);
+    put_half(dst + 7u * step, hi.w, is_a);
 }
 
 // Word w of A or B, 0 past the buffer's end (the last row's run may reach
@@ -302,20 +325,13 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
     return x;
 }
 
-// The 16 x 16 A fragment at tile row r, k offset kk: row-major from the
-// staged A, column-major from the staged A^T (vec4 units).
+// The 16 x 16 A fragment at tile row r, k offset kk (row-major, vec4 units).
 fn frag_a(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
-    if TRANS_A == 1u {
-        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(kk * LDA + r) / 4u], LDA / 4u);
-    }
     return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(r * LDA + kk) / 4u], LDA / 4u);
 }
 
 // The B fragment at k offset kk, tile column c.
 fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
-    if TRANS_B == 1u {
-        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(c * LDB + kk) / 4u], LDB / 4u);
-    }
     return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + c) / 4u], LDB / 4u);
 }
 
@@ -396,7 +412,12 @@ fn main(
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
                 let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
-                store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
+                if TRANS_A == 1u {
+                    // Run at k = i / A_RUNS, rows m = (i % A_RUNS) * 8 ..
+                    scatter8((i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
+                } else {
+                    store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
+                }
             }
         }
         for (var j = 0u; j < B_LOADS; j++) {
@@ -404,7 +425,12 @@ fn main(
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
                 let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
-                store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
+                if TRANS_B == 1u {
+                    // Run at n = i / B_RUNS, k = (i % B_RUNS) * 8 ..
+                    scatter8((i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
+                } else {
+                    store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
+                }
             }
         }
         workgroupBarrier();

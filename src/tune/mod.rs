@@ -300,12 +300,8 @@ impl MatmulKernel {
                 bk,
                 ..
             } => {
-                // The A and B tiles as stored or transposed (staged as
-                // stored: [BK][BM + 8], [BN][BK + 8]), whichever is larger.
                 let (bm, bn) = self.block();
-                let a = (bm * (bk + 8)).max(bk * (bm + 8));
-                let b = (bk * (bn + 8)).max(bn * (bk + 8));
-                2 * (a + b) + 4 * 256 * warps_m * warps_n
+                2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * 256 * warps_m * warps_n
             }
         }
     }
