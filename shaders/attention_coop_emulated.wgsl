@@ -25,15 +25,6 @@ fn load_a_kv(at: u32, ld: u32) -> MatA {
     return m;
 }
 
-// Column-major: element (k, n) at kv_sh[at + n * ld + k].
-fn load_bt_kv(at: u32, ld: u32) -> MatB {
-    var m: MatB;
-    for (var e = 0u; e < 256u; e++) {
-        m[e] = f32(kv_sh[at + (e % 16u) * ld + e / 16u]);
-    }
-    return m;
-}
-
 fn load_b_kv(at: u32, ld: u32) -> MatB {
     var m: MatB;
     for (var e = 0u; e < 256u; e++) {

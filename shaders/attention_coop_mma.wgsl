@@ -1,7 +1,8 @@
 // attention_coop_mma: the matrix operations of attention_flash_coop.wgsl on
 // cooperative matrices (wgpu's experimental `wgpu_cooperative_matrix`; 16 x
-// 16 f16 A/B, f32 accumulators). coopLoadT/coopStoreT are the row-major
-// forms, coopLoad the column-major one (K^T from K's rows). Pointers are
+// 16 f16 A/B, f32 accumulators). Only the row-major forms coopLoadT and
+// coopStoreT are used (the column-major coopLoad gave wrong products on
+// the H200: K^T is staged transposed instead). Pointers are
 // into the kernel's workgroup tiles kv_sh, p_sh, s_sh at element `at`, rows
 // `ld` elements apart (16-byte multiples). Vulkan only.
 
@@ -15,11 +16,6 @@ alias MatC = coop_mat16x16<f32, C>;
 // The 16 x 16 A fragment at kv_sh[at], row-major.
 fn load_a_kv(at: u32, ld: u32) -> MatA {
     return coopLoadT<MatA>(&kv_sh[at], ld);
-}
-
-// The B fragment whose column n is kv_sh row n (K^T from K's rows).
-fn load_bt_kv(at: u32, ld: u32) -> MatB {
-    return coopLoad<MatB>(&kv_sh[at], ld);
 }
 
 // The B fragment at kv_sh[at], row-major (V).

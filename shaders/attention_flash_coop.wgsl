@@ -9,10 +9,12 @@
 //   cooperative A matrices kept in registers. The visible key blocks of BC
 //   keys are walked in order (blocks that causal/window masking or the key
 //   length hide completely are never loaded); per block:
-//   1. K's block is in `kv_sh` (row-major [BC][LDKV] f16). S = Q K^T: B =
-//      K^T is K's rows read as a column-major 16 x 16 fragment (coopLoad;
-//      the row-major loads are coopLoadT), each serving the subgroup's RF
-//      row fragments. Each 16 x 16 S tile goes to the subgroup's f32
+//   1. K's block is in `kv_sh` transposed ([D][LDKT] f16: the put scatters
+//      each 8-half run of a key row down a column). S = Q K^T: the B
+//      fragments of K^T load row-major (coopLoadT), each serving the
+//      subgroup's RF row fragments. (K as stored read through the
+//      column-major `coopLoad` gave wrong products on the H200, as it did
+//      in matmul_coop.) Each 16 x 16 S tile goes to the subgroup's f32
 //      scratch `s_sh`.
 //   2. Barrier; V's block (prefetched into registers before step 1) is put
 //      into `kv_sh`. The subgroup's lanes apply `logit` (attention_common:
@@ -53,7 +55,7 @@
 // Grid: (ceil(Sq / BR), Hq, B); no split-KV, no packed GQA rows (decode
 //   shapes use attention_flash.wgsl).
 // Matrix operations: through the types MatA, MatB, MatC and the functions
-//   load_a_kv, load_bt_kv (column-major), load_b_kv, load_a_p, load_c_s,
+//   load_a_kv, load_b_kv, load_a_p, load_c_s,
 //   store_c_s, mma, subgroup_of, lane_of of the part in front of this one:
 //   attention_coop_mma.wgsl (cooperative matrices, the real kernel) or
 //   attention_coop_emulated.wgsl (lane r of a virtual 16-lane subgroup
@@ -79,8 +81,10 @@ const DV16: u32 = DV / 16u;
 const BC16: u32 = BC / 16u;
 const DX: u32 = max(D, DV);
 const LDKV: u32 = DX + 8u;
+// K^T's rows (one per d) of BC keys.
+const LDKT: u32 = BC + 8u;
 // kv_sh also stages Q, QCH columns of the BR rows at a time (rows of LQ).
-const KV_ELEMS: u32 = max(BC * LDKV, BR * 24u);
+const KV_ELEMS: u32 = max(max(BC * LDKV, D * LDKT), BR * 24u);
 const QCH: u32 = min(D, (KV_ELEMS / BR - 8u) / 16u * 16u);
 const LQ: u32 = QCH + 8u;
 const LDS: u32 = BC + 4u;
@@ -147,6 +151,28 @@ fn put(i: u32, width: u32, x: vec4<u32>) {
     kv_sh[dst + 5u] = h2.y;
     kv_sh[dst + 6u] = h3.x;
     kv_sh[dst + 7u] = h3.y;
+}
+
+// Stores run i (8 halves along d) of K's block transposed: half e of key r's
+// run from d0 goes to kv_sh[(d0 + e) * LDKT + r].
+fn put_kt(i: u32, x: vec4<u32>) {
+    let per_row = D / 8u;
+    if i >= BC * per_row {
+        return;
+    }
+    let dst = (i % per_row) * 8u * LDKT + i / per_row;
+    let h0 = vec2<f16>(unpack2x16float(x.x));
+    let h1 = vec2<f16>(unpack2x16float(x.y));
+    let h2 = vec2<f16>(unpack2x16float(x.z));
+    let h3 = vec2<f16>(unpack2x16float(x.w));
+    kv_sh[dst] = h0.x;
+    kv_sh[dst + LDKT] = h0.y;
+    kv_sh[dst + 2u * LDKT] = h1.x;
+    kv_sh[dst + 3u * LDKT] = h1.y;
+    kv_sh[dst + 4u * LDKT] = h2.x;
+    kv_sh[dst + 5u * LDKT] = h2.y;
+    kv_sh[dst + 6u * LDKT] = h3.x;
+    kv_sh[dst + 7u * LDKT] = h3.y;
 }
 
 // Sum and max over the LPR lanes of a row (adjacent lanes).
@@ -295,7 +321,7 @@ fn main(
             pre[j] = fetch(1u, run_of(i, D, first_block, keys, k_base, params.k_sr));
         }
         for (var j = 0u; j < LOADS; j++) {
-            put(tid + j * THREADS, D, pre[j]);
+            put_kt(tid + j * THREADS, pre[j]);
         }
     }
     workgroupBarrier();
@@ -315,7 +341,7 @@ fn main(
         }
         for (var d = 0u; d < D16; d++) {
             for (var c = 0u; c < BC16; c++) {
-                let kf = load_bt_kv(c * 16u * LDKV + d * 16u, LDKV);
+                let kf = load_b_kv(d * 16u * LDKT + c * 16u, LDKT);
                 for (var f = 0u; f < RF; f++) {
                     sacc[f * BC16 + c] = mma(qf[f * D16 + d], kf, sacc[f * BC16 + c]);
                 }
@@ -423,7 +449,7 @@ fn main(
         // 5. K's next block into kv_sh.
         if more {
             for (var j = 0u; j < LOADS; j++) {
-                put(tid + j * THREADS, D, pre[j]);
+                put_kt(tid + j * THREADS, pre[j]);
             }
         }
         workgroupBarrier();

@@ -251,7 +251,10 @@ impl FlashCoopTiles {
     /// the shader's `kv_sh`, `s_sh`, `p_sh`, `alpha_sh`, `l_sh` and flag).
     pub const fn workgroup_bytes(self, d: u32, dv: u32) -> u32 {
         let dx = if d > dv { d } else { dv };
+        // K's block transposed ([D][BC + 8]) or V's ([BC][max(D, Dv) + 8]).
         let kv_block = self.bc * (dx + 8);
+        let kt_block = d * (self.bc + 8);
+        let kv_block = if kt_block > kv_block { kt_block } else { kv_block };
         let q_min = self.br() * 24;
         let kv = if kv_block > q_min { kv_block } else { q_min };
         let rows = self.br();
