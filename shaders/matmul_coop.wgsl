@@ -45,8 +45,9 @@
 //   [N, K], read in place): the 16-byte runs go along the stored rows (m for
 //   A^T, k for B^T) and the put scatters their 8 halves down a column of the
 //   usual row-major tile, so the fragments load as for row-major operands.
-//   (Staging the tile as stored and reading it with the column-major
-//   cooperative load, `coopLoad`, gave wrong products on the H200.)
+//   TRANS_COLMAJOR = 1 instead stages the tile as stored (A^T [BK][BM + 8],
+//   B^T [BN][BK + 8], 16-byte stores) and reads the fragments with the
+//   column-major cooperative load (`coopLoad`).
 // Constraints: any M, N, K: elements of A and B past K are zeroed, rows and
 //   columns of C past M and N are never stored. Vulkan only: naga's MSL backend
 //   has 8 x 8 simdgroup matrices and its HLSL backend none.
@@ -76,13 +77,18 @@ const ALIGNED: u32 = 1u;
 // 1: the operand is stored transposed (A as [K, M], B as [N, K]).
 const TRANS_A: u32 = 0u;
 const TRANS_B: u32 = 0u;
+// 1: transposed tiles staged as stored and read column-major.
+const TRANS_COLMAJOR: u32 = 0u;
+const CM_A: bool = TRANS_A == 1u && TRANS_COLMAJOR == 1u;
+const CM_B: bool = TRANS_B == 1u && TRANS_COLMAJOR == 1u;
 
 const WARPS: u32 = WARPS_M * WARPS_N;
 const THREADS: u32 = WARPS * SG;
 const BM: u32 = WARPS_M * 64u;
 const BN: u32 = WARPS_N * FN * 16u;
-const LDA: u32 = BK + 8u;
-const LDB: u32 = BN + 8u;
+// Staged row lengths (halves): the tile's rows, or the stored rows (CM_*).
+const LDA: u32 = select(BK, BM, CM_A) + 8u;
+const LDB: u32 = select(BN, BK, CM_B) + 8u;
 // 16-byte runs per row of the block as stored (k, or m for A^T; n, or k for B^T).
 const A_RUNS: u32 = select(BK, BM, TRANS_A == 1u) / 8u;
 const B_RUNS: u32 = select(BN, BK, TRANS_B == 1u) / 8u;
@@ -100,8 +106,8 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 @group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
 @group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
 
-var<workgroup> a_sh: array<vec4<f16>, BM * LDA / 4u>;
-var<workgroup> b_sh: array<vec4<f16>, BK * LDB / 4u>;
+var<workgroup> a_sh: array<vec4<f16>, BM * BK / (LDA - 8u) * LDA / 4u>;
+var<workgroup> b_sh: array<vec4<f16>, BK * BN / (LDB - 8u) * LDB / 4u>;
 var<workgroup> c_sh: array<f32, WARPS * 256u>;
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
@@ -195,7 +201,8 @@ fn a_run(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32) -> vec3<u32> {
         let gk = k0 + r;
         let gm = row0 + c;
         let inside = i < A_VECS && gk < params.k && gm < params.m;
-        return vec3<u32>(a_base + gk * params.a_row_stride + gm, gk, u32(inside));
+        // Stored rows (one per k) are a_col_stride apart: A(m, k) = m + k * pitch.
+        return vec3<u32>(a_base + gk * params.a_col_stride + gm, gk, u32(inside));
     }
     let gr = row0 + r;
     let gk = k0 + c;
@@ -211,7 +218,8 @@ fn b_run(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec3<u32> {
         let gn = col0 + r;
         let gk = k0 + c;
         let inside = i < B_VECS && gn < params.n && gk < params.k;
-        return vec3<u32>(b_base + gn * params.b_row_stride + gk, gk, u32(inside));
+        // Stored rows (one per n) are b_col_stride apart: B(k, n) = k + n * pitch.
+        return vec3<u32>(b_base + gn * params.b_col_stride + gk, gk, u32(inside));
     }
     let gk = k0 + r;
     let gc = col0 + c;
@@ -325,13 +333,20 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
     return x;
 }
 
-// The 16 x 16 A fragment at tile row r, k offset kk (row-major, vec4 units).
+// The 16 x 16 A fragment at tile row r, k offset kk (vec4 units):
+// row-major, or column-major from a tile staged as stored (CM_A).
 fn frag_a(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
+    if CM_A {
+        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(kk * LDA + r) / 4u], LDA / 4u);
+    }
     return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(r * LDA + kk) / 4u], LDA / 4u);
 }
 
 // The B fragment at k offset kk, tile column c.
 fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
+    if CM_B {
+        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(c * LDB + kk) / 4u], LDB / 4u);
+    }
     return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + c) / 4u], LDB / 4u);
 }
 
@@ -412,7 +427,7 @@ fn main(
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
                 let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
-                if TRANS_A == 1u {
+                if TRANS_A == 1u && !CM_A {
                     // Run at k = i / A_RUNS, rows m = (i % A_RUNS) * 8 ..
                     scatter8((i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
                 } else {
@@ -425,7 +440,7 @@ fn main(
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
                 let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
-                if TRANS_B == 1u {
+                if TRANS_B == 1u && !CM_B {
                     // Run at n = i / B_RUNS, k = (i % B_RUNS) * 8 ..
                     scatter8((i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
                 } else {

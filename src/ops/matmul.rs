@@ -904,6 +904,9 @@ impl Context {
         if coop && shape.transpose_b {
             spec = spec.constant("TRANS_B", 1);
         }
+        if coop && (shape.transpose_a || shape.transpose_b) && coop_colmajor() {
+            spec = spec.constant("TRANS_COLMAJOR", 1);
+        }
         if partials.is_none() {
             spec = epilogue.specialise(spec);
         }
@@ -1364,6 +1367,16 @@ fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVa
             pairs: gemv_pairs_enabled() && aligned(2),
         }
     }
+}
+
+/// `WGTILE_COOP_COLMAJOR=1`: the coop kernel stages transposed operands as
+/// stored and reads them with the column-major cooperative load (instead of
+/// scattering them into row-major tiles).
+fn coop_colmajor() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("WGTILE_COOP_COLMAJOR").is_ok_and(|v| matches!(v.trim(), "1" | "on"))
+    })
 }
 
 /// `WGTILE_GEMV_WIDE`: `Some(false)` for 0/off, `Some(true)` for 1/on,

@@ -254,7 +254,11 @@ impl FlashCoopTiles {
         // K's block transposed ([D][BC + 8]) or V's ([BC][max(D, Dv) + 8]).
         let kv_block = self.bc * (dx + 8);
         let kt_block = d * (self.bc + 8);
-        let kv_block = if kt_block > kv_block { kt_block } else { kv_block };
+        let kv_block = if kt_block > kv_block {
+            kt_block
+        } else {
+            kv_block
+        };
         let q_min = self.br() * 24;
         let kv = if kv_block > q_min { kv_block } else { q_min };
         let rows = self.br();

@@ -300,8 +300,12 @@ impl MatmulKernel {
                 bk,
                 ..
             } => {
+                // The A and B tiles row-major or staged as stored
+                // (transposed, TRANS_COLMAJOR), whichever is larger.
                 let (bm, bn) = self.block();
-                2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * 256 * warps_m * warps_n
+                let a = (bm * (bk + 8)).max(bk * (bm + 8));
+                let b = (bk * (bn + 8)).max(bn * (bk + 8));
+                2 * (a + b) + 4 * 256 * warps_m * warps_n
             }
         }
     }
@@ -788,12 +792,15 @@ pub fn matmul_specs() -> Vec<Spec> {
                 specs.push(kernel.spec(dtype));
                 specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
                 for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
-                    let t = kernel
-                        .spec(dtype)
-                        .constant("TRANS_A", ta)
-                        .constant("TRANS_B", tb);
-                    specs.push(t.clone());
-                    specs.push(t.constant("ALIGNED", 0));
+                    for cm in [0, 1] {
+                        let t = kernel
+                            .spec(dtype)
+                            .constant("TRANS_A", ta)
+                            .constant("TRANS_B", tb)
+                            .constant("TRANS_COLMAJOR", cm);
+                        specs.push(t.clone());
+                        specs.push(t.constant("ALIGNED", 0));
+                    }
                 }
             }
         }
