@@ -434,7 +434,8 @@ fn transposed_operands_on_tensor_cores() {
             );
         }
     }
-    // The dispatcher keeps transposed f16 on tensor cores.
+    // The dispatcher sends transposed f16 to tensor cores only once that is
+    // verified on such a GPU (`COOP_TRANSPOSED_IN_DISPATCH`).
     let a = ctx.zeros([64, 128], DType::F16).unwrap();
     let b = ctx.zeros([256, 64], DType::F16).unwrap();
     let plan = ctx
@@ -445,7 +446,12 @@ fn transposed_operands_on_tensor_cores() {
             &MatmulOptions::default().transposed(true, true),
         )
         .unwrap();
-    assert!(plan.label().contains("coop"), "{}", plan.label());
+    assert_eq!(
+        plan.label().contains("coop"),
+        wgtile::tune::COOP_TRANSPOSED_IN_DISPATCH,
+        "{}",
+        plan.label()
+    );
 }
 
 #[test]

@@ -558,6 +558,15 @@ pub fn choose_matmul_layout(
     choice
 }
 
+/// Whether the dispatcher sends transposed f16 operands to the coop kernel
+/// (which reads them in place: `TRANS_A` / `TRANS_B`). Off until measured
+/// right on the H200: the first version read the stored rows through the
+/// wrong stride and failed its tests there (session 3); the fix has not run
+/// on a GPU with cooperative matrices yet. `MatmulOptions::kernel` can
+/// force it, and `tests/matmul.rs::transposed_operands_on_tensor_cores`
+/// checks it on such a GPU.
+pub const COOP_TRANSPOSED_IN_DISPATCH: bool = false;
+
 /// The dispatcher's rules; `transposes` (when some operand is stored
 /// transposed) keeps to the kernels that read such operands in place.
 fn choose(
@@ -607,7 +616,7 @@ fn choose(
                 .into(),
         );
     }
-    if dtype == DType::F16 {
+    if dtype == DType::F16 && (COOP_TRANSPOSED_IN_DISPATCH || !strided) {
         let coops: Vec<MatmulKernel> = COOP_CONFIGS
             .into_iter()
             .filter_map(|c| MatmulKernel::coop_for(p, c))
