@@ -32,9 +32,13 @@ use crate::tensor::Tensor;
 use crate::tune::{self, MatmulKernel};
 
 /// Speed of the vec4 tiled kernel over the scalar-load one on the same
-/// shape, measured on the H200 (f32 and f16, 2048-4096: 1.09-1.19x; at
-/// 4097 against 4096 in f16, 1.33x). The cost model uses the low end.
-pub const VEC4_GAIN: f64 = 1.09;
+/// shape. Measured on the H200 before the register prefetch: 1.09-1.19x;
+/// with it (session 3's f32 figure): 1.00-1.01x (4095 scalar loads 32.8
+/// TFLOP/s, 4096 vec4 33.0), and padding f32 for the 16-byte loads lost
+/// (padded / unpadded 0.94-0.97x at 1790-1795 and 4094-4099). So 1: padding
+/// the tiled kernels no longer pays on its own (`Padding::Always` still
+/// pads, to measure).
+pub const VEC4_GAIN: f64 = 1.0;
 
 /// Speed of the cooperative-matrix (tensor core) kernel over the best
 /// CUDA-core kernel in f16, measured on the H200 (1.8-2.8x); the low end.
