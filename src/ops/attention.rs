@@ -1129,20 +1129,13 @@ impl Context {
                 ],
                 [splits as u32, ys as u32, b as u32],
             ));
-            let (merge_spec, gz) = merge_spec(profile, dtype, dv);
-            let merge = self.inner.pipelines.get(device, &merge_spec)?;
-            let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
-            plan.dispatches.push(Dispatch::with_bindings(
-                device,
-                merge,
-                &[
-                    (0, &params),
-                    (4, &o.buffer),
-                    (5, &scratch.buffer),
-                    (8, &lse_buf),
-                ],
-                [gx as u32, gy as u32, gz],
-            ));
+            plan.dispatches.push(self.merge_dispatch(
+                (dtype, dv, rows),
+                &params,
+                &o.buffer,
+                &scratch.buffer,
+                &lse_buf,
+            )?);
             plan.label = format!(
                 "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len}, {dtiles})"
             );
@@ -1273,26 +1266,42 @@ impl Context {
             ],
             grid,
         ));
-        let (merge_spec, gz) = merge_spec(profile, dtype, dv);
-        let merge = self.inner.pipelines.get(device, &merge_spec)?;
-        let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
-        plan.dispatches.push(Dispatch::with_bindings(
-            device,
-            merge,
-            &[
-                (0, &params),
-                (4, &o.buffer),
-                (5, &scratch.buffer),
-                (8, &lse_buf),
-            ],
-            [gx as u32, gy as u32, gz],
-        ));
+        plan.dispatches.push(self.merge_dispatch(
+            (dtype, dv, rows),
+            &params,
+            &o.buffer,
+            &scratch.buffer,
+            &lse_buf,
+        )?);
         plan.label = format!(
             "attention flash-decoding ({tiles}, {splits} key splits of {split_len}{})",
             if pack { ", GQA heads packed" } else { "" }
         );
         plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
         Ok((plan, out))
+    }
+
+    /// The merge pass of split-KV attention (decode kernel or flash-decoding):
+    /// combines the `splits` partial states in `scratch` into O (and lse)
+    /// for `rows` query rows of value dim `dv`.
+    fn merge_dispatch(
+        &self,
+        (dtype, dv, rows): (DType, usize, usize),
+        params: &wgpu::Buffer,
+        o: &wgpu::Buffer,
+        scratch: &wgpu::Buffer,
+        lse: &wgpu::Buffer,
+    ) -> Result<Dispatch> {
+        let max_groups = self.profile().max_workgroups_per_dim as usize;
+        let (spec, gz) = merge_spec(self.profile(), dtype, dv);
+        let merge = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
+        Ok(Dispatch::with_bindings(
+            &self.inner.device,
+            merge,
+            &[(0, params), (4, o), (5, scratch), (8, lse)],
+            [gx as u32, gy as u32, gz],
+        ))
     }
 }
 
