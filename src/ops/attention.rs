@@ -151,7 +151,7 @@ const COOP_IN_AUTO: bool = false;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AttentionKernel {
     /// The decode kernel for few packed query rows (`group * Sq <=`
-    /// [`DECODE_KERNEL_MAX_ROWS`](crate::tune::attention::DECODE_KERNEL_MAX_ROWS)
+    /// [`DECODE_KERNEL_MAX_ROWS`]
     /// and head dims it takes), else the flash kernel (split-KV for
     /// decode-shaped problems).
     #[default]
