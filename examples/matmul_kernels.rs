@@ -9,7 +9,7 @@
 //! checks, to see what the trusted (unchecked) modules buy.
 
 use clap::Parser;
-use wgtile::tune::{COOP_CONFIGS, TILE_CONFIGS, TileConfig};
+use wgtile::tune::{COOP_CONFIGS, CPU_TILE_CONFIGS, TILE_CONFIGS, TileConfig};
 use wgtile::{Context, DType, MatmulKernel, MatmulOptions, TimingOptions};
 
 #[path = "common/mod.rs"]
@@ -74,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         vec![1024, 2048, 4096]
     };
     let tiles: Vec<TileConfig> = if args.tiles.is_empty() {
-        TILE_CONFIGS.to_vec()
+        TILE_CONFIGS.into_iter().chain(CPU_TILE_CONFIGS).collect()
     } else {
         args.tiles
             .iter()
@@ -192,7 +192,7 @@ fn parse_dims(text: &str) -> Result<[u32; 3], String> {
 fn parse_tile(text: &str) -> Result<TileConfig, String> {
     match parse_dims(text)? {
         [bm, bn, bk] if bm % 8 == 0 && bn % 8 == 0 && bk % 4 == 0 && bm > 0 && bn > 0 && bk > 0 => {
-            Ok(TileConfig { bm, bn, bk })
+            Ok(TileConfig::new(bm, bn, bk))
         }
         _ => Err(format!(
             "tile {text:?} must be BMxBNxBK with BM, BN multiples of 8 and BK of 4"

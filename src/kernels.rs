@@ -34,6 +34,11 @@ pub enum Kernel {
     /// The same compute core with 16-byte global loads and stores: K and N
     /// multiples of 4.
     MatmulTiledVec4,
+    /// The scalar-load tiled kernel with a 16 x 16 register tile per
+    /// invocation (CPU adapters).
+    MatmulTiled16,
+    /// The vec4 tiled kernel with a 16 x 16 register tile (CPU adapters).
+    MatmulTiled16Vec4,
     /// f16 matmul on tensor cores (cooperative matrices), f32 accumulation.
     MatmulCoop,
     /// Copies a batch of matrices into another row/column count, zero-filling
@@ -111,6 +116,7 @@ pub enum Kernel {
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
+const MATMUL_TILED16_CORE: &str = include_str!("../shaders/matmul_tiled16_core.wgsl");
 const MATMUL_EPILOGUE: &str = include_str!("../shaders/matmul_epilogue.wgsl");
 const MATMUL_PARAMS: &str = include_str!("../shaders/matmul_params.wgsl");
 const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
@@ -129,12 +135,14 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 36] = [
+    pub const ALL: [Kernel; 38] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
         Kernel::MatmulTiled,
         Kernel::MatmulTiledVec4,
+        Kernel::MatmulTiled16,
+        Kernel::MatmulTiled16Vec4,
         Kernel::MatmulCoop,
         Kernel::PadCopy,
         Kernel::PadCopyHalves,
@@ -187,6 +195,18 @@ impl Kernel {
             Kernel::MatmulTiledVec4 => &[
                 include_str!("../shaders/matmul_tiled_vec4.wgsl"),
                 MATMUL_TILED_CORE,
+                MATMUL_PARAMS,
+                MATMUL_EPILOGUE,
+            ],
+            Kernel::MatmulTiled16 => &[
+                include_str!("../shaders/matmul_tiled.wgsl"),
+                MATMUL_TILED16_CORE,
+                MATMUL_PARAMS,
+                MATMUL_EPILOGUE,
+            ],
+            Kernel::MatmulTiled16Vec4 => &[
+                include_str!("../shaders/matmul_tiled_vec4.wgsl"),
+                MATMUL_TILED16_CORE,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
@@ -291,6 +311,8 @@ impl Kernel {
             Kernel::MatmulNaive => "matmul_naive",
             Kernel::MatmulTiled => "matmul_tiled",
             Kernel::MatmulTiledVec4 => "matmul_tiled_vec4",
+            Kernel::MatmulTiled16 => "matmul_tiled16",
+            Kernel::MatmulTiled16Vec4 => "matmul_tiled16_vec4",
             Kernel::MatmulCoop => "matmul_coop",
             Kernel::PadCopy => "pad_copy",
             Kernel::PadCopyHalves => "pad_copy.halves",
@@ -371,6 +393,8 @@ impl Kernel {
             Kernel::MatmulNaive
                 | Kernel::MatmulTiled
                 | Kernel::MatmulTiledVec4
+                | Kernel::MatmulTiled16
+                | Kernel::MatmulTiled16Vec4
                 | Kernel::MatmulCoop
                 | Kernel::GemvVecmatWide
                 | Kernel::GemvReduce
@@ -414,6 +438,8 @@ impl Kernel {
             self,
             Kernel::MatmulTiled
                 | Kernel::MatmulTiledVec4
+                | Kernel::MatmulTiled16
+                | Kernel::MatmulTiled16Vec4
                 | Kernel::MatmulCoop
                 | Kernel::GemvVecmat
                 | Kernel::GemvVecmatPairs

@@ -142,6 +142,32 @@ fn every_term_on_every_kernel() {
 }
 
 #[test]
+fn cpu_register_tile_runs_the_epilogue() {
+    // The 16x16-per-invocation core is generated from the 8x8 one with the
+    // same epilogue calls; one shape with every term, both load paths (its
+    // pipelines take llvmpipe seconds each to compile: not the full sweep).
+    let Some(ctx) = common::ctx() else { return };
+    for vec4 in [false, true] {
+        let kernel = MatmulKernel::Tiled {
+            tile: wgtile::tune::CPU_TILE_CONFIGS[0],
+            vec4,
+        };
+        check(
+            &ctx,
+            &[2, 131, 36],
+            &[36, 136],
+            DType::F32,
+            Some(kernel),
+            -0.5,
+            true,
+            true,
+            Activation::Gelu,
+            7,
+        );
+    }
+}
+
+#[test]
 fn k_zero_runs_the_epilogue_on_zeros() {
     let Some(ctx) = common::ctx() else { return };
     check(

@@ -13,7 +13,10 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
     for (wg_x, wg_y) in NAIVE_WORKGROUPS {
         ks.push(Some(MatmulKernel::Naive { wg_x, wg_y }));
     }
-    for tile in TILE_CONFIGS {
+    for tile in TILE_CONFIGS
+        .into_iter()
+        .chain(wgtile::tune::CPU_TILE_CONFIGS)
+    {
         for vec4 in [false, true] {
             ks.push(Some(MatmulKernel::Tiled { tile, vec4 }));
         }

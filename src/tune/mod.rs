@@ -16,25 +16,45 @@ pub mod attention;
 pub mod autotune;
 pub mod cache;
 
-/// Tile shape of the register-tiled matmul kernels (each invocation owns an
-/// 8 x 8 register tile of C, so the workgroup is `bn / 8` x `bm / 8`).
+/// Tile shape of the register-tiled matmul kernels (each invocation owns a
+/// `reg` x `reg` register tile of C, so the workgroup is `bn / reg` x
+/// `bm / reg`; `reg` is 8, or 16 on CPU adapters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TileConfig {
-    /// Rows of C per workgroup (a multiple of 8).
+    /// Rows of C per workgroup (a multiple of `reg`).
     pub bm: u32,
-    /// Columns of C per workgroup (a multiple of 8).
+    /// Columns of C per workgroup (a multiple of `reg`).
     pub bn: u32,
     /// K step staged through workgroup memory (a multiple of 4).
     pub bk: u32,
+    /// Side of the square register tile of each invocation: 8
+    /// (`matmul_tiled_core.wgsl`) or 16 (`matmul_tiled16_core.wgsl`, for CPU
+    /// adapters).
+    #[serde(default = "default_register_tile")]
+    pub reg: u32,
 }
 
-/// Side of the square register tile each invocation of the tiled kernels owns.
+/// Side of the square register tile each invocation of the GPU tiled kernels owns.
 pub const REGISTER_TILE: u32 = 8;
 
+fn default_register_tile() -> u32 {
+    REGISTER_TILE
+}
+
 impl TileConfig {
+    /// A tile shape with the GPU register tile (8 x 8 per invocation).
+    pub const fn new(bm: u32, bn: u32, bk: u32) -> Self {
+        Self {
+            bm,
+            bn,
+            bk,
+            reg: REGISTER_TILE,
+        }
+    }
+
     /// Invocations per workgroup.
     pub const fn threads(self) -> u32 {
-        (self.bm / REGISTER_TILE) * (self.bn / REGISTER_TILE)
+        (self.bm / self.reg) * (self.bn / self.reg)
     }
 
     /// Workgroup memory in bytes (f32 tiles of A and B).
@@ -45,8 +65,9 @@ impl TileConfig {
     /// Whether the adapter can run this tile shape.
     pub fn fits(self, p: &AdapterProfile) -> bool {
         self.threads() <= p.max_invocations
-            && self.bn / REGISTER_TILE <= p.max_workgroup_size_x
-            && self.bm / REGISTER_TILE <= p.max_workgroup_size_y
+            && matches!(self.reg, 8 | 16)
+            && self.bn / self.reg <= p.max_workgroup_size_x
+            && self.bm / self.reg <= p.max_workgroup_size_y
             && self.workgroup_bytes() <= p.max_workgroup_storage
     }
 }
@@ -59,22 +80,21 @@ impl fmt::Display for TileConfig {
 
 /// Tile shapes the dispatcher may choose, largest first.
 pub const TILE_CONFIGS: [TileConfig; 3] = [
-    TileConfig {
-        bm: 128,
-        bn: 128,
-        bk: 8,
-    },
-    TileConfig {
-        bm: 64,
-        bn: 128,
-        bk: 8,
-    },
-    TileConfig {
-        bm: 64,
-        bn: 64,
-        bk: 16,
-    },
+    TileConfig::new(128, 128, 8),
+    TileConfig::new(64, 128, 8),
+    TileConfig::new(64, 64, 16),
 ];
+
+/// Tile shapes for CPU adapters (llvmpipe): a 16 x 16 register tile per
+/// invocation, 64 invocations per workgroup. At 512^3 on lavapipe (2 cores):
+/// 91 ms against 159 for the best 8 x 8 tile and 1023 for the naive kernel
+/// (BENCHMARKS.md): there, work per invocation pays, not occupancy.
+pub const CPU_TILE_CONFIGS: [TileConfig; 1] = [TileConfig {
+    bm: 128,
+    bn: 128,
+    bk: 16,
+    reg: 16,
+}];
 
 /// Workgroup shapes of the naive kernel, largest first; the first that fits
 /// the adapter's invocation limit is used.
@@ -222,10 +242,11 @@ impl MatmulKernel {
                 .dtype(dtype)
                 .override_("WG_X", wg_x)
                 .override_("WG_Y", wg_y),
-            MatmulKernel::Tiled { tile, vec4 } => Spec::new(if vec4 {
-                Kernel::MatmulTiledVec4
-            } else {
-                Kernel::MatmulTiled
+            MatmulKernel::Tiled { tile, vec4 } => Spec::new(match (vec4, tile.reg) {
+                (true, 16) => Kernel::MatmulTiled16Vec4,
+                (false, 16) => Kernel::MatmulTiled16,
+                (true, _) => Kernel::MatmulTiledVec4,
+                (false, _) => Kernel::MatmulTiled,
             })
             .dtype(dtype)
             .constant("BM", tile.bm)
@@ -463,8 +484,9 @@ impl fmt::Display for MatmulKernel {
             MatmulKernel::Naive { wg_x, wg_y } => write!(f, "naive ({wg_x}x{wg_y} workgroup)"),
             MatmulKernel::Tiled { tile, vec4 } => write!(
                 f,
-                "tiled {tile}{} (8x8 per invocation)",
-                if *vec4 { " vec4" } else { "" }
+                "tiled {tile}{} ({r}x{r} per invocation)",
+                if *vec4 { " vec4" } else { "" },
+                r = tile.reg
             ),
             MatmulKernel::Coop {
                 warps_m,
@@ -482,8 +504,9 @@ impl fmt::Display for MatmulKernel {
             MatmulKernel::Gemv => write!(f, "gemv (matrix-vector)"),
             MatmulKernel::SplitK { tile, vec4, splits } => write!(
                 f,
-                "split-K x{splits} tiled {tile}{} (8x8 per invocation)",
-                if *vec4 { " vec4" } else { "" }
+                "split-K x{splits} tiled {tile}{} ({r}x{r} per invocation)",
+                if *vec4 { " vec4" } else { "" },
+                r = tile.reg
             ),
         }
     }
@@ -640,6 +663,20 @@ fn choose(
             );
         }
     }
+    if p.is_cpu() {
+        for t in CPU_TILE_CONFIGS.into_iter().filter(|t| t.fits(p)) {
+            let kernel = tiled(t);
+            if workgroup_count(kernel, m, n, batch) as f64 >= WAVE_FILL * units {
+                return describe(
+                    kernel,
+                    "CPU adapter: the 16x16 register tile (each invocation is a lane of \
+                     a narrow batch and every barrier switches batches: work per \
+                     invocation pays)"
+                        .into(),
+                );
+            }
+        }
+    }
     for t in &fitting {
         let kernel = tiled(*t);
         if workgroup_count(kernel, m, n, batch) as f64 >= WAVE_FILL * units {
@@ -759,7 +796,7 @@ pub fn matmul_specs() -> Vec<Spec> {
         for (wg_x, wg_y) in NAIVE_WORKGROUPS {
             specs.push(MatmulKernel::Naive { wg_x, wg_y }.spec(dtype));
         }
-        for tile in TILE_CONFIGS {
+        for tile in TILE_CONFIGS.into_iter().chain(CPU_TILE_CONFIGS) {
             for vec4 in [false, true] {
                 specs.push(MatmulKernel::Tiled { tile, vec4 }.spec(dtype));
             }
