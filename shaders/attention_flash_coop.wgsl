@@ -47,13 +47,20 @@
 //   the put (after the math) converts and stores.
 // Workgroup memory: kv_sh max(BC * (max(D, Dv) + 8), 24 BR) f16 (rows
 //   padded by 16 bytes; it also stages Q at the start), s_sh W * RF * 16 * (BC + 4) f32, p_sh W * RF * 16 * (BC + 8) f16,
-//   2 BR f32 and one u32 (FlashCoopTiles::workgroup_bytes; <= 48 KiB for the
+//   2 BR f32 and a vec4<u32> flag (FlashCoopTiles::workgroup_bytes; <= 48 KiB for the
 //   candidates up to D = 128 at BC = 64, D = 256 at BC = 32).
 // Text constants (tune::attention::FlashCoopTiles): W, RF, BC (16 | BC),
 //   SG (fixed subgroup size, a multiple of 16), D and DV (head dims,
 //   multiples of 16 up to 256), RESCALE.
 // Grid: (ceil(Sq / BR), Hq, B); no split-KV, no packed GQA rows (decode
 //   shapes use attention_flash.wgsl).
+// Named fragments: every loop over fragments is unrolled by the host
+//   (FlashCoopTiles::blocks generates the `// @gen NAME` blocks: declare,
+//   load_q, qk, rescale, pv, store_o), so each cooperative matrix is a named
+//   variable (q<f>_<d>, o<f>_<x>, s<f>) and never an element of an array
+//   indexed in a loop. (Session 3's kernel kept them in arrays and gave
+//   wrong rows on the H200 at 35 TFLOP/s; the matmul kernel, with named
+//   accumulators, was right.)
 // Matrix operations: through the types MatA, MatB, MatC and the functions
 //   load_a_kv, load_b_kv, load_a_p, load_c_s,
 //   store_c_s, mma, subgroup_of, lane_of of the part in front of this one:
@@ -73,6 +80,9 @@ const SG: u32 = 32u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const RESCALE: u32 = 8u;
+// Debugging probe (0 off; WGTILE_COOP_ATTN_PROBE): 1 P = 1 for visible
+// keys; 2 O = raw S of the first key block.
+const PROBE: u32 = 0u;
 
 const THREADS: u32 = W * SG;
 const BR: u32 = W * RF * 16u;
@@ -85,7 +95,9 @@ const LDKV: u32 = DX + 8u;
 const LDKT: u32 = BC + 8u;
 // kv_sh also stages Q, QCH columns of the BR rows at a time (rows of LQ).
 const KV_ELEMS: u32 = max(max(BC * LDKV, D * LDKT), BR * 24u);
-const QCH: u32 = min(D, (KV_ELEMS / BR - 8u) / 16u * 16u);
+// (Set by the host, which unrolls the staging passes: FlashCoopTiles::qch.)
+const QCH: u32 = 128u;
+const_assert QCH == min(D, (KV_ELEMS / BR - 8u) / 16u * 16u);
 const LQ: u32 = QCH + 8u;
 const LDS: u32 = BC + 4u;
 const LDP: u32 = BC + 8u;
@@ -104,7 +116,12 @@ var<workgroup> s_sh: array<f32, W * RF * 16u * LDS>;
 var<workgroup> p_sh: array<f16, W * RF * 16u * LDP>;
 var<workgroup> alpha_sh: array<f32, BR>;
 var<workgroup> l_sh: array<f32, BR>;
-var<workgroup> rescale_flag: u32;
+// A vec4, not a u32: every workgroup variable here is a multiple of 16
+// bytes. The NVIDIA driver places them one after another, and cooperative
+// loads and stores need 16-byte-aligned addresses: with a 4-byte flag among
+// them, every coop access to the tiles after it was silently 4 bytes off
+// (the wrong rows of session 3; found with WGTILE_COOP_ATTN_PROBE=2).
+var<workgroup> rescale_flag: vec4<u32>;
 
 // Run i of a block of BC rows starting at row0 with `width` columns:
 // (element index of the run's first half, 1 when the row is in bounds).
@@ -228,6 +245,9 @@ fn scale_tile(lane: u32, at: u32, row0: u32) {
 // Writes the 16 x 16 O tile at s_sh[at] (local rows lr0 .., columns
 // 16 x ..) divided by the rows' l, rows past Sq skipped.
 fn write_tile(lane: u32, at: u32, lr0: u32, i0: u32, rows: u32, o_base: u32, x: u32) {
+    if PROBE == 2u {
+        return;
+    }
     for (var e = lane; e < 256u; e += SG) {
         let r = e / 16u;
         let lr = lr0 + r;
@@ -281,29 +301,14 @@ fn main(
     var pre: array<vec4<u32>, LOADS>;
     var zc: MatC;
 
-    // Q fragments, staged QCH columns of all BR rows at a time through
-    // kv_sh (every subgroup loads in every pass: cooperative loads need
-    // uniform control flow).
-    var qf: array<MatA, RF * D16>;
-    for (var dc0 = 0u; dc0 < D; dc0 += QCH) {
-        stage_q(tid, dc0, i0, rows, q_base);
-        workgroupBarrier();
-        for (var f = 0u; f < RF; f++) {
-            // (A loop bound, not an `if`: naga rejects cooperative
-            // operations under a condition on a local variable.)
-            for (var dd = 0u; dd < min(QCH, D - dc0) / 16u; dd++) {
-                qf[f * D16 + dc0 / 16u + dd] = load_a_kv((sub_row0 + f * 16u) * LQ + dd * 16u, LQ);
-            }
-        }
-        workgroupBarrier();
-    }
+    // Q's fragments q<f>_<d> and the O accumulators o<f>_<x> (RF x D16 and
+    // RF x DV16 cooperative matrices, named: the host unrolls every loop
+    // over fragments, see the file header). Q is staged QCH columns of all
+    // BR rows at a time through kv_sh; every subgroup loads in every pass
+    // (cooperative loads need uniform control flow).
+    // @gen declare
+    // @gen load_q
 
-    var o_acc: array<MatC, RF * DV16>;
-    for (var x = 0u; x < RF * DV16; x++) {
-        o_acc[x] = zc;
-    }
-    // Per lane: the reference max (log2 units) and partial sum of each of its
-    // rows (row f * 16 + sr of the subgroup, columns cg, cg + LPR, ..).
     var m_ref: array<f32, RF>;
     var l: array<f32, RF>;
     for (var f = 0u; f < RF; f++) {
@@ -311,7 +316,7 @@ fn main(
         l[f] = 0.0;
     }
     if tid == 0u {
-        rescale_flag = 0u;
+        rescale_flag = vec4<u32>();
     }
 
     // K's first block.
@@ -326,7 +331,6 @@ fn main(
     }
     workgroupBarrier();
 
-    var sacc: array<MatC, RF * BC16>;
     for (var j0 = first_block; i32(j0) < j_end; j0 += BC) {
         // V's block: loads in flight during S = Q K^T.
         for (var j = 0u; j < LOADS; j++) {
@@ -334,24 +338,9 @@ fn main(
             pre[j] = fetch(2u, run_of(i, DV, j0, keys, v_base, params.v_sr));
         }
 
-        // 1. S = Q K^T into the subgroup's scratch; each K fragment serves
-        // the subgroup's RF row fragments.
-        for (var n = 0u; n < RF * BC16; n++) {
-            sacc[n] = zc;
-        }
-        for (var d = 0u; d < D16; d++) {
-            for (var c = 0u; c < BC16; c++) {
-                let kf = load_b_kv(d * 16u * LDKT + c * 16u, LDKT);
-                for (var f = 0u; f < RF; f++) {
-                    sacc[f * BC16 + c] = mma(qf[f * D16 + d], kf, sacc[f * BC16 + c]);
-                }
-            }
-        }
-        for (var f = 0u; f < RF; f++) {
-            for (var c = 0u; c < BC16; c++) {
-                store_c_s(sacc[f * BC16 + c], s_base + f * 16u * LDS + c * 16u, LDS);
-            }
-        }
+        // 1. S = Q K^T into the subgroup's scratch, one 16-key column of
+        // fragments at a time; each K^T fragment serves the RF row fragments.
+        // @gen qk
         workgroupBarrier();
 
         // 2. V into kv_sh; softmax of the subgroup's rows.
@@ -383,7 +372,7 @@ fn main(
                 if m_old != neg_inf() {
                     alpha = exp2(m_old - bmax);
                     l[f] *= alpha;
-                    rescale_flag = 1u;
+                    rescale_flag.x = 1u;
                 }
             }
             if cg == 0u {
@@ -395,7 +384,14 @@ fn main(
             var psum = 0.0;
             for (var n = 0u; n < CPL; n++) {
                 let c = cg + n * LPR;
-                let p = f16(exp2(t[n] - m_use));
+                var p = f16(exp2(t[n] - m_use));
+                if PROBE == 1u && t[n] != neg_inf() {
+                    p = 1.0h;
+                }
+                if PROBE == 2u && j0 == first_block && row < rows && c < DV {
+                    o[b * params.o_sb + h * params.o_sh + row * params.o_sr + c] =
+                        Elem(s_sh[s_base + (f * 16u + sr) * LDS + c]);
+                }
                 p_sh[p_base + (f * 16u + sr) * LDP + c] = p;
                 psum += f32(p);
             }
@@ -414,36 +410,15 @@ fn main(
         }
 
         // 3. Conditional rescaling of O (uniform: one flag per workgroup).
-        if workgroupUniformLoad(&rescale_flag) != 0u {
-            for (var f = 0u; f < RF; f++) {
-                for (var x = 0u; x < DV16; x++) {
-                    let at = s_base + f * 16u * LDS;
-                    store_c_s(o_acc[f * DV16 + x], at, LDS);
-                    workgroupBarrier();
-                    scale_tile(lane, at, sub_row0 + f * 16u);
-                    workgroupBarrier();
-                    o_acc[f * DV16 + x] = load_c_s(at, LDS);
-                    workgroupBarrier();
-                }
-            }
+        if workgroupUniformLoad(&rescale_flag).x != 0u {
+            // @gen rescale
             if tid == 0u {
-                rescale_flag = 0u;
+                rescale_flag = vec4<u32>();
             }
         }
 
         // 4. O += P V; each V fragment serves the RF row fragments.
-        for (var c = 0u; c < BC16; c++) {
-            var pf: array<MatA, RF>;
-            for (var f = 0u; f < RF; f++) {
-                pf[f] = load_a_p(p_base + f * 16u * LDP + c * 16u, LDP);
-            }
-            for (var x = 0u; x < DV16; x++) {
-                let vf = load_b_kv(c * 16u * LDKV + x * 16u, LDKV);
-                for (var f = 0u; f < RF; f++) {
-                    o_acc[f * DV16 + x] = mma(pf[f], vf, o_acc[f * DV16 + x]);
-                }
-            }
-        }
+        // @gen pv
         workgroupBarrier();
 
         // 5. K's next block into kv_sh.
@@ -473,13 +448,5 @@ fn main(
 
     // O / l, written through the scratch with bounds checks.
     let o_base = b * params.o_sb + h * params.o_sh;
-    for (var f = 0u; f < RF; f++) {
-        let at = s_base + f * 16u * LDS;
-        for (var x = 0u; x < DV16; x++) {
-            store_c_s(o_acc[f * DV16 + x], at, LDS);
-            workgroupBarrier();
-            write_tile(lane, at, sub_row0 + f * 16u, i0, rows, o_base, x);
-            workgroupBarrier();
-        }
-    }
+    // @gen store_o
 }

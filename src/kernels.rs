@@ -506,11 +506,27 @@ pub struct Spec {
     /// for `Out` in the kernels that declare `alias Out = Elem;` (the matmul
     /// kernels: f16 operands with an f32 result, or the reverse).
     pub out_dtype: Option<DType>,
+    /// Generated WGSL replacing marker lines `// @gen NAME` (trimmed), as
+    /// (NAME, text) pairs: code the host unrolls, such as the tensor-core
+    /// attention kernel's named fragments. Every pair must find its marker.
+    pub blocks: Vec<(&'static str, String)>,
 }
 
 impl Spec {
     /// The kernel at its defaults (f32, or its fixed dtype).
     pub fn new(kernel: Kernel) -> Self {
+        // The tensor-core attention kernel's unrolled blocks, for the tile
+        // and head dims its text defaults to (FlashCoopTiles::spec replaces
+        // them).
+        let blocks = match kernel {
+            Kernel::AttentionFlashCoop => {
+                crate::tune::attention::FLASH_COOP_CANDIDATES[0].blocks(128, 128)
+            }
+            Kernel::AttentionFlashCoopEmulated => {
+                crate::tune::attention::FLASH_COOP_CANDIDATES[0].blocks_looped(128, 128)
+            }
+            _ => Vec::new(),
+        };
         Self {
             kernel,
             dtype: kernel.fixed_dtype(),
@@ -518,6 +534,7 @@ impl Spec {
             overrides: Vec::new(),
             epilogue: None,
             out_dtype: None,
+            blocks,
         }
     }
 
@@ -542,6 +559,17 @@ impl Spec {
     /// Rewrites `const name: u32 = ...;` to `value`.
     pub fn constant(mut self, name: &'static str, value: u32) -> Self {
         self.consts.push((name, value));
+        self
+    }
+
+    /// Replaces the marker line `// @gen name` with `text` (see
+    /// [`Spec::blocks`]).
+    pub fn block(mut self, name: &'static str, text: impl Into<String>) -> Self {
+        let text = text.into();
+        match self.blocks.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = text,
+            None => self.blocks.push((name, text)),
+        }
         self
     }
 
@@ -580,8 +608,20 @@ impl Spec {
             return Err(fail("kernel has no epilogue to replace".into()));
         }
         let mut applied = vec![false; self.consts.len()];
+        let mut blocks_applied = vec![false; self.blocks.len()];
         for line in src.lines() {
             let trimmed = line.trim();
+            if let Some(name) = trimmed.strip_prefix("// @gen ") {
+                let Some(i) = self.blocks.iter().position(|(n, _)| *n == name.trim()) else {
+                    return Err(fail(format!("no generated block for `// @gen {name}`")));
+                };
+                blocks_applied[i] = true;
+                out.push_str(&self.blocks[i].1);
+                if !self.blocks[i].1.ends_with('\n') {
+                    out.push('\n');
+                }
+                continue;
+            }
             if self.epilogue.is_some() && trimmed.starts_with("fn epilogue(") {
                 out.push_str(&line.replacen("fn epilogue(", "fn epilogue_builtin(", 1));
                 out.push('\n');
@@ -615,6 +655,12 @@ impl Spec {
         if let Some(text) = &self.epilogue {
             out.push_str(text);
         }
+        if let Some(i) = blocks_applied.iter().position(|a| !a) {
+            return Err(fail(format!(
+                "no `// @gen {}` line for the generated block",
+                self.blocks[i].0
+            )));
+        }
         if let Some(i) = applied.iter().position(|a| !a) {
             return Err(fail(format!(
                 "no `const {}: u32 = ...;` line to specialise",
@@ -642,6 +688,10 @@ impl Spec {
         }
         if let Some(text) = &self.epilogue {
             s.push_str(&format!(" epilogue={}B", text.len()));
+        }
+        if !self.blocks.is_empty() {
+            let bytes: usize = self.blocks.iter().map(|(_, t)| t.len()).sum();
+            s.push_str(&format!(" generated={bytes}B"));
         }
         s
     }

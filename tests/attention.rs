@@ -2466,3 +2466,88 @@ fn coop_algorithm_emulated_small() {
         7003,
     );
 }
+
+/// Diagnostics of the tensor-core kernel on tiny shapes (B = H = 1, tile
+/// W4 RF1 BC64), printed rather than asserted: per shape, the largest error,
+/// the count of non-finite outputs and the first wrong elements. With
+/// `WGTILE_COOP_ATTN_PROBE=1` the reference is the mean of V's rows (every
+/// probability 1), with `=2` the raw S = Q K^T of the first key block in
+/// O's first columns. Run on a GPU with `--ignored --nocapture`.
+#[test]
+#[ignore = "diagnostics for the tensor-core kernel, printed not asserted"]
+fn coop_probe_diagnostics() {
+    let Some(ctx) = coop_ctx("coop_probe_diagnostics") else {
+        return;
+    };
+    let probe: u32 = std::env::var("WGTILE_COOP_ATTN_PROBE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let tiles = wgtile::tune::attention::FLASH_COOP_CANDIDATES[0];
+    for (sq, sk, d, dv) in [
+        (16, 16, 16, 16),
+        (16, 64, 16, 64),
+        (16, 64, 64, 64),
+        (64, 64, 64, 64),
+        (64, 128, 128, 128),
+        (17, 100, 64, 64),
+    ] {
+        let c = f16_case(1, 1, 1, sq, sk, d, dv);
+        let (qt, q) = common::upload(&ctx, &common::random(sq * d, 7), &[1, 1, sq, d], c.dtype);
+        let (kt, k) = common::upload(&ctx, &common::random(sk * d, 8), &[1, 1, sk, d], c.dtype);
+        let (vt, v) = common::upload(&ctx, &common::random(sk * dv, 9), &[1, 1, sk, dv], c.dtype);
+        let opts = AttentionOptions::new().with_lse().coop_tiles(tiles);
+        let (want, _) = reference(&c, &q, &k, &v, &opts, None);
+        let mut want = want;
+        let mut cols = dv;
+        if probe == 1 {
+            for i in 0..sq {
+                for x in 0..dv {
+                    want[i * dv + x] = (0..sk).map(|j| f64::from(v[j * dv + x])).sum::<f64>() / sk as f64;
+                }
+            }
+        } else if probe == 2 {
+            cols = dv.min(64).min(sk);
+            for i in 0..sq {
+                for x in 0..cols {
+                    want[i * dv + x] =
+                        (0..d).map(|e| f64::from(q[i * d + e]) * f64::from(k[x * d + e])).sum();
+                }
+            }
+        }
+        let (o, _) = run_poisoned(
+            &ctx,
+            &qt,
+            &kt,
+            &vt,
+            &opts.clone().kernel(AttentionKernel::FlashCoop),
+        );
+        let mut worst = 0.0f64;
+        let mut nonfinite = 0;
+        let mut bad = Vec::new();
+        for i in 0..sq {
+            for x in 0..cols {
+                let (g, w) = (o[i * dv + x], want[i * dv + x]);
+                let e = (f64::from(g) - w).abs();
+                if !g.is_finite() {
+                    nonfinite += 1;
+                }
+                if !(e <= 2e-2) && bad.len() < 6 {
+                    bad.push(format!("[{i},{x}] {g} vs {w:.4}"));
+                }
+                if e.is_finite() {
+                    worst = worst.max(e);
+                }
+            }
+        }
+        let bad_rows: Vec<usize> = (0..sq)
+            .filter(|&i| (0..cols).any(|x| !((f64::from(o[i * dv + x]) - want[i * dv + x]).abs() <= 2e-2)))
+            .collect();
+        println!(
+            "probe {probe} sq {sq} sk {sk} d {d} dv {dv}: worst finite err {worst:.3e}, non-finite {nonfinite}/{}, bad rows {:?}, first bad {:?}",
+            sq * cols,
+            &bad_rows[..bad_rows.len().min(20)],
+            bad
+        );
+    }
+}

@@ -1467,7 +1467,8 @@ impl Context {
                 c.tiles.spec_emulated(d, dv)
             } else {
                 c.tiles.spec(d, dv, c.sg)
-            },
+            }
+            .constant("PROBE", coop_probe()),
         )?;
         plan.dispatches.push(Dispatch::with_bindings(
             device,
@@ -1767,4 +1768,15 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
         .override_("WG", wg)
         .override_("CW", CW as u32);
     (spec, dv.div_ceil(CW).max(1) as u32)
+}
+
+/// Debugging probe of the tensor-core kernel (`WGTILE_COOP_ATTN_PROBE`):
+/// 0 off; 1 every visible probability is 1 (O = the mean of the visible V
+/// rows); 2 O's first min(BC, Dv) columns are the raw S = Q K^T of the
+/// first key block.
+fn coop_probe() -> u32 {
+    std::env::var("WGTILE_COOP_ATTN_PROBE")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }

@@ -250,8 +250,15 @@ impl FlashCoopTiles {
     /// Workgroup memory in bytes for head dims `d`, `dv` (the arithmetic of
     /// the shader's `kv_sh`, `s_sh`, `p_sh`, `alpha_sh`, `l_sh` and flag).
     pub const fn workgroup_bytes(self, d: u32, dv: u32) -> u32 {
+        let rows = self.br();
+        2 * self.kv_elems(d, dv) + 4 * rows * (self.bc + 4) + 2 * rows * (self.bc + 8) + 8 * rows + 16
+    }
+
+    /// Halves of the shader's `kv_sh` (`KV_ELEMS`): K's block transposed
+    /// ([D][BC + 8]), V's ([BC][max(D, Dv) + 8]) or 24 halves per query row
+    /// (the least Q staging pass), whichever is largest.
+    const fn kv_elems(self, d: u32, dv: u32) -> u32 {
         let dx = if d > dv { d } else { dv };
-        // K's block transposed ([D][BC + 8]) or V's ([BC][max(D, Dv) + 8]).
         let kv_block = self.bc * (dx + 8);
         let kt_block = d * (self.bc + 8);
         let kv_block = if kt_block > kv_block {
@@ -260,9 +267,242 @@ impl FlashCoopTiles {
             kv_block
         };
         let q_min = self.br() * 24;
-        let kv = if kv_block > q_min { kv_block } else { q_min };
-        let rows = self.br();
-        2 * kv + 4 * rows * (self.bc + 4) + 2 * rows * (self.bc + 8) + 8 * rows + 4
+        if kv_block > q_min { kv_block } else { q_min }
+    }
+
+    /// Q columns staged per pass through `kv_sh` (the shader's `QCH`, which
+    /// it checks with a `const_assert`): all of D when BR rows of D + 8
+    /// halves fit, else the largest multiple of 16 that does.
+    pub const fn qch(self, d: u32, dv: u32) -> u32 {
+        let fit = (self.kv_elems(d, dv) / self.br() - 8) / 16 * 16;
+        if d < fit { d } else { fit }
+    }
+
+    /// The kernel's generated blocks for head dims `d`, `dv`: every loop
+    /// over cooperative-matrix fragments unrolled, so each fragment is a
+    /// named variable (`// @gen NAME` markers of
+    /// `shaders/attention_flash_coop.wgsl`; the emulated twin takes the
+    /// same text).
+    pub fn blocks(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
+        self.generate(d, dv, true)
+    }
+
+    /// The emulated kernel's blocks: the same algorithm with the fragments
+    /// in arrays walked by loops (unrolled, the emulated matrices, 256
+    /// floats each, make a shader llvmpipe takes minutes to compile).
+    pub fn blocks_looped(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
+        self.generate(d, dv, false)
+    }
+
+    fn generate(self, d: u32, dv: u32, unroll: bool) -> Vec<(&'static str, String)> {
+        use std::fmt::Write as _;
+        if !unroll {
+            return self.looped(d, dv);
+        }
+        let (rf, d16, dv16, bc16) = (self.rf, d / 16, dv / 16, self.bc / 16);
+        let qch = self.qch(d, dv);
+        let pad = "    ";
+        let mut declare = String::new();
+        for f in 0..rf {
+            for i in 0..d16 {
+                writeln!(declare, "{pad}var q{f}_{i}: MatA;").unwrap();
+            }
+            for x in 0..dv16 {
+                writeln!(declare, "{pad}var o{f}_{x}: MatC;").unwrap();
+            }
+        }
+        let mut load_q = String::new();
+        for dc0 in (0..d).step_by(qch as usize) {
+            writeln!(load_q, "{pad}stage_q(tid, {dc0}u, i0, rows, q_base);").unwrap();
+            writeln!(load_q, "{pad}workgroupBarrier();").unwrap();
+            for f in 0..rf {
+                for i in dc0 / 16..(dc0 + qch).min(d) / 16 {
+                    let col = i * 16 - dc0;
+                    writeln!(
+                        load_q,
+                        "{pad}q{f}_{i} = load_a_kv((sub_row0 + {}u) * LQ + {col}u, LQ);",
+                        f * 16
+                    )
+                    .unwrap();
+                }
+            }
+            writeln!(load_q, "{pad}workgroupBarrier();").unwrap();
+        }
+        let pad2 = "        ";
+        let mut qk = String::new();
+        for c in 0..bc16 {
+            writeln!(qk, "{pad2}{{").unwrap();
+            for f in 0..rf {
+                writeln!(qk, "{pad2}    var s{f} = zc;").unwrap();
+            }
+            for i in 0..d16 {
+                writeln!(
+                    qk,
+                    "{pad2}    let k{i} = load_b_kv({}u * LDKT + {}u, LDKT);",
+                    i * 16,
+                    c * 16
+                )
+                .unwrap();
+                for f in 0..rf {
+                    writeln!(qk, "{pad2}    s{f} = mma(q{f}_{i}, k{i}, s{f});").unwrap();
+                }
+            }
+            for f in 0..rf {
+                writeln!(
+                    qk,
+                    "{pad2}    store_c_s(s{f}, s_base + {}u * LDS + {}u, LDS);",
+                    f * 16,
+                    c * 16
+                )
+                .unwrap();
+            }
+            writeln!(qk, "{pad2}}}").unwrap();
+        }
+        // O's tiles pass through the subgroup's S scratch (16 rows x BC
+        // columns per fragment), bc16 tiles at a time: stored, barrier, `body`
+        // on each, barrier, and with `reload` loaded back (then a barrier
+        // before the scratch is reused).
+        let through_scratch = |ind: &str, reload: bool, body: &dyn Fn(u32, u32, &str) -> String| {
+            let mut out = String::new();
+            for f in 0..rf {
+                for x0 in (0..dv16).step_by(bc16 as usize) {
+                    let group = x0..(x0 + bc16).min(dv16);
+                    let at = |x: u32| format!("s_base + {}u * LDS + {}u", f * 16, (x - x0) * 16);
+                    for x in group.clone() {
+                        writeln!(out, "{ind}store_c_s(o{f}_{x}, {}, LDS);", at(x)).unwrap();
+                    }
+                    writeln!(out, "{ind}workgroupBarrier();").unwrap();
+                    for x in group.clone() {
+                        writeln!(out, "{ind}{}", body(f, x, &at(x))).unwrap();
+                    }
+                    writeln!(out, "{ind}workgroupBarrier();").unwrap();
+                    if reload {
+                        for x in group.clone() {
+                            writeln!(out, "{ind}o{f}_{x} = load_c_s({}, LDS);", at(x)).unwrap();
+                        }
+                        writeln!(out, "{ind}workgroupBarrier();").unwrap();
+                    }
+                }
+            }
+            out
+        };
+        let rescale = through_scratch("            ", true, &|f, _, at| {
+            format!("scale_tile(lane, {at}, sub_row0 + {}u);", f * 16)
+        });
+        let store_o = through_scratch(pad, false, &|f, x, at| {
+            format!(
+                "write_tile(lane, {at}, sub_row0 + {}u, i0, rows, o_base, {x}u);",
+                f * 16
+            )
+        });
+        let mut pv = String::new();
+        for c in 0..bc16 {
+            writeln!(pv, "{pad2}{{").unwrap();
+            for f in 0..rf {
+                writeln!(
+                    pv,
+                    "{pad2}    let p{f} = load_a_p(p_base + {}u * LDP + {}u, LDP);",
+                    f * 16,
+                    c * 16
+                )
+                .unwrap();
+            }
+            for x in 0..dv16 {
+                writeln!(
+                    pv,
+                    "{pad2}    let v{x} = load_b_kv({}u * LDKV + {}u, LDKV);",
+                    c * 16,
+                    x * 16
+                )
+                .unwrap();
+                for f in 0..rf {
+                    writeln!(pv, "{pad2}    o{f}_{x} = mma(p{f}, v{x}, o{f}_{x});").unwrap();
+                }
+            }
+            writeln!(pv, "{pad2}}}").unwrap();
+        }
+        vec![
+            ("declare", declare),
+            ("load_q", load_q),
+            ("qk", qk),
+            ("rescale", rescale),
+            ("pv", pv),
+            ("store_o", store_o),
+        ]
+    }
+
+    fn looped(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
+        let qch = self.qch(d, dv);
+        let declare = "    var qa: array<MatA, RF * D16>;\n    var oa: array<MatC, RF * DV16>;\n"
+            .to_string();
+        let mut load_q = String::new();
+        for dc0 in (0..d).step_by(qch as usize) {
+            let (lo, hi) = (dc0 / 16, (dc0 + qch).min(d) / 16);
+            load_q.push_str(&format!(
+                "    stage_q(tid, {dc0}u, i0, rows, q_base);
+    workgroupBarrier();
+    for (var f = 0u; f < RF; f++) {{
+        for (var i = {lo}u; i < {hi}u; i++) {{
+            qa[f * D16 + i] = load_a_kv((sub_row0 + f * 16u) * LQ + i * 16u - {dc0}u, LQ);
+        }}
+    }}
+    workgroupBarrier();
+"
+            ));
+        }
+        let qk = "        for (var c = 0u; c < BC16; c++) {
+            for (var f = 0u; f < RF; f++) {
+                var s = zc;
+                for (var i = 0u; i < D16; i++) {
+                    s = mma(qa[f * D16 + i], load_b_kv(i * 16u * LDKT + c * 16u, LDKT), s);
+                }
+                store_c_s(s, s_base + f * 16u * LDS + c * 16u, LDS);
+            }
+        }
+"
+        .to_string();
+        let rescale = "            for (var f = 0u; f < RF; f++) {
+                for (var x = 0u; x < DV16; x++) {
+                    let at = s_base + f * 16u * LDS;
+                    store_c_s(oa[f * DV16 + x], at, LDS);
+                    workgroupBarrier();
+                    scale_tile(lane, at, sub_row0 + f * 16u);
+                    workgroupBarrier();
+                    oa[f * DV16 + x] = load_c_s(at, LDS);
+                    workgroupBarrier();
+                }
+            }
+"
+        .to_string();
+        let pv = "        for (var c = 0u; c < BC16; c++) {
+            for (var f = 0u; f < RF; f++) {
+                let pf = load_a_p(p_base + f * 16u * LDP + c * 16u, LDP);
+                for (var x = 0u; x < DV16; x++) {
+                    oa[f * DV16 + x] = mma(pf, load_b_kv(c * 16u * LDKV + x * 16u, LDKV), oa[f * DV16 + x]);
+                }
+            }
+        }
+"
+        .to_string();
+        let store_o = "    for (var f = 0u; f < RF; f++) {
+        let at = s_base + f * 16u * LDS;
+        for (var x = 0u; x < DV16; x++) {
+            store_c_s(oa[f * DV16 + x], at, LDS);
+            workgroupBarrier();
+            write_tile(lane, at, sub_row0 + f * 16u, i0, rows, o_base, x);
+            workgroupBarrier();
+        }
+    }
+"
+        .to_string();
+        vec![
+            ("declare", declare),
+            ("load_q", load_q),
+            ("qk", qk),
+            ("rescale", rescale),
+            ("pv", pv),
+            ("store_o", store_o),
+        ]
     }
 
     /// Whether the tile is well formed for head dims `d`, `dv` (multiples of
@@ -299,7 +539,7 @@ impl FlashCoopTiles {
 
     /// The specialisation for head dims `d`, `dv` and subgroup size `sg`.
     pub fn spec(self, d: usize, dv: usize, sg: u32) -> Spec {
-        Spec::new(Kernel::AttentionFlashCoop)
+        let mut spec = Spec::new(Kernel::AttentionFlashCoop)
             .dtype(DType::F16)
             .constant("W", self.subgroups)
             .constant("RF", self.rf)
@@ -307,15 +547,24 @@ impl FlashCoopTiles {
             .constant("SG", sg)
             .constant("D", d as u32)
             .constant("DV", dv as u32)
+            .constant("QCH", self.qch(d as u32, dv as u32));
+        for (name, text) in self.blocks(d as u32, dv as u32) {
+            spec = spec.block(name, text);
+        }
+        spec
     }
 
     /// The emulated kernel's specialisation (matrix operations per
     /// invocation, subgroups of 16 virtual lanes; tests only).
     pub fn spec_emulated(self, d: usize, dv: usize) -> Spec {
-        Spec {
+        let mut spec = Spec {
             kernel: Kernel::AttentionFlashCoopEmulated,
             ..self.spec(d, dv, 16)
+        };
+        for (name, text) in self.blocks_looped(d as u32, dv as u32) {
+            spec = spec.block(name, text);
         }
+        spec
     }
 }
 
