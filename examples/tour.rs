@@ -592,6 +592,51 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
         }
     }
 
+    // f16 on tensor cores: the same flash algorithm with Q K^T and P V on
+    // cooperative matrices (what `Auto` picks for f16 where they exist).
+    if wgtile::tune::has_coop_f16(ctx.profile()) {
+        let (b, h, d) = (4usize, 16usize, 128usize);
+        println!(
+            "\nf16 on tensor cores (B = {b}, H = {h}, D = {d}, not causal; TFLOP/s): the\n\
+             scalar flash kernel against the cooperative-matrix one `Auto` picks."
+        );
+        println!(
+            "  {:>6} {:>12} {:>12} {:>8}  max |coop - scalar|  kernel",
+            "S", "scalar", "tensor", "speedup"
+        );
+        for s_len in [1024usize, 4096] {
+            let shape = [b, h, s_len, d];
+            let (q, k, v) = (
+                ctx.zeros(shape, DType::F16)?,
+                ctx.zeros(shape, DType::F16)?,
+                ctx.zeros(shape, DType::F16)?,
+            );
+            for (i, t) in [&q, &k, &v].into_iter().enumerate() {
+                ctx.fill_random(t, 40 + i as u32)?;
+            }
+            let flops = 4.0 * (b * h * s_len * s_len * d) as f64;
+            let plain = AttentionOptions::new();
+            let (scalar, scalar_out) =
+                ctx.attention_plan(&q, &k, &v, &plain.clone().kernel(AttentionKernel::Flash))?;
+            let (coop, coop_out) = ctx.attention_plan(&q, &k, &v, &plain)?;
+            let (ts, tc) = (seconds(ctx, &scalar, args)?, seconds(ctx, &coop, args)?);
+            let a = scalar_out.o.to_f32_vec_blocking()?;
+            let c = coop_out.o.to_f32_vec_blocking()?;
+            let diff = a
+                .iter()
+                .zip(&c)
+                .map(|(x, y)| f64::from((x - y).abs()))
+                .fold(0.0, |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) });
+            println!(
+                "  {s_len:>6} {:>12.1} {:>12.1} {:>7.1}x  {diff:.1e}  {}",
+                flops / ts / 1e12,
+                flops / tc / 1e12,
+                ts / tc,
+                coop.label()
+            );
+        }
+    }
+
     // Decoding: one new query row per token against a growing f16 cache,
     // split over workgroups along the keys (flash-decoding).
     let dtype = if ctx.profile().shader_f16 {

@@ -17,10 +17,15 @@ alias MatC = array<f32, 16>;
 // This invocation's lane in its virtual subgroup (set by lane_of).
 var<private> emu_lane: u32;
 
+// Half i of kv_sh (vec4 of halves).
+fn kv_at(i: u32) -> f32 {
+    return f32(kv_sh[i / 4u][i % 4u]);
+}
+
 fn load_a_kv(at: u32, ld: u32) -> MatA {
     var m: MatA;
     for (var k = 0u; k < 16u; k++) {
-        m[k] = f32(kv_sh[at + emu_lane * ld + k]);
+        m[k] = kv_at(at + emu_lane * ld + k);
     }
     return m;
 }
@@ -28,7 +33,16 @@ fn load_a_kv(at: u32, ld: u32) -> MatA {
 fn load_b_kv(at: u32, ld: u32) -> MatB {
     var m: MatB;
     for (var e = 0u; e < 256u; e++) {
-        m[e] = f32(kv_sh[at + (e / 16u) * ld + e % 16u]);
+        m[e] = kv_at(at + (e / 16u) * ld + e % 16u);
+    }
+    return m;
+}
+
+// Column-major: element (r, c) at kv_sh[at + c * ld + r].
+fn load_bt_kv(at: u32, ld: u32) -> MatB {
+    var m: MatB;
+    for (var e = 0u; e < 256u; e++) {
+        m[e] = kv_at(at + (e % 16u) * ld + e / 16u);
     }
     return m;
 }

@@ -1,10 +1,10 @@
 // attention_coop_mma: the matrix operations of attention_flash_coop.wgsl on
 // cooperative matrices (wgpu's experimental `wgpu_cooperative_matrix`; 16 x
 // 16 f16 A/B, f32 accumulators). Only the row-major forms coopLoadT and
-// coopStoreT are used (the column-major coopLoad gave wrong products on
-// the H200: K^T is staged transposed instead). Pointers are
+// coopStoreT are used, and the column-major coopLoad for K^T. Pointers are
 // into the kernel's workgroup tiles kv_sh, p_sh, s_sh at element `at`, rows
-// `ld` elements apart (16-byte multiples). Vulkan only.
+// `ld` elements apart (16-byte multiples); kv_sh holds vec4 of halves, so
+// its loads take `at` and `ld` in units of 4. Vulkan only.
 
 enable f16;
 enable wgpu_cooperative_matrix;
@@ -15,12 +15,17 @@ alias MatC = coop_mat16x16<f32, C>;
 
 // The 16 x 16 A fragment at kv_sh[at], row-major.
 fn load_a_kv(at: u32, ld: u32) -> MatA {
-    return coopLoadT<MatA>(&kv_sh[at], ld);
+    return coopLoadT<MatA>(&kv_sh[at / 4u], ld / 4u);
+}
+
+// The B fragment at kv_sh[at], column-major: K^T from K as stored.
+fn load_bt_kv(at: u32, ld: u32) -> MatB {
+    return coopLoad<MatB>(&kv_sh[at / 4u], ld / 4u);
 }
 
 // The B fragment at kv_sh[at], row-major (V).
 fn load_b_kv(at: u32, ld: u32) -> MatB {
-    return coopLoadT<MatB>(&kv_sh[at], ld);
+    return coopLoadT<MatB>(&kv_sh[at / 4u], ld / 4u);
 }
 
 // The A fragment at p_sh[at], row-major (P).

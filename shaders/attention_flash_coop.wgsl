@@ -9,13 +9,11 @@
 //   cooperative A matrices kept in registers. The visible key blocks of BC
 //   keys are walked in order (blocks that causal/window masking or the key
 //   length hide completely are never loaded); per block:
-//   1. K's block is in `kv_sh` transposed ([D][LDKT] f16: the put scatters
-//      each 8-half run of a key row down a column). S = Q K^T: the B
-//      fragments of K^T load row-major (coopLoadT), each serving the
-//      subgroup's RF row fragments. (K as stored read through the
-//      column-major `coopLoad` gave wrong products on the H200, as it did
-//      in matmul_coop.) Each 16 x 16 S tile goes to the subgroup's f32
-//      scratch `s_sh`.
+//   1. K's block is in `kv_sh` as stored ([BC][LDKV] f16). S = Q K^T: the
+//      B fragments of K^T are K's 16 x 16 blocks read column-major
+//      (`coopLoad`, load_bt_kv), each serving the subgroup's RF row
+//      fragments. Each 16 x 16 S tile goes to the subgroup's f32 scratch
+//      `s_sh`.
 //   2. Barrier; V's block (prefetched into registers before step 1) is put
 //      into `kv_sh`. The subgroup's lanes apply `logit` (attention_common:
 //      scale, soft-cap, causal/window, masks, key lengths) and the online
@@ -45,7 +43,7 @@
 //   every layout wgtile builds). Prefetch follows the
 //   fetch/put rule of matmul_coop: a fetch only issues loads (into `pre`),
 //   the put (after the math) converts and stores.
-// Workgroup memory: kv_sh max(BC * (max(D, Dv) + 8), 24 BR) f16 (rows
+// Workgroup memory: kv_sh max(BC * (max(D, Dv) + 8), 24 BR) f16 as vec4 (rows
 //   padded by 16 bytes; it also stages Q at the start), s_sh W * RF * 16 * (BC + 4) f32, p_sh W * RF * 16 * (BC + 8) f16,
 //   2 BR f32 and a vec4<u32> flag (FlashCoopTiles::workgroup_bytes; <= 48 KiB for the
 //   candidates up to D = 128 at BC = 64, D = 256 at BC = 32).
@@ -91,10 +89,8 @@ const DV16: u32 = DV / 16u;
 const BC16: u32 = BC / 16u;
 const DX: u32 = max(D, DV);
 const LDKV: u32 = DX + 8u;
-// K^T's rows (one per d) of BC keys.
-const LDKT: u32 = BC + 8u;
 // kv_sh also stages Q, QCH columns of the BR rows at a time (rows of LQ).
-const KV_ELEMS: u32 = max(max(BC * LDKV, D * LDKT), BR * 24u);
+const KV_ELEMS: u32 = max(BC * LDKV, BR * 24u);
 // (Set by the host, which unrolls the staging passes: FlashCoopTiles::qch.)
 const QCH: u32 = 128u;
 const_assert QCH == min(D, (KV_ELEMS / BR - 8u) / 16u * 16u);
@@ -111,7 +107,10 @@ const LOADS: u32 = (BC * DX / 8u + THREADS - 1u) / THREADS;
 @group(0) @binding(11) var<storage, read> k4: array<vec4<u32>>;
 @group(0) @binding(12) var<storage, read> v4: array<vec4<u32>>;
 
-var<workgroup> kv_sh: array<f16, KV_ELEMS>;
+// Four halves per element: the staging stores 8 bytes at a time (the
+// element index of half e is e / 4; every fragment starts at a multiple of
+// 4 halves).
+var<workgroup> kv_sh: array<vec4<f16>, KV_ELEMS / 4u>;
 var<workgroup> s_sh: array<f32, W * RF * 16u * LDS>;
 var<workgroup> p_sh: array<f16, W * RF * 16u * LDP>;
 var<workgroup> alpha_sh: array<f32, BR>;
@@ -160,36 +159,8 @@ fn put(i: u32, width: u32, x: vec4<u32>) {
     let h1 = vec2<f16>(unpack2x16float(x.y));
     let h2 = vec2<f16>(unpack2x16float(x.z));
     let h3 = vec2<f16>(unpack2x16float(x.w));
-    kv_sh[dst] = h0.x;
-    kv_sh[dst + 1u] = h0.y;
-    kv_sh[dst + 2u] = h1.x;
-    kv_sh[dst + 3u] = h1.y;
-    kv_sh[dst + 4u] = h2.x;
-    kv_sh[dst + 5u] = h2.y;
-    kv_sh[dst + 6u] = h3.x;
-    kv_sh[dst + 7u] = h3.y;
-}
-
-// Stores run i (8 halves along d) of K's block transposed: half e of key r's
-// run from d0 goes to kv_sh[(d0 + e) * LDKT + r].
-fn put_kt(i: u32, x: vec4<u32>) {
-    let per_row = D / 8u;
-    if i >= BC * per_row {
-        return;
-    }
-    let dst = (i % per_row) * 8u * LDKT + i / per_row;
-    let h0 = vec2<f16>(unpack2x16float(x.x));
-    let h1 = vec2<f16>(unpack2x16float(x.y));
-    let h2 = vec2<f16>(unpack2x16float(x.z));
-    let h3 = vec2<f16>(unpack2x16float(x.w));
-    kv_sh[dst] = h0.x;
-    kv_sh[dst + LDKT] = h0.y;
-    kv_sh[dst + 2u * LDKT] = h1.x;
-    kv_sh[dst + 3u * LDKT] = h1.y;
-    kv_sh[dst + 4u * LDKT] = h2.x;
-    kv_sh[dst + 5u * LDKT] = h2.y;
-    kv_sh[dst + 6u * LDKT] = h3.x;
-    kv_sh[dst + 7u * LDKT] = h3.y;
+    kv_sh[dst / 4u] = vec4<f16>(h0, h1);
+    kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
 }
 
 // Sum and max over the LPR lanes of a row (adjacent lanes).
@@ -222,14 +193,8 @@ fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32) {
         let h1 = vec2<f16>(unpack2x16float(x.y));
         let h2 = vec2<f16>(unpack2x16float(x.z));
         let h3 = vec2<f16>(unpack2x16float(x.w));
-        kv_sh[dst] = h0.x;
-        kv_sh[dst + 1u] = h0.y;
-        kv_sh[dst + 2u] = h1.x;
-        kv_sh[dst + 3u] = h1.y;
-        kv_sh[dst + 4u] = h2.x;
-        kv_sh[dst + 5u] = h2.y;
-        kv_sh[dst + 6u] = h3.x;
-        kv_sh[dst + 7u] = h3.y;
+        kv_sh[dst / 4u] = vec4<f16>(h0, h1);
+        kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
     }
 }
 
@@ -289,6 +254,8 @@ fn main(
     let j_begin = max(0, i_first + first_off(keys));
     let j_end = min(i32(keys), i_last + last_off(keys) + 1);
     let first_block = u32(max(j_begin, 0)) / BC * BC;
+    // No mask tensor and no soft-cap: interior blocks skip `logit`.
+    let plain = params.mask_kind == 0u && params.softcap <= 0.0;
 
     // Local rows of this subgroup, and the row (within a fragment) and the
     // column group of this lane in the softmax.
@@ -326,7 +293,7 @@ fn main(
             pre[j] = fetch(1u, run_of(i, D, first_block, keys, k_base, params.k_sr));
         }
         for (var j = 0u; j < LOADS; j++) {
-            put_kt(tid + j * THREADS, pre[j]);
+            put(tid + j * THREADS, D, pre[j]);
         }
     }
     workgroupBarrier();
@@ -347,6 +314,12 @@ fn main(
         for (var j = 0u; j < LOADS; j++) {
             put(tid + j * THREADS, DV, pre[j]);
         }
+        // Interior blocks (every row and key of the block in range and
+        // inside the band, no mask tensor, no soft-cap; uniform) take the
+        // logit as a single multiply instead of `logit`'s checks.
+        let interior = plain && i0 + BR <= rows && j0 + BC <= keys
+            && i32(j0) >= i32(i0 + BR - 1u) + first_off(keys)
+            && i32(j0 + BC - 1u) <= i32(i0) + last_off(keys);
         for (var f = 0u; f < RF; f++) {
             let lr = sub_row0 + f * 16u + sr;
             let row = i0 + lr;
@@ -356,9 +329,12 @@ fn main(
             for (var n = 0u; n < CPL; n++) {
                 let c = cg + n * LPR;
                 let jj = j0 + c;
+                let dot = s_sh[s_base + (f * 16u + sr) * LDS + c];
                 var x = neg_inf();
-                if row < rows {
-                    x = logit(s_sh[s_base + (f * 16u + sr) * LDS + c], b, h, row, jj, keys);
+                if interior {
+                    x = dot * params.scale_log2;
+                } else if row < rows {
+                    x = logit(dot, b, h, row, jj, keys);
                 }
                 has_nan = has_nan || is_nan(x);
                 t[n] = x;
@@ -424,7 +400,7 @@ fn main(
         // 5. K's next block into kv_sh.
         if more {
             for (var j = 0u; j < LOADS; j++) {
-                put_kt(tid + j * THREADS, pre[j]);
+                put(tid + j * THREADS, D, pre[j]);
             }
         }
         workgroupBarrier();

@@ -520,10 +520,10 @@ impl Spec {
         // them).
         let blocks = match kernel {
             Kernel::AttentionFlashCoop => {
-                crate::tune::attention::FLASH_COOP_CANDIDATES[0].blocks(128, 128)
+                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128)
             }
             Kernel::AttentionFlashCoopEmulated => {
-                crate::tune::attention::FLASH_COOP_CANDIDATES[0].blocks_looped(128, 128)
+                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128)
             }
             _ => Vec::new(),
         };

@@ -1914,12 +1914,14 @@ fn check_coop_with(
         .0
         .label()
         .to_string();
-    // Auto keeps to the scalar kernels while the tensor-core one is
-    // experimental (wrong rows on the H200, session 3).
-    assert!(
-        !auto_label.contains("tensor cores"),
-        "{what}: Auto picked {auto_label}"
-    );
+    // Auto takes the tensor cores wherever they run this problem (beyond
+    // decode shapes, which have their own kernel).
+    if !emulated && c.sq > wgtile::tune::attention::DECODE_MAX_ROWS {
+        assert!(
+            auto_label.contains("tensor cores"),
+            "{what}: Auto picked {auto_label}"
+        );
+    }
     let mut first = None;
     for tiles in wgtile::tune::attention::FLASH_COOP_CANDIDATES
         .into_iter()
@@ -1976,7 +1978,6 @@ fn f16_case(b: usize, hq: usize, hkv: usize, sq: usize, sk: usize, d: usize, dv:
 }
 
 #[test]
-#[ignore = "the tensor-core kernel gives wrong results on the H200 (session 3, BENCHMARKS.md): run with --ignored while fixing it"]
 fn coop_sizes_and_head_dims() {
     let Some(ctx) = coop_ctx("coop_sizes_and_head_dims") else {
         return;
@@ -2011,7 +2012,6 @@ fn coop_sizes_and_head_dims() {
 }
 
 #[test]
-#[ignore = "the tensor-core kernel gives wrong results on the H200 (session 3, BENCHMARKS.md): run with --ignored while fixing it"]
 fn coop_causal_window_softcap() {
     let Some(ctx) = coop_ctx("coop_causal_window_softcap") else {
         return;
@@ -2049,7 +2049,6 @@ fn coop_causal_window_softcap() {
 }
 
 #[test]
-#[ignore = "the tensor-core kernel gives wrong results on the H200 (session 3, BENCHMARKS.md): run with --ignored while fixing it"]
 fn coop_masks_key_lengths_gqa() {
     let Some(ctx) = coop_ctx("coop_masks_key_lengths_gqa") else {
         return;
@@ -2131,7 +2130,6 @@ fn coop_masks_key_lengths_gqa() {
 /// axis (each block's maximum beats the reference by far more than 2^8), and
 /// random logits at scale 100.
 #[test]
-#[ignore = "the tensor-core kernel gives wrong results on the H200 (session 3, BENCHMARKS.md): run with --ignored while fixing it"]
 fn coop_rescale_triggers() {
     let Some(ctx) = coop_ctx("coop_rescale_triggers") else {
         return;
@@ -2186,7 +2184,6 @@ fn coop_rescale_triggers() {
 /// Packed [B, S, H * D] layout through the tensor-core kernel equals the
 /// heads-first result bit for bit (same kernel, same arithmetic).
 #[test]
-#[ignore = "the tensor-core kernel gives wrong results on the H200 (session 3, BENCHMARKS.md): run with --ignored while fixing it"]
 fn coop_packed_layout_matches_heads_first() {
     let Some(ctx) = coop_ctx("coop_packed_layout_matches_heads_first") else {
         return;

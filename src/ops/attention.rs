@@ -36,9 +36,8 @@
 //! cooperative matrix) runs the same algorithm with Q K^T and P V on
 //! cooperative matrices, the output rescaled only when a row's maximum grows
 //! by more than 2^8 (the accumulators cannot be scaled per row in place).
-//! It is experimental: on the H200 it gives wrong rows while the same
-//! algorithm with emulated matrix operations is right, so `Auto` does not
-//! pick it.
+//! `Auto` picks it for f16 problems with D and Dv multiples of 16 up to 256
+//! that are not decode-shaped.
 //!
 //! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
 //! and is kept as the reference and the "before" of the comparison.
@@ -140,12 +139,10 @@ pub enum AttentionLayout {
     },
 }
 
-/// Whether `AttentionKernel::Auto` may pick the tensor-core flash kernel.
-/// Off: on the H200 (session 3) it gave wrong rows (differences of inf
-/// against the scalar kernel) although the same algorithm with emulated
-/// matrix operations passes there; see BENCHMARKS.md. Opt in with
-/// [`AttentionKernel::FlashCoop`] to debug it.
-const COOP_IN_AUTO: bool = false;
+/// Whether `AttentionKernel::Auto` picks the tensor-core flash kernel for
+/// the f16 problems it takes (on adapters with the cooperative matrix). On
+/// since session 4: right on the H200 and 1.5-2.2x the scalar kernel there.
+const COOP_IN_AUTO: bool = true;
 
 /// Which implementation runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -173,8 +170,7 @@ pub enum AttentionKernel {
     /// Dv multiples of 16 up to 256, adapters with the 16x16 f16/f32
     /// cooperative matrix and one fixed subgroup size; anything else is
     /// `Error::UnsupportedFeature` (or `InvalidArgument` for the shapes).
-    /// **Experimental: it gives wrong results on the H200** (see
-    /// `COOP_IN_AUTO` in the source); `Auto` never picks it.
+    /// `Auto` picks it where it runs.
     FlashCoop,
     /// The tensor-core kernel's algorithm with the matrix operations
     /// emulated per invocation: no tensor cores needed (f16 and subgroups
@@ -1355,12 +1351,6 @@ impl Context {
                 t.fits(p, d, dv)
             }
         };
-        if forced && !emulated {
-            log::warn!(
-                "AttentionKernel::FlashCoop is experimental: it failed its tests against \
-                 f64 on the H200 (wrong rows); do not use its results"
-            );
-        }
         if forced {
             if dtype != DType::F16 {
                 return Err(Error::InvalidArgument(format!(

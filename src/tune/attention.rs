@@ -254,18 +254,12 @@ impl FlashCoopTiles {
         2 * self.kv_elems(d, dv) + 4 * rows * (self.bc + 4) + 2 * rows * (self.bc + 8) + 8 * rows + 16
     }
 
-    /// Halves of the shader's `kv_sh` (`KV_ELEMS`): K's block transposed
-    /// ([D][BC + 8]), V's ([BC][max(D, Dv) + 8]) or 24 halves per query row
-    /// (the least Q staging pass), whichever is largest.
+    /// Halves of the shader's `kv_sh` (`KV_ELEMS`): K's or V's block
+    /// ([BC][max(D, Dv) + 8]) or 24 halves per query row (the least Q
+    /// staging pass), whichever is larger.
     const fn kv_elems(self, d: u32, dv: u32) -> u32 {
         let dx = if d > dv { d } else { dv };
         let kv_block = self.bc * (dx + 8);
-        let kt_block = d * (self.bc + 8);
-        let kv_block = if kt_block > kv_block {
-            kt_block
-        } else {
-            kv_block
-        };
         let q_min = self.br() * 24;
         if kv_block > q_min { kv_block } else { q_min }
     }
@@ -338,9 +332,9 @@ impl FlashCoopTiles {
             for i in 0..d16 {
                 writeln!(
                     qk,
-                    "{pad2}    let k{i} = load_b_kv({}u * LDKT + {}u, LDKT);",
-                    i * 16,
-                    c * 16
+                    "{pad2}    let k{i} = load_bt_kv({}u * LDKV + {}u, LDKV);",
+                    c * 16,
+                    i * 16
                 )
                 .unwrap();
                 for f in 0..rf {
@@ -454,7 +448,7 @@ impl FlashCoopTiles {
             for (var f = 0u; f < RF; f++) {
                 var s = zc;
                 for (var i = 0u; i < D16; i++) {
-                    s = mma(qa[f * D16 + i], load_b_kv(i * 16u * LDKT + c * 16u, LDKT), s);
+                    s = mma(qa[f * D16 + i], load_bt_kv(c * 16u * LDKV + i * 16u, LDKV), s);
                 }
                 store_c_s(s, s_base + f * 16u * LDS + c * 16u, LDS);
             }
@@ -582,36 +576,46 @@ impl fmt::Display for FlashCoopTiles {
 }
 
 /// Tensor-core flash tiles, preferred first; the dispatcher takes the first
-/// that fits the adapter and head dims. Default: 4 subgroups of 16 rows with
-/// 64-key blocks (43.5 KiB of workgroup memory at D = Dv = 128); 32-key
-/// blocks for D or Dv above 128 (the 64-key block needs 59.5 KiB at 256,
-/// the 32-key one 31 KiB). Not yet
-/// measured against each other on a GPU: `attention --sweep-coop` times
-/// them and [`FLASH_COOP_SWEEP`].
-pub const FLASH_COOP_CANDIDATES: [FlashCoopTiles; 2] = [
-    FlashCoopTiles {
-        subgroups: 4,
-        rf: 1,
-        bc: 64,
-    },
+/// that fits the adapter and head dims. Measured on the H200 (session 4,
+/// `attention --sweep-coop`, B4 H16 f16, TFLOP/s, K read column-major): at
+/// D = 128, S = 4096, 4 subgroups of 16 rows with 32-key blocks 67.4
+/// (causal 63.9), 8 x 16 rows 65.3, 4 x 16 rows with 64-key blocks 50.6; at
+/// D = 64 38.8, 34.4 and 29.2. (With K staged transposed, before: 31.0,
+/// 51.7 and 35.6.)
+pub const FLASH_COOP_CANDIDATES: [FlashCoopTiles; 3] = [
     FlashCoopTiles {
         subgroups: 4,
         rf: 1,
         bc: 32,
     },
-];
-
-/// More tensor-core tiles for the benchmark's `--sweep-coop` (never picked
-/// by the dispatcher): 8 subgroups (128 rows) with 32-key blocks, and two
-/// 16-row fragments per subgroup (each K and V fragment loaded from
-/// workgroup memory serves both, halving that traffic per FLOP, for twice
-/// the accumulators per subgroup: may spill at D = 128).
-pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 3] = [
     FlashCoopTiles {
         subgroups: 8,
         rf: 1,
         bc: 32,
     },
+    FlashCoopTiles {
+        subgroups: 4,
+        rf: 1,
+        bc: 64,
+    },
+];
+
+/// The tile `shaders/attention_flash_coop.wgsl`'s constants default to
+/// (W = 4, RF = 1, BC = 64 at D = Dv = 128): the blocks `Spec::new` fills
+/// in for the unspecialised text.
+pub const FLASH_COOP_TEXT_DEFAULT: FlashCoopTiles = FlashCoopTiles {
+    subgroups: 4,
+    rf: 1,
+    bc: 64,
+};
+
+/// More tensor-core tiles for the benchmark's `--sweep-coop` (never picked
+/// by the dispatcher): two 16-row fragments per subgroup (each K and V
+/// fragment loaded from workgroup memory serves both, for twice the
+/// accumulators per subgroup; slower on the H200 at D = 128, 44.0 and 16.6
+/// TFLOP/s: the accumulators spill), and smaller workgroups or key blocks
+/// (more workgroups per SM).
+pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 5] = [
     FlashCoopTiles {
         subgroups: 4,
         rf: 2,
@@ -621,6 +625,21 @@ pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 3] = [
         subgroups: 2,
         rf: 2,
         bc: 64,
+    },
+    FlashCoopTiles {
+        subgroups: 2,
+        rf: 1,
+        bc: 32,
+    },
+    FlashCoopTiles {
+        subgroups: 4,
+        rf: 1,
+        bc: 16,
+    },
+    FlashCoopTiles {
+        subgroups: 8,
+        rf: 1,
+        bc: 16,
     },
 ];
 
