@@ -19,8 +19,11 @@
 //   tile, spread over the lanes) and, per k, its own 2 vec4 of B[k, ...]; the
 //   A value of (row, k) is subgroupBroadcast from the lane that loaded it and
 //   multiplied into 2 vec4 accumulators. Per lane and step: 48 + 64 vec4
-//   loads for 3072 vec4 fmas (384 accumulators per lane); no
-//   workgroup memory, no barriers.
+//   loads for 3072 vec4 fmas (96 vec4 accumulators per lane, named
+//   values); no workgroup memory, no barriers. lavapipe 512^3 f32: ~3x the
+//   16 x 16 register tile, 21-44x the naive kernel (BENCHMARKS.md, session 4).
+// Epilogue: matmul_epilogue.wgsl's epilogue4 on each accumulator before its
+//   store (store4 drops what lies past M and N).
 // Edges: load_a / load_b return zeros past K and read clamped (valid)
 //   addresses past M and N, whose results store4 drops; so any M, N, K.
 // Limits: needs subgroups of exactly 8 lanes with the workgroup as one
