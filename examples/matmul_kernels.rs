@@ -87,6 +87,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             kernels.push(MatmulKernel::Tiled { tile, vec4 });
         }
     }
+    // The CPU-adapter kernel (subgroups of 8 only).
+    for vec4 in [false, true] {
+        let kernel = MatmulKernel::Broadcast { vec4 };
+        if kernel.fits(profile) {
+            kernels.push(kernel);
+        }
+    }
     // Tensor cores: f16, and f32 rounded to f16 on the way in (reduced
     // precision, allowed below for this comparison).
     {

@@ -113,10 +113,18 @@ pub enum Kernel {
     AttentionBwdDkDv,
     /// Attention backward: dQ per query block (recomputing P).
     AttentionBwdDq,
+    /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
+    /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
+    /// memory; strided scalar loads, any layout.
+    MatmulBroadcast,
+    /// The same with 16-byte loads and stores (row-major operands, pitches
+    /// and N multiples of 4).
+    MatmulBroadcastVec4,
 }
 
 const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
 const MATMUL_TILED16_CORE: &str = include_str!("../shaders/matmul_tiled16_core.wgsl");
+const MATMUL_BROADCAST_CORE: &str = include_str!("../shaders/matmul_broadcast_core.wgsl");
 const MATMUL_EPILOGUE: &str = include_str!("../shaders/matmul_epilogue.wgsl");
 const MATMUL_PARAMS: &str = include_str!("../shaders/matmul_params.wgsl");
 const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
@@ -135,7 +143,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 38] = [
+    pub const ALL: [Kernel; 40] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -174,6 +182,8 @@ impl Kernel {
         Kernel::AttentionBwdDkDv,
         Kernel::AttentionBwdDq,
         Kernel::AttentionDecode,
+        Kernel::MatmulBroadcast,
+        Kernel::MatmulBroadcastVec4,
     ];
 
     /// The WGSL text as written in `shaders/`: the kernel's own file, then any
@@ -207,6 +217,18 @@ impl Kernel {
             Kernel::MatmulTiled16Vec4 => &[
                 include_str!("../shaders/matmul_tiled_vec4.wgsl"),
                 MATMUL_TILED16_CORE,
+                MATMUL_PARAMS,
+                MATMUL_EPILOGUE,
+            ],
+            Kernel::MatmulBroadcast => &[
+                include_str!("../shaders/matmul_broadcast.wgsl"),
+                MATMUL_BROADCAST_CORE,
+                MATMUL_PARAMS,
+                MATMUL_EPILOGUE,
+            ],
+            Kernel::MatmulBroadcastVec4 => &[
+                include_str!("../shaders/matmul_broadcast_vec4.wgsl"),
+                MATMUL_BROADCAST_CORE,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
@@ -344,6 +366,8 @@ impl Kernel {
             Kernel::AttentionBwdPrepare => "attention_backward.prepare",
             Kernel::AttentionBwdDkDv => "attention_backward.dkdv",
             Kernel::AttentionBwdDq => "attention_backward.dq",
+            Kernel::MatmulBroadcast => "matmul_broadcast",
+            Kernel::MatmulBroadcastVec4 => "matmul_broadcast_vec4",
         }
     }
 
@@ -395,6 +419,8 @@ impl Kernel {
                 | Kernel::MatmulTiledVec4
                 | Kernel::MatmulTiled16
                 | Kernel::MatmulTiled16Vec4
+                | Kernel::MatmulBroadcast
+                | Kernel::MatmulBroadcastVec4
                 | Kernel::MatmulCoop
                 | Kernel::GemvVecmatWide
                 | Kernel::GemvReduce
@@ -420,6 +446,8 @@ impl Kernel {
                 | Kernel::NormSubgroup
                 | Kernel::AttentionFlashCoop
                 | Kernel::AttentionFlashCoopEmulated
+                | Kernel::MatmulBroadcast
+                | Kernel::MatmulBroadcastVec4
         )
     }
 
@@ -440,6 +468,8 @@ impl Kernel {
                 | Kernel::MatmulTiledVec4
                 | Kernel::MatmulTiled16
                 | Kernel::MatmulTiled16Vec4
+                | Kernel::MatmulBroadcast
+                | Kernel::MatmulBroadcastVec4
                 | Kernel::MatmulCoop
                 | Kernel::GemvVecmat
                 | Kernel::GemvVecmatPairs

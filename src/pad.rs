@@ -64,6 +64,9 @@ fn relative_speed(p: &AdapterProfile, kernel: MatmulKernel, aligned: bool) -> Op
         MatmulKernel::Coop { .. } => {
             Some(VEC4_GAIN * COOP_GAIN * if aligned { 1.0 } else { COOP_UNALIGNED })
         }
+        // The CPU kernel: its scalar and vec4 variants trade places on
+        // lavapipe (BENCHMARKS.md, session 4), so only `Padding::Always` pads.
+        MatmulKernel::Broadcast { .. } => Some(1.0),
         _ => None,
     }
 }

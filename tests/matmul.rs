@@ -23,6 +23,7 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
     }
     ks.push(Some(MatmulKernel::Gemv));
     for vec4 in [false, true] {
+        ks.push(Some(MatmulKernel::Broadcast { vec4 }));
         ks.push(Some(MatmulKernel::SplitK {
             tile: TILE_CONFIGS[2],
             vec4,
@@ -313,8 +314,15 @@ fn transposed_operands_in_place() {
             vec4: true,
             splits: 2,
         }),
+        // CPU adapters with subgroups of 8 (lavapipe); the vec4 variant
+        // refuses transposed operands and is skipped.
+        Some(MatmulKernel::Broadcast { vec4: false }),
+        Some(MatmulKernel::Broadcast { vec4: true }),
     ];
     for kernel in kernels {
+        if kernel.is_some_and(|k| !k.fits(ctx.profile())) {
+            continue;
+        }
         for (i, &(a_dims, b_dims, ta, tb)) in cases.iter().enumerate() {
             transposed_case(
                 &ctx,
@@ -622,4 +630,92 @@ fn output_dtype_differs_from_the_operands() {
         ctx.matmul_plan(&a, &b, Some(&wrong), &options),
         Err(wgtile::Error::DTypeMismatch { .. })
     ));
+}
+
+/// The subgroup-broadcast CPU kernel (48 x 64 blocks, 32-deep K steps) at
+/// its own edges: blocks and K steps +-1, a K shorter than one step, batches
+/// with broadcasting, and every epilogue term; both load paths.
+#[test]
+fn broadcast_kernel_block_edges_and_epilogue() {
+    let Some(ctx) = common::ctx() else { return };
+    let kernels: Vec<MatmulKernel> = [false, true]
+        .into_iter()
+        .map(|vec4| MatmulKernel::Broadcast { vec4 })
+        .filter(|k| k.fits(ctx.profile()))
+        .collect();
+    if kernels.is_empty() {
+        eprintln!(
+            "adapter has no subgroups of 8: the broadcast kernel is covered by naga validation only"
+        );
+        return;
+    }
+    assert_eq!(
+        (wgtile::tune::BROADCAST_ROWS, wgtile::tune::BROADCAST_COLS),
+        (48, 64),
+        "update the edge shapes below"
+    );
+    let cases: [(&[usize], &[usize]); 9] = [
+        (&[47, 31], &[31, 65]),
+        (&[48, 32], &[32, 64]),
+        (&[49, 33], &[33, 63]),
+        (&[97, 95], &[95, 127]),
+        (&[95, 96], &[96, 128]),
+        (&[53, 3], &[3, 68]),
+        (&[2, 49, 36], &[36, 68]),
+        (&[3, 1, 40], &[3, 40, 67]),
+        (&[2, 2, 31, 64], &[2, 1, 64, 33]),
+    ];
+    for kernel in &kernels {
+        for (i, (a, b)) in cases.iter().enumerate() {
+            check(&ctx, a, b, DType::F32, Some(*kernel), 200 + i as u64);
+        }
+    }
+    // The fused epilogue (scale, bias, GELU, residual) on a shape with a
+    // partial block in M, N and K, batched.
+    let (a_shape, b_shape): (&[usize], &[usize]) = (&[2, 67, 40], &[40, 72]);
+    let shape = MatmulShape::new(a_shape, b_shape).unwrap();
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    let (a, ha) = common::upload(&ctx, &common::random(2 * m * k, 300), a_shape, DType::F32);
+    let (b, hb) = common::upload(&ctx, &common::random(k * n, 301), b_shape, DType::F32);
+    let (bias, hbias) = common::upload(&ctx, &common::random(n, 302), &[n], DType::F32);
+    let (res, hres) = common::upload(
+        &ctx,
+        &common::random(2 * m * n, 303),
+        &shape.out_shape,
+        DType::F32,
+    );
+    let epilogue = wgtile::Epilogue::new()
+        .scale(-0.5)
+        .bias(&bias)
+        .activation(wgtile::Activation::Gelu)
+        .residual(&res);
+    let (prod, mag) = common::matmul_ref(&ha, &hb, m, n, k, &common::batch_offsets(&shape));
+    let want: Vec<f64> = prod
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let v = -0.5 * p + f64::from(hbias[i % n]);
+            let u = (2.0 / std::f64::consts::PI).sqrt() * (v + 0.044715 * v * v * v);
+            0.5 * v * (1.0 + u.tanh()) + f64::from(hres[i])
+        })
+        .collect();
+    for kernel in kernels {
+        let out = ctx.full(&shape.out_shape, f32::NAN, DType::F32).unwrap();
+        let plan = ctx
+            .matmul_plan_with(
+                &a,
+                &b,
+                Some(&out),
+                &MatmulOptions::with_kernel(kernel),
+                &epilogue,
+            )
+            .unwrap();
+        plan.run().unwrap();
+        let got = out.to_f32_vec_blocking().unwrap();
+        common::assert_close(&format!("epilogue [{}]", plan.label()), &got, &want, |i| {
+            // GELU's slope is at most 1.13; a few f32 ulps for its own rounding.
+            0.6 * common::matmul_tolerance(DType::F32, k, prod[i], mag[i])
+                + 8.0 * 2f64.powi(-24) * (want[i].abs() + 1.0)
+        });
+    }
 }

@@ -176,3 +176,33 @@ fn every_attention_coop_specialisation() {
         check(spec);
     }
 }
+
+#[test]
+fn broadcast_core_matches_the_dispatcher_constants() {
+    // The generated core is unrolled for one block shape; the dispatcher's
+    // grid arithmetic (tune::BROADCAST_*) must agree with it, and both
+    // preludes must take it, with the epilogue's terms on.
+    let core = Kernel::MatmulBroadcast.parts()[1];
+    assert!(core.starts_with("// matmul_broadcast_core: GENERATED"));
+    for (name, value) in [
+        ("ROWS", wgtile::tune::BROADCAST_ROWS),
+        ("COLS", wgtile::tune::BROADCAST_COLS),
+    ] {
+        let line = format!("const {name}: u32 = {value}u;");
+        assert!(core.lines().any(|l| l == line), "core lacks `{line}`");
+    }
+    let size = format!(
+        "@compute @workgroup_size({}, 1, 1)",
+        wgtile::tune::BROADCAST_SUBGROUP
+    );
+    assert!(core.contains(&size));
+    for kernel in [Kernel::MatmulBroadcast, Kernel::MatmulBroadcastVec4] {
+        assert!(kernel.uses_subgroups() && kernel.has_epilogue() && kernel.trusted());
+        check(
+            &Spec::new(kernel)
+                .constant("EPI_BIAS", 1)
+                .constant("EPI_RESIDUAL", 1)
+                .constant("EPI_ACT", 2),
+        );
+    }
+}

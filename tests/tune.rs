@@ -199,3 +199,73 @@ fn transposed_operands_get_kernels_that_read_them_in_place() {
         "{c}"
     );
 }
+
+/// lavapipe-like: a CPU adapter with subgroups of 8 and 32 KiB of workgroup
+/// storage.
+fn lavapipe_like() -> AdapterProfile {
+    let mut p = profile(2, 256, 32 << 10);
+    p.device_type = wgpu::DeviceType::Cpu;
+    p.subgroup_min_size = 8;
+    p.subgroup_max_size = 8;
+    p.shader_f16 = false;
+    p
+}
+
+#[test]
+fn cpu_adapters_with_subgroups_of_8_take_the_broadcast_kernel() {
+    let p = lavapipe_like();
+    let c = tune::choose_matmul(&p, DType::F32, 512, 512, 512, 1);
+    assert_eq!(c.kernel, MatmulKernel::Broadcast { vec4: true }, "{c}");
+    // N not a multiple of 4: strided scalar loads.
+    let c = tune::choose_matmul(&p, DType::F32, 512, 513, 512, 1);
+    assert_eq!(c.kernel, MatmulKernel::Broadcast { vec4: false }, "{c}");
+    // Transposed operands: read in place by the scalar variant only.
+    for layout in [(true, false), (false, true), (true, true)] {
+        let c = tune::choose_matmul_strided(&p, 512, 512, 512, 1, layout);
+        assert_eq!(c.kernel, MatmulKernel::Broadcast { vec4: false }, "{c}");
+        assert!(c.kernel.reads_strided());
+        assert!(!MatmulKernel::Broadcast { vec4: true }.accepts_layout(
+            DType::F32,
+            512,
+            512,
+            512,
+            layout.0,
+            layout.1
+        ));
+    }
+    // Tiny problems stay naive, matrix-vector shapes go to the GEMV kernel.
+    let c = tune::choose_matmul(&p, DType::F32, 8, 8, 8, 1);
+    assert!(matches!(c.kernel, MatmulKernel::Naive { .. }), "{c}");
+    let c = tune::choose_matmul(&p, DType::F32, 1, 512, 512, 1);
+    assert_eq!(c.kernel, MatmulKernel::Gemv, "{c}");
+    assert!(
+        tune::matmul_candidates(&p, DType::F32, 512, 512, 512, 1)
+            .contains(&MatmulKernel::Broadcast { vec4: false })
+    );
+    // Other subgroup sizes (SwiftShader 4, llvmpipe on AVX-512 16, a range)
+    // or no subgroups: the 16x16 register tile.
+    for (lo, hi, subgroups) in [(4, 4, true), (16, 16, true), (8, 16, true), (8, 8, false)] {
+        let mut q = lavapipe_like();
+        q.subgroup_min_size = lo;
+        q.subgroup_max_size = hi;
+        q.subgroups = subgroups;
+        let c = tune::choose_matmul(&q, DType::F32, 512, 512, 512, 1);
+        assert!(
+            matches!(c.kernel, MatmulKernel::Tiled { tile, .. } if tile.reg == 16),
+            "{lo}..{hi} {subgroups}: {c}"
+        );
+        assert!(!MatmulKernel::Broadcast { vec4: true }.fits(&q));
+    }
+    // A GPU with subgroups of 8 never gets it, from the heuristic or as an
+    // autotuning candidate.
+    let mut g = profile(132, 1024, 48 << 10);
+    g.subgroup_min_size = 8;
+    g.subgroup_max_size = 8;
+    let c = tune::choose_matmul(&g, DType::F32, 4096, 4096, 4096, 1);
+    assert!(matches!(c.kernel, MatmulKernel::Tiled { .. }), "{c}");
+    assert!(
+        !tune::matmul_candidates(&g, DType::F32, 4096, 4096, 4096, 1)
+            .iter()
+            .any(|k| matches!(k, MatmulKernel::Broadcast { .. }))
+    );
+}

@@ -745,7 +745,7 @@ impl Context {
                         "{kernel} cannot run a {dtype} matmul with M = {m}, K = {k}, N = {n}{}{} \
                          (vec4: stored rows and N multiples of 4; coop-matrix: f16, row-major, \
                          stored rows multiples of 8; gemv: M or N = 1, row-major; transposed \
-                         operands: naive, scalar tiled, or vec4)",
+                         operands: naive, scalar tiled, scalar broadcast, or tiled vec4)",
                         if transposed { ", transposed" } else { "" },
                         if padded_operands {
                             format!(", row pitches {} and {}", shape.a_pitch, shape.b_pitch)

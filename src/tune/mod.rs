@@ -88,13 +88,28 @@ pub const TILE_CONFIGS: [TileConfig; 3] = [
 /// Tile shapes for CPU adapters (llvmpipe): a 16 x 16 register tile per
 /// invocation, 64 invocations per workgroup. At 512^3 on lavapipe (2 cores):
 /// 91 ms against 159 for the best 8 x 8 tile and 1023 for the naive kernel
-/// (BENCHMARKS.md): there, work per invocation pays, not occupancy.
+/// (BENCHMARKS.md): there, work per invocation pays, not occupancy. CPU
+/// adapters with subgroups of exactly 8 lanes take [`MatmulKernel::Broadcast`]
+/// instead (about 3x faster again); this is the fallback for the others.
 pub const CPU_TILE_CONFIGS: [TileConfig; 1] = [TileConfig {
     bm: 128,
     bn: 128,
     bk: 16,
     reg: 16,
 }];
+
+/// Rows of C per workgroup of the subgroup-broadcast CPU kernel
+/// ([`MatmulKernel::Broadcast`]; fixed by `scripts/gen_matmul_broadcast.py`,
+/// which unrolls the kernel for it).
+pub const BROADCAST_ROWS: u32 = 48;
+
+/// Columns of C per workgroup of the subgroup-broadcast CPU kernel (two
+/// 4-wide column groups per lane).
+pub const BROADCAST_COLS: u32 = 64;
+
+/// Lanes per subgroup the subgroup-broadcast kernel is written for: its
+/// workgroup is one subgroup of exactly this many lanes (llvmpipe on AVX2).
+pub const BROADCAST_SUBGROUP: u32 = 8;
 
 /// Workgroup shapes of the naive kernel, largest first; the first that fits
 /// the adapter's invocation limit is used.
@@ -154,6 +169,17 @@ pub enum MatmulKernel {
     /// Matrix-vector product (M = 1 or N = 1): memory-bound, judged in GB/s.
     /// For M = 1, K is split over workgroups into f32 partial sums.
     Gemv,
+    /// CPU adapters (llvmpipe): a workgroup is one subgroup of
+    /// [`BROADCAST_SUBGROUP`] lanes owning [`BROADCAST_ROWS`] x
+    /// [`BROADCAST_COLS`] of C; the lanes load a tile of A together and
+    /// share it with subgroupBroadcast, each lane loads its own columns of B.
+    /// No workgroup memory and no barriers: on llvmpipe every non-constant
+    /// load costs a loop over the lanes, and this layout needs the fewest.
+    Broadcast {
+        /// 16-byte loads and stores (row-major operands, pitches and N
+        /// multiples of 4); otherwise strided scalar loads, any layout.
+        vec4: bool,
+    },
 }
 
 fn two() -> u32 {
@@ -269,6 +295,12 @@ impl MatmulKernel {
                 .constant("FN", frags_n)
                 .constant("SG", subgroup),
             MatmulKernel::Gemv => Spec::new(Kernel::GemvVecmat).dtype(dtype),
+            MatmulKernel::Broadcast { vec4 } => Spec::new(if vec4 {
+                Kernel::MatmulBroadcastVec4
+            } else {
+                Kernel::MatmulBroadcast
+            })
+            .dtype(dtype),
             MatmulKernel::SplitK { tile, vec4, .. } => MatmulKernel::Tiled { tile, vec4 }
                 .spec(dtype)
                 .constant("SPLIT_K", 1),
@@ -288,6 +320,7 @@ impl MatmulKernel {
             } => (64 * warps_m, 16 * frags_n * warps_n),
             MatmulKernel::Gemv => (4, 64),
             MatmulKernel::SplitK { tile, .. } => (tile.bm, tile.bn),
+            MatmulKernel::Broadcast { .. } => (BROADCAST_ROWS, BROADCAST_COLS),
         }
     }
 
@@ -304,13 +337,14 @@ impl MatmulKernel {
             } => warps_m * warps_n * subgroup,
             MatmulKernel::Gemv => GEMV_THREADS,
             MatmulKernel::SplitK { tile, .. } => tile.threads(),
+            MatmulKernel::Broadcast { .. } => BROADCAST_SUBGROUP,
         }
     }
 
     /// Workgroup memory in bytes.
     pub fn workgroup_bytes(self) -> u32 {
         match self {
-            MatmulKernel::Naive { .. } => 0,
+            MatmulKernel::Naive { .. } | MatmulKernel::Broadcast { .. } => 0,
             // sums (512 f32) and sums2 (512 vec2<f32>), declared in one module.
             MatmulKernel::Gemv => 4 * 512 + 8 * 512,
             MatmulKernel::SplitK { tile, .. } => tile.workgroup_bytes(),
@@ -340,6 +374,15 @@ impl MatmulKernel {
                     && wg_y <= p.max_workgroup_size_y
             }
             MatmulKernel::Tiled { tile, .. } | MatmulKernel::SplitK { tile, .. } => tile.fits(p),
+            MatmulKernel::Broadcast { .. } => {
+                // The kernel broadcasts from constant lanes 0..8 and takes its
+                // workgroup for one whole subgroup.
+                p.subgroups
+                    && p.subgroup_min_size == BROADCAST_SUBGROUP
+                    && p.subgroup_max_size == BROADCAST_SUBGROUP
+                    && BROADCAST_SUBGROUP <= p.max_invocations
+                    && BROADCAST_SUBGROUP <= p.max_workgroup_size_x
+            }
             MatmulKernel::Gemv => {
                 GEMV_THREADS <= p.max_invocations
                     && p.max_workgroup_size_x >= 64
@@ -403,6 +446,8 @@ impl MatmulKernel {
                 (m == 1 || (n == 1 && layout.b_pitch == 1)) && !layout.transposed()
             }
             MatmulKernel::SplitK { vec4, splits, .. } => splits >= 2 && (!vec4 || layout.vec4(n)),
+            // The vec4 variant reads row-major operands only.
+            MatmulKernel::Broadcast { vec4 } => !vec4 || (!layout.transposed() && layout.vec4(n)),
         }
     }
 
@@ -414,6 +459,7 @@ impl MatmulKernel {
             MatmulKernel::Naive { .. }
                 | MatmulKernel::Tiled { vec4: false, .. }
                 | MatmulKernel::SplitK { vec4: false, .. }
+                | MatmulKernel::Broadcast { vec4: false }
         )
     }
 
@@ -502,6 +548,11 @@ impl fmt::Display for MatmulKernel {
                 16 * frags_n
             ),
             MatmulKernel::Gemv => write!(f, "gemv (matrix-vector)"),
+            MatmulKernel::Broadcast { vec4 } => write!(
+                f,
+                "broadcast {BROADCAST_ROWS}x{BROADCAST_COLS}{} (one subgroup of {BROADCAST_SUBGROUP}, CPU)",
+                if *vec4 { " vec4" } else { "" }
+            ),
             MatmulKernel::SplitK { tile, vec4, splits } => write!(
                 f,
                 "split-K x{splits} tiled {tile}{} ({r}x{r} per invocation)",
@@ -663,6 +714,18 @@ fn choose(
         }
     }
     if p.is_cpu() {
+        let broadcast = MatmulKernel::Broadcast {
+            vec4: layout.vec4(n) && !strided,
+        };
+        if broadcast.fits(p) {
+            return describe(
+                broadcast,
+                "CPU adapter with subgroups of 8: the subgroup-broadcast kernel (llvmpipe \
+                 runs every non-constant load as a loop over the lanes; sharing A by \
+                 subgroupBroadcast needs the fewest)"
+                    .into(),
+            );
+        }
         for t in CPU_TILE_CONFIGS.into_iter().filter(|t| t.fits(p)) {
             let kernel = tiled(t);
             if workgroup_count(kernel, m, n, batch) as f64 >= WAVE_FILL * units {
@@ -755,10 +818,16 @@ pub fn matmul_candidates_layout(
             .into_iter()
             .map(move |tile| MatmulKernel::Tiled { tile, vec4 })
     });
+    // The CPU kernel only where it was made for (the dispatcher's rule).
+    let broadcast = [true, false]
+        .into_iter()
+        .filter(|_| p.is_cpu())
+        .map(|vec4| MatmulKernel::Broadcast { vec4 });
     let mut out: Vec<MatmulKernel> = Vec::new();
     for kernel in std::iter::once(choose_matmul_layout(p, dtype, (m, n, k), batch, layout).kernel)
         .chain(coops)
         .chain(tiled)
+        .chain(broadcast)
         .chain(std::iter::once(MatmulKernel::naive_for(p)))
     {
         if kernel.fits(p) && kernel.accepts_with(dtype, m, n, k, layout) && !out.contains(&kernel) {
@@ -799,6 +868,9 @@ pub fn matmul_specs() -> Vec<Spec> {
             for vec4 in [false, true] {
                 specs.push(MatmulKernel::Tiled { tile, vec4 }.spec(dtype));
             }
+        }
+        for vec4 in [false, true] {
+            specs.push(MatmulKernel::Broadcast { vec4 }.spec(dtype));
         }
     }
     for dtype in DType::ALL {
