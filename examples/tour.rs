@@ -626,7 +626,10 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
                 .iter()
                 .zip(&c)
                 .map(|(x, y)| f64::from((x - y).abs()))
-                .fold(0.0, |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) });
+                .fold(
+                    0.0,
+                    |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
+                );
             println!(
                 "  {s_len:>6} {:>12.1} {:>12.1} {:>7.1}x  {diff:.1e}  {}",
                 flops / ts / 1e12,

@@ -251,7 +251,11 @@ impl FlashCoopTiles {
     /// the shader's `kv_sh`, `s_sh`, `p_sh`, `alpha_sh`, `l_sh` and flag).
     pub const fn workgroup_bytes(self, d: u32, dv: u32) -> u32 {
         let rows = self.br();
-        2 * self.kv_elems(d, dv) + 4 * rows * (self.bc + 4) + 2 * rows * (self.bc + 8) + 8 * rows + 16
+        2 * self.kv_elems(d, dv)
+            + 4 * rows * (self.bc + 4)
+            + 2 * rows * (self.bc + 8)
+            + 8 * rows
+            + 16
     }
 
     /// Halves of the shader's `kv_sh` (`KV_ELEMS`): K's or V's block
@@ -427,8 +431,8 @@ impl FlashCoopTiles {
 
     fn looped(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
         let qch = self.qch(d, dv);
-        let declare = "    var qa: array<MatA, RF * D16>;\n    var oa: array<MatC, RF * DV16>;\n"
-            .to_string();
+        let declare =
+            "    var qa: array<MatA, RF * D16>;\n    var oa: array<MatC, RF * DV16>;\n".to_string();
         let mut load_q = String::new();
         for dc0 in (0..d).step_by(qch as usize) {
             let (lo, hi) = (dc0 / 16, (dc0 + qch).min(d) / 16);
@@ -577,12 +581,19 @@ impl fmt::Display for FlashCoopTiles {
 
 /// Tensor-core flash tiles, preferred first; the dispatcher takes the first
 /// that fits the adapter and head dims. Measured on the H200 (session 4,
-/// `attention --sweep-coop`, B4 H16 f16, TFLOP/s, K read column-major): at
-/// D = 128, S = 4096, 4 subgroups of 16 rows with 32-key blocks 67.4
-/// (causal 63.9), 8 x 16 rows 65.3, 4 x 16 rows with 64-key blocks 50.6; at
-/// D = 64 38.8, 34.4 and 29.2. (With K staged transposed, before: 31.0,
-/// 51.7 and 35.6.)
+/// `attention --sweep-coop`, B4 H16 f16, TFLOP/s, K read column-major, vec4
+/// staging): at D = 128, S = 4096, 4 subgroups of 16 rows with 16-key
+/// blocks 138.3 (causal 123.0), with 32-key blocks 83.8, 8 x 16 rows with
+/// 32-key blocks 75.7; at D = 64 84.3, 45.0 and 39.9. Smaller blocks mean
+/// less workgroup memory and more workgroups per SM: occupancy, not the
+/// tensor cores, limits this kernel. (With K staged transposed, before: 31.0
+/// at D = 128 for 4 x 16 rows and 32 keys.)
 pub const FLASH_COOP_CANDIDATES: [FlashCoopTiles; 3] = [
+    FlashCoopTiles {
+        subgroups: 4,
+        rf: 1,
+        bc: 16,
+    },
     FlashCoopTiles {
         subgroups: 4,
         rf: 1,
@@ -592,11 +603,6 @@ pub const FLASH_COOP_CANDIDATES: [FlashCoopTiles; 3] = [
         subgroups: 8,
         rf: 1,
         bc: 32,
-    },
-    FlashCoopTiles {
-        subgroups: 4,
-        rf: 1,
-        bc: 64,
     },
 ];
 
@@ -612,10 +618,15 @@ pub const FLASH_COOP_TEXT_DEFAULT: FlashCoopTiles = FlashCoopTiles {
 /// More tensor-core tiles for the benchmark's `--sweep-coop` (never picked
 /// by the dispatcher): two 16-row fragments per subgroup (each K and V
 /// fragment loaded from workgroup memory serves both, for twice the
-/// accumulators per subgroup; slower on the H200 at D = 128, 44.0 and 16.6
-/// TFLOP/s: the accumulators spill), and smaller workgroups or key blocks
-/// (more workgroups per SM).
-pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 5] = [
+/// accumulators per subgroup; slower on the H200 at D = 128, 64.2 and 22.8
+/// TFLOP/s at 32 and 64 keys), the 64-key block (72.9), and other
+/// workgroup sizes with 16-key blocks (8 subgroups: 85.1).
+pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 7] = [
+    FlashCoopTiles {
+        subgroups: 4,
+        rf: 1,
+        bc: 64,
+    },
     FlashCoopTiles {
         subgroups: 4,
         rf: 2,
@@ -627,18 +638,23 @@ pub const FLASH_COOP_SWEEP: [FlashCoopTiles; 5] = [
         bc: 64,
     },
     FlashCoopTiles {
-        subgroups: 2,
-        rf: 1,
-        bc: 32,
-    },
-    FlashCoopTiles {
-        subgroups: 4,
+        subgroups: 8,
         rf: 1,
         bc: 16,
     },
     FlashCoopTiles {
-        subgroups: 8,
+        subgroups: 2,
         rf: 1,
+        bc: 16,
+    },
+    FlashCoopTiles {
+        subgroups: 1,
+        rf: 1,
+        bc: 16,
+    },
+    FlashCoopTiles {
+        subgroups: 4,
+        rf: 2,
         bc: 16,
     },
 ];
