@@ -16,7 +16,8 @@
 //      `s_sh`.
 //   2. Barrier; V's block (prefetched into registers before step 1) is put
 //      into `kv_sh`. The subgroup's lanes apply `logit` (attention_common:
-//      scale, soft-cap, causal/window, masks, key lengths) and the online
+//      scale, soft-cap, causal/window, masks, key lengths; interior blocks
+//      without a mask tensor or soft-cap take only the scale) and the online
 //      softmax: LPR = SG / 16 lanes per row, partial maxima combined by
 //      subgroup shuffles. P = exp2(t - m_ref) is written as f16 to the
 //      subgroup's `p_sh`. K's next block is fetched into registers.
@@ -43,24 +44,28 @@
 //   every layout wgtile builds). Prefetch follows the
 //   fetch/put rule of matmul_coop: a fetch only issues loads (into `pre`),
 //   the put (after the math) converts and stores.
-// Workgroup memory: kv_sh max(BC * (max(D, Dv) + 8), 24 BR) f16 as vec4 (rows
-//   padded by 16 bytes; it also stages Q at the start), s_sh W * RF * 16 * (BC + 4) f32, p_sh W * RF * 16 * (BC + 8) f16,
-//   2 BR f32 and a vec4<u32> flag (FlashCoopTiles::workgroup_bytes; <= 48 KiB for the
-//   candidates up to D = 128 at BC = 64, D = 256 at BC = 32).
+// Workgroup memory: kv_sh max(BC * (max(D, Dv) + 8), 24 BR) f16 as vec4
+//   (rows padded by 16 bytes; it also stages Q at the start), s_sh
+//   W * RF * 16 * (BC + 4) f32, p_sh W * RF * 16 * (BC + 8) f16, 2 BR f32
+//   and a vec4<u32> flag (FlashCoopTiles::workgroup_bytes: the default
+//   W = 4, BC = 16 needs 12.8 KiB at D = Dv = 128).
 // Text constants (tune::attention::FlashCoopTiles): W, RF, BC (16 | BC),
 //   SG (fixed subgroup size, a multiple of 16), D and DV (head dims,
-//   multiples of 16 up to 256), RESCALE.
+//   multiples of 16 up to 256), RESCALE, QCH (Q columns per staging pass,
+//   checked by a const_assert), PROBE (debugging, 0).
 // Grid: (ceil(Sq / BR), Hq, B); no split-KV, no packed GQA rows (decode
 //   shapes use attention_flash.wgsl).
 // Named fragments: every loop over fragments is unrolled by the host
 //   (FlashCoopTiles::blocks generates the `// @gen NAME` blocks: declare,
 //   load_q, qk, rescale, pv, store_o), so each cooperative matrix is a named
 //   variable (q<f>_<d>, o<f>_<x>, s<f>) and never an element of an array
-//   indexed in a loop. (Session 3's kernel kept them in arrays and gave
-//   wrong rows on the H200 at 35 TFLOP/s; the matmul kernel, with named
-//   accumulators, was right.)
+//   indexed in a loop, which a driver may keep in local memory.
+// Alignment: every workgroup variable is a multiple of 16 bytes, so each
+//   one starts 16-byte aligned, as cooperative loads and stores need (a u32
+//   flag among them shifted every coop access by 4 bytes on the H200: the
+//   wrong rows of session 3).
 // Matrix operations: through the types MatA, MatB, MatC and the functions
-//   load_a_kv, load_b_kv, load_a_p, load_c_s,
+//   load_a_kv, load_bt_kv, load_b_kv, load_a_p, load_c_s,
 //   store_c_s, mma, subgroup_of, lane_of of the part in front of this one:
 //   attention_coop_mma.wgsl (cooperative matrices, the real kernel) or
 //   attention_coop_emulated.wgsl (lane r of a virtual 16-lane subgroup

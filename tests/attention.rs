@@ -2550,7 +2550,7 @@ fn coop_probe_diagnostics() {
                 if !g.is_finite() {
                     nonfinite += 1;
                 }
-                if !(e <= 2e-2) && bad.len() < 6 {
+                if (e.is_nan() || e > 2e-2) && bad.len() < 6 {
                     bad.push(format!("[{i},{x}] {g} vs {w:.4}"));
                 }
                 if e.is_finite() {
@@ -2560,7 +2560,10 @@ fn coop_probe_diagnostics() {
         }
         let bad_rows: Vec<usize> = (0..sq)
             .filter(|&i| {
-                (0..cols).any(|x| !((f64::from(o[i * dv + x]) - want[i * dv + x]).abs() <= 2e-2))
+                (0..cols).any(|x| {
+                    let e = (f64::from(o[i * dv + x]) - want[i * dv + x]).abs();
+                    e.is_nan() || e > 2e-2
+                })
             })
             .collect();
         println!(

@@ -233,6 +233,12 @@ fn cpu_adapters_with_subgroups_of_8_take_the_broadcast_kernel() {
             layout.1
         ));
     }
+    // Below BROADCAST_MIN_MACS (slow to compile): the 16x16 register tile.
+    let c = tune::choose_matmul(&p, DType::F32, 256, 256, 16, 1);
+    assert!(
+        matches!(c.kernel, MatmulKernel::Tiled { tile, .. } if tile.reg == 16),
+        "{c}"
+    );
     // Tiny problems stay naive, matrix-vector shapes go to the GEMV kernel.
     let c = tune::choose_matmul(&p, DType::F32, 8, 8, 8, 1);
     assert!(matches!(c.kernel, MatmulKernel::Naive { .. }), "{c}");

@@ -107,6 +107,13 @@ pub const BROADCAST_ROWS: u32 = 48;
 /// 4-wide column groups per lane).
 pub const BROADCAST_COLS: u32 = 64;
 
+/// Least multiply-adds (M * N * K * batch) for the subgroup-broadcast
+/// kernel: its fully unrolled shader takes llvmpipe 7-13 s to compile per
+/// specialisation on a cold shader cache, which only a large problem (it
+/// saves about 65 ms per call at 512^3) pays back; smaller ones take the
+/// 16x16 register tile, which compiles in well under a second.
+pub const BROADCAST_MIN_MACS: u64 = 128 * 128 * 128;
+
 /// Lanes per subgroup the subgroup-broadcast kernel is written for: its
 /// workgroup is one subgroup of exactly this many lanes (llvmpipe on AVX2).
 pub const BROADCAST_SUBGROUP: u32 = 8;
@@ -717,7 +724,7 @@ fn choose(
         let broadcast = MatmulKernel::Broadcast {
             vec4: layout.vec4(n) && !strided,
         };
-        if broadcast.fits(p) {
+        if broadcast.fits(p) && macs >= BROADCAST_MIN_MACS {
             return describe(
                 broadcast,
                 "CPU adapter with subgroups of 8: the subgroup-broadcast kernel (llvmpipe \
