@@ -17,23 +17,37 @@ alias MatC = array<f32, 16>;
 // This invocation's lane in its virtual subgroup (set by lane_of).
 var<private> emu_lane: u32;
 
-// Half i of kv_sh (vec4 of halves).
-fn kv_at(i: u32) -> f32 {
-    return f32(kv_sh[i / 4u][i % 4u]);
+// kv_sh holds vec4 of halves and every fragment row starts on a multiple
+// of 4 halves: rows are read a vec4 at a time with constant components
+// (a variable component index makes llvmpipe's compile several times
+// slower).
+fn kv_row(at: u32, ld: u32, r: u32, k4: u32) -> vec4<f32> {
+    return vec4<f32>(kv_sh[(at + r * ld) / 4u + k4]);
 }
 
 fn load_a_kv(at: u32, ld: u32) -> MatA {
     var m: MatA;
-    for (var k = 0u; k < 16u; k++) {
-        m[k] = kv_at(at + emu_lane * ld + k);
+    for (var k4 = 0u; k4 < 4u; k4++) {
+        let x = kv_row(at, ld, emu_lane, k4);
+        m[4u * k4] = x.x;
+        m[4u * k4 + 1u] = x.y;
+        m[4u * k4 + 2u] = x.z;
+        m[4u * k4 + 3u] = x.w;
     }
     return m;
 }
 
 fn load_b_kv(at: u32, ld: u32) -> MatB {
     var m: MatB;
-    for (var e = 0u; e < 256u; e++) {
-        m[e] = kv_at(at + (e / 16u) * ld + e % 16u);
+    for (var r = 0u; r < 16u; r++) {
+        for (var k4 = 0u; k4 < 4u; k4++) {
+            let x = kv_row(at, ld, r, k4);
+            let e = r * 16u + 4u * k4;
+            m[e] = x.x;
+            m[e + 1u] = x.y;
+            m[e + 2u] = x.z;
+            m[e + 3u] = x.w;
+        }
     }
     return m;
 }
@@ -41,8 +55,15 @@ fn load_b_kv(at: u32, ld: u32) -> MatB {
 // Column-major: element (r, c) at kv_sh[at + c * ld + r].
 fn load_bt_kv(at: u32, ld: u32) -> MatB {
     var m: MatB;
-    for (var e = 0u; e < 256u; e++) {
-        m[e] = kv_at(at + (e % 16u) * ld + e / 16u);
+    for (var c = 0u; c < 16u; c++) {
+        for (var k4 = 0u; k4 < 4u; k4++) {
+            let x = kv_row(at, ld, c, k4);
+            let r = 4u * k4;
+            m[r * 16u + c] = x.x;
+            m[(r + 1u) * 16u + c] = x.y;
+            m[(r + 2u) * 16u + c] = x.z;
+            m[(r + 3u) * 16u + c] = x.w;
+        }
     }
     return m;
 }

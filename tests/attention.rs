@@ -1928,12 +1928,11 @@ fn check_coop_with(
         .chain(wgtile::tune::attention::FLASH_COOP_SWEEP)
         .chain(wgtile::tune::attention::FLASH_COOP_TEST_TILES)
     {
-        // The emulated kernel compiles slowly on lavapipe: the default
-        // tile, a 32-key one and the two-fragment test tile cover its
-        // code paths (all tiles with `EmulatedAllTiles`).
+        // The emulated kernel is slow on lavapipe: the default tile (one
+        // 16-key block per fragment column) and the two-fragment 32-key
+        // test tile cover its code paths (all tiles with `EmulatedAllTiles`).
         if mode == CoopRun::Emulated
             && tiles != wgtile::tune::attention::FLASH_COOP_CANDIDATES[0]
-            && tiles != wgtile::tune::attention::FLASH_COOP_CANDIDATES[1]
             && !wgtile::tune::attention::FLASH_COOP_TEST_TILES.contains(&tiles)
         {
             continue;
@@ -2446,10 +2445,11 @@ fn coop_algorithm_emulated() {
 }
 
 /// The emulated tensor-core algorithm on the shapes lavapipe runs correctly
-/// (see `coop_algorithm_emulated`): several query and key blocks, causal
-/// both alignments, D = 16, two fragments per subgroup. Runs on every
-/// adapter with f16 and subgroups (about a minute on lavapipe, mostly
-/// shader compilation).
+/// (see `coop_algorithm_emulated`): several query and key blocks, partial
+/// blocks, GQA, causal in both alignments, two fragments per subgroup. Runs
+/// on every adapter with f16 and subgroups (about a minute on lavapipe with
+/// a cold shader cache, nearly all of it compiling the emulated kernels:
+/// kept to two cases; the real kernel's full suite runs on the H200).
 #[test]
 fn coop_algorithm_emulated_small() {
     let Some(ctx) = common::ctx() else { return };
@@ -2462,19 +2462,9 @@ fn coop_algorithm_emulated_small() {
         check_coop_with(&ctx, c, opts, None, seed, None, CoopRun::Emulated)
     };
     emu(
-        &f16_case(1, 2, 1, 100, 129, 64, 64),
-        &AttentionOptions::new(),
-        7000,
-    );
-    emu(
         &f16_case(1, 2, 2, 65, 100, 64, 64),
         &AttentionOptions::new().causal(DiagonalAlignment::TopLeft),
         7001,
-    );
-    emu(
-        &f16_case(1, 1, 1, 17, 40, 16, 16),
-        &AttentionOptions::new(),
-        7002,
     );
     emu(
         &f16_case(1, 2, 1, 40, 64, 32, 32),

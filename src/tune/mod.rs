@@ -101,7 +101,7 @@ pub const CPU_TILE_CONFIGS: [TileConfig; 1] = [TileConfig {
 /// Rows of C per workgroup of the subgroup-broadcast CPU kernel
 /// ([`MatmulKernel::Broadcast`]; fixed by `scripts/gen_matmul_broadcast.py`,
 /// which unrolls the kernel for it).
-pub const BROADCAST_ROWS: u32 = 48;
+pub const BROADCAST_ROWS: u32 = 32;
 
 /// Columns of C per workgroup of the subgroup-broadcast CPU kernel (two
 /// 4-wide column groups per lane).
