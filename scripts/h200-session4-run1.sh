@@ -4,11 +4,7 @@
 # rewritten with named fragments (its ignored tests, then its tile sweep).
 # Build: scripts/build-device.sh; carry .bin and .gl. Logs under $OUT.
 set -u
-OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-B=./.bin
+source scripts/device-env.sh
 {
 echo "== tensor-core attention (ignored tests)"
 timeout 150 $B/test_attention --test-threads=1 --ignored coop 2>&1 | grep -E "^test |panicked|differ|error" | head -30

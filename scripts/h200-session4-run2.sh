@@ -4,11 +4,7 @@
 # with WGTILE_COOP_ATTN_PROBE 0, 1 = P of ones, 2 = raw S), and the matmul
 # tests with transposed f16 on tensor cores in the dispatcher.
 set -u
-OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-B=./.bin
+source scripts/device-env.sh
 {
 for p in 0 1 2; do
   WGTILE_COOP_ATTN_PROBE=$p timeout 60 $B/test_attention --ignored --nocapture coop_probe_diagnostics 2>&1 | grep -E "^probe|panicked"

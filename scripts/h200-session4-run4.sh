@@ -3,11 +3,7 @@
 # kernel with K read column-major (no transposed staging) and in Auto: the
 # whole attention test suite, then its tile sweep.
 set -u
-OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-B=./.bin
+source scripts/device-env.sh
 {
 timeout 240 $B/test_attention --test-threads=4 2>&1 | grep -E "^test |panicked|test result" | grep -v " ok$" | head -20
 timeout 200 $B/attention --sweep-coop --sweep-only --repeats 5 2>&1 | grep -v WARN | tail -9
