@@ -279,24 +279,9 @@ impl FlashCoopTiles {
     /// The kernel's generated blocks for head dims `d`, `dv`: every loop
     /// over cooperative-matrix fragments unrolled, so each fragment is a
     /// named variable (`// @gen NAME` markers of
-    /// `shaders/attention_flash_coop.wgsl`; the emulated twin takes the
-    /// same text).
+    /// `shaders/attention_flash_coop.wgsl`).
     pub fn blocks(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
-        self.generate(d, dv, true)
-    }
-
-    /// The emulated kernel's blocks: the same algorithm with the fragments
-    /// in arrays walked by loops (unrolled, the emulated matrices, 256
-    /// floats each, make a shader llvmpipe takes minutes to compile).
-    pub fn blocks_looped(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
-        self.generate(d, dv, false)
-    }
-
-    fn generate(self, d: u32, dv: u32, unroll: bool) -> Vec<(&'static str, String)> {
         use std::fmt::Write as _;
-        if !unroll {
-            return self.looped(d, dv);
-        }
         let (rf, d16, dv16, bc16) = (self.rf, d / 16, dv / 16, self.bc / 16);
         let qch = self.qch(d, dv);
         let pad = "    ";
@@ -429,7 +414,10 @@ impl FlashCoopTiles {
         ]
     }
 
-    fn looped(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
+    /// The emulated kernel's blocks: the same algorithm with the fragments
+    /// in arrays walked by loops (unrolled, the emulated matrices, 256
+    /// floats each, make a shader llvmpipe takes minutes to compile).
+    pub fn blocks_looped(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
         let qch = self.qch(d, dv);
         let declare =
             "    var qa: array<MatA, RF * D16>;\n    var oa: array<MatC, RF * DV16>;\n".to_string();
