@@ -632,7 +632,7 @@ fn output_dtype_differs_from_the_operands() {
     ));
 }
 
-/// The subgroup-broadcast CPU kernel (48 x 64 blocks, 32-deep K steps) at
+/// The subgroup-broadcast CPU kernel (BROADCAST_ROWS x 64 blocks, 32-deep K steps) at
 /// its own edges: blocks and K steps +-1, a K shorter than one step, batches
 /// with broadcasting, and every epilogue term; both load paths.
 #[test]
@@ -649,21 +649,24 @@ fn broadcast_kernel_block_edges_and_epilogue() {
         );
         return;
     }
+    // Row blocks of R = BROADCAST_ROWS, column blocks of 64, K steps of 32:
+    // every edge +-1, several blocks, batches with broadcasting.
     assert_eq!(
-        (wgtile::tune::BROADCAST_ROWS, wgtile::tune::BROADCAST_COLS),
-        (48, 64),
+        wgtile::tune::BROADCAST_COLS,
+        64,
         "update the edge shapes below"
     );
-    let cases: [(&[usize], &[usize]); 9] = [
-        (&[47, 31], &[31, 65]),
-        (&[48, 32], &[32, 64]),
-        (&[49, 33], &[33, 63]),
-        (&[97, 95], &[95, 127]),
-        (&[95, 96], &[96, 128]),
-        (&[53, 3], &[3, 68]),
-        (&[2, 49, 36], &[36, 68]),
-        (&[3, 1, 40], &[3, 40, 67]),
-        (&[2, 2, 31, 64], &[2, 1, 64, 33]),
+    let r = wgtile::tune::BROADCAST_ROWS as usize;
+    let cases: Vec<(Vec<usize>, Vec<usize>)> = vec![
+        (vec![r - 1, 31], vec![31, 65]),
+        (vec![r, 32], vec![32, 64]),
+        (vec![r + 1, 33], vec![33, 63]),
+        (vec![2 * r + 1, 95], vec![95, 127]),
+        (vec![2 * r - 1, 96], vec![96, 128]),
+        (vec![r + 5, 3], vec![3, 68]),
+        (vec![2, r + 1, 36], vec![36, 68]),
+        (vec![3, 1, 40], vec![3, 40, 67]),
+        (vec![2, 2, 31, 64], vec![2, 1, 64, 33]),
     ];
     for kernel in &kernels {
         for (i, (a, b)) in cases.iter().enumerate() {
