@@ -2,11 +2,7 @@
 # Session 3, a last short check (NVIDIA H200): coop transposes after the
 # stride fix, both staging variants, and their speed. Carry .bin and .gl.
 set -u
-OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-B=./.bin
+source scripts/device-env.sh
 for cm in 0 1; do
   echo "== WGTILE_COOP_COLMAJOR=$cm"
   WGTILE_COOP_COLMAJOR=$cm timeout 30 $B/test_matmul --test-threads=1 transposed 2>&1 | grep -E "test |panicked|element" | head -4

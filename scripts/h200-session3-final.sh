@@ -5,16 +5,7 @@
 # Build: scripts/build-device.sh; carry .bin and .gl. Log: $OUT/all.log,
 # figures: $OUT/sweep_h200_{f16,f32}.{csv,svg}.
 set -u
-OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-B=./.bin
-run() {
-  local name=$1; shift
-  echo "== $name" | tee -a "$OUT/all.log"
-  ( timeout "${LIMIT:-120}" "$@" ) 2>&1 | tee -a "$OUT/all.log" | tail -n "${TAIL:-40}"
-}
+source scripts/device-env.sh
 LIMIT=40 TAIL=8 run test_matmul $B/test_matmul --test-threads=1
 LIMIT=60 TAIL=14 run test_attention_coop $B/test_attention --test-threads=1 coop backward_matches
 LIMIT=60 TAIL=12 run sweep_coop $B/attention --sweep-coop --sweep-only

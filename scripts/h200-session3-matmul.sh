@@ -5,16 +5,7 @@
 # one; PyTorch at the same sizes. Build: EXTRA_BINS=<dir with mk_old>
 # scripts/build-device.sh; carry .bin and .gl. Full log: $OUT/all.log.
 set -u
-OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-B=./.bin
-run() {
-  local name=$1; shift
-  echo "== $name" | tee -a "$OUT/all.log"
-  ( "$@" ) 2>&1 | tee -a "$OUT/all.log" | tail -n "${TAIL:-40}"
-}
+source scripts/device-env.sh
 # correctness first: the coop kernel's new staging and the padding copies
 for t in matmul padded; do TAIL=3 run test_$t $B/test_$t --test-threads=1; done
 # coop A/B, two rounds alternating

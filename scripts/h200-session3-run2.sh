@@ -5,16 +5,7 @@
 # and the new decode kernel with PyTorch's decode. Build:
 # EXTRA_BINS=<dir with mk_old> scripts/build-device.sh; carry .bin and .gl.
 set -u
-OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-B=./.bin
-run() {
-  local name=$1; shift
-  echo "== $name" | tee -a "$OUT/all.log"
-  ( "$@" ) 2>&1 | tee -a "$OUT/all.log" | tail -n "${TAIL:-40}"
-}
+source scripts/device-env.sh
 for t in matmul padded; do TAIL=3 run test_$t $B/test_$t --test-threads=1; done
 TAIL=14 run test_attention_decode $B/test_attention --test-threads=1 decode kv_cache nan_ all_masked
 for round in 1 2; do

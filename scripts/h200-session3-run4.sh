@@ -6,16 +6,7 @@
 # and PyTorch's attention on the same cases. Build: EXTRA_BINS=<dir with
 # mk_old> scripts/build-device.sh; carry .bin and .gl. Log: $OUT/all.log.
 set -u
-OUT=${OUT:-/tmp/wgtile-out}; mkdir -p "$OUT"
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1 WGTILE_AUTOTUNE=off
-B=./.bin
-run() {
-  local name=$1; shift
-  echo "== $name" | tee -a "$OUT/all.log"
-  ( timeout "${LIMIT:-120}" "$@" ) 2>&1 | tee -a "$OUT/all.log" | tail -n "${TAIL:-40}"
-}
+source scripts/device-env.sh
 TAIL=3 run test_matmul $B/test_matmul --test-threads=1
 TAIL=30 run test_attention $B/test_attention --test-threads=1
 # f32 tiled: double buffering vs mk_old (single), two rounds
