@@ -30,8 +30,9 @@
 // Workgroup: (BR / 4) * NC invocations.
 // Tile parameters (text): BR, NC, TD (NC * TD >= max(D, Dv)), DK, VK,
 //   STAGE4 (vec4: max of DK * (BR/4 + BC/4 + 2) and VK * NC * TD / 4).
-// Bindings beyond attention_common.wgsl: 10 dO (o's strides), 11 stats (f32
-//   [2, B, Hq, Sq]), 12 dQ (q's strides), 13 dK (k's), 14 dV (v's).
+// Bindings beyond attention_common.wgsl: attention_backward_common.wgsl's
+//   10 dO, 11 stats, 12 dQ, 13 dK, 14 dV (also P and dS from the raw
+//   products: p_ds).
 // Limits: D, Dv <= NC * TD; `dkdv` binds 9 storage buffers.
 
 const BR: u32 = 32u;
@@ -60,12 +61,6 @@ const OP_Q: u32 = 0u;
 const OP_K: u32 = 1u;
 const OP_V: u32 = 2u;
 const OP_DO: u32 = 3u;
-
-@group(0) @binding(10) var<storage, read> d_o: array<Elem>;
-@group(0) @binding(11) var<storage, read_write> stats: array<f32>;
-@group(0) @binding(12) var<storage, read_write> dq_out: array<Elem>;
-@group(0) @binding(13) var<storage, read_write> dk_out: array<Elem>;
-@group(0) @binding(14) var<storage, read_write> dv_out: array<Elem>;
 
 var<workgroup> stage: array<vec4<f32>, STAGE4>;
 // P^T (dkdv) at offset 0 and dS (or dS^T) at offset P_OFF: one array, since
@@ -258,31 +253,6 @@ fn nn_accum(
         }
         workgroupBarrier();
     }
-}
-
-// d(logit in natural units) / d(q . k).
-fn dlogit(dot: f32) -> f32 {
-    if params.softcap > 0.0 {
-        let th = tanh(clamp(dot * params.scale / params.softcap, -15.0, 15.0));
-        return params.scale * (1.0 - th * th);
-    }
-    return params.scale;
-}
-
-// P and dS of query i, key j from the raw dot product and dO . v.
-fn p_ds(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32) -> vec2<f32> {
-    if i >= params.sq || j >= keys {
-        return vec2<f32>(0.0);
-    }
-    let rows = params.batch * params.hq * params.sq;
-    let row = (b * params.hq + h) * params.sq + i;
-    let t = logit(dot, b, h, i, j, keys);
-    let l2 = stats[row];
-    var p = 0.0;
-    if t != neg_inf() && l2 != neg_inf() {
-        p = exp2(t - l2);
-    }
-    return vec2<f32>(p, p * (dp - stats[rows + row]) * dlogit(dot));
 }
 
 // Writes a 4 x (4 XV) register tile to rows row0 + 4 rg + r (< row_lim) of

@@ -113,6 +113,16 @@ pub enum Kernel {
     AttentionBwdDkDv,
     /// Attention backward: dQ per query block (recomputing P).
     AttentionBwdDq,
+    /// Attention backward on tensor cores: dK and dV per block of keys
+    /// (cooperative matrices, f16, Vulkan only).
+    AttentionBwdCoopDkDv,
+    /// Attention backward on tensor cores: dQ per block of query rows.
+    AttentionBwdCoopDq,
+    /// The tensor-core dK/dV kernel's algorithm with emulated matrix
+    /// operations (tests, on any adapter with f16 and subgroups).
+    AttentionBwdCoopDkDvEmulated,
+    /// The tensor-core dQ kernel's algorithm with emulated matrix operations.
+    AttentionBwdCoopDqEmulated,
     /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
     /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
     /// memory; strided scalar loads, any layout.
@@ -139,11 +149,15 @@ const SOFTMAX: &str = include_str!("../shaders/softmax.wgsl");
 const NORM: &str = include_str!("../shaders/norm.wgsl");
 const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
 const ATTENTION_FLASH_COOP: &str = include_str!("../shaders/attention_flash_coop.wgsl");
+const ATTENTION_COOP_MMA: &str = include_str!("../shaders/attention_coop_mma.wgsl");
+const ATTENTION_COOP_EMULATED: &str = include_str!("../shaders/attention_coop_emulated.wgsl");
+const ATTENTION_BACKWARD_COMMON: &str = include_str!("../shaders/attention_backward_common.wgsl");
+const ATTENTION_BWD_COOP_COMMON: &str = include_str!("../shaders/attention_bwd_coop_common.wgsl");
 const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 40] = [
+    pub const ALL: [Kernel; 44] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -181,6 +195,10 @@ impl Kernel {
         Kernel::AttentionBwdPrepare,
         Kernel::AttentionBwdDkDv,
         Kernel::AttentionBwdDq,
+        Kernel::AttentionBwdCoopDkDv,
+        Kernel::AttentionBwdCoopDq,
+        Kernel::AttentionBwdCoopDkDvEmulated,
+        Kernel::AttentionBwdCoopDqEmulated,
         Kernel::AttentionDecode,
         Kernel::MatmulBroadcast,
         Kernel::MatmulBroadcastVec4,
@@ -297,13 +315,11 @@ impl Kernel {
                 include_str!("../shaders/attention_flash.wgsl"),
                 ATTENTION_COMMON,
             ],
-            Kernel::AttentionFlashCoop => &[
-                include_str!("../shaders/attention_coop_mma.wgsl"),
-                ATTENTION_FLASH_COOP,
-                ATTENTION_COMMON,
-            ],
+            Kernel::AttentionFlashCoop => {
+                &[ATTENTION_COOP_MMA, ATTENTION_FLASH_COOP, ATTENTION_COMMON]
+            }
             Kernel::AttentionFlashCoopEmulated => &[
-                include_str!("../shaders/attention_coop_emulated.wgsl"),
+                ATTENTION_COOP_EMULATED,
                 ATTENTION_FLASH_COOP,
                 ATTENTION_COMMON,
             ],
@@ -320,6 +336,35 @@ impl Kernel {
             }
             Kernel::AttentionBwdPrepare | Kernel::AttentionBwdDkDv | Kernel::AttentionBwdDq => &[
                 include_str!("../shaders/attention_backward.wgsl"),
+                ATTENTION_BACKWARD_COMMON,
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionBwdCoopDkDv => &[
+                ATTENTION_COOP_MMA,
+                include_str!("../shaders/attention_bwd_coop_dkdv.wgsl"),
+                ATTENTION_BWD_COOP_COMMON,
+                ATTENTION_BACKWARD_COMMON,
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionBwdCoopDq => &[
+                ATTENTION_COOP_MMA,
+                include_str!("../shaders/attention_bwd_coop_dq.wgsl"),
+                ATTENTION_BWD_COOP_COMMON,
+                ATTENTION_BACKWARD_COMMON,
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionBwdCoopDkDvEmulated => &[
+                ATTENTION_COOP_EMULATED,
+                include_str!("../shaders/attention_bwd_coop_dkdv.wgsl"),
+                ATTENTION_BWD_COOP_COMMON,
+                ATTENTION_BACKWARD_COMMON,
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionBwdCoopDqEmulated => &[
+                ATTENTION_COOP_EMULATED,
+                include_str!("../shaders/attention_bwd_coop_dq.wgsl"),
+                ATTENTION_BWD_COOP_COMMON,
+                ATTENTION_BACKWARD_COMMON,
                 ATTENTION_COMMON,
             ],
         }
@@ -366,6 +411,10 @@ impl Kernel {
             Kernel::AttentionBwdPrepare => "attention_backward.prepare",
             Kernel::AttentionBwdDkDv => "attention_backward.dkdv",
             Kernel::AttentionBwdDq => "attention_backward.dq",
+            Kernel::AttentionBwdCoopDkDv => "attention_bwd_coop_dkdv",
+            Kernel::AttentionBwdCoopDq => "attention_bwd_coop_dq",
+            Kernel::AttentionBwdCoopDkDvEmulated => "attention_bwd_coop_dkdv_emulated",
+            Kernel::AttentionBwdCoopDqEmulated => "attention_bwd_coop_dq_emulated",
             Kernel::MatmulBroadcast => "matmul_broadcast",
             Kernel::MatmulBroadcastVec4 => "matmul_broadcast_vec4",
         }
@@ -432,7 +481,13 @@ impl Kernel {
     /// Whether the kernel uses cooperative matrices (needs the experimental
     /// feature; naga translates it to SPIR-V only).
     pub const fn uses_cooperative_matrix(self) -> bool {
-        matches!(self, Kernel::MatmulCoop | Kernel::AttentionFlashCoop)
+        matches!(
+            self,
+            Kernel::MatmulCoop
+                | Kernel::AttentionFlashCoop
+                | Kernel::AttentionBwdCoopDkDv
+                | Kernel::AttentionBwdCoopDq
+        )
     }
 
     /// Whether the kernel uses subgroup operations (needs the `subgroups`
@@ -446,6 +501,10 @@ impl Kernel {
                 | Kernel::NormSubgroup
                 | Kernel::AttentionFlashCoop
                 | Kernel::AttentionFlashCoopEmulated
+                | Kernel::AttentionBwdCoopDkDv
+                | Kernel::AttentionBwdCoopDq
+                | Kernel::AttentionBwdCoopDkDvEmulated
+                | Kernel::AttentionBwdCoopDqEmulated
                 | Kernel::MatmulBroadcast
                 | Kernel::MatmulBroadcastVec4
         )
@@ -505,6 +564,12 @@ impl Kernel {
                 | Kernel::AttentionBwdPrepare
                 | Kernel::AttentionBwdDkDv
                 | Kernel::AttentionBwdDq
+                // Tensor-core backward: as AttentionFlashCoop (tile-constant
+                // workgroup and register indices, global accesses guarded
+                // by the logical bounds); tests/attention.rs coop_backward_*
+                // run them on adapters with cooperative matrices.
+                | Kernel::AttentionBwdCoopDkDv
+                | Kernel::AttentionBwdCoopDq
                 // Every K/V word, q element and scratch store is guarded by
                 // the logical bounds and arrayLength (tests/attention.rs:
                 // decode_kernel_edge_shapes).
@@ -555,7 +620,7 @@ impl Spec {
             Kernel::AttentionFlashCoopEmulated => {
                 crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128)
             }
-            _ => Vec::new(),
+            _ => crate::tune::attention::coop_backward::default_blocks(kernel).unwrap_or_default(),
         };
         Self {
             kernel,

@@ -10,7 +10,7 @@
 
 mod common;
 
-use wgtile::tune::attention::decode_fits;
+use wgtile::tune::attention::{BackwardCoopTiles, decode_fits};
 use wgtile::{
     AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, Error, KvCache, Tensor,
 };
@@ -1482,6 +1482,19 @@ fn check_backward(
     mask: Option<HostMask>,
     seed: u64,
 ) {
+    check_backward_kernel(ctx, c, opts, None, mask, seed);
+}
+
+/// [`check_backward`] with the backward's kernel and tensor-core tiles
+/// forced (`Some`), the forward left to `Auto`.
+fn check_backward_kernel(
+    ctx: &Context,
+    c: &Case,
+    opts: &AttentionOptions,
+    backward: Option<(AttentionKernel, Option<BackwardCoopTiles>)>,
+    mask: Option<HostMask>,
+    seed: u64,
+) {
     let (qt, q) = common::upload(
         ctx,
         &common::random(c.b * c.hq * c.sq * c.d, seed),
@@ -1519,9 +1532,21 @@ fn check_backward(
     }
     let fwd = ctx.attention(&qt, &kt, &vt, &opts).unwrap();
     let lse = fwd.lse.unwrap();
+    let mut bwd = opts.clone();
+    if let Some((kernel, tiles)) = backward {
+        bwd.kernel = kernel;
+        bwd.backward_coop_tiles = tiles;
+    }
     let (plan, grads) = ctx
-        .attention_backward_plan(&qt, &kt, &vt, &fwd.o, &dot, &lse, &opts)
+        .attention_backward_plan(&qt, &kt, &vt, &fwd.o, &dot, &lse, &bwd)
         .unwrap();
+    if backward.is_some() {
+        assert!(
+            plan.label().contains("tensor-core") || plan.label().contains("tensor cores"),
+            "{}",
+            plan.label()
+        );
+    }
     for t in [&grads.dq, &grads.dk, &grads.dv] {
         ctx.fill(t, f32::NAN).unwrap();
     }
@@ -2563,4 +2588,164 @@ fn coop_probe_diagnostics() {
             bad
         );
     }
+}
+
+/// The tensor-core backward's algorithm with emulated matrix operations
+/// (`AttentionKernel::FlashCoopEmulated` for the backward only; the forward
+/// is `Auto`), on every adapter with f16 and subgroups: partial key and
+/// query blocks, GQA 2:1 (dK and dV summed over the group), D != Dv, causal
+/// bottom-right with key lengths (one 0), a window with soft-cap, and an
+/// additive mask. Two head-dim pairs only: each pair compiles two emulated
+/// kernels, slow on a cold lavapipe cache. The real kernels' tests run on
+/// the H200 (`coop_backward_on_tensor_cores`).
+#[test]
+fn coop_backward_emulated() {
+    let Some(ctx) = common::ctx() else { return };
+    let p = ctx.profile();
+    if !(p.shader_f16 && p.subgroups) {
+        eprintln!("coop_backward_emulated: skipped, needs f16 and subgroups");
+        return;
+    }
+    let emu = Some((AttentionKernel::FlashCoopEmulated, None));
+    check_backward_kernel(
+        &ctx,
+        &f16_case(1, 2, 1, 33, 71, 32, 48),
+        &AttentionOptions::new(),
+        emu,
+        None,
+        8001,
+    );
+    check_backward_kernel(
+        &ctx,
+        &f16_case(3, 2, 2, 20, 30, 32, 48),
+        &AttentionOptions::new()
+            .key_lengths(&[30, 0, 17])
+            .causal(DiagonalAlignment::BottomRight),
+        emu,
+        None,
+        8002,
+    );
+    check_backward_kernel(
+        &ctx,
+        &f16_case(1, 1, 1, 80, 70, 16, 16),
+        &AttentionOptions::new()
+            .window(Some(9), Some(2))
+            .softcap(2.0),
+        emu,
+        None,
+        8003,
+    );
+    let data = mask_values(2 * 17 * 29, 8004, true);
+    let m = HostMask {
+        additive: true,
+        dims: [2, 1, 17, 29],
+        shape: vec![2, 1, 17, 29],
+        data,
+    };
+    check_backward_kernel(
+        &ctx,
+        &f16_case(2, 2, 1, 17, 29, 16, 16),
+        &AttentionOptions::new().causal(DiagonalAlignment::TopLeft),
+        emu,
+        Some(m),
+        8005,
+    );
+}
+
+/// The tensor-core backward (both kernels on cooperative matrices) against
+/// f64 on adapters that have them: every candidate and sweep tile, head
+/// dims 64 and 128 and D != Dv, causal in both alignments, windows,
+/// soft-cap, masks, GQA, key lengths, and `Auto`, which must pick it for
+/// f16.
+#[test]
+fn coop_backward_on_tensor_cores() {
+    let Some(ctx) = coop_ctx("coop_backward_on_tensor_cores") else {
+        return;
+    };
+    use wgtile::tune::attention::{BACKWARD_COOP_CANDIDATES, BACKWARD_COOP_SWEEP};
+    let tc = |t: Option<BackwardCoopTiles>| Some((AttentionKernel::FlashCoop, t));
+    for (n, t) in BACKWARD_COOP_CANDIDATES
+        .iter()
+        .chain(&BACKWARD_COOP_SWEEP)
+        .enumerate()
+    {
+        check_backward_kernel(
+            &ctx,
+            &f16_case(1, 4, 2, 100, 129, 64, 64),
+            &AttentionOptions::new().causal(DiagonalAlignment::TopLeft),
+            tc(Some(*t)),
+            None,
+            8100 + n as u64,
+        );
+    }
+    check_backward_kernel(
+        &ctx,
+        &f16_case(2, 2, 2, 129, 64, 128, 128),
+        &AttentionOptions::new(),
+        tc(None),
+        None,
+        8110,
+    );
+    check_backward_kernel(
+        &ctx,
+        &f16_case(3, 4, 1, 37, 70, 128, 64),
+        &AttentionOptions::new()
+            .key_lengths(&[70, 0, 33])
+            .causal(DiagonalAlignment::BottomRight)
+            .window(Some(20), None),
+        tc(None),
+        None,
+        8111,
+    );
+    check_backward_kernel(
+        &ctx,
+        &f16_case(1, 2, 1, 64, 100, 64, 32),
+        &AttentionOptions::new().softcap(3.0).scale(0.3),
+        tc(None),
+        None,
+        8112,
+    );
+    let data = mask_values(17 * 100, 8113, false);
+    let m = HostMask {
+        additive: false,
+        dims: [1, 1, 17, 100],
+        shape: vec![17, 100],
+        data,
+    };
+    check_backward_kernel(
+        &ctx,
+        &f16_case(2, 2, 2, 17, 100, 80, 80),
+        &AttentionOptions::new(),
+        tc(None),
+        Some(m),
+        8113,
+    );
+    check_backward_kernel(
+        &ctx,
+        &f16_case(1, 2, 2, 33, 33, 256, 256),
+        &AttentionOptions::new().causal(DiagonalAlignment::BottomRight),
+        tc(None),
+        None,
+        8114,
+    );
+    // Auto takes the tensor cores for f16 up to D = 128.
+    let (q, _) = common::upload(
+        &ctx,
+        &common::random(64 * 64, 8115),
+        &[1, 1, 64, 64],
+        DType::F16,
+    );
+    let opts = AttentionOptions::new().with_lse();
+    let fwd = ctx.attention(&q, &q, &q, &opts).unwrap();
+    let (plan, _) = ctx
+        .attention_backward_plan(&q, &q, &q, &fwd.o, &fwd.o, &fwd.lse.unwrap(), &opts)
+        .unwrap();
+    assert!(plan.label().contains("tensor cores"), "{}", plan.label());
+    check_backward(
+        &ctx,
+        &f16_case(1, 4, 4, 65, 65, 64, 64),
+        &AttentionOptions::new().causal(DiagonalAlignment::TopLeft),
+        None,
+        8116,
+    );
 }

@@ -85,10 +85,10 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 use crate::tune::attention::{
-    BackwardTiles, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS, DecodeTiles, FlashCoopTiles,
-    FlashTiles, MAX_FLASH_DV, backward_tiles, decode_chunk_rows, decode_fits, decode_kernel_tiles,
-    decode_spec, decode_splits, decode_tiles_fit, decode_workgroup_bytes, flash_coop_tiles,
-    flash_tiles_for, kv_splits,
+    BackwardCoopPass, BackwardCoopTiles, BackwardTiles, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS,
+    DecodeTiles, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_coop_tiles, backward_tiles,
+    decode_chunk_rows, decode_fits, decode_kernel_tiles, decode_spec, decode_splits,
+    decode_tiles_fit, decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for, kv_splits,
 };
 
 /// Where the causal diagonal (and the sliding window around it) sits when
@@ -217,6 +217,10 @@ pub struct AttentionOptions {
     /// [`AttentionKernel::FlashCoop`]; tests and tuning). `None` = the
     /// dispatcher's.
     pub coop_tiles: Option<FlashCoopTiles>,
+    /// Force the tensor-core backward kernels' tile shape (with
+    /// [`AttentionKernel::FlashCoop`] or `FlashCoopEmulated`; tests and
+    /// tuning). `None` = the dispatcher's.
+    pub backward_coop_tiles: Option<BackwardCoopTiles>,
     /// Force the decode kernel's tile (tests and tuning). `None` = the
     /// dispatcher's ([`decode_kernel_tiles`]).
     pub decode_tiles: Option<DecodeTiles>,
@@ -305,6 +309,16 @@ impl AttentionOptions {
     /// Force the flash tile shape.
     pub fn tiles(mut self, tiles: FlashTiles) -> Self {
         self.tiles = Some(tiles);
+        self
+    }
+
+    /// Force the tensor-core backward tile shape (implies
+    /// [`AttentionKernel::FlashCoop`] unless the emulated kernel is set).
+    pub fn backward_coop_tiles(mut self, tiles: BackwardCoopTiles) -> Self {
+        self.backward_coop_tiles = Some(tiles);
+        if self.kernel != AttentionKernel::FlashCoopEmulated {
+            self.kernel = AttentionKernel::FlashCoop;
+        }
         self
     }
 
@@ -1640,6 +1654,84 @@ impl Context {
         let mut words = words;
         words.extend([0, 1, 0]);
         let params = self.uniform(&words);
+        let coop = self.backward_coop_choice([&qo, &ko, &vo], options, dtype)?;
+        if let Some((tiles, emulated)) = coop {
+            let sg = if emulated {
+                16
+            } else {
+                profile.subgroup_max_size
+            };
+            let rows_per = tiles.rows() as usize;
+            let max_groups = profile.max_workgroups_per_dim as usize;
+            for (n, what) in [
+                (sk.div_ceil(rows_per), "key blocks"),
+                (sq.div_ceil(rows_per), "query blocks"),
+                (hq, "heads"),
+                (b, "batch"),
+            ] {
+                if n > max_groups {
+                    return Err(Error::LimitExceeded {
+                        limit: "max_compute_workgroups_per_dimension",
+                        requested: n as u64,
+                        max: max_groups as u64,
+                        what: format!("tensor-core attention backward grid ({what})"),
+                    });
+                }
+            }
+            let device = &self.inner.device;
+            let spec = |pass| tiles.spec(pass, d, dv, sg, emulated);
+            if rows > 0 {
+                self.backward_prepare(&mut plan, &params, o, lse, d_o, &stats, rows)?;
+            }
+            if b * hkv > 0 && sk > 0 {
+                plan.dispatches.push(Dispatch::with_bindings(
+                    device,
+                    self.inner
+                        .pipelines
+                        .get(device, &spec(BackwardCoopPass::DkDv))?,
+                    &[
+                        (0, &params),
+                        (6, &mask_buf),
+                        (7, &kv_len.buffer),
+                        (11, &stats.buffer),
+                        (13, &dk.buffer),
+                        (14, &dv_t.buffer),
+                        (15, &q.buffer),
+                        (16, &k.buffer),
+                        (17, &v.buffer),
+                        (18, &d_o.buffer),
+                    ],
+                    [sk.div_ceil(rows_per) as u32, hkv as u32, b as u32],
+                ));
+            }
+            if rows > 0 {
+                plan.dispatches.push(Dispatch::with_bindings(
+                    device,
+                    self.inner
+                        .pipelines
+                        .get(device, &spec(BackwardCoopPass::Dq))?,
+                    &[
+                        (0, &params),
+                        (6, &mask_buf),
+                        (7, &kv_len.buffer),
+                        (11, &stats.buffer),
+                        (12, &dq.buffer),
+                        (15, &q.buffer),
+                        (16, &k.buffer),
+                        (17, &v.buffer),
+                        (18, &d_o.buffer),
+                    ],
+                    [sq.div_ceil(rows_per) as u32, hq as u32, b as u32],
+                ));
+            }
+            plan.label = if emulated {
+                format!("attention backward, tensor-core algorithm emulated ({tiles})")
+            } else {
+                format!("attention backward on tensor cores ({tiles}, subgroup {sg})")
+            };
+            plan.scratch.extend([stats, dummy, kv_len, dk, dv_t]);
+            return Ok((plan, grads));
+        }
         let chosen = match options.backward_tiles {
             Some(t) => {
                 let t = t.for_dims(d, dv);
@@ -1678,22 +1770,7 @@ impl Context {
             }
         }
         if rows > 0 {
-            let groups = rows.div_ceil(64);
-            let (gx, gy) = (groups.min(max_groups), groups.div_ceil(max_groups.max(1)));
-            plan.dispatches.push(Dispatch::with_bindings(
-                device,
-                self.inner
-                    .pipelines
-                    .get(device, &spec(Kernel::AttentionBwdPrepare))?,
-                &[
-                    (0, &params),
-                    (4, &o.buffer),
-                    (5, &lse.buffer),
-                    (10, &d_o.buffer),
-                    (11, &stats.buffer),
-                ],
-                [gx as u32, gy as u32, 1],
-            ));
+            self.backward_prepare(&mut plan, &params, o, lse, d_o, &stats, rows)?;
         }
         if b * hkv > 0 && sk > 0 {
             plan.dispatches.push(Dispatch::with_bindings(
@@ -1741,6 +1818,136 @@ impl Context {
         Ok((plan, grads))
     }
 }
+
+impl Context {
+    /// Encodes the backward's `prepare` kernel (lse in log2 units and Delta
+    /// per row into `stats`; dtype-generic, shared by both backward paths).
+    #[allow(clippy::too_many_arguments)]
+    fn backward_prepare(
+        &self,
+        plan: &mut Plan,
+        params: &wgpu::Buffer,
+        o: &Tensor,
+        lse: &Tensor,
+        d_o: &Tensor,
+        stats: &Tensor,
+        rows: usize,
+    ) -> Result<()> {
+        let device = &self.inner.device;
+        let max_groups = self.profile().max_workgroups_per_dim as usize;
+        let groups = rows.div_ceil(64);
+        let (gx, gy) = (groups.min(max_groups), groups.div_ceil(max_groups.max(1)));
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            self.inner.pipelines.get(
+                device,
+                &Spec::new(Kernel::AttentionBwdPrepare).dtype(o.dtype()),
+            )?,
+            &[
+                (0, params),
+                (4, &o.buffer),
+                (5, &lse.buffer),
+                (10, &d_o.buffer),
+                (11, &stats.buffer),
+            ],
+            [gx as u32, gy as u32, 1],
+        ));
+        Ok(())
+    }
+
+    /// Whether (and with which tiles) the backward runs on tensor cores:
+    /// forced by [`AttentionKernel::FlashCoop`] (or `FlashCoopEmulated`:
+    /// the emulated kernels), errors when it cannot; chosen by `Auto` for
+    /// f16 problems with D and Dv multiples of 16 up to
+    /// [`BACKWARD_COOP_AUTO_MAX_DIM`] when no scalar tiles are forced.
+    /// Returns the tiles and whether they run emulated.
+    fn backward_coop_choice(
+        &self,
+        ops: [&Operand; 3],
+        opts: &AttentionOptions,
+        dtype: DType,
+    ) -> Result<Option<(BackwardCoopTiles, bool)>> {
+        let emulated = opts.kernel == AttentionKernel::FlashCoopEmulated;
+        let forced = opts.kernel == AttentionKernel::FlashCoop || emulated;
+        let (d, dv) = (ops[0].dim, ops[2].dim);
+        let auto = opts.kernel == AttentionKernel::Auto
+            && opts.backward_tiles.is_none()
+            && d.max(dv) <= BACKWARD_COOP_AUTO_MAX_DIM;
+        if !forced && !auto {
+            return Ok(None);
+        }
+        let p = self.profile();
+        let dims_ok = |x: usize| {
+            (16..=crate::tune::attention::MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16)
+        };
+        let aligned = ops
+            .iter()
+            .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+        let supported = if emulated {
+            p.shader_f16 && p.subgroups
+        } else {
+            crate::tune::has_coop_f16(p)
+        };
+        let fits = |t: &BackwardCoopTiles| {
+            if emulated {
+                t.fits_emulated(p, d, dv)
+            } else {
+                t.fits(p, d, dv)
+            }
+        };
+        if !forced {
+            if dtype != DType::F16 || !supported || !dims_ok(d) || !dims_ok(dv) || !aligned {
+                return Ok(None);
+            }
+            return Ok(backward_coop_tiles(p, d, dv).map(|t| (t, false)));
+        }
+        if dtype != DType::F16 {
+            return Err(Error::InvalidArgument(format!(
+                "the tensor-core attention backward takes f16 inputs, got {dtype}"
+            )));
+        }
+        if !supported {
+            return Err(Error::UnsupportedFeature {
+                feature: if emulated {
+                    "SHADER_F16 and SUBGROUP"
+                } else {
+                    "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16 f16/f32, fixed subgroup size)"
+                },
+                what: "the tensor-core attention backward".into(),
+            });
+        }
+        if !dims_ok(d) || !dims_ok(dv) || !aligned {
+            return Err(Error::InvalidArgument(format!(
+                "the tensor-core attention backward needs D and Dv multiples of 16 up to 256 and strides that are multiples of 8, got D = {d}, Dv = {dv}"
+            )));
+        }
+        let tiles = match opts.backward_coop_tiles {
+            Some(t) if fits(&t) => Some(t),
+            Some(t) => {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor-core backward tiles {t} do not fit this adapter or D = {d}, Dv = {dv}"
+                )));
+            }
+            None => crate::tune::attention::BACKWARD_COOP_CANDIDATES
+                .into_iter()
+                .find(|t| fits(t)),
+        };
+        match tiles {
+            Some(t) => Ok(Some((t, emulated))),
+            None => Err(Error::LimitExceeded {
+                limit: "max_compute_workgroup_storage_size",
+                requested: 0,
+                max: u64::from(p.max_workgroup_storage),
+                what: "no tensor-core attention backward tile fits this adapter".into(),
+            }),
+        }
+    }
+}
+
+/// Largest head dim (D or Dv) for which `Auto` runs the backward on tensor
+/// cores: beyond it the kernels' register operands (K, V and both
+/// accumulators per subgroup) would spill.
+pub const BACKWARD_COOP_AUTO_MAX_DIM: usize = 128;
 
 /// The split-merge kernel's specialisation for value head dim `dv` and its
 /// grid's z size (column chunks): 256 invocations (64 where the adapter

@@ -9,6 +9,12 @@ use crate::context::AdapterProfile;
 use crate::dtype::DType;
 use crate::kernels::{Kernel, Spec};
 
+pub mod coop_backward;
+pub use coop_backward::{
+    BACKWARD_COOP_CANDIDATES, BACKWARD_COOP_SWEEP, BackwardCoopPass, BackwardCoopTiles,
+    backward_coop_tiles,
+};
+
 /// Tile shape of the flash forward kernel (`shaders/attention_flash.wgsl`).
 ///
 /// A workgroup owns `br` query rows and streams `bc() = 4 * nc` keys per
@@ -701,6 +707,25 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     for sg in [16, 64] {
         specs.push(t.spec(64, 64, sg));
         specs.push(t.spec(128, 64, sg));
+    }
+    // The tensor-core backward: both passes, every tile, head dims and
+    // subgroup size the dispatcher and the sweep use, and the emulated
+    // kernels at the shapes the tests force.
+    for t in BACKWARD_COOP_CANDIDATES.iter().chain(&BACKWARD_COOP_SWEEP) {
+        for &d in &dims {
+            for &dv in &dims {
+                if t.fits(&p, d, dv) {
+                    for pass in [BackwardCoopPass::DkDv, BackwardCoopPass::Dq] {
+                        specs.push(t.spec(pass, d, dv, 32, false));
+                    }
+                }
+            }
+        }
+    }
+    for (d, dv) in [(16, 16), (32, 48), (64, 64), (128, 128)] {
+        for pass in [BackwardCoopPass::DkDv, BackwardCoopPass::Dq] {
+            specs.push(BACKWARD_COOP_CANDIDATES[0].spec(pass, d, dv, 16, true));
+        }
     }
     // The emulated kernel at the shapes the tests force.
     for t in FLASH_COOP_CANDIDATES

@@ -1,0 +1,173 @@
+// attention_bwd_coop_dq: the dQ kernel of the FlashAttention-2 backward on
+// tensor cores (WGSL cooperative matrices): f16 operands and gradient, f32
+// accumulation and statistics; a separate pass instead of float atomics.
+//
+// Algorithm: a workgroup owns BR = 16 W query rows of one (batch, query
+//   head) and is W subgroups; subgroup w owns rows 16 w .. 16 w + 15, whose
+//   Q and dO rows it loads once (staged through workgroup memory CH columns
+//   at a time) into D16 + DV16 cooperative A matrices kept in registers. It
+//   walks the blocks of BC keys its rows see (causal, window and key-length
+//   bounds skip the rest); per block:
+//   1. K's and V's blocks are in kv_sh as stored ([BC][LDK] halves each).
+//      S = Q K^T and dP = dO V^T: the B fragments are K's and V's 16 x 16
+//      blocks read column-major (load_bt_kv); the two 16 x BC f32 tiles go
+//      to the subgroup's scratch s_sh.
+//   2. Barrier; the next block's K and V are fetched into registers. Lanes
+//      (LPR = SG / 16 per query row) turn each pair into dS (p_ds, or
+//      p_ds_plain on interior blocks), written as f16 to the subgroup's p_sh.
+//   3. Barrier; dQ += dS K, dS as A fragments (load_a_p), K row-major B
+//      fragments (load_b_kv); D16 accumulators per subgroup.
+//   4. Barrier; the prefetched block is put into kv_sh; barrier.
+//   End: each accumulator goes through s_sh and is written with bounds
+//   checks as Elem (rows below Sq).
+// Workgroup: W * SG invocations (SG as in attention_bwd_coop_dkdv.wgsl).
+// Workgroup memory: kv_sh max(2 BC LDK, BR LCH) halves (LDK = max(D, Dv) +
+//   8, LCH = CH + 8), s_sh W * 32 * (BC + 4) f32, p_sh W * 16 * (BC + 8)
+//   f16; every workgroup variable a multiple of 16 bytes.
+// Text constants (tune::attention::BackwardCoopTiles): W, BC (a multiple of
+//   16), SG, D, DV, CH (checked by a const_assert).
+// Grid: (ceil(Sq / BR), Hq, B).
+// Named fragments and matrix operations: as attention_bwd_coop_dkdv.wgsl
+//   (`// @gen` blocks declare, load_qdo, products, grads, store).
+
+const W: u32 = 4u;
+const BC: u32 = 16u;
+const SG: u32 = 32u;
+const D: u32 = 128u;
+const DV: u32 = 128u;
+const CH: u32 = 48u;
+
+const THREADS: u32 = W * SG;
+const BR: u32 = W * 16u;
+const D16: u32 = D / 16u;
+const DV16: u32 = DV / 16u;
+const BC16: u32 = BC / 16u;
+const DX: u32 = max(D, DV);
+const LDK: u32 = DX + 8u;
+const LCH: u32 = CH + 8u;
+const KV_ELEMS: u32 = max(2u * BC * LDK, BR * 24u);
+const_assert CH == min(DX, (KV_ELEMS / BR - 8u) / 16u * 16u);
+const LDS: u32 = BC + 4u;
+const LDP: u32 = BC + 8u;
+const LPR: u32 = SG / 16u;
+const CPL: u32 = BC / LPR;
+// 8-half runs per invocation for a block of K and V.
+const LOADS: u32 = (BC * (D + DV) / 8u + THREADS - 1u) / THREADS;
+
+var<workgroup> kv_sh: array<vec4<f16>, KV_ELEMS / 4u>;
+// Per subgroup: S (16 rows), then dP (16 rows), BC columns.
+var<workgroup> s_sh: array<f32, W * 32u * LDS>;
+// Per subgroup: dS as f16.
+var<workgroup> p_sh: array<f16, W * 16u * LDP>;
+
+// Run i of the K (then V) block of keys j0 ..: its global load (rows past
+// the key length read as zero, so no stale row reaches dQ).
+fn fetch_kv(i: u32, j0: u32, keys: u32, k_base: u32, v_base: u32) -> vec4<u32> {
+    if i < BC * D / 8u {
+        return run_fetch(OP_K, i, D, j0, keys, k_base, params.k_sr, 0u, D);
+    }
+    return run_fetch(OP_V, i - BC * D / 8u, DV, j0, keys, v_base, params.v_sr, 0u, DV);
+}
+
+fn put_kv(i: u32, x: vec4<u32>) {
+    if i < BC * D / 8u {
+        run_put(i, D, 0u, LDK, x);
+    } else if i < BC * (D + DV) / 8u {
+        run_put(i - BC * D / 8u, DV, BC * LDK, LDK, x);
+    }
+}
+
+@compute @workgroup_size(THREADS, 1, 1)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) sg_id: u32,
+    @builtin(subgroup_invocation_id) sg_lane: u32,
+) {
+    let sub = subgroup_of(tid, sg_id);
+    let lane = lane_of(tid, sg_lane);
+    let b = wid.z;
+    let h = wid.y;
+    let rows = params.sq;
+    let q_blocks = (rows + BR - 1u) / BR;
+    // Heavy (late, causal) query blocks first: better tail balance.
+    let i0 = (q_blocks - 1u - wid.x) * BR;
+    let hk = h / params.group;
+    let q_base = b * params.q_sb + h * params.q_sh;
+    let o_base = b * params.o_sb + h * params.o_sh;
+    let k_base = b * params.k_sb + hk * params.k_sh;
+    let v_base = b * params.v_sb + hk * params.v_sh;
+    let keys = key_count(b);
+    let i_last = i32(min(i0 + BR, rows)) - 1;
+    let j_begin = max(0, i32(i0) + first_off(keys));
+    let j_end = min(i32(keys), i_last + last_off(keys) + 1);
+    let first = u32(j_begin) / BC * BC;
+    let plain = params.mask_kind == 0u && params.softcap <= 0.0;
+    let sr = lane / LPR;
+    let cg = lane % LPR;
+    let row = i0 + sub * 16u + sr;
+    let s_base = sub * 32u * LDS;
+    let p_base = sub * 16u * LDP;
+
+    var pre: array<vec4<u32>, LOADS>;
+    var zc: MatC;
+
+    // Q's and dO's fragments (registers) and the dQ accumulators.
+    // @gen declare
+    // @gen load_qdo
+
+    if i32(first) < j_end {
+        for (var n = 0u; n < LOADS; n++) {
+            pre[n] = fetch_kv(tid + n * THREADS, first, keys, k_base, v_base);
+        }
+        for (var n = 0u; n < LOADS; n++) {
+            put_kv(tid + n * THREADS, pre[n]);
+        }
+    }
+    workgroupBarrier();
+    for (var j0 = first; i32(j0) < j_end; j0 += BC) {
+        // 1. S = Q K^T and dP = dO V^T into the subgroup's scratch.
+        // @gen products
+        workgroupBarrier();
+
+        // 2. Next block's loads in flight; dS as f16.
+        let more = i32(j0 + BC) < j_end;
+        if more {
+            for (var n = 0u; n < LOADS; n++) {
+                pre[n] = fetch_kv(tid + n * THREADS, j0 + BC, keys, k_base, v_base);
+            }
+        }
+        let interior = plain && i0 + BR <= rows && j0 + BC <= keys
+            && i32(j0) >= i32(i0 + BR - 1u) + first_off(keys)
+            && i32(j0 + BC - 1u) <= i32(i0) + last_off(keys);
+        for (var n = 0u; n < CPL; n++) {
+            let c = cg + n * LPR;
+            let dot = s_sh[s_base + sr * LDS + c];
+            let dp = s_sh[s_base + (16u + sr) * LDS + c];
+            var ds: f32;
+            if interior {
+                ds = p_ds_plain(b, h, row, dot, dp).y;
+            } else {
+                ds = p_ds(b, h, row, j0 + c, keys, dot, dp).y;
+            }
+            p_sh[p_base + sr * LDP + c] = f16(ds);
+        }
+        workgroupBarrier();
+
+        // 3. dQ += dS K.
+        // @gen grads
+        workgroupBarrier();
+
+        // 4. The next block into kv_sh.
+        if more {
+            for (var n = 0u; n < LOADS; n++) {
+                put_kv(tid + n * THREADS, pre[n]);
+            }
+        }
+        workgroupBarrier();
+    }
+
+    // dQ through the scratch, rows below Sq.
+    let row0 = i0 + sub * 16u;
+    // @gen store
+}
