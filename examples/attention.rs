@@ -86,6 +86,11 @@ struct Args {
     /// D=64), with the max difference to the scalar flash kernel.
     #[arg(long)]
     sweep_coop: bool,
+    /// Time every tensor-core backward tile (candidates and sweep shapes)
+    /// on the f16 backward cases, with the max difference of dQ to the
+    /// scalar backward's, and exit.
+    #[arg(long)]
+    sweep_backward: bool,
 }
 
 struct Forward {
@@ -162,7 +167,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    if !args.quick && !args.no_long && !args.sweep_only {
+    if !args.quick && !args.no_long && !args.sweep_only && !args.sweep_backward {
         for causal in [false, true] {
             for dtype in [DType::F32, DType::F16] {
                 if dtype == DType::F16 && !f16 {
@@ -215,7 +220,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let dash = || "-".to_string();
-    for c in cases.iter().filter(|_| !args.sweep_only) {
+    for c in cases
+        .iter()
+        .filter(|_| !args.sweep_only && !args.sweep_backward)
+    {
         let q = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
         let k = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
         let v = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
@@ -362,18 +370,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    if args.sweep_backward {
+        return backward(&ctx, &args, &cases, has_coop, (unit, unit_name));
+    }
     if args.sweep_only {
         return Ok(());
     }
-    // Backward (recomputation): 2.5x the forward FLOPs.
+    backward(&ctx, &args, &cases, has_coop, (unit, unit_name))?;
+    decode(&ctx, &args, f16)
+}
+
+/// Backward (recomputation, 2.5x the forward FLOPs) at the forward cases up
+/// to S = 1024 (4096 for f16 on tensor cores; 256 with --quick): the scalar
+/// kernels and, for f16 where the adapter has them, the tensor-core ones
+/// (what `Auto` picks), with the largest dQ difference between the two.
+/// With --sweep-backward every tensor-core tile instead.
+fn backward(
+    ctx: &Context,
+    args: &Args,
+    cases: &[Forward],
+    has_coop: bool,
+    (unit, unit_name): (f64, &str),
+) -> Result<(), Box<dyn std::error::Error>> {
+    use wgtile::tune::attention::{BACKWARD_COOP_CANDIDATES, BACKWARD_COOP_SWEEP};
     println!(
-        "\n{:<34} {:>10} {:>9}",
-        "backward B,H,S,D causal dtype", "ms", unit_name
+        "\n{:<34} {:>10} {:>9} | {:>10} {:>9} {:>9} {:>9}",
+        "backward B,H,S,D causal dtype",
+        "scalar ms",
+        unit_name,
+        "coop ms",
+        unit_name,
+        "x scalar",
+        "max |ddQ|"
     );
-    for c in cases
-        .iter()
-        .filter(|c| c.s <= if args.quick { 256 } else { 1024 })
-    {
+    let limit = |c: &Forward| match (args.quick, c.dtype == DType::F16 && has_coop) {
+        (true, _) => 256,
+        (false, true) => 4096,
+        (false, false) => 1024,
+    };
+    for c in cases.iter().filter(|c| c.s <= limit(c)) {
+        if args.sweep_backward && (c.dtype != DType::F16 || !has_coop) {
+            continue;
+        }
         let shape = [c.b, c.h, c.s, c.d];
         let q = ctx.zeros(shape, c.dtype)?;
         let k = ctx.zeros(shape, c.dtype)?;
@@ -388,26 +426,66 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let fwd = ctx.attention(&q, &k, &v, &opts)?;
         let lse = fwd.lse.clone().ok_or("no lse")?;
-        let (plan, _) = ctx.attention_backward_plan(&q, &k, &v, &fwd.o, &d_o, &lse, &opts)?;
-        let t = time(&ctx, &plan, args.repeats.min(5))?;
         let flops = 2.5 * fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
-        println!(
-            "{:<34} {:>10.3} {:>9.2}",
-            format!(
-                "{},{},{},{} {} {}",
-                c.b,
-                c.h,
-                c.s,
-                c.d,
-                if c.causal { "causal" } else { "full" },
-                c.dtype
-            ),
-            t * 1e3,
-            flops / t / unit
+        let name = format!(
+            "{},{},{},{} {} {}",
+            c.b,
+            c.h,
+            c.s,
+            c.d,
+            if c.causal { "causal" } else { "full" },
+            c.dtype
         );
+        let run = |o: &AttentionOptions| -> Result<(f64, Vec<f32>), Box<dyn std::error::Error>> {
+            let (plan, grads) = ctx.attention_backward_plan(&q, &k, &v, &fwd.o, &d_o, &lse, o)?;
+            let t = time(ctx, &plan, args.repeats.min(5))?;
+            Ok((t, grads.dq.to_f32_vec_blocking()?))
+        };
+        let diff = |a: &[f32], b: &[f32]| {
+            a.iter().zip(b).fold(0.0f32, |m, (x, y)| {
+                if (x - y).abs() > m || (x - y).is_nan() {
+                    (x - y).abs()
+                } else {
+                    m
+                }
+            })
+        };
+        let mut scalar = opts.clone();
+        scalar.kernel = AttentionKernel::Flash;
+        let (ts, dq_s) = run(&scalar)?;
+        let mut line = format!("{:<34} {:>10.3} {:>9.2}", name, ts * 1e3, flops / ts / unit);
+        if c.dtype == DType::F16 && has_coop {
+            let tiles: Vec<_> = if args.sweep_backward {
+                BACKWARD_COOP_CANDIDATES
+                    .iter()
+                    .chain(&BACKWARD_COOP_SWEEP)
+                    .filter(|t| t.fits(ctx.profile(), c.d, c.d))
+                    .map(|t| Some(*t))
+                    .collect()
+            } else {
+                vec![None]
+            };
+            for t in tiles {
+                let mut o = opts.clone();
+                if let Some(t) = t {
+                    o = o.backward_coop_tiles(t);
+                }
+                let (tc, dq_c) = run(&o)?;
+                line.push_str(&format!(
+                    " | {:>10.3} {:>9.2} {:>9.2} {:>9.2e}",
+                    tc * 1e3,
+                    flops / tc / unit,
+                    ts / tc,
+                    diff(&dq_s, &dq_c)
+                ));
+                if let Some(t) = t {
+                    line.push_str(&format!(" [{t}]"));
+                }
+            }
+        }
+        println!("{line}");
     }
-
-    decode(&ctx, &args, f16)
+    Ok(())
 }
 
 /// Decode: one query row per head (B = 1, Hq = 32, Hkv = 8, D = 128) against
