@@ -1758,6 +1758,20 @@ fn dispatcher_picks_tiles_per_adapter() {
     let b = backward_tiles(&h200, 128, 128).unwrap();
     assert!(b.workgroup_bytes() <= 32 * 1024 && b.threads() == 128);
     assert_eq!(backward_tiles(&narrow, 64, 64).unwrap().threads(), 128);
+    // Tensor-core backward: 8 subgroups above D = 64 (fastest on the H200),
+    // 4 at D = 64, a smaller tile where 48 KiB is not available, none
+    // without the cooperative matrix.
+    use wgtile::tune::attention::backward_coop_tiles;
+    let tc = common::with_tensor_cores(h200.clone());
+    assert_eq!(backward_coop_tiles(&tc, 128, 128).unwrap().subgroups, 8);
+    assert_eq!(backward_coop_tiles(&tc, 64, 64).unwrap().subgroups, 4);
+    let tc_small = common::with_tensor_cores(small.clone());
+    let t = backward_coop_tiles(&tc_small, 128, 128).unwrap();
+    assert!(
+        t.workgroup_bytes(wgtile::tune::attention::BackwardCoopPass::DkDv, 128, 128) <= 32 * 1024
+    );
+    assert!(backward_coop_tiles(&h200, 64, 64).is_none());
+    assert!(backward_coop_tiles(&tc, 64, 40).is_none());
 }
 
 #[test]

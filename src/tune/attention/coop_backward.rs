@@ -31,10 +31,20 @@ pub struct BackwardCoopTiles {
 }
 
 /// Tensor-core backward tiles, preferred first (the dispatcher takes the
-/// first that fits).
-pub const BACKWARD_COOP_CANDIDATES: [BackwardCoopTiles; 2] = [
+/// first that fits; [`backward_coop_tiles`] puts 8 subgroups first for head
+/// dims above 64). Measured on the H200 (session 5, `attention
+/// --sweep-backward`, f16 B4 H16 S4096, TFLOP/s at 2.5x the forward FLOPs):
+/// at D = 128 8 subgroups 80.2 (causal 71.6), 4 subgroups 62.0, 2
+/// subgroups 54.0; at D = 64 4 subgroups 55.0, 2 subgroups 48.4, 8
+/// subgroups 43.4. 32-row blocks were slower everywhere (4 x 32: 51.5 and
+/// 32.3).
+pub const BACKWARD_COOP_CANDIDATES: [BackwardCoopTiles; 3] = [
     BackwardCoopTiles {
         subgroups: 4,
+        block: 16,
+    },
+    BackwardCoopTiles {
+        subgroups: 8,
         block: 16,
     },
     BackwardCoopTiles {
@@ -45,14 +55,10 @@ pub const BACKWARD_COOP_CANDIDATES: [BackwardCoopTiles; 2] = [
 
 /// More tiles for the benchmark's backward sweep (never picked by the
 /// dispatcher).
-pub const BACKWARD_COOP_SWEEP: [BackwardCoopTiles; 3] = [
+pub const BACKWARD_COOP_SWEEP: [BackwardCoopTiles; 2] = [
     BackwardCoopTiles {
         subgroups: 4,
         block: 32,
-    },
-    BackwardCoopTiles {
-        subgroups: 8,
-        block: 16,
     },
     BackwardCoopTiles {
         subgroups: 2,
@@ -516,9 +522,11 @@ impl fmt::Display for BackwardCoopTiles {
 /// The tensor-core backward tiles for this adapter and head dims, or `None`
 /// when the adapter lacks the cooperative matrix or no candidate fits.
 pub fn backward_coop_tiles(p: &AdapterProfile, d: usize, dv: usize) -> Option<BackwardCoopTiles> {
-    BACKWARD_COOP_CANDIDATES
-        .iter()
-        .copied()
+    let wide = BACKWARD_COOP_CANDIDATES[1];
+    let first = (d.max(dv) > 64).then_some(wide);
+    first
+        .into_iter()
+        .chain(BACKWARD_COOP_CANDIDATES)
         .find(|t| t.fits(p, d, dv))
 }
 
