@@ -3,15 +3,20 @@
 // online softmax, conditional rescaling, bounds) runs and is tested on any
 // adapter with f16 and subgroups. A "subgroup" is SG = 16 consecutive
 // invocations (not the hardware's; the kernel's row reductions then need no
-// shuffles, LPR = 1); lane r holds row r of each A and C matrix (16 f32) and
-// reads whole B matrices (256 f32) from workgroup memory when it needs them.
-// Each lane does 256 multiply-adds per 16 x 16 x 16 product: tests only.
-// Products of f16 values are exact in f32, as on tensor cores.
+// shuffles, LPR = 1); lane r holds row r of each A and C matrix (16 f32).
+// A B matrix is not loaded but referenced: (element, row stride, 1 when
+// column-major) into kv_sh, which `mma` reads a vec4 at a time. That holds
+// because every kernel multiplies a B fragment right after taking it, before
+// kv_sh changes (its loads sit between the same barriers as its products).
+// Loading B into 256 private floats instead made llvmpipe take about 25 s
+// per inlined product to compile. Each lane does 256 multiply-adds per 16 x
+// 16 x 16 product: tests only. Products of f16 values are exact in f32, as
+// on tensor cores.
 
 enable f16;
 
 alias MatA = array<f32, 16>;
-alias MatB = array<f32, 256>;
+alias MatB = vec3<u32>;
 alias MatC = array<f32, 16>;
 
 // This invocation's lane in its virtual subgroup (set by lane_of).
@@ -38,34 +43,12 @@ fn load_a_kv(at: u32, ld: u32) -> MatA {
 }
 
 fn load_b_kv(at: u32, ld: u32) -> MatB {
-    var m: MatB;
-    for (var r = 0u; r < 16u; r++) {
-        for (var k4 = 0u; k4 < 4u; k4++) {
-            let x = kv_row(at, ld, r, k4);
-            let e = r * 16u + 4u * k4;
-            m[e] = x.x;
-            m[e + 1u] = x.y;
-            m[e + 2u] = x.z;
-            m[e + 3u] = x.w;
-        }
-    }
-    return m;
+    return vec3<u32>(at, ld, 0u);
 }
 
 // Column-major: element (r, c) at kv_sh[at + c * ld + r].
 fn load_bt_kv(at: u32, ld: u32) -> MatB {
-    var m: MatB;
-    for (var c = 0u; c < 16u; c++) {
-        for (var k4 = 0u; k4 < 4u; k4++) {
-            let x = kv_row(at, ld, c, k4);
-            let r = 4u * k4;
-            m[r * 16u + c] = x.x;
-            m[(r + 1u) * 16u + c] = x.y;
-            m[(r + 2u) * 16u + c] = x.z;
-            m[(r + 3u) * 16u + c] = x.w;
-        }
-    }
-    return m;
+    return vec3<u32>(at, ld, 1u);
 }
 
 fn load_a_p(at: u32, ld: u32) -> MatA {
@@ -90,15 +73,35 @@ fn store_c_s(m: MatC, at: u32, ld: u32) {
     }
 }
 
-// Row emu_lane of a b + c.
+// Row emu_lane of a b + c, b read from kv_sh (its layout is a constant
+// after inlining, so one branch remains per call site).
 fn mma(a: MatA, b: MatB, c: MatC) -> MatC {
     var r = c;
-    for (var j = 0u; j < 16u; j++) {
-        var acc = r[j];
+    if b.z == 0u {
+        // Row-major: b[k][j] at b.x + k * b.y + j.
         for (var k = 0u; k < 16u; k++) {
-            acc = fma(a[k], b[k * 16u + j], acc);
+            let ak = a[k];
+            for (var j4 = 0u; j4 < 4u; j4++) {
+                let x = kv_row(b.x, b.y, k, j4);
+                r[4u * j4] = fma(ak, x.x, r[4u * j4]);
+                r[4u * j4 + 1u] = fma(ak, x.y, r[4u * j4 + 1u]);
+                r[4u * j4 + 2u] = fma(ak, x.z, r[4u * j4 + 2u]);
+                r[4u * j4 + 3u] = fma(ak, x.w, r[4u * j4 + 3u]);
+            }
         }
-        r[j] = acc;
+    } else {
+        // Column-major: b[k][j] at b.x + j * b.y + k.
+        for (var j = 0u; j < 16u; j++) {
+            var acc = r[j];
+            for (var k4 = 0u; k4 < 4u; k4++) {
+                let x = kv_row(b.x, b.y, j, k4);
+                acc = fma(a[4u * k4], x.x, acc);
+                acc = fma(a[4u * k4 + 1u], x.y, acc);
+                acc = fma(a[4u * k4 + 2u], x.z, acc);
+                acc = fma(a[4u * k4 + 3u], x.w, acc);
+            }
+            r[j] = acc;
+        }
     }
     return r;
 }
