@@ -455,20 +455,31 @@ fn backward(
         let (ts, dq_s) = run(&scalar)?;
         let mut line = format!("{:<34} {:>10.3} {:>9.2}", name, ts * 1e3, flops / ts / unit);
         if c.dtype == DType::F16 && has_coop {
+            // The sweep: every pair of candidates for the two kernels (dK/dV,
+            // dQ), then the sweep tiles for both.
+            let fits =
+                |t: &&wgtile::tune::attention::BackwardCoopTiles| t.fits(ctx.profile(), c.d, c.d);
             let tiles: Vec<_> = if args.sweep_backward {
-                BACKWARD_COOP_CANDIDATES
+                let cands: Vec<_> = BACKWARD_COOP_CANDIDATES.iter().filter(fits).collect();
+                let mut v: Vec<_> = cands
                     .iter()
-                    .chain(&BACKWARD_COOP_SWEEP)
-                    .filter(|t| t.fits(ctx.profile(), c.d, c.d))
-                    .map(|t| Some(*t))
-                    .collect()
+                    .flat_map(|kv| cands.iter().map(move |q| Some((**kv, **q))))
+                    .collect();
+                v.extend(
+                    BACKWARD_COOP_SWEEP
+                        .iter()
+                        .filter(fits)
+                        .map(|t| Some((*t, *t))),
+                );
+                v
             } else {
                 vec![None]
             };
             for t in tiles {
                 let mut o = opts.clone();
-                if let Some(t) = t {
-                    o = o.backward_coop_tiles(t);
+                if let Some((kv, q)) = t {
+                    o = o.backward_coop_tiles(kv);
+                    o.backward_coop_dq_tiles = Some(q);
                 }
                 let (tc, dq_c) = run(&o)?;
                 line.push_str(&format!(
@@ -478,8 +489,11 @@ fn backward(
                     ts / tc,
                     diff(&dq_s, &dq_c)
                 ));
-                if let Some(t) = t {
-                    line.push_str(&format!(" [{t}]"));
+                if let Some((kv, q)) = t {
+                    line.push_str(&format!(
+                        " [dKdV W{} B{}, dQ W{} B{}]",
+                        kv.subgroups, kv.block, q.subgroups, q.block
+                    ));
                 }
             }
         }

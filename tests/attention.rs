@@ -1780,6 +1780,30 @@ fn dispatcher_picks_tiles_per_adapter() {
 #[test]
 fn backward_in_packed_layout_matches_heads_first() {
     let Some(ctx) = common::ctx() else { return };
+    packed_backward_matches_heads_first(&ctx, DType::F32, AttentionKernel::Auto, None);
+    // The tensor-core backward's algorithm (emulated), with different tiles
+    // for its two kernels: the same strides arithmetic as on tensor cores.
+    let p = ctx.profile();
+    if p.shader_f16 && p.subgroups {
+        use wgtile::tune::attention::BACKWARD_COOP_CANDIDATES as C;
+        packed_backward_matches_heads_first(
+            &ctx,
+            DType::F16,
+            AttentionKernel::FlashCoopEmulated,
+            Some((C[0], C[2])),
+        );
+    }
+}
+
+/// Backward in the packed [B, S, H*D] layout against the heads-first one on
+/// the same values, with the backward's kernel (and tensor-core tiles for
+/// its dK/dV and dQ kernels) forced; the forward is `Auto`.
+fn packed_backward_matches_heads_first(
+    ctx: &Context,
+    dtype: DType,
+    kernel: AttentionKernel,
+    coop_tiles: Option<(BackwardCoopTiles, BackwardCoopTiles)>,
+) {
     let (b, hq, hkv, sq, sk, d) = (2, 4, 2, 19, 33, 16);
     let qh = common::random(b * sq * hq * d, 400);
     let kh = common::random(b * sk * hkv * d, 401);
@@ -1800,11 +1824,20 @@ fn backward_in_packed_layout_matches_heads_first() {
         }
         out
     };
+    let backward_opts = |o: AttentionOptions| {
+        let mut o = o;
+        o.kernel = kernel;
+        if let Some((kv, q)) = coop_tiles {
+            o.backward_coop_tiles = Some(kv);
+            o.backward_coop_dq_tiles = Some(q);
+        }
+        o
+    };
     let packed = AttentionOptions::new()
         .packed(hq, hkv)
         .causal(DiagonalAlignment::BottomRight)
         .with_lse();
-    let t = |x: &[f32], s: &[usize]| ctx.tensor(x, s).unwrap();
+    let t = |x: &[f32], s: &[usize]| common::upload(ctx, x, s, dtype).0;
     let (q, k, v, d_o) = (
         t(&qh, &[b, sq, hq * d]),
         t(&kh, &[b, sk, hkv * d]),
@@ -1812,9 +1845,14 @@ fn backward_in_packed_layout_matches_heads_first() {
         t(&doh, &[b, sq, hq * d]),
     );
     let fwd = ctx.attention(&q, &k, &v, &packed).unwrap();
-    let g = ctx
-        .attention_backward(&q, &k, &v, &fwd.o, &d_o, &fwd.lse.unwrap(), &packed)
+    let bwd = backward_opts(packed);
+    let (plan, g) = ctx
+        .attention_backward_plan(&q, &k, &v, &fwd.o, &d_o, &fwd.lse.unwrap(), &bwd)
         .unwrap();
+    if kernel == AttentionKernel::FlashCoopEmulated {
+        assert!(plan.label().contains("emulated"), "{}", plan.label());
+    }
+    plan.run().unwrap();
     let heads = AttentionOptions::new()
         .causal(DiagonalAlignment::BottomRight)
         .with_lse();
@@ -1826,21 +1864,29 @@ fn backward_in_packed_layout_matches_heads_first() {
     );
     let fwd2 = ctx.attention(&q2, &k2, &v2, &heads).unwrap();
     let g2 = ctx
-        .attention_backward(&q2, &k2, &v2, &fwd2.o, &do2, &fwd2.lse.unwrap(), &heads)
+        .attention_backward(
+            &q2,
+            &k2,
+            &v2,
+            &fwd2.o,
+            &do2,
+            &fwd2.lse.unwrap(),
+            &backward_opts(heads),
+        )
         .unwrap();
     for (name, p, h, s, nh) in [
         ("dq", &g.dq, &g2.dq, sq, hq),
         ("dk", &g.dk, &g2.dk, sk, hkv),
         ("dv", &g.dv, &g2.dv, sk, hkv),
     ] {
-        let got = to_heads(&p.to_vec_blocking::<f32>().unwrap(), s, nh);
+        let got = to_heads(&p.to_f32_vec_blocking().unwrap(), s, nh);
         let want: Vec<f64> = h
-            .to_vec_blocking::<f32>()
+            .to_f32_vec_blocking()
             .unwrap()
             .iter()
             .map(|&x| f64::from(x))
             .collect();
-        common::assert_close(name, &got, &want, |_| 1e-6);
+        common::assert_close(&format!("{name} {dtype}"), &got, &want, |_| 1e-6);
     }
 }
 

@@ -221,6 +221,10 @@ pub struct AttentionOptions {
     /// [`AttentionKernel::FlashCoop`] or `FlashCoopEmulated`; tests and
     /// tuning). `None` = the dispatcher's.
     pub backward_coop_tiles: Option<BackwardCoopTiles>,
+    /// Force the tensor-core dQ kernel's tile shape alone (tests and
+    /// tuning; with [`AttentionOptions::backward_coop_tiles`] the two
+    /// kernels can differ). `None` = as the dK/dV kernel.
+    pub backward_coop_dq_tiles: Option<BackwardCoopTiles>,
     /// Force the decode kernel's tile (tests and tuning). `None` = the
     /// dispatcher's ([`decode_kernel_tiles`]).
     pub decode_tiles: Option<DecodeTiles>,
@@ -1655,17 +1659,17 @@ impl Context {
         words.extend([0, 1, 0]);
         let params = self.uniform(&words);
         let coop = self.backward_coop_choice([&qo, &ko, &vo], options, dtype)?;
-        if let Some((tiles, emulated)) = coop {
+        if let Some(([kv_tiles, q_tiles], emulated)) = coop {
             let sg = if emulated {
                 16
             } else {
                 profile.subgroup_max_size
             };
-            let rows_per = tiles.rows() as usize;
+            let (kv_rows, q_rows) = (kv_tiles.rows() as usize, q_tiles.rows() as usize);
             let max_groups = profile.max_workgroups_per_dim as usize;
             for (n, what) in [
-                (sk.div_ceil(rows_per), "key blocks"),
-                (sq.div_ceil(rows_per), "query blocks"),
+                (sk.div_ceil(kv_rows), "key blocks"),
+                (sq.div_ceil(q_rows), "query blocks"),
                 (hq, "heads"),
                 (b, "batch"),
             ] {
@@ -1679,7 +1683,10 @@ impl Context {
                 }
             }
             let device = &self.inner.device;
-            let spec = |pass| tiles.spec(pass, d, dv, sg, emulated);
+            let spec = |pass| match pass {
+                BackwardCoopPass::DkDv => kv_tiles.spec(pass, d, dv, sg, emulated),
+                BackwardCoopPass::Dq => q_tiles.spec(pass, d, dv, sg, emulated),
+            };
             if rows > 0 {
                 self.backward_prepare(&mut plan, &params, o, lse, d_o, &stats, rows)?;
             }
@@ -1701,7 +1708,7 @@ impl Context {
                         (17, &v.buffer),
                         (18, &d_o.buffer),
                     ],
-                    [sk.div_ceil(rows_per) as u32, hkv as u32, b as u32],
+                    [sk.div_ceil(kv_rows) as u32, hkv as u32, b as u32],
                 ));
             }
             if rows > 0 {
@@ -1721,9 +1728,14 @@ impl Context {
                         (17, &v.buffer),
                         (18, &d_o.buffer),
                     ],
-                    [sq.div_ceil(rows_per) as u32, hq as u32, b as u32],
+                    [sq.div_ceil(q_rows) as u32, hq as u32, b as u32],
                 ));
             }
+            let tiles = if kv_tiles == q_tiles {
+                kv_tiles.to_string()
+            } else {
+                format!("dK/dV {kv_tiles}, dQ {q_tiles}")
+            };
             plan.label = if emulated {
                 format!("attention backward, tensor-core algorithm emulated ({tiles})")
             } else {
@@ -1860,13 +1872,14 @@ impl Context {
     /// the emulated kernels), errors when it cannot; chosen by `Auto` for
     /// f16 problems with D and Dv multiples of 16 up to
     /// [`BACKWARD_COOP_AUTO_MAX_DIM`] when no scalar tiles are forced.
-    /// Returns the tiles and whether they run emulated.
+    /// Returns the tiles of the dK/dV and dQ kernels and whether they run
+    /// emulated.
     fn backward_coop_choice(
         &self,
         ops: [&Operand; 3],
         opts: &AttentionOptions,
         dtype: DType,
-    ) -> Result<Option<(BackwardCoopTiles, bool)>> {
+    ) -> Result<Option<([BackwardCoopTiles; 2], bool)>> {
         let emulated = opts.kernel == AttentionKernel::FlashCoopEmulated;
         let forced = opts.kernel == AttentionKernel::FlashCoop || emulated;
         let (d, dv) = (ops[0].dim, ops[2].dim);
@@ -1899,7 +1912,7 @@ impl Context {
             if dtype != DType::F16 || !supported || !dims_ok(d) || !dims_ok(dv) || !aligned {
                 return Ok(None);
             }
-            return Ok(backward_coop_tiles(p, d, dv).map(|t| (t, false)));
+            return Ok(backward_coop_tiles(p, d, dv).map(|t| ([t; 2], false)));
         }
         if dtype != DType::F16 {
             return Err(Error::InvalidArgument(format!(
@@ -1921,26 +1934,28 @@ impl Context {
                 "the tensor-core attention backward needs D and Dv multiples of 16 up to 256 and strides that are multiples of 8, got D = {d}, Dv = {dv}"
             )));
         }
-        let tiles = match opts.backward_coop_tiles {
-            Some(t) if fits(&t) => Some(t),
-            Some(t) => {
-                return Err(Error::InvalidArgument(format!(
-                    "tensor-core backward tiles {t} do not fit this adapter or D = {d}, Dv = {dv}"
-                )));
-            }
-            None => crate::tune::attention::BACKWARD_COOP_CANDIDATES
+        let chosen = if emulated {
+            crate::tune::attention::BACKWARD_COOP_CANDIDATES
                 .into_iter()
-                .find(|t| fits(t)),
+                .find(|t| fits(t))
+        } else {
+            backward_coop_tiles(p, d, dv)
         };
-        match tiles {
-            Some(t) => Ok(Some((t, emulated))),
-            None => Err(Error::LimitExceeded {
+        let pick = |forced: Option<BackwardCoopTiles>| match forced {
+            Some(t) if fits(&t) => Ok(t),
+            Some(t) => Err(Error::InvalidArgument(format!(
+                "tensor-core backward tiles {t} do not fit this adapter or D = {d}, Dv = {dv}"
+            ))),
+            None => chosen.ok_or_else(|| Error::LimitExceeded {
                 limit: "max_compute_workgroup_storage_size",
                 requested: 0,
                 max: u64::from(p.max_workgroup_storage),
                 what: "no tensor-core attention backward tile fits this adapter".into(),
             }),
-        }
+        };
+        let kv = pick(opts.backward_coop_tiles)?;
+        let q = pick(opts.backward_coop_dq_tiles.or(opts.backward_coop_tiles))?;
+        Ok(Some(([kv, q], emulated)))
     }
 }
 
