@@ -505,8 +505,9 @@ fn backward(
 /// Decode: one query row per head (B = 1, Hq = 32, Hkv = 8, D = 128) against
 /// KV caches of several lengths, f16 and f32, judged in GB/s of the K/V
 /// cache read against a device copy measured in the same run: the decode
-/// kernel (what `Auto` picks) and the flash-decoding path it replaced
-/// (`AttentionKernel::FlashSplit`).
+/// kernel (what `Auto` picks), the tensor-core decode kernel (f16, where
+/// the adapter has cooperative matrices) and the flash-decoding path the
+/// decode kernel replaced (`AttentionKernel::FlashSplit`).
 fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::error::Error>> {
     let (hq, hkv, d, mut lens) = if args.quick {
         (8, 2, 64, vec![1024, 4096])
@@ -531,6 +532,10 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
         for (i, t) in DECODE_SWEEP.iter().enumerate() {
             variants.push((format!("sweep {i}"), AttentionKernel::Decode, Some(*t)));
         }
+    }
+    // The tensor-core decode kernel (f16 rows; not in Auto until measured).
+    if wgtile::tune::has_coop_f16(ctx.profile()) {
+        variants.insert(1, ("decode-tc".into(), AttentionKernel::DecodeCoop, None));
     }
     let copy = copy_bandwidth(ctx, if args.quick { 16 << 20 } else { 1 << 30 })?;
     println!(

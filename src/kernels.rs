@@ -123,6 +123,12 @@ pub enum Kernel {
     AttentionBwdCoopDkDvEmulated,
     /// The tensor-core dQ kernel's algorithm with emulated matrix operations.
     AttentionBwdCoopDqEmulated,
+    /// Split-KV decode on tensor cores: a subgroup per (KV head, 16 packed
+    /// rows, key split), K and V fragments loaded straight from memory.
+    AttentionDecodeCoop,
+    /// The tensor-core decode kernel's algorithm with emulated matrix
+    /// operations (tests).
+    AttentionDecodeCoopEmulated,
     /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
     /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
     /// memory; strided scalar loads, any layout.
@@ -149,6 +155,7 @@ const SOFTMAX: &str = include_str!("../shaders/softmax.wgsl");
 const NORM: &str = include_str!("../shaders/norm.wgsl");
 const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
 const ATTENTION_FLASH_COOP: &str = include_str!("../shaders/attention_flash_coop.wgsl");
+const ATTENTION_DECODE_COOP: &str = include_str!("../shaders/attention_decode_coop.wgsl");
 const ATTENTION_COOP_MMA: &str = include_str!("../shaders/attention_coop_mma.wgsl");
 const ATTENTION_COOP_EMULATED: &str = include_str!("../shaders/attention_coop_emulated.wgsl");
 const ATTENTION_BACKWARD_COMMON: &str = include_str!("../shaders/attention_backward_common.wgsl");
@@ -157,7 +164,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 44] = [
+    pub const ALL: [Kernel; 46] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -199,6 +206,8 @@ impl Kernel {
         Kernel::AttentionBwdCoopDq,
         Kernel::AttentionBwdCoopDkDvEmulated,
         Kernel::AttentionBwdCoopDqEmulated,
+        Kernel::AttentionDecodeCoop,
+        Kernel::AttentionDecodeCoopEmulated,
         Kernel::AttentionDecode,
         Kernel::MatmulBroadcast,
         Kernel::MatmulBroadcastVec4,
@@ -339,6 +348,18 @@ impl Kernel {
                 ATTENTION_BACKWARD_COMMON,
                 ATTENTION_COMMON,
             ],
+            Kernel::AttentionDecodeCoop => &[
+                ATTENTION_COOP_MMA,
+                include_str!("../shaders/attention_decode_coop_mma.wgsl"),
+                ATTENTION_DECODE_COOP,
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionDecodeCoopEmulated => &[
+                ATTENTION_COOP_EMULATED,
+                include_str!("../shaders/attention_decode_coop_emulated.wgsl"),
+                ATTENTION_DECODE_COOP,
+                ATTENTION_COMMON,
+            ],
             Kernel::AttentionBwdCoopDkDv => &[
                 ATTENTION_COOP_MMA,
                 include_str!("../shaders/attention_bwd_coop_dkdv.wgsl"),
@@ -415,6 +436,8 @@ impl Kernel {
             Kernel::AttentionBwdCoopDq => "attention_bwd_coop_dq",
             Kernel::AttentionBwdCoopDkDvEmulated => "attention_bwd_coop_dkdv_emulated",
             Kernel::AttentionBwdCoopDqEmulated => "attention_bwd_coop_dq_emulated",
+            Kernel::AttentionDecodeCoop => "attention_decode_coop",
+            Kernel::AttentionDecodeCoopEmulated => "attention_decode_coop_emulated",
             Kernel::MatmulBroadcast => "matmul_broadcast",
             Kernel::MatmulBroadcastVec4 => "matmul_broadcast_vec4",
         }
@@ -453,9 +476,15 @@ impl Kernel {
 
     /// The one dtype a kernel that is not dtype-generic works in (the fill
     /// kernel is dtype-agnostic and listed as f32; the coop kernel's dtype is
-    /// its output's, its inputs are set by `INPUT_F32`).
+    /// its output's, its inputs are set by `INPUT_F32`), and the default
+    /// dtype of [`Spec::new`] (f16 for the tensor-core decode kernel, which
+    /// is f16 only).
     pub const fn fixed_dtype(self) -> DType {
-        DType::F32
+        match self {
+            // Cooperative f16 loads straight from the f16 views of K and V.
+            Kernel::AttentionDecodeCoop | Kernel::AttentionDecodeCoopEmulated => DType::F16,
+            _ => DType::F32,
+        }
     }
 
     /// Whether the kernel ends with the fused matmul epilogue (bindings 5
@@ -487,6 +516,7 @@ impl Kernel {
                 | Kernel::AttentionFlashCoop
                 | Kernel::AttentionBwdCoopDkDv
                 | Kernel::AttentionBwdCoopDq
+                | Kernel::AttentionDecodeCoop
         )
     }
 
@@ -505,6 +535,8 @@ impl Kernel {
                 | Kernel::AttentionBwdCoopDq
                 | Kernel::AttentionBwdCoopDkDvEmulated
                 | Kernel::AttentionBwdCoopDqEmulated
+                | Kernel::AttentionDecodeCoop
+                | Kernel::AttentionDecodeCoopEmulated
                 | Kernel::MatmulBroadcast
                 | Kernel::MatmulBroadcastVec4
         )
@@ -619,6 +651,12 @@ impl Spec {
             }
             Kernel::AttentionFlashCoopEmulated => {
                 crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128)
+            }
+            Kernel::AttentionDecodeCoop => {
+                crate::tune::attention::coop_decode::decode_coop_blocks(128, 128, false)
+            }
+            Kernel::AttentionDecodeCoopEmulated => {
+                crate::tune::attention::coop_decode::decode_coop_blocks(128, 128, true)
             }
             _ => crate::tune::attention::coop_backward::default_blocks(kernel).unwrap_or_default(),
         };

@@ -614,13 +614,23 @@ fn check_decode(
     let auto = c.hq / c.hkv * c.sq <= wgtile::tune::attention::DECODE_KERNEL_MAX_ROWS;
     for splits in [None, Some(1), Some(3)] {
         let mut o = opts.clone();
-        if !auto {
+        if !auto && o.kernel == AttentionKernel::Auto {
             o.kernel = AttentionKernel::Decode;
         }
         o.kv_splits = splits;
         let (plan, _) = ctx.attention_plan(&qt, &kt, &vt, &o).unwrap();
         assert!(
             plan.label().starts_with("attention decode"),
+            "{what}: {}",
+            plan.label()
+        );
+        let coop = matches!(
+            o.kernel,
+            AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
+        );
+        assert_eq!(
+            coop,
+            plan.label().contains("tensor cores"),
             "{what}: {}",
             plan.label()
         );
@@ -2826,4 +2836,84 @@ fn coop_backward_on_tensor_cores() {
         None,
         8116,
     );
+}
+
+/// The tensor-core decode kernel's cases: GQA packing (one row, 12 rows,
+/// a full 16-row chunk, two chunks), Dv != D, key lengths and causal
+/// bottom-right over caches that end inside a block (the staged tail) and
+/// cross splits, a window with soft-cap, an additive mask; against f64
+/// with check_decode's rule, for `kernel` (the real or emulated one).
+fn decode_coop_cases(ctx: &Context, kernel: AttentionKernel) {
+    let br = DiagonalAlignment::BottomRight;
+    let opts = || AttentionOptions::new().kernel(kernel);
+    check_decode(
+        ctx,
+        &f16_case(1, 8, 2, 1, 263, 64, 64),
+        &opts().causal(br),
+        None,
+        900,
+    );
+    check_decode(
+        ctx,
+        &f16_case(2, 8, 2, 3, 263, 64, 64),
+        &opts().causal(br).key_lengths(&[263, 70]),
+        None,
+        901,
+    );
+    check_decode(ctx, &f16_case(1, 32, 2, 1, 100, 32, 48), &opts(), None, 902);
+    check_decode(
+        ctx,
+        &f16_case(1, 8, 1, 3, 50, 16, 16),
+        &opts().window(Some(20), Some(0)).softcap(3.0),
+        None,
+        903,
+    );
+    check_decode(
+        ctx,
+        &f16_case(1, 4, 1, 2, 97, 32, 32),
+        &opts(),
+        Some(HostMask {
+            additive: true,
+            dims: [1, 1, 2, 97],
+            shape: vec![2, 97],
+            data: mask_values(2 * 97, 904, true),
+        }),
+        905,
+    );
+}
+
+/// The tensor-core decode algorithm with emulated matrix operations, on
+/// every adapter with f16 and subgroups.
+#[test]
+fn decode_coop_emulated() {
+    let Some(ctx) = common::ctx() else { return };
+    let p = ctx.profile();
+    if !(p.shader_f16 && p.subgroups) {
+        eprintln!("decode_coop_emulated: skipped, needs f16 and subgroups");
+        return;
+    }
+    decode_coop_cases(&ctx, AttentionKernel::DecodeCoopEmulated);
+}
+
+/// The tensor-core decode kernel on adapters with cooperative matrices, and
+/// its errors: f32 inputs, head dims not multiples of 16.
+#[test]
+fn decode_coop_on_tensor_cores() {
+    let Some(ctx) = coop_ctx("decode_coop_on_tensor_cores") else {
+        return;
+    };
+    decode_coop_cases(&ctx, AttentionKernel::DecodeCoop);
+    let opts = AttentionOptions::new().kernel(AttentionKernel::DecodeCoop);
+    let q = ctx.zeros([1, 4, 1, 64], DType::F32).unwrap();
+    let k = ctx.zeros([1, 1, 30, 64], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.attention(&q, &k, &k, &opts),
+        Err(Error::InvalidArgument(_))
+    ));
+    let q = ctx.zeros([1, 4, 1, 40], DType::F16).unwrap();
+    let k = ctx.zeros([1, 1, 30, 40], DType::F16).unwrap();
+    assert!(matches!(
+        ctx.attention(&q, &k, &k, &opts),
+        Err(Error::InvalidArgument(_))
+    ));
 }

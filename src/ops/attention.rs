@@ -85,10 +85,11 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 use crate::tune::attention::{
-    BackwardCoopPass, BackwardCoopTiles, BackwardTiles, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS,
-    DecodeTiles, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_coop_tiles, backward_tiles,
-    decode_chunk_rows, decode_fits, decode_kernel_tiles, decode_spec, decode_splits,
-    decode_tiles_fit, decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for, kv_splits,
+    BackwardCoopPass, BackwardCoopTiles, BackwardTiles, DECODE_COOP_ROWS, DECODE_KERNEL_MAX_ROWS,
+    DECODE_MAX_ROWS, DecodeTiles, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_coop_tiles,
+    backward_tiles, decode_chunk_rows, decode_coop_fits, decode_coop_spec, decode_coop_splits,
+    decode_fits, decode_kernel_tiles, decode_spec, decode_splits, decode_tiles_fit,
+    decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for, kv_splits,
 };
 
 /// Where the causal diagonal (and the sliding window around it) sits when
@@ -176,6 +177,16 @@ pub enum AttentionKernel {
     /// emulated per invocation: no tensor cores needed (f16 and subgroups
     /// only), many times slower. For testing the algorithm anywhere.
     FlashCoopEmulated,
+    /// Split-KV decode on tensor cores (`shaders/attention_decode_coop.wgsl`):
+    /// one subgroup per (batch, KV head, 16 packed query rows, key split),
+    /// K and V fragments loaded straight from memory. f16, D and Dv
+    /// multiples of 16 up to 256, K and V strides multiples of 8, adapters
+    /// with the 16x16 f16/f32 cooperative matrix. Not in `Auto` until
+    /// measured against [`AttentionKernel::Decode`].
+    DecodeCoop,
+    /// The tensor-core decode kernel's algorithm with emulated matrix
+    /// operations (f16 and subgroups only; tests).
+    DecodeCoopEmulated,
 }
 
 /// Options of [`Context::attention`]; build with the methods, e.g.
@@ -1094,6 +1105,96 @@ impl Context {
             AttentionKernel::Auto => decode_ok && group * sq <= DECODE_KERNEL_MAX_ROWS,
             _ => false,
         };
+        if matches!(
+            opts.kernel,
+            AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
+        ) {
+            let emulated = opts.kernel == AttentionKernel::DecodeCoopEmulated;
+            if dtype != DType::F16 {
+                return Err(Error::InvalidArgument(format!(
+                    "the tensor-core decode kernel takes f16 inputs, got {dtype}"
+                )));
+            }
+            if !decode_coop_fits(profile, 16, 16, emulated) {
+                return Err(Error::UnsupportedFeature {
+                    feature: if emulated {
+                        "SHADER_F16 and SUBGROUP"
+                    } else {
+                        "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16 f16/f32, fixed subgroup size)"
+                    },
+                    what: "the tensor-core decode kernel".into(),
+                });
+            }
+            let aligned = [&k, &v]
+                .iter()
+                .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+            if !decode_coop_fits(profile, d, dv, emulated) || !aligned {
+                return Err(Error::InvalidArgument(format!(
+                    "the tensor-core decode kernel needs D and Dv multiples of 16 up to 256 \
+                     and K, V strides that are multiples of 8 (got D = {d}, Dv = {dv})"
+                )));
+            }
+            let rows_kv = group * sq;
+            let ys = hkv * rows_kv.div_ceil(DECODE_COOP_ROWS);
+            if ys > max_groups || b > max_groups {
+                return Err(limit(
+                    ys.max(b),
+                    "tensor-core decode grid (heads, batch)".into(),
+                ));
+            }
+            let mut splits = match opts.kv_splits {
+                Some(s) => s.max(1) as usize,
+                None => decode_coop_splits(profile, (ys * b) as u64, sk),
+            };
+            let split_len = sk.div_ceil(splits).div_ceil(16).max(1) * 16;
+            splits = sk.div_ceil(split_len).max(1);
+            if splits > max_groups {
+                return Err(limit(splits, "tensor-core decode grid (splits)".into()));
+            }
+            let mut words = params_base.words;
+            words.push(u32_of(split_len, "split length")?);
+            words.push(splits as u32);
+            words.push(1);
+            let params = self.uniform(&words);
+            let rows = b * hq * sq;
+            let scratch = self.alloc(
+                &[splits, rows, dv + 2],
+                DType::F32,
+                "wgtile attention decode states",
+            )?;
+            let sg = profile.subgroup_max_size;
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(device, &decode_coop_spec(d, dv, sg, emulated))?;
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (5, &scratch.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                ],
+                [splits as u32, ys as u32, b as u32],
+            ));
+            plan.dispatches.push(self.merge_dispatch(
+                (dtype, dv, rows),
+                &params,
+                &o.buffer,
+                &scratch.buffer,
+                &lse_buf,
+            )?);
+            plan.label = format!(
+                "attention decode on tensor cores{} ({rows_kv} rows per KV head, {splits} key splits of {split_len})",
+                if emulated { ", emulated" } else { "" }
+            );
+            plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
         if use_decode {
             let rows_kv = group * sq;
             let chunks = rows_kv.div_ceil(decode_chunk_rows(rows_kv));

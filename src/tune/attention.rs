@@ -10,9 +10,14 @@ use crate::dtype::DType;
 use crate::kernels::{Kernel, Spec};
 
 pub mod coop_backward;
+pub mod coop_decode;
 pub use coop_backward::{
     BACKWARD_COOP_CANDIDATES, BACKWARD_COOP_SWEEP, BackwardCoopPass, BackwardCoopTiles,
     backward_coop_tiles,
+};
+pub use coop_decode::{
+    DECODE_COOP_ROWS, decode_coop_fits, decode_coop_spec, decode_coop_splits,
+    decode_coop_workgroup_bytes,
 };
 
 /// Tile shape of the flash forward kernel (`shaders/attention_flash.wgsl`).
@@ -726,6 +731,19 @@ pub fn attention_coop_specs() -> Vec<Spec> {
         for pass in [BackwardCoopPass::DkDv, BackwardCoopPass::Dq] {
             specs.push(BACKWARD_COOP_CANDIDATES[0].spec(pass, d, dv, 16, true));
         }
+    }
+    // The tensor-core decode kernel: every head-dim pair at subgroup size
+    // 32, the default dims at 16 and 64, the emulated one at the tests'.
+    for &d in &dims {
+        for &dv in &dims {
+            specs.push(decode_coop_spec(d, dv, 32, false));
+        }
+    }
+    for sg in [16, 64] {
+        specs.push(decode_coop_spec(128, 128, sg, false));
+    }
+    for (d, dv) in [(16, 16), (32, 32), (32, 48), (64, 64)] {
+        specs.push(decode_coop_spec(d, dv, 16, true));
     }
     // The emulated kernel at the shapes the tests force.
     for t in FLASH_COOP_CANDIDATES
