@@ -27,6 +27,10 @@
 //   End: l summed over the row's lanes; O / l, the reference max m (log2
 //   units) and l of each row go to the scratch (attention_merge's layout);
 //   rows without a visible key in the split leave l = 0 and weigh nothing.
+// Prefill shapes: nothing limits Sq, so the kernel also runs as a forward
+//   kernel (forced; a chunk's rows are then 16 positions of one head): the
+//   key range is clipped to the chunk's own causal/window band, and blocks
+//   inside it for every row (no mask tensor, no soft-cap) skip `logit`.
 // Workgroup: SG invocations (the fixed subgroup size, a multiple of 16; 16
 //   virtual lanes in the emulated variant).
 // Workgroup memory: kv_sh 16 * (max(D, Dv) + 8) f16 (Q at the start, a
@@ -133,7 +137,11 @@ struct RowState {
 
 // Step 2 for the block at j0 (S in s_sh): P into p_sh, the state updated,
 // alpha into alpha_sh and the rescale flag raised when the reference moved.
-fn softmax_block(lane: u32, b: u32, hk: u32, r0: u32, j0: u32, keys: u32, st: RowState) -> RowState {
+// `interior`: every pair of the block is visible and plain (the logit is
+// the scaled dot product).
+fn softmax_block(
+    lane: u32, b: u32, hk: u32, r0: u32, j0: u32, keys: u32, interior: bool, st: RowState,
+) -> RowState {
     var out = st;
     let sr = lane / LPR;
     let cg = lane % LPR;
@@ -144,7 +152,9 @@ fn softmax_block(lane: u32, b: u32, hk: u32, r0: u32, j0: u32, keys: u32, st: Ro
     for (var n = 0u; n < CPL; n++) {
         let c = cg + n * LPR;
         var x = neg_inf();
-        if hp.x < params.hq {
+        if interior {
+            x = s_sh[sr * LDS + c] * params.scale_log2;
+        } else if hp.x < params.hq {
             x = logit(s_sh[sr * LDS + c], b, hp.x, hp.y, j0 + c, keys);
         }
         has_nan = has_nan || is_nan(x);
@@ -225,12 +235,24 @@ fn main(
     let k_base = b * params.k_sb + hk * params.k_sh;
     let v_base = b * params.v_sb + hk * params.v_sh;
 
-    // The split's keys, clipped to the band any row of the chunk sees
-    // (positions 0 .. Sq - 1) and to the key length.
+    // The chunk's positions: one head's run p_lo .. p_hi when it does not
+    // cross heads (prefill shapes), else every position.
+    let r_last = min(r0 + 15u, rows_kv - 1u);
+    var p_lo = 0u;
+    var p_hi = params.sq - 1u;
+    if r0 / params.sq == r_last / params.sq {
+        p_lo = r0 % params.sq;
+        p_hi = r_last % params.sq;
+    }
+    // The split's keys, clipped to the band any row of the chunk sees and
+    // to the key length.
     var start = i32(split * params.split_len);
     var end = i32(min(keys, select(params.sk, (split + 1u) * params.split_len, params.splits > 1u)));
-    start = max(start, first_off(keys));
-    end = min(end, i32(params.sq) - 1 + last_off(keys) + 1);
+    start = max(start, i32(p_lo) + first_off(keys));
+    end = min(end, i32(p_hi) + last_off(keys) + 1);
+    // No mask tensor, no soft-cap, all 16 rows present: blocks inside the
+    // band for every row take the logit as one multiply.
+    let plain = params.mask_kind == 0u && params.softcap <= 0.0 && r0 + 16u <= rows_kv;
     let j_start = u32(max(start, 0)) / 16u * 16u;
     let j_end = u32(max(end, 0));
     // Full blocks (every key below the key length) load their fragments
@@ -251,7 +273,9 @@ fn main(
     for (var j0 = j_start; j0 < full_end; j0 += 16u) {
         // @gen qk_direct
         workgroupBarrier();
-        st = softmax_block(lane, b, hk, r0, j0, keys, st);
+        let interior = plain && i32(j0) >= i32(p_hi) + first_off(keys)
+            && i32(j0 + 15u) <= i32(p_lo) + last_off(keys);
+        st = softmax_block(lane, b, hk, r0, j0, keys, interior, st);
         if workgroupUniformLoad(&rescale_flag).x != 0u {
             // @gen rescale
             if tid == 0u {
@@ -267,7 +291,7 @@ fn main(
         workgroupBarrier();
         // @gen qk_staged
         workgroupBarrier();
-        st = softmax_block(lane, b, hk, r0, j0, keys, st);
+        st = softmax_block(lane, b, hk, r0, j0, keys, false, st);
         stage_block(lane, 1u, j0, keys, v_base);
         if workgroupUniformLoad(&rescale_flag).x != 0u {
             // @gen rescale

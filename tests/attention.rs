@@ -2868,6 +2868,22 @@ fn decode_coop_cases(ctx: &Context, kernel: AttentionKernel) {
         None,
         903,
     );
+    // Prefill shapes: chunks within one head and across two, causal in both
+    // alignments (blocks skipped, interior blocks, the diagonal).
+    check_decode(
+        ctx,
+        &f16_case(1, 2, 1, 40, 70, 32, 32),
+        &opts().causal(DiagonalAlignment::TopLeft),
+        None,
+        906,
+    );
+    check_decode(
+        ctx,
+        &f16_case(2, 2, 2, 65, 50, 16, 32),
+        &opts().causal(br),
+        None,
+        907,
+    );
     check_decode(
         ctx,
         &f16_case(1, 4, 1, 2, 97, 32, 32),
