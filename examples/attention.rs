@@ -678,14 +678,18 @@ fn sweep_coop(
                 // The tensor-core decode kernel as a forward kernel: one
                 // subgroup per 16 rows, K and V fragments loaded straight
                 // from memory (no workgroup staging).
-                let direct = opts.clone().kernel(AttentionKernel::DecodeCoop);
-                if let Ok((plan, out)) = ctx.attention_plan(&q, &k, &v, &direct) {
-                    let speed = flops / time(ctx, &plan, args.repeats)? / unit;
-                    line.push_str(&format!(
-                        " | direct loads (decode-tc) {:.2} (max diff {:.0e})",
-                        speed,
-                        max_diff(&flash_out.o, &out.o)?
-                    ));
+                for rf in [1, 2] {
+                    let mut direct = opts.clone().kernel(AttentionKernel::DecodeCoop);
+                    direct.decode_coop_rf = Some(rf);
+                    if let Ok((plan, out)) = ctx.attention_plan(&q, &k, &v, &direct) {
+                        let speed = flops / time(ctx, &plan, args.repeats)? / unit;
+                        line.push_str(&format!(
+                            " | direct loads (decode-tc) rows={} {:.2} (max diff {:.0e})",
+                            16 * rf,
+                            speed,
+                            max_diff(&flash_out.o, &out.o)?
+                        ));
+                    }
                 }
                 println!("{line}");
             }

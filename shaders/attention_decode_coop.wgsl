@@ -4,10 +4,11 @@
 // kernel (attention_merge.wgsl) as output.
 //
 // Algorithm: a workgroup is one subgroup and owns one (batch, KV head, row
-//   chunk, key split): up to 16 query rows of the KV head packed into one
-//   fragment (row r = head hk * group + r / Sq at position r % Sq: the
-//   query heads of a GQA group share every K and V fragment), their Q
-//   staged once through workgroup memory into D16 cooperative A matrices.
+//   chunk, key split): up to ROWS = 16 RF query rows of the KV head packed
+//   into RF fragments (row r = head hk * group + r / Sq at position r % Sq:
+//   the query heads of a GQA group share every K and V fragment; each
+//   fragment loaded serves the RF row fragments), their Q staged once
+//   through workgroup memory into RF * D16 cooperative A matrices.
 //   The split's visible keys are walked 16 at a time; per block:
 //   1. S = Q K^T with K^T's B fragments loaded column-major straight from
 //      the k buffer (no staging, no barrier: the fragments are the loads),
@@ -33,11 +34,11 @@
 //   inside it for every row (no mask tensor, no soft-cap) skip `logit`.
 // Workgroup: SG invocations (the fixed subgroup size, a multiple of 16; 16
 //   virtual lanes in the emulated variant).
-// Workgroup memory: kv_sh 16 * (max(D, Dv) + 8) f16 (Q at the start, a
-//   partial block's K or V later), s_sh 16 * 20 f32, p_sh 16 * 24 f16, 32
-//   f32 and a vec4<u32> flag; each a multiple of 16 bytes.
-// Text constants (tune::attention::decode_coop_spec): SG, D, DV (multiples
-//   of 16 up to 256), RESCALE.
+// Workgroup memory: kv_sh ROWS * (max(D, Dv) + 8) f16 (Q at the start, a
+//   partial block's K or V later), s_sh ROWS * 20 f32, p_sh ROWS * 24 f16,
+//   2 ROWS f32 and a vec4<u32> flag; each a multiple of 16 bytes.
+// Text constants (tune::attention::decode_coop_spec): SG, RF (1 or 2), D,
+//   DV (multiples of 16 up to 256), RESCALE.
 // Grid: (splits, Hkv * row chunks, B).
 // Bindings: attention_common's q, k, v (f16), the scratch at 5 (`lse`),
 //   mask, key lengths. The host guarantees every stride of k and v is a
@@ -50,10 +51,12 @@
 //   (load_bt_k, load_b_v from storage) or their emulated twins.
 
 const SG: u32 = 32u;
+const RF: u32 = 1u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const RESCALE: u32 = 8u;
 
+const ROWS: u32 = 16u * RF;
 const D16: u32 = D / 16u;
 const DV16: u32 = DV / 16u;
 const DX: u32 = max(D, DV);
@@ -63,11 +66,11 @@ const LDP: u32 = 24u;
 const LPR: u32 = SG / 16u;
 const CPL: u32 = 16u / LPR;
 
-var<workgroup> kv_sh: array<vec4<f16>, 16u * LDKV / 4u>;
-var<workgroup> s_sh: array<f32, 16u * LDS>;
-var<workgroup> p_sh: array<f16, 16u * LDP>;
-var<workgroup> alpha_sh: array<f32, 16>;
-var<workgroup> l_sh: array<f32, 16>;
+var<workgroup> kv_sh: array<vec4<f16>, ROWS * LDKV / 4u>;
+var<workgroup> s_sh: array<f32, ROWS * LDS>;
+var<workgroup> p_sh: array<f16, ROWS * LDP>;
+var<workgroup> alpha_sh: array<f32, ROWS>;
+var<workgroup> l_sh: array<f32, ROWS>;
 var<workgroup> rescale_flag: vec4<u32>;
 
 // The (head, position) of packed row `row` of KV head hk, or (hq, 0) when
@@ -79,9 +82,10 @@ fn row_head(hk: u32, row: u32) -> vec2<u32> {
     return vec2<u32>(hk * params.group + row / params.sq, row % params.sq);
 }
 
-// Rows r0 .. r0 + 15 of Q into kv_sh (rows of LDKV), zero for absent rows.
+// Rows r0 .. r0 + ROWS - 1 of Q into kv_sh (rows of LDKV), zero for
+// absent rows.
 fn stage_q(lane: u32, b: u32, hk: u32, r0: u32) {
-    for (var e = lane; e < 16u * D; e += SG) {
+    for (var e = lane; e < ROWS * D; e += SG) {
         let r = e / D;
         let c = e % D;
         let hp = row_head(hk, r0 + r);
@@ -135,15 +139,15 @@ struct RowState {
     l: f32,
 }
 
-// Step 2 for the block at j0 (S in s_sh): P into p_sh, the state updated,
-// alpha into alpha_sh and the rescale flag raised when the reference moved.
-// `interior`: every pair of the block is visible and plain (the logit is
-// the scaled dot product).
+// Step 2 for fragment f of the block at j0 (S in s_sh): P into p_sh, the
+// state updated, alpha into alpha_sh and the rescale flag raised when the
+// reference moved. `interior`: every pair of the block is visible and
+// plain (the logit is the scaled dot product).
 fn softmax_block(
-    lane: u32, b: u32, hk: u32, r0: u32, j0: u32, keys: u32, interior: bool, st: RowState,
+    lane: u32, b: u32, hk: u32, r0: u32, j0: u32, keys: u32, interior: bool, f: u32, st: RowState,
 ) -> RowState {
     var out = st;
-    let sr = lane / LPR;
+    let sr = f * 16u + lane / LPR;
     let cg = lane % LPR;
     let hp = row_head(hk, r0 + sr);
     var t: array<f32, CPL>;
@@ -189,19 +193,20 @@ fn softmax_block(
     return out;
 }
 
-// Multiplies the 16 x 16 tile in s_sh by each row's alpha.
-fn scale_tile(lane: u32) {
+// Multiplies fragment f's 16 x 16 tile in s_sh by each row's alpha.
+fn scale_tile(lane: u32, f: u32) {
     for (var e = lane; e < 256u; e += SG) {
-        s_sh[(e / 16u) * LDS + e % 16u] *= alpha_sh[e / 16u];
+        let r = f * 16u + e / 16u;
+        s_sh[r * LDS + e % 16u] *= alpha_sh[r];
     }
 }
 
-// Writes O's columns 16 x .. of the chunk's rows (tile in s_sh) divided by
-// l to the split's scratch.
-fn write_state_tile(lane: u32, b: u32, hk: u32, r0: u32, split: u32, x: u32) {
+// Writes O's columns 16 x .. of fragment f's rows (tile in s_sh) divided
+// by l to the split's scratch.
+fn write_state_tile(lane: u32, b: u32, hk: u32, r0: u32, split: u32, f: u32, x: u32) {
     let rows_all = params.batch * params.hq * params.sq;
     for (var e = lane; e < 256u; e += SG) {
-        let r = e / 16u;
+        let r = f * 16u + e / 16u;
         let hp = row_head(hk, r0 + r);
         let l_row = l_sh[r];
         if hp.x < params.hq {
@@ -227,9 +232,9 @@ fn main(
     let lane = lane_of(tid, sg_lane);
     let split = wid.x;
     let rows_kv = params.group * params.sq;
-    let chunks = (rows_kv + 15u) / 16u;
+    let chunks = (rows_kv + ROWS - 1u) / ROWS;
     let hk = wid.y / chunks;
-    let r0 = (wid.y % chunks) * 16u;
+    let r0 = (wid.y % chunks) * ROWS;
     let b = wid.z;
     let keys = key_count(b);
     let k_base = b * params.k_sb + hk * params.k_sh;
@@ -237,7 +242,7 @@ fn main(
 
     // The chunk's positions: one head's run p_lo .. p_hi when it does not
     // cross heads (prefill shapes), else every position.
-    let r_last = min(r0 + 15u, rows_kv - 1u);
+    let r_last = min(r0 + ROWS - 1u, rows_kv - 1u);
     var p_lo = 0u;
     var p_hi = params.sq - 1u;
     if r0 / params.sq == r_last / params.sq {
@@ -252,7 +257,7 @@ fn main(
     end = min(end, i32(p_hi) + last_off(keys) + 1);
     // No mask tensor, no soft-cap, all 16 rows present: blocks inside the
     // band for every row take the logit as one multiply.
-    let plain = params.mask_kind == 0u && params.softcap <= 0.0 && r0 + 16u <= rows_kv;
+    let plain = params.mask_kind == 0u && params.softcap <= 0.0 && r0 + ROWS <= rows_kv;
     let j_start = u32(max(start, 0)) / 16u * 16u;
     let j_end = u32(max(end, 0));
     // Full blocks (every key below the key length) load their fragments
@@ -266,7 +271,10 @@ fn main(
     // @gen load_q
     workgroupBarrier();
 
-    var st = RowState(neg_inf(), 0.0);
+    var st: array<RowState, RF>;
+    for (var f = 0u; f < RF; f++) {
+        st[f] = RowState(neg_inf(), 0.0);
+    }
     if tid == 0u {
         rescale_flag = vec4<u32>();
     }
@@ -275,7 +283,9 @@ fn main(
         workgroupBarrier();
         let interior = plain && i32(j0) >= i32(p_hi) + first_off(keys)
             && i32(j0 + 15u) <= i32(p_lo) + last_off(keys);
-        st = softmax_block(lane, b, hk, r0, j0, keys, interior, st);
+        for (var f = 0u; f < RF; f++) {
+            st[f] = softmax_block(lane, b, hk, r0, j0, keys, interior, f, st[f]);
+        }
         if workgroupUniformLoad(&rescale_flag).x != 0u {
             // @gen rescale
             if tid == 0u {
@@ -291,7 +301,9 @@ fn main(
         workgroupBarrier();
         // @gen qk_staged
         workgroupBarrier();
-        st = softmax_block(lane, b, hk, r0, j0, keys, false, st);
+        for (var f = 0u; f < RF; f++) {
+            st[f] = softmax_block(lane, b, hk, r0, j0, keys, false, f, st[f]);
+        }
         stage_block(lane, 1u, j0, keys, v_base);
         if workgroupUniformLoad(&rescale_flag).x != 0u {
             // @gen rescale
@@ -305,18 +317,20 @@ fn main(
     }
 
     // Row sums over the row's lanes; the statistics of the split.
-    let sr = lane / LPR;
-    let l_row = row_sum(st.l);
-    if lane % LPR == 0u {
-        l_sh[sr] = l_row;
-        let hp = row_head(hk, r0 + sr);
-        if hp.x < params.hq {
-            let rows_all = params.batch * params.hq * params.sq;
-            let state = (b * params.hq + hp.x) * params.sq + hp.y;
-            let at = params.splits * rows_all * params.dv + 2u * (split * rows_all + state);
-            if at + 1u < arrayLength(&lse) {
-                lse[at] = st.m_ref;
-                lse[at + 1u] = l_row;
+    for (var f = 0u; f < RF; f++) {
+        let sr = f * 16u + lane / LPR;
+        let l_row = row_sum(st[f].l);
+        if lane % LPR == 0u {
+            l_sh[sr] = l_row;
+            let hp = row_head(hk, r0 + sr);
+            if hp.x < params.hq {
+                let rows_all = params.batch * params.hq * params.sq;
+                let state = (b * params.hq + hp.x) * params.sq + hp.y;
+                let at = params.splits * rows_all * params.dv + 2u * (split * rows_all + state);
+                if at + 1u < arrayLength(&lse) {
+                    lse[at] = st[f].m_ref;
+                    lse[at + 1u] = l_row;
+                }
             }
         }
     }

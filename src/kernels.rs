@@ -653,10 +653,10 @@ impl Spec {
                 crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128)
             }
             Kernel::AttentionDecodeCoop => {
-                crate::tune::attention::coop_decode::decode_coop_blocks(128, 128, false)
+                crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, false)
             }
             Kernel::AttentionDecodeCoopEmulated => {
-                crate::tune::attention::coop_decode::decode_coop_blocks(128, 128, true)
+                crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, true)
             }
             _ => crate::tune::attention::coop_backward::default_blocks(kernel).unwrap_or_default(),
         };

@@ -2839,7 +2839,8 @@ fn coop_backward_on_tensor_cores() {
 }
 
 /// The tensor-core decode kernel's cases: GQA packing (one row, 12 rows,
-/// a full 16-row chunk, two chunks), Dv != D, key lengths and causal
+/// a full 16-row chunk, two chunks), one and two row fragments per
+/// workgroup, Dv != D, key lengths and causal
 /// bottom-right over caches that end inside a block (the staged tail) and
 /// cross splits, a window with soft-cap, an additive mask; against f64
 /// with check_decode's rule, for `kernel` (the real or emulated one).
@@ -2884,6 +2885,14 @@ fn decode_coop_cases(ctx: &Context, kernel: AttentionKernel) {
         None,
         907,
     );
+    // The row fragments forced the other way: one on a prefill shape, two
+    // on a decode shape (12 rows in a 32-row workgroup).
+    let mut one = opts().causal(DiagonalAlignment::TopLeft);
+    one.decode_coop_rf = Some(1);
+    check_decode(ctx, &f16_case(1, 2, 1, 40, 70, 32, 32), &one, None, 908);
+    let mut two = opts().causal(br).key_lengths(&[263, 70]);
+    two.decode_coop_rf = Some(2);
+    check_decode(ctx, &f16_case(2, 8, 2, 3, 263, 64, 64), &two, None, 909);
     check_decode(
         ctx,
         &f16_case(1, 4, 1, 2, 97, 32, 32),

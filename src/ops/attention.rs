@@ -85,9 +85,9 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;
 use crate::tune::attention::{
-    BackwardCoopPass, BackwardCoopTiles, BackwardTiles, DECODE_COOP_ROWS, DECODE_KERNEL_MAX_ROWS,
-    DECODE_MAX_ROWS, DecodeTiles, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_coop_tiles,
-    backward_tiles, decode_chunk_rows, decode_coop_fits, decode_coop_spec, decode_coop_splits,
+    BackwardCoopPass, BackwardCoopTiles, BackwardTiles, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS,
+    DecodeTiles, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_coop_tiles, backward_tiles,
+    decode_chunk_rows, decode_coop_fits, decode_coop_rf, decode_coop_spec, decode_coop_splits,
     decode_fits, decode_kernel_tiles, decode_spec, decode_splits, decode_tiles_fit,
     decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for, kv_splits,
 };
@@ -236,6 +236,10 @@ pub struct AttentionOptions {
     /// tuning; with [`AttentionOptions::backward_coop_tiles`] the two
     /// kernels can differ). `None` = as the dK/dV kernel.
     pub backward_coop_dq_tiles: Option<BackwardCoopTiles>,
+    /// Row fragments (16 rows each) per workgroup of
+    /// [`AttentionKernel::DecodeCoop`]: 1 or 2. `None` = the dispatcher's
+    /// ([`decode_coop_rf`]: 1 for up to 16 rows per KV head, else 2).
+    pub decode_coop_rf: Option<u32>,
     /// Force the decode kernel's tile (tests and tuning). `None` = the
     /// dispatcher's ([`decode_kernel_tiles`]).
     pub decode_tiles: Option<DecodeTiles>,
@@ -1115,7 +1119,11 @@ impl Context {
                     "the tensor-core decode kernel takes f16 inputs, got {dtype}"
                 )));
             }
-            if !decode_coop_fits(profile, 16, 16, emulated) {
+            let rows_kv = group * sq;
+            let rf = opts
+                .decode_coop_rf
+                .unwrap_or_else(|| decode_coop_rf(rows_kv));
+            if !decode_coop_fits(profile, 1, 16, 16, emulated) {
                 return Err(Error::UnsupportedFeature {
                     feature: if emulated {
                         "SHADER_F16 and SUBGROUP"
@@ -1128,14 +1136,14 @@ impl Context {
             let aligned = [&k, &v]
                 .iter()
                 .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
-            if !decode_coop_fits(profile, d, dv, emulated) || !aligned {
+            if !decode_coop_fits(profile, rf, d, dv, emulated) || !aligned {
                 return Err(Error::InvalidArgument(format!(
-                    "the tensor-core decode kernel needs D and Dv multiples of 16 up to 256 \
-                     and K, V strides that are multiples of 8 (got D = {d}, Dv = {dv})"
+                    "the tensor-core decode kernel needs D and Dv multiples of 16 up to 256, \
+                     K, V strides that are multiples of 8 and 1 or 2 row fragments that fit \
+                     the adapter (got D = {d}, Dv = {dv}, {rf} fragments)"
                 )));
             }
-            let rows_kv = group * sq;
-            let ys = hkv * rows_kv.div_ceil(DECODE_COOP_ROWS);
+            let ys = hkv * rows_kv.div_ceil(16 * rf as usize);
             if ys > max_groups || b > max_groups {
                 return Err(limit(
                     ys.max(b),
@@ -1166,7 +1174,7 @@ impl Context {
             let pipeline = self
                 .inner
                 .pipelines
-                .get(device, &decode_coop_spec(d, dv, sg, emulated))?;
+                .get(device, &decode_coop_spec(rf, d, dv, sg, emulated))?;
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
                 pipeline,
@@ -1189,8 +1197,9 @@ impl Context {
                 &lse_buf,
             )?);
             plan.label = format!(
-                "attention decode on tensor cores{} ({rows_kv} rows per KV head, {splits} key splits of {split_len})",
-                if emulated { ", emulated" } else { "" }
+                "attention decode on tensor cores{} ({rows_kv} rows per KV head, {} per workgroup, {splits} key splits of {split_len})",
+                if emulated { ", emulated" } else { "" },
+                16 * rf
             );
             plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
             return Ok((plan, out));

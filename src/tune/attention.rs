@@ -16,7 +16,7 @@ pub use coop_backward::{
     backward_coop_tiles,
 };
 pub use coop_decode::{
-    DECODE_COOP_ROWS, decode_coop_fits, decode_coop_spec, decode_coop_splits,
+    decode_coop_fits, decode_coop_rf, decode_coop_spec, decode_coop_splits,
     decode_coop_workgroup_bytes,
 };
 
@@ -736,14 +736,18 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     // 32, the default dims at 16 and 64, the emulated one at the tests'.
     for &d in &dims {
         for &dv in &dims {
-            specs.push(decode_coop_spec(d, dv, 32, false));
+            for rf in [1, 2] {
+                specs.push(decode_coop_spec(rf, d, dv, 32, false));
+            }
         }
     }
     for sg in [16, 64] {
-        specs.push(decode_coop_spec(128, 128, sg, false));
+        specs.push(decode_coop_spec(1, 128, 128, sg, false));
     }
     for (d, dv) in [(16, 16), (32, 32), (32, 48), (64, 64)] {
-        specs.push(decode_coop_spec(d, dv, 16, true));
+        for rf in [1, 2] {
+            specs.push(decode_coop_spec(rf, d, dv, 16, true));
+        }
     }
     // The emulated kernel at the shapes the tests force.
     for t in FLASH_COOP_CANDIDATES

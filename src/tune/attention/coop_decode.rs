@@ -7,120 +7,77 @@ use crate::context::AdapterProfile;
 use crate::dtype::DType;
 use crate::kernels::{Kernel, Spec};
 
-/// Query rows one workgroup of the tensor-core decode kernel serves (one
-/// 16-row fragment of the packed rows of a KV head).
-pub const DECODE_COOP_ROWS: usize = 16;
+/// Row fragments (16 packed query rows each) per workgroup of the
+/// tensor-core decode kernel: 1 for decode shapes (up to 16 rows per KV
+/// head), 2 beyond (each K and V fragment loaded then serves 32 rows).
+pub fn decode_coop_rf(rows_kv: usize) -> u32 {
+    if rows_kv <= 16 { 1 } else { 2 }
+}
 
-/// The kernel's generated blocks for head dims `d`, `dv`: `emulated` gives
-/// loops over fragment arrays (the emulated matrix operations), else every
-/// fragment is a named variable.
-pub fn decode_coop_blocks(d: u32, dv: u32, emulated: bool) -> Vec<(&'static str, String)> {
+/// The kernel's generated blocks for `rf` row fragments and head dims `d`,
+/// `dv`: `emulated` gives loops over fragment arrays (the emulated matrix
+/// operations), else every fragment is a named variable.
+pub fn decode_coop_blocks(rf: u32, d: u32, dv: u32, emulated: bool) -> Vec<(&'static str, String)> {
+    if emulated {
+        return decode_coop_blocks_looped();
+    }
     let (d16, dv16) = (d / 16, dv / 16);
     let pad = "    ";
     let pad2 = "        ";
     let pad3 = "            ";
-    if emulated {
-        let qk = |load: &str| {
-            format!(
-                "{pad2}{{
-{pad2}    var s = zc;
-{pad2}    for (var i = 0u; i < D16; i++) {{
-{pad2}        s = mma(qa[i], {load}, s);
-{pad2}    }}
-{pad2}    store_c_s(s, 0u, LDS);
-{pad2}}}
-"
-            )
-        };
-        let pv = |load: &str| {
-            format!(
-                "{pad2}{{
-{pad2}    let p = load_a_p(0u, LDP);
-{pad2}    for (var x = 0u; x < DV16; x++) {{
-{pad2}        oa[x] = mma(p, {load}, oa[x]);
-{pad2}    }}
-{pad2}}}
-"
-            )
-        };
-        return vec![
-            (
-                "declare",
-                format!(
-                    "{pad}var qa: array<MatA, D16>;\n{pad}var oa: array<MatC, DV16>;\n{pad}for (var x = 0u; x < DV16; x++) {{ oa[x] = zc; }}\n"
-                ),
-            ),
-            (
-                "load_q",
-                format!(
-                    "{pad}for (var i = 0u; i < D16; i++) {{ qa[i] = load_a_kv(i * 16u, LDKV); }}\n"
-                ),
-            ),
-            (
-                "qk_direct",
-                qk("load_bt_k(k_base + j0 * params.k_sr + i * 16u, params.k_sr)"),
-            ),
-            ("qk_staged", qk("load_bt_kv(i * 16u, LDKV)")),
-            (
-                "pv_direct",
-                pv("load_b_v(v_base + j0 * params.v_sr + x * 16u, params.v_sr)"),
-            ),
-            ("pv_staged", pv("load_b_kv(x * 16u, LDKV)")),
-            (
-                "rescale",
-                format!(
-                    "{pad3}for (var x = 0u; x < DV16; x++) {{
-{pad3}    store_c_s(oa[x], 0u, LDS);
-{pad3}    workgroupBarrier();
-{pad3}    scale_tile(lane);
-{pad3}    workgroupBarrier();
-{pad3}    oa[x] = load_c_s(0u, LDS);
-{pad3}    workgroupBarrier();
-{pad3}}}
-"
-                ),
-            ),
-            (
-                "store",
-                format!(
-                    "{pad}for (var x = 0u; x < DV16; x++) {{
-{pad}    store_c_s(oa[x], 0u, LDS);
-{pad}    workgroupBarrier();
-{pad}    write_state_tile(lane, b, hk, r0, split, x);
-{pad}    workgroupBarrier();
-{pad}}}
-"
-                ),
-            ),
-        ];
-    }
     let mut declare = String::new();
     let mut load_q = String::new();
-    for i in 0..d16 {
-        writeln!(declare, "{pad}var q{i}: MatA;").unwrap();
-        writeln!(load_q, "{pad}q{i} = load_a_kv({}u, LDKV);", i * 16).unwrap();
-    }
-    for x in 0..dv16 {
-        writeln!(declare, "{pad}var o{x} = zc;").unwrap();
+    for f in 0..rf {
+        for i in 0..d16 {
+            writeln!(declare, "{pad}var q{f}_{i}: MatA;").unwrap();
+            writeln!(
+                load_q,
+                "{pad}q{f}_{i} = load_a_kv({}u * LDKV + {}u, LDKV);",
+                f * 16,
+                i * 16
+            )
+            .unwrap();
+        }
+        for x in 0..dv16 {
+            writeln!(declare, "{pad}var o{f}_{x} = zc;").unwrap();
+        }
     }
     let qk = |load: &dyn Fn(u32) -> String| {
-        let mut out = format!("{pad2}{{\n{pad2}    var s = zc;\n");
+        let mut out = format!("{pad2}{{\n");
+        for f in 0..rf {
+            writeln!(out, "{pad2}    var s{f} = zc;").unwrap();
+        }
         for i in 0..d16 {
             writeln!(out, "{pad2}    let k{i} = {};", load(i * 16)).unwrap();
         }
         for i in 0..d16 {
-            writeln!(out, "{pad2}    s = mma(q{i}, k{i}, s);").unwrap();
+            for f in 0..rf {
+                writeln!(out, "{pad2}    s{f} = mma(q{f}_{i}, k{i}, s{f});").unwrap();
+            }
         }
-        write!(out, "{pad2}    store_c_s(s, 0u, LDS);\n{pad2}}}\n").unwrap();
+        for f in 0..rf {
+            writeln!(out, "{pad2}    store_c_s(s{f}, {}u * LDS, LDS);", f * 16).unwrap();
+        }
+        writeln!(out, "{pad2}}}").unwrap();
         out
     };
     let pv = |load: &dyn Fn(u32) -> String| {
-        let mut out = format!("{pad2}{{\n{pad2}    let p = load_a_p(0u, LDP);\n");
+        let mut out = format!("{pad2}{{\n");
+        for f in 0..rf {
+            writeln!(
+                out,
+                "{pad2}    let p{f} = load_a_p({}u * LDP, LDP);",
+                f * 16
+            )
+            .unwrap();
+        }
         for x in 0..dv16 {
             writeln!(out, "{pad2}    let v{x} = {};", load(x * 16)).unwrap();
         }
         for x in 0..dv16 {
-            writeln!(out, "{pad2}    o{x} = mma(p, v{x}, o{x});").unwrap();
+            for f in 0..rf {
+                writeln!(out, "{pad2}    o{f}_{x} = mma(p{f}, v{x}, o{f}_{x});").unwrap();
+            }
         }
         writeln!(out, "{pad2}}}").unwrap();
         out
@@ -128,26 +85,36 @@ pub fn decode_coop_blocks(d: u32, dv: u32, emulated: bool) -> Vec<(&'static str,
     let mut rescale = String::new();
     let mut store = String::new();
     for x in 0..dv16 {
-        write!(
-            rescale,
-            "{pad3}store_c_s(o{x}, 0u, LDS);
-{pad3}workgroupBarrier();
-{pad3}scale_tile(lane);
-{pad3}workgroupBarrier();
-{pad3}o{x} = load_c_s(0u, LDS);
-{pad3}workgroupBarrier();
-"
-        )
-        .unwrap();
-        write!(
-            store,
-            "{pad}store_c_s(o{x}, 0u, LDS);
-{pad}workgroupBarrier();
-{pad}write_state_tile(lane, b, hk, r0, split, {x}u);
-{pad}workgroupBarrier();
-"
-        )
-        .unwrap();
+        for f in 0..rf {
+            writeln!(
+                rescale,
+                "{pad3}store_c_s(o{f}_{x}, {}u * LDS, LDS);",
+                f * 16
+            )
+            .unwrap();
+            writeln!(store, "{pad}store_c_s(o{f}_{x}, {}u * LDS, LDS);", f * 16).unwrap();
+        }
+        writeln!(rescale, "{pad3}workgroupBarrier();").unwrap();
+        writeln!(store, "{pad}workgroupBarrier();").unwrap();
+        for f in 0..rf {
+            writeln!(rescale, "{pad3}scale_tile(lane, {f}u);").unwrap();
+            writeln!(
+                store,
+                "{pad}write_state_tile(lane, b, hk, r0, split, {f}u, {x}u);"
+            )
+            .unwrap();
+        }
+        writeln!(rescale, "{pad3}workgroupBarrier();").unwrap();
+        writeln!(store, "{pad}workgroupBarrier();").unwrap();
+        for f in 0..rf {
+            writeln!(
+                rescale,
+                "{pad3}o{f}_{x} = load_c_s({}u * LDS, LDS);",
+                f * 16
+            )
+            .unwrap();
+        }
+        writeln!(rescale, "{pad3}workgroupBarrier();").unwrap();
     }
     vec![
         ("declare", declare),
@@ -167,10 +134,95 @@ pub fn decode_coop_blocks(d: u32, dv: u32, emulated: bool) -> Vec<(&'static str,
     ]
 }
 
-/// The specialisation for head dims `d`, `dv` (multiples of 16 up to 256)
-/// and subgroup size `sg` (`emulated`: 16 virtual lanes, emulated matrix
+/// The emulated kernel's blocks: loops over fragment arrays (RF, D16 and
+/// DV16 are the shader's constants).
+fn decode_coop_blocks_looped() -> Vec<(&'static str, String)> {
+    let qk = |load: &str| {
+        format!(
+            "        for (var f = 0u; f < RF; f++) {{
+            var s = zc;
+            for (var i = 0u; i < D16; i++) {{
+                s = mma(qa[f * D16 + i], {load}, s);
+            }}
+            store_c_s(s, f * 16u * LDS, LDS);
+        }}
+"
+        )
+    };
+    let pv = |load: &str| {
+        format!(
+            "        for (var f = 0u; f < RF; f++) {{
+            let p = load_a_p(f * 16u * LDP, LDP);
+            for (var x = 0u; x < DV16; x++) {{
+                oa[f * DV16 + x] = mma(p, {load}, oa[f * DV16 + x]);
+            }}
+        }}
+"
+        )
+    };
+    vec![
+        (
+            "declare",
+            "    var qa: array<MatA, RF * D16>;
+    var oa: array<MatC, RF * DV16>;
+    for (var x = 0u; x < RF * DV16; x++) { oa[x] = zc; }
+"
+            .to_string(),
+        ),
+        (
+            "load_q",
+            "    for (var f = 0u; f < RF; f++) {
+        for (var i = 0u; i < D16; i++) { qa[f * D16 + i] = load_a_kv(f * 16u * LDKV + i * 16u, LDKV); }
+    }
+"
+            .to_string(),
+        ),
+        (
+            "qk_direct",
+            qk("load_bt_k(k_base + j0 * params.k_sr + i * 16u, params.k_sr)"),
+        ),
+        ("qk_staged", qk("load_bt_kv(i * 16u, LDKV)")),
+        (
+            "pv_direct",
+            pv("load_b_v(v_base + j0 * params.v_sr + x * 16u, params.v_sr)"),
+        ),
+        ("pv_staged", pv("load_b_kv(x * 16u, LDKV)")),
+        (
+            "rescale",
+            "            for (var f = 0u; f < RF; f++) {
+                for (var x = 0u; x < DV16; x++) {
+                    store_c_s(oa[f * DV16 + x], f * 16u * LDS, LDS);
+                    workgroupBarrier();
+                    scale_tile(lane, f);
+                    workgroupBarrier();
+                    oa[f * DV16 + x] = load_c_s(f * 16u * LDS, LDS);
+                    workgroupBarrier();
+                }
+            }
+"
+            .to_string(),
+        ),
+        (
+            "store",
+            "    for (var f = 0u; f < RF; f++) {
+        for (var x = 0u; x < DV16; x++) {
+            store_c_s(oa[f * DV16 + x], f * 16u * LDS, LDS);
+            workgroupBarrier();
+            write_state_tile(lane, b, hk, r0, split, f, x);
+            workgroupBarrier();
+        }
+    }
+"
+            .to_string(),
+        ),
+    ]
+}
+
+/// The specialisation for `rf` row fragments (1 or 2: 16 or 32 rows per
+/// workgroup), head dims `d`, `dv` (multiples of 16 up to 256) and
+/// subgroup size `sg` (`emulated`: 16 virtual lanes, emulated matrix
 /// operations).
-pub fn decode_coop_spec(d: usize, dv: usize, sg: u32, emulated: bool) -> Spec {
+pub fn decode_coop_spec(rf: u32, d: usize, dv: usize, sg: u32, emulated: bool) -> Spec {
     let kernel = if emulated {
         Kernel::AttentionDecodeCoopEmulated
     } else {
@@ -179,23 +231,25 @@ pub fn decode_coop_spec(d: usize, dv: usize, sg: u32, emulated: bool) -> Spec {
     let mut spec = Spec::new(kernel)
         .dtype(DType::F16)
         .constant("SG", if emulated { 16 } else { sg })
+        .constant("RF", rf)
         .constant("D", d as u32)
         .constant("DV", dv as u32);
-    for (name, text) in decode_coop_blocks(d as u32, dv as u32, emulated) {
+    for (name, text) in decode_coop_blocks(rf, d as u32, dv as u32, emulated) {
         spec = spec.block(name, text);
     }
     spec
 }
 
-/// Workgroup memory of the kernel in bytes.
-pub const fn decode_coop_workgroup_bytes(d: u32, dv: u32) -> u32 {
+/// Workgroup memory of the kernel in bytes for `rf` row fragments.
+pub const fn decode_coop_workgroup_bytes(rf: u32, d: u32, dv: u32) -> u32 {
     let dx = if d > dv { d } else { dv };
-    2 * 16 * (dx + 8) + 4 * 16 * 20 + 2 * 16 * 24 + 4 * 32 + 16
+    let rows = 16 * rf;
+    2 * rows * (dx + 8) + 4 * rows * 20 + 2 * rows * 24 + 8 * rows + 16
 }
 
 /// Whether the adapter runs the kernel (`emulated`: the emulated variant)
-/// for head dims `d`, `dv`.
-pub fn decode_coop_fits(p: &AdapterProfile, d: usize, dv: usize, emulated: bool) -> bool {
+/// with `rf` row fragments for head dims `d`, `dv`.
+pub fn decode_coop_fits(p: &AdapterProfile, rf: u32, d: usize, dv: usize, emulated: bool) -> bool {
     let dim_ok = |x: usize| (16..=super::MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16);
     let sg = if emulated { 16 } else { p.subgroup_max_size };
     let hw = if emulated {
@@ -210,7 +264,8 @@ pub fn decode_coop_fits(p: &AdapterProfile, d: usize, dv: usize, emulated: bool)
         && sg <= p.max_invocations
         && sg <= p.max_workgroup_size_x
         && p.max_storage_buffers_per_stage >= 6
-        && decode_coop_workgroup_bytes(d as u32, dv as u32) <= p.max_workgroup_storage
+        && matches!(rf, 1 | 2)
+        && decode_coop_workgroup_bytes(rf, d as u32, dv as u32) <= p.max_workgroup_storage
 }
 
 /// Key splits of the kernel: enough one-subgroup workgroups for about 8
