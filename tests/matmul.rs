@@ -595,6 +595,25 @@ fn output_dtype_differs_from_the_operands() {
                 if kernel.is_some_and(|kr| !kr.accepts(dtype, m, n, k)) {
                     continue;
                 }
+                // The output type is the store path's business: one naive
+                // workgroup shape and one tile shape per register-tile core
+                // are enough, and the kernels that are slow to compile on
+                // llvmpipe (the subgroup-broadcast and 16x16 register-tile
+                // cores, 4-12 s each) take each direction with one of their
+                // two load paths (each variant is another pipeline).
+                let f16_in = dtype == DType::F16;
+                let redundant = match kernel {
+                    Some(MatmulKernel::Naive { wg_x, wg_y }) => (wg_x, wg_y) != NAIVE_WORKGROUPS[0],
+                    Some(MatmulKernel::Tiled { tile, vec4 }) => {
+                        TILE_CONFIGS[1..].contains(&tile)
+                            || (wgtile::tune::CPU_TILE_CONFIGS.contains(&tile) && vec4 == f16_in)
+                    }
+                    Some(MatmulKernel::Broadcast { vec4 }) => vec4 == f16_in,
+                    _ => false,
+                };
+                if redundant {
+                    continue;
+                }
                 let options = MatmulOptions {
                     kernel,
                     out_dtype: Some(out_dtype),
