@@ -640,6 +640,50 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
         }
     }
 
+    // The backward with recomputation on tensor cores: never stores the
+    // S x S matrix, recomputes P per tile on cooperative matrices.
+    if wgtile::tune::has_coop_f16(ctx.profile()) {
+        let (b, h, d, s_len) = (4usize, 16usize, 128usize, 1024usize);
+        println!(
+            "\nbackward, f16 (B = {b}, H = {h}, S = {s_len}, D = {d}, not causal; TFLOP/s at 2.5x\n\
+             the forward's FLOPs): recomputing P per tile, scalar kernels against the\n\
+             cooperative-matrix ones `Auto` picks."
+        );
+        let shape = [b, h, s_len, d];
+        let ts: Vec<_> = (0..4)
+            .map(|_| ctx.zeros(shape, DType::F16))
+            .collect::<Result<_, _>>()?;
+        for (i, t) in ts.iter().enumerate() {
+            ctx.fill_random(t, 50 + i as u32)?;
+        }
+        let (q, k, v, d_o) = (&ts[0], &ts[1], &ts[2], &ts[3]);
+        let opts = AttentionOptions::new().with_lse();
+        let fwd = ctx.attention(q, k, v, &opts)?;
+        let lse = fwd.lse.clone().ok_or("the forward returned no logsumexp")?;
+        let flops = 2.5 * 4.0 * (b * h * s_len * s_len * d) as f64;
+        let scalar_opts = opts.clone().kernel(AttentionKernel::Flash);
+        let (scalar, sg) = ctx.attention_backward_plan(q, k, v, &fwd.o, d_o, &lse, &scalar_opts)?;
+        let (coop, cg) = ctx.attention_backward_plan(q, k, v, &fwd.o, d_o, &lse, &opts)?;
+        let (ts_, tc) = (seconds(ctx, &scalar, args)?, seconds(ctx, &coop, args)?);
+        let a = sg.dq.to_f32_vec_blocking()?;
+        let c = cg.dq.to_f32_vec_blocking()?;
+        let diff = a
+            .iter()
+            .zip(&c)
+            .map(|(x, y)| f64::from((x - y).abs()))
+            .fold(
+                0.0,
+                |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
+            );
+        println!(
+            "  scalar {:>7.1}  tensor {:>7.1}  {:>5.1}x  max |dQ coop - scalar| {diff:.1e}  {}",
+            flops / ts_ / 1e12,
+            flops / tc / 1e12,
+            ts_ / tc,
+            coop.label()
+        );
+    }
+
     // Decoding: one new query row per token against a growing f16 cache,
     // split over workgroups along the keys (flash-decoding).
     let dtype = if ctx.profile().shader_f16 {
