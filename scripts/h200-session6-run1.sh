@@ -4,7 +4,8 @@
 # tensor-core decode kernel's first run on tensor cores), the decode table
 # (decode vs decode-tc vs flash-split, PyTorch decode after it), the forward
 # coop sweep (with the direct-load decode-tc kernel as a forward), the
-# backward sweep (dK/dV and dQ tile pairs), PyTorch forward/backward.
+# backward sweep (dK/dV and dQ tile pairs), PyTorch forward/backward, the
+# tour (now with the tensor-core backward line).
 # Build: scripts/build-device.sh; carry .bin and .gl. Logs under $OUT.
 set -u
 source scripts/device-env.sh
@@ -14,3 +15,4 @@ LIMIT=60 TAIL=8 run torch_decode python3 scripts/torch_attention.py --decode-onl
 LIMIT=150 TAIL=9 run sweep_coop $B/attention --sweep-coop --sweep-only --repeats 5
 LIMIT=200 TAIL=12 run sweep_backward $B/attention --sweep-backward --repeats 5
 LIMIT=150 TAIL=30 run torch_attention python3 scripts/torch_attention.py --no-long
+LIMIT=150 TAIL=60 run tour $B/tour
