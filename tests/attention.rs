@@ -2942,3 +2942,89 @@ fn decode_coop_on_tensor_cores() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// The tensor-core backward and decode kernels refuse what they cannot run
+/// with named errors: f32 inputs, head dims that are not multiples of 16,
+/// tiles that do not fit, and (where the adapter lacks them) cooperative
+/// matrices.
+#[test]
+fn coop_backward_and_decode_errors() {
+    let Some(ctx) = common::ctx() else { return };
+    let has_tc = wgtile::tune::has_coop_f16(ctx.profile());
+    let emu_ok = ctx.profile().shader_f16 && ctx.profile().subgroups;
+    let zeros = |shape: [usize; 4], dtype| ctx.zeros(shape, dtype).unwrap();
+    let lse = ctx.zeros([1, 2, 20], DType::F32).unwrap();
+    let backward = |dtype: DType, d: usize, opts: &AttentionOptions| {
+        let q = zeros([1, 2, 20, d], dtype);
+        let k = zeros([1, 1, 30, d], dtype);
+        ctx.attention_backward(&q, &k, &k, &q, &q, &lse, opts)
+            .map(|_| ())
+    };
+    let decode = |dtype: DType, d: usize, kernel: AttentionKernel| {
+        let q = zeros([1, 4, 1, d], dtype);
+        let k = zeros([1, 1, 30, d], dtype);
+        ctx.attention(&q, &k, &k, &AttentionOptions::new().kernel(kernel))
+            .map(|_| ())
+    };
+    for kernel in [
+        AttentionKernel::FlashCoop,
+        AttentionKernel::FlashCoopEmulated,
+    ] {
+        let opts = AttentionOptions::new().kernel(kernel);
+        let runs = if kernel == AttentionKernel::FlashCoop {
+            has_tc
+        } else {
+            emu_ok
+        };
+        if !runs {
+            assert!(matches!(
+                backward(DType::F16, 32, &opts),
+                Err(Error::UnsupportedFeature { .. })
+            ));
+            continue;
+        }
+        assert!(matches!(
+            backward(DType::F32, 32, &opts),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            backward(DType::F16, 40, &opts),
+            Err(Error::InvalidArgument(_))
+        ));
+        // A tile far over the workgroup-memory limit.
+        let mut huge = opts.clone();
+        huge.backward_coop_tiles = Some(BackwardCoopTiles {
+            subgroups: 64,
+            block: 256,
+        });
+        assert!(matches!(
+            backward(DType::F16, 32, &huge),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    for kernel in [
+        AttentionKernel::DecodeCoop,
+        AttentionKernel::DecodeCoopEmulated,
+    ] {
+        let runs = if kernel == AttentionKernel::DecodeCoop {
+            has_tc
+        } else {
+            emu_ok
+        };
+        if !runs {
+            assert!(matches!(
+                decode(DType::F16, 32, kernel),
+                Err(Error::UnsupportedFeature { .. })
+            ));
+            continue;
+        }
+        assert!(matches!(
+            decode(DType::F32, 32, kernel),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            decode(DType::F16, 40, kernel),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+}
