@@ -47,6 +47,18 @@
 //! logsumexp it recomputes P tile by tile, once in a kernel that owns a key
 //! block (dK, dV, summed over the query heads sharing a KV head) and once in
 //! a kernel that owns a query block (dQ), so no float atomics are needed.
+//! For f16 with D and Dv multiples of 16 (up to 128 in `Auto`) both kernels
+//! run on tensor cores (`shaders/attention_bwd_coop_dkdv.wgsl`,
+//! `attention_bwd_coop_dq.wgsl`; [`BackwardCoopTiles`]): a subgroup keeps
+//! its 16 keys' K and V (or its 16 rows' Q and dO) as cooperative matrices,
+//! S^T and dP^T (S and dP) come from the tensor cores, P^T and dS^T pass
+//! through workgroup memory as f16, and the gradient products run on the
+//! tensor cores too. `AttentionKernel::Flash` keeps the scalar kernels.
+//!
+//! A tensor-core decode kernel (`shaders/attention_decode_coop.wgsl`,
+//! [`AttentionKernel::DecodeCoop`], forced only until measured) packs the
+//! query rows of a KV head into 16-row fragments and loads K and V
+//! fragments straight from memory with no workgroup staging.
 //!
 //! [`KvCache`] keeps growable K/V buffers on the GPU; prefill and decode both
 //! go through [`Context::attention_cached`].
@@ -154,7 +166,8 @@ pub enum AttentionKernel {
     /// decode-shaped problems).
     #[default]
     Auto,
-    /// The scalar flash kernel, never split (never the tensor-core one).
+    /// The scalar flash kernel, never split (never the tensor-core one);
+    /// for the backward, the scalar kernels.
     Flash,
     /// The flash kernel with key splits chosen as for decoding
     /// (flash-decoding), never the decode kernel: the "before" of the decode
@@ -171,7 +184,8 @@ pub enum AttentionKernel {
     /// Dv multiples of 16 up to 256, adapters with the 16x16 f16/f32
     /// cooperative matrix and one fixed subgroup size; anything else is
     /// `Error::UnsupportedFeature` (or `InvalidArgument` for the shapes).
-    /// `Auto` picks it where it runs.
+    /// `Auto` picks it where it runs. For the backward, the tensor-core
+    /// backward kernels (same conditions).
     FlashCoop,
     /// The tensor-core kernel's algorithm with the matrix operations
     /// emulated per invocation: no tensor cores needed (f16 and subgroups
