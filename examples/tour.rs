@@ -620,16 +620,10 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
                 ctx.attention_plan(&q, &k, &v, &plain.clone().kernel(AttentionKernel::Flash))?;
             let (coop, coop_out) = ctx.attention_plan(&q, &k, &v, &plain)?;
             let (ts, tc) = (seconds(ctx, &scalar, args)?, seconds(ctx, &coop, args)?);
-            let a = scalar_out.o.to_f32_vec_blocking()?;
-            let c = coop_out.o.to_f32_vec_blocking()?;
-            let diff = a
-                .iter()
-                .zip(&c)
-                .map(|(x, y)| f64::from((x - y).abs()))
-                .fold(
-                    0.0,
-                    |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
-                );
+            let diff = max_abs_diff(
+                &scalar_out.o.to_f32_vec_blocking()?,
+                &coop_out.o.to_f32_vec_blocking()?,
+            );
             println!(
                 "  {s_len:>6} {:>12.1} {:>12.1} {:>7.1}x  {diff:.1e}  {}",
                 flops / ts / 1e12,
@@ -665,16 +659,7 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
         let (scalar, sg) = ctx.attention_backward_plan(q, k, v, &fwd.o, d_o, &lse, &scalar_opts)?;
         let (coop, cg) = ctx.attention_backward_plan(q, k, v, &fwd.o, d_o, &lse, &opts)?;
         let (ts_, tc) = (seconds(ctx, &scalar, args)?, seconds(ctx, &coop, args)?);
-        let a = sg.dq.to_f32_vec_blocking()?;
-        let c = cg.dq.to_f32_vec_blocking()?;
-        let diff = a
-            .iter()
-            .zip(&c)
-            .map(|(x, y)| f64::from((x - y).abs()))
-            .fold(
-                0.0,
-                |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
-            );
+        let diff = max_abs_diff(&sg.dq.to_f32_vec_blocking()?, &cg.dq.to_f32_vec_blocking()?);
         println!(
             "  scalar {:>7.1}  tensor {:>7.1}  {:>5.1}x  max |dQ coop - scalar| {diff:.1e}  {}",
             flops / ts_ / 1e12,
@@ -721,6 +706,18 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
         );
     }
     Ok(())
+}
+
+/// The largest |a - b| over two results of the same computation (infinite
+/// where either holds a NaN).
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| f64::from((x - y).abs()))
+        .fold(
+            0.0,
+            |m, e| if e.is_nan() { f64::INFINITY } else { m.max(e) },
+        )
 }
 
 fn timing_source(ctx: &Context) -> &'static str {

@@ -117,22 +117,6 @@ fn stage_block(lane: u32, which: u32, j0: u32, keys: u32, base: u32) {
     }
 }
 
-fn row_max(x: f32) -> f32 {
-    var m = x;
-    for (var s = 1u; s < LPR; s <<= 1u) {
-        m = max(m, subgroupShuffleXor(m, s));
-    }
-    return m;
-}
-
-fn row_sum(x: f32) -> f32 {
-    var t = x;
-    for (var s = 1u; s < LPR; s <<= 1u) {
-        t += subgroupShuffleXor(t, s);
-    }
-    return t;
-}
-
 // Softmax state of this lane's row: reference max, partial sum, NaN seen.
 struct RowState {
     m_ref: f32,

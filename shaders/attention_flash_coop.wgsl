@@ -168,23 +168,6 @@ fn put(i: u32, width: u32, x: vec4<u32>) {
     kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
 }
 
-// Sum and max over the LPR lanes of a row (adjacent lanes).
-fn row_max(x: f32) -> f32 {
-    var m = x;
-    for (var s = 1u; s < LPR; s <<= 1u) {
-        m = max(m, subgroupShuffleXor(m, s));
-    }
-    return m;
-}
-
-fn row_sum(x: f32) -> f32 {
-    var t = x;
-    for (var s = 1u; s < LPR; s <<= 1u) {
-        t += subgroupShuffleXor(t, s);
-    }
-    return t;
-}
-
 // Q columns dc0 .. dc0 + QCH of the block's BR rows into kv_sh (rows of
 // LQ), zero past Sq and D.
 fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32) {

@@ -156,6 +156,7 @@ const NORM: &str = include_str!("../shaders/norm.wgsl");
 const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
 const ATTENTION_FLASH_COOP: &str = include_str!("../shaders/attention_flash_coop.wgsl");
 const ATTENTION_DECODE_COOP: &str = include_str!("../shaders/attention_decode_coop.wgsl");
+const ATTENTION_COOP_ROWS: &str = include_str!("../shaders/attention_coop_rows.wgsl");
 const ATTENTION_COOP_MMA: &str = include_str!("../shaders/attention_coop_mma.wgsl");
 const ATTENTION_COOP_EMULATED: &str = include_str!("../shaders/attention_coop_emulated.wgsl");
 const ATTENTION_BACKWARD_COMMON: &str = include_str!("../shaders/attention_backward_common.wgsl");
@@ -324,12 +325,16 @@ impl Kernel {
                 include_str!("../shaders/attention_flash.wgsl"),
                 ATTENTION_COMMON,
             ],
-            Kernel::AttentionFlashCoop => {
-                &[ATTENTION_COOP_MMA, ATTENTION_FLASH_COOP, ATTENTION_COMMON]
-            }
+            Kernel::AttentionFlashCoop => &[
+                ATTENTION_COOP_MMA,
+                ATTENTION_FLASH_COOP,
+                ATTENTION_COOP_ROWS,
+                ATTENTION_COMMON,
+            ],
             Kernel::AttentionFlashCoopEmulated => &[
                 ATTENTION_COOP_EMULATED,
                 ATTENTION_FLASH_COOP,
+                ATTENTION_COOP_ROWS,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionMerge => &[
@@ -352,12 +357,14 @@ impl Kernel {
                 ATTENTION_COOP_MMA,
                 include_str!("../shaders/attention_decode_coop_mma.wgsl"),
                 ATTENTION_DECODE_COOP,
+                ATTENTION_COOP_ROWS,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionDecodeCoopEmulated => &[
                 ATTENTION_COOP_EMULATED,
                 include_str!("../shaders/attention_decode_coop_emulated.wgsl"),
                 ATTENTION_DECODE_COOP,
+                ATTENTION_COOP_ROWS,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionBwdCoopDkDv => &[

@@ -1782,117 +1782,84 @@ impl Context {
         let mut words = words;
         words.extend([0, 1, 0]);
         let params = self.uniform(&words);
+        // The two kernels (dK/dV per key block, dQ per query block): their
+        // specialisations, rows per workgroup, bindings beyond the shared
+        // ones, and the plan's label; tensor cores or scalar.
         let coop = self.backward_coop_choice([&qo, &ko, &vo], options, dtype)?;
-        if let Some(([kv_tiles, q_tiles], emulated)) = coop {
+        let (specs, [kv_rows, q_rows], label) = if let Some(([kv_t, q_t], emulated)) = coop {
             let sg = if emulated {
                 16
             } else {
                 profile.subgroup_max_size
             };
-            let (kv_rows, q_rows) = (kv_tiles.rows() as usize, q_tiles.rows() as usize);
-            let max_groups = profile.max_workgroups_per_dim as usize;
-            for (n, what) in [
-                (sk.div_ceil(kv_rows), "key blocks"),
-                (sq.div_ceil(q_rows), "query blocks"),
-                (hq, "heads"),
-                (b, "batch"),
-            ] {
-                if n > max_groups {
-                    return Err(Error::LimitExceeded {
-                        limit: "max_compute_workgroups_per_dimension",
-                        requested: n as u64,
-                        max: max_groups as u64,
-                        what: format!("tensor-core attention backward grid ({what})"),
-                    });
-                }
-            }
-            let device = &self.inner.device;
-            let spec = |pass| match pass {
-                BackwardCoopPass::DkDv => kv_tiles.spec(pass, d, dv, sg, emulated),
-                BackwardCoopPass::Dq => q_tiles.spec(pass, d, dv, sg, emulated),
-            };
-            if rows > 0 {
-                self.backward_prepare(&mut plan, &params, o, lse, d_o, &stats, rows)?;
-            }
-            if b * hkv > 0 && sk > 0 {
-                plan.dispatches.push(Dispatch::with_bindings(
-                    device,
-                    self.inner
-                        .pipelines
-                        .get(device, &spec(BackwardCoopPass::DkDv))?,
-                    &[
-                        (0, &params),
-                        (6, &mask_buf),
-                        (7, &kv_len.buffer),
-                        (11, &stats.buffer),
-                        (13, &dk.buffer),
-                        (14, &dv_t.buffer),
-                        (15, &q.buffer),
-                        (16, &k.buffer),
-                        (17, &v.buffer),
-                        (18, &d_o.buffer),
-                    ],
-                    [sk.div_ceil(kv_rows) as u32, hkv as u32, b as u32],
-                ));
-            }
-            if rows > 0 {
-                plan.dispatches.push(Dispatch::with_bindings(
-                    device,
-                    self.inner
-                        .pipelines
-                        .get(device, &spec(BackwardCoopPass::Dq))?,
-                    &[
-                        (0, &params),
-                        (6, &mask_buf),
-                        (7, &kv_len.buffer),
-                        (11, &stats.buffer),
-                        (12, &dq.buffer),
-                        (15, &q.buffer),
-                        (16, &k.buffer),
-                        (17, &v.buffer),
-                        (18, &d_o.buffer),
-                    ],
-                    [sq.div_ceil(q_rows) as u32, hq as u32, b as u32],
-                ));
-            }
-            let tiles = if kv_tiles == q_tiles {
-                kv_tiles.to_string()
+            let tiles = if kv_t == q_t {
+                kv_t.to_string()
             } else {
-                format!("dK/dV {kv_tiles}, dQ {q_tiles}")
+                format!("dK/dV {kv_t}, dQ {q_t}")
             };
-            plan.label = if emulated {
-                format!("attention backward, tensor-core algorithm emulated ({tiles})")
-            } else {
-                format!("attention backward on tensor cores ({tiles}, subgroup {sg})")
-            };
-            plan.scratch.extend([stats, dummy, kv_len, dk, dv_t]);
-            return Ok((plan, grads));
-        }
-        let chosen = match options.backward_tiles {
-            Some(t) => {
-                let t = t.for_dims(d, dv);
-                if !t.fits(profile) {
-                    return Err(Error::InvalidArgument(format!(
-                        "backward tiles {t} do not fit this adapter"
-                    )));
+            (
+                [
+                    kv_t.spec(BackwardCoopPass::DkDv, d, dv, sg, emulated),
+                    q_t.spec(BackwardCoopPass::Dq, d, dv, sg, emulated),
+                ],
+                [kv_t.rows() as usize, q_t.rows() as usize],
+                if emulated {
+                    format!("attention backward, tensor-core algorithm emulated ({tiles})")
+                } else {
+                    format!("attention backward on tensor cores ({tiles}, subgroup {sg})")
+                },
+            )
+        } else {
+            let chosen = match options.backward_tiles {
+                Some(t) => {
+                    let t = t.for_dims(d, dv);
+                    if !t.fits(profile) {
+                        return Err(Error::InvalidArgument(format!(
+                            "backward tiles {t} do not fit this adapter"
+                        )));
+                    }
+                    Some(t)
                 }
-                Some(t)
-            }
-            None => backward_tiles(profile, d, dv),
+                None => backward_tiles(profile, d, dv),
+            };
+            let tiles = chosen.ok_or_else(|| Error::LimitExceeded {
+                limit: "max_compute_workgroup_storage_size",
+                requested: 0,
+                max: u64::from(profile.max_workgroup_storage),
+                what: "no attention backward tile shape fits this adapter".into(),
+            })?;
+            let t = tiles.br as usize;
+            (
+                [
+                    tiles.spec(Kernel::AttentionBwdDkDv, dtype),
+                    tiles.spec(Kernel::AttentionBwdDq, dtype),
+                ],
+                [t, t],
+                format!("attention backward ({tiles})"),
+            )
         };
-        let tiles = chosen.ok_or_else(|| Error::LimitExceeded {
-            limit: "max_compute_workgroup_storage_size",
-            requested: 0,
-            max: u64::from(profile.max_workgroup_storage),
-            what: "no attention backward tile shape fits this adapter".into(),
-        })?;
+        // The tensor-core kernels read q, k, v and dO as 16-byte words at
+        // 15-18; the scalar ones as elements at 1-3 and 10.
+        let operands: Vec<(u32, &wgpu::Buffer)> = if coop.is_some() {
+            vec![
+                (15, &*q.buffer),
+                (16, &*k.buffer),
+                (17, &*v.buffer),
+                (18, &*d_o.buffer),
+            ]
+        } else {
+            vec![
+                (1, &*q.buffer),
+                (2, &*k.buffer),
+                (3, &*v.buffer),
+                (10, &*d_o.buffer),
+            ]
+        };
         let device = &self.inner.device;
         let max_groups = profile.max_workgroups_per_dim as usize;
-        let spec = |kernel: Kernel| tiles.spec(kernel, dtype);
-        let t = tiles.br as usize;
         for (n, what) in [
-            (sk.div_ceil(t), "key blocks"),
-            (sq.div_ceil(t), "query blocks"),
+            (sk.div_ceil(kv_rows), "key blocks"),
+            (sq.div_ceil(q_rows), "query blocks"),
             (hq, "heads"),
             (b, "batch"),
         ] {
@@ -1908,48 +1875,36 @@ impl Context {
         if rows > 0 {
             self.backward_prepare(&mut plan, &params, o, lse, d_o, &stats, rows)?;
         }
+        let shared: [(u32, &wgpu::Buffer); 4] = [
+            (0, &params),
+            (6, &mask_buf),
+            (7, &*kv_len.buffer),
+            (11, &*stats.buffer),
+        ];
+        let [kv_spec, q_spec] = &specs;
         if b * hkv > 0 && sk > 0 {
+            let mut bindings = shared.to_vec();
+            bindings.extend([(13, &*dk.buffer), (14, &*dv_t.buffer)]);
+            bindings.extend(operands.iter().copied());
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
-                self.inner
-                    .pipelines
-                    .get(device, &spec(Kernel::AttentionBwdDkDv))?,
-                &[
-                    (0, &params),
-                    (1, &q.buffer),
-                    (2, &k.buffer),
-                    (3, &v.buffer),
-                    (6, &mask_buf),
-                    (7, &kv_len.buffer),
-                    (10, &d_o.buffer),
-                    (11, &stats.buffer),
-                    (13, &dk.buffer),
-                    (14, &dv_t.buffer),
-                ],
-                [sk.div_ceil(t) as u32, hkv as u32, b as u32],
+                self.inner.pipelines.get(device, kv_spec)?,
+                &bindings,
+                [sk.div_ceil(kv_rows) as u32, hkv as u32, b as u32],
             ));
         }
         if rows > 0 {
+            let mut bindings = shared.to_vec();
+            bindings.push((12, &*dq.buffer));
+            bindings.extend(operands.iter().copied());
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
-                self.inner
-                    .pipelines
-                    .get(device, &spec(Kernel::AttentionBwdDq))?,
-                &[
-                    (0, &params),
-                    (1, &q.buffer),
-                    (2, &k.buffer),
-                    (3, &v.buffer),
-                    (6, &mask_buf),
-                    (7, &kv_len.buffer),
-                    (10, &d_o.buffer),
-                    (11, &stats.buffer),
-                    (12, &dq.buffer),
-                ],
-                [sq.div_ceil(t) as u32, hq as u32, b as u32],
+                self.inner.pipelines.get(device, q_spec)?,
+                &bindings,
+                [sq.div_ceil(q_rows) as u32, hq as u32, b as u32],
             ));
         }
-        plan.label = format!("attention backward ({tiles})");
+        plan.label = label;
         plan.scratch.extend([stats, dummy, kv_len, dk, dv_t]);
         Ok((plan, grads))
     }
