@@ -1164,26 +1164,13 @@ impl Context {
                     "tensor-core decode grid (heads, batch)".into(),
                 ));
             }
-            let mut splits = match opts.kv_splits {
-                Some(s) => s.max(1) as usize,
-                None => decode_coop_splits(profile, (ys * b) as u64, sk),
-            };
-            let split_len = sk.div_ceil(splits).div_ceil(16).max(1) * 16;
-            splits = sk.div_ceil(split_len).max(1);
-            if splits > max_groups {
-                return Err(limit(splits, "tensor-core decode grid (splits)".into()));
-            }
-            let mut words = params_base.words;
-            words.push(u32_of(split_len, "split length")?);
-            words.push(splits as u32);
-            words.push(1);
-            let params = self.uniform(&words);
+            let wanted = opts.kv_splits.map_or_else(
+                || decode_coop_splits(profile, (ys * b) as u64, sk),
+                |s| s as usize,
+            );
             let rows = b * hq * sq;
-            let scratch = self.alloc(
-                &[splits, rows, dv + 2],
-                DType::F32,
-                "wgtile attention decode states",
-            )?;
+            let (splits, split_len, params, scratch) =
+                self.split_setup(params_base.words, wanted, 16, [sk, rows, dv])?;
             let sg = profile.subgroup_max_size;
             let pipeline = self
                 .inner
@@ -1228,27 +1215,13 @@ impl Context {
                     "attention decode grid (heads, batch)".into(),
                 ));
             }
-            let mut splits = match opts.kv_splits {
-                Some(s) => s.max(1) as usize,
-                None => decode_splits(profile, (ys * b) as u64, sk, dtiles) as usize,
-            };
-            let kb = dtiles.keys();
-            let split_len = sk.div_ceil(splits).div_ceil(kb).max(1) * kb;
-            splits = sk.div_ceil(split_len).max(1);
-            if splits > max_groups {
-                return Err(limit(splits, "attention decode grid (splits)".into()));
-            }
-            let mut words = params_base.words;
-            words.push(u32_of(split_len, "split length")?);
-            words.push(splits as u32);
-            words.push(1);
-            let params = self.uniform(&words);
+            let wanted = opts.kv_splits.map_or_else(
+                || decode_splits(profile, (ys * b) as u64, sk, dtiles) as usize,
+                |s| s as usize,
+            );
             let rows = b * hq * sq;
-            let scratch = self.alloc(
-                &[splits, rows, dv + 2],
-                DType::F32,
-                "wgtile attention decode states",
-            )?;
+            let (splits, split_len, params, scratch) =
+                self.split_setup(params_base.words, wanted, dtiles.keys(), [sk, rows, dv])?;
             let pipeline = self
                 .inner
                 .pipelines
@@ -1417,6 +1390,40 @@ impl Context {
         );
         plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
         Ok((plan, out))
+    }
+
+    /// The key splits of a decode kernel: about `wanted` splits of `sk`
+    /// keys, each a multiple of `kb` keys long; returns the split count and
+    /// length, the parameters (`words` with the split fields) and the f32
+    /// scratch for the `rows` partial states of Dv columns plus (m, l).
+    fn split_setup(
+        &self,
+        mut words: Vec<u32>,
+        wanted: usize,
+        kb: usize,
+        [sk, rows, dv]: [usize; 3],
+    ) -> Result<(usize, usize, wgpu::Buffer, Tensor)> {
+        let split_len = sk.div_ceil(wanted.max(1)).div_ceil(kb).max(1) * kb;
+        let splits = sk.div_ceil(split_len).max(1);
+        let max_groups = self.profile().max_workgroups_per_dim as usize;
+        if splits > max_groups {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: splits as u64,
+                max: max_groups as u64,
+                what: "attention decode grid (splits)".into(),
+            });
+        }
+        words.push(u32_of(split_len, "split length")?);
+        words.push(splits as u32);
+        words.push(1);
+        let params = self.uniform(&words);
+        let scratch = self.alloc(
+            &[splits, rows, dv + 2],
+            DType::F32,
+            "wgtile attention decode states",
+        )?;
+        Ok((splits, split_len, params, scratch))
     }
 
     /// The merge pass of split-KV attention (decode kernel or flash-decoding):
