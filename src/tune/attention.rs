@@ -247,6 +247,32 @@ pub struct FlashCoopTiles {
 /// Largest head dimension (D and Dv) of the tensor-core flash kernel.
 pub const MAX_FLASH_COOP_DIM: usize = 256;
 
+/// What one tensor-core attention kernel (forward, backward, decode) asks of
+/// the adapter per workgroup: invocations, workgroup memory in bytes and
+/// storage buffers bound.
+pub(crate) struct CoopLaunch {
+    pub(crate) threads: u32,
+    pub(crate) bytes: u32,
+    pub(crate) buffers: u32,
+}
+
+impl CoopLaunch {
+    /// Whether the adapter runs it with head dims `d`, `dv` (multiples of 16
+    /// in 16..=256) and subgroup size `sg` (a multiple of 16; the caller
+    /// checks the cooperative-matrix or emulation features).
+    pub(crate) fn fits(&self, p: &AdapterProfile, d: usize, dv: usize, sg: u32) -> bool {
+        let dim_ok = |x: usize| (16..=MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16);
+        dim_ok(d)
+            && dim_ok(dv)
+            && sg >= 16
+            && sg.is_multiple_of(16)
+            && p.max_storage_buffers_per_stage >= self.buffers
+            && self.threads <= p.max_invocations
+            && self.threads <= p.max_workgroup_size_x
+            && self.bytes <= p.max_workgroup_storage
+    }
+}
+
 impl FlashCoopTiles {
     /// Query rows per workgroup.
     pub const fn br(self) -> u32 {
@@ -518,20 +544,17 @@ impl FlashCoopTiles {
     }
 
     fn fits_with(self, p: &AdapterProfile, d: usize, dv: usize, sg: u32) -> bool {
-        let dim_ok = |x: usize| (16..=MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16);
-        dim_ok(d)
-            && dim_ok(dv)
-            && matches!(self.rf, 1 | 2)
+        let launch = CoopLaunch {
+            threads: self.threads(sg),
+            bytes: self.workgroup_bytes(d as u32, dv as u32),
+            buffers: 7,
+        };
+        matches!(self.rf, 1 | 2)
             && self.subgroups >= 1
             && self.bc >= 16
             && self.bc.is_multiple_of(16)
-            && sg >= 16
-            && sg.is_multiple_of(16)
-            && self.bc.is_multiple_of(sg / 16)
-            && p.max_storage_buffers_per_stage >= 7
-            && self.threads(sg) <= p.max_invocations
-            && self.threads(sg) <= p.max_workgroup_size_x
-            && self.workgroup_bytes(d as u32, dv as u32) <= p.max_workgroup_storage
+            && self.bc.is_multiple_of((sg / 16).max(1))
+            && launch.fits(p, d, dv, sg)
     }
 
     /// The specialisation for head dims `d`, `dv` and subgroup size `sg`.

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::fmt::Write as _;
 
-use super::MAX_FLASH_COOP_DIM;
+use super::CoopLaunch;
 use crate::context::AdapterProfile;
 use crate::dtype::DType;
 use crate::kernels::{Kernel, Spec};
@@ -438,23 +438,19 @@ impl BackwardCoopTiles {
     }
 
     fn fits_with(self, p: &AdapterProfile, d: usize, dv: usize, sg: u32) -> bool {
-        let dim_ok = |x: usize| (16..=MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16);
-        let bytes = self
-            .workgroup_bytes(BackwardCoopPass::DkDv, d as u32, dv as u32)
-            .max(self.workgroup_bytes(BackwardCoopPass::Dq, d as u32, dv as u32));
-        dim_ok(d)
-            && dim_ok(dv)
-            && self.subgroups >= 1
+        let launch = CoopLaunch {
+            threads: self.threads(sg),
+            bytes: self
+                .workgroup_bytes(BackwardCoopPass::DkDv, d as u32, dv as u32)
+                .max(self.workgroup_bytes(BackwardCoopPass::Dq, d as u32, dv as u32)),
+            // q, k, v, dO as words, stats, mask, key lengths, dK, dV.
+            buffers: 9,
+        };
+        self.subgroups >= 1
             && self.block >= 16
             && self.block.is_multiple_of(16)
-            && sg >= 16
-            && sg.is_multiple_of(16)
-            && self.block.is_multiple_of(sg / 16)
-            // q, k, v, dO as words, stats, mask, key lengths, dK, dV.
-            && p.max_storage_buffers_per_stage >= 9
-            && self.threads(sg) <= p.max_invocations
-            && self.threads(sg) <= p.max_workgroup_size_x
-            && bytes <= p.max_workgroup_storage
+            && self.block.is_multiple_of((sg / 16).max(1))
+            && launch.fits(p, d, dv, sg)
     }
 
     /// The specialisation of `pass` for head dims `d`, `dv` and subgroup

@@ -250,22 +250,19 @@ pub const fn decode_coop_workgroup_bytes(rf: u32, d: u32, dv: u32) -> u32 {
 /// Whether the adapter runs the kernel (`emulated`: the emulated variant)
 /// with `rf` row fragments for head dims `d`, `dv`.
 pub fn decode_coop_fits(p: &AdapterProfile, rf: u32, d: usize, dv: usize, emulated: bool) -> bool {
-    let dim_ok = |x: usize| (16..=super::MAX_FLASH_COOP_DIM).contains(&x) && x.is_multiple_of(16);
     let sg = if emulated { 16 } else { p.subgroup_max_size };
     let hw = if emulated {
         p.shader_f16 && p.subgroups
     } else {
         crate::tune::has_coop_f16(p)
     };
-    hw && dim_ok(d)
-        && dim_ok(dv)
-        && sg >= 16
-        && sg.is_multiple_of(16)
-        && sg <= p.max_invocations
-        && sg <= p.max_workgroup_size_x
-        && p.max_storage_buffers_per_stage >= 6
-        && matches!(rf, 1 | 2)
-        && decode_coop_workgroup_bytes(rf, d as u32, dv as u32) <= p.max_workgroup_storage
+    hw && matches!(rf, 1 | 2)
+        && super::CoopLaunch {
+            threads: sg,
+            bytes: decode_coop_workgroup_bytes(rf, d as u32, dv as u32),
+            buffers: 6,
+        }
+        .fits(p, d, dv, sg)
 }
 
 /// Key splits of the kernel: enough one-subgroup workgroups for about 8
