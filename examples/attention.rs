@@ -65,6 +65,11 @@ struct Args {
     /// f16 and f32, to pick the default on a new GPU in one run.
     #[arg(long)]
     decode_sweep: bool,
+    /// Only the decode tile grid: workgroup shapes (invocations, LK, V
+    /// prefetch) against workgroups per compute unit (2 to 8), at
+    /// --decode-lens, f16 and f32: where wave quantisation meets occupancy.
+    #[arg(long)]
+    decode_grid: bool,
     /// Cache lengths of the decode table (default: 4096,32768,131072;
     /// --quick 1024,4096).
     #[arg(long, value_delimiter = ',')]
@@ -125,7 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let profile = ctx.profile();
     println!("{} ({:?})", profile.name, profile.backend);
     let f16 = profile.shader_f16;
-    if args.decode_only || args.decode_sweep {
+    if args.decode_only || args.decode_sweep || args.decode_grid {
         return decode(&ctx, &args, f16);
     }
     // FLOP/s unit: TFLOP/s on GPUs, GFLOP/s for --quick (software adapters).
@@ -514,7 +519,7 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
     } else {
         (32, 8, 128, vec![4096, 32768, 131072])
     };
-    if args.decode_sweep {
+    if args.decode_sweep || args.decode_grid {
         lens.truncate(2);
     }
     if !args.decode_lens.is_empty() {
@@ -533,8 +538,31 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
             variants.push((format!("sweep {i}"), AttentionKernel::Decode, Some(*t)));
         }
     }
+    if args.decode_grid {
+        variants.truncate(1);
+        for (threads, lk, prefetch_v) in [
+            (128, 4, false),
+            (128, 4, true),
+            (128, 8, false),
+            (128, 8, true),
+            (256, 4, false),
+            (256, 8, true),
+            (64, 4, true),
+            (64, 2, false),
+        ] {
+            for per_unit in [2, 3, 4, 5, 6, 8] {
+                let t = DecodeTiles {
+                    threads,
+                    lk,
+                    prefetch_v,
+                    per_unit,
+                };
+                variants.push(("grid".into(), AttentionKernel::Decode, Some(t)));
+            }
+        }
+    }
     // The tensor-core decode kernel (f16 rows; not in Auto until measured).
-    if wgtile::tune::has_coop_f16(ctx.profile()) {
+    if wgtile::tune::has_coop_f16(ctx.profile()) && !args.decode_sweep && !args.decode_grid {
         variants.insert(1, ("decode-tc".into(), AttentionKernel::DecodeCoop, None));
     }
     let copy = copy_bandwidth(ctx, if args.quick { 16 << 20 } else { 1 << 30 })?;
@@ -585,12 +613,19 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
                 };
                 let t = time(ctx, &plan, args.repeats.max(20))?;
                 let gbps = cache_bytes / t / 1e9;
+                // Where the time goes: each kernel of the plan timed alone
+                // (split pass, then merge).
+                let mut stages = Vec::new();
+                for stage in plan.stages().iter().filter(|_| !args.decode_grid) {
+                    stages.push(format!("{:.1}", time(ctx, &stage, args.repeats.max(20))? * 1e6));
+                }
                 println!(
-                    "{shape:<22} {name:<13} {:>10.1} {:>9.1} {:>6.1}%   [{}]",
+                    "{shape:<22} {name:<13} {:>10.1} {:>9.1} {:>6.1}%   [{}] stages {} us",
                     t * 1e6,
                     gbps,
                     100.0 * gbps * 1e9 / copy,
-                    plan.label()
+                    plan.label(),
+                    stages.join(" + ")
                 );
             }
         }

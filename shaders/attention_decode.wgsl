@@ -66,6 +66,10 @@ const KWPL: u32 = 4u;
 const WVP: u32 = 16u;
 const VPRE: u32 = 1u;
 const WG: u32 = 256u;
+// Timing probe (WGTILE_DECODE_PROBE, results meaningless when set): bit 0
+// replaces the score math by one add per K word, bit 1 the softmax and P V
+// math by one add per V word; the loads, barriers and epilogue stay.
+const PROBE: u32 = 0u;
 
 const KB: u32 = WG / LK;          // keys per block
 const G: u32 = WG / WVP;          // key groups of the P V step
@@ -231,6 +235,10 @@ fn main(
         }
         for (var i = 0u; i < KWPL; i++) {
             let w = p + i * LK;
+            if (PROBE & 1u) != 0u {
+                dots[0] += bitcast<vec4<f32>>(k_cur[i]);
+                continue;
+            }
             for (var h = 0u; h < E4; h++) {
                 let kv = unpack_word(k_cur[i], h);
                 for (var qd = 0u; qd < RQ; qd++) {
@@ -270,7 +278,12 @@ fn main(
         workgroupBarrier();
 
         // 3. online softmax and P V over the keys g + G t, 4 rows at once.
-        for (var qd = 0u; qd < RQ; qd++) {
+        if (PROBE & 2u) != 0u {
+            for (var t = 0u; t < VPL; t++) {
+                acc[0] += bitcast<vec4<f32>>(v_reg[t]) + lgs[g + t * G];
+            }
+        }
+        for (var qd = 0u; qd < RQ && (PROBE & 2u) == 0u; qd++) {
             var mb = m[qd];
             for (var t = 0u; t < VPL; t++) {
                 let s = lgs[qd * KB + g + t * G];

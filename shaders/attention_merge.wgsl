@@ -8,11 +8,13 @@
 //   Splits that saw no visible key have l_s = 0 and weigh nothing; a row with
 //   no visible key at all gets O = 0 and lse = -inf.
 // Workgroup: WG invocations (override, a power of two, CW to 256) over CW
-//   columns of one row: WG / CW split lanes each sum every (WG / CW)-th
-//   split of a column, so a row's splits are read in parallel (the serial
-//   chain is splits * CW / WG long), then the lanes are added through
-//   workgroup memory. The split statistics (max, weight sum, NaN) are
-//   reduced over all WG invocations first (a tree in workgroup memory).
+//   columns of one row: LANES = WG / CW split lanes per column. Each lane
+//   merges every LANES-th split online (the running max, the weight sum and
+//   the weighted output of its splits, rescaled as the max grows), loading
+//   UNROLL splits' state before combining them so their loads are in flight
+//   together; then lane 0 of each column merges the LANES lane states from
+//   workgroup memory. One barrier in all, and no split is read twice (the
+//   max and weights need no pass of their own).
 // Grid: (rows = B * Hq * Sq, 1, ceil(Dv / CW)), rows split into (x, y) when
 //   they exceed the per-dimension limit.
 // Scratch: the f32 buffer bound as `lse` (binding 5): partial outputs
@@ -21,11 +23,37 @@
 
 override WG: u32 = 256u;
 override CW: u32 = 32u;
+const UNROLL: u32 = 4u;
 
 @group(0) @binding(8) var<storage, read_write> lse_out: array<f32>;
 
-var<workgroup> red_m: array<f32, 256>;
-var<workgroup> red_s: array<f32, 256>;
+// A lane's merged state: (max m, weight sum l, weighted output o, NaN seen).
+var<workgroup> lane_state: array<vec4<f32>, 256>;
+
+struct Merged {
+    m: f32,
+    l: f32,
+    o: f32,
+    nan: bool,
+}
+
+// Merges a state (m_s, l_s, o_s) into `acc`: weights relative to the larger
+// max; a state with no visible key (l_s = 0) weighs nothing, a NaN l_s
+// marks the row.
+fn merge_into(acc: Merged, m_s: f32, l_s: f32, o_s: f32) -> Merged {
+    var r = acc;
+    if is_nan(l_s) {
+        r.nan = true;
+    } else if l_s != 0.0 {
+        let m = max(acc.m, m_s);
+        let a = select(0.0, exp2(acc.m - m), acc.m > neg_inf());
+        let w = l_s * exp2(m_s - m);
+        r.m = m;
+        r.l = acc.l * a + w;
+        r.o = acc.o * a + w * o_s;
+    }
+    return r;
+}
 
 @compute @workgroup_size(WG, 1, 1)
 fn merge(
@@ -39,84 +67,56 @@ fn merge(
         return;
     }
     let stats = params.splits * rows * params.dv;
-    // Row maximum over the splits that saw a key; NaN flags ride along as
-    // a NaN partial sum (l_s NaN).
-    var m_loc = neg_inf();
-    var nan_loc = 0.0;
-    for (var s = tid; s < params.splits; s += WG) {
-        let st = stats + 2u * (s * rows + state);
-        let l_s = lse[st + 1u];
-        if is_nan(l_s) {
-            nan_loc = 1.0;
-        }
-        if l_s != 0.0 {
-            m_loc = max(m_loc, lse[st]);
-        }
-    }
-    red_m[tid] = m_loc;
-    red_s[tid] = nan_loc;
-    workgroupBarrier();
-    for (var w = WG / 2u; w > 0u; w /= 2u) {
-        if tid < w {
-            red_m[tid] = max(red_m[tid], red_m[tid + w]);
-            red_s[tid] = max(red_s[tid], red_s[tid + w]);
-        }
-        workgroupBarrier();
-    }
-    let m = red_m[0];
-    let row_nan = red_s[0] > 0.0;
-    workgroupBarrier();
-    var t_loc = 0.0;
-    for (var s = tid; s < params.splits; s += WG) {
-        let st = stats + 2u * (s * rows + state);
-        let l_s = lse[st + 1u];
-        if l_s != 0.0 && !is_nan(l_s) {
-            t_loc += l_s * exp2(lse[st] - m);
-        }
-    }
-    red_s[tid] = t_loc;
-    workgroupBarrier();
-    for (var w = WG / 2u; w > 0u; w /= 2u) {
-        if tid < w {
-            red_s[tid] += red_s[tid + w];
-        }
-        workgroupBarrier();
-    }
-    let total = red_s[0];
-    workgroupBarrier();
-    let inv = select(0.0, 1.0 / total, total != 0.0);
-
-    // Column c of this workgroup's CW, split lane `lane` of WG / CW.
     let lanes = WG / CW;
     let c = wid.z * CW + tid % CW;
     let lane = tid / CW;
-    var sum = 0.0;
-    if c < params.dv {
-        for (var s = lane; s < params.splits; s += lanes) {
-            let st = stats + 2u * (s * rows + state);
-            let l_s = lse[st + 1u];
-            if l_s != 0.0 && !is_nan(l_s) {
-                sum += l_s * exp2(lse[st] - m) * lse[(s * rows + state) * params.dv + c];
+    let col = min(c, params.dv - 1u);
+    var acc = Merged(neg_inf(), 0.0, 0.0, false);
+    for (var s0 = lane; s0 < params.splits; s0 += UNROLL * lanes) {
+        var m_s: array<f32, UNROLL>;
+        var l_s: array<f32, UNROLL>;
+        var o_s: array<f32, UNROLL>;
+        for (var u = 0u; u < UNROLL; u++) {
+            let s = s0 + u * lanes;
+            m_s[u] = 0.0;
+            l_s[u] = 0.0;
+            o_s[u] = 0.0;
+            if s < params.splits {
+                let st = stats + 2u * (s * rows + state);
+                m_s[u] = lse[st];
+                l_s[u] = lse[st + 1u];
+                o_s[u] = lse[(s * rows + state) * params.dv + col];
             }
         }
+        for (var u = 0u; u < UNROLL; u++) {
+            acc = merge_into(acc, m_s[u], l_s[u], o_s[u]);
+        }
     }
-    red_s[tid] = sum;
+    // Stored as a state of the same form as a split's (output divided by
+    // its weight sum), so lane 0 merges it like one.
+    let o_lane = select(0.0, acc.o / acc.l, acc.l != 0.0);
+    lane_state[tid] = vec4<f32>(acc.m, acc.l, o_lane, select(0.0, 1.0, acc.nan));
     workgroupBarrier();
-    // state = (b * Hq + h) * Sq + row
-    let row = state % params.sq;
+    if lane != 0u {
+        return;
+    }
+    var row = Merged(neg_inf(), 0.0, 0.0, false);
+    for (var x = 0u; x < lanes; x++) {
+        let ls = lane_state[x * CW + tid];
+        row = merge_into(row, ls.x, select(ls.y, nan(), ls.w != 0.0), ls.z);
+    }
+    let inv = select(0.0, 1.0 / row.l, row.l != 0.0);
+    // state = (b * Hq + h) * Sq + position
+    let pos = state % params.sq;
     let bh = state / params.sq;
     let h = bh % params.hq;
     let b = bh / params.hq;
-    if lane == 0u && c < params.dv {
-        var out = 0.0;
-        for (var x = 0u; x < lanes; x++) {
-            out += red_s[x * CW + tid];
-        }
-        let o_row = b * params.o_sb + h * params.o_sh + row * params.o_sr;
-        o[o_row + c] = Elem(select(out * inv, nan(), row_nan));
+    if c < params.dv {
+        let o_row = b * params.o_sb + h * params.o_sh + pos * params.o_sr;
+        o[o_row + c] = Elem(select(row.o * inv, nan(), row.nan));
     }
     if tid == 0u && wid.z == 0u && state < arrayLength(&lse_out) {
-        let lse_row = select(neg_inf(), (m + log2(total)) * LN2, total != 0.0);
-        lse_out[state] = select(lse_row, nan(), row_nan);
+        let lse_row = select(neg_inf(), (row.m + log2(row.l)) * LN2, row.l != 0.0);
+        lse_out[state] = select(lse_row, nan(), row.nan);
     }
 }

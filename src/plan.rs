@@ -77,4 +77,26 @@ impl Plan {
     pub fn dispatch_count(&self) -> usize {
         self.dispatches.len()
     }
+
+    /// Each dispatch as a plan of its own, in run order, to see where a
+    /// multi-kernel plan's time goes (time each with
+    /// [`Context::time`](crate::Context::time)). A stage reads what the
+    /// stages before it wrote, so run the whole plan once first for
+    /// meaningful inputs; stages count no FLOPs or bytes of their own.
+    pub fn stages(&self) -> Vec<Plan> {
+        let n = self.dispatches.len();
+        self.dispatches
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Plan {
+                ctx: self.ctx.clone(),
+                label: format!("{} [stage {} of {n}]", self.label, i + 1),
+                dispatches: vec![d.clone()],
+                output: self.output.clone(),
+                flops: 0,
+                bytes: 0,
+                scratch: self.scratch.clone(),
+            })
+            .collect()
+    }
 }

@@ -1759,12 +1759,12 @@ fn dispatcher_picks_tiles_per_adapter() {
     );
     // A full prefill needs no split.
     assert_eq!(kv_splits(&h200, 4096, 4096, FLASH_CANDIDATES[0]), 1);
-    // The decode kernel: 8 KV heads x 132 splits of 256 keys at 32k (8
-    // workgroups per unit); 4k keys: splits of 64 keys; short caches, or
-    // a grid already full, no split.
+    // The decode kernel: 8 KV heads x 66 splits at 32k (4 workgroups per
+    // unit, one wave); 4k keys: splits of 64 keys; short caches, or a grid
+    // already full, no split.
     use wgtile::tune::attention::decode_splits;
     let dt = wgtile::tune::attention::decode_kernel_tiles(wgtile::DType::F16, 128);
-    assert_eq!(decode_splits(&h200, 8, 32768, dt), 132);
+    assert_eq!(decode_splits(&h200, 8, 32768, dt), 66);
     assert_eq!(decode_splits(&h200, 8, 4096, dt), 64);
     assert_eq!(decode_splits(&h200, 8, 64, dt), 1);
     assert_eq!(decode_splits(&h200, 2048, 32768, dt), 1);

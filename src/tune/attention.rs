@@ -982,18 +982,19 @@ impl DecodeTiles {
 /// The dispatcher's decode tile for `dtype` and key head dim `d`: 128
 /// invocations, LK chosen so each invocation loads at most 4 K words per
 /// block (f16 D = 128: LK = 4, 32 keys per block; f32 D = 128: LK = 8, 16
-/// keys), V prefetched a block ahead in f32 only, splits for 8 workgroups
-/// per unit. Measured on the H200 (session 3, `attention --decode-sweep`,
-/// Hq 32, Hkv 8, D 128, cache 32k): f32 this tile 114.8 us = 60.6% of copy
-/// (the best of the 8 variants); f16 V loaded in its own block 102.4 us
-/// (34%) vs 117.4 us with V prefetched (the best variant; f16 is bound by
-/// the per-key work, not the bytes).
-/// Why: about 128 registers per invocation (two blocks of K and V words,
-/// 16 words, plus 8 vec4 accumulators per row quad) let 4 such workgroups
-/// (16 warps) live on an H200 SM, each with 16 KiB of loads in flight per
-/// block, about twice the ~32 KiB per SM that Little's law asks for at
-/// 4 TB/s and ~1 us, with two barriers per 16 KiB (the previous 256-wide
-/// shape ran one workgroup of 8 warps per SM).
+/// keys), V prefetched a block ahead in f32 only, and key splits for 4
+/// workgroups per compute unit: one wave.
+/// Measured on the H200 (session 6, `attention --decode-grid`, Hq 32, Hkv
+/// 8, D 128): the grid of shapes against 2 to 8 workgroups per unit showed
+/// that the split count matters more than the shape. These tiles run 4
+/// workgroups (16 warps) per SM at once, so 4 per unit is one full wave:
+/// f16 at 32k keys 79.9 us against 96.0 at 8 per unit (1.94 waves, the
+/// second one half empty) and 112.6 at 5; at 128k 233 us against 247.
+/// f32 at 32k: 101.7 us against 109.0.
+/// Why these shapes: about 128 registers per invocation (two blocks of K
+/// words and a block of V words, 8 vec4 accumulators per row quad) with
+/// 16 KiB of loads per block and workgroup; f16 with V prefetched too
+/// (two blocks of V) ran slower at every split count.
 pub fn decode_kernel_tiles(dtype: DType, d: usize) -> DecodeTiles {
     let words = d.div_ceil(decode_epw(dtype)).max(1);
     let lk = words.div_ceil(4).next_power_of_two().clamp(2, 8) as u32;
@@ -1001,7 +1002,7 @@ pub fn decode_kernel_tiles(dtype: DType, d: usize) -> DecodeTiles {
         threads: 128,
         lk,
         prefetch_v: dtype == DType::F32,
-        per_unit: 8,
+        per_unit: 4,
     }
 }
 
@@ -1123,6 +1124,18 @@ pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize, t: DecodeTile
         .constant("WVP", wvp)
         .constant("VPRE", u32::from(vpre))
         .constant("WG", t.threads)
+        .constant("PROBE", decode_probe())
+}
+
+/// Timing probe of the decode kernel (`WGTILE_DECODE_PROBE`, wrong results
+/// while set): 0 off; bit 0 drops the score math, bit 1 the softmax and
+/// P V math (see `shaders/attention_decode.wgsl`), to see what the loads,
+/// barriers and epilogue cost alone.
+fn decode_probe() -> u32 {
+    std::env::var("WGTILE_DECODE_PROBE")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Workgroup memory of [`decode_spec`]'s kernel in bytes.
