@@ -617,7 +617,10 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
                 // (split pass, then merge).
                 let mut stages = Vec::new();
                 for stage in plan.stages().iter().filter(|_| !args.decode_grid) {
-                    stages.push(format!("{:.1}", time(ctx, &stage, args.repeats.max(20))? * 1e6));
+                    stages.push(format!(
+                        "{:.1}",
+                        time(ctx, &stage, args.repeats.max(20))? * 1e6
+                    ));
                 }
                 println!(
                     "{shape:<22} {name:<13} {:>10.1} {:>9.1} {:>6.1}%   [{}] stages {} us",

@@ -283,11 +283,28 @@ fn measure(
         },
     )?;
     let c = plan.output().to_f32_vec_blocking()?;
+    let mut label = plan.label().to_string();
+    // Where a multi-kernel plan's time goes (the padding copies, then the
+    // matmul), each kernel timed alone.
+    if plan.dispatch_count() > 1 {
+        let mut parts = Vec::new();
+        for stage in plan.stages() {
+            let t = ctx.time(
+                &stage,
+                &TimingOptions {
+                    repeats,
+                    ..TimingOptions::default()
+                },
+            )?;
+            parts.push(format!("{:.3}", t.median() * 1e3));
+        }
+        label.push_str(&format!("; kernels {} ms", parts.join(" + ")));
+    }
     Ok((
         timing.gflops(plan.flops()),
         timing.median() * 1e3,
         max_error(ha, hb, &c, n),
-        plan.label().to_string(),
+        label,
     ))
 }
 

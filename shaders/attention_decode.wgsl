@@ -17,21 +17,30 @@
 //      one broadcast read serves the invocations of many keys; stored
 //      element-in-word major, see q_t), writing one
 //      partial vec4 per (quad, key, p) to `part`.
-//   2. logits: invocation e of (quad, key) pair e adds the LK partials and
-//      applies `logit` (scale, soft-cap, masks) to each of the 4 rows once,
-//      into `lgs` (a vec4 per (quad, key)).
+//   2. logits: invocation e of (quad, key) pair e adds the LK partials,
+//      applies `logit` (scale, soft-cap, masks) to each of the 4 rows once
+//      into `lgs`, and writes the probabilities p = exp2(s - m) against the
+//      running max m as it stood before the block to `prob`: one exp2 per
+//      (row, key), not one per value word. m is the same in every
+//      invocation and moves lazily (as in FlashAttention-4's conditional
+//      rescaling): only when a logit passes it by more than TAU (a flag in
+//      workgroup memory, one per block parity); probabilities stay below
+//      2^TAU, so nothing overflows between moves.
 //   3. P V: invocation (g, c) owns 16-byte word c of the value rows (WVP
 //      invocations per row, contiguous loads) and the keys g + G t of the
-//      block (t < VPL); it keeps its own online softmax state per row quad
-//      (running max m and sum l in log2 units, f32 vec4s) and EPW vec4
-//      accumulators per quad (element k of its word, 4 rows), so no
-//      reduction is needed inside the loop, only two barriers per block.
+//      block (t < VPL), with EPW vec4 accumulators per quad (element k of
+//      its word, 4 rows) and its keys' probability sums l. When the block
+//      moved the max (the first block with a visible key, then rarely),
+//      every invocation takes the new max from the block's logits,
+//      rescales its state and recomputes its keys' probabilities. No
+//      reduction inside the loop, two barriers per block.
 //   Register pipelining: the next block's K words, and its V words (VPRE =
 //   1; else the current block's V words, when double-buffering them would
 //   cost too many registers), are loaded into registers before the current
 //   block is computed (loads never compute with what they just loaded).
 //   At the end the G states of each quad are merged through workgroup
-//   memory (max, rescale, sum; `quad_stats`, `out_elem`, called with
+//   memory (max, rescale, sum: the max is common, so the rescale is 1;
+//   `quad_stats`, `out_elem`, called with
 //   constant accumulator indices) and the split's unnormalised state (O / l,
 //   m, l) goes to the scratch bound as `lse` in attention_merge.wgsl's
 //   layout; the merge kernel combines the splits (also when there is one).
@@ -41,7 +50,8 @@
 //   key lengths, boolean/additive masks, soft-cap); the key range of a
 //   workgroup is clipped to what any of its rows can see. Rows with no
 //   visible key get l = 0 (merge: O = 0, lse = -inf); a NaN logit makes its
-//   row NaN (tracked explicitly, as in attention_flash.wgsl).
+//   row NaN (its probability is NaN, and with it the row's l and O; NaN
+//   stays out of the max).
 // Workgroup: WG invocations (128 or 256, host); KB = WG / LK keys per block.
 // Tile parameters (text constants, set by the host, tune/attention.rs
 //   `DecodeTiles`): ROWS (query rows per workgroup, 1 to 8), RQ = ceil(ROWS /
@@ -71,6 +81,9 @@ const WG: u32 = 256u;
 // math by one add per V word; the loads, barriers and epilogue stay.
 const PROBE: u32 = 0u;
 
+// The running max moves only when a logit passes it by more than TAU
+// (log2 units): probabilities stay below 2^TAU, far from f32's range.
+const TAU: f32 = 8.0;
 const KB: u32 = WG / LK;          // keys per block
 const G: u32 = WG / WVP;          // key groups of the P V step
 const VPL: u32 = KB / G;          // keys per invocation per block in P V
@@ -89,6 +102,11 @@ var<workgroup> q_t: array<vec4<f32>, RQ * DP>;
 var<workgroup> part: array<vec4<f32>, RQ * LK * KB>;
 // lgs[qd * KB + key]: logits of the quad's rows.
 var<workgroup> lgs: array<vec4<f32>, RQ * KB>;
+// prob[qd * KB + key]: exp2(logit - m) against the running max m as it
+// stood before the block.
+var<workgroup> prob: array<vec4<f32>, RQ * KB>;
+// grow[(block % 2) * RQ + qd]: some logit of the block passed m + TAU.
+var<workgroup> grow: array<atomic<u32>, 2u * RQ>;
 var<workgroup> comb: array<vec4<f32>, WG>;
 var<workgroup> red: array<vec4<f32>, G>;
 
@@ -101,6 +119,12 @@ fn unpack_word(w: vec4<u32>, i: u32) -> vec4<f32> {
         return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
     }
     return bitcast<vec4<f32>>(w);
+}
+
+// exp2(s - m) per lane: 0 for masked logits (s = -inf, also while m is
+// -inf), NaN for NaN logits.
+fn prob_of(s: vec4<f32>, m: vec4<f32>) -> vec4<f32> {
+    return exp2(s - select(m, vec4<f32>(0.0), m == vec4<f32>(neg_inf())));
 }
 
 fn nan_lanes(x: vec4<f32>) -> vec4<bool> {
@@ -196,14 +220,18 @@ fn main(
 
     // Sized for the largest tile (2 quads, 8 elements per word) so the
     // epilogue indexes them with constants only; loops touch RQ (* EPW).
+    // m: the running max of each row quad, the same in every invocation
+    // (every change is computed by all from the same logits); l and acc:
+    // this invocation's probability sums and P V over its own keys.
     var m: array<vec4<f32>, 2>;
     var l: array<vec4<f32>, 2>;
-    var bad: array<vec4<bool>, 2>;
     var acc: array<vec4<f32>, 16>;
     for (var qd = 0u; qd < RQ; qd++) {
         m[qd] = vec4<f32>(neg_inf());
         l[qd] = vec4<f32>(0.0);
-        bad[qd] = vec4<bool>(false);
+    }
+    if tid < 2u * RQ {
+        atomicStore(&grow[tid], 0u);
     }
     for (var i = 0u; i < RQ * EPW; i++) {
         acc[i] = vec4<f32>(0.0);
@@ -215,7 +243,10 @@ fn main(
         v_cur = load_v(v_base, j_start, g, c, j_end);
     }
     workgroupBarrier();
+    var blk = 0u;
     for (var j0 = j_start; j0 < j_end; j0 += KB) {
+        let cur = (blk % 2u) * RQ;
+        blk += 1u;
         // Loads in flight while this block is computed: the next block's K
         // words, and the next block's V words (VPRE = 1) or this block's.
         var v_reg: array<vec4<u32>, VPL>;
@@ -253,7 +284,14 @@ fn main(
         }
         workgroupBarrier();
 
-        // 2. the logits (scale, soft-cap, masks), once per (row, key).
+        // 2. the logits (scale, soft-cap, masks) and their probabilities
+        // against the running max, once per (row, key); a logit past the
+        // max by more than TAU flags the block. The other parity's flags
+        // are cleared for the next block (their last readers passed the
+        // barrier above).
+        if tid < RQ {
+            atomicStore(&grow[(RQ - cur) + tid], 0u);
+        }
         for (var e = tid; e < RQ * KB; e += WG) {
             let qd = e / KB;
             let key = e % KB;
@@ -272,36 +310,46 @@ fn main(
                 }
             }
             lgs[e] = s;
+            prob[e] = prob_of(s, m[qd]);
+            if any(s > m[qd] + vec4<f32>(TAU)) {
+                atomicStore(&grow[cur + qd], 1u);
+            }
         }
         // No barrier closes the block: `part` is read only before this
-        // barrier and `lgs` written only after the next block's first one.
+        // barrier, `lgs` and `prob` written only after the next block's
+        // first one.
         workgroupBarrier();
 
-        // 3. online softmax and P V over the keys g + G t, 4 rows at once.
+        // 3. P V over the keys g + G t, 4 rows at once. When the block
+        // moved the max (rarely, after the first), every invocation takes
+        // the new max from the block's logits (NaN left out), rescales its
+        // state and recomputes its keys' probabilities.
         if (PROBE & 2u) != 0u {
             for (var t = 0u; t < VPL; t++) {
-                acc[0] += bitcast<vec4<f32>>(v_reg[t]) + lgs[g + t * G];
+                acc[0] += bitcast<vec4<f32>>(v_reg[t]) + prob[g + t * G];
             }
         }
         for (var qd = 0u; qd < RQ && (PROBE & 2u) == 0u; qd++) {
-            var mb = m[qd];
-            for (var t = 0u; t < VPL; t++) {
-                let s = lgs[qd * KB + g + t * G];
-                let nn = nan_lanes(s);
-                bad[qd] = bad[qd] | nn;
-                mb = max(mb, select(s, vec4<f32>(neg_inf()), nn));
+            let moved = atomicLoad(&grow[cur + qd]) != 0u;
+            if moved {
+                var mb = m[qd];
+                for (var x = 0u; x < KB; x++) {
+                    let sx = lgs[qd * KB + x];
+                    mb = max(mb, select(sx, vec4<f32>(neg_inf()), nan_lanes(sx)));
+                }
+                let alpha = select(vec4<f32>(0.0), exp2(m[qd] - mb), m[qd] > vec4<f32>(neg_inf()));
+                l[qd] *= alpha;
+                for (var k = 0u; k < EPW; k++) {
+                    acc[qd * EPW + k] *= alpha;
+                }
+                m[qd] = mb;
             }
-            let seen = m[qd] > vec4<f32>(neg_inf());
-            let alpha = select(vec4<f32>(0.0), exp2(m[qd] - mb), seen);
-            l[qd] *= alpha;
-            for (var k = 0u; k < EPW; k++) {
-                acc[qd * EPW + k] *= alpha;
-            }
-            m[qd] = mb;
             for (var t = 0u; t < VPL; t++) {
-                let s = lgs[qd * KB + g + t * G];
-                let live = (s > vec4<f32>(neg_inf())) & !nan_lanes(s);
-                let pr = select(vec4<f32>(0.0), exp2(s - mb), live);
+                let at = qd * KB + g + t * G;
+                var pr = prob[at];
+                if moved {
+                    pr = prob_of(lgs[at], m[qd]);
+                }
                 l[qd] += pr;
                 for (var h = 0u; h < E4; h++) {
                     let vv = unpack_word(v_reg[t], h);
@@ -324,7 +372,7 @@ fn main(
     // the driver did not unroll would index the accumulators dynamically and
     // push them to local memory for the whole kernel.
     let ex = EpiCtx(split, hk, r0, b, rows_kv, g, c, tid);
-    let s0 = quad_stats(ex, 0u, m[0], l[0], bad[0]);
+    let s0 = quad_stats(ex, 0u, m[0], l[0]);
     out_elem(ex, 0u, 0u, acc[0], s0);
     out_elem(ex, 0u, 1u, acc[1], s0);
     out_elem(ex, 0u, 2u, acc[2], s0);
@@ -336,7 +384,7 @@ fn main(
         out_elem(ex, 0u, 7u, acc[7], s0);
     }
     if RQ == 2u {
-        let s1 = quad_stats(ex, 1u, m[1], l[1], bad[1]);
+        let s1 = quad_stats(ex, 1u, m[1], l[1]);
         out_elem(ex, 1u, 0u, acc[EPW], s1);
         out_elem(ex, 1u, 1u, acc[EPW + 1u], s1);
         out_elem(ex, 1u, 2u, acc[EPW + 2u], s1);
@@ -375,7 +423,7 @@ fn lane_state(x: EpiCtx, qd: u32, lane: u32) -> u32 {
 
 // Quad qd's merged statistics over the G key groups: (scale of this
 // invocation's state, 1 / l); writes (m, l) of its rows to the scratch.
-fn quad_stats(x: EpiCtx, qd: u32, mq: vec4<f32>, lq: vec4<f32>, bq: vec4<bool>) -> array<vec4<f32>, 2> {
+fn quad_stats(x: EpiCtx, qd: u32, mq: vec4<f32>, lq: vec4<f32>) -> array<vec4<f32>, 2> {
     workgroupBarrier();
     if x.c == 0u {
         red[x.g] = mq;
@@ -388,7 +436,7 @@ fn quad_stats(x: EpiCtx, qd: u32, mq: vec4<f32>, lq: vec4<f32>, bq: vec4<bool>) 
     let sc = select(vec4<f32>(0.0), exp2(mq - mm), mq > vec4<f32>(neg_inf()));
     workgroupBarrier();
     if x.c == 0u {
-        red[x.g] = select(lq * sc, vec4<f32>(nan()), bq);
+        red[x.g] = lq * sc;
     }
     workgroupBarrier();
     var ll = vec4<f32>(0.0);

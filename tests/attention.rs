@@ -755,6 +755,37 @@ fn decode_kernel_edge_shapes() {
         None,
         212,
     );
+    // Logits climbing along the cache (an additive ramp of 0.4 per key,
+    // about 10 per 16-key block in log2 units): the kernel's running max
+    // moves at every block (its lazy-rescale path), then a sawtooth (a climb
+    // and a drop every 40 keys) and a falling ramp (the max set by the
+    // first block, later probabilities tiny), in f32 and f16.
+    let ramps: [fn(usize) -> f32; 3] = [
+        |j| 0.4 * j as f32,
+        |j| 0.6 * (j % 40) as f32 - 20.0 * (j / 40) as f32,
+        |j| -0.4 * j as f32,
+    ];
+    for (i, ramp) in ramps.into_iter().enumerate() {
+        for dtype in [DType::F32, DType::F16] {
+            if dtype == DType::F16 && !ctx.profile().shader_f16 {
+                continue;
+            }
+            let mut c = Case::new(1, 8, 2, 1, 300, 64, 64);
+            c.dtype = dtype;
+            check_decode(
+                &ctx,
+                &c,
+                &AttentionOptions::new(),
+                Some(HostMask {
+                    additive: true,
+                    dims: [1, 1, 1, 300],
+                    shape: vec![1, 300],
+                    data: (0..300).map(ramp).collect(),
+                }),
+                213 + i as u64,
+            );
+        }
+    }
 }
 
 #[test]

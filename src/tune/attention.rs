@@ -1149,8 +1149,9 @@ pub fn decode_workgroup_bytes(
     let (_, rq, kwpl, wvp, _) = decode_shape(dtype, rows, d, dv, t);
     let (rq, kb, wg) = (rq as usize, t.keys(), t.threads as usize);
     let dp = kwpl as usize * t.lk as usize * decode_epw(dtype);
-    let vec4s = rq * dp + rq * t.lk as usize * kb + rq * kb + wg + wg / wvp as usize;
-    (vec4s * 16) as u32
+    // q_t, part, lgs and prob, comb, red; then the 2 * RQ flags.
+    let vec4s = rq * dp + rq * t.lk as usize * kb + 2 * rq * kb + wg + wg / wvp as usize;
+    (vec4s * 16 + 8 * rq) as u32
 }
 
 /// Key splits of the decode kernel: enough workgroups for `t.per_unit` per
