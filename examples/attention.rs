@@ -561,7 +561,8 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
             }
         }
     }
-    // The tensor-core decode kernel (f16 rows; not in Auto until measured).
+    // The tensor-core decode kernel (f16 rows; forced: not in Auto, half the
+    // scalar kernel's speed on the H200).
     if wgtile::tune::has_coop_f16(ctx.profile()) && !args.decode_sweep && !args.decode_grid {
         variants.insert(1, ("decode-tc".into(), AttentionKernel::DecodeCoop, None));
     }
@@ -616,19 +617,23 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
                 // Where the time goes: each kernel of the plan timed alone
                 // (split pass, then merge).
                 let mut stages = Vec::new();
-                for stage in plan.stages().iter().filter(|_| !args.decode_grid) {
-                    stages.push(format!(
-                        "{:.1}",
-                        time(ctx, &stage, args.repeats.max(20))? * 1e6
-                    ));
+                if !args.decode_grid {
+                    for stage in plan.stages() {
+                        let t = time(ctx, &stage, args.repeats.max(20))?;
+                        stages.push(format!("{:.1}", t * 1e6));
+                    }
                 }
+                let stages = if stages.is_empty() {
+                    String::new()
+                } else {
+                    format!(" stages {} us", stages.join(" + "))
+                };
                 println!(
-                    "{shape:<22} {name:<13} {:>10.1} {:>9.1} {:>6.1}%   [{}] stages {} us",
+                    "{shape:<22} {name:<13} {:>10.1} {:>9.1} {:>6.1}%   [{}]{stages}",
                     t * 1e6,
                     gbps,
                     100.0 * gbps * 1e9 / copy,
                     plan.label(),
-                    stages.join(" + ")
                 );
             }
         }

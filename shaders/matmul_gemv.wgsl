@@ -25,7 +25,9 @@
 //   slices reduce through workgroup memory (a tree) before the epilogue and
 //   the store. Chosen when N alone gives at least a workgroup per compute
 //   unit; otherwise K must be split over workgroups (vecmat + reduce).
-//   WIDE_HALF (text const): 1 for f16 words (unpack2x16float), 0 for f32.
+//   WIDE_HALF (text const): 1 for f16 words (unpack2x16float), 0 for f32;
+//   WIDE_DEEP (text const): 1 runs 16 rows per step (16 loads in flight per
+//   invocation) before the 8-row steps.
 // - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
@@ -53,6 +55,7 @@ alias Out = Elem;
 @group(0) @binding(8) var<storage, read> rhs4: array<vec4<u32>>;
 
 const WIDE_HALF: u32 = 0u;
+const WIDE_DEEP: u32 = 0u;
 const WIDE_LANES: u32 = 4u;
 const WIDE_SLICES: u32 = 64u;
 
@@ -242,6 +245,76 @@ fn vecmat_wide(
         let b = offs.z / cw + wc;
         var kk = lid.y;
         let step = WIDE_SLICES;
+        // WIDE_DEEP: 16 rows per step first (twice the loads in flight).
+        for (; WIDE_DEEP == 1u && kk + 15u * step < k; kk += 16u * step) {
+            // Every load first, then the arithmetic.
+            let w0 = rhs4[b + kk * ldw];
+            let w1 = rhs4[b + (kk + step) * ldw];
+            let w2 = rhs4[b + (kk + 2u * step) * ldw];
+            let w3 = rhs4[b + (kk + 3u * step) * ldw];
+            let w4 = rhs4[b + (kk + 4u * step) * ldw];
+            let w5 = rhs4[b + (kk + 5u * step) * ldw];
+            let w6 = rhs4[b + (kk + 6u * step) * ldw];
+            let w7 = rhs4[b + (kk + 7u * step) * ldw];
+            let w8 = rhs4[b + (kk + 8u * step) * ldw];
+            let w9 = rhs4[b + (kk + 9u * step) * ldw];
+            let w10 = rhs4[b + (kk + 10u * step) * ldw];
+            let w11 = rhs4[b + (kk + 11u * step) * ldw];
+            let w12 = rhs4[b + (kk + 12u * step) * ldw];
+            let w13 = rhs4[b + (kk + 13u * step) * ldw];
+            let w14 = rhs4[b + (kk + 14u * step) * ldw];
+            let w15 = rhs4[b + (kk + 15u * step) * ldw];
+            let x0 = f32(lhs[x + kk]);
+            let x1 = f32(lhs[x + kk + step]);
+            let x2 = f32(lhs[x + kk + 2u * step]);
+            let x3 = f32(lhs[x + kk + 3u * step]);
+            let x4 = f32(lhs[x + kk + 4u * step]);
+            let x5 = f32(lhs[x + kk + 5u * step]);
+            let x6 = f32(lhs[x + kk + 6u * step]);
+            let x7 = f32(lhs[x + kk + 7u * step]);
+            let x8 = f32(lhs[x + kk + 8u * step]);
+            let x9 = f32(lhs[x + kk + 9u * step]);
+            let x10 = f32(lhs[x + kk + 10u * step]);
+            let x11 = f32(lhs[x + kk + 11u * step]);
+            let x12 = f32(lhs[x + kk + 12u * step]);
+            let x13 = f32(lhs[x + kk + 13u * step]);
+            let x14 = f32(lhs[x + kk + 14u * step]);
+            let x15 = f32(lhs[x + kk + 15u * step]);
+            lo = fma(vec4(x0), word_lo(w0), lo);
+            lo = fma(vec4(x1), word_lo(w1), lo);
+            lo = fma(vec4(x2), word_lo(w2), lo);
+            lo = fma(vec4(x3), word_lo(w3), lo);
+            lo = fma(vec4(x4), word_lo(w4), lo);
+            lo = fma(vec4(x5), word_lo(w5), lo);
+            lo = fma(vec4(x6), word_lo(w6), lo);
+            lo = fma(vec4(x7), word_lo(w7), lo);
+            lo = fma(vec4(x8), word_lo(w8), lo);
+            lo = fma(vec4(x9), word_lo(w9), lo);
+            lo = fma(vec4(x10), word_lo(w10), lo);
+            lo = fma(vec4(x11), word_lo(w11), lo);
+            lo = fma(vec4(x12), word_lo(w12), lo);
+            lo = fma(vec4(x13), word_lo(w13), lo);
+            lo = fma(vec4(x14), word_lo(w14), lo);
+            lo = fma(vec4(x15), word_lo(w15), lo);
+            if WIDE_HALF == 1u {
+                hi = fma(vec4(x0), word_hi(w0), hi);
+                hi = fma(vec4(x1), word_hi(w1), hi);
+                hi = fma(vec4(x2), word_hi(w2), hi);
+                hi = fma(vec4(x3), word_hi(w3), hi);
+                hi = fma(vec4(x4), word_hi(w4), hi);
+                hi = fma(vec4(x5), word_hi(w5), hi);
+                hi = fma(vec4(x6), word_hi(w6), hi);
+                hi = fma(vec4(x7), word_hi(w7), hi);
+                hi = fma(vec4(x8), word_hi(w8), hi);
+                hi = fma(vec4(x9), word_hi(w9), hi);
+                hi = fma(vec4(x10), word_hi(w10), hi);
+                hi = fma(vec4(x11), word_hi(w11), hi);
+                hi = fma(vec4(x12), word_hi(w12), hi);
+                hi = fma(vec4(x13), word_hi(w13), hi);
+                hi = fma(vec4(x14), word_hi(w14), hi);
+                hi = fma(vec4(x15), word_hi(w15), hi);
+            }
+        }
         for (; kk + 7u * step < k; kk += 8u * step) {
             // Every load first, then the arithmetic.
             let w0 = rhs4[b + kk * ldw];

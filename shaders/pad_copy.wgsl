@@ -8,6 +8,11 @@
 // Workgroup: 16 x 16. Grid: (ceil(dst_cols / 16), ceil(dst_rows / 16), batches).
 // Batching: matrix z = batch_base + workgroup z; source and destination are
 //   dense batches of their own shapes.
+// Row offsets (one matrix only, batch_base 0): destination row r takes
+//   source row src_row0 + r (zero past src_rows) and lands at row dst_row0 +
+//   r of the destination buffer, which may hold more rows than dst_rows
+//   (the rows copied): the padding layer's last-row split copies one row
+//   of A out and one row of the result in.
 // Types: Elem is f32 or f16 (text-specialised).
 //
 // Entry `halves` (f16, destination rows a multiple of 8 halves, the padding
@@ -27,9 +32,9 @@ struct Params {
     dst_rows: u32,
     dst_cols: u32,
     batch_base: u32,
+    src_row0: u32,
+    dst_row0: u32,
     _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -44,11 +49,12 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if r >= params.dst_rows || c >= params.dst_cols {
         return;
     }
+    let sr = params.src_row0 + r;
     var v = Elem(0.0);
-    if r < params.src_rows && c < params.src_cols {
-        v = src[(z * params.src_rows + r) * params.src_cols + c];
+    if sr < params.src_rows && c < params.src_cols {
+        v = src[(z * params.src_rows + sr) * params.src_cols + c];
     }
-    dst[(z * params.dst_rows + r) * params.dst_cols + c] = v;
+    dst[(z * params.dst_rows + params.dst_row0 + r) * params.dst_cols + c] = v;
 }
 
 @group(0) @binding(3) var<storage, read> src_words: array<u32>;
@@ -73,13 +79,14 @@ fn halves(@builtin(global_invocation_id) gid: vec3<u32>) {
     if r >= params.dst_rows || c >= params.dst_cols {
         return;
     }
+    let sr = params.src_row0 + r;
     var valid = 0u;
-    if r < params.src_rows && c < params.src_cols {
+    if sr < params.src_rows && c < params.src_cols {
         valid = min(params.src_cols - c, 8u);
     }
     var out = vec4<u32>(0u);
     if valid > 0u {
-        let s = (z * params.src_rows + r) * params.src_cols + c;
+        let s = (z * params.src_rows + sr) * params.src_cols + c;
         let w = s >> 1u;
         let w0 = src_word(w);
         let w1 = src_word(w + 1u);
@@ -103,5 +110,5 @@ fn halves(@builtin(global_invocation_id) gid: vec3<u32>) {
             half_mask(3u, valid),
         );
     }
-    dst_words[((z * params.dst_rows + r) * params.dst_cols + c) / 8u] = out;
+    dst_words[((z * params.dst_rows + params.dst_row0 + r) * params.dst_cols + c) / 8u] = out;
 }

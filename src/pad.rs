@@ -92,17 +92,48 @@ pub struct PadChoice {
     pub crop: bool,
     /// Estimated time of the copies over the estimated kernel time saved.
     pub cost_ratio: f64,
+    /// The last row of C comes from a GEMV and the kernel runs the other
+    /// M - 1 rows (see [`fringe_row_split`]).
+    pub fringe_row: bool,
+}
+
+/// Whether the padding layer computes the last row of C apart: one
+/// matrix, the tensor-core kernel, M one past a multiple of its block rows,
+/// and a grid one wave shorter without that row (waves at one workgroup
+/// per compute unit). At M = 4097 with 256-row blocks: 561 workgroups are
+/// 4.25 waves, a fifth wave that computes one row per workgroup; the other
+/// 4096 rows take 528, four whole waves, and the lone row is a GEMV over B
+/// (reading B once, memory-bound) plus two one-row copies.
+pub fn fringe_row_split(
+    p: &AdapterProfile,
+    kernel: MatmulKernel,
+    m: usize,
+    n: usize,
+    batch: usize,
+) -> bool {
+    if batch != 1 || !matches!(kernel, MatmulKernel::Coop { .. }) {
+        return false;
+    }
+    let (bm, _) = kernel.block();
+    let units = u64::from(p.compute_units.max(1));
+    let waves = |rows| tune::workgroup_count(kernel, rows, n, 1).div_ceil(units);
+    m > bm as usize && m % bm as usize == 1 && waves(m - 1) < waves(m)
 }
 
 impl fmt::Display for PadChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "pad rows to K = {}, N = {} for {}{} (copies cost {:.0}% of the time saved)",
+            "pad rows to K = {}, N = {} for {}{}{} (copies cost {:.0}% of the time saved)",
             self.k,
             self.n,
             self.kernel,
             if self.crop { ", result cropped" } else { "" },
+            if self.fringe_row {
+                ", the last row of C as a GEMV (a whole wave fewer)"
+            } else {
+                ""
+            },
             100.0 * self.cost_ratio
         )
     }
@@ -182,21 +213,37 @@ pub fn choose(
         kernel: padded,
         crop,
         cost_ratio,
+        fringe_row: fringe_row_split(p, padded, m, n, batch),
     })
 }
 
 impl Context {
     /// A dispatch copying `batches` matrices of `src_rows x src_cols` from `src`
     /// into `dst` as `dst_rows x dst_cols` (zero-filled or cropped).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn pad_copy_dispatches(
+        &self,
+        src: &Tensor,
+        src_dims: (usize, usize),
+        dst: &Tensor,
+        dst_dims: (usize, usize),
+        batches: usize,
+    ) -> Result<Vec<Dispatch>> {
+        self.pad_copy_rows(src, src_dims, dst, dst_dims, batches, (0, 0))
+    }
+
+    /// [`Context::pad_copy_dispatches`] with row offsets (one matrix:
+    /// `batches` 1): destination row `r` takes source row `src_row0 + r` and
+    /// is written at row `dst_row0 + r` of `dst`.
+    pub(crate) fn pad_copy_rows(
         &self,
         src: &Tensor,
         (src_rows, src_cols): (usize, usize),
         dst: &Tensor,
         (dst_rows, dst_cols): (usize, usize),
         batches: usize,
+        (src_row0, dst_row0): (usize, usize),
     ) -> Result<Vec<Dispatch>> {
+        debug_assert!(batches == 1 || (src_row0, dst_row0) == (0, 0));
         let max = self.profile().max_workgroups_per_dim as usize;
         let (gx, gy) = (dst_cols.div_ceil(16), dst_rows.div_ceil(16));
         if gx > max || gy > max {
@@ -225,6 +272,9 @@ impl Context {
                 dst_rows as u32,
                 dst_cols as u32,
                 base as u32,
+                src_row0 as u32,
+                dst_row0 as u32,
+                0,
             ]);
             let (device, grid) = (&self.inner.device, [gx as u32, gy as u32, count as u32]);
             out.push(if halves {

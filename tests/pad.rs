@@ -140,4 +140,123 @@ fn cost_model_decisions() {
     assert_eq!(choose(&gpu, DType::F32, 33, 65, 65, 1, Padding::Auto), None);
     // ...but Always pads whenever there is a gain at all.
     assert!(choose(&gpu, DType::F32, 33, 65, 65, 1, Padding::Always).is_some());
+    // The last-row split: at 4097 the coop grid (256-row blocks) is 17 x 33
+    // = 561 workgroups, 5 waves on 132 units; without the last row 528, 4.
+    let p = choose(&gpu, DType::F16, 4097, 4097, 4097, 1, Padding::Auto).unwrap();
+    assert!(p.fringe_row, "{p}");
+    assert!(p.to_string().contains("last row of C as a GEMV"), "{p}");
+    // 1793: 120 workgroups either way within one wave: no split; nor for
+    // batches, tiled kernels (f32), or M two past a block.
+    assert!(
+        !choose(&gpu, DType::F16, 1793, 1793, 1793, 1, Padding::Auto)
+            .unwrap()
+            .fringe_row
+    );
+    assert!(
+        !choose(&gpu, DType::F16, 4097, 4097, 4097, 2, Padding::Auto)
+            .unwrap()
+            .fringe_row
+    );
+    assert!(
+        !choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Always)
+            .unwrap()
+            .fringe_row
+    );
+    assert!(
+        !choose(&gpu, DType::F16, 4098, 4097, 4097, 1, Padding::Auto)
+            .unwrap()
+            .fringe_row
+    );
+    let coop = choose(&gpu, DType::F16, 4097, 4097, 4097, 1, Padding::Auto)
+        .unwrap()
+        .kernel;
+    assert!(wgtile::pad::fringe_row_split(&gpu, coop, 4097, 4097, 1));
+    assert!(!wgtile::pad::fringe_row_split(&gpu, coop, 4097, 4097, 3));
+}
+
+/// The padding layer's last-row split, forced on any adapter (on the GPU
+/// the wave rule picks it for the tensor-core kernel): the kernel runs the
+/// first M - 1 rows, a GEMV the last, with the epilogue's scale and
+/// activation on both; C is poisoned first, so a row left unwritten fails.
+#[test]
+fn last_row_split_equals_the_full_product() {
+    use wgtile::{Activation, Epilogue};
+    let Some(ctx) = common::ctx() else { return };
+    // Shapes the padding layer pads (K or N unaligned, not tiny), M from
+    // 65 to 257 (odd, prime, one past a block).
+    let cases = [(65, 61, 53), (130, 67, 129), (67, 129, 66), (257, 255, 31)];
+    for (i, &(m, k, n)) in cases.iter().enumerate() {
+        for dtype in [DType::F32, DType::F16] {
+            if dtype == DType::F16 && !ctx.profile().shader_f16 {
+                continue;
+            }
+            let seed = 40 + 2 * i as u64;
+            let (a, ha) = common::upload(&ctx, &common::random(m * k, seed), &[m, k], dtype);
+            let (b, hb) = common::upload(&ctx, &common::random(k * n, seed + 1), &[k, n], dtype);
+            let out = ctx.full(&[m, n], f32::NAN, dtype).unwrap();
+            let options = MatmulOptions {
+                padding: Padding::Always,
+                fringe_row: Some(true),
+                ..Default::default()
+            };
+            let alpha = 0.75;
+            let epi = Epilogue::new().scale(alpha).activation(Activation::Relu);
+            let plan = ctx
+                .matmul_plan_with(&a, &b, Some(&out), &options, &epi)
+                .unwrap();
+            let what = format!("{m}x{k} @ {k}x{n} {dtype} [{}]", plan.label());
+            assert!(plan.label().contains("last row as a GEMV"), "{what}");
+            plan.run().unwrap();
+            let got = out.to_f32_vec_blocking().unwrap();
+            let (prod, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
+            let want: Vec<f64> = prod
+                .iter()
+                .map(|&p| (f64::from(alpha) * p).max(0.0))
+                .collect();
+            common::assert_close(&what, &got, &want, |i| {
+                common::matmul_tolerance(dtype, k, want[i], f64::from(alpha) * mag[i])
+            });
+        }
+    }
+}
+
+/// `Plan::stages`: a padded plan (copies, then the kernel) split into one
+/// plan per dispatch; running them in order computes the same product as
+/// the whole plan (the stages share its scratch and output).
+#[test]
+fn plan_stages_run_in_order_equal_the_plan() {
+    let Some(ctx) = common::ctx() else { return };
+    let (m, k, n) = (37, 61, 53);
+    let (a, ha) = common::upload(&ctx, &common::random(m * k, 90), &[m, k], DType::F32);
+    let (b, hb) = common::upload(&ctx, &common::random(k * n, 91), &[k, n], DType::F32);
+    let out = ctx.full(&[m, n], f32::NAN, DType::F32).unwrap();
+    let plan = ctx
+        .matmul_plan(
+            &a,
+            &b,
+            Some(&out),
+            &MatmulOptions::with_padding(Padding::Always),
+        )
+        .unwrap();
+    let stages = plan.stages();
+    assert_eq!(stages.len(), plan.dispatch_count());
+    assert!(
+        stages.len() > 1,
+        "expected copies and a kernel: {}",
+        plan.label()
+    );
+    for (i, stage) in stages.iter().enumerate() {
+        assert_eq!(stage.dispatch_count(), 1);
+        assert!(
+            stage
+                .label()
+                .ends_with(&format!("[stage {} of {}]", i + 1, stages.len()))
+        );
+        stage.run().unwrap();
+    }
+    let got = out.to_f32_vec_blocking().unwrap();
+    let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
+    common::assert_close(&format!("stages of {}", plan.label()), &got, &want, |i| {
+        common::matmul_tolerance(DType::F32, k, want[i], mag[i])
+    });
 }

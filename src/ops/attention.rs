@@ -56,9 +56,11 @@
 //! tensor cores too. `AttentionKernel::Flash` keeps the scalar kernels.
 //!
 //! A tensor-core decode kernel (`shaders/attention_decode_coop.wgsl`,
-//! [`AttentionKernel::DecodeCoop`], forced only until measured) packs the
-//! query rows of a KV head into 16-row fragments and loads K and V
-//! fragments straight from memory with no workgroup staging.
+//! [`AttentionKernel::DecodeCoop`], forced only) packs the query rows of a
+//! KV head into 16-row fragments and loads K and V fragments straight from
+//! memory with no workgroup staging. On the H200 it ran at half the speed
+//! of the scalar decode kernel (32k f16 cache: 194 us against 102;
+//! cooperative loads from storage are slow there), so `Auto` never takes it.
 //!
 //! [`KvCache`] keeps growable K/V buffers on the GPU; prefill and decode both
 //! go through [`Context::attention_cached`].
@@ -195,8 +197,9 @@ pub enum AttentionKernel {
     /// one subgroup per (batch, KV head, 16 packed query rows, key split),
     /// K and V fragments loaded straight from memory. f16, D and Dv
     /// multiples of 16 up to 256, K and V strides multiples of 8, adapters
-    /// with the 16x16 f16/f32 cooperative matrix. Not in `Auto` until
-    /// measured against [`AttentionKernel::Decode`].
+    /// with the 16x16 f16/f32 cooperative matrix. Not in `Auto`: half the
+    /// speed of [`AttentionKernel::Decode`] on the H200 (BENCHMARKS.md,
+    /// session 6).
     DecodeCoop,
     /// The tensor-core decode kernel's algorithm with emulated matrix
     /// operations (f16 and subgroups only; tests).

@@ -60,6 +60,11 @@ pub struct MatmulOptions {
     /// padding layer and the autotuner stand aside for such plans. The
     /// epilogue's bias and residual take the output dtype.
     pub out_dtype: Option<DType>,
+    /// When the padding layer pads, whether it computes the last row of C
+    /// apart as a GEMV (`Some(true)` forces it for one matrix with M > 1,
+    /// `Some(false)` never); `None`: the wave rule decides
+    /// ([`crate::pad::fringe_row_split`]).
+    pub fringe_row: Option<bool>,
 }
 
 impl MatmulOptions {
@@ -779,7 +784,11 @@ impl Context {
                 } else {
                     options.padding
                 };
-                if let Some(pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding) {
+                if let Some(mut pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding)
+                {
+                    let one_matrix = batches == 1 && a.shape().len() <= 2 && b.shape().len() <= 2;
+                    pad.fringe_row =
+                        options.fringe_row.unwrap_or(pad.fringe_row) && one_matrix && m > 1;
                     return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
                 }
                 if let Some(kernel) = tensor_cores {
@@ -1141,7 +1150,8 @@ impl Context {
                 return Err(too_many(wide_groups, "vector-matrix product along N"));
             }
             let spec = out_spec(Kernel::GemvVecmatWide, dtype, out_dtype)
-                .constant("WIDE_HALF", u32::from(dtype == DType::F16));
+                .constant("WIDE_HALF", u32::from(dtype == DType::F16))
+                .constant("WIDE_DEEP", u32::from(tune::gemv_wide_deep()));
             let pipeline = self
                 .inner
                 .pipelines
@@ -1265,9 +1275,12 @@ impl Context {
         };
         // The kernel's logical N: rounded up when its stores need aligned rows
         // (the padded B columns are zero, and so are those columns of C).
+        // With the last-row split it runs rows 0 .. M - 1 of C (A's rows
+        // keep their pitch; C's rows, of N, are where they were).
         let kernel_n = if pad.crop { np } else { n };
+        let kernel_m = if pad.fringe_row { m - 1 } else { m };
         let padded = MatmulShape::new(
-            &with_last_two(&a_dims, m, k),
+            &with_last_two(&a_dims, kernel_m, k),
             &with_last_two(&b_dims, k, kernel_n),
         )?
         .with_pitches(kp, np)?;
@@ -1291,16 +1304,48 @@ impl Context {
         if let Some(c_pad) = c_pad {
             dispatches.extend(self.pad_copy_dispatches(
                 &c_pad,
-                (m, np),
+                (kernel_m, np),
                 &plan.output,
-                (m, n),
+                (kernel_m, n),
                 batches,
             )?);
             scratch.push(c_pad);
         }
+        if pad.fringe_row {
+            // The last row: A's row M - 1 copied out (zero-padded to K'),
+            // x [1, K'] @ B (pitch N') on the GEMV kernels into a row of
+            // scratch, copied into C's row M - 1 (one matrix: no batches).
+            let x = self.alloc(&[1, kp], dtype, "wgtile last row of A")?;
+            dispatches.extend(self.pad_copy_rows(a, (m, k), &x, (1, kp), 1, (m - 1, 0))?);
+            let y = self.alloc(&[1, n], dtype, "wgtile last row of C")?;
+            let row = MatmulShape::new(&[1, k], &[k, n])?.with_pitches(kp, np)?;
+            dispatches.extend(self.matmul_dispatches(
+                MatmulKernel::Gemv,
+                (dtype, dtype),
+                &row,
+                (&x.buffer, &b_buf, &y.buffer),
+                epilogue,
+                &mut scratch,
+            )?);
+            dispatches.extend(self.pad_copy_rows(
+                &y,
+                (1, n),
+                &plan.output,
+                (1, n),
+                1,
+                (0, m - 1),
+            )?);
+            scratch.push(x);
+            scratch.push(y);
+        }
         plan.label = format!(
-            "matmul {dtype} {m}x{n}x{k} x{batches} rows padded to K = {kp}, N = {np}{}: {}",
+            "matmul {dtype} {m}x{n}x{k} x{batches} rows padded to K = {kp}, N = {np}{}{}: {}",
             if pad.crop { " (cropped)" } else { "" },
+            if pad.fringe_row {
+                ", last row as a GEMV"
+            } else {
+                ""
+            },
             pad.kernel
         );
         plan.dispatches = dispatches;

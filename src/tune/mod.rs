@@ -1002,4 +1002,15 @@ pub fn gemv_wide_spec(dtype: DType) -> Spec {
     Spec::new(Kernel::GemvVecmatWide)
         .dtype(dtype)
         .constant("WIDE_HALF", u32::from(dtype == DType::F16))
+        .constant("WIDE_DEEP", u32::from(gemv_wide_deep()))
+}
+
+/// Whether the one-dispatch vector-matrix kernel runs 16 rows per step (16
+/// loads in flight per invocation) before its 8-row steps:
+/// `WGTILE_GEMV_DEEP=1`, to compare (off by default).
+pub fn gemv_wide_deep() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("WGTILE_GEMV_DEEP").is_ok_and(|v| matches!(v.trim(), "1" | "on"))
+    })
 }
