@@ -64,6 +64,10 @@ struct Args {
     /// (to measure what the copies would cost where the model declines them).
     #[arg(long)]
     always_pad: bool,
+    /// The padded mode never computes the last row apart (the padding
+    /// layer's last-row split; to measure what it buys).
+    #[arg(long)]
+    no_fringe: bool,
     /// Write the measurements as CSV.
     #[arg(long)]
     csv: Option<String>,
@@ -235,7 +239,15 @@ fn main() -> Result<(), Box<dyn Error>> {
         let mut gflops = [None, None];
         let mut labels: Vec<String> = Vec::new();
         for (slot, &mode) in modes.iter().enumerate() {
-            match measure(&ctx, &a, &b, mode, &timing_options, args.always_pad) {
+            match measure(
+                &ctx,
+                &a,
+                &b,
+                mode,
+                &timing_options,
+                args.always_pad,
+                args.no_fringe,
+            ) {
                 Ok((sample, src)) => {
                     source.get_or_insert(src);
                     gflops[slot] = Some(sample.gflops);
@@ -404,12 +416,17 @@ fn measure(
     mode: Mode,
     options: &TimingOptions,
     always_pad: bool,
+    no_fringe: bool,
 ) -> wgtile::Result<(Sample, TimeSource)> {
     let padding = match mode {
         Mode::Padded if always_pad => Padding::Always,
         _ => mode.padding(),
     };
-    let plan = ctx.matmul_plan(a, b, None, &MatmulOptions::with_padding(padding))?;
+    let mut matmul_options = MatmulOptions::with_padding(padding);
+    if no_fringe {
+        matmul_options.fringe_row = Some(false);
+    }
+    let plan = ctx.matmul_plan(a, b, None, &matmul_options)?;
     let timing = ctx.time(&plan, options)?;
     Ok((
         Sample {

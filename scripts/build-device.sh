@@ -11,7 +11,7 @@ rm -rf .bin/stage && mkdir -p .bin/stage
 for e in "${examples[@]}"; do cp "target/release/examples/$e" .bin/stage/; done
 # The GPU test suites, to run the kernels lavapipe cannot (cooperative
 # matrices) with WGTILE_COOPERATIVE_MATRIX=1.
-tests=(matmul padded)
+tests=(matmul padded pad)
 [ -f tests/attention.rs ] && tests+=(attention)
 for t in "${tests[@]}"; do
     exe=$(cargo test --release --no-run --test "$t" --message-format=json 2>/dev/null \

@@ -193,7 +193,7 @@ fn last_row_split_equals_the_full_product() {
             let seed = 40 + 2 * i as u64;
             let (a, ha) = common::upload(&ctx, &common::random(m * k, seed), &[m, k], dtype);
             let (b, hb) = common::upload(&ctx, &common::random(k * n, seed + 1), &[k, n], dtype);
-            let out = ctx.full(&[m, n], f32::NAN, dtype).unwrap();
+            let out = ctx.full([m, n], f32::NAN, dtype).unwrap();
             let options = MatmulOptions {
                 padding: Padding::Always,
                 fringe_row: Some(true),
@@ -229,7 +229,7 @@ fn plan_stages_run_in_order_equal_the_plan() {
     let (m, k, n) = (37, 61, 53);
     let (a, ha) = common::upload(&ctx, &common::random(m * k, 90), &[m, k], DType::F32);
     let (b, hb) = common::upload(&ctx, &common::random(k * n, 91), &[k, n], DType::F32);
-    let out = ctx.full(&[m, n], f32::NAN, DType::F32).unwrap();
+    let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
     let plan = ctx
         .matmul_plan(
             &a,
