@@ -12,7 +12,11 @@
 # 3. the one-dispatch GEMV with 16 rows per step (WGTILE_GEMV_DEEP=1)
 #    against 8, two rounds alternating: predicted +5-10% at 4096^2 f16
 #    (twice the loads in flight per invocation; 128 workgroups there);
-# 4. the tour.
+# 4. the decode kernel's logit step spread over all warps
+#    (WGTILE_DECODE_SPREAD=1) against the first RQ * KB invocations (warp 0
+#    on NVIDIA): predicted a few us at 32k (step 2, now with an exp2 per
+#    row and key, is on the critical path while three warps wait);
+# 5. the tour.
 # Build: scripts/build-device.sh; carry .bin and .gl. Logs under $OUT.
 set -u
 source scripts/device-env.sh
@@ -27,5 +31,8 @@ for round in 1 2; do
   for deep in 0 1; do
     WGTILE_GEMV_DEEP=$deep LIMIT=40 TAIL=6 run "gemv_deep${deep}_r$round" $B/matmul_kernels --gemv 4096x4096,4096x14336,14336x4096
   done
+done
+for sp in 0 1 0 1; do
+  WGTILE_DECODE_SPREAD=$sp LIMIT=60 TAIL=8 run "decode_spread$sp" $B/attention --decode-only
 done
 LIMIT=150 TAIL=80 run tour $B/tour

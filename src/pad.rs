@@ -16,8 +16,16 @@
 //! 3. tensors allocated padded from the start ([`Context::tensor_padded`]):
 //!    matmul reads them in place, no copies at all.
 //!
+//! With the copies, one more step against wave quantisation: when M is one
+//! past a multiple of the tensor-core kernel's block rows and the grid
+//! without that row is a whole wave shorter (M = 4097: 4 waves instead of
+//! 5), the kernel runs M - 1 rows and the last row of C is a GEMV
+//! ([`fringe_row_split`]; `MatmulOptions::fringe_row` forces it either
+//! way).
+//!
 //! No result changes: the products past K are zeroed in the kernels, and
-//! columns past N are dropped.
+//! columns past N are dropped (the last-row GEMV adds the same products in
+//! another order: equal up to f32 rounding of the sums).
 //!
 //! This module decides and encodes the copies; the matmul op calls it.
 
