@@ -64,10 +64,11 @@ struct Args {
     /// (to measure what the copies would cost where the model declines them).
     #[arg(long)]
     always_pad: bool,
-    /// The padded mode never computes the last row apart (the padding
-    /// layer's last-row split; to measure what it buys).
-    #[arg(long)]
-    no_fringe: bool,
+    /// The padding layer's last-row split in the padded mode: `auto` (its
+    /// wave rule decides), `on` (whenever it pads one matrix) or `off`; to
+    /// measure what it buys.
+    #[arg(long, default_value = "auto")]
+    fringe: String,
     /// Write the measurements as CSV.
     #[arg(long)]
     csv: Option<String>,
@@ -175,6 +176,12 @@ fn main() -> Result<(), Box<dyn Error>> {
         "f16" => DType::F16,
         other => return Err(format!("--dtype must be f32 or f16, not {other}").into()),
     };
+    let fringe = match args.fringe.as_str() {
+        "auto" => None,
+        "on" => Some(true),
+        "off" => Some(false),
+        other => return Err(format!("--fringe must be auto, on or off, not {other}").into()),
+    };
     let ctx = Context::new_blocking(ContextOptions {
         cooperative_matrix: Some(true),
         ..Default::default()
@@ -239,15 +246,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         let mut gflops = [None, None];
         let mut labels: Vec<String> = Vec::new();
         for (slot, &mode) in modes.iter().enumerate() {
-            match measure(
-                &ctx,
-                &a,
-                &b,
-                mode,
-                &timing_options,
-                args.always_pad,
-                args.no_fringe,
-            ) {
+            match measure(&ctx, &a, &b, mode, &timing_options, args.always_pad, fringe) {
                 Ok((sample, src)) => {
                     source.get_or_insert(src);
                     gflops[slot] = Some(sample.gflops);
@@ -416,16 +415,14 @@ fn measure(
     mode: Mode,
     options: &TimingOptions,
     always_pad: bool,
-    no_fringe: bool,
+    fringe: Option<bool>,
 ) -> wgtile::Result<(Sample, TimeSource)> {
     let padding = match mode {
         Mode::Padded if always_pad => Padding::Always,
         _ => mode.padding(),
     };
     let mut matmul_options = MatmulOptions::with_padding(padding);
-    if no_fringe {
-        matmul_options.fringe_row = Some(false);
-    }
+    matmul_options.fringe_row = fringe;
     let plan = ctx.matmul_plan(a, b, None, &matmul_options)?;
     let timing = ctx.time(&plan, options)?;
     Ok((

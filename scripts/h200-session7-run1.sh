@@ -6,8 +6,8 @@
 #    last_row_split_equals_the_full_product forces it; f16 goes to the
 #    coop kernel on the H200) has only run on lavapipe's tiled kernels;
 # 2. f16 1792 / 1793 / 4096 / 4097 through the padding layer with the
-#    last-row split (the dispatcher takes it at 4097) and without
-#    (--no-fringe), PyTorch in the same call: predicted 4097 at ~0.9x of
+#    last-row split (the dispatcher takes it at 4097), without it and
+#    with it forced (--fringe auto / off / on), PyTorch in the same call: predicted 4097 at ~0.9x of
 #    4096 (was 0.74x: 561 workgroups = 5 waves, now 528 = 4 + a GEMV);
 # 3. the one-dispatch GEMV with 16 rows per step (WGTILE_GEMV_DEEP=1)
 #    against 8, two rounds alternating: predicted +5-10% at 4096^2 f16
@@ -23,8 +23,10 @@ source scripts/device-env.sh
 for t in matmul padded pad; do
   LIMIT=150 TAIL=6 run "test_$t" sh -c "$B/test_$t --test-threads=4 2>&1 | grep -E '^test |panicked|test result|error' | grep -v ' ok$' | head -20"
 done
-for fr in "" "--no-fringe"; do
-  LIMIT=90 TAIL=8 run "sweep_f16$fr" $B/matmul_sweep --sizes 1792,1793,4096,4097 --dtype f16 --repeats 10 $fr
+# (1793 with the split forced too: is the kernel's 9% over 1792 the fringe
+# row's 15 extra workgroups?)
+for fr in auto off on; do
+  LIMIT=90 TAIL=8 run "sweep_f16_fringe_$fr" $B/matmul_sweep --sizes 1792,1793,4096,4097 --dtype f16 --repeats 10 --fringe $fr
 done
 LIMIT=60 TAIL=8 run torch_matmul python3 scripts/torch_baseline.py --sizes 1792,1793,4096,4097
 for round in 1 2; do
