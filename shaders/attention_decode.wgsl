@@ -187,6 +187,31 @@ fn main(
     let b = wid.z;
     let keys = key_count(b);
 
+    // Keys this workgroup reads: its split, clipped to the band any of its
+    // rows sees (positions 0 .. Sq - 1) and to the key length.
+    var start = i32(split * params.split_len);
+    var end = i32(min(keys, select(params.sk, (split + 1u) * params.split_len, params.splits > 1u)));
+    start = max(start, first_off(keys));
+    end = min(end, i32(params.sq) - 1 + last_off(keys) + 1);
+    let j_start = u32(max(start, 0));
+    let j_end = u32(max(end, 0));
+
+    let k_base = b * params.k_sb + hk * params.k_sh;
+    let v_base = b * params.v_sb + hk * params.v_sh;
+    let kk = tid / LK;
+    let p = tid % LK;
+    let c = tid % WVP;
+    let g = tid / WVP;
+    let v_words = params.dv / EPW;
+
+    // The first block's loads go out before the query rows are staged, so
+    // their latency and the query's overlap.
+    var k_cur = load_k(k_base, j_start, kk, p, j_end);
+    var v_cur: array<vec4<u32>, VPL>;
+    if VPRE == 1u {
+        v_cur = load_v(v_base, j_start, g, c, j_end);
+    }
+
     // Stage the query rows transposed (f32, zero past D and for absent rows).
     for (var e = tid; e < RQ * DP; e += WG) {
         let qd = e / DP;
@@ -207,23 +232,6 @@ fn main(
         q_t[qd * DP + (d % EPW) * WPR + d / EPW] = val;
     }
 
-    // Keys this workgroup reads: its split, clipped to the band any of its
-    // rows sees (positions 0 .. Sq - 1) and to the key length.
-    var start = i32(split * params.split_len);
-    var end = i32(min(keys, select(params.sk, (split + 1u) * params.split_len, params.splits > 1u)));
-    start = max(start, first_off(keys));
-    end = min(end, i32(params.sq) - 1 + last_off(keys) + 1);
-    let j_start = u32(max(start, 0));
-    let j_end = u32(max(end, 0));
-
-    let k_base = b * params.k_sb + hk * params.k_sh;
-    let v_base = b * params.v_sb + hk * params.v_sh;
-    let kk = tid / LK;
-    let p = tid % LK;
-    let c = tid % WVP;
-    let g = tid / WVP;
-    let v_words = params.dv / EPW;
-
     // Sized for the largest tile (2 quads, 8 elements per word) so the
     // epilogue indexes them with constants only; loops touch RQ (* EPW).
     // m: the running max of each row quad, the same in every invocation
@@ -243,11 +251,6 @@ fn main(
         acc[i] = vec4<f32>(0.0);
     }
 
-    var k_cur = load_k(k_base, j_start, kk, p, j_end);
-    var v_cur: array<vec4<u32>, VPL>;
-    if VPRE == 1u {
-        v_cur = load_v(v_base, j_start, g, c, j_end);
-    }
     workgroupBarrier();
     var blk = 0u;
     for (var j0 = j_start; j0 < j_end; j0 += KB) {
