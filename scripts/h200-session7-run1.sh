@@ -35,6 +35,6 @@ for round in 1 2; do
   done
 done
 for sp in 0 1 0 1; do
-  WGTILE_DECODE_SPREAD=$sp LIMIT=60 TAIL=8 run "decode_spread$sp" $B/attention --decode-only
+  WGTILE_DECODE_SPREAD=$sp LIMIT=60 TAIL=8 run "decode_spread$sp" $B/attention --decode-only --decode-lens 32768,131072
 done
 LIMIT=150 TAIL=80 run tour $B/tour
