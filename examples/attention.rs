@@ -107,6 +107,21 @@ struct Forward {
     dtype: DType,
 }
 
+impl Forward {
+    /// "B,H,S,D causal|full dtype", the case's name in every table.
+    fn label(&self) -> String {
+        format!(
+            "{},{},{},{} {} {}",
+            self.b,
+            self.h,
+            self.s,
+            self.d,
+            if self.causal { "causal" } else { "full" },
+            self.dtype
+        )
+    }
+}
+
 fn fa_flops(b: usize, h: usize, sq: usize, sk: usize, d: usize, causal: bool) -> f64 {
     let f = 4.0 * (b * h) as f64 * sq as f64 * sk as f64 * d as f64;
     if causal { f / 2.0 } else { f }
@@ -271,15 +286,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             None
         };
-        let label = format!(
-            "{},{},{},{} {} {}",
-            c.b,
-            c.h,
-            c.s,
-            c.d,
-            if c.causal { "causal" } else { "full" },
-            c.dtype
-        );
+        let label = c.label();
         let ms = |t: Option<f64>| t.map_or_else(dash, |t| format!("{:.3}", t * 1e3));
         let speed = |t: Option<f64>| t.map_or_else(dash, |t| format!("{:.2}", flops / t / unit));
         let tc = coop.as_ref().map(|(t, _)| *t);
@@ -330,13 +337,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let flops = fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
             let (auto, auto_out) = ctx.attention_plan(&q, &k, &v, &opts)?;
             let mut line = format!(
-                "{},{},{},{} {} {}: auto {:.2}",
-                c.b,
-                c.h,
-                c.s,
-                c.d,
-                if c.causal { "causal" } else { "full" },
-                c.dtype,
+                "{}: auto {:.2}",
+                c.label(),
                 flops / time(&ctx, &auto, args.repeats)? / unit
             );
             for tiles in FLASH_CANDIDATES
@@ -432,15 +434,7 @@ fn backward(
         let fwd = ctx.attention(&q, &k, &v, &opts)?;
         let lse = fwd.lse.clone().ok_or("no lse")?;
         let flops = 2.5 * fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
-        let name = format!(
-            "{},{},{},{} {} {}",
-            c.b,
-            c.h,
-            c.s,
-            c.d,
-            if c.causal { "causal" } else { "full" },
-            c.dtype
-        );
+        let name = c.label();
         let run = |o: &AttentionOptions| -> Result<(f64, Vec<f32>), Box<dyn std::error::Error>> {
             let (plan, grads) = ctx.attention_backward_plan(&q, &k, &v, &fwd.o, &d_o, &lse, o)?;
             let t = time(ctx, &plan, args.repeats.min(5))?;
