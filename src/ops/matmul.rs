@@ -916,6 +916,9 @@ impl Context {
         if coop && (shape.transpose_a || shape.transpose_b) && coop_colmajor() {
             spec = spec.constant("TRANS_COLMAJOR", 1);
         }
+        if coop && let Some(group) = coop_group() {
+            spec = spec.constant("GROUP_M", group);
+        }
         if partials.is_none() {
             spec = epilogue.specialise(spec);
         }
@@ -1150,8 +1153,7 @@ impl Context {
                 return Err(too_many(wide_groups, "vector-matrix product along N"));
             }
             let spec = out_spec(Kernel::GemvVecmatWide, dtype, out_dtype)
-                .constant("WIDE_HALF", u32::from(dtype == DType::F16))
-                .constant("WIDE_DEEP", u32::from(tune::gemv_wide_deep()));
+                .constant("WIDE_HALF", u32::from(dtype == DType::F16));
             let pipeline = self
                 .inner
                 .pipelines
@@ -1422,6 +1424,18 @@ fn coop_colmajor() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
         !std::env::var("WGTILE_COOP_COLMAJOR").is_ok_and(|v| matches!(v.trim(), "0" | "off"))
+    })
+}
+
+/// `WGTILE_COOP_GROUP=G`: the coop kernel walks its grid G block rows at
+/// a time (grouped launch order, for L2 reuse; an experiment, off by default).
+fn coop_group() -> Option<u32> {
+    static GROUP: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *GROUP.get_or_init(|| {
+        std::env::var("WGTILE_COOP_GROUP")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|&g| g > 0)
     })
 }
 

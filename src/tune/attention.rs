@@ -1125,14 +1125,6 @@ pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize, t: DecodeTile
         .constant("VPRE", u32::from(vpre))
         .constant("WG", t.threads)
         .constant("PROBE", decode_probe())
-        .constant("SPREAD", u32::from(decode_spread()))
-}
-
-/// Whether the decode kernel spreads its logit step over every warp (the
-/// first invocation of each key) instead of the first RQ * KB invocations:
-/// `WGTILE_DECODE_SPREAD=1`, to compare (off by default, unmeasured).
-fn decode_spread() -> bool {
-    std::env::var("WGTILE_DECODE_SPREAD").is_ok_and(|v| matches!(v.trim(), "1" | "on"))
 }
 
 /// Timing probe of the decode kernel (`WGTILE_DECODE_PROBE`, wrong results
