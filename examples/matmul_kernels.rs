@@ -9,7 +9,7 @@
 //! checks, to see what the trusted (unchecked) modules buy.
 
 use clap::Parser;
-use wgtile::tune::{COOP_CONFIGS, CoopLayout, CPU_TILE_CONFIGS, TILE_CONFIGS, TileConfig};
+use wgtile::tune::{COOP_CONFIGS, CPU_TILE_CONFIGS, TILE_CONFIGS, TileConfig};
 use wgtile::{Context, DType, MatmulKernel, MatmulOptions, TimingOptions};
 
 #[path = "common/mod.rs"]
@@ -31,9 +31,8 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     rounds: u32,
     /// Cooperative-matrix layouts to try (f16) as WARPS_MxWARPS_NxBK or
-    /// WARPS_MxWARPS_NxBKxFRAGS_N[xSTAGES] (FRAGS_N 2 or 4, default 2;
-    /// STAGES 1 or 2 workgroup-memory buffers, default 1; default list: the
-    /// dispatcher's COOP_CONFIGS).
+    /// WARPS_MxWARPS_NxBKxFRAGS_N (FRAGS_N 2 or 4, default 2; default list:
+    /// the dispatcher's COOP_CONFIGS).
     #[arg(long, value_delimiter = ',')]
     coop: Vec<String>,
     /// Tile shapes to try as BMxBNxBK (default: the dispatcher's TILE_CONFIGS).
@@ -98,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Tensor cores: f16, and f32 rounded to f16 on the way in (reduced
     // precision, allowed below for this comparison).
     {
-        let coops: Vec<CoopLayout> = if args.coop.is_empty() {
+        let coops: Vec<(u32, u32, u32, u32)> = if args.coop.is_empty() {
             COOP_CONFIGS.to_vec()
         } else {
             args.coop
@@ -174,17 +173,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn parse_coop(text: &str) -> Result<CoopLayout, String> {
+fn parse_coop(text: &str) -> Result<(u32, u32, u32, u32), String> {
     let dims: Vec<u32> = text
         .split('x')
         .map(|d| d.trim().parse::<u32>())
         .collect::<Result<_, _>>()
         .map_err(|e| format!("bad coop layout {text:?}: {e}"))?;
     match dims[..] {
-        [wm, wn, bk] => Ok((wm, wn, bk, 2, 1)),
-        [wm, wn, bk, frags_n] => Ok((wm, wn, bk, frags_n, 1)),
-        [wm, wn, bk, frags_n, stages] => Ok((wm, wn, bk, frags_n, stages)),
-        _ => Err(format!("coop layout {text:?} is not WMxWNxBK[xFN[xSTAGES]]")),
+        [wm, wn, bk] => Ok((wm, wn, bk, 2)),
+        [wm, wn, bk, frags_n] => Ok((wm, wn, bk, frags_n)),
+        _ => Err(format!("coop layout {text:?} is not WMxWNxBK[xFN]")),
     }
 }
 

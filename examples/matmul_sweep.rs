@@ -69,6 +69,10 @@ struct Args {
     /// measure what it buys.
     #[arg(long, default_value = "auto")]
     fringe: String,
+    /// Also time each kernel of a plan of several kernels alone (padding
+    /// copies, the kernel, the last-row GEMV) and print the times.
+    #[arg(long)]
+    stages: bool,
     /// Write the measurements as CSV.
     #[arg(long)]
     csv: Option<String>,
@@ -246,7 +250,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         let mut gflops = [None, None];
         let mut labels: Vec<String> = Vec::new();
         for (slot, &mode) in modes.iter().enumerate() {
-            match measure(&ctx, &a, &b, mode, &timing_options, args.always_pad, fringe) {
+            let how = How {
+                options: &timing_options,
+                always_pad: args.always_pad,
+                fringe,
+                stages: args.stages,
+            };
+            match measure(&ctx, &a, &b, mode, &how) {
                 Ok((sample, src)) => {
                     source.get_or_insert(src);
                     gflops[slot] = Some(sample.gflops);
@@ -407,24 +417,44 @@ fn sizes(args: &Args, cpu: bool) -> Result<Vec<usize>, Box<dyn Error>> {
     Ok(sizes)
 }
 
+/// How `measure` plans and times.
+struct How<'a> {
+    options: &'a TimingOptions,
+    always_pad: bool,
+    fringe: Option<bool>,
+    stages: bool,
+}
+
 /// Plans and times one square matmul with the dispatcher's kernel.
 fn measure(
     ctx: &Context,
     a: &Tensor,
     b: &Tensor,
     mode: Mode,
-    options: &TimingOptions,
-    always_pad: bool,
-    fringe: Option<bool>,
+    how: &How,
 ) -> wgtile::Result<(Sample, TimeSource)> {
     let padding = match mode {
-        Mode::Padded if always_pad => Padding::Always,
+        Mode::Padded if how.always_pad => Padding::Always,
         _ => mode.padding(),
     };
     let mut matmul_options = MatmulOptions::with_padding(padding);
-    matmul_options.fringe_row = fringe;
+    matmul_options.fringe_row = how.fringe;
     let plan = ctx.matmul_plan(a, b, None, &matmul_options)?;
-    let timing = ctx.time(&plan, options)?;
+    let timing = ctx.time(&plan, how.options)?;
+    let stages = plan.stages();
+    if how.stages && stages.len() > 1 {
+        let mut us = Vec::new();
+        for stage in &stages {
+            us.push(format!("{:.1}", ctx.time(stage, how.options)?.median() * 1e6));
+        }
+        println!(
+            "{:>6} {} stages (us, each alone): {} = {:.1} in one plan",
+            a.shape()[0],
+            mode.name(),
+            us.join(" + "),
+            timing.median() * 1e6
+        );
+    }
     Ok((
         Sample {
             n: a.shape()[0],

@@ -14,6 +14,12 @@
 //   written to workgroup memory after them: the loads' latency hides behind
 //   the tensor-core work instead of stalling every subgroup at the barrier
 //   (one workgroup of 16 subgroups fills an SM, so nothing else would hide it).
+// Measured and dropped (H200, session 7, f16 4096): two workgroup-memory
+//   buffers per operand (the next step staged into the other buffer after
+//   the multiply-adds, one barrier per step) ran at 0.59x (2x2 subgroups of
+//   64x64, 125 against 211 TFLOP/s) to 0.71x (2x4, BK 16); walking the grid
+//   8 or 16 block rows at a time (grouped order for L2 reuse) changed
+//   nothing (242-245 against 244-248): A and B (48 MiB) stay in L2.
 // Epilogue: matmul_epilogue.wgsl, applied per element on the way out. Each
 //   accumulator goes through a per-subgroup 16 x 16 f32 scratch
 //   in workgroup memory (a cooperative store cannot convert to f16 nor skip
@@ -79,14 +85,6 @@ const TRANS_A: u32 = 0u;
 const TRANS_B: u32 = 0u;
 // 1: transposed tiles staged as stored and read column-major.
 const TRANS_COLMAJOR: u32 = 0u;
-// Workgroup-memory buffers per operand: 1 (stage, barrier, multiply-adds,
-// barrier) or 2 (the next step is staged into the other buffer after the
-// multiply-adds, one barrier per step).
-const STAGES: u32 = 1u;
-// Block rows per group of the grouped launch order (0: row by row). The
-// workgroups of one launch wave then share GROUP_M blocks of A rows and a
-// narrow band of B columns instead of every column of B (L2 reuse).
-const GROUP_M: u32 = 0u;
 const CM_A: bool = TRANS_A == 1u && TRANS_COLMAJOR == 1u;
 const CM_B: bool = TRANS_B == 1u && TRANS_COLMAJOR == 1u;
 
@@ -114,11 +112,8 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 @group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
 @group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
 
-// One buffer of each tile, in vec4 units.
-const A_TILE: u32 = BM * BK / (LDA - 8u) * LDA / 4u;
-const B_TILE: u32 = BK * BN / (LDB - 8u) * LDB / 4u;
-var<workgroup> a_sh: array<vec4<f16>, A_TILE * STAGES>;
-var<workgroup> b_sh: array<vec4<f16>, B_TILE * STAGES>;
+var<workgroup> a_sh: array<vec4<f16>, BM * BK / (LDA - 8u) * LDA / 4u>;
+var<workgroup> b_sh: array<vec4<f16>, BK * BN / (LDB - 8u) * LDB / 4u>;
 var<workgroup> c_sh: array<f32, WARPS * 256u>;
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
@@ -346,21 +341,19 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
 
 // The 16 x 16 A fragment at tile row r, k offset kk (vec4 units):
 // row-major, or column-major from a tile staged as stored (CM_A).
-fn frag_a(buf: u32, r: u32, kk: u32) -> coop_mat16x16<f16, A> {
-    let base = buf * A_TILE;
+fn frag_a(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
     if CM_A {
-        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[base + (kk * LDA + r) / 4u], LDA / 4u);
+        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(kk * LDA + r) / 4u], LDA / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[base + (r * LDA + kk) / 4u], LDA / 4u);
+    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(r * LDA + kk) / 4u], LDA / 4u);
 }
 
 // The B fragment at k offset kk, tile column c.
-fn frag_b(buf: u32, kk: u32, c: u32) -> coop_mat16x16<f16, B> {
-    let base = buf * B_TILE;
+fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
     if CM_B {
-        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[base + (c * LDB + kk) / 4u], LDB / 4u);
+        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(c * LDB + kk) / 4u], LDB / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[base + (kk * LDB + c) / 4u], LDB / 4u);
+    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + c) / 4u], LDB / 4u);
 }
 
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
@@ -380,80 +373,16 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
     workgroupBarrier();
 }
 
-// The block of C (column, row) workgroup `wid` of a `groups` grid owns. In
-// launch order (x fastest) the grouped order walks GROUP_M block rows down
-// before moving one block column right.
-fn block_of(wid: vec2<u32>, groups: vec2<u32>) -> vec2<u32> {
-    if GROUP_M == 0u {
-        return wid;
-    }
-    let id = wid.y * groups.x + wid.x;
-    let span = GROUP_M * groups.x;
-    let first = (id / span) * GROUP_M;
-    let rows = min(groups.y - first, GROUP_M);
-    let local = id % span;
-    return vec2<u32>(local / rows, first + local % rows);
-}
-
-// Writes a prefetched step (the fetched words of step k0) into buffer `buf`
-// of the A and B tiles.
-fn stage_step(
-    buf: u32,
-    tid: u32,
-    a_base: u32,
-    b_base: u32,
-    row0: u32,
-    col0: u32,
-    k0: u32,
-    pa: array<vec4<u32>, A_LOADS>,
-    ha: array<vec4<u32>, A_LOADS>,
-    ta: array<u32, A_LOADS>,
-    pb: array<vec4<u32>, B_LOADS>,
-    hb: array<vec4<u32>, B_LOADS>,
-    tb: array<u32, B_LOADS>,
-) {
-    let a0 = buf * A_TILE * 4u;
-    let b0 = buf * B_TILE * 4u;
-    for (var j = 0u; j < A_LOADS; j++) {
-        let i = tid + j * THREADS;
-        if i < A_VECS {
-            let r = a_run(j, tid, a_base, row0, k0);
-            let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
-            if TRANS_A == 1u && !CM_A {
-                // Run at k = i / A_RUNS, rows m = (i % A_RUNS) * 8 ..
-                scatter8(a0 + (i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
-            } else {
-                store8(a0 + (i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
-            }
-        }
-    }
-    for (var j = 0u; j < B_LOADS; j++) {
-        let i = tid + j * THREADS;
-        if i < B_VECS {
-            let r = b_run(j, tid, b_base, col0, k0);
-            let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
-            if TRANS_B == 1u && !CM_B {
-                // Run at n = i / B_RUNS, k = (i % B_RUNS) * 8 ..
-                scatter8(b0 + (i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
-            } else {
-                store8(b0 + (i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
-            }
-        }
-    }
-}
-
 @compute @workgroup_size(THREADS, 1, 1)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
     @builtin(subgroup_id) warp: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     let k = params.k;
-    let block = block_of(wid.xy, groups.xy);
-    let row0 = block.y * BM;
-    let col0 = block.x * BN;
+    let row0 = wid.y * BM;
+    let col0 = wid.x * BN;
     let z = params.batch_base + wid.z;
     let z0 = z / params.batch_inner;
     let z1 = z % params.batch_inner;
@@ -497,15 +426,37 @@ fn main(
         tb[j] = fetch_b_tail(r);
     }
 
-    var buf = 0u;
     for (var k0 = 0u; k0 < k; k0 += BK) {
-        if STAGES == 1u || k0 == 0u {
-            stage_step(0u, tid, a_base, b_base, row0, col0, k0, pa, ha, ta, pb, hb, tb);
-            workgroupBarrier();
+        // Stage the prefetched step in workgroup memory.
+        for (var j = 0u; j < A_LOADS; j++) {
+            let i = tid + j * THREADS;
+            if i < A_VECS {
+                let r = a_run(j, tid, a_base, row0, k0);
+                let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
+                if TRANS_A == 1u && !CM_A {
+                    // Run at k = i / A_RUNS, rows m = (i % A_RUNS) * 8 ..
+                    scatter8((i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
+                } else {
+                    store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
+                }
+            }
         }
+        for (var j = 0u; j < B_LOADS; j++) {
+            let i = tid + j * THREADS;
+            if i < B_VECS {
+                let r = b_run(j, tid, b_base, col0, k0);
+                let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
+                if TRANS_B == 1u && !CM_B {
+                    // Run at n = i / B_RUNS, k = (i % B_RUNS) * 8 ..
+                    scatter8((i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
+                } else {
+                    store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
+                }
+            }
+        }
+        workgroupBarrier();
         // Issue the next step's global loads; they complete during the multiply-adds.
-        let more = k0 + BK < k;
-        if more {
+        if k0 + BK < k {
             for (var j = 0u; j < A_LOADS; j++) {
                 let r = a_run(j, tid, a_base, row0, k0 + BK);
                 pa[j] = fetch_a(r);
@@ -520,12 +471,12 @@ fn main(
             }
         }
         for (var kk = 0u; kk < BK; kk += 16u) {
-            let a0 = frag_a(buf, wr, kk);
-            let a1 = frag_a(buf, wr + 16u, kk);
-            let a2 = frag_a(buf, wr + 32u, kk);
-            let a3 = frag_a(buf, wr + 48u, kk);
-            let b0 = frag_b(buf, kk, wc);
-            let b1 = frag_b(buf, kk, wc + 16u);
+            let a0 = frag_a(wr, kk);
+            let a1 = frag_a(wr + 16u, kk);
+            let a2 = frag_a(wr + 32u, kk);
+            let a3 = frag_a(wr + 48u, kk);
+            let b0 = frag_b(kk, wc);
+            let b1 = frag_b(kk, wc + 16u);
             acc00 = coopMultiplyAdd(a0, b0, acc00);
             acc01 = coopMultiplyAdd(a0, b1, acc01);
             acc10 = coopMultiplyAdd(a1, b0, acc10);
@@ -535,8 +486,8 @@ fn main(
             acc30 = coopMultiplyAdd(a3, b0, acc30);
             acc31 = coopMultiplyAdd(a3, b1, acc31);
             if FN == 4u {
-                let b2 = frag_b(buf, kk, wc + 32u);
-                let b3 = frag_b(buf, kk, wc + 48u);
+                let b2 = frag_b(kk, wc + 32u);
+                let b3 = frag_b(kk, wc + 48u);
                 acc02 = coopMultiplyAdd(a0, b2, acc02);
                 acc03 = coopMultiplyAdd(a0, b3, acc03);
                 acc12 = coopMultiplyAdd(a1, b2, acc12);
@@ -546,14 +497,6 @@ fn main(
                 acc32 = coopMultiplyAdd(a3, b2, acc32);
                 acc33 = coopMultiplyAdd(a3, b3, acc33);
             }
-        }
-        if STAGES == 2u {
-            // The other buffer was last read in the previous step, before
-            // the barrier that ended it: stage the next step there now.
-            if more {
-                stage_step(buf ^ 1u, tid, a_base, b_base, row0, col0, k0 + BK, pa, ha, ta, pb, hb, tb);
-            }
-            buf ^= 1u;
         }
         workgroupBarrier();
     }

@@ -30,12 +30,9 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
             splits: 3,
         }));
     }
-    // The benchmark-only layouts too (double-buffered), so the device run
-    // checks them on the edge shapes before they are timed.
     ks.extend(
         wgtile::tune::COOP_CONFIGS
             .into_iter()
-            .chain(wgtile::tune::COOP_SWEEP)
             .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
             .map(Some),
     );
@@ -417,7 +414,6 @@ fn transposed_operands_on_tensor_cores() {
     let Some(ctx) = common::ctx() else { return };
     let coops: Vec<MatmulKernel> = wgtile::tune::COOP_CONFIGS
         .into_iter()
-        .chain(wgtile::tune::COOP_SWEEP)
         .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
         .collect();
     if coops.is_empty() {

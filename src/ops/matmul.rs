@@ -916,9 +916,6 @@ impl Context {
         if coop && (shape.transpose_a || shape.transpose_b) && coop_colmajor() {
             spec = spec.constant("TRANS_COLMAJOR", 1);
         }
-        if coop && let Some(group) = coop_group() {
-            spec = spec.constant("GROUP_M", group);
-        }
         if partials.is_none() {
             spec = epilogue.specialise(spec);
         }
@@ -1424,18 +1421,6 @@ fn coop_colmajor() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
         !std::env::var("WGTILE_COOP_COLMAJOR").is_ok_and(|v| matches!(v.trim(), "0" | "off"))
-    })
-}
-
-/// `WGTILE_COOP_GROUP=G`: the coop kernel walks its grid G block rows at
-/// a time (grouped launch order, for L2 reuse; an experiment, off by default).
-fn coop_group() -> Option<u32> {
-    static GROUP: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    *GROUP.get_or_init(|| {
-        std::env::var("WGTILE_COOP_GROUP")
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .filter(|&g| g > 0)
     })
 }
 

@@ -159,11 +159,6 @@ pub enum MatmulKernel {
         /// the accumulator registers.
         #[serde(default = "two")]
         frags_n: u32,
-        /// Workgroup-memory buffers per operand (1 or 2): with 2 the next K
-        /// step is staged into the other buffer while this one is read, one
-        /// barrier per step instead of two, at twice the tile memory.
-        #[serde(default = "one")]
-        stages: u32,
         /// Subgroup size the workgroup is laid out for.
         subgroup: u32,
     },
@@ -194,10 +189,6 @@ pub enum MatmulKernel {
     },
 }
 
-fn one() -> u32 {
-    1
-}
-
 fn two() -> u32 {
     2
 }
@@ -220,28 +211,14 @@ pub const SPLIT_K_MAX: usize = 16;
 /// 2x4x32x4 (128x256) and 4x2x32x4 (256x128) 3-8% behind. 128-invocation
 /// workgroups share an SM, so the small 2x2 layout is the next choice when
 /// the big one leaves too few workgroups.
-pub const COOP_CONFIGS: [CoopLayout; 6] = [
-    (4, 4, 32, 2, 1),
-    (2, 2, 32, 4, 1),
-    (2, 4, 32, 4, 1),
-    (4, 2, 32, 4, 1),
-    (2, 2, 32, 2, 1),
-    (1, 2, 32, 2, 1),
+pub const COOP_CONFIGS: [(u32, u32, u32, u32); 6] = [
+    (4, 4, 32, 2),
+    (2, 2, 32, 4),
+    (2, 4, 32, 4),
+    (4, 2, 32, 4),
+    (2, 2, 32, 2),
+    (1, 2, 32, 2),
 ];
-
-/// More layouts for `matmul_kernels --coop` (never picked by the
-/// dispatcher; validated by tests/shaders.rs): double-buffered ones that fit
-/// 48 KiB of workgroup memory.
-pub const COOP_SWEEP: [CoopLayout; 4] = [
-    (2, 2, 32, 4, 2),
-    (2, 2, 16, 4, 2),
-    (2, 4, 16, 4, 2),
-    (4, 2, 16, 4, 2),
-];
-
-/// A cooperative-matrix workgroup shape: (warps_m, warps_n, bk, frags_n,
-/// stages), the fields of [`MatmulKernel::Coop`] but the subgroup size.
-pub type CoopLayout = (u32, u32, u32, u32, u32);
 
 /// A grid "fills a wave" from this fraction of the compute units on: a
 /// larger tile that leaves some units idle still beats a smaller tile on a
@@ -254,14 +231,13 @@ impl MatmulKernel {
     /// adapter's subgroup size, when the adapter can run it at all.
     pub fn coop_for(
         p: &AdapterProfile,
-        (warps_m, warps_n, bk, frags_n, stages): CoopLayout,
+        (warps_m, warps_n, bk, frags_n): (u32, u32, u32, u32),
     ) -> Option<Self> {
         let kernel = MatmulKernel::Coop {
             warps_m,
             warps_n,
             bk,
             frags_n,
-            stages,
             subgroup: p.subgroup_max_size,
         };
         kernel.fits(p).then_some(kernel)
@@ -314,7 +290,6 @@ impl MatmulKernel {
                 warps_n,
                 bk,
                 frags_n,
-                stages,
                 subgroup,
             } => Spec::new(Kernel::MatmulCoop)
                 .dtype(dtype)
@@ -325,7 +300,6 @@ impl MatmulKernel {
                 .constant("WARPS_N", warps_n)
                 .constant("BK", bk)
                 .constant("FN", frags_n)
-                .constant("STAGES", stages)
                 .constant("SG", subgroup),
             MatmulKernel::Gemv => Spec::new(Kernel::GemvVecmat).dtype(dtype),
             MatmulKernel::Broadcast { vec4 } => Spec::new(if vec4 {
@@ -386,7 +360,6 @@ impl MatmulKernel {
                 warps_m,
                 warps_n,
                 bk,
-                stages,
                 ..
             } => {
                 // The A and B tiles row-major or staged as stored
@@ -394,7 +367,7 @@ impl MatmulKernel {
                 let (bm, bn) = self.block();
                 let a = (bm * (bk + 8)).max(bk * (bm + 8));
                 let b = (bk * (bn + 8)).max(bn * (bk + 8));
-                2 * stages * (a + b) + 4 * 256 * warps_m * warps_n
+                2 * (a + b) + 4 * 256 * warps_m * warps_n
             }
         }
     }
@@ -427,11 +400,9 @@ impl MatmulKernel {
                 subgroup,
                 frags_n,
                 bk,
-                stages,
                 ..
             } => {
                 has_coop_f16(p)
-                    && matches!(stages, 1 | 2)
                     // A and B bound twice, C, bias and residual.
                     && p.max_storage_buffers_per_stage >= 7
                     && matches!(frags_n, 2 | 4)
@@ -575,15 +546,13 @@ impl fmt::Display for MatmulKernel {
                 warps_n,
                 bk,
                 frags_n,
-                stages,
                 subgroup,
             } => write!(
                 f,
-                "coop-matrix {}x{}x{bk} ({warps_m}x{warps_n} subgroups of {subgroup}, 64x{} each{})",
+                "coop-matrix {}x{}x{bk} ({warps_m}x{warps_n} subgroups of {subgroup}, 64x{} each)",
                 64 * warps_m,
                 16 * frags_n * warps_n,
-                16 * frags_n,
-                if *stages == 2 { ", 2 stages" } else { "" }
+                16 * frags_n
             ),
             MatmulKernel::Gemv => write!(f, "gemv (matrix-vector)"),
             MatmulKernel::Broadcast { vec4 } => write!(
@@ -934,20 +903,18 @@ pub fn matmul_specs() -> Vec<Spec> {
         }
         specs.push(gemv_wide_spec(dtype));
     }
-    for (warps_m, warps_n, bk, frags_n, stages) in COOP_CONFIGS.into_iter().chain(COOP_SWEEP) {
+    for (warps_m, warps_n, bk, frags_n) in COOP_CONFIGS {
         for subgroup in [32, 64] {
             let kernel = MatmulKernel::Coop {
                 warps_m,
                 warps_n,
                 bk,
                 frags_n,
-                stages,
                 subgroup,
             };
             for dtype in DType::ALL {
                 specs.push(kernel.spec(dtype));
                 specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
-                specs.push(kernel.spec(dtype).constant("GROUP_M", 8));
                 for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
                     for cm in [0, 1] {
                         let t = kernel
