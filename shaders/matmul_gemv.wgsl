@@ -37,7 +37,10 @@
 // Batching: z = batch_base + workgroup z splits into (z / batch_inner,
 //   z % batch_inner) with a stride per batch dimension for each operand, as
 //   in the other matmul kernels. `lhs` is A (or x for vecmat), `rhs` is B (or
-//   x for matvec).
+//   x for matvec). The partial sums are indexed by the dispatch's own
+//   workgroup z ([count, SPLITS, N]), so a dispatch that starts at batch
+//   batch_base (the padding layer's last row of C, batch M - 1 of a
+//   [M, 1, K] view of A) needs partials for its own batches only.
 // Epilogue: matmul_epilogue.wgsl (appended) on each output of reduce / matvec.
 // Params: matmul_params.wgsl (appended; k_chunk and splits are vecmat's).
 // Types: Elem is f32 or f16 (text-specialised); accumulation is f32.
@@ -131,7 +134,7 @@ fn vecmat(
     sums[256u + slot] = (bcc0 + bcc1) + (bcc2 + bcc3);
     workgroupBarrier();
     if lid.y == 0u && col < n {
-        let base = (offs.x * params.splits + split) * n;
+        let base = (wid.z * params.splits + split) * n;
         let s = (sums[lid.x] + sums[64u + lid.x]) + (sums[128u + lid.x] + sums[192u + lid.x]);
         partials[base + col] = s;
         if col2 < n {
@@ -198,7 +201,7 @@ fn vecmat_pairs(
     sums2[256u + slot] = (bcc0 + bcc1) + (bcc2 + bcc3);
     workgroupBarrier();
     if lid.y == 0u && p < pairs {
-        let base = (offs.x * params.splits + split) * n;
+        let base = (wid.z * params.splits + split) * n;
         let s = (sums2[lid.x] + sums2[64u + lid.x]) + (sums2[128u + lid.x] + sums2[192u + lid.x]);
         partials[base + 2u * p] = s.x;
         partials[base + 2u * p + 1u] = s.y;
@@ -402,7 +405,7 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) 
     }
     var s = 0.0;
     for (var i = 0u; i < params.splits; i++) {
-        s += partials[(z * params.splits + i) * n + col];
+        s += partials[(wid.z * params.splits + i) * n + col];
     }
     out[z * n + col] = Out(epilogue(s, z, 0u, col));
 }

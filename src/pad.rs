@@ -231,29 +231,19 @@ impl Context {
     pub(crate) fn pad_copy_dispatches(
         &self,
         src: &Tensor,
-        src_dims: (usize, usize),
-        dst: &Tensor,
-        dst_dims: (usize, usize),
-        batches: usize,
-    ) -> Result<Vec<Dispatch>> {
-        self.pad_copy_rows(src, src_dims, dst, dst_dims, batches, (0, 0))
-    }
-
-    /// [`Context::pad_copy_dispatches`] with row offsets (one matrix:
-    /// `batches` 1): destination row `r` takes source row `src_row0 + r` and
-    /// is written at row `dst_row0 + r` of `dst`.
-    pub(crate) fn pad_copy_rows(
-        &self,
-        src: &Tensor,
         (src_rows, src_cols): (usize, usize),
         dst: &Tensor,
         (dst_rows, dst_cols): (usize, usize),
         batches: usize,
-        (src_row0, dst_row0): (usize, usize),
     ) -> Result<Vec<Dispatch>> {
-        debug_assert!(batches == 1 || (src_row0, dst_row0) == (0, 0));
         let max = self.profile().max_workgroups_per_dim as usize;
-        let (gx, gy) = (dst_cols.div_ceil(16), dst_rows.div_ceil(16));
+        // f16 into rows of whole 16-byte words: 8 halves per invocation.
+        let halves = src.dtype() == DType::F16 && dst_cols.is_multiple_of(8);
+        let (gx, gy) = if halves {
+            (dst_cols.div_ceil(256), dst_rows.div_ceil(8))
+        } else {
+            (dst_cols.div_ceil(16), dst_rows.div_ceil(16))
+        };
         if gx > max || gy > max {
             return Err(Error::LimitExceeded {
                 limit: "max_compute_workgroups_per_dimension",
@@ -262,12 +252,10 @@ impl Context {
                 what: format!("padding a {dst_rows} x {dst_cols} matrix"),
             });
         }
-        // f16 into rows of whole 16-byte words: 8 halves per invocation.
-        let halves = src.dtype() == DType::F16 && dst_cols.is_multiple_of(8);
-        let (kernel, gx) = if halves {
-            (Kernel::PadCopyHalves, dst_cols.div_ceil(128))
+        let kernel = if halves {
+            Kernel::PadCopyHalves
         } else {
-            (Kernel::PadCopy, gx)
+            Kernel::PadCopy
         };
         let spec = Spec::new(kernel).dtype(src.dtype());
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
@@ -280,8 +268,8 @@ impl Context {
                 dst_rows as u32,
                 dst_cols as u32,
                 base as u32,
-                src_row0 as u32,
-                dst_row0 as u32,
+                0,
+                0,
                 0,
             ]);
             let (device, grid) = (&self.inner.device, [gx as u32, gy as u32, count as u32]);

@@ -851,7 +851,8 @@ impl Context {
         scratch: &mut Vec<Tensor>,
     ) -> Result<Vec<Dispatch>> {
         if kernel == MatmulKernel::Gemv {
-            return self.gemv_dispatches((dtype, out_dtype), shape, (a, b, c), epilogue, scratch);
+            let all = 0..shape.batch_count();
+            return self.gemv_dispatches((dtype, out_dtype), shape, (a, b, c), epilogue, scratch, all);
         }
         let profile = self.profile();
         let (m, n) = (shape.m, shape.n);
@@ -1094,6 +1095,9 @@ impl Context {
     /// Matrix-vector dispatches: `matvec` for N = 1, otherwise (M = 1)
     /// `vecmat` with K split over enough workgroups to fill the GPU, then
     /// `reduce` over the splits' f32 partial sums.
+    ///
+    /// Only the batches in `range` run (the padding layer's last row of C:
+    /// one batch of a [M, 1, K] view of A).
     fn gemv_dispatches(
         &self,
         (dtype, out_dtype): (DType, DType),
@@ -1101,13 +1105,15 @@ impl Context {
         (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
         epilogue: &Epilogue,
         scratch: &mut Vec<Tensor>,
+        range: std::ops::Range<usize>,
     ) -> Result<Vec<Dispatch>> {
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let (bias, residual) = self.epilogue_buffers(epilogue);
-        let batches = shape.batch_count();
+        let batches = range.len();
         let max = self.profile().max_workgroups_per_dim as usize;
         let device = &self.inner.device;
         let per_dispatch = batches.min(max);
+        let dispatch_bases = range.clone().step_by(per_dispatch.max(1));
         let params = |splits: usize, k_chunk: usize, base: usize| {
             self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits))
         };
@@ -1127,8 +1133,8 @@ impl Context {
                 device,
                 &epilogue.specialise(out_spec(Kernel::GemvMatvec, dtype, out_dtype)),
             )?;
-            for base in (0..batches).step_by(per_dispatch) {
-                let count = per_dispatch.min(batches - base);
+            for base in dispatch_bases {
+                let count = per_dispatch.min(range.end - base);
                 let p = params(1, k, base);
                 dispatches.push(Dispatch::with_bindings(
                     device,
@@ -1155,8 +1161,8 @@ impl Context {
                 .inner
                 .pipelines
                 .get(device, &epilogue.specialise(spec))?;
-            for base in (0..batches).step_by(per_dispatch) {
-                let count = per_dispatch.min(batches - base);
+            for base in dispatch_bases {
+                let count = per_dispatch.min(range.end - base);
                 let p = params(1, k, base);
                 dispatches.push(Dispatch::with_bindings(
                     device,
@@ -1183,7 +1189,8 @@ impl Context {
         let splits_max = k.div_ceil(64).clamp(1, max);
         let k_chunk = k.div_ceil(wanted.min(splits_max));
         let splits = k.div_ceil(k_chunk);
-        let partials = self.alloc(&[batches, splits, n], DType::F32, "wgtile gemv partials")?;
+        // Indexed by the dispatch's own workgroup z: one dispatch's batches.
+        let partials = self.alloc(&[per_dispatch, splits, n], DType::F32, "wgtile gemv partials")?;
         let vecmat_kernel = if pairs {
             Kernel::GemvVecmatPairs
         } else {
@@ -1197,8 +1204,8 @@ impl Context {
             device,
             &epilogue.specialise(out_spec(Kernel::GemvReduce, dtype, out_dtype)),
         )?;
-        for base in (0..batches).step_by(per_dispatch) {
-            let count = per_dispatch.min(batches - base) as u32;
+        for base in dispatch_bases {
+            let count = per_dispatch.min(range.end - base) as u32;
             let p = params(splits, k_chunk, base);
             let b_binding = if pairs { (7, b) } else { (2, b) };
             dispatches.push(Dispatch::with_bindings(
@@ -1311,31 +1318,18 @@ impl Context {
             scratch.push(c_pad);
         }
         if pad.fringe_row {
-            // The last row: A's row M - 1 copied out (zero-padded to K'),
-            // x [1, K'] @ B (pitch N') on the GEMV kernels into a row of
-            // scratch, copied into C's row M - 1 (one matrix: no batches).
-            let x = self.alloc(&[1, kp], dtype, "wgtile last row of A")?;
-            dispatches.extend(self.pad_copy_rows(a, (m, k), &x, (1, kp), 1, (m - 1, 0))?);
-            let y = self.alloc(&[1, n], dtype, "wgtile last row of C")?;
-            let row = MatmulShape::new(&[1, k], &[k, n])?.with_pitches(kp, np)?;
-            dispatches.extend(self.matmul_dispatches(
-                MatmulKernel::Gemv,
+            // The last row: batch M - 1 of A (pitch K') viewed as [M, 1, K]
+            // times B (pitch N') on the GEMV kernels, which write it straight
+            // into row M - 1 of C (batch z of [M, 1, N] is row z; one matrix).
+            let rows = MatmulShape::new(&[m, 1, k], &[k, n])?.with_pitches(kp, np)?;
+            dispatches.extend(self.gemv_dispatches(
                 (dtype, dtype),
-                &row,
-                (&x.buffer, &b_buf, &y.buffer),
+                &rows,
+                (&a_buf, &b_buf, &plan.output.buffer),
                 epilogue,
                 &mut scratch,
+                m - 1..m,
             )?);
-            dispatches.extend(self.pad_copy_rows(
-                &y,
-                (1, n),
-                &plan.output,
-                (1, n),
-                1,
-                (0, m - 1),
-            )?);
-            scratch.push(x);
-            scratch.push(y);
         }
         plan.label = format!(
             "matmul {dtype} {m}x{n}x{k} x{batches} rows padded to K = {kp}, N = {np}{}{}: {}",
