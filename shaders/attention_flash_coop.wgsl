@@ -83,11 +83,6 @@ const SG: u32 = 32u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const RESCALE: u32 = 8u;
-// 1: Q stays in workgroup memory (q_sh, all D columns) and its fragments
-// are loaded for each product instead of being held in registers (RF * D16
-// A matrices fewer per invocation: more workgroups per SM where registers
-// limit them, at twice the fragment loads of S = Q K^T).
-const QSH: u32 = 0u;
 // Debugging probe (0 off; WGTILE_COOP_ATTN_PROBE): 1 P = 1 for visible
 // keys; 2 O = raw S of the first key block.
 const PROBE: u32 = 0u;
@@ -103,7 +98,7 @@ const LDKV: u32 = DX + 8u;
 const KV_ELEMS: u32 = max(BC * LDKV, BR * 24u);
 // (Set by the host, which unrolls the staging passes: FlashCoopTiles::qch.)
 const QCH: u32 = 128u;
-const_assert QCH == select(min(D, (KV_ELEMS / BR - 8u) / 16u * 16u), D, QSH == 1u);
+const_assert QCH == min(D, (KV_ELEMS / BR - 8u) / 16u * 16u);
 const LQ: u32 = QCH + 8u;
 const LDS: u32 = BC + 4u;
 const LDP: u32 = BC + 8u;
@@ -123,8 +118,6 @@ const LOADS: u32 = (BC * DX / 8u + THREADS - 1u) / THREADS;
 var<workgroup> kv_sh: array<vec4<f16>, KV_ELEMS / 4u>;
 var<workgroup> s_sh: array<f32, W * RF * 16u * LDS>;
 var<workgroup> p_sh: array<f16, W * RF * 16u * LDP>;
-// Q for QSH = 1 ([BR][D + 8] halves; one vec4 otherwise).
-var<workgroup> q_sh: array<vec4<f16>, select(1u, BR * LQ / 4u, QSH == 1u)>;
 var<workgroup> alpha_sh: array<f32, BR>;
 var<workgroup> l_sh: array<f32, BR>;
 // A vec4, not a u32: every workgroup variable here is a multiple of 16
@@ -175,8 +168,8 @@ fn put(i: u32, width: u32, x: vec4<u32>) {
     kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
 }
 
-// Q columns dc0 .. dc0 + QCH of the block's BR rows into kv_sh (or q_sh
-// when QSH = 1; rows of LQ), zero past Sq and D.
+// Q columns dc0 .. dc0 + QCH of the block's BR rows into kv_sh (rows of
+// LQ), zero past Sq and D.
 fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32) {
     for (var i = tid; i < BR * QCH / 8u; i += THREADS) {
         let r = i / (QCH / 8u);
@@ -188,13 +181,8 @@ fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32) {
         let h1 = vec2<f16>(unpack2x16float(x.y));
         let h2 = vec2<f16>(unpack2x16float(x.z));
         let h3 = vec2<f16>(unpack2x16float(x.w));
-        if QSH == 1u {
-            q_sh[dst / 4u] = vec4<f16>(h0, h1);
-            q_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
-        } else {
-            kv_sh[dst / 4u] = vec4<f16>(h0, h1);
-            kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
-        }
+        kv_sh[dst / 4u] = vec4<f16>(h0, h1);
+        kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
     }
 }
 

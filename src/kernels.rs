@@ -654,7 +654,7 @@ impl Spec {
         // them).
         let blocks = match kernel {
             Kernel::AttentionFlashCoop => {
-                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128, false)
+                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128)
             }
             Kernel::AttentionFlashCoopEmulated => {
                 crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128)

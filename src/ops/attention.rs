@@ -1608,11 +1608,7 @@ impl Context {
             &if c.emulated {
                 c.tiles.spec_emulated(d, dv)
             } else {
-                let q_bytes = c.tiles.workgroup_bytes(d as u32, dv as u32)
-                    + c.tiles.q_shared_bytes(d as u32);
-                let q_shared =
-                    coop_q_shared() && q_bytes <= self.profile().max_workgroup_storage;
-                c.tiles.spec_q(d, dv, c.sg, q_shared)
+                c.tiles.spec(d, dv, c.sg)
             }
             .constant("PROBE", coop_probe()),
         )?;
@@ -2078,12 +2074,6 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 /// Debugging probe of the tensor-core kernel (`WGTILE_COOP_ATTN_PROBE`):
 /// 0 off; 1 every visible probability is 1 (O = the mean of the visible V
 /// rows); 2 O's first min(BC, Dv) columns are the raw S = Q K^T of the
-/// `WGTILE_ATTN_QSH=1`: the tensor-core forward keeps Q in workgroup
-/// memory instead of registers (an experiment, off by default).
-fn coop_q_shared() -> bool {
-    std::env::var("WGTILE_ATTN_QSH").is_ok_and(|v| matches!(v.trim(), "1" | "on"))
-}
-
 /// first key block.
 fn coop_probe() -> u32 {
     std::env::var("WGTILE_COOP_ATTN_PROBE")

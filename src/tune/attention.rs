@@ -317,16 +317,14 @@ impl FlashCoopTiles {
     /// over cooperative-matrix fragments unrolled, so each fragment is a
     /// named variable (`// @gen NAME` markers of
     /// `shaders/attention_flash_coop.wgsl`).
-    /// With `q_shared` Q stays in workgroup memory (`QSH`) and each product
-    /// loads its fragment there.
-    pub fn blocks(self, d: u32, dv: u32, q_shared: bool) -> Vec<(&'static str, String)> {
+    pub fn blocks(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
         use std::fmt::Write as _;
         let (rf, d16, dv16, bc16) = (self.rf, d / 16, dv / 16, self.bc / 16);
-        let qch = if q_shared { d } else { self.qch(d, dv) };
+        let qch = self.qch(d, dv);
         let pad = "    ";
         let mut declare = String::new();
         for f in 0..rf {
-            for i in (0..d16).filter(|_| !q_shared) {
+            for i in 0..d16 {
                 writeln!(declare, "{pad}var q{f}_{i}: MatA;").unwrap();
             }
             for x in 0..dv16 {
@@ -337,7 +335,7 @@ impl FlashCoopTiles {
         for dc0 in (0..d).step_by(qch as usize) {
             writeln!(load_q, "{pad}stage_q(tid, {dc0}u, i0, rows, q_base);").unwrap();
             writeln!(load_q, "{pad}workgroupBarrier();").unwrap();
-            for f in (0..rf).filter(|_| !q_shared) {
+            for f in 0..rf {
                 for i in dc0 / 16..(dc0 + qch).min(d) / 16 {
                     let col = i * 16 - dc0;
                     writeln!(
@@ -366,18 +364,7 @@ impl FlashCoopTiles {
                 )
                 .unwrap();
                 for f in 0..rf {
-                    let q = if q_shared {
-                        // (Cooperative matrices only: the emulated kernel
-                        // uses blocks_looped, Q in registers.)
-                        format!(
-                            "coopLoadT<MatA>(&q_sh[((sub_row0 + {}u) * LQ + {}u) / 4u], LQ / 4u)",
-                            f * 16,
-                            i * 16
-                        )
-                    } else {
-                        format!("q{f}_{i}")
-                    };
-                    writeln!(qk, "{pad2}    s{f} = mma({q}, k{i}, s{f});").unwrap();
+                    writeln!(qk, "{pad2}    s{f} = mma(q{f}_{i}, k{i}, s{f});").unwrap();
                 }
             }
             for f in 0..rf {
@@ -572,34 +559,19 @@ impl FlashCoopTiles {
 
     /// The specialisation for head dims `d`, `dv` and subgroup size `sg`.
     pub fn spec(self, d: usize, dv: usize, sg: u32) -> Spec {
-        self.spec_q(d, dv, sg, false)
-    }
-
-    /// [`FlashCoopTiles::spec`], with Q kept in workgroup memory when
-    /// `q_shared` (see [`FlashCoopTiles::q_shared_bytes`]).
-    pub fn spec_q(self, d: usize, dv: usize, sg: u32, q_shared: bool) -> Spec {
-        let (d32, dv32) = (d as u32, dv as u32);
-        let qch = if q_shared { d32 } else { self.qch(d32, dv32) };
         let mut spec = Spec::new(Kernel::AttentionFlashCoop)
             .dtype(DType::F16)
             .constant("W", self.subgroups)
             .constant("RF", self.rf)
             .constant("BC", self.bc)
             .constant("SG", sg)
-            .constant("D", d32)
-            .constant("DV", dv32)
-            .constant("QSH", u32::from(q_shared))
-            .constant("QCH", qch);
-        for (name, text) in self.blocks(d32, dv32, q_shared) {
+            .constant("D", d as u32)
+            .constant("DV", dv as u32)
+            .constant("QCH", self.qch(d as u32, dv as u32));
+        for (name, text) in self.blocks(d as u32, dv as u32) {
             spec = spec.block(name, text);
         }
         spec
-    }
-
-    /// Workgroup memory Q takes when kept there (`QSH`): BR rows of D + 8
-    /// halves, on top of [`FlashCoopTiles::workgroup_bytes`].
-    pub const fn q_shared_bytes(self, d: u32) -> u32 {
-        2 * self.br() * (d + 8)
     }
 
     /// The emulated kernel's specialisation (matrix operations per
@@ -755,12 +727,6 @@ pub fn attention_coop_specs() -> Vec<Spec> {
             for &dv in &dims {
                 if t.fits(&p, d, dv) {
                     specs.push(t.spec(d, dv, 32));
-                }
-                if t.fits(&p, d, dv)
-                    && t.workgroup_bytes(d as u32, dv as u32) + t.q_shared_bytes(d as u32)
-                        <= p.max_workgroup_storage
-                {
-                    specs.push(t.spec_q(d, dv, 32, true));
                 }
             }
         }
