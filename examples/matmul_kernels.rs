@@ -232,11 +232,16 @@ fn gemv(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
             let w = ctx.rand_uniform([k, n], -1.0, 1.0, dtype, 8)?;
             let plan = ctx.matmul_plan(&x, &w, None, &MatmulOptions::default())?;
             let timing = ctx.time(&plan, &opts)?;
+            // The same bytes copied (W read and written): the bandwidth a
+            // pass over W can reach at this size, next to the large-copy one.
+            let copy = ctx.copy_plan(&w)?;
+            let copy_gbps = ctx.time(&copy, &opts)?.gbps(copy.bytes());
+            let gbps = timing.gbps(plan.bytes());
             println!(
-                "gemv {dtype} {k}x{n} {:>9.1} GB/s {:>9.4} ms  ({})",
-                timing.gbps(plan.bytes()),
+                "gemv {dtype} {k}x{n} {gbps:>9.1} GB/s {:>9.4} ms  ({}); copy of W {copy_gbps:.1} GB/s, gemv at {:.0}% of it",
                 timing.median() * 1e3,
-                plan.label()
+                plan.label(),
+                100.0 * gbps / copy_gbps
             );
         }
     }

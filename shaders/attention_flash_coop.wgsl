@@ -72,6 +72,10 @@
 //   holds row r of each A and C matrix and reads B from workgroup memory:
 //   slow, runs the same algorithm on adapters without tensor cores, for
 //   tests; SG = 16, LPR = 1).
+// Measured and dropped (H200, session 7): Q kept in workgroup memory, its
+//   fragments loaded for each product instead of held in registers (more
+//   workgroups per SM if registers limited them): 0.46x at S4096 D128 (60
+//   against 131 TFLOP/s), 0.6-0.7x on every other tile and shape.
 // Backends: the cooperative-matrix module is Vulkan only (naga's MSL backend
 //   has 8 x 8 simdgroup matrices and its HLSL backend none); tests/shaders.rs
 //   checks it for SPIR-V, the emulated one for every backend.
