@@ -80,6 +80,13 @@ const WG: u32 = 256u;
 // replaces the score math by one add per K word, bit 1 the softmax and P V
 // math by one add per V word; the loads, barriers and epilogue stay.
 const PROBE: u32 = 0u;
+// 1: the LK partial dots of a key are added by subgroup shuffles and each
+// of the key's LK invocations computes logits and probabilities of its own
+// rows (no `part` round trip, one barrier per block); needs subgroups of at
+// least LK invocations (attention_decode_shuffle.wgsl's entry point). 0:
+// `part` in workgroup memory, a barrier, the first RQ * KB invocations
+// (attention_decode_plain.wgsl).
+const SHUFFLE: u32 = 0u;
 
 // The running max moves only when a logit passes it by more than TAU
 // (log2 units): probabilities stay below 2^TAU, far from f32's range.
@@ -98,14 +105,19 @@ const WPR: u32 = KWPL * LK;       // 16-byte words of a staged row
 // quad qd, ordered element-in-word major so the LK invocations of a key
 // (consecutive words) read consecutive vec4s (no bank conflicts).
 var<workgroup> q_t: array<vec4<f32>, RQ * DP>;
-// part[(qd * LK + p) * KB + key]: partial dots of the quad's rows.
-var<workgroup> part: array<vec4<f32>, RQ * LK * KB>;
-// lgs[qd * KB + key]: logits of the quad's rows.
-var<workgroup> lgs: array<vec4<f32>, RQ * KB>;
-// prob[qd * KB + key]: exp2(logit - m) against the running max m as it
-// stood before the block.
-var<workgroup> prob: array<vec4<f32>, RQ * KB>;
-// grow[(block % 2) * RQ + qd]: some logit of the block passed m + TAU.
+// part[(qd * LK + p) * KB + key]: partial dots of the quad's rows
+// (SHUFFLE = 0 only).
+var<workgroup> part: array<vec4<f32>, select(RQ * LK * KB, 1u, SHUFFLE == 1u)>;
+// lgs[(block % 2) * RQ * KB + qd * KB + key]: logits of the quad's rows.
+var<workgroup> lgs: array<vec4<f32>, 2u * RQ * KB>;
+// prob[(block % 2) * RQ * KB + qd * KB + key]: exp2(logit - m) against the
+// running max m as it stood before the block.
+var<workgroup> prob: array<vec4<f32>, 2u * RQ * KB>;
+// grow[(block % 2) * RQ + qd]: the number of the last block (from 1) in
+// which some logit passed m + TAU. A block's logits and flags are written
+// before its barrier and read after it; the same parity is written again
+// two blocks later, after the next barrier, which every reader of this
+// block has passed: nothing is cleared, no second barrier is needed.
 var<workgroup> grow: array<atomic<u32>, 2u * RQ>;
 var<workgroup> comb: array<vec4<f32>, WG>;
 var<workgroup> red: array<vec4<f32>, G>;
@@ -168,11 +180,10 @@ fn load_v(v_base: u32, j0: u32, g: u32, c: u32, end: u32) -> array<vec4<u32>, VP
     return out;
 }
 
-@compute @workgroup_size(WG, 1, 1)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(local_invocation_index) tid: u32,
-) {
+// The kernel; `lin` numbers the invocation so that the LK invocations of a
+// key are consecutive lanes of one subgroup (the entry points in
+// attention_decode_shuffle.wgsl / _plain.wgsl).
+fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
     let split = wid.x;
     let rows_kv = params.group * params.sq;
     let chunks = (rows_kv + ROWS - 1u) / ROWS;
@@ -192,8 +203,8 @@ fn main(
 
     let k_base = b * params.k_sb + hk * params.k_sh;
     let v_base = b * params.v_sb + hk * params.v_sh;
-    let kk = tid / LK;
-    let p = tid % LK;
+    let kk = lin / LK;
+    let p = lin % LK;
     let c = tid % WVP;
     let g = tid / WVP;
     let v_words = params.dv / EPW;
@@ -249,6 +260,7 @@ fn main(
     var blk = 0u;
     for (var j0 = j_start; j0 < j_end; j0 += KB) {
         let cur = (blk % 2u) * RQ;
+        let slot = (blk % 2u) * RQ * KB;
         blk += 1u;
         // Loads in flight while this block is computed: the next block's K
         // words, and the next block's V words (VPRE = 1) or this block's.
@@ -282,49 +294,76 @@ fn main(
                 }
             }
         }
-        for (var qd = 0u; qd < RQ; qd++) {
-            part[(qd * LK + p) * KB + kk] = dots[qd];
-        }
-        workgroupBarrier();
-
-        // 2. the logits (scale, soft-cap, masks) and their probabilities
-        // against the running max, once per (row, key); a logit past the
-        // max by more than TAU flags the block. The other parity's flags
-        // are cleared for the next block (their last readers passed the
-        // barrier above).
-        if tid < RQ {
-            atomicStore(&grow[(RQ - cur) + tid], 0u);
-        }
-        // Invocation e for (quad, key) pair e: on NVIDIA warp 0 alone while
-        // the others wait at the barrier. Spreading the pairs over every
-        // warp (the first invocation of each key) measured slower (H200,
-        // session 7: f16 32k 78.0 against 76.0 us, 128k 210 against 202).
-        for (var e = tid; e < RQ * KB; e += WG) {
-            let qd = e / KB;
-            let key = e % KB;
-            let j = j0 + key;
-            var sum = vec4<f32>(0.0);
-            for (var x = 0u; x < LK; x++) {
-                sum += part[(qd * LK + x) * KB + key];
+        if SHUFFLE == 1u {
+            // 2. the key's LK invocations add their partials by shuffles;
+            // each then takes rows p, p + LK, .. of the block's quads: the
+            // logit (scale, soft-cap, masks) and the probability against
+            // the running max, once per (row, key); a logit past the max by
+            // more than TAU flags the block.
+            for (var qd = 0u; qd < RQ; qd++) {
+                dots[qd] = key_sum(dots[qd]);
             }
-            var s = vec4<f32>(neg_inf());
-            for (var lane = 0u; lane < 4u; lane++) {
-                let r = qd * 4u + lane;
+            let j = j0 + kk;
+            for (var t = p; t < RQ * 4u; t += LK) {
+                let qd = t / 4u;
+                let lane = t % 4u;
+                let r = t;
                 let row = r0 + r;
+                var sv = neg_inf();
                 if j < j_end && r < ROWS && row < rows_kv {
                     let h = hk * params.group + row / params.sq;
-                    s[lane] = logit(sum[lane], b, h, row % params.sq, j, keys);
+                    sv = logit(dots[qd][lane], b, h, row % params.sq, j, keys);
+                }
+                let mr = m[qd][lane];
+                let e = slot + qd * KB + kk;
+                lgs[e][lane] = sv;
+                prob[e][lane] = exp2(sv - select(mr, 0.0, mr == neg_inf()));
+                if sv > mr + TAU {
+                    atomicStore(&grow[cur + qd], blk);
                 }
             }
-            lgs[e] = s;
-            prob[e] = prob_of(s, m[qd]);
-            if any(s > m[qd] + vec4<f32>(TAU)) {
-                atomicStore(&grow[cur + qd], 1u);
+        } else {
+            for (var qd = 0u; qd < RQ; qd++) {
+                part[(qd * LK + p) * KB + kk] = dots[qd];
+            }
+            workgroupBarrier();
+
+            // 2. the logits (scale, soft-cap, masks) and their
+            // probabilities against the running max, once per (row, key);
+            // a logit past the max by more than TAU flags the block.
+            // Invocation e for (quad, key) pair e: on NVIDIA warp 0 alone
+            // while the others wait at the barrier. Spreading the pairs
+            // over every warp (the first invocation of each key) measured
+            // slower (H200, session 7: f16 32k 78.0 against 76.0 us, 128k
+            // 210 against 202).
+            for (var e = tid; e < RQ * KB; e += WG) {
+                let qd = e / KB;
+                let key = e % KB;
+                let j = j0 + key;
+                var sum = vec4<f32>(0.0);
+                for (var x = 0u; x < LK; x++) {
+                    sum += part[(qd * LK + x) * KB + key];
+                }
+                var sv = vec4<f32>(neg_inf());
+                for (var lane = 0u; lane < 4u; lane++) {
+                    let r = qd * 4u + lane;
+                    let row = r0 + r;
+                    if j < j_end && r < ROWS && row < rows_kv {
+                        let h = hk * params.group + row / params.sq;
+                        sv[lane] = logit(sum[lane], b, h, row % params.sq, j, keys);
+                    }
+                }
+                lgs[slot + e] = sv;
+                prob[slot + e] = prob_of(sv, m[qd]);
+                if any(sv > m[qd] + vec4<f32>(TAU)) {
+                    atomicStore(&grow[cur + qd], blk);
+                }
             }
         }
-        // No barrier closes the block: `part` is read only before this
-        // barrier, `lgs` and `prob` written only after the next block's
-        // first one.
+        // The block's one barrier (two with SHUFFLE = 0): its logits,
+        // probabilities and flags are complete. `part` is read only before
+        // it; lgs, prob and grow of this parity are written again only two
+        // blocks on, after the next block's barrier.
         workgroupBarrier();
 
         // 3. P V over the keys g + G t, 4 rows at once. When the block
@@ -333,15 +372,15 @@ fn main(
         // state and recomputes its keys' probabilities.
         if (PROBE & 2u) != 0u {
             for (var t = 0u; t < VPL; t++) {
-                acc[0] += bitcast<vec4<f32>>(v_reg[t]) + prob[g + t * G];
+                acc[0] += bitcast<vec4<f32>>(v_reg[t]) + prob[slot + g + t * G];
             }
         }
         for (var qd = 0u; qd < RQ && (PROBE & 2u) == 0u; qd++) {
-            let moved = atomicLoad(&grow[cur + qd]) != 0u;
+            let moved = atomicLoad(&grow[cur + qd]) == blk;
             if moved {
                 var mb = m[qd];
                 for (var x = 0u; x < KB; x++) {
-                    let sx = lgs[qd * KB + x];
+                    let sx = lgs[slot + qd * KB + x];
                     mb = max(mb, select(sx, vec4<f32>(neg_inf()), nan_lanes(sx)));
                 }
                 let alpha = select(vec4<f32>(0.0), exp2(m[qd] - mb), m[qd] > vec4<f32>(neg_inf()));
@@ -352,7 +391,7 @@ fn main(
                 m[qd] = mb;
             }
             for (var t = 0u; t < VPL; t++) {
-                let at = qd * KB + g + t * G;
+                let at = slot + qd * KB + g + t * G;
                 var pr = prob[at];
                 if moved {
                     pr = prob_of(lgs[at], m[qd]);

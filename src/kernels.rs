@@ -101,6 +101,9 @@ pub enum Kernel {
     /// Split-KV decode attention for few query rows (bandwidth-shaped;
     /// writes the merge kernel's partial states).
     AttentionDecode,
+    /// [`Kernel::AttentionDecode`] adding each key's partial dots with
+    /// subgroup shuffles (one barrier per block; `SHUFFLE = 1`).
+    AttentionDecodeShuffle,
     /// Naive attention, pass 1: the full score matrix S = mask(scale Q K^T).
     AttentionScores,
     /// Naive attention, pass 2: row softmax of S in place, and logsumexp.
@@ -165,7 +168,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 46] = [
+    pub const ALL: [Kernel; 47] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -210,6 +213,7 @@ impl Kernel {
         Kernel::AttentionDecodeCoop,
         Kernel::AttentionDecodeCoopEmulated,
         Kernel::AttentionDecode,
+        Kernel::AttentionDecodeShuffle,
         Kernel::MatmulBroadcast,
         Kernel::MatmulBroadcastVec4,
     ];
@@ -343,6 +347,12 @@ impl Kernel {
             ],
             Kernel::AttentionDecode => &[
                 include_str!("../shaders/attention_decode.wgsl"),
+                include_str!("../shaders/attention_decode_plain.wgsl"),
+                ATTENTION_COMMON,
+            ],
+            Kernel::AttentionDecodeShuffle => &[
+                include_str!("../shaders/attention_decode.wgsl"),
+                include_str!("../shaders/attention_decode_shuffle.wgsl"),
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionScores | Kernel::AttentionSoftmax | Kernel::AttentionPv => {
@@ -433,6 +443,7 @@ impl Kernel {
             Kernel::AttentionFlashCoopEmulated => "attention_flash_coop_emulated",
             Kernel::AttentionMerge => "attention_merge",
             Kernel::AttentionDecode => "attention_decode",
+            Kernel::AttentionDecodeShuffle => "attention_decode_shuffle",
             Kernel::AttentionScores => "attention_naive.scores",
             Kernel::AttentionSoftmax => "attention_naive.softmax",
             Kernel::AttentionPv => "attention_naive.pv",
@@ -544,6 +555,7 @@ impl Kernel {
                 | Kernel::AttentionBwdCoopDqEmulated
                 | Kernel::AttentionDecodeCoop
                 | Kernel::AttentionDecodeCoopEmulated
+                | Kernel::AttentionDecodeShuffle
                 | Kernel::MatmulBroadcast
                 | Kernel::MatmulBroadcastVec4
         )
@@ -613,6 +625,7 @@ impl Kernel {
                 // the logical bounds and arrayLength (tests/attention.rs:
                 // decode_kernel_edge_shapes).
                 | Kernel::AttentionDecode
+                | Kernel::AttentionDecodeShuffle
         )
     }
 }

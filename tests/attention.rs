@@ -772,10 +772,17 @@ fn decode_kernel_edge_shapes() {
             }
             let mut c = Case::new(1, 8, 2, 1, 300, 64, 64);
             c.dtype = dtype;
+            // f32 with the dispatcher's reduction (shuffles where the
+            // adapter has subgroups), f16 through workgroup memory: the
+            // rescale path of both.
+            let mut opts = AttentionOptions::new();
+            if dtype == DType::F16 {
+                opts = opts.decode_shuffle(false);
+            }
             check_decode(
                 &ctx,
                 &c,
-                &AttentionOptions::new(),
+                &opts,
                 Some(HostMask {
                     additive: true,
                     dims: [1, 1, 1, 300],
@@ -791,7 +798,7 @@ fn decode_kernel_edge_shapes() {
 #[test]
 fn decode_tile_variants() {
     let Some(ctx) = common::ctx() else { return };
-    use wgtile::tune::attention::{DECODE_SWEEP, DecodeTiles};
+    use wgtile::tune::attention::{DECODE_SWEEP, DecodeTiles, decode_shuffle_fits};
     let br = DiagonalAlignment::BottomRight;
     // The variants the benchmark sweeps that together take every value of
     // each parameter (workgroups of 256, 128, 64 and 32; 2, 4 and 8 lanes
@@ -807,16 +814,22 @@ fn decode_tile_variants() {
         if !matches!(i, 2 | 3 | 4 | 6 | 7) || t.threads > ctx.profile().max_invocations {
             continue;
         }
+        // Both partial-dot reductions: subgroup shuffles (where the adapter
+        // allows them) on every other variant, workgroup memory on the rest.
+        let shuffle = i % 2 == 0 && decode_shuffle_fits(ctx.profile(), *t);
         let opts = AttentionOptions::new()
             .causal(br)
             .key_lengths(&[263, 70])
-            .decode_tiles(*t);
+            .decode_tiles(*t)
+            .decode_shuffle(shuffle);
         check_decode(&ctx, &c, &opts, None, 300 + i as u64);
     }
-    // f32 with an additive mask on two of them.
+    // f32 with an additive mask on two of them, through workgroup memory.
     let c = Case::new(1, 4, 1, 1, 97, 32, 32);
     for (i, t) in DECODE_SWEEP.iter().take(3).enumerate().skip(1) {
-        let opts = AttentionOptions::new().decode_tiles(*t);
+        let opts = AttentionOptions::new()
+            .decode_tiles(*t)
+            .decode_shuffle(false);
         check_decode(
             &ctx,
             &c,

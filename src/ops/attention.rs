@@ -102,7 +102,8 @@ use crate::tune::attention::{
     BackwardCoopPass, BackwardCoopTiles, BackwardTiles, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS,
     DecodeTiles, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_coop_tiles, backward_tiles,
     decode_chunk_rows, decode_coop_fits, decode_coop_rf, decode_coop_spec, decode_coop_splits,
-    decode_fits, decode_kernel_tiles, decode_spec, decode_splits, decode_tiles_fit,
+    decode_fits, decode_kernel_tiles, decode_shuffle_fits, decode_spec, decode_splits,
+    decode_tiles_fit,
     decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for, kv_splits,
 };
 
@@ -260,6 +261,12 @@ pub struct AttentionOptions {
     /// Force the decode kernel's tile (tests and tuning). `None` = the
     /// dispatcher's ([`decode_kernel_tiles`]).
     pub decode_tiles: Option<DecodeTiles>,
+    /// The decode kernel adds each key's partial dots by subgroup shuffles
+    /// (one barrier per key block) or through workgroup memory (two).
+    /// `None` = shuffles where the adapter allows them
+    /// ([`decode_shuffle_fits`]; `WGTILE_DECODE_SHUFFLE=0` turns them off);
+    /// `Some(true)` on an adapter without them is an error.
+    pub decode_shuffle: Option<bool>,
 }
 
 impl AttentionOptions {
@@ -369,6 +376,13 @@ impl AttentionOptions {
     /// Force the decode kernel's tile.
     pub fn decode_tiles(mut self, tiles: DecodeTiles) -> Self {
         self.decode_tiles = Some(tiles);
+        self
+    }
+
+    /// Force the decode kernel's partial-dot reduction: subgroup shuffles
+    /// (`true`) or workgroup memory (`false`).
+    pub fn decode_shuffle(mut self, on: bool) -> Self {
+        self.decode_shuffle = Some(on);
         self
     }
 }
@@ -1225,10 +1239,28 @@ impl Context {
             let rows = b * hq * sq;
             let (splits, split_len, params, scratch) =
                 self.split_setup(params_base.words, wanted, dtiles.keys(), [sk, rows, dv])?;
+            let shuffle_ok = decode_shuffle_fits(profile, dtiles);
+            let shuffle = match opts.decode_shuffle {
+                Some(true) if !shuffle_ok => {
+                    return Err(Error::UnsupportedFeature {
+                        feature: "SUBGROUP",
+                        what: format!(
+                            "decode with subgroup shuffles (subgroups of at least {} lanes \
+                             dividing {} invocations; the adapter's are {}..{})",
+                            dtiles.lk,
+                            dtiles.threads,
+                            profile.subgroup_min_size,
+                            profile.subgroup_max_size
+                        ),
+                    });
+                }
+                Some(on) => on,
+                None => shuffle_ok && decode_shuffle_default(),
+            };
             let pipeline = self
                 .inner
                 .pipelines
-                .get(device, &decode_spec(dtype, rows_kv, d, dv, dtiles))?;
+                .get(device, &decode_spec(dtype, rows_kv, d, dv, dtiles, shuffle))?;
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
                 pipeline,
@@ -1251,7 +1283,8 @@ impl Context {
                 &lse_buf,
             )?);
             plan.label = format!(
-                "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len}, {dtiles})"
+                "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len}, {dtiles}{})",
+                if shuffle { ", shuffles" } else { "" }
             );
             plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
             return Ok((plan, out));
@@ -2074,6 +2107,12 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 /// Debugging probe of the tensor-core kernel (`WGTILE_COOP_ATTN_PROBE`):
 /// 0 off; 1 every visible probability is 1 (O = the mean of the visible V
 /// rows); 2 O's first min(BC, Dv) columns are the raw S = Q K^T of the
+/// Whether the decode kernel uses subgroup shuffles where the adapter
+/// allows them (`WGTILE_DECODE_SHUFFLE=0` turns them off, to compare).
+fn decode_shuffle_default() -> bool {
+    !std::env::var("WGTILE_DECODE_SHUFFLE").is_ok_and(|v| matches!(v.trim(), "0" | "off"))
+}
+
 /// first key block.
 fn coop_probe() -> u32 {
     std::env::var("WGTILE_COOP_ATTN_PROBE")

@@ -1112,10 +1112,24 @@ pub fn decode_tiles_fit(dtype: DType, dv: usize, t: DecodeTiles) -> bool {
 
 /// The decode kernel's specialisation for `rows` packed query rows
 /// (`group * Sq`), head dims `d`, `dv` (see [`decode_fits`]) and tile `t`.
-pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize, t: DecodeTiles) -> Spec {
+///
+/// `shuffle`: each key's partial dots added by subgroup shuffles
+/// ([`decode_shuffle_fits`]).
+pub fn decode_spec(
+    dtype: DType,
+    rows: usize,
+    d: usize,
+    dv: usize,
+    t: DecodeTiles,
+    shuffle: bool,
+) -> Spec {
     let (chunk, rq, kwpl, wvp, vpre) = decode_shape(dtype, rows, d, dv, t);
-    Spec::new(Kernel::AttentionDecode)
-        .dtype(dtype)
+    Spec::new(if shuffle {
+        Kernel::AttentionDecodeShuffle
+    } else {
+        Kernel::AttentionDecode
+    })
+    .dtype(dtype)
         .constant("ROWS", chunk)
         .constant("RQ", rq)
         .constant("EPW", decode_epw(dtype) as u32)
@@ -1123,8 +1137,19 @@ pub fn decode_spec(dtype: DType, rows: usize, d: usize, dv: usize, t: DecodeTile
         .constant("KWPL", kwpl)
         .constant("WVP", wvp)
         .constant("VPRE", u32::from(vpre))
-        .constant("WG", t.threads)
-        .constant("PROBE", decode_probe())
+    .constant("WG", t.threads)
+    .constant("PROBE", decode_probe())
+    .constant("SHUFFLE", u32::from(shuffle))
+}
+
+/// Whether the decode kernel can add each key's partial dots by subgroup
+/// shuffles with tile `t`: subgroups of at least `lk` lanes (the LK lanes of
+/// a key must share one) whose size divides the workgroup.
+pub fn decode_shuffle_fits(p: &AdapterProfile, t: DecodeTiles) -> bool {
+    p.subgroups
+        && p.subgroup_min_size >= t.lk
+        && p.subgroup_max_size > 0
+        && t.threads.is_multiple_of(p.subgroup_max_size)
 }
 
 /// Timing probe of the decode kernel (`WGTILE_DECODE_PROBE`, wrong results
@@ -1222,9 +1247,11 @@ pub fn attention_specs() -> Vec<Spec> {
                         .chain([decode_kernel_tiles(dtype, d)])
                         .filter(|t| decode_tiles_fit(dtype, dv, *t))
                     {
-                        let s = decode_spec(dtype, rows, d, dv, t);
-                        if !specs.contains(&s) {
-                            specs.push(s);
+                        for shuffle in [false, true] {
+                            let s = decode_spec(dtype, rows, d, dv, t, shuffle);
+                            if !specs.contains(&s) {
+                                specs.push(s);
+                            }
                         }
                     }
                 }
