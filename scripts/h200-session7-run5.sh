@@ -6,5 +6,5 @@
 # unit). Then the summary.
 set -u
 source scripts/device-env.sh
-LIMIT=280 TAIL=3 run decode_grid $B/attention --decode-grid --decode-lens 32768,131072
+LIMIT=240 TAIL=3 run decode_grid $B/attention --decode-grid --decode-lens 32768,131072
 python3 scripts/decode_grid_best.py "$OUT/all.log"
