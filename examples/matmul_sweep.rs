@@ -445,7 +445,10 @@ fn measure(
     if how.stages && stages.len() > 1 {
         let mut us = Vec::new();
         for stage in &stages {
-            us.push(format!("{:.1}", ctx.time(stage, how.options)?.median() * 1e6));
+            us.push(format!(
+                "{:.1}",
+                ctx.time(stage, how.options)?.median() * 1e6
+            ));
         }
         println!(
             "{:>6} {} stages (us, each alone): {} = {:.1} in one plan",

@@ -103,8 +103,7 @@ use crate::tune::attention::{
     DecodeTiles, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_coop_tiles, backward_tiles,
     decode_chunk_rows, decode_coop_fits, decode_coop_rf, decode_coop_spec, decode_coop_splits,
     decode_fits, decode_kernel_tiles, decode_shuffle_fits, decode_spec, decode_splits,
-    decode_tiles_fit,
-    decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for, kv_splits,
+    decode_tiles_fit, decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for, kv_splits,
 };
 
 /// Where the causal diagonal (and the sliding window around it) sits when
@@ -2107,7 +2106,6 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 /// Debugging probe of the tensor-core kernel (`WGTILE_COOP_ATTN_PROBE`):
 /// 0 off; 1 every visible probability is 1 (O = the mean of the visible V
 /// rows); 2 O's first min(BC, Dv) columns are the raw S = Q K^T of the
-
 /// first key block.
 fn coop_probe() -> u32 {
     std::env::var("WGTILE_COOP_ATTN_PROBE")

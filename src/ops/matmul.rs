@@ -852,7 +852,14 @@ impl Context {
     ) -> Result<Vec<Dispatch>> {
         if kernel == MatmulKernel::Gemv {
             let all = 0..shape.batch_count();
-            return self.gemv_dispatches((dtype, out_dtype), shape, (a, b, c), epilogue, scratch, all);
+            return self.gemv_dispatches(
+                (dtype, out_dtype),
+                shape,
+                (a, b, c),
+                epilogue,
+                scratch,
+                all,
+            );
         }
         let profile = self.profile();
         let (m, n) = (shape.m, shape.n);
@@ -1190,7 +1197,11 @@ impl Context {
         let k_chunk = k.div_ceil(wanted.min(splits_max));
         let splits = k.div_ceil(k_chunk);
         // Indexed by the dispatch's own workgroup z: one dispatch's batches.
-        let partials = self.alloc(&[per_dispatch, splits, n], DType::F32, "wgtile gemv partials")?;
+        let partials = self.alloc(
+            &[per_dispatch, splits, n],
+            DType::F32,
+            "wgtile gemv partials",
+        )?;
         let vecmat_kernel = if pairs {
             Kernel::GemvVecmatPairs
         } else {
