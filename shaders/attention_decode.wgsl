@@ -15,17 +15,22 @@
 //      bytes per load) and dotting them with the query rows staged transposed
 //      in workgroup memory (element d of the 4 rows of a quad is one vec4,
 //      one broadcast read serves the invocations of many keys; stored
-//      element-in-word major, see q_t), writing one
-//      partial vec4 per (quad, key, p) to `part`.
-//   2. logits: invocation e of (quad, key) pair e adds the LK partials,
-//      applies `logit` (scale, soft-cap, masks) to each of the 4 rows once
-//      into `lgs`, and writes the probabilities p = exp2(s - m) against the
-//      running max m as it stood before the block to `prob`: one exp2 per
-//      (row, key), not one per value word. m is the same in every
-//      invocation and moves lazily (as in FlashAttention-4's conditional
-//      rescaling): only when a logit passes it by more than TAU (a flag in
-//      workgroup memory, one per block parity); probabilities stay below
-//      2^TAU, so nothing overflows between moves.
+//      element-in-word major, see q_t): one partial vec4 per (quad, key,
+//      p).
+//   2. logits: SHUFFLE = 1 (subgroups of at least LK lanes): the key's LK
+//      invocations add their partials by subgroup shuffles and each takes
+//      rows p, p + LK, .. of the quads; SHUFFLE = 0: the partials go to
+//      `part`, a barrier, and invocation e of (quad, key) pair e adds them
+//      and takes the 4 rows. Either way `logit` (scale, soft-cap, masks)
+//      runs once per (row, key) into `lgs`, and the probabilities p =
+//      exp2(s - m) against the running max m as it stood before the block
+//      go to `prob`: one exp2 per (row, key), not one per value word. m is
+//      the same in every invocation and moves lazily (as in
+//      FlashAttention-4's conditional rescaling): only when a logit passes
+//      it by more than TAU (a flag in workgroup memory holding the block's
+//      number, one per block parity); probabilities stay below 2^TAU, so
+//      nothing overflows between moves. H200 (session 7): shuffles took
+//      f16 32k from 76 to 70 us, 128k from 201 to 188.
 //   3. P V: invocation (g, c) owns 16-byte word c of the value rows (WVP
 //      invocations per row, contiguous loads) and the keys g + G t of the
 //      block (t < VPL), with EPW vec4 accumulators per quad (element k of
@@ -33,7 +38,9 @@
 //      moved the max (the first block with a visible key, then rarely),
 //      every invocation takes the new max from the block's logits,
 //      rescales its state and recomputes its keys' probabilities. No
-//      reduction inside the loop, two barriers per block.
+//      reduction inside the loop; one barrier per block (two with
+//      SHUFFLE = 0): lgs and prob alternate between two buffers by block
+//      parity, so a block's are rewritten only after the next barrier.
 //   Register pipelining: the next block's K words, and its V words (VPRE =
 //   1; else the current block's V words, when double-buffering them would
 //   cost too many registers), are loaded into registers before the current
