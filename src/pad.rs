@@ -111,7 +111,9 @@ pub struct PadChoice {
 /// per compute unit). At M = 4097 with 256-row blocks: 561 workgroups are
 /// 4.25 waves, a fifth wave that computes one row per workgroup; the other
 /// 4096 rows take 528, four whole waves, and the lone row is a GEMV over B
-/// (reading B once, memory-bound) plus two one-row copies.
+/// (reading B once, memory-bound) that reads A's last row in place and
+/// writes C's. H200 (session 7): 4097 f16 at 0.87x of 4096, against 0.75x
+/// without the split.
 pub fn fringe_row_split(
     p: &AdapterProfile,
     kernel: MatmulKernel,
