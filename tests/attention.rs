@@ -783,15 +783,22 @@ fn decode_kernel_edge_shapes() {
                 &ctx,
                 &c,
                 &opts,
-                Some(HostMask {
-                    additive: true,
-                    dims: [1, 1, 1, 300],
-                    shape: vec![1, 300],
-                    data: (0..300).map(ramp).collect(),
-                }),
+                Some(key_bias((0..300).map(ramp).collect())),
                 213 + i as u64,
             );
         }
+    }
+}
+
+/// An additive mask of one value per key ([1, Sk], broadcast over batches,
+/// heads and query rows).
+fn key_bias(data: Vec<f32>) -> HostMask {
+    let sk = data.len();
+    HostMask {
+        additive: true,
+        dims: [1, 1, 1, sk],
+        shape: vec![1, sk],
+        data,
     }
 }
 
@@ -834,12 +841,7 @@ fn decode_tile_variants() {
             &ctx,
             &c,
             &opts,
-            Some(HostMask {
-                additive: true,
-                dims: [1, 1, 1, 97],
-                shape: vec![1, 97],
-                data: mask_values(97, 320 + i as u64, true),
-            }),
+            Some(key_bias(mask_values(97, 320 + i as u64, true))),
             330 + i as u64,
         );
     }
