@@ -707,6 +707,7 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
     let q = ctx.zeros([1, hq, 1, d], dtype)?;
     ctx.fill_random(&q, 30)?;
     let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
+    let mut label = String::new();
     for &len in &steps {
         let add = len - cache.len();
         let kv = ctx.zeros([1, hkv, add, d], dtype)?;
@@ -721,7 +722,11 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
             1.0 / t,
             cache_bytes / t / 1e9
         );
+        label = plan.label().to_string();
     }
+    // The dispatcher's kernel at the longest cache (split-KV: the key
+    // splits, and whether each key's partial dots meet by subgroup shuffles).
+    println!("  kernel: {label}");
     Ok(())
 }
 
