@@ -25,11 +25,11 @@
 //   slices reduce through workgroup memory (a tree) before the epilogue and
 //   the store. Chosen when N alone gives at least a workgroup per compute
 //   unit; otherwise K must be split over workgroups (vecmat + reduce).
-//   WIDE_HALF (text const): 1 for f16 words (unpack2x16float), 0 for f32;
-//   WIDE_DEEP (text const): 1 runs 16 rows per step (16 loads in flight per
-//   invocation) before the 8-row steps. H200 (session 7, two rounds): f16
-//   4096 x 4096 2610 / 2619 GB/s against 2531 / 2534 with 8 rows, the
-//   other shapes within 1%.
+//   WIDE_HALF (text const): 1 for f16 words (unpack2x16float), 0 for f32.
+//   16 rows per step (16 loads in flight per invocation) first, then 8-row
+//   steps and single rows for the tail. H200 (session 7, two rounds): f16
+//   4096 x 4096 2610 / 2619 GB/s against 2531 / 2534 with 8-row steps
+//   only, the other shapes within 1%.
 // - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
@@ -60,7 +60,6 @@ alias Out = Elem;
 @group(0) @binding(8) var<storage, read> rhs4: array<vec4<u32>>;
 
 const WIDE_HALF: u32 = 0u;
-const WIDE_DEEP: u32 = 1u;
 const WIDE_LANES: u32 = 4u;
 const WIDE_SLICES: u32 = 64u;
 
@@ -250,8 +249,8 @@ fn vecmat_wide(
         let b = offs.z / cw + wc;
         var kk = lid.y;
         let step = WIDE_SLICES;
-        // WIDE_DEEP: 16 rows per step first (twice the loads in flight).
-        for (; WIDE_DEEP == 1u && kk + 15u * step < k; kk += 16u * step) {
+        // 16 rows per step first (twice the loads in flight).
+        for (; kk + 15u * step < k; kk += 16u * step) {
             // Every load first, then the arithmetic.
             let w0 = rhs4[b + kk * ldw];
             let w1 = rhs4[b + (kk + step) * ldw];

@@ -31,9 +31,6 @@ struct Params {
     dst_rows: u32,
     dst_cols: u32,
     batch_base: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -270,9 +270,6 @@ impl Context {
                 dst_rows as u32,
                 dst_cols as u32,
                 base as u32,
-                0,
-                0,
-                0,
             ]);
             let (device, grid) = (&self.inner.device, [gx as u32, gy as u32, count as u32]);
             out.push(if halves {
