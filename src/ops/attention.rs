@@ -1639,8 +1639,11 @@ impl Context {
             device,
             &{
                 // K and V in separate regions of workgroup memory
-                // (`WGTILE_ATTN_SEPARATE=1`, an experiment) where they fit.
+                // (`WGTILE_ATTN_SEPARATE=1`, an experiment) where they fit
+                // and the device allows subgroup barriers (the emulated
+                // kernel keeps workgroup barriers).
                 let separate = coop_separate()
+                    && (c.emulated || self.profile().subgroup_barrier)
                     && c.tiles.workgroup_bytes_with(d as u32, dv as u32, true)
                         <= self.profile().max_workgroup_storage;
                 if c.emulated {

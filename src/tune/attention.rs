@@ -469,7 +469,18 @@ impl FlashCoopTiles {
             ("declare", declare),
             ("load_q", load_q),
             ("qk", qk),
-            ("sync_s", "            subgroupBarrier();\n".into()),
+            // Only the separate kernel may name `subgroupBarrier`: wgpu
+            // rejects the module on a device without SUBGROUP_BARRIER even
+            // where the call sits behind a false constant.
+            (
+                "sync_s",
+                if separate {
+                    "            subgroupBarrier();\n"
+                } else {
+                    ""
+                }
+                .into(),
+            ),
             ("rescale_step", rescale_step),
             ("pv", pv),
             ("store_o", store_o),
@@ -1406,6 +1417,7 @@ fn permissive_profile() -> AdapterProfile {
         subgroup_max_size: 32,
         shader_f16: true,
         subgroups: true,
+        subgroup_barrier: true,
         timestamps: true,
         cooperative_matrix: false,
         coop_configs: Vec::new(),
