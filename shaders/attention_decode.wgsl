@@ -94,11 +94,6 @@ const PROBE: u32 = 0u;
 // `part` in workgroup memory, a barrier, the first RQ * KB invocations
 // (attention_decode_plain.wgsl).
 const SHUFFLE: u32 = 0u;
-// 1: each invocation copies the query elements its K words meet (KWPL
-// words x EPW elements x RQ quads, vec4 over rows) from q_t into registers
-// once, instead of reading them from workgroup memory for every key (the
-// host allows it up to 16 vec4).
-const QREG: u32 = 0u;
 
 // The running max moves only when a logit passes it by more than TAU
 // (log2 units): probabilities stay below 2^TAU, far from f32's range.
@@ -269,17 +264,6 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
     }
 
     workgroupBarrier();
-    // QREG: this invocation's query elements, [(i * EPW + e) * RQ + qd].
-    var qr: array<vec4<f32>, select(1u, KWPL * EPW * RQ, QREG == 1u)>;
-    if QREG == 1u {
-        for (var i = 0u; i < KWPL; i++) {
-            for (var e = 0u; e < EPW; e++) {
-                for (var qd = 0u; qd < RQ; qd++) {
-                    qr[(i * EPW + e) * RQ + qd] = q_t[qd * DP + e * WPR + p + i * LK];
-                }
-            }
-        }
-    }
     var blk = 0u;
     for (var j0 = j_start; j0 < j_end; j0 += KB) {
         let cur = (blk % 2u) * RQ;
@@ -311,12 +295,6 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
             for (var h = 0u; h < E4; h++) {
                 let kv = unpack_word(k_cur[i], h);
                 for (var qd = 0u; qd < RQ; qd++) {
-                    if QREG == 1u {
-                        let qi = (i * EPW + h * 4u) * RQ + qd;
-                        dots[qd] += kv.x * qr[qi] + kv.y * qr[qi + RQ]
-                            + kv.z * qr[qi + 2u * RQ] + kv.w * qr[qi + 3u * RQ];
-                        continue;
-                    }
                     let qb = qd * DP + h * 4u * WPR + w;
                     dots[qd] += kv.x * q_t[qb] + kv.y * q_t[qb + WPR]
                         + kv.z * q_t[qb + 2u * WPR] + kv.w * q_t[qb + 3u * WPR];

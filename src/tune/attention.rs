@@ -1208,16 +1208,6 @@ pub fn decode_spec(
     .constant("WG", t.threads)
     .constant("PROBE", decode_probe())
     .constant("SHUFFLE", u32::from(shuffle))
-    .constant("QREG", u32::from(decode_qreg(kwpl, rq, dtype)))
-}
-
-/// Whether the decode kernel keeps each invocation's query elements in
-/// registers (`QREG`): at most 16 vec4 of them (KWPL words x elements per
-/// word x row quads), and `WGTILE_DECODE_QREG=1` (an experiment, off by
-/// default).
-fn decode_qreg(kwpl: u32, rq: u32, dtype: DType) -> bool {
-    kwpl * decode_epw(dtype) as u32 * rq <= 16
-        && std::env::var("WGTILE_DECODE_QREG").is_ok_and(|v| matches!(v.trim(), "1" | "on"))
 }
 
 /// Whether the decode kernel can add each key's partial dots by subgroup
