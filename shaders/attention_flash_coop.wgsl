@@ -87,12 +87,6 @@ const SG: u32 = 32u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const RESCALE: u32 = 8u;
-// 1: K and V blocks in separate regions of kv_sh (V at V_OFF), so V's
-// block goes in while S = Q K^T is still read and K's next block while
-// P V runs: two workgroup barriers per key block instead of four, the
-// subgroup's own scratch synchronised with subgroup barriers
-// (FlashCoopTiles::spec_with; the emulated kernel keeps workgroup ones).
-const SEPARATE: u32 = 0u;
 // Debugging probe (0 off; WGTILE_COOP_ATTN_PROBE): 1 P = 1 for visible
 // keys; 2 O = raw S of the first key block.
 const PROBE: u32 = 0u;
@@ -105,8 +99,7 @@ const BC16: u32 = BC / 16u;
 const DX: u32 = max(D, DV);
 const LDKV: u32 = DX + 8u;
 // kv_sh also stages Q, QCH columns of the BR rows at a time (rows of LQ).
-const KV_ELEMS: u32 = max(select(1u, 2u, SEPARATE == 1u) * BC * LDKV, BR * 24u);
-const V_OFF: u32 = select(0u, BC * LDKV, SEPARATE == 1u);
+const KV_ELEMS: u32 = max(BC * LDKV, BR * 24u);
 // (Set by the host, which unrolls the staging passes: FlashCoopTiles::qch.)
 const QCH: u32 = 128u;
 const_assert QCH == min(D, (KV_ELEMS / BR - 8u) / 16u * 16u);
@@ -164,14 +157,13 @@ fn fetch(which: u32, r: vec2<u32>) -> vec4<u32> {
     return v4[e];
 }
 
-// Stores run i (8 halves) of a block with `width` columns into kv_sh from
-// half `base` on (0 for K, V_OFF for V).
-fn put(base: u32, i: u32, width: u32, x: vec4<u32>) {
+// Stores run i (8 halves) of a block with `width` columns into kv_sh.
+fn put(i: u32, width: u32, x: vec4<u32>) {
     let per_row = width / 8u;
     if i >= BC * per_row {
         return;
     }
-    let dst = base + (i / per_row) * LDKV + (i % per_row) * 8u;
+    let dst = (i / per_row) * LDKV + (i % per_row) * 8u;
     let h0 = vec2<f16>(unpack2x16float(x.x));
     let h1 = vec2<f16>(unpack2x16float(x.y));
     let h2 = vec2<f16>(unpack2x16float(x.z));
@@ -293,7 +285,7 @@ fn main(
             pre[j] = fetch(1u, run_of(i, D, first_block, keys, k_base, params.k_sr));
         }
         for (var j = 0u; j < LOADS; j++) {
-            put(0u, tid + j * THREADS, D, pre[j]);
+            put(tid + j * THREADS, D, pre[j]);
         }
     }
     workgroupBarrier();
@@ -308,19 +300,11 @@ fn main(
         // 1. S = Q K^T into the subgroup's scratch, one 16-key column of
         // fragments at a time; each K^T fragment serves the RF row fragments.
         // @gen qk
-        if SEPARATE == 0u {
-            workgroupBarrier();
-        }
+        workgroupBarrier();
 
-        // 2. V into kv_sh (its own region with SEPARATE: every subgroup
-        // finished the previous block's P V before the barrier ending it);
-        // softmax of the subgroup's rows.
+        // 2. V into kv_sh; softmax of the subgroup's rows.
         for (var j = 0u; j < LOADS; j++) {
-            put(V_OFF, tid + j * THREADS, DV, pre[j]);
-        }
-        if SEPARATE == 1u {
-            // The subgroup's S tiles visible to its lanes.
-            // @gen sync_s
+            put(tid + j * THREADS, DV, pre[j]);
         }
         // Interior blocks (every row and key of the block in range and
         // inside the band, no mask tensor, no soft-cap; uniform) take the
@@ -328,8 +312,6 @@ fn main(
         let interior = plain && i0 + BR <= rows && j0 + BC <= keys
             && i32(j0) >= i32(i0 + BR - 1u) + first_off(keys)
             && i32(j0 + BC - 1u) <= i32(i0) + last_off(keys);
-        // Some row of this invocation moved its reference max.
-        var need = false;
         for (var f = 0u; f < RF; f++) {
             let lr = sub_row0 + f * 16u + sr;
             let row = i0 + lr;
@@ -359,7 +341,6 @@ fn main(
                     alpha = exp2(m_old - bmax);
                     l[f] *= alpha;
                     rescale_flag.x = 1u;
-                    need = true;
                 }
             }
             if cg == 0u {
@@ -396,26 +377,22 @@ fn main(
             }
         }
 
-        // 3. Conditional rescaling of O: the workgroup's flag (uniform), or
-        // with SEPARATE on tensor cores the subgroup's own decision
-        // (subgroupAny; its scratch synchronised by subgroup barriers).
-        // @gen rescale_step
-        if SEPARATE == 1u {
-            // V's block and every subgroup's P visible.
-            workgroupBarrier();
+        // 3. Conditional rescaling of O (uniform: one flag per workgroup).
+        if workgroupUniformLoad(&rescale_flag).x != 0u {
+            // @gen rescale
+            if tid == 0u {
+                rescale_flag = vec4<u32>();
+            }
         }
 
         // 4. O += P V; each V fragment serves the RF row fragments.
         // @gen pv
-        if SEPARATE == 0u {
-            workgroupBarrier();
-        }
+        workgroupBarrier();
 
-        // 5. K's next block into kv_sh (every subgroup passed the barrier
-        // after its S = Q K^T).
+        // 5. K's next block into kv_sh.
         if more {
             for (var j = 0u; j < LOADS; j++) {
-                put(0u, tid + j * THREADS, D, pre[j]);
+                put(tid + j * THREADS, D, pre[j]);
             }
         }
         workgroupBarrier();

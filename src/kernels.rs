@@ -667,10 +667,10 @@ impl Spec {
         // them).
         let blocks = match kernel {
             Kernel::AttentionFlashCoop => {
-                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128, false)
+                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128)
             }
             Kernel::AttentionFlashCoopEmulated => {
-                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128, false)
+                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128)
             }
             Kernel::AttentionDecodeCoop => {
                 crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, false)

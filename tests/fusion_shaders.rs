@@ -44,7 +44,7 @@ const BINARY: [BinaryOp; 13] = [
 
 /// A generated elementwise kernel (entry `main`, no overrides).
 fn check_wgsl(label: &str, source: &str) {
-    common::naga_check::check_wgsl(label, source, "main", &[], false, false);
+    common::naga_check::check_wgsl(label, source, "main", &[], false);
 }
 
 fn check(e: &Expr) -> wgtile::fusion::Generated {

@@ -1637,20 +1637,10 @@ impl Context {
         let device = &self.inner.device;
         let pipeline = self.inner.pipelines.get(
             device,
-            &{
-                // K and V in separate regions of workgroup memory
-                // (`WGTILE_ATTN_SEPARATE=1`, an experiment) where they fit
-                // and the device allows subgroup barriers (the emulated
-                // kernel keeps workgroup barriers).
-                let separate = coop_separate()
-                    && (c.emulated || self.profile().subgroup_barrier)
-                    && c.tiles.workgroup_bytes_with(d as u32, dv as u32, true)
-                        <= self.profile().max_workgroup_storage;
-                if c.emulated {
-                    c.tiles.spec_emulated_with(d, dv, separate)
-                } else {
-                    c.tiles.spec_with(d, dv, c.sg, separate)
-                }
+            &if c.emulated {
+                c.tiles.spec_emulated(d, dv)
+            } else {
+                c.tiles.spec(d, dv, c.sg)
             }
             .constant("PROBE", coop_probe()),
         )?;
@@ -2111,13 +2101,6 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
         .override_("WG", wg)
         .override_("CW", CW as u32);
     (spec, dv.div_ceil(CW).max(1) as u32)
-}
-
-/// `WGTILE_ATTN_SEPARATE=1`: the tensor-core forward keeps K and V blocks in
-/// separate regions of workgroup memory (two workgroup barriers per key
-/// block instead of four; an experiment, off by default, unmeasured).
-fn coop_separate() -> bool {
-    std::env::var("WGTILE_ATTN_SEPARATE").is_ok_and(|v| matches!(v.trim(), "1" | "on"))
 }
 
 /// Debugging probe of the tensor-core kernel (`WGTILE_COOP_ATTN_PROBE`):

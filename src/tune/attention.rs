@@ -287,14 +287,8 @@ impl FlashCoopTiles {
     /// Workgroup memory in bytes for head dims `d`, `dv` (the arithmetic of
     /// the shader's `kv_sh`, `s_sh`, `p_sh`, `alpha_sh`, `l_sh` and flag).
     pub const fn workgroup_bytes(self, d: u32, dv: u32) -> u32 {
-        self.workgroup_bytes_with(d, dv, false)
-    }
-
-    /// [`FlashCoopTiles::workgroup_bytes`] with K and V in separate regions
-    /// when `separate` (the shader's `SEPARATE`).
-    pub const fn workgroup_bytes_with(self, d: u32, dv: u32, separate: bool) -> u32 {
         let rows = self.br();
-        2 * self.kv_elems(d, dv, separate)
+        2 * self.kv_elems(d, dv)
             + 4 * rows * (self.bc + 4)
             + 2 * rows * (self.bc + 8)
             + 8 * rows
@@ -302,11 +296,11 @@ impl FlashCoopTiles {
     }
 
     /// Halves of the shader's `kv_sh` (`KV_ELEMS`): K's or V's block
-    /// ([BC][max(D, Dv) + 8]; both with `separate`) or 24 halves per query
-    /// row (the least Q staging pass), whichever is larger.
-    const fn kv_elems(self, d: u32, dv: u32, separate: bool) -> u32 {
+    /// ([BC][max(D, Dv) + 8]) or 24 halves per query row (the least Q
+    /// staging pass), whichever is larger.
+    const fn kv_elems(self, d: u32, dv: u32) -> u32 {
         let dx = if d > dv { d } else { dv };
-        let kv_block = if separate { 2 } else { 1 } * self.bc * (dx + 8);
+        let kv_block = self.bc * (dx + 8);
         let q_min = self.br() * 24;
         if kv_block > q_min { kv_block } else { q_min }
     }
@@ -314,8 +308,8 @@ impl FlashCoopTiles {
     /// Q columns staged per pass through `kv_sh` (the shader's `QCH`, which
     /// it checks with a `const_assert`): all of D when BR rows of D + 8
     /// halves fit, else the largest multiple of 16 that does.
-    pub const fn qch(self, d: u32, dv: u32, separate: bool) -> u32 {
-        let fit = (self.kv_elems(d, dv, separate) / self.br() - 8) / 16 * 16;
+    pub const fn qch(self, d: u32, dv: u32) -> u32 {
+        let fit = (self.kv_elems(d, dv) / self.br() - 8) / 16 * 16;
         if d < fit { d } else { fit }
     }
 
@@ -323,13 +317,10 @@ impl FlashCoopTiles {
     /// over cooperative-matrix fragments unrolled, so each fragment is a
     /// named variable (`// @gen NAME` markers of
     /// `shaders/attention_flash_coop.wgsl`).
-    ///
-    /// With `separate` (K and V in separate regions) the rescale step is the
-    /// subgroup's own decision, synchronised with subgroup barriers.
-    pub fn blocks(self, d: u32, dv: u32, separate: bool) -> Vec<(&'static str, String)> {
+    pub fn blocks(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
         use std::fmt::Write as _;
         let (rf, d16, dv16, bc16) = (self.rf, d / 16, dv / 16, self.bc / 16);
-        let qch = self.qch(d, dv, separate);
+        let qch = self.qch(d, dv);
         let pad = "    ";
         let mut declare = String::new();
         for f in 0..rf {
@@ -390,50 +381,35 @@ impl FlashCoopTiles {
         // O's tiles pass through the subgroup's S scratch (16 rows x BC
         // columns per fragment), bc16 tiles at a time: stored, barrier, `body`
         // on each, barrier, and with `reload` loaded back (then a barrier
-        // before the scratch is reused). `barrier`: the workgroup's, or the
-        // subgroup's where only the subgroup's scratch is involved.
-        let through_scratch =
-            |ind: &str, reload: bool, barrier: &str, body: &dyn Fn(u32, u32, &str) -> String| {
-                let mut out = String::new();
-                for f in 0..rf {
-                    for x0 in (0..dv16).step_by(bc16 as usize) {
-                        let group = x0..(x0 + bc16).min(dv16);
-                        let at =
-                            |x: u32| format!("s_base + {}u * LDS + {}u", f * 16, (x - x0) * 16);
+        // before the scratch is reused).
+        let through_scratch = |ind: &str, reload: bool, body: &dyn Fn(u32, u32, &str) -> String| {
+            let mut out = String::new();
+            for f in 0..rf {
+                for x0 in (0..dv16).step_by(bc16 as usize) {
+                    let group = x0..(x0 + bc16).min(dv16);
+                    let at = |x: u32| format!("s_base + {}u * LDS + {}u", f * 16, (x - x0) * 16);
+                    for x in group.clone() {
+                        writeln!(out, "{ind}store_c_s(o{f}_{x}, {}, LDS);", at(x)).unwrap();
+                    }
+                    writeln!(out, "{ind}workgroupBarrier();").unwrap();
+                    for x in group.clone() {
+                        writeln!(out, "{ind}{}", body(f, x, &at(x))).unwrap();
+                    }
+                    writeln!(out, "{ind}workgroupBarrier();").unwrap();
+                    if reload {
                         for x in group.clone() {
-                            writeln!(out, "{ind}store_c_s(o{f}_{x}, {}, LDS);", at(x)).unwrap();
+                            writeln!(out, "{ind}o{f}_{x} = load_c_s({}, LDS);", at(x)).unwrap();
                         }
-                        writeln!(out, "{ind}{barrier}();").unwrap();
-                        for x in group.clone() {
-                            writeln!(out, "{ind}{}", body(f, x, &at(x))).unwrap();
-                        }
-                        writeln!(out, "{ind}{barrier}();").unwrap();
-                        if reload {
-                            for x in group.clone() {
-                                writeln!(out, "{ind}o{f}_{x} = load_c_s({}, LDS);", at(x)).unwrap();
-                            }
-                            writeln!(out, "{ind}{barrier}();").unwrap();
-                        }
+                        writeln!(out, "{ind}workgroupBarrier();").unwrap();
                     }
                 }
-                out
-            };
-        let scale =
-            |f: u32, _: u32, at: &str| format!("scale_tile(lane, {at}, sub_row0 + {}u);", f * 16);
-        let rescale_step = if separate {
-            format!(
-                "        if subgroupAny(need) {{\n{}        }}\n",
-                through_scratch("            ", true, "subgroupBarrier", &scale)
-            )
-        } else {
-            workgroup_rescale(&through_scratch(
-                "            ",
-                true,
-                "workgroupBarrier",
-                &scale,
-            ))
+            }
+            out
         };
-        let store_o = through_scratch(pad, false, "workgroupBarrier", &|f, x, at| {
+        let rescale = through_scratch("            ", true, &|f, _, at| {
+            format!("scale_tile(lane, {at}, sub_row0 + {}u);", f * 16)
+        });
+        let store_o = through_scratch(pad, false, &|f, x, at| {
             format!(
                 "write_tile(lane, {at}, sub_row0 + {}u, i0, rows, o_base, {x}u);",
                 f * 16
@@ -454,7 +430,7 @@ impl FlashCoopTiles {
             for x in 0..dv16 {
                 writeln!(
                     pv,
-                    "{pad2}    let v{x} = load_b_kv(V_OFF + {}u * LDKV + {}u, LDKV);",
+                    "{pad2}    let v{x} = load_b_kv({}u * LDKV + {}u, LDKV);",
                     c * 16,
                     x * 16
                 )
@@ -469,19 +445,7 @@ impl FlashCoopTiles {
             ("declare", declare),
             ("load_q", load_q),
             ("qk", qk),
-            // Only the separate kernel may name `subgroupBarrier`: wgpu
-            // rejects the module on a device without SUBGROUP_BARRIER even
-            // where the call sits behind a false constant.
-            (
-                "sync_s",
-                if separate {
-                    "            subgroupBarrier();\n"
-                } else {
-                    ""
-                }
-                .into(),
-            ),
-            ("rescale_step", rescale_step),
+            ("rescale", rescale),
             ("pv", pv),
             ("store_o", store_o),
         ]
@@ -490,10 +454,8 @@ impl FlashCoopTiles {
     /// The emulated kernel's blocks: the same algorithm with the fragments
     /// in arrays walked by loops (unrolled, the emulated matrices, 256
     /// floats each, make a shader llvmpipe takes minutes to compile).
-    /// With `separate`, K and V in separate regions; the rescale step stays
-    /// the workgroup's (the emulated subgroups are not the hardware's).
-    pub fn blocks_looped(self, d: u32, dv: u32, separate: bool) -> Vec<(&'static str, String)> {
-        let qch = self.qch(d, dv, separate);
+    pub fn blocks_looped(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
+        let qch = self.qch(d, dv);
         let declare =
             "    var qa: array<MatA, RF * D16>;\n    var oa: array<MatC, RF * DV16>;\n".to_string();
         let mut load_q = String::new();
@@ -539,7 +501,7 @@ impl FlashCoopTiles {
             for (var f = 0u; f < RF; f++) {
                 let pf = load_a_p(p_base + f * 16u * LDP + c * 16u, LDP);
                 for (var x = 0u; x < DV16; x++) {
-                    oa[f * DV16 + x] = mma(pf, load_b_kv(V_OFF + c * 16u * LDKV + x * 16u, LDKV), oa[f * DV16 + x]);
+                    oa[f * DV16 + x] = mma(pf, load_b_kv(c * 16u * LDKV + x * 16u, LDKV), oa[f * DV16 + x]);
                 }
             }
         }
@@ -560,8 +522,7 @@ impl FlashCoopTiles {
             ("declare", declare),
             ("load_q", load_q),
             ("qk", qk),
-            ("sync_s", "            workgroupBarrier();\n".into()),
-            ("rescale_step", workgroup_rescale(&rescale)),
+            ("rescale", rescale),
             ("pv", pv),
             ("store_o", store_o),
         ]
@@ -598,25 +559,16 @@ impl FlashCoopTiles {
 
     /// The specialisation for head dims `d`, `dv` and subgroup size `sg`.
     pub fn spec(self, d: usize, dv: usize, sg: u32) -> Spec {
-        self.spec_with(d, dv, sg, false)
-    }
-
-    /// [`FlashCoopTiles::spec`], with K and V in separate regions of
-    /// workgroup memory when `separate` (the shader's `SEPARATE`; needs
-    /// [`FlashCoopTiles::workgroup_bytes_with`]).
-    pub fn spec_with(self, d: usize, dv: usize, sg: u32, separate: bool) -> Spec {
-        let (d32, dv32) = (d as u32, dv as u32);
         let mut spec = Spec::new(Kernel::AttentionFlashCoop)
             .dtype(DType::F16)
             .constant("W", self.subgroups)
             .constant("RF", self.rf)
             .constant("BC", self.bc)
             .constant("SG", sg)
-            .constant("D", d32)
-            .constant("DV", dv32)
-            .constant("SEPARATE", u32::from(separate))
-            .constant("QCH", self.qch(d32, dv32, separate));
-        for (name, text) in self.blocks(d32, dv32, separate) {
+            .constant("D", d as u32)
+            .constant("DV", dv as u32)
+            .constant("QCH", self.qch(d as u32, dv as u32));
+        for (name, text) in self.blocks(d as u32, dv as u32) {
             spec = spec.block(name, text);
         }
         spec
@@ -625,30 +577,15 @@ impl FlashCoopTiles {
     /// The emulated kernel's specialisation (matrix operations per
     /// invocation, subgroups of 16 virtual lanes; tests only).
     pub fn spec_emulated(self, d: usize, dv: usize) -> Spec {
-        self.spec_emulated_with(d, dv, false)
-    }
-
-    /// [`FlashCoopTiles::spec_emulated`] with K and V in separate regions
-    /// when `separate`.
-    pub fn spec_emulated_with(self, d: usize, dv: usize, separate: bool) -> Spec {
         let mut spec = Spec {
             kernel: Kernel::AttentionFlashCoopEmulated,
-            ..self.spec_with(d, dv, 16, separate)
+            ..self.spec(d, dv, 16)
         };
-        for (name, text) in self.blocks_looped(d as u32, dv as u32, separate) {
+        for (name, text) in self.blocks_looped(d as u32, dv as u32) {
             spec = spec.block(name, text);
         }
         spec
     }
-}
-
-/// The rescale step of the tensor-core forward on the workgroup's flag:
-/// `body` (the O tiles through the scratch, workgroup barriers) when any
-/// row of the workgroup moved its reference max, then the flag cleared.
-fn workgroup_rescale(body: &str) -> String {
-    format!(
-        "        if workgroupUniformLoad(&rescale_flag).x != 0u {{\n{body}            if tid == 0u {{\n                rescale_flag = vec4<u32>();\n            }}\n        }}\n"
-    )
 }
 
 impl fmt::Display for FlashCoopTiles {
@@ -790,10 +727,6 @@ pub fn attention_coop_specs() -> Vec<Spec> {
             for &dv in &dims {
                 if t.fits(&p, d, dv) {
                     specs.push(t.spec(d, dv, 32));
-                    if t.workgroup_bytes_with(d as u32, dv as u32, true) <= p.max_workgroup_storage
-                    {
-                        specs.push(t.spec_with(d, dv, 32, true));
-                    }
                 }
             }
         }
@@ -847,7 +780,6 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     {
         for (d, dv) in [(16, 16), (64, 64), (64, 128), (128, 64), (256, 256)] {
             specs.push(t.spec_emulated(d, dv));
-            specs.push(t.spec_emulated_with(d, dv, true));
         }
     }
     specs
@@ -1407,7 +1339,6 @@ fn permissive_profile() -> AdapterProfile {
         subgroup_max_size: 32,
         shader_f16: true,
         subgroups: true,
-        subgroup_barrier: true,
         timestamps: true,
         cooperative_matrix: false,
         coop_configs: Vec::new(),

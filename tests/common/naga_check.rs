@@ -9,11 +9,11 @@ use wgtile::kernels::Spec;
 /// `overrides`. `spirv_only`: cooperative-matrix modules, which are Vulkan-only
 /// here (naga's MSL backend offers 8x8 simdgroup matrices, its HLSL backend
 /// none; the dispatcher selects them only on adapters reporting 16x16).
-/// `subgroup_barrier`: the module may call `subgroupBarrier()` (wgpu's
-/// native-only `SUBGROUP_BARRIER`, missing on WebGPU and DX12; a kernel that
-/// names it must be built only for devices that have it). Without it the
-/// module is validated as wgpu validates it on such a device, even where the
-/// call sits behind a false constant.
+/// Validated without `subgroupBarrier()` (wgpu's native-only
+/// `SUBGROUP_BARRIER`, which wgtile does not request: missing on WebGPU and
+/// DX12): wgpu rejects a module that names it on a device without the feature
+/// even where the call sits behind a false constant, as session 7's
+/// tensor-core attention kernel did on the H200.
 /// Panics with `label` and the compiler's message on the first failure.
 pub fn check_wgsl(
     label: &str,
@@ -21,12 +21,10 @@ pub fn check_wgsl(
     entry: &str,
     overrides: &[(&str, u32)],
     spirv_only: bool,
-    subgroup_barrier: bool,
 ) {
     let module = naga::front::wgsl::parse_str(source)
         .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(source)));
-    let mut capabilities = Capabilities::all();
-    capabilities.set(Capabilities::SUBGROUP_BARRIER, subgroup_barrier);
+    let capabilities = Capabilities::all() - Capabilities::SUBGROUP_BARRIER;
     let info = Validator::new(ValidationFlags::all(), capabilities)
         .validate(&module)
         .unwrap_or_else(|e| panic!("{label}: validate: {}", e.emit_to_string(source)));
@@ -92,7 +90,6 @@ pub fn check_spec_source(label: &str, source: &str, spec: &Spec) {
         spec.kernel.entry_point(),
         &spec.overrides,
         spec.kernel.uses_cooperative_matrix(),
-        spec.consts.contains(&("SEPARATE", 1)),
     );
 }
 
