@@ -227,67 +227,144 @@ pub fn choose(
     })
 }
 
-impl Context {
-    /// A dispatch copying `batches` matrices of `src_rows x src_cols` from `src`
-    /// into `dst` as `dst_rows x dst_cols` (zero-filled or cropped).
-    pub(crate) fn pad_copy_dispatches(
-        &self,
-        src: &Tensor,
-        (src_rows, src_cols): (usize, usize),
-        dst: &Tensor,
-        (dst_rows, dst_cols): (usize, usize),
-        batches: usize,
-    ) -> Result<Vec<Dispatch>> {
-        let max = self.profile().max_workgroups_per_dim as usize;
-        // f16 into rows of whole 16-byte words: 8 halves per invocation.
-        let halves = src.dtype() == DType::F16 && dst_cols.is_multiple_of(8);
-        let (gx, gy) = if halves {
-            (dst_cols.div_ceil(256), dst_rows.div_ceil(8))
+/// One matrix copy of the padding layer: `batches` matrices of `from` (rows,
+/// columns) in `src` into `dst` as `to`, zero-filled where `to` is larger
+/// and cropped where it is smaller.
+#[derive(Clone, Copy)]
+pub(crate) struct PadCopy<'a> {
+    pub src: &'a Tensor,
+    pub from: (usize, usize),
+    pub dst: &'a Tensor,
+    pub to: (usize, usize),
+    pub batches: usize,
+}
+
+impl PadCopy<'_> {
+    /// Whether the f16 word kernel (`halves`) takes this copy: 8 halves per
+    /// invocation, destination rows of whole 16-byte words.
+    fn by_words(&self) -> bool {
+        self.src.dtype() == DType::F16 && self.to.1.is_multiple_of(8)
+    }
+
+    /// The copy's grid in x and y, or the limit it exceeds.
+    fn grid(&self, max: usize) -> Result<(u32, u32)> {
+        let (rows, cols) = self.to;
+        let (gx, gy) = if self.by_words() {
+            (cols.div_ceil(256), rows.div_ceil(8))
         } else {
-            (dst_cols.div_ceil(16), dst_rows.div_ceil(16))
+            (cols.div_ceil(16), rows.div_ceil(16))
         };
         if gx > max || gy > max {
             return Err(Error::LimitExceeded {
                 limit: "max_compute_workgroups_per_dimension",
                 requested: gx.max(gy) as u64,
                 max: max as u64,
-                what: format!("padding a {dst_rows} x {dst_cols} matrix"),
+                what: format!("padding a {rows} x {cols} matrix"),
             });
         }
-        let kernel = if halves {
-            Kernel::PadCopyHalves
-        } else {
-            Kernel::PadCopy
-        };
-        let spec = Spec::new(kernel).dtype(src.dtype());
-        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        Ok((gx as u32, gy as u32))
+    }
+}
+
+impl Context {
+    /// The dispatches of `copies`. Two f16 copies into rows of whole words
+    /// (the padding layer's A and B) share one dispatch where their batches
+    /// fit one grid; every other copy runs alone, split where its batches
+    /// pass the grid's limit.
+    pub(crate) fn pad_copy_dispatches(&self, copies: &[PadCopy<'_>]) -> Result<Vec<Dispatch>> {
+        let max = self.profile().max_workgroups_per_dim as usize;
         let mut out = Vec::new();
-        for base in (0..batches).step_by(max) {
-            let count = max.min(batches - base);
-            let params = self.uniform(&[
-                src_rows as u32,
-                src_cols as u32,
-                dst_rows as u32,
-                dst_cols as u32,
-                base as u32,
-            ]);
-            let (device, grid) = (&self.inner.device, [gx as u32, gy as u32, count as u32]);
-            out.push(if halves {
-                Dispatch::with_bindings(
-                    device,
-                    pipeline.clone(),
-                    &[(0, &params), (3, &src.buffer), (4, &dst.buffer)],
-                    grid,
-                )
-            } else {
-                Dispatch::new(
-                    device,
-                    pipeline.clone(),
-                    &[&params, &src.buffer, &dst.buffer],
-                    grid,
-                )
-            });
+        if let [a, b] = copies
+            && a.by_words()
+            && b.by_words()
+            && a.batches + b.batches <= max
+        {
+            out.push(self.pad_words_dispatch((a, 0, a.batches), Some((b, 0, b.batches)))?);
+            return Ok(out);
+        }
+        for copy in copies {
+            for base in (0..copy.batches).step_by(max) {
+                let count = max.min(copy.batches - base);
+                out.push(if copy.by_words() {
+                    self.pad_words_dispatch((copy, base, count), None)?
+                } else {
+                    self.pad_elements_dispatch(copy, base, count)?
+                });
+            }
         }
         Ok(out)
+    }
+
+    /// `halves` over matrices `base .. base + count` of `first` and, in the
+    /// same grid, of `second`.
+    fn pad_words_dispatch(
+        &self,
+        first: (&PadCopy<'_>, usize, usize),
+        second: Option<(&PadCopy<'_>, usize, usize)>,
+    ) -> Result<Dispatch> {
+        let max = self.profile().max_workgroups_per_dim as usize;
+        let (a, a_base, a_count) = first;
+        let (mut gx, mut gy) = a.grid(max)?;
+        let mut words = Vec::with_capacity(12);
+        let shape = |c: &PadCopy<'_>| [c.from.0, c.from.1, c.to.0, c.to.1].map(|v| v as u32);
+        words.extend(shape(a));
+        let (b_base, b_count) = match second {
+            Some((b, base, count)) => {
+                let (bx, by) = b.grid(max)?;
+                (gx, gy) = (gx.max(bx), gy.max(by));
+                words.extend(shape(b));
+                (base, count)
+            }
+            None => {
+                words.extend(shape(a));
+                (0, 0)
+            }
+        };
+        words.extend([a_base as u32, b_base as u32, a_count as u32, 0]);
+        let jobs = self.uniform(&words);
+        let spec = Spec::new(Kernel::PadCopyHalves).dtype(DType::F16);
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let (b_src, b_dst) = match second {
+            Some((b, ..)) => (&*b.src.buffer, &*b.dst.buffer),
+            None => (&self.inner.dummy, &self.inner.dummy_rw),
+        };
+        Ok(Dispatch::with_bindings(
+            &self.inner.device,
+            pipeline,
+            &[
+                (5, &jobs),
+                (3, &*a.src.buffer),
+                (4, &*a.dst.buffer),
+                (6, b_src),
+                (7, b_dst),
+            ],
+            [gx, gy, (a_count + b_count) as u32],
+        ))
+    }
+
+    /// `main` (one invocation per element) over matrices `base .. base +
+    /// count` of `copy`.
+    fn pad_elements_dispatch(
+        &self,
+        copy: &PadCopy<'_>,
+        base: usize,
+        count: usize,
+    ) -> Result<Dispatch> {
+        let (gx, gy) = copy.grid(self.profile().max_workgroups_per_dim as usize)?;
+        let params = self.uniform(&[
+            copy.from.0 as u32,
+            copy.from.1 as u32,
+            copy.to.0 as u32,
+            copy.to.1 as u32,
+            base as u32,
+        ]);
+        let spec = Spec::new(Kernel::PadCopy).dtype(copy.src.dtype());
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        Ok(Dispatch::new(
+            &self.inner.device,
+            pipeline,
+            &[&params, &copy.src.buffer, &copy.dst.buffer],
+            [gx, gy, count as u32],
+        ))
     }
 }

@@ -390,8 +390,13 @@ impl Context {
         let out = self.alloc(t.shape(), t.dtype(), "wgtile contiguous")?;
         let last = last_dim(t.shape());
         let rows = t.numel() / last.max(1);
-        let dispatches =
-            self.pad_copy_dispatches(t, (rows, t.row_stride), &out, (rows, last), 1)?;
+        let dispatches = self.pad_copy_dispatches(&[crate::pad::PadCopy {
+            src: t,
+            from: (rows, t.row_stride),
+            dst: &out,
+            to: (rows, last),
+            batches: 1,
+        }])?;
         self.run_dispatches("contiguous", &dispatches)?;
         Ok(out)
     }

@@ -260,3 +260,29 @@ fn plan_stages_run_in_order_equal_the_plan() {
         common::matmul_tolerance(DType::F32, k, want[i], mag[i])
     });
 }
+
+#[test]
+fn f16_operands_padded_in_one_dispatch() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        return;
+    }
+    // A and B both padded (K 61, N 53), once with A batched: the two copies
+    // share one dispatch, then the kernel (and the crop of C where the kernel
+    // needs aligned rows). padded_equals_unpadded_on_awkward_shapes checks
+    // these shapes' values.
+    for (a_shape, b_shape) in [
+        (&[37usize, 61][..], &[61usize, 53][..]),
+        (&[3, 37, 61], &[61, 53]),
+    ] {
+        let a = ctx.full(a_shape, 1.0, DType::F16).unwrap();
+        let b = ctx.full(b_shape, 1.0, DType::F16).unwrap();
+        let plan = ctx
+            .matmul_plan(&a, &b, None, &MatmulOptions::with_padding(Padding::Always))
+            .unwrap();
+        let label = plan.label();
+        assert!(label.contains("padded to K = 64, N = 56"), "{label}");
+        let crop = usize::from(label.contains("(cropped)"));
+        assert_eq!(plan.dispatch_count(), 2 + crop, "{label}");
+    }
+}

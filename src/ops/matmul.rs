@@ -8,7 +8,7 @@ use crate::context::{AdapterProfile, Context};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::pad::PadChoice;
+use crate::pad::{PadChoice, PadCopy};
 use crate::plan::Plan;
 use crate::tensor::{MAX_RANK, Tensor};
 use crate::timing::TimingOptions;
@@ -1268,28 +1268,40 @@ impl Context {
             d[len - 1] = c;
             d
         };
-        let mut scratch = Vec::new();
-        let mut dispatches = Vec::new();
         // A with rows of kp elements, B with rows of np (zero-filled past the
-        // logical end), only where the row is not aligned already.
-        let a_buf = if kp != k {
-            let a_pad = self.alloc(&with_last_two(&a_dims, m, kp), dtype, "wgtile pad A")?;
+        // logical end), only where the row is not aligned already; both
+        // copies in one dispatch where they can share it.
+        let a_pad = (kp != k)
+            .then(|| self.alloc(&with_last_two(&a_dims, m, kp), dtype, "wgtile pad A"))
+            .transpose()?;
+        let b_pad = (np != n)
+            .then(|| self.alloc(&with_last_two(&b_dims, k, np), dtype, "wgtile pad B"))
+            .transpose()?;
+        let mut copies = Vec::new();
+        if let Some(a_pad) = &a_pad {
             u32_of(a_pad.numel(), "padded matmul operand A")?;
-            dispatches.extend(self.pad_copy_dispatches(a, (m, k), &a_pad, (m, kp), a_batch)?);
-            scratch.push(a_pad);
-            scratch.last().expect("pushed").buffer.clone()
-        } else {
-            a.buffer.clone()
-        };
-        let b_buf = if np != n {
-            let b_pad = self.alloc(&with_last_two(&b_dims, k, np), dtype, "wgtile pad B")?;
+            copies.push(PadCopy {
+                src: a,
+                from: (m, k),
+                dst: a_pad,
+                to: (m, kp),
+                batches: a_batch,
+            });
+        }
+        if let Some(b_pad) = &b_pad {
             u32_of(b_pad.numel(), "padded matmul operand B")?;
-            dispatches.extend(self.pad_copy_dispatches(b, (k, n), &b_pad, (k, np), b_batch)?);
-            scratch.push(b_pad);
-            scratch.last().expect("pushed").buffer.clone()
-        } else {
-            b.buffer.clone()
-        };
+            copies.push(PadCopy {
+                src: b,
+                from: (k, n),
+                dst: b_pad,
+                to: (k, np),
+                batches: b_batch,
+            });
+        }
+        let mut dispatches = self.pad_copy_dispatches(&copies)?;
+        let a_buf = a_pad.as_ref().map_or(&a.buffer, |t| &t.buffer).clone();
+        let b_buf = b_pad.as_ref().map_or(&b.buffer, |t| &t.buffer).clone();
+        let mut scratch: Vec<Tensor> = a_pad.into_iter().chain(b_pad).collect();
         // The kernel's logical N: rounded up when its stores need aligned rows
         // (the padded B columns are zero, and so are those columns of C).
         // With the last-row split it runs rows 0 .. M - 1 of C (A's rows
@@ -1319,13 +1331,13 @@ impl Context {
             &mut scratch,
         )?);
         if let Some(c_pad) = c_pad {
-            dispatches.extend(self.pad_copy_dispatches(
-                &c_pad,
-                (kernel_m, np),
-                &plan.output,
-                (kernel_m, n),
+            dispatches.extend(self.pad_copy_dispatches(&[PadCopy {
+                src: &c_pad,
+                from: (kernel_m, np),
+                dst: &plan.output,
+                to: (kernel_m, n),
                 batches,
-            )?);
+            }])?);
             scratch.push(c_pad);
         }
         if pad.fringe_row {
