@@ -29,10 +29,7 @@
 //   16 rows per step (16 loads in flight per invocation) first, then 8-row
 //   steps and single rows for the tail. H200 (session 7, two rounds): f16
 //   4096 x 4096 2610 / 2619 GB/s against 2531 / 2534 with 8-row steps
-//   only, the other shapes within 1%. The 16-row steps are
-//   software-pipelined (the next step's loads issued before this step's
-//   multiply-adds): at 4096 rows each invocation makes only 4 steps, and
-//   without it each step waits a whole memory latency.
+//   only, the other shapes within 1%.
 // - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
@@ -229,14 +226,6 @@ fn word_hi(w: vec4<u32>) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
 }
 
-// Row x * word w into a word's accumulators (columns 0..3 and, for f16, 4..7).
-fn add_word(lo: ptr<function, vec4<f32>>, hi: ptr<function, vec4<f32>>, x: f32, w: vec4<u32>) {
-    *lo = fma(vec4(x), word_lo(w), *lo);
-    if WIDE_HALF == 1u {
-        *hi = fma(vec4(x), word_hi(w), *hi);
-    }
-}
-
 var<workgroup> wide_lo: array<vec4<f32>, 256>;
 var<workgroup> wide_hi: array<vec4<f32>, 256>;
 
@@ -260,143 +249,75 @@ fn vecmat_wide(
         let b = offs.z / cw + wc;
         var kk = lid.y;
         let step = WIDE_SLICES;
-        // 16 rows per step, software-pipelined: the next step's 16 words
-        // and x values are loaded before this step's multiply-adds, so up
-        // to 32 loads per invocation are in flight and no step waits
-        // a whole memory latency (x stays Elem until it is used: a
-        // conversion right after a load would wait for it).
-        if kk + 15u * step < k {
-            var w0 = rhs4[b + kk * ldw];
-            var w1 = rhs4[b + (kk + step) * ldw];
-            var w2 = rhs4[b + (kk + 2u * step) * ldw];
-            var w3 = rhs4[b + (kk + 3u * step) * ldw];
-            var w4 = rhs4[b + (kk + 4u * step) * ldw];
-            var w5 = rhs4[b + (kk + 5u * step) * ldw];
-            var w6 = rhs4[b + (kk + 6u * step) * ldw];
-            var w7 = rhs4[b + (kk + 7u * step) * ldw];
-            var w8 = rhs4[b + (kk + 8u * step) * ldw];
-            var w9 = rhs4[b + (kk + 9u * step) * ldw];
-            var w10 = rhs4[b + (kk + 10u * step) * ldw];
-            var w11 = rhs4[b + (kk + 11u * step) * ldw];
-            var w12 = rhs4[b + (kk + 12u * step) * ldw];
-            var w13 = rhs4[b + (kk + 13u * step) * ldw];
-            var w14 = rhs4[b + (kk + 14u * step) * ldw];
-            var w15 = rhs4[b + (kk + 15u * step) * ldw];
-            var x0 = lhs[x + kk];
-            var x1 = lhs[x + kk + step];
-            var x2 = lhs[x + kk + 2u * step];
-            var x3 = lhs[x + kk + 3u * step];
-            var x4 = lhs[x + kk + 4u * step];
-            var x5 = lhs[x + kk + 5u * step];
-            var x6 = lhs[x + kk + 6u * step];
-            var x7 = lhs[x + kk + 7u * step];
-            var x8 = lhs[x + kk + 8u * step];
-            var x9 = lhs[x + kk + 9u * step];
-            var x10 = lhs[x + kk + 10u * step];
-            var x11 = lhs[x + kk + 11u * step];
-            var x12 = lhs[x + kk + 12u * step];
-            var x13 = lhs[x + kk + 13u * step];
-            var x14 = lhs[x + kk + 14u * step];
-            var x15 = lhs[x + kk + 15u * step];
-            kk += 16u * step;
-            for (; kk + 15u * step < k; kk += 16u * step) {
-                let n0 = rhs4[b + kk * ldw];
-                let n1 = rhs4[b + (kk + step) * ldw];
-                let n2 = rhs4[b + (kk + 2u * step) * ldw];
-                let n3 = rhs4[b + (kk + 3u * step) * ldw];
-                let n4 = rhs4[b + (kk + 4u * step) * ldw];
-                let n5 = rhs4[b + (kk + 5u * step) * ldw];
-                let n6 = rhs4[b + (kk + 6u * step) * ldw];
-                let n7 = rhs4[b + (kk + 7u * step) * ldw];
-                let n8 = rhs4[b + (kk + 8u * step) * ldw];
-                let n9 = rhs4[b + (kk + 9u * step) * ldw];
-                let n10 = rhs4[b + (kk + 10u * step) * ldw];
-                let n11 = rhs4[b + (kk + 11u * step) * ldw];
-                let n12 = rhs4[b + (kk + 12u * step) * ldw];
-                let n13 = rhs4[b + (kk + 13u * step) * ldw];
-                let n14 = rhs4[b + (kk + 14u * step) * ldw];
-                let n15 = rhs4[b + (kk + 15u * step) * ldw];
-                let y0 = lhs[x + kk];
-                let y1 = lhs[x + kk + step];
-                let y2 = lhs[x + kk + 2u * step];
-                let y3 = lhs[x + kk + 3u * step];
-                let y4 = lhs[x + kk + 4u * step];
-                let y5 = lhs[x + kk + 5u * step];
-                let y6 = lhs[x + kk + 6u * step];
-                let y7 = lhs[x + kk + 7u * step];
-                let y8 = lhs[x + kk + 8u * step];
-                let y9 = lhs[x + kk + 9u * step];
-                let y10 = lhs[x + kk + 10u * step];
-                let y11 = lhs[x + kk + 11u * step];
-                let y12 = lhs[x + kk + 12u * step];
-                let y13 = lhs[x + kk + 13u * step];
-                let y14 = lhs[x + kk + 14u * step];
-                let y15 = lhs[x + kk + 15u * step];
-                add_word(&lo, &hi, f32(x0), w0);
-                add_word(&lo, &hi, f32(x1), w1);
-                add_word(&lo, &hi, f32(x2), w2);
-                add_word(&lo, &hi, f32(x3), w3);
-                add_word(&lo, &hi, f32(x4), w4);
-                add_word(&lo, &hi, f32(x5), w5);
-                add_word(&lo, &hi, f32(x6), w6);
-                add_word(&lo, &hi, f32(x7), w7);
-                add_word(&lo, &hi, f32(x8), w8);
-                add_word(&lo, &hi, f32(x9), w9);
-                add_word(&lo, &hi, f32(x10), w10);
-                add_word(&lo, &hi, f32(x11), w11);
-                add_word(&lo, &hi, f32(x12), w12);
-                add_word(&lo, &hi, f32(x13), w13);
-                add_word(&lo, &hi, f32(x14), w14);
-                add_word(&lo, &hi, f32(x15), w15);
-                w0 = n0;
-                w1 = n1;
-                w2 = n2;
-                w3 = n3;
-                w4 = n4;
-                w5 = n5;
-                w6 = n6;
-                w7 = n7;
-                w8 = n8;
-                w9 = n9;
-                w10 = n10;
-                w11 = n11;
-                w12 = n12;
-                w13 = n13;
-                w14 = n14;
-                w15 = n15;
-                x0 = y0;
-                x1 = y1;
-                x2 = y2;
-                x3 = y3;
-                x4 = y4;
-                x5 = y5;
-                x6 = y6;
-                x7 = y7;
-                x8 = y8;
-                x9 = y9;
-                x10 = y10;
-                x11 = y11;
-                x12 = y12;
-                x13 = y13;
-                x14 = y14;
-                x15 = y15;
+        // 16 rows per step first (twice the loads in flight).
+        for (; kk + 15u * step < k; kk += 16u * step) {
+            // Every load first, then the arithmetic.
+            let w0 = rhs4[b + kk * ldw];
+            let w1 = rhs4[b + (kk + step) * ldw];
+            let w2 = rhs4[b + (kk + 2u * step) * ldw];
+            let w3 = rhs4[b + (kk + 3u * step) * ldw];
+            let w4 = rhs4[b + (kk + 4u * step) * ldw];
+            let w5 = rhs4[b + (kk + 5u * step) * ldw];
+            let w6 = rhs4[b + (kk + 6u * step) * ldw];
+            let w7 = rhs4[b + (kk + 7u * step) * ldw];
+            let w8 = rhs4[b + (kk + 8u * step) * ldw];
+            let w9 = rhs4[b + (kk + 9u * step) * ldw];
+            let w10 = rhs4[b + (kk + 10u * step) * ldw];
+            let w11 = rhs4[b + (kk + 11u * step) * ldw];
+            let w12 = rhs4[b + (kk + 12u * step) * ldw];
+            let w13 = rhs4[b + (kk + 13u * step) * ldw];
+            let w14 = rhs4[b + (kk + 14u * step) * ldw];
+            let w15 = rhs4[b + (kk + 15u * step) * ldw];
+            let x0 = f32(lhs[x + kk]);
+            let x1 = f32(lhs[x + kk + step]);
+            let x2 = f32(lhs[x + kk + 2u * step]);
+            let x3 = f32(lhs[x + kk + 3u * step]);
+            let x4 = f32(lhs[x + kk + 4u * step]);
+            let x5 = f32(lhs[x + kk + 5u * step]);
+            let x6 = f32(lhs[x + kk + 6u * step]);
+            let x7 = f32(lhs[x + kk + 7u * step]);
+            let x8 = f32(lhs[x + kk + 8u * step]);
+            let x9 = f32(lhs[x + kk + 9u * step]);
+            let x10 = f32(lhs[x + kk + 10u * step]);
+            let x11 = f32(lhs[x + kk + 11u * step]);
+            let x12 = f32(lhs[x + kk + 12u * step]);
+            let x13 = f32(lhs[x + kk + 13u * step]);
+            let x14 = f32(lhs[x + kk + 14u * step]);
+            let x15 = f32(lhs[x + kk + 15u * step]);
+            lo = fma(vec4(x0), word_lo(w0), lo);
+            lo = fma(vec4(x1), word_lo(w1), lo);
+            lo = fma(vec4(x2), word_lo(w2), lo);
+            lo = fma(vec4(x3), word_lo(w3), lo);
+            lo = fma(vec4(x4), word_lo(w4), lo);
+            lo = fma(vec4(x5), word_lo(w5), lo);
+            lo = fma(vec4(x6), word_lo(w6), lo);
+            lo = fma(vec4(x7), word_lo(w7), lo);
+            lo = fma(vec4(x8), word_lo(w8), lo);
+            lo = fma(vec4(x9), word_lo(w9), lo);
+            lo = fma(vec4(x10), word_lo(w10), lo);
+            lo = fma(vec4(x11), word_lo(w11), lo);
+            lo = fma(vec4(x12), word_lo(w12), lo);
+            lo = fma(vec4(x13), word_lo(w13), lo);
+            lo = fma(vec4(x14), word_lo(w14), lo);
+            lo = fma(vec4(x15), word_lo(w15), lo);
+            if WIDE_HALF == 1u {
+                hi = fma(vec4(x0), word_hi(w0), hi);
+                hi = fma(vec4(x1), word_hi(w1), hi);
+                hi = fma(vec4(x2), word_hi(w2), hi);
+                hi = fma(vec4(x3), word_hi(w3), hi);
+                hi = fma(vec4(x4), word_hi(w4), hi);
+                hi = fma(vec4(x5), word_hi(w5), hi);
+                hi = fma(vec4(x6), word_hi(w6), hi);
+                hi = fma(vec4(x7), word_hi(w7), hi);
+                hi = fma(vec4(x8), word_hi(w8), hi);
+                hi = fma(vec4(x9), word_hi(w9), hi);
+                hi = fma(vec4(x10), word_hi(w10), hi);
+                hi = fma(vec4(x11), word_hi(w11), hi);
+                hi = fma(vec4(x12), word_hi(w12), hi);
+                hi = fma(vec4(x13), word_hi(w13), hi);
+                hi = fma(vec4(x14), word_hi(w14), hi);
+                hi = fma(vec4(x15), word_hi(w15), hi);
             }
-            add_word(&lo, &hi, f32(x0), w0);
-            add_word(&lo, &hi, f32(x1), w1);
-            add_word(&lo, &hi, f32(x2), w2);
-            add_word(&lo, &hi, f32(x3), w3);
-            add_word(&lo, &hi, f32(x4), w4);
-            add_word(&lo, &hi, f32(x5), w5);
-            add_word(&lo, &hi, f32(x6), w6);
-            add_word(&lo, &hi, f32(x7), w7);
-            add_word(&lo, &hi, f32(x8), w8);
-            add_word(&lo, &hi, f32(x9), w9);
-            add_word(&lo, &hi, f32(x10), w10);
-            add_word(&lo, &hi, f32(x11), w11);
-            add_word(&lo, &hi, f32(x12), w12);
-            add_word(&lo, &hi, f32(x13), w13);
-            add_word(&lo, &hi, f32(x14), w14);
-            add_word(&lo, &hi, f32(x15), w15);
         }
         for (; kk + 7u * step < k; kk += 8u * step) {
             // Every load first, then the arithmetic.
@@ -416,19 +337,32 @@ fn vecmat_wide(
             let x5 = f32(lhs[x + kk + 5u * step]);
             let x6 = f32(lhs[x + kk + 6u * step]);
             let x7 = f32(lhs[x + kk + 7u * step]);
-            add_word(&lo, &hi, x0, w0);
-            add_word(&lo, &hi, x1, w1);
-            add_word(&lo, &hi, x2, w2);
-            add_word(&lo, &hi, x3, w3);
-            add_word(&lo, &hi, x4, w4);
-            add_word(&lo, &hi, x5, w5);
-            add_word(&lo, &hi, x6, w6);
-            add_word(&lo, &hi, x7, w7);
+            lo = fma(vec4(x0), word_lo(w0), lo);
+            lo = fma(vec4(x1), word_lo(w1), lo);
+            lo = fma(vec4(x2), word_lo(w2), lo);
+            lo = fma(vec4(x3), word_lo(w3), lo);
+            lo = fma(vec4(x4), word_lo(w4), lo);
+            lo = fma(vec4(x5), word_lo(w5), lo);
+            lo = fma(vec4(x6), word_lo(w6), lo);
+            lo = fma(vec4(x7), word_lo(w7), lo);
+            if WIDE_HALF == 1u {
+                hi = fma(vec4(x0), word_hi(w0), hi);
+                hi = fma(vec4(x1), word_hi(w1), hi);
+                hi = fma(vec4(x2), word_hi(w2), hi);
+                hi = fma(vec4(x3), word_hi(w3), hi);
+                hi = fma(vec4(x4), word_hi(w4), hi);
+                hi = fma(vec4(x5), word_hi(w5), hi);
+                hi = fma(vec4(x6), word_hi(w6), hi);
+                hi = fma(vec4(x7), word_hi(w7), hi);
+            }
         }
         for (; kk < k; kk += step) {
             let w0 = rhs4[b + kk * ldw];
             let x0 = f32(lhs[x + kk]);
-            add_word(&lo, &hi, x0, w0);
+            lo = fma(vec4(x0), word_lo(w0), lo);
+            if WIDE_HALF == 1u {
+                hi = fma(vec4(x0), word_hi(w0), hi);
+            }
         }
     }
     // Tree over the 64 slices of each word.
