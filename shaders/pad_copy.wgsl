@@ -22,12 +22,13 @@
 //   funnel-shifted; halves past the source row are zeroed. Pure bit moves:
 //   no f16 arithmetic, any f16 pattern (NaN payloads included) is copied as
 //   it is.
-//   Two copies in one dispatch (the padding layer's A and B: one launch and
-//   one drain instead of two, and twice the bytes in flight for small
-//   matrices): workgroups z < jobs[2].z copy job 0 (bindings 3, 4), the
-//   rest job 1 (bindings 6, 7); a single copy binds placeholders for job 1
-//   and launches none of its workgroups. The branch on the job is uniform
-//   per workgroup.
+//   Two copies in one dispatch (the padding layer's A and B): workgroups
+//   z < jobs[2].z copy job 0 (bindings 3, 4), the rest job 1 (bindings 6,
+//   7); a single copy binds placeholders for job 1 and launches none of its
+//   workgroups. The branch on the job is uniform per workgroup. H200
+//   (session 8): 4097 38.7 us against 21.9 + 22.0 timed alone, but whole
+//   plans gain only 0-5 us: wgpu puts no barrier between two copies into
+//   different buffers, so they already overlapped.
 //   Grid: (ceil(max dst_cols / 256), ceil(max dst_rows / 8), batches of job 0
 //   + batches of job 1); each job checks its own shape.
 
