@@ -34,6 +34,8 @@
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
 //   addresses), keep 4 accumulators, and reduce through workgroup memory.
+//   x is read through B's row stride (a padded [K, 1], or one column of a
+//   wider B).
 // Batching: z = batch_base + workgroup z splits into (z / batch_inner,
 //   z % batch_inner) with a stride per batch dimension for each operand, as
 //   in the other matmul kernels. `lhs` is A (or x for vecmat), `rhs` is B (or
@@ -425,15 +427,19 @@ fn matvec(
     if row < m {
         let a = offs.y + row * params.a_row_stride;
         let x = offs.z;
+        // x's elements are B's rows: 1 apart when B is a dense [K, 1], a
+        // pitch apart for a column of a wider B (the padding layer's last
+        // column).
+        let xs = params.b_row_stride;
         var kk = lid.x;
         for (; kk + 192u < k; kk += 256u) {
-            acc0 = fma(f32(lhs[a + kk]), f32(rhs[x + kk]), acc0);
-            acc1 = fma(f32(lhs[a + kk + 64u]), f32(rhs[x + kk + 64u]), acc1);
-            acc2 = fma(f32(lhs[a + kk + 128u]), f32(rhs[x + kk + 128u]), acc2);
-            acc3 = fma(f32(lhs[a + kk + 192u]), f32(rhs[x + kk + 192u]), acc3);
+            acc0 = fma(f32(lhs[a + kk]), f32(rhs[x + kk * xs]), acc0);
+            acc1 = fma(f32(lhs[a + kk + 64u]), f32(rhs[x + (kk + 64u) * xs]), acc1);
+            acc2 = fma(f32(lhs[a + kk + 128u]), f32(rhs[x + (kk + 128u) * xs]), acc2);
+            acc3 = fma(f32(lhs[a + kk + 192u]), f32(rhs[x + (kk + 192u) * xs]), acc3);
         }
         for (; kk < k; kk += 64u) {
-            acc0 = fma(f32(lhs[a + kk]), f32(rhs[x + kk]), acc0);
+            acc0 = fma(f32(lhs[a + kk]), f32(rhs[x + kk * xs]), acc0);
         }
     }
     let slot = lid.y * 64u + lid.x;

@@ -167,8 +167,10 @@ fn matmul_reads_padded_operands_in_place() {
         // The vocabulary case at lavapipe size: a row times a 1031-wide layer.
         check(&ctx, (&[1, 130], 1), (&[130, 1031], 8), dtype, seed + 4);
         check(&ctx, (&[1, 130], 1), (&[130, 1030], 8), dtype, seed + 5);
-        // Matrix times vector with A padded.
+        // Matrix times vector with A padded, and with B a padded [K, 1]
+        // (the vector read through its pitch).
         check(&ctx, (&[29, 257], 16), (&[257], 1), dtype, seed + 6);
+        check(&ctx, (&[29, 257], 1), (&[257, 1], 8), dtype, seed + 7);
         // Batched A, broadcast padded B.
         check(&ctx, (&[3, 19, 45], 8), (&[45, 33], 8), dtype, seed + 8);
         // K longer than the split-K chunks, with a ragged tail.

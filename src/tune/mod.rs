@@ -449,8 +449,8 @@ impl MatmulKernel {
             // Row-major or transposed operands, any M, N, K.
             MatmulKernel::Coop { .. } => dtype == DType::F16,
             MatmulKernel::Gemv => {
-                // matvec reads the vector B as contiguous.
-                (m == 1 || (n == 1 && layout.b_pitch == 1)) && !layout.transposed()
+                // matvec reads the vector B through its row pitch.
+                (m == 1 || n == 1) && !layout.transposed()
             }
             MatmulKernel::SplitK { vec4, splits, .. } => splits >= 2 && (!vec4 || layout.vec4(n)),
             // The vec4 variant reads row-major operands only.
