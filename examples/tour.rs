@@ -12,8 +12,9 @@
 //!    what the library runs by itself (dispatcher, autotuner, padding layer);
 //! 3. low precision: f32 vs f16 inputs with f32 accumulation, on CUDA-core
 //!    style kernels and on tensor cores (cooperative matrices) where present;
-//! 4. alignment, padding and wave quantisation: N = 1792 against 1793 (128 vs
-//!    129 on a CPU adapter), raw and through the padding layer;
+//! 4. alignment, padding and wave quantisation: N = 1792 against 1793 and
+//!    4096 against 4097 (128 vs 129 on a CPU adapter), raw and through the
+//!    padding layer;
 //! 5. the memory-bound corner: GEMV in GB/s;
 //! 6. fusion: the lecture's `sin(x)^2 + cos(x)^2` as one kernel against five,
 //!    bytes moved and time, next to the copy bandwidth;
@@ -310,10 +311,12 @@ fn measure(
 
 fn padding_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let profile = ctx.profile();
-    let base = if args.quick || profile.is_cpu() {
-        128
+    // Around a tile boundary: 128 on a CPU adapter; on a GPU the lecture's
+    // 1792 and 4096 (where the last row and column go apart).
+    let sizes: &[usize] = if args.quick || profile.is_cpu() {
+        &[128, 129]
     } else {
-        1792
+        &[1792, 1793, 4096, 4097]
     };
     println!(
         "A size one past a multiple of the tile needs a whole extra row and column\n\
@@ -329,7 +332,7 @@ fn padding_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error:
     };
     for dtype in dtypes {
         println!("\n{dtype}:");
-        for n in [base, base + 1] {
+        for &n in sizes {
             let (a, ha) = random_matrix(ctx, n, 5, dtype)?;
             let (b, hb) = random_matrix(ctx, n, 6, dtype)?;
             println!("  n = {n}: {}", ctx.explain_matmul(dtype, n, n, n, 1));

@@ -46,8 +46,9 @@ pub fn stored_transposed(
     }
 }
 
-/// Largest |C - A B| over all outputs (small n) or an even spread of outputs,
-/// against f64 dot products.
+/// Largest |C - A B| over all outputs (small n) or an even spread of outputs
+/// plus the whole last row and column (where the padding layer's split
+/// fringe lands), against f64 dot products.
 pub fn max_error(a: &[f32], b: &[f32], c: &[f32], n: usize) -> f64 {
     let total = n * n;
     let step = total.div_ceil(CHECKED_OUTPUTS).max(1);
@@ -57,8 +58,10 @@ pub fn max_error(a: &[f32], b: &[f32], c: &[f32], n: usize) -> f64 {
     } else {
         step
     };
+    let last_row = (n - 1) * n..total;
+    let last_col = (0..n).map(|i| i * n + n - 1);
     let mut worst = 0.0f64;
-    for idx in (0..total).step_by(step) {
+    for idx in (0..total).step_by(step).chain(last_row).chain(last_col) {
         let (i, j) = (idx / n, idx % n);
         let reference: f64 = (0..n)
             .map(|p| f64::from(a[i * n + p]) * f64::from(b[p * n + j]))
