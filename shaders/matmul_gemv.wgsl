@@ -34,8 +34,7 @@
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
 //   addresses), keep 4 accumulators, and reduce through workgroup memory.
-//   x is read through B's row stride (a padded [K, 1], or one column of a
-//   wider B).
+//   x is read through B's row stride (a [K, 1] tensor with padded rows).
 // Batching: z = batch_base + workgroup z splits into (z / batch_inner,
 //   z % batch_inner) with a stride per batch dimension for each operand, as
 //   in the other matmul kernels. `lhs` is A (or x for vecmat), `rhs` is B (or
@@ -428,8 +427,7 @@ fn matvec(
         let a = offs.y + row * params.a_row_stride;
         let x = offs.z;
         // x's elements are B's rows: 1 apart when B is a dense [K, 1], a
-        // pitch apart for a column of a wider B (the padding layer's last
-        // column).
+        // pitch apart when its rows are padded.
         let xs = params.b_row_stride;
         var kk = lid.x;
         for (; kk + 192u < k; kk += 256u) {

@@ -8,13 +8,6 @@
 // Workgroup: 16 x 16. Grid: (ceil(dst_cols / 16), ceil(dst_rows / 16), batches).
 // Batching: matrix z = batch_base + workgroup z; source and destination are
 //   dense batches of their own shapes.
-// Entry `fringe` (the padding layer's split fringe, see src/pad.rs): the
-//   last row and/or last column of C, computed apart into scratch by GEMVs
-//   (each the second of a [2, ..] batch, so the first half is unused),
-//   copied into place: invocation i < N copies row scratch element Np + i
-//   into C's last row (when row_on), invocation N + r (r < col_rows)
-//   copies column scratch element M + r into C[r, N - 1]. Workgroup 256,
-//   grid ceil((N + col_rows) / 256).
 // Types: Elem is f32 or f16 (text-specialised).
 //
 // Entry `halves` (f16, destination rows a multiple of 8 halves, the padding
@@ -168,33 +161,5 @@ fn halves(
         dst_words_b[at] = out;
     } else {
         dst_words[at] = out;
-    }
-}
-
-struct Fringe {
-    m: u32,
-    n: u32,
-    np: u32,
-    col_rows: u32,
-    row_on: u32,
-}
-
-@group(0) @binding(8) var<uniform> fringe_params: Fringe;
-@group(0) @binding(9) var<storage, read> fringe_row: array<Elem>;
-@group(0) @binding(10) var<storage, read> fringe_col: array<Elem>;
-
-@compute @workgroup_size(256, 1, 1)
-fn fringe(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let f = fringe_params;
-    let i = gid.x;
-    if i < f.n {
-        if f.row_on == 1u {
-            dst[(f.m - 1u) * f.n + i] = fringe_row[f.np + i];
-        }
-        return;
-    }
-    let r = i - f.n;
-    if r < f.col_rows {
-        dst[r * f.n + f.n - 1u] = fringe_col[f.m + r];
     }
 }

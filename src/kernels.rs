@@ -47,9 +47,6 @@ pub enum Kernel {
     /// The same for f16 into rows of a multiple of 8 halves, 16 bytes per
     /// invocation (the padding layer's A and B).
     PadCopyHalves,
-    /// The padding layer's split fringe (last row and/or column of C,
-    /// computed apart into scratch) copied into C.
-    PadFringe,
     /// M = 1 matmul (vector times matrix), K split over workgroups into f32 partials.
     GemvVecmat,
     /// The same reading B two adjacent columns at a time (N and B's row and
@@ -171,7 +168,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 48] = [
+    pub const ALL: [Kernel; 47] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -182,7 +179,6 @@ impl Kernel {
         Kernel::MatmulCoop,
         Kernel::PadCopy,
         Kernel::PadCopyHalves,
-        Kernel::PadFringe,
         Kernel::GemvVecmat,
         Kernel::GemvVecmatPairs,
         Kernel::GemvVecmatWide,
@@ -273,9 +269,7 @@ impl Kernel {
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
-            Kernel::PadCopy | Kernel::PadCopyHalves | Kernel::PadFringe => {
-                &[include_str!("../shaders/pad_copy.wgsl")]
-            }
+            Kernel::PadCopy | Kernel::PadCopyHalves => &[include_str!("../shaders/pad_copy.wgsl")],
             Kernel::GemvVecmat
             | Kernel::GemvVecmatPairs
             | Kernel::GemvVecmatWide
@@ -427,7 +421,6 @@ impl Kernel {
             Kernel::MatmulCoop => "matmul_coop",
             Kernel::PadCopy => "pad_copy",
             Kernel::PadCopyHalves => "pad_copy.halves",
-            Kernel::PadFringe => "pad_copy.fringe",
             Kernel::GemvVecmat => "matmul_gemv.vecmat",
             Kernel::GemvVecmatPairs => "matmul_gemv.vecmat_pairs",
             Kernel::GemvVecmatWide => "matmul_gemv.vecmat_wide",
@@ -473,7 +466,6 @@ impl Kernel {
         match self {
             Kernel::FillRandom => "random",
             Kernel::PadCopyHalves => "halves",
-            Kernel::PadFringe => "fringe",
             Kernel::GemvVecmat => "vecmat",
             Kernel::GemvVecmatPairs => "vecmat_pairs",
             Kernel::GemvVecmatWide => "vecmat_wide",

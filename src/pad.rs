@@ -103,9 +103,6 @@ pub struct PadChoice {
     /// The last row of C comes from a GEMV and the kernel runs the other
     /// M - 1 rows (see [`fringe_row_split`]).
     pub fringe_row: bool,
-    /// The last column of C comes from a matrix-vector product and the
-    /// kernel's last block column is not launched (see [`fringe_col_split`]).
-    pub fringe_col: bool,
 }
 
 /// Whether the padding layer computes the last row of C apart: one
@@ -116,7 +113,12 @@ pub struct PadChoice {
 /// 4096 rows take 528, four whole waves, and the lone row is a GEMV over B
 /// (reading B once, memory-bound) that reads A's last row in place and
 /// writes C's. H200 (session 7): 4097 f16 at 0.87x of 4096, against 0.75x
-/// without the split.
+/// without the split. The same for the last column (session 8: the
+/// kernel's last block column left out, a matrix-vector product over B's
+/// column and both fringes written to scratch so they could overlap the
+/// kernel) lost: 4097 667 us against 639, 1793 85 against 78. The kernel
+/// on 512 workgroups took as long as on 528 (3.88 and 4 waves are both four
+/// rounds), and the strided matrix-vector product took 51 us.
 pub fn fringe_row_split(
     p: &AdapterProfile,
     kernel: MatmulKernel,
@@ -133,24 +135,6 @@ pub fn fringe_row_split(
     m > bm as usize && m % bm as usize == 1 && waves(m - 1) < waves(m)
 }
 
-/// Whether the padding layer computes the last column of C apart: one
-/// matrix, the tensor-core kernel, N one past a multiple of its block
-/// columns. The kernel's last block column would compute that one column
-/// at the cost of a whole column of workgroups (1/33 of the kernel at N =
-/// 4097: ~17 us on the H200); a matrix-vector product reads A once instead
-/// (~11 us alone). It and the last row's GEMV (with this split the last row
-/// also goes apart whenever M > 1) write scratch, not C, so nothing orders
-/// them after the kernel: they run in the idle compute units of its last
-/// wave (4096 x 4096 is 3.88 waves of 132). One small dispatch then copies
-/// both into C ([`Kernel::PadFringe`]).
-pub fn fringe_col_split(kernel: MatmulKernel, n: usize, batch: usize) -> bool {
-    if batch != 1 || !matches!(kernel, MatmulKernel::Coop { .. }) {
-        return false;
-    }
-    let (_, bn) = kernel.block();
-    n > bn as usize && n % bn as usize == 1
-}
-
 impl fmt::Display for PadChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -160,11 +144,10 @@ impl fmt::Display for PadChoice {
             self.n,
             self.kernel,
             if self.crop { ", result cropped" } else { "" },
-            match (self.fringe_row, self.fringe_col) {
-                (true, true) => ", the last row and column of C apart (GEMVs in the last wave)",
-                (true, false) => ", the last row of C as a GEMV (a whole wave fewer)",
-                (false, true) => ", the last column of C apart (a GEMV in the last wave)",
-                (false, false) => "",
+            if self.fringe_row {
+                ", the last row of C as a GEMV (a whole wave fewer)"
+            } else {
+                ""
             },
             100.0 * self.cost_ratio
         )
@@ -246,7 +229,6 @@ pub fn choose(
         crop,
         cost_ratio,
         fringe_row: fringe_row_split(p, padded, m, n, batch),
-        fringe_col: fringe_col_split(padded, n, batch),
     })
 }
 

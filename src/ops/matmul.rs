@@ -65,10 +65,6 @@ pub struct MatmulOptions {
     /// `Some(false)` never); `None`: the wave rule decides
     /// ([`crate::pad::fringe_row_split`]).
     pub fringe_row: Option<bool>,
-    /// The same for the last column of C (a matrix-vector product, the
-    /// kernel's last block column not launched; with it the last row also
-    /// goes apart when M > 1); `None`: [`crate::pad::fringe_col_split`].
-    pub fringe_col: Option<bool>,
 }
 
 impl MatmulOptions {
@@ -791,21 +787,8 @@ impl Context {
                 if let Some(mut pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding)
                 {
                     let one_matrix = batches == 1 && a.shape().len() <= 2 && b.shape().len() <= 2;
-                    // Only kernels whose workgroup x is the block column
-                    // (one dispatch, no second pass) can leave the last out.
-                    let by_columns = matches!(
-                        pad.kernel,
-                        MatmulKernel::Coop { .. } | MatmulKernel::Tiled { .. }
-                    );
-                    pad.fringe_col = options.fringe_col.unwrap_or(pad.fringe_col)
-                        && one_matrix
-                        && by_columns
-                        && n > 1;
-                    pad.fringe_row = options
-                        .fringe_row
-                        .unwrap_or(pad.fringe_row || pad.fringe_col)
-                        && one_matrix
-                        && m > 1;
+                    pad.fringe_row =
+                        options.fringe_row.unwrap_or(pad.fringe_row) && one_matrix && m > 1;
                     return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
                 }
                 if let Some(kernel) = tensor_cores {
@@ -1339,7 +1322,6 @@ impl Context {
             None
         };
         let c_buf = c_pad.as_ref().map_or(&plan.output.buffer, |c| &c.buffer);
-        let main = dispatches.len();
         dispatches.extend(self.matmul_dispatches(
             pad.kernel,
             (dtype, dtype),
@@ -1348,14 +1330,6 @@ impl Context {
             epilogue,
             &mut scratch,
         )?);
-        if pad.fringe_col {
-            // The block columns that hold C's first N - 1 columns only (the
-            // tiled and tensor-core kernels: workgroup x is the block column).
-            let (_, bn) = pad.kernel.block();
-            for d in &mut dispatches[main..] {
-                d.workgroups[0] = (n - 1).div_ceil(bn as usize) as u32;
-            }
-        }
         if let Some(c_pad) = c_pad {
             dispatches.extend(self.pad_copy_dispatches(&[PadCopy {
                 src: &c_pad,
@@ -1366,15 +1340,7 @@ impl Context {
             }])?);
             scratch.push(c_pad);
         }
-        if pad.fringe_col {
-            dispatches.extend(self.fringe_dispatches(
-                (m, n, k),
-                (kp, np),
-                (&a_buf, &b_buf, &plan.output),
-                (pad.fringe_row, epilogue),
-                &mut scratch,
-            )?);
-        } else if pad.fringe_row {
+        if pad.fringe_row {
             // The last row: batch M - 1 of A (pitch K') viewed as [M, 1, K]
             // times B (pitch N') on the GEMV kernels, which write it straight
             // into row M - 1 of C (batch z of [M, 1, N] is row z; one matrix).
@@ -1391,101 +1357,16 @@ impl Context {
         plan.label = format!(
             "matmul {dtype} {m}x{n}x{k} x{batches} rows padded to K = {kp}, N = {np}{}{}: {}",
             if pad.crop { " (cropped)" } else { "" },
-            match (pad.fringe_row, pad.fringe_col) {
-                (true, true) => ", last row and column apart",
-                (true, false) => ", last row as a GEMV",
-                (false, true) => ", last column apart",
-                (false, false) => "",
+            if pad.fringe_row {
+                ", last row as a GEMV"
+            } else {
+                ""
             },
             pad.kernel
         );
         plan.dispatches = dispatches;
         plan.scratch = scratch;
         Ok(plan)
-    }
-
-    /// The padding layer's split fringe (one matrix; A and B padded to
-    /// pitches K' and N'): C's last column as a matrix-vector product with
-    /// B's column N - 1 (read through its pitch) and, when `row`, C's last
-    /// row as a GEMV over B's N' columns, each into scratch; then one
-    /// dispatch copies both into C. Each GEMV is batch 1 of a batch of two
-    /// whose strides place it (the scratch's first half is never written),
-    /// so no buffer offsets are needed; nothing they touch is written after
-    /// the kernel, so no barrier orders them after it and they can run in
-    /// its last wave's idle compute units.
-    fn fringe_dispatches(
-        &self,
-        (m, n, k): (usize, usize, usize),
-        (kp, np): (usize, usize),
-        (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &Tensor),
-        (row, epilogue): (bool, &Epilogue),
-        scratch: &mut Vec<Tensor>,
-    ) -> Result<Vec<Dispatch>> {
-        let dtype = c.dtype();
-        let mut dispatches = Vec::new();
-        // C[:, N - 1] = A x B[:, N - 1]: batch 1 of [2, K, 1] views of B
-        // whose batch stride is N - 1 (the column); A broadcast.
-        let mut col = MatmulShape::new(&[m, k], &[2, k, 1])?.with_pitches(kp, np)?;
-        col.b_strides = [0, n - 1];
-        let col_out = self.alloc(&[2, m, 1], dtype, "wgtile fringe column")?;
-        dispatches.extend(self.gemv_dispatches(
-            (dtype, dtype),
-            &col,
-            (a, b, &col_out.buffer),
-            epilogue,
-            scratch,
-            1..2,
-        )?);
-        // C[M - 1, :] = A[M - 1, :] x B over all N' columns (the padded
-        // ones are zero; N' keeps the one-dispatch GEMV's aligned rows):
-        // batch 1 of [2, 1, K] views of A whose batch stride is M - 1 rows.
-        let row_out = if row {
-            let mut rows = MatmulShape::new(&[2, 1, k], &[k, np])?.with_pitches(kp, np)?;
-            rows.a_strides = [0, (m - 1) * kp];
-            let out = self.alloc(&[2, 1, np], dtype, "wgtile fringe row")?;
-            dispatches.extend(self.gemv_dispatches(
-                (dtype, dtype),
-                &rows,
-                (a, b, &out.buffer),
-                epilogue,
-                scratch,
-                1..2,
-            )?);
-            Some(out)
-        } else {
-            None
-        };
-        let col_rows = if row { m - 1 } else { m };
-        let groups = (n + col_rows).div_ceil(256);
-        let max = self.profile().max_workgroups_per_dim as usize;
-        if groups > max {
-            return Err(Error::LimitExceeded {
-                limit: "max_compute_workgroups_per_dimension",
-                requested: groups as u64,
-                max: max as u64,
-                what: format!("the last row and column of a {m} x {n} product"),
-            });
-        }
-        let params = self.uniform(&[m, n, np, col_rows, usize::from(row)].map(|v| v as u32));
-        let pipeline = self.inner.pipelines.get(
-            &self.inner.device,
-            &Spec::new(Kernel::PadFringe).dtype(dtype),
-        )?;
-        let row_buf = row_out.as_ref().map_or(&self.inner.dummy, |t| &*t.buffer);
-        dispatches.push(Dispatch::with_bindings(
-            &self.inner.device,
-            pipeline,
-            &[
-                (8, &params),
-                (9, row_buf),
-                (10, &*col_out.buffer),
-                (2, &*c.buffer),
-            ],
-            [groups as u32, 1, 1],
-        ));
-        scratch.push(col_out);
-        scratch.extend(row_out);
-        Ok(dispatches)
     }
 }
 
