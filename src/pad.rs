@@ -154,6 +154,17 @@ impl fmt::Display for PadChoice {
     }
 }
 
+/// Halves per padded row multiple for the tensor-core kernel: 8 (16-byte
+/// loads) unless `WGTILE_PAD_ALIGN` says otherwise (an experiment: rows
+/// starting on 32- or 64-byte boundaries).
+fn coop_pad_align() -> usize {
+    std::env::var("WGTILE_PAD_ALIGN")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&a: &usize| a >= 8 && a.is_power_of_two())
+        .unwrap_or(8)
+}
+
 /// Decides whether to pad `[batch] x [m, k] x [k, n]`: `None` runs the raw shape.
 pub fn choose(
     p: &AdapterProfile,
@@ -169,7 +180,7 @@ pub fn choose(
     }
     let raw = tune::choose_matmul(p, dtype, m, n, k, batch).kernel;
     let align = if dtype == DType::F16 && tune::has_coop_f16(p) {
-        8
+        coop_pad_align()
     } else {
         4
     };
