@@ -3,7 +3,8 @@
 //! A dimension one past an alignment multiple (K or N = 1793, 4097, 50257)
 //! rules out the fast kernels: 16-byte loads need rows that start on 16-byte
 //! boundaries (K and N multiples of 4 in f32, 8 for the f16 tensor-core
-//! kernel). The lecture's fix is padding (nanoGPT: vocabulary 50257 -> 50304).
+//! kernel, whose padded rows go to multiples of 32 halves:
+//! [`COOP_PAD_HALVES`]). The lecture's fix is padding (nanoGPT: vocabulary 50257 -> 50304).
 //! wgtile has three tools, chosen by cost:
 //! 1. bounds-checked kernels run any shape as it is ([`Padding::Never`]);
 //! 2. this module's copy of A and/or B into scratch buffers whose rows are
@@ -154,16 +155,15 @@ impl fmt::Display for PadChoice {
     }
 }
 
-/// Halves per padded row multiple for the tensor-core kernel: 8 (16-byte
-/// loads) unless `WGTILE_PAD_ALIGN` says otherwise (an experiment: rows
-/// starting on 32- or 64-byte boundaries).
-fn coop_pad_align() -> usize {
-    std::env::var("WGTILE_PAD_ALIGN")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .filter(|&a: &usize| a >= 8 && a.is_power_of_two())
-        .unwrap_or(8)
-}
+/// Halves per padded row of the tensor-core kernel's operands: 32 (64-byte
+/// rows), where 16-byte loads would need only 8. H200 (session 8, f16,
+/// whole plans, two rounds): 4097 at 8 halves (rows of 8208 bytes, every
+/// other one starting half a 32-byte sector off) 214.4 / 214.7 TFLOP/s, at
+/// 16 223.2 / 223.0, at 32 231.5 / 231.4 (0.93x of 4096's 247), at 64
+/// 228.5 / 228.4, at 128 232.3 / 232.4; the kernel alone 582 -> 537 us (less
+/// than 4096's own 555 on rows of 8192 bytes). 1793: 146.3 / 146.8 at 8,
+/// 145.7 / 145.9 at 32 (its kernel is one wave either way).
+pub const COOP_PAD_HALVES: usize = 32;
 
 /// Decides whether to pad `[batch] x [m, k] x [k, n]`: `None` runs the raw shape.
 pub fn choose(
@@ -179,12 +179,21 @@ pub fn choose(
         return None;
     }
     let raw = tune::choose_matmul(p, dtype, m, n, k, batch).kernel;
-    let align = if dtype == DType::F16 && tune::has_coop_f16(p) {
-        coop_pad_align()
+    // Rows must start on 16 bytes: 4 elements, or 8 halves for the f16
+    // tensor-core kernel, whose padded rows go to COOP_PAD_HALVES.
+    let (align, pitch) = if dtype == DType::F16 && tune::has_coop_f16(p) {
+        (8, COOP_PAD_HALVES)
     } else {
-        4
+        (4, 4)
     };
-    let (kp, np) = (k.next_multiple_of(align), n.next_multiple_of(align));
+    let padded = |d: usize| {
+        if d.is_multiple_of(align) {
+            d
+        } else {
+            d.next_multiple_of(pitch)
+        }
+    };
+    let (kp, np) = (padded(k), padded(n));
     if (kp, np) == (k, n) {
         return None;
     }

@@ -119,13 +119,16 @@ fn cost_model_decisions() {
     // 1793 and 1028 in f16 on tensor cores: the coop kernel's word-load
     // variant reads any row-major layout, but at about 0.6x of its 16-byte
     // loads (H200, run 15), so copying the unaligned operands into rows of a
-    // multiple of 8 halves pays...
+    // multiple of 8 halves pays (rows padded to 32 halves: 64 bytes)...
     let p = choose(&gpu, DType::F16, 1793, 1793, 1793, 1, Padding::Auto).unwrap();
-    assert_eq!((p.k, p.n), (1800, 1800));
+    assert_eq!((p.k, p.n), (1824, 1824));
     assert!(matches!(p.kernel, wgtile::MatmulKernel::Coop { .. }), "{p}");
     assert!(!p.crop, "{p}");
     let p = choose(&gpu, DType::F16, 1024, 1028, 1024, 1, Padding::Auto).unwrap();
-    assert_eq!((p.k, p.n), (1024, 1032));
+    assert_eq!((p.k, p.n), (1024, 1056));
+    // A dimension already on 16 bytes is left alone (N = 1032).
+    let p = choose(&gpu, DType::F16, 1024, 1032, 1025, 1, Padding::Auto).unwrap();
+    assert_eq!((p.k, p.n), (1056, 1032));
     // ...and without padding the dispatcher still takes tensor cores.
     let c = wgtile::tune::choose_matmul(&gpu, DType::F16, 1793, 1793, 1793, 1);
     assert!(matches!(c.kernel, wgtile::MatmulKernel::Coop { .. }), "{c}");
