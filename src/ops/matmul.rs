@@ -1278,25 +1278,34 @@ impl Context {
             .then(|| self.alloc(&with_last_two(&b_dims, k, np), dtype, "wgtile pad B"))
             .transpose()?;
         let mut copies = Vec::new();
-        if let Some(a_pad) = &a_pad {
-            u32_of(a_pad.numel(), "padded matmul operand A")?;
-            copies.push(PadCopy {
-                src: a,
-                from: (m, k),
-                dst: a_pad,
-                to: (m, kp),
-                batches: a_batch,
-            });
-        }
-        if let Some(b_pad) = &b_pad {
-            u32_of(b_pad.numel(), "padded matmul operand B")?;
-            copies.push(PadCopy {
-                src: b,
-                from: (k, n),
-                dst: b_pad,
-                to: (k, np),
-                batches: b_batch,
-            });
+        for (src, pad, from, to, batches, what) in [
+            (
+                a,
+                &a_pad,
+                (m, k),
+                (m, kp),
+                a_batch,
+                "padded matmul operand A",
+            ),
+            (
+                b,
+                &b_pad,
+                (k, n),
+                (k, np),
+                b_batch,
+                "padded matmul operand B",
+            ),
+        ] {
+            if let Some(dst) = pad {
+                u32_of(dst.numel(), what)?;
+                copies.push(PadCopy {
+                    src,
+                    from,
+                    dst,
+                    to,
+                    batches,
+                });
+            }
         }
         let mut dispatches = self.pad_copy_dispatches(&copies)?;
         let a_buf = a_pad.as_ref().map_or(&a.buffer, |t| &t.buffer).clone();
