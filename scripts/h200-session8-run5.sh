@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Historical: WGTILE_PAD_ALIGN was removed after this run; 32 halves is now pad::COOP_PAD_HALVES.)
 # Session 8, call 5: padded row pitches on 32- and 64-byte boundaries.
 # Run 45 showed the 4097 kernel as slow on 512 workgroups as on 528, so its
 # 4% over 4096's kernel (581 against 555 us; one more K step explains 4 us)
