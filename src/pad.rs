@@ -96,6 +96,8 @@ pub struct PadChoice {
     pub n: usize,
     /// The kernel that runs on the padded operands.
     pub kernel: MatmulKernel,
+    /// A or B is copied (K or N padded); false for the last-row split alone.
+    pub copies: bool,
     /// The kernel computes N rounded up into scratch, cropped afterwards
     /// (kernels whose stores need aligned rows); otherwise it writes C directly.
     pub crop: bool,
@@ -120,6 +122,11 @@ pub struct PadChoice {
 /// kernel) lost: 4097 667 us against 639, 1793 85 against 78. The kernel
 /// on 512 workgroups took as long as on 528 (3.88 and 4 waves are both four
 /// rounds), and the strided matrix-vector product took 51 us.
+///
+/// The tiled kernels take the same split on GPUs, with or without copies:
+/// f32 4097 on 128 x 128 tiles is 1089 workgroups (8.25 waves) and 1056
+/// (8) without the last row. Session 8 predicts 4097 f32 at ~0.98x of 4096
+/// (0.87x without it); not yet measured.
 pub fn fringe_row_split(
     p: &AdapterProfile,
     kernel: MatmulKernel,
@@ -127,7 +134,12 @@ pub fn fringe_row_split(
     n: usize,
     batch: usize,
 ) -> bool {
-    if batch != 1 || !matches!(kernel, MatmulKernel::Coop { .. }) {
+    let splits = match kernel {
+        MatmulKernel::Coop { .. } => true,
+        MatmulKernel::Tiled { .. } => !p.is_cpu(),
+        _ => false,
+    };
+    if batch != 1 || !splits {
         return false;
     }
     let (bm, _) = kernel.block();
@@ -136,13 +148,32 @@ pub fn fringe_row_split(
     m > bm as usize && m % bm as usize == 1 && waves(m - 1) < waves(m)
 }
 
+impl PadChoice {
+    /// No copies, only the last row of C apart (`kernel` on the first M - 1
+    /// rows of the operands as they are).
+    pub fn split_only(kernel: MatmulKernel, k: usize, n: usize) -> Self {
+        Self {
+            k,
+            n,
+            copies: false,
+            kernel,
+            crop: false,
+            cost_ratio: 0.0,
+            fringe_row: true,
+        }
+    }
+}
+
 impl fmt::Display for PadChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "pad rows to K = {}, N = {} for {}{}{} (copies cost {:.0}% of the time saved)",
-            self.k,
-            self.n,
+            "{} for {}{}{} (copies cost {:.0}% of the time saved)",
+            if self.copies {
+                format!("pad rows to K = {}, N = {}", self.k, self.n)
+            } else {
+                "no copies".to_string()
+            },
             self.kernel,
             if self.crop { ", result cropped" } else { "" },
             if self.fringe_row {
@@ -194,8 +225,11 @@ pub fn choose(
         }
     };
     let (kp, np) = (padded(k), padded(n));
+    // Without copies, the last row apart alone where it saves a wave.
+    let split_only =
+        || fringe_row_split(p, raw, m, n, batch).then(|| PadChoice::split_only(raw, k, n));
     if (kp, np) == (k, n) {
-        return None;
+        return split_only();
     }
     let layout = tune::Layout {
         transpose_a: false,
@@ -212,7 +246,7 @@ pub fn choose(
         // adapter: only `Padding::Always` takes that, to measure).
         (Some(r), Some(q)) if q > r || (q == r && padded != raw) => q / r,
         // Same kernel either way (naive for tiny shapes, GEMV): nothing to win.
-        _ => return None,
+        _ => return split_only(),
     };
     // Time in units of "FLOPs at the raw kernel's rate": the padded kernel
     // takes its FLOPs / gain; each copy reads and writes its elements once
@@ -242,14 +276,19 @@ pub fn choose(
     } else {
         f64::INFINITY
     };
-    (policy == Padding::Always || cost_ratio < 1.0).then_some(PadChoice {
-        k: kp,
-        n: np,
-        kernel: padded,
-        crop,
-        cost_ratio,
-        fringe_row: fringe_row_split(p, padded, m, n, batch),
-    })
+    if policy == Padding::Always || cost_ratio < 1.0 {
+        Some(PadChoice {
+            k: kp,
+            n: np,
+            copies: true,
+            kernel: padded,
+            crop,
+            cost_ratio,
+            fringe_row: fringe_row_split(p, padded, m, n, batch),
+        })
+    } else {
+        split_only()
+    }
 }
 
 /// One matrix copy of the padding layer: `batches` matrices of `from` (rows,

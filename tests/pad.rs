@@ -104,10 +104,21 @@ fn cost_model_decisions() {
         None
     );
     // 4097 in f32: the vec4 kernel on 4100 is no faster than the scalar
-    // loads on 4097 (H200, with register prefetch): Auto runs the raw shape,
-    // Always pads (for measuring).
+    // loads on 4097 (H200, with register prefetch): Auto copies nothing, but
+    // takes the last row apart (1089 workgroups of 128 x 128 are 8.25 waves,
+    // 1056 are 8); Always pads (for measuring).
+    let p = choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Auto).unwrap();
+    assert!(!p.copies && p.fringe_row, "{p}");
+    assert_eq!((p.k, p.n), (4097, 4097));
+    assert!(p.to_string().starts_with("no copies"), "{p}");
+    assert!(
+        matches!(p.kernel, wgtile::MatmulKernel::Tiled { .. }),
+        "{p}"
+    );
+    // 1793: 225 workgroups (1.70 waves) and 210 without the last row (1.59):
+    // no wave saved, nothing to do.
     assert_eq!(
-        choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Auto),
+        choose(&gpu, DType::F32, 1793, 1793, 1793, 1, Padding::Auto),
         None
     );
     let p = choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Always).unwrap();
@@ -149,7 +160,9 @@ fn cost_model_decisions() {
     assert!(p.fringe_row, "{p}");
     assert!(p.to_string().contains("last row of C as a GEMV"), "{p}");
     // 1793: 120 workgroups either way within one wave: no split; nor for
-    // batches, tiled kernels (f32), or M two past a block.
+    // batches or M two past a block. The tiled kernels split on GPUs (f32
+    // 4097 padded to 4100: 1089 workgroups, 8.25 waves, 1056 without the
+    // last row), never on CPU adapters.
     assert!(
         !choose(&gpu, DType::F16, 1793, 1793, 1793, 1, Padding::Auto)
             .unwrap()
@@ -160,11 +173,15 @@ fn cost_model_decisions() {
             .unwrap()
             .fringe_row
     );
-    assert!(
-        !choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Always)
-            .unwrap()
-            .fringe_row
-    );
+    let tiled = choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Always).unwrap();
+    assert!(tiled.copies && tiled.fringe_row, "{tiled}");
+    assert!(!wgtile::pad::fringe_row_split(
+        &profile(false),
+        tiled.kernel,
+        4097,
+        4097,
+        1
+    ));
     assert!(
         !choose(&gpu, DType::F16, 4098, 4097, 4097, 1, Padding::Auto)
             .unwrap()
@@ -287,5 +304,47 @@ fn f16_operands_padded_in_one_dispatch() {
         assert!(label.contains("padded to K = 64, N = 56"), "{label}");
         let crop = usize::from(label.contains("(cropped)"));
         assert_eq!(plan.dispatch_count(), 2 + crop, "{label}");
+    }
+}
+
+/// The last-row split without copies (aligned K and N; on a GPU the wave
+/// rule picks it for f32 4097 on the tiled kernel, here it is forced): the
+/// raw kernel reads the operands in place for the first M - 1 rows, a GEMV
+/// computes the last; C is poisoned first.
+#[test]
+fn last_row_split_without_copies() {
+    let Some(ctx) = common::ctx() else { return };
+    for (i, &(m, k, n)) in [(65, 64, 64), (129, 36, 20), (2, 100, 8)]
+        .iter()
+        .enumerate()
+    {
+        for dtype in [DType::F32, DType::F16] {
+            if dtype == DType::F16 && !ctx.profile().shader_f16 {
+                continue;
+            }
+            let seed = 80 + 2 * i as u64;
+            let (a, ha) = common::upload(&ctx, &common::random(m * k, seed), &[m, k], dtype);
+            let (b, hb) = common::upload(&ctx, &common::random(k * n, seed + 1), &[k, n], dtype);
+            let out = ctx.full([m, n], f32::NAN, dtype).unwrap();
+            let options = MatmulOptions {
+                fringe_row: Some(true),
+                ..Default::default()
+            };
+            let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
+            let what = format!("{m}x{k} @ {k}x{n} {dtype} [{}]", plan.label());
+            assert!(plan.label().contains("last row as a GEMV"), "{what}");
+            assert!(!plan.label().contains("padded"), "{what}");
+            plan.run().unwrap();
+            let got = out.to_f32_vec_blocking().unwrap();
+            let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
+            common::assert_close(&what, &got, &want, |i| {
+                common::matmul_tolerance(dtype, k, want[i], mag[i])
+            });
+            // Without the option the same product is one plain kernel.
+            let plain = ctx
+                .matmul_plan(&a, &b, None, &MatmulOptions::default())
+                .unwrap();
+            assert!(!plain.label().contains("last row"), "{}", plain.label());
+        }
     }
 }

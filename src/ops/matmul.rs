@@ -784,12 +784,25 @@ impl Context {
                 } else {
                     options.padding
                 };
+                let one_matrix = batches == 1 && a.shape().len() <= 2 && b.shape().len() <= 2;
+                // `fringe_row: Some(true)` also forces the split where nothing
+                // is padded (the raw kernel on M - 1 rows).
+                let forced_split = || {
+                    (padding != Padding::Never && options.fringe_row == Some(true)).then(|| {
+                        let raw = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
+                        crate::pad::PadChoice::split_only(raw, k, n)
+                    })
+                };
                 if let Some(mut pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding)
+                    .or_else(forced_split)
                 {
-                    let one_matrix = batches == 1 && a.shape().len() <= 2 && b.shape().len() <= 2;
                     pad.fringe_row =
                         options.fringe_row.unwrap_or(pad.fringe_row) && one_matrix && m > 1;
-                    return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
+                    // The split alone, turned off: nothing left to do apart,
+                    // the plain plan below.
+                    if pad.copies || pad.fringe_row {
+                        return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
+                    }
                 }
                 if let Some(kernel) = tensor_cores {
                     // f32 on tensor cores, by request (reduced precision).
@@ -1364,7 +1377,12 @@ impl Context {
             )?);
         }
         plan.label = format!(
-            "matmul {dtype} {m}x{n}x{k} x{batches} rows padded to K = {kp}, N = {np}{}{}: {}",
+            "matmul {dtype} {m}x{n}x{k} x{batches}{}{}{}: {}",
+            if pad.copies {
+                format!(" rows padded to K = {kp}, N = {np}")
+            } else {
+                String::new()
+            },
             if pad.crop { " (cropped)" } else { "" },
             if pad.fringe_row {
                 ", last row as a GEMV"
