@@ -17,12 +17,13 @@
 //! 3. tensors allocated padded from the start ([`Context::tensor_padded`]):
 //!    matmul reads them in place, no copies at all.
 //!
-//! With the copies, one more step against wave quantisation: when M is one
-//! past a multiple of the tensor-core kernel's block rows and the grid
-//! without that row is a whole wave shorter (M = 4097: 4 waves instead of
-//! 5), the kernel runs M - 1 rows and the last row of C is a GEMV
-//! ([`fringe_row_split`]; `MatmulOptions::fringe_row` forces it either
-//! way).
+//! One more step against wave quantisation, with or without copies: when M
+//! is one past a multiple of the kernel's block rows (tensor-core or tiled,
+//! on a GPU) and the grid without that row is a whole wave shorter (M =
+//! 4097: 4 waves instead of 5 on tensor cores), the kernel runs M - 1 rows
+//! and the last row of C is a GEMV ([`fringe_row_split`];
+//! `MatmulOptions::fringe_row` forces it either way). Such plans bypass the
+//! autotuner: they run the heuristic's kernel.
 //!
 //! No result changes: the products past K are zeroed in the kernels, and
 //! columns past N are dropped (the last-row GEMV adds the same products in
