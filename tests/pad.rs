@@ -194,6 +194,25 @@ fn cost_model_decisions() {
     assert!(!wgtile::pad::fringe_row_split(&gpu, coop, 4097, 4097, 3));
 }
 
+/// Random A [m, k] and B [k, n] (device and host copies) and a poisoned C.
+fn operands(
+    ctx: &wgtile::Context,
+    (m, k, n): (usize, usize, usize),
+    dtype: DType,
+    seed: u64,
+) -> (
+    wgtile::Tensor,
+    Vec<f32>,
+    wgtile::Tensor,
+    Vec<f32>,
+    wgtile::Tensor,
+) {
+    let (a, ha) = common::upload(ctx, &common::random(m * k, seed), &[m, k], dtype);
+    let (b, hb) = common::upload(ctx, &common::random(k * n, seed + 1), &[k, n], dtype);
+    let out = ctx.full([m, n], f32::NAN, dtype).unwrap();
+    (a, ha, b, hb, out)
+}
+
 /// The padding layer's last-row split, forced on any adapter (on the GPU
 /// the wave rule picks it for the tensor-core kernel): the kernel runs the
 /// first M - 1 rows, a GEMV the last, with the epilogue's scale and
@@ -211,9 +230,7 @@ fn last_row_split_equals_the_full_product() {
                 continue;
             }
             let seed = 40 + 2 * i as u64;
-            let (a, ha) = common::upload(&ctx, &common::random(m * k, seed), &[m, k], dtype);
-            let (b, hb) = common::upload(&ctx, &common::random(k * n, seed + 1), &[k, n], dtype);
-            let out = ctx.full([m, n], f32::NAN, dtype).unwrap();
+            let (a, ha, b, hb, out) = operands(&ctx, (m, k, n), dtype, seed);
             let options = MatmulOptions {
                 padding: Padding::Always,
                 fringe_row: Some(true),
@@ -323,9 +340,7 @@ fn last_row_split_without_copies() {
                 continue;
             }
             let seed = 80 + 2 * i as u64;
-            let (a, ha) = common::upload(&ctx, &common::random(m * k, seed), &[m, k], dtype);
-            let (b, hb) = common::upload(&ctx, &common::random(k * n, seed + 1), &[k, n], dtype);
-            let out = ctx.full([m, n], f32::NAN, dtype).unwrap();
+            let (a, ha, b, hb, out) = operands(&ctx, (m, k, n), dtype, seed);
             let options = MatmulOptions {
                 fringe_row: Some(true),
                 ..Default::default()
