@@ -19,3 +19,6 @@ for r in 1 2; do
   LIMIT=60 TAIL=10 run "f16_stages r$r" $B/matmul_sweep --sizes 1792,1793,4096,4097 --dtype f16 --repeats 10 --stages
 done
 LIMIT=60 TAIL=10 run torch_matmul python3 scripts/torch_baseline.py --sizes 1792,1793,4096,4097
+# 4. every coop layout at 1792 and 1793 (unpadded kernels as they are:
+#    1793 on the word-load path), to see what the 1793 kernel costs.
+LIMIT=120 TAIL=30 run coop_1793 $B/matmul_kernels --sizes 1792,1793 --dtype f16 --repeats 10 --tiles 128x128x8 --coop 4x4x32x2,2x2x32x4,2x4x32x2,4x2x32x4,2x4x64x2,2x2x64x2
