@@ -76,11 +76,6 @@ const WARPS_N: u32 = 4u;
 const BK: u32 = 32u;
 const FN: u32 = 2u;
 const SG: u32 = 32u;
-// Prefetch distance in K steps: 1 (one register set, the loads of step k + 1
-// issued before the multiply-adds of step k) or 2 (two sets alternating, the
-// loads of step k + 2 issued there: twice the time for them to land, 4 x
-// (A_LOADS + B_LOADS) more registers).
-const PF: u32 = 1u;
 // 1: rows of A and B start on 16 bytes (row strides multiples of 8), one
 // 16-byte load per 8 halves. 0: any row stride (K or N = 1793 as they are):
 // 8 halves come from 4 or 5 32-bit loads and a shift, no padding copies.
@@ -378,81 +373,6 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
     workgroupBarrier();
 }
 
-// Where a workgroup's tiles come from: (invocation, A's and B's batch
-// offsets, first row and column of the block).
-struct Tile {
-    tid: u32,
-    a_base: u32,
-    b_base: u32,
-    row0: u32,
-    col0: u32,
-}
-
-// Issues the global loads of step k0 into one register set (loads only; see
-// "Fetch and put" above).
-fn fetch_step(
-    t: Tile,
-    k0: u32,
-    pa: ptr<function, array<vec4<u32>, A_LOADS>>,
-    ha: ptr<function, array<vec4<u32>, A_LOADS>>,
-    ta: ptr<function, array<u32, A_LOADS>>,
-    pb: ptr<function, array<vec4<u32>, B_LOADS>>,
-    hb: ptr<function, array<vec4<u32>, B_LOADS>>,
-    tb: ptr<function, array<u32, B_LOADS>>,
-) {
-    for (var j = 0u; j < A_LOADS; j++) {
-        let r = a_run(j, t.tid, t.a_base, t.row0, k0);
-        (*pa)[j] = fetch_a(r);
-        (*ha)[j] = fetch_a_hi(r);
-        (*ta)[j] = fetch_a_tail(r);
-    }
-    for (var j = 0u; j < B_LOADS; j++) {
-        let r = b_run(j, t.tid, t.b_base, t.col0, k0);
-        (*pb)[j] = fetch_b(r);
-        (*hb)[j] = fetch_b_hi(r);
-        (*tb)[j] = fetch_b_tail(r);
-    }
-}
-
-// Writes the fetched step k0 from one register set into the A and B tiles.
-fn put_step(
-    t: Tile,
-    k0: u32,
-    pa: ptr<function, array<vec4<u32>, A_LOADS>>,
-    ha: ptr<function, array<vec4<u32>, A_LOADS>>,
-    ta: ptr<function, array<u32, A_LOADS>>,
-    pb: ptr<function, array<vec4<u32>, B_LOADS>>,
-    hb: ptr<function, array<vec4<u32>, B_LOADS>>,
-    tb: ptr<function, array<u32, B_LOADS>>,
-) {
-    for (var j = 0u; j < A_LOADS; j++) {
-        let i = t.tid + j * THREADS;
-        if i < A_VECS {
-            let r = a_run(j, t.tid, t.a_base, t.row0, k0);
-            let v = run_halves(r, (*pa)[j], (*ha)[j], (*ta)[j], TRANS_A == 0u);
-            if TRANS_A == 1u && !CM_A {
-                // Run at k = i / A_RUNS, rows m = (i % A_RUNS) * 8 ..
-                scatter8((i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
-            } else {
-                store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
-            }
-        }
-    }
-    for (var j = 0u; j < B_LOADS; j++) {
-        let i = t.tid + j * THREADS;
-        if i < B_VECS {
-            let r = b_run(j, t.tid, t.b_base, t.col0, k0);
-            let v = run_halves(r, (*pb)[j], (*hb)[j], (*tb)[j], TRANS_B == 1u);
-            if TRANS_B == 1u && !CM_B {
-                // Run at n = i / B_RUNS, k = (i % B_RUNS) * 8 ..
-                scatter8((i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
-            } else {
-                store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
-            }
-        }
-    }
-}
-
 @compute @workgroup_size(THREADS, 1, 1)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -487,80 +407,98 @@ fn main(
     var acc31: coop_mat16x16<f32, C>;
     var acc32: coop_mat16x16<f32, C>;
     var acc33: coop_mat16x16<f32, C>;
-    // Prefetch registers: set p (and set q with PF = 2).
     var pa: array<vec4<u32>, A_LOADS>;
     var pb: array<vec4<u32>, B_LOADS>;
     var ha: array<vec4<u32>, A_LOADS>;
     var hb: array<vec4<u32>, B_LOADS>;
     var ta: array<u32, A_LOADS>;
     var tb: array<u32, B_LOADS>;
-    var qa: array<vec4<u32>, A_LOADS>;
-    var qb: array<vec4<u32>, B_LOADS>;
-    var qha: array<vec4<u32>, A_LOADS>;
-    var qhb: array<vec4<u32>, B_LOADS>;
-    var qta: array<u32, A_LOADS>;
-    var qtb: array<u32, B_LOADS>;
-    let at = Tile(tid, a_base, b_base, row0, col0);
-    fetch_step(at, 0u, &pa, &ha, &ta, &pb, &hb, &tb);
-    if PF == 2u && BK < k {
-        fetch_step(at, BK, &qa, &qha, &qta, &qb, &qhb, &qtb);
+    for (var j = 0u; j < A_LOADS; j++) {
+        let r = a_run(j, tid, a_base, row0, 0u);
+        pa[j] = fetch_a(r);
+        ha[j] = fetch_a_hi(r);
+        ta[j] = fetch_a_tail(r);
+    }
+    for (var j = 0u; j < B_LOADS; j++) {
+        let r = b_run(j, tid, b_base, col0, 0u);
+        pb[j] = fetch_b(r);
+        hb[j] = fetch_b_hi(r);
+        tb[j] = fetch_b_tail(r);
     }
 
-    // Steps alternate between the PF register sets (a constant-trip inner
-    // loop with a constant branch, so no set is ever indexed dynamically).
-    for (var k0 = 0u; k0 < k; k0 += PF * BK) {
-        for (var h = 0u; h < PF; h++) {
-            let ks = k0 + h * BK;
-            if ks >= k {
-                break;
-            }
-            // Stage the prefetched step in workgroup memory.
-            if h == 0u {
-                put_step(at, ks, &pa, &ha, &ta, &pb, &hb, &tb);
-            } else {
-                put_step(at, ks, &qa, &qha, &qta, &qb, &qhb, &qtb);
-            }
-            workgroupBarrier();
-            // Issue the global loads PF steps ahead into the set just
-            // staged; they complete during the multiply-adds.
-            let kn = ks + PF * BK;
-            if kn < k {
-                if h == 0u {
-                    fetch_step(at, kn, &pa, &ha, &ta, &pb, &hb, &tb);
+    for (var k0 = 0u; k0 < k; k0 += BK) {
+        // Stage the prefetched step in workgroup memory.
+        for (var j = 0u; j < A_LOADS; j++) {
+            let i = tid + j * THREADS;
+            if i < A_VECS {
+                let r = a_run(j, tid, a_base, row0, k0);
+                let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
+                if TRANS_A == 1u && !CM_A {
+                    // Run at k = i / A_RUNS, rows m = (i % A_RUNS) * 8 ..
+                    scatter8((i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
                 } else {
-                    fetch_step(at, kn, &qa, &qha, &qta, &qb, &qhb, &qtb);
+                    store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
                 }
             }
-            for (var kk = 0u; kk < BK; kk += 16u) {
-                let a0 = frag_a(wr, kk);
-                let a1 = frag_a(wr + 16u, kk);
-                let a2 = frag_a(wr + 32u, kk);
-                let a3 = frag_a(wr + 48u, kk);
-                let b0 = frag_b(kk, wc);
-                let b1 = frag_b(kk, wc + 16u);
-                acc00 = coopMultiplyAdd(a0, b0, acc00);
-                acc01 = coopMultiplyAdd(a0, b1, acc01);
-                acc10 = coopMultiplyAdd(a1, b0, acc10);
-                acc11 = coopMultiplyAdd(a1, b1, acc11);
-                acc20 = coopMultiplyAdd(a2, b0, acc20);
-                acc21 = coopMultiplyAdd(a2, b1, acc21);
-                acc30 = coopMultiplyAdd(a3, b0, acc30);
-                acc31 = coopMultiplyAdd(a3, b1, acc31);
-                if FN == 4u {
-                    let b2 = frag_b(kk, wc + 32u);
-                    let b3 = frag_b(kk, wc + 48u);
-                    acc02 = coopMultiplyAdd(a0, b2, acc02);
-                    acc03 = coopMultiplyAdd(a0, b3, acc03);
-                    acc12 = coopMultiplyAdd(a1, b2, acc12);
-                    acc13 = coopMultiplyAdd(a1, b3, acc13);
-                    acc22 = coopMultiplyAdd(a2, b2, acc22);
-                    acc23 = coopMultiplyAdd(a2, b3, acc23);
-                    acc32 = coopMultiplyAdd(a3, b2, acc32);
-                    acc33 = coopMultiplyAdd(a3, b3, acc33);
-                }
-            }
-            workgroupBarrier();
         }
+        for (var j = 0u; j < B_LOADS; j++) {
+            let i = tid + j * THREADS;
+            if i < B_VECS {
+                let r = b_run(j, tid, b_base, col0, k0);
+                let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
+                if TRANS_B == 1u && !CM_B {
+                    // Run at n = i / B_RUNS, k = (i % B_RUNS) * 8 ..
+                    scatter8((i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
+                } else {
+                    store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
+                }
+            }
+        }
+        workgroupBarrier();
+        // Issue the next step's global loads; they complete during the multiply-adds.
+        if k0 + BK < k {
+            for (var j = 0u; j < A_LOADS; j++) {
+                let r = a_run(j, tid, a_base, row0, k0 + BK);
+                pa[j] = fetch_a(r);
+                ha[j] = fetch_a_hi(r);
+                ta[j] = fetch_a_tail(r);
+            }
+            for (var j = 0u; j < B_LOADS; j++) {
+                let r = b_run(j, tid, b_base, col0, k0 + BK);
+                pb[j] = fetch_b(r);
+                hb[j] = fetch_b_hi(r);
+                tb[j] = fetch_b_tail(r);
+            }
+        }
+        for (var kk = 0u; kk < BK; kk += 16u) {
+            let a0 = frag_a(wr, kk);
+            let a1 = frag_a(wr + 16u, kk);
+            let a2 = frag_a(wr + 32u, kk);
+            let a3 = frag_a(wr + 48u, kk);
+            let b0 = frag_b(kk, wc);
+            let b1 = frag_b(kk, wc + 16u);
+            acc00 = coopMultiplyAdd(a0, b0, acc00);
+            acc01 = coopMultiplyAdd(a0, b1, acc01);
+            acc10 = coopMultiplyAdd(a1, b0, acc10);
+            acc11 = coopMultiplyAdd(a1, b1, acc11);
+            acc20 = coopMultiplyAdd(a2, b0, acc20);
+            acc21 = coopMultiplyAdd(a2, b1, acc21);
+            acc30 = coopMultiplyAdd(a3, b0, acc30);
+            acc31 = coopMultiplyAdd(a3, b1, acc31);
+            if FN == 4u {
+                let b2 = frag_b(kk, wc + 32u);
+                let b3 = frag_b(kk, wc + 48u);
+                acc02 = coopMultiplyAdd(a0, b2, acc02);
+                acc03 = coopMultiplyAdd(a0, b3, acc03);
+                acc12 = coopMultiplyAdd(a1, b2, acc12);
+                acc13 = coopMultiplyAdd(a1, b3, acc13);
+                acc22 = coopMultiplyAdd(a2, b2, acc22);
+                acc23 = coopMultiplyAdd(a2, b3, acc23);
+                acc32 = coopMultiplyAdd(a3, b2, acc32);
+                acc33 = coopMultiplyAdd(a3, b3, acc33);
+            }
+        }
+        workgroupBarrier();
     }
 
     let r = row0 + wr;

@@ -934,9 +934,6 @@ impl Context {
         if coop && shape.transpose_b {
             spec = spec.constant("TRANS_B", 1);
         }
-        if coop && coop_prefetch() == 2 {
-            spec = spec.constant("PF", 2);
-        }
         if coop && (shape.transpose_a || shape.transpose_b) && coop_colmajor() {
             spec = spec.constant("TRANS_COLMAJOR", 1);
         }
@@ -1468,16 +1465,6 @@ fn coop_colmajor() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
         !std::env::var("WGTILE_COOP_COLMAJOR").is_ok_and(|v| matches!(v.trim(), "0" | "off"))
-    })
-}
-
-/// The coop kernel's prefetch distance in K steps (`WGTILE_COOP_PREFETCH=2`:
-/// two register sets; default 1). Being measured on the H200.
-fn coop_prefetch() -> u32 {
-    static PF: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *PF.get_or_init(|| match std::env::var("WGTILE_COOP_PREFETCH").as_deref() {
-        Ok("2") => 2,
-        _ => 1,
     })
 }
 

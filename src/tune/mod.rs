@@ -915,8 +915,6 @@ pub fn matmul_specs() -> Vec<Spec> {
             for dtype in DType::ALL {
                 specs.push(kernel.spec(dtype));
                 specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
-                specs.push(kernel.spec(dtype).constant("PF", 2));
-                specs.push(kernel.spec(dtype).constant("PF", 2).constant("ALIGNED", 0));
                 for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
                     for cm in [0, 1] {
                         let t = kernel
