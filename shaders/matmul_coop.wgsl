@@ -62,10 +62,6 @@
 
 enable f16;
 enable wgpu_cooperative_matrix;
-// The epilogue's rounds (SCRATCH_WARPS < WARPS) store cooperative matrices
-// under a branch on the subgroup index: uniform within each subgroup, which
-// naga's uniformity analysis cannot see.
-diagnostic(off, derivative_uniformity);
 
 // The output's element type; the epilogue part reads bias and residual as Elem.
 alias Elem = f32;
@@ -80,18 +76,6 @@ const WARPS_N: u32 = 4u;
 const BK: u32 = 32u;
 const FN: u32 = 2u;
 const SG: u32 = 32u;
-// Workgroup-memory buffers per operand: 1 (stage, barrier, multiply-adds,
-// barrier) or 2 (the multiply-adds of step k read one buffer while the
-// loads of step k + 1 are stored into the other: one barrier per step, and
-// a subgroup's stores overlap its own tensor-core work). The K loop is
-// written out twice for 2, so every buffer address is a constant offset
-// (a buffer index carried by the loop ran at 0.59-0.71x in session 7).
-// Transposed operands need TRANS_COLMAJOR with 2.
-const STAGES: u32 = 1u;
-// Subgroups whose epilogue scratch is resident at once (WARPS, or WARPS / 2
-// to fit two buffers of 4 x 4 subgroups in 48 KiB; the epilogue then runs
-// in rounds).
-const SCRATCH_WARPS: u32 = WARPS_M * WARPS_N;
 // 1: rows of A and B start on 16 bytes (row strides multiples of 8), one
 // 16-byte load per 8 halves. 0: any row stride (K or N = 1793 as they are):
 // 8 halves come from 4 or 5 32-bit loads and a shift, no padding copies.
@@ -130,28 +114,7 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 
 var<workgroup> a_sh: array<vec4<f16>, BM * BK / (LDA - 8u) * LDA / 4u>;
 var<workgroup> b_sh: array<vec4<f16>, BK * BN / (LDB - 8u) * LDB / 4u>;
-var<workgroup> c_sh: array<f32, SCRATCH_WARPS * 256u>;
-// The second buffers (STAGES = 2; one element otherwise).
-var<workgroup> a_sh1: array<vec4<f16>, select(1u, BM * BK / (LDA - 8u) * LDA / 4u, STAGES == 2u)>;
-var<workgroup> b_sh1: array<vec4<f16>, select(1u, BK * BN / (LDB - 8u) * LDB / 4u, STAGES == 2u)>;
-
-// store8 into buffer `buf` (a constant at every call).
-fn store8_in(buf: u32, dst: u32, v: vec4<u32>, is_a: bool) {
-    if buf == 0u {
-        store8(dst, v, is_a);
-        return;
-    }
-    let lo = vec4<f16>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)));
-    let hi = vec4<f16>(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
-    let d = dst / 4u;
-    if is_a {
-        a_sh1[d] = lo;
-        a_sh1[d + 1u] = hi;
-    } else {
-        b_sh1[d] = lo;
-        b_sh1[d + 1u] = hi;
-    }
-}
+var<workgroup> c_sh: array<f32, WARPS * 256u>;
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
 fn store_halves(dst: u32, lo: vec4<f16>, hi: vec4<f16>, is_a: bool) {
@@ -393,65 +356,21 @@ fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
     return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + c) / 4u], LDB / 4u);
 }
 
-// frag_a / frag_b from buffer `buf` (a constant at every call).
-fn frag_a_in(buf: u32, r: u32, kk: u32) -> coop_mat16x16<f16, A> {
-    if buf == 0u {
-        return frag_a(r, kk);
-    }
-    if CM_A {
-        return coopLoad<coop_mat16x16<f16, A>>(&a_sh1[(kk * LDA + r) / 4u], LDA / 4u);
-    }
-    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh1[(r * LDA + kk) / 4u], LDA / 4u);
-}
-
-fn frag_b_in(buf: u32, kk: u32, c: u32) -> coop_mat16x16<f16, B> {
-    if buf == 0u {
-        return frag_b(kk, c);
-    }
-    if CM_B {
-        return coopLoad<coop_mat16x16<f16, B>>(&b_sh1[(c * LDB + kk) / 4u], LDB / 4u);
-    }
-    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh1[(kk * LDB + c) / 4u], LDB / 4u);
-}
-
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
 // subgroup's scratch, converting to f16 and skipping out-of-bounds elements.
 fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32) {
     let c_base = z * params.m * params.n;
-    if SCRATCH_WARPS == WARPS {
-        let scratch = warp * 256u;
-        coopStoreT(acc, &c_sh[scratch], 16u);
-        workgroupBarrier();
-        for (var e = lane; e < 256u; e += SG) {
-            let r = row + e / 16u;
-            let c = col + e % 16u;
-            if r < params.m && c < params.n {
-                out[c_base + r * params.n + c] = Elem(epilogue(c_sh[scratch + e], z, r, c));
-            }
+    let scratch = warp * 256u;
+    coopStoreT(acc, &c_sh[scratch], 16u);
+    workgroupBarrier();
+    for (var e = lane; e < 256u; e += SG) {
+        let r = row + e / 16u;
+        let c = col + e % 16u;
+        if r < params.m && c < params.n {
+            out[c_base + r * params.n + c] = Elem(epilogue(c_sh[scratch + e], z, r, c));
         }
-        workgroupBarrier();
-        return;
     }
-    // In rounds: SCRATCH_WARPS subgroups at a time (each branch is uniform
-    // within a subgroup, which is what a cooperative store needs).
-    let scratch = (warp % SCRATCH_WARPS) * 256u;
-    for (var g = 0u; g < WARPS / SCRATCH_WARPS; g++) {
-        let mine = warp / SCRATCH_WARPS == g;
-        if mine {
-            coopStoreT(acc, &c_sh[scratch], 16u);
-        }
-        workgroupBarrier();
-        if mine {
-            for (var e = lane; e < 256u; e += SG) {
-                let r = row + e / 16u;
-                let c = col + e % 16u;
-                if r < params.m && c < params.n {
-                    out[c_base + r * params.n + c] = Elem(epilogue(c_sh[scratch + e], z, r, c));
-                }
-            }
-        }
-        workgroupBarrier();
-    }
+    workgroupBarrier();
 }
 
 @compute @workgroup_size(THREADS, 1, 1)
@@ -507,160 +426,7 @@ fn main(
         tb[j] = fetch_b_tail(r);
     }
 
-    // STAGES = 2: the K loop written out for both buffers (see STAGES).
-    if STAGES == 2u {
-        // Step 0 (fetched above) into buffer 0.
-        for (var j = 0u; j < A_LOADS; j++) {
-            let i = tid + j * THREADS;
-            if i < A_VECS {
-                let r = a_run(j, tid, a_base, row0, 0u);
-                let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
-                store8_in(0u, (i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
-            }
-        }
-        for (var j = 0u; j < B_LOADS; j++) {
-            let i = tid + j * THREADS;
-            if i < B_VECS {
-                let r = b_run(j, tid, b_base, col0, 0u);
-                let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
-                store8_in(0u, (i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
-            }
-        }
-        workgroupBarrier();
-        for (var k0 = 0u; k0 < k; k0 += 2u * BK) {
-            // Step k0 from buffer 0 while step k0 + BK goes into buffer 1.
-            let more1 = k0 + BK < k;
-            if more1 {
-                for (var j = 0u; j < A_LOADS; j++) {
-                    let r = a_run(j, tid, a_base, row0, k0 + BK);
-                    pa[j] = fetch_a(r);
-                    ha[j] = fetch_a_hi(r);
-                    ta[j] = fetch_a_tail(r);
-                }
-                for (var j = 0u; j < B_LOADS; j++) {
-                    let r = b_run(j, tid, b_base, col0, k0 + BK);
-                    pb[j] = fetch_b(r);
-                    hb[j] = fetch_b_hi(r);
-                    tb[j] = fetch_b_tail(r);
-                }
-            }
-            for (var kk = 0u; kk < BK; kk += 16u) {
-                let a0 = frag_a_in(0u, wr, kk);
-                let a1 = frag_a_in(0u, wr + 16u, kk);
-                let a2 = frag_a_in(0u, wr + 32u, kk);
-                let a3 = frag_a_in(0u, wr + 48u, kk);
-                let b0 = frag_b_in(0u, kk, wc);
-                let b1 = frag_b_in(0u, kk, wc + 16u);
-                acc00 = coopMultiplyAdd(a0, b0, acc00);
-                acc01 = coopMultiplyAdd(a0, b1, acc01);
-                acc10 = coopMultiplyAdd(a1, b0, acc10);
-                acc11 = coopMultiplyAdd(a1, b1, acc11);
-                acc20 = coopMultiplyAdd(a2, b0, acc20);
-                acc21 = coopMultiplyAdd(a2, b1, acc21);
-                acc30 = coopMultiplyAdd(a3, b0, acc30);
-                acc31 = coopMultiplyAdd(a3, b1, acc31);
-                if FN == 4u {
-                    let b2 = frag_b_in(0u, kk, wc + 32u);
-                    let b3 = frag_b_in(0u, kk, wc + 48u);
-                    acc02 = coopMultiplyAdd(a0, b2, acc02);
-                    acc03 = coopMultiplyAdd(a0, b3, acc03);
-                    acc12 = coopMultiplyAdd(a1, b2, acc12);
-                    acc13 = coopMultiplyAdd(a1, b3, acc13);
-                    acc22 = coopMultiplyAdd(a2, b2, acc22);
-                    acc23 = coopMultiplyAdd(a2, b3, acc23);
-                    acc32 = coopMultiplyAdd(a3, b2, acc32);
-                    acc33 = coopMultiplyAdd(a3, b3, acc33);
-                }
-            }
-            if more1 {
-                for (var j = 0u; j < A_LOADS; j++) {
-                    let i = tid + j * THREADS;
-                    if i < A_VECS {
-                        let r = a_run(j, tid, a_base, row0, k0 + BK);
-                        let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
-                        store8_in(1u, (i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
-                    }
-                }
-                for (var j = 0u; j < B_LOADS; j++) {
-                    let i = tid + j * THREADS;
-                    if i < B_VECS {
-                        let r = b_run(j, tid, b_base, col0, k0 + BK);
-                        let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
-                        store8_in(1u, (i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
-                    }
-                }
-            }
-            workgroupBarrier();
-            if !more1 {
-                break;
-            }
-            // Step k0 + BK from buffer 1 while step k0 + 2 BK goes into buffer 0.
-            let more2 = k0 + 2u * BK < k;
-            if more2 {
-                for (var j = 0u; j < A_LOADS; j++) {
-                    let r = a_run(j, tid, a_base, row0, k0 + 2u * BK);
-                    pa[j] = fetch_a(r);
-                    ha[j] = fetch_a_hi(r);
-                    ta[j] = fetch_a_tail(r);
-                }
-                for (var j = 0u; j < B_LOADS; j++) {
-                    let r = b_run(j, tid, b_base, col0, k0 + 2u * BK);
-                    pb[j] = fetch_b(r);
-                    hb[j] = fetch_b_hi(r);
-                    tb[j] = fetch_b_tail(r);
-                }
-            }
-            for (var kk = 0u; kk < BK; kk += 16u) {
-                let a0 = frag_a_in(1u, wr, kk);
-                let a1 = frag_a_in(1u, wr + 16u, kk);
-                let a2 = frag_a_in(1u, wr + 32u, kk);
-                let a3 = frag_a_in(1u, wr + 48u, kk);
-                let b0 = frag_b_in(1u, kk, wc);
-                let b1 = frag_b_in(1u, kk, wc + 16u);
-                acc00 = coopMultiplyAdd(a0, b0, acc00);
-                acc01 = coopMultiplyAdd(a0, b1, acc01);
-                acc10 = coopMultiplyAdd(a1, b0, acc10);
-                acc11 = coopMultiplyAdd(a1, b1, acc11);
-                acc20 = coopMultiplyAdd(a2, b0, acc20);
-                acc21 = coopMultiplyAdd(a2, b1, acc21);
-                acc30 = coopMultiplyAdd(a3, b0, acc30);
-                acc31 = coopMultiplyAdd(a3, b1, acc31);
-                if FN == 4u {
-                    let b2 = frag_b_in(1u, kk, wc + 32u);
-                    let b3 = frag_b_in(1u, kk, wc + 48u);
-                    acc02 = coopMultiplyAdd(a0, b2, acc02);
-                    acc03 = coopMultiplyAdd(a0, b3, acc03);
-                    acc12 = coopMultiplyAdd(a1, b2, acc12);
-                    acc13 = coopMultiplyAdd(a1, b3, acc13);
-                    acc22 = coopMultiplyAdd(a2, b2, acc22);
-                    acc23 = coopMultiplyAdd(a2, b3, acc23);
-                    acc32 = coopMultiplyAdd(a3, b2, acc32);
-                    acc33 = coopMultiplyAdd(a3, b3, acc33);
-                }
-            }
-            if more2 {
-                for (var j = 0u; j < A_LOADS; j++) {
-                    let i = tid + j * THREADS;
-                    if i < A_VECS {
-                        let r = a_run(j, tid, a_base, row0, k0 + 2u * BK);
-                        let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
-                        store8_in(0u, (i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
-                    }
-                }
-                for (var j = 0u; j < B_LOADS; j++) {
-                    let i = tid + j * THREADS;
-                    if i < B_VECS {
-                        let r = b_run(j, tid, b_base, col0, k0 + 2u * BK);
-                        let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
-                        store8_in(0u, (i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
-                    }
-                }
-            }
-            workgroupBarrier();
-        }
-    }
-
-    for (var k0 = 0u; k0 < select(k, 0u, STAGES == 2u); k0 += BK) {
+    for (var k0 = 0u; k0 < k; k0 += BK) {
         // Stage the prefetched step in workgroup memory.
         for (var j = 0u; j < A_LOADS; j++) {
             let i = tid + j * THREADS;

@@ -934,14 +934,6 @@ impl Context {
         if coop && shape.transpose_b {
             spec = spec.constant("TRANS_B", 1);
         }
-        if let (MatmulKernel::Coop { warps_m, warps_n, .. }, true) = (kernel, coop_two_stages())
-            && (!(shape.transpose_a || shape.transpose_b) || coop_colmajor())
-            && 2 * kernel.workgroup_bytes() - 4 * 256 * (warps_m * warps_n + (warps_m * warps_n).div_ceil(2)) <= 49152
-        {
-            spec = spec
-                .constant("STAGES", 2)
-                .constant("SCRATCH_WARPS", (warps_m * warps_n).div_ceil(2));
-        }
         if coop && (shape.transpose_a || shape.transpose_b) && coop_colmajor() {
             spec = spec.constant("TRANS_COLMAJOR", 1);
         }
@@ -1474,14 +1466,6 @@ fn coop_colmajor() -> bool {
     *ON.get_or_init(|| {
         !std::env::var("WGTILE_COOP_COLMAJOR").is_ok_and(|v| matches!(v.trim(), "0" | "off"))
     })
-}
-
-/// `WGTILE_COOP_STAGES=2`: the coop kernel with two workgroup-memory
-/// buffers per operand and the epilogue scratch halved (being measured on
-/// the H200).
-fn coop_two_stages() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("WGTILE_COOP_STAGES").is_ok_and(|v| v.trim() == "2"))
 }
 
 /// `WGTILE_GEMV_WIDE`: `Some(false)` for 0/off, `Some(true)` for 1/on,

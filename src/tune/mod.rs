@@ -915,12 +915,6 @@ pub fn matmul_specs() -> Vec<Spec> {
             for dtype in DType::ALL {
                 specs.push(kernel.spec(dtype));
                 specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
-                let two = kernel
-                    .spec(dtype)
-                    .constant("STAGES", 2)
-                    .constant("SCRATCH_WARPS", (warps_m * warps_n).div_ceil(2));
-                specs.push(two.clone().constant("ALIGNED", 0));
-                specs.push(two.constant("TRANS_A", 1).constant("TRANS_COLMAJOR", 1));
                 for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
                     for cm in [0, 1] {
                         let t = kernel
