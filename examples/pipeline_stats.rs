@@ -53,11 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let specs: Vec<Spec> = specs
         .into_iter()
-        .filter(|s| {
-            args.filter
-                .as_deref()
-                .is_none_or(|f| format!("{s:?}").contains(f))
-        })
+        .filter(|s| args.filter.as_deref().is_none_or(|f| label(s).contains(f)))
         .collect();
     let vk = Vulkan::new()?;
     println!("{}", vk.name);

@@ -471,21 +471,18 @@ fn main(
             }
         }
         for (var kk = 0u; kk < BK; kk += 16u) {
-            // B's fragments first, then one A fragment at a time: at most
-            // FN + 1 fragments live (the kernel sits at ~125 of its 128
-            // registers with 512 invocations).
+            let a0 = frag_a(wr, kk);
+            let a1 = frag_a(wr + 16u, kk);
+            let a2 = frag_a(wr + 32u, kk);
+            let a3 = frag_a(wr + 48u, kk);
             let b0 = frag_b(kk, wc);
             let b1 = frag_b(kk, wc + 16u);
-            let a0 = frag_a(wr, kk);
             acc00 = coopMultiplyAdd(a0, b0, acc00);
             acc01 = coopMultiplyAdd(a0, b1, acc01);
-            let a1 = frag_a(wr + 16u, kk);
             acc10 = coopMultiplyAdd(a1, b0, acc10);
             acc11 = coopMultiplyAdd(a1, b1, acc11);
-            let a2 = frag_a(wr + 32u, kk);
             acc20 = coopMultiplyAdd(a2, b0, acc20);
             acc21 = coopMultiplyAdd(a2, b1, acc21);
-            let a3 = frag_a(wr + 48u, kk);
             acc30 = coopMultiplyAdd(a3, b0, acc30);
             acc31 = coopMultiplyAdd(a3, b1, acc31);
             if FN == 4u {

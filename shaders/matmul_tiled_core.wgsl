@@ -129,18 +129,11 @@ fn main(
                 pb[j] = fetch_b(j, tid, b_base, col0, k0 + BK, k_end);
             }
         }
-        // Register double buffer: the operands of k + 1 are read from
-        // workgroup memory before the FMAs of k (the last read repeats k).
-        var a0 = a_sh[lid.y];
-        var a1 = a_sh[WG_Y + lid.y];
-        var b0 = b_sh[lid.x];
-        var b1 = b_sh[WG_X + lid.x];
         for (var kk = 0u; kk < BK; kk++) {
-            let kn = min(kk + 1u, BK - 1u);
-            let na0 = a_sh[kn * BM4 + lid.y];
-            let na1 = a_sh[kn * BM4 + WG_Y + lid.y];
-            let nb0 = b_sh[kn * BN4 + lid.x];
-            let nb1 = b_sh[kn * BN4 + WG_X + lid.x];
+            let a0 = a_sh[kk * BM4 + lid.y];
+            let a1 = a_sh[kk * BM4 + WG_Y + lid.y];
+            let b0 = b_sh[kk * BN4 + lid.x];
+            let b1 = b_sh[kk * BN4 + WG_X + lid.x];
             c00 = fma(vec4(a0.x), b0, c00);
             c01 = fma(vec4(a0.x), b1, c01);
             c10 = fma(vec4(a0.y), b0, c10);
@@ -157,10 +150,6 @@ fn main(
             c61 = fma(vec4(a1.z), b1, c61);
             c70 = fma(vec4(a1.w), b0, c70);
             c71 = fma(vec4(a1.w), b1, c71);
-            a0 = na0;
-            a1 = na1;
-            b0 = nb0;
-            b1 = nb1;
         }
         workgroupBarrier();
     }
