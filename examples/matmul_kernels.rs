@@ -43,6 +43,11 @@ struct Args {
     /// x and y over the time).
     #[arg(long, value_delimiter = ',')]
     gemv: Vec<String>,
+    /// With --gemv: first time the dispatcher's plan for a square f32
+    /// matmul of each size given (e.g. 4097, whose plan computes its last
+    /// row with a GEMV), as the tour does before its GEMV section.
+    #[arg(long, value_delimiter = ',')]
+    before: Vec<usize>,
     /// Operands stored transposed and read with the transpose flags: `a`,
     /// `b` or `ab` (the logical product, and so the error check, is the same).
     #[arg(long, default_value = "none")]
@@ -214,6 +219,17 @@ fn gemv(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
         warmup_seconds: args.warmup_seconds,
         repeats: args.repeats.max(1) * 4,
     };
+    for &n in &args.before {
+        let a = ctx.rand_uniform([n, n], -1.0, 1.0, DType::F32, 1)?;
+        let b = ctx.rand_uniform([n, n], -1.0, 1.0, DType::F32, 2)?;
+        let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::default())?;
+        let timing = ctx.time(&plan, &opts)?;
+        println!(
+            "before: f32 {n}^3 {:>9.1} GFLOP/s  ({})",
+            timing.gflops(plan.flops()),
+            plan.label()
+        );
+    }
     for shape in &args.gemv {
         let (k, n) = shape
             .split_once('x')

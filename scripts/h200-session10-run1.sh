@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Prepared in session 9 (not run). Session 9's two tours measured the f32
+# GEMV 4096^2 at 937-977 GB/s (0.069-0.072 ms) while matmul_kernels --gemv
+# in the same call measured 2805 (0.0239 ms), as did session 8's tour. The
+# tour's only new work before it: the f32 4097 plan with its last row as a
+# GEMV (section 4). Does timing that plan first slow the GEMV down?
+# Control: 4096 first (no split), then nothing first.
+set -u
+source scripts/device-env.sh
+for before in 4097 4096 ""; do
+  LIMIT=60 TAIL=8 run "gemv after '$before'" $B/matmul_kernels --gemv 4096x4096,4096x14336 --repeats 20 ${before:+--before $before}
+done
