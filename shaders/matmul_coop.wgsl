@@ -20,6 +20,14 @@
 //   64x64, 125 against 211 TFLOP/s) to 0.71x (2x4, BK 16); walking the grid
 //   8 or 16 block rows at a time (grouped order for L2 reuse) changed
 //   nothing (242-245 against 244-248): A and B (48 MiB) stay in L2.
+//   Session 9: two buffers again with the K loop written out per buffer
+//   (constant offsets, one barrier per step), 0.55-0.98x; prefetch distance
+//   2 (two register sets), 0.89x; B fragments first and one A fragment at
+//   a time, no change. The driver gives this kernel 125 of the 128
+//   registers 512 invocations allow (examples/pipeline_stats). Moving the
+//   fetch/put loops into functions taking `ptr<function, array>` params
+//   cost 0.72x by itself, and even dead code of a variant cost ~5%:
+//   measure every edit here.
 // Epilogue: matmul_epilogue.wgsl, applied per element on the way out. Each
 //   accumulator goes through a per-subgroup 16 x 16 f32 scratch
 //   in workgroup memory (a cooperative store cannot convert to f16 nor skip
@@ -32,7 +40,9 @@
 //   the cooperative loads take their strides in vec4 units (LDA / 4).
 //   Measured (H200, session 3): loading aligned f16 operands as mat2x4<f16>
 //   words instead, to skip the unpack/convert (naga rejects bitcasts
-//   between u32 and f16 vectors), ran at 0.56x: keep the u32 loads.
+//   between u32 and f16 vectors), ran at 0.56x: keep the u32 loads. Tiles
+//   of vec4<u32> read by coopLoad do not validate: naga takes a cooperative
+//   load's element type from its pointer (session 9).
 // Workgroup: WARPS_M * WARPS_N subgroups of SG invocations (text-specialised;
 //   the dispatcher runs this kernel only on adapters with one fixed subgroup
 //   size). Subgroup w owns rows (w / WARPS_N) * 64.. and columns
