@@ -10,3 +10,12 @@ source scripts/device-env.sh
 for before in 4097 4096 ""; do
   LIMIT=60 TAIL=8 run "gemv after '$before'" $B/matmul_kernels --gemv 4096x4096,4096x14336 --repeats 20 ${before:+--before $before}
 done
+# The autotune target (< 1 s per new shape bucket; a second process does no
+# tuning): last measured in run 10 (f32 4096 1041 ms), kernels changed since.
+export WGTILE_CACHE_DIR=$OUT/tune-cache
+for shape in "4096 f32" "4096 f16" "3000 f16"; do
+  set -- $shape
+  for p in first second; do
+    LIMIT=60 TAIL=6 run "autotune $1 $2 $p" env WGTILE_AUTOTUNE=fast RUST_LOG=wgtile=info $B/matmul_sweep --sizes $1 --dtype $2 --no-pad --repeats 5
+  done
+done
