@@ -126,7 +126,11 @@ fn attention_specs() -> Result<Vec<Spec>, Box<dyn std::error::Error>> {
 }
 
 fn label(spec: &Spec) -> String {
-    let consts: Vec<String> = spec.consts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let consts: Vec<String> = spec
+        .consts
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     format!("{:?} {:?} {}", spec.kernel, spec.dtype, consts.join(" "))
 }
 
@@ -144,8 +148,10 @@ impl Vulkan {
         unsafe {
             let entry = ash::Entry::load()?;
             let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_3);
-            let instance =
-                entry.create_instance(&vk::InstanceCreateInfo::default().application_info(&app), None)?;
+            let instance = entry.create_instance(
+                &vk::InstanceCreateInfo::default().application_info(&app),
+                None,
+            )?;
             let physical = instance
                 .enumerate_physical_devices()?
                 .into_iter()
@@ -166,7 +172,11 @@ impl Vulkan {
             let available: Vec<String> = instance
                 .enumerate_device_extension_properties(physical)?
                 .iter()
-                .map(|e| CStr::from_ptr(e.extension_name.as_ptr()).to_string_lossy().into_owned())
+                .map(|e| {
+                    CStr::from_ptr(e.extension_name.as_ptr())
+                        .to_string_lossy()
+                        .into_owned()
+                })
                 .collect();
             let wanted = [
                 ash::khr::pipeline_executable_properties::NAME,
@@ -224,7 +234,8 @@ impl Vulkan {
     fn stats(&self, spec: &Spec) -> Result<Vec<String>, Box<dyn std::error::Error>> {
         let source = spec.wgsl()?;
         let entry = spec.kernel.entry_point();
-        let module = naga::front::wgsl::parse_str(&source).map_err(|e| e.emit_to_string(&source))?;
+        let module =
+            naga::front::wgsl::parse_str(&source).map_err(|e| e.emit_to_string(&source))?;
         let info = Validator::new(ValidationFlags::all(), Capabilities::all())
             .validate(&module)
             .map_err(|e| e.emit_to_string(&source))?;
@@ -257,7 +268,9 @@ impl Vulkan {
         // One descriptor set layout per group, every binding a buffer.
         let mut groups: Vec<Vec<vk::DescriptorSetLayoutBinding>> = Vec::new();
         for (_, var) in module.global_variables.iter() {
-            let Some(binding) = &var.binding else { continue };
+            let Some(binding) = &var.binding else {
+                continue;
+            };
             let kind = match var.space {
                 naga::AddressSpace::Uniform => vk::DescriptorType::UNIFORM_BUFFER,
                 naga::AddressSpace::Storage { .. } => vk::DescriptorType::STORAGE_BUFFER,
@@ -278,7 +291,8 @@ impl Vulkan {
         // SAFETY: the objects are created and destroyed here, on one device.
         unsafe {
             let d = &self.device;
-            let shader = d.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)?;
+            let shader =
+                d.create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)?;
             let mut set_layouts = Vec::new();
             for bindings in &groups {
                 set_layouts.push(d.create_descriptor_set_layout(
@@ -306,22 +320,37 @@ impl Vulkan {
             let mut lines = Vec::new();
             if let Ok(pipelines) = &result {
                 let pipeline = pipelines[0];
-                let executables = self
-                    .exec
-                    .get_pipeline_executable_properties(&vk::PipelineInfoKHR::default().pipeline(pipeline))?;
+                let executables = self.exec.get_pipeline_executable_properties(
+                    &vk::PipelineInfoKHR::default().pipeline(pipeline),
+                )?;
                 for (i, e) in executables.iter().enumerate() {
-                    let ename = CStr::from_ptr(e.name.as_ptr()).to_string_lossy().into_owned();
-                    lines.push(format!("executable {i}: {ename} (subgroup {})", e.subgroup_size));
+                    let ename = CStr::from_ptr(e.name.as_ptr())
+                        .to_string_lossy()
+                        .into_owned();
+                    lines.push(format!(
+                        "executable {i}: {ename} (subgroup {})",
+                        e.subgroup_size
+                    ));
                     let exe = vk::PipelineExecutableInfoKHR::default()
                         .pipeline(pipeline)
                         .executable_index(i as u32);
                     for s in self.exec.get_pipeline_executable_statistics(&exe)? {
-                        let sname = CStr::from_ptr(s.name.as_ptr()).to_string_lossy().into_owned();
+                        let sname = CStr::from_ptr(s.name.as_ptr())
+                            .to_string_lossy()
+                            .into_owned();
                         let value = match s.format {
-                            vk::PipelineExecutableStatisticFormatKHR::BOOL32 => s.value.b32.to_string(),
-                            vk::PipelineExecutableStatisticFormatKHR::INT64 => s.value.i64.to_string(),
-                            vk::PipelineExecutableStatisticFormatKHR::UINT64 => s.value.u64.to_string(),
-                            vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => s.value.f64.to_string(),
+                            vk::PipelineExecutableStatisticFormatKHR::BOOL32 => {
+                                s.value.b32.to_string()
+                            }
+                            vk::PipelineExecutableStatisticFormatKHR::INT64 => {
+                                s.value.i64.to_string()
+                            }
+                            vk::PipelineExecutableStatisticFormatKHR::UINT64 => {
+                                s.value.u64.to_string()
+                            }
+                            vk::PipelineExecutableStatisticFormatKHR::FLOAT64 => {
+                                s.value.f64.to_string()
+                            }
                             _ => "?".into(),
                         };
                         lines.push(format!("{sname}: {value}"));
@@ -332,7 +361,9 @@ impl Vulkan {
                         .get_pipeline_executable_internal_representations(&exe)
                         .unwrap_or_default();
                     for r in reps {
-                        let rname = CStr::from_ptr(r.name.as_ptr()).to_string_lossy().into_owned();
+                        let rname = CStr::from_ptr(r.name.as_ptr())
+                            .to_string_lossy()
+                            .into_owned();
                         lines.push(format!("representation {rname}: {} bytes", r.data_size));
                     }
                 }

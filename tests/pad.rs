@@ -325,7 +325,10 @@ fn f16_operands_padded_in_one_dispatch() {
         } else {
             56
         };
-        assert!(label.contains(&format!("padded to K = 64, N = {np}")), "{label}");
+        assert!(
+            label.contains(&format!("padded to K = 64, N = {np}")),
+            "{label}"
+        );
         let crop = usize::from(label.contains("(cropped)"));
         assert_eq!(plan.dispatch_count(), 2 + crop, "{label}");
     }
