@@ -10,6 +10,16 @@ source scripts/device-env.sh
 for before in 4097 4096 ""; do
   LIMIT=60 TAIL=8 run "gemv after '$before'" $B/matmul_kernels --gemv 4096x4096,4096x14336 --repeats 20 ${before:+--before $before}
 done
+# The one-dispatch GEMV's workgroup shape (WGTILE_GEMV_WIDE_SHAPE, new in
+# session 9, unmeasured): f16 4096 x 4096 runs 128 workgroups of 4 x 64 on
+# 132 SMs (one each, four idle). Predicted: 2x128 (256 workgroups, 16 columns
+# = one 32-byte sector per row each) f16 2590 -> ~2900 GB/s; f32 (256 -> 512
+# workgroups) +0-5%.
+for r in 1 2; do
+  for shape in 4x64 2x64 2x128 1x256; do
+    LIMIT=60 TAIL=6 run "gemv $shape r$r" env WGTILE_GEMV_WIDE_SHAPE=$shape $B/matmul_kernels --gemv 4096x4096,4096x14336 --repeats 20
+  done
+done
 # The autotune target (< 1 s per new shape bucket; a second process does no
 # tuning): last measured in run 10 (f32 4096 1041 ms), kernels changed since.
 export WGTILE_CACHE_DIR=$OUT/tune-cache

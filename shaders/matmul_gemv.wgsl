@@ -61,6 +61,10 @@ alias Out = Elem;
 @group(0) @binding(8) var<storage, read> rhs4: array<vec4<u32>>;
 
 const WIDE_HALF: u32 = 0u;
+// Words of columns per workgroup (1, 2 or 4) and row slices (a power of
+// two; WIDE_LANES * WIDE_SLICES <= 256). Default 4 x 64; the others are
+// `WGTILE_GEMV_WIDE_SHAPE` experiments (more, narrower workgroups: 128 of
+// 4 x 64 leave an H200 SM or two idle at f16 4096 x 4096).
 const WIDE_LANES: u32 = 4u;
 const WIDE_SLICES: u32 = 64u;
 
@@ -227,10 +231,10 @@ fn word_hi(w: vec4<u32>) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
 }
 
-var<workgroup> wide_lo: array<vec4<f32>, 256>;
-var<workgroup> wide_hi: array<vec4<f32>, 256>;
+var<workgroup> wide_lo: array<vec4<f32>, WIDE_LANES * WIDE_SLICES>;
+var<workgroup> wide_hi: array<vec4<f32>, WIDE_LANES * WIDE_SLICES>;
 
-@compute @workgroup_size(4, 64, 1)
+@compute @workgroup_size(WIDE_LANES, WIDE_SLICES, 1)
 fn vecmat_wide(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -366,7 +370,7 @@ fn vecmat_wide(
             }
         }
     }
-    // Tree over the 64 slices of each word.
+    // Tree over the WIDE_SLICES slices of each word.
     let slot = lid.y * WIDE_LANES + lid.x;
     wide_lo[slot] = lo;
     wide_hi[slot] = hi;

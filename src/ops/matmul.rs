@@ -839,10 +839,13 @@ impl Context {
         plan.label = format!("matmul {dtype} {m}x{n}x{k} x{batches} {kernel}");
         if kernel == MatmulKernel::Gemv {
             let variant = match gemv_variant(self.profile(), dtype, &shape) {
-                GemvVariant::Matvec => "one row per 64 invocations",
-                GemvVariant::Wide => "one dispatch, 16-byte words",
-                GemvVariant::Split { pairs: true } => "K split, column pairs",
-                GemvVariant::Split { pairs: false } => "K split",
+                GemvVariant::Matvec => "one row per 64 invocations".to_string(),
+                GemvVariant::Wide => match gemv_wide_shape() {
+                    (4, 64) => "one dispatch, 16-byte words".to_string(),
+                    (l, s) => format!("one dispatch, 16-byte words, {l}x{s} workgroups"),
+                },
+                GemvVariant::Split { pairs: true } => "K split, column pairs".to_string(),
+                GemvVariant::Split { pairs: false } => "K split".to_string(),
             };
             plan.label.push_str(&format!(" [{variant}]"));
         }
@@ -1169,14 +1172,20 @@ impl Context {
         // units and B's rows split into 16-byte words
         // (`WGTILE_GEMV_WIDE=0` turns it off, `=1` takes it whenever the
         // alignment allows, to compare).
-        let wide_groups = n.div_ceil(4 * (16 / dtype.size()));
+        let (lanes, slices) = gemv_wide_shape();
+        let wide_groups = n.div_ceil(lanes as usize * (16 / dtype.size()));
         let variant = gemv_variant(self.profile(), dtype, shape);
         if variant == GemvVariant::Wide {
             if wide_groups > max {
                 return Err(too_many(wide_groups, "vector-matrix product along N"));
             }
-            let spec = out_spec(Kernel::GemvVecmatWide, dtype, out_dtype)
+            let mut spec = out_spec(Kernel::GemvVecmatWide, dtype, out_dtype)
                 .constant("WIDE_HALF", u32::from(dtype == DType::F16));
+            if (lanes, slices) != (4, 64) {
+                spec = spec
+                    .constant("WIDE_LANES", lanes)
+                    .constant("WIDE_SLICES", slices);
+            }
             let pipeline = self
                 .inner
                 .pipelines
@@ -1455,6 +1464,25 @@ fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVa
             pairs: gemv_pairs_enabled() && aligned(2),
         }
     }
+}
+
+/// The one-dispatch GEMV's workgroup: 16-byte words of columns x row slices,
+/// `WGTILE_GEMV_WIDE_SHAPE=LxS` (L 1, 2 or 4; S a power of two from 16, L x S
+/// at most 256) to compare; default 4 x 64.
+pub(crate) fn gemv_wide_shape() -> (u32, u32) {
+    static SHAPE: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *SHAPE.get_or_init(|| {
+        std::env::var("WGTILE_GEMV_WIDE_SHAPE")
+            .ok()
+            .and_then(|v| {
+                let (l, s) = v.trim().split_once('x')?;
+                Some((l.parse::<u32>().ok()?, s.parse::<u32>().ok()?))
+            })
+            .filter(|&(l, s)| {
+                matches!(l, 1 | 2 | 4) && s.is_power_of_two() && s >= 16 && l * s <= 256
+            })
+            .unwrap_or((4, 64))
+    })
 }
 
 /// Whether the coop kernel stages transposed operands as stored and reads

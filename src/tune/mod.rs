@@ -902,6 +902,14 @@ pub fn matmul_specs() -> Vec<Spec> {
             specs.push(Spec::new(kernel).dtype(dtype));
         }
         specs.push(gemv_wide_spec(dtype));
+        // WGTILE_GEMV_WIDE_SHAPE's other workgroups.
+        for (lanes, slices) in [(2, 64), (2, 128), (1, 256)] {
+            specs.push(
+                gemv_wide_spec(dtype)
+                    .constant("WIDE_LANES", lanes)
+                    .constant("WIDE_SLICES", slices),
+            );
+        }
     }
     for (warps_m, warps_n, bk, frags_n) in COOP_CONFIGS {
         for subgroup in [32, 64] {
