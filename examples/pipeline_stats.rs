@@ -353,7 +353,8 @@ impl Vulkan {
                             }
                             _ => "?".into(),
                         };
-                        lines.push(format!("{sname}: {value}"));
+                        let what = CStr::from_ptr(s.description.as_ptr()).to_string_lossy();
+                        lines.push(format!("{sname}: {value} ({:?}; {what})", s.format));
                     }
                     // Internal representations: names and sizes only.
                     let reps = self
