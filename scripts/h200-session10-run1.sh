@@ -29,3 +29,6 @@ for shape in "4096 f32" "4096 f16" "3000 f16"; do
     LIMIT=60 TAIL=6 run "autotune $1 $2 $p" env WGTILE_AUTOTUNE=fast RUST_LOG=wgtile=info $B/matmul_sweep --sizes $1 --dtype $2 --no-pad --repeats 5
   done
 done
+# What the driver's "Local Memory Size" (2^36 for every kernel in session 9)
+# means: pipeline_stats now prints each statistic's format and description.
+LIMIT=60 TAIL=20 run stats $B/pipeline_stats --filter "WARPS_M=4 WARPS_N=4"
