@@ -1469,7 +1469,7 @@ fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVa
 /// The one-dispatch GEMV's workgroup: 16-byte words of columns x row slices,
 /// `WGTILE_GEMV_WIDE_SHAPE=LxS` (L 1, 2 or 4; S a power of two from 16, L x S
 /// at most 256) to compare; default 4 x 64.
-pub(crate) fn gemv_wide_shape() -> (u32, u32) {
+fn gemv_wide_shape() -> (u32, u32) {
     static SHAPE: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
     *SHAPE.get_or_init(|| {
         std::env::var("WGTILE_GEMV_WIDE_SHAPE")
