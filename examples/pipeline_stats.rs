@@ -178,20 +178,15 @@ impl Vulkan {
                         .into_owned()
                 })
                 .collect();
-            let wanted = [
-                ash::khr::pipeline_executable_properties::NAME,
-                ash::khr::cooperative_matrix::NAME,
-            ];
-            let extensions: Vec<*const c_char> = wanted
-                .iter()
-                .filter(|n| available.iter().any(|a| a.as_bytes() == n.to_bytes()))
-                .map(|n| n.as_ptr())
-                .collect();
-            if !available
-                .iter()
-                .any(|a| a.as_bytes() == ash::khr::pipeline_executable_properties::NAME.to_bytes())
-            {
+            let has = |n: &CStr| available.iter().any(|a| a.as_bytes() == n.to_bytes());
+            let exec_ext = ash::khr::pipeline_executable_properties::NAME;
+            if !has(exec_ext) {
                 return Err(format!("{name} lacks VK_KHR_pipeline_executable_properties").into());
+            }
+            let has_coop = has(ash::khr::cooperative_matrix::NAME);
+            let mut extensions: Vec<*const c_char> = vec![exec_ext.as_ptr()];
+            if has_coop {
+                extensions.push(ash::khr::cooperative_matrix::NAME.as_ptr());
             }
             // Every feature the device has, the cooperative matrix and
             // pipeline statistics included.
@@ -200,7 +195,6 @@ impl Vulkan {
             let mut f13 = vk::PhysicalDeviceVulkan13Features::default();
             let mut coop = vk::PhysicalDeviceCooperativeMatrixFeaturesKHR::default();
             let mut execf = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
-            let has_coop = extensions.len() == 2;
             let mut features = vk::PhysicalDeviceFeatures2::default()
                 .push_next(&mut f11)
                 .push_next(&mut f12)
