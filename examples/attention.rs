@@ -435,10 +435,25 @@ fn backward(
         let lse = fwd.lse.clone().ok_or("no lse")?;
         let flops = 2.5 * fa_flops(c.b, c.h, c.s, c.s, c.d, c.causal);
         let name = c.label();
-        let run = |o: &AttentionOptions| -> Result<(f64, Vec<f32>), Box<dyn std::error::Error>> {
+        // The whole plan's time, dQ, and (with `stages`) each kernel of the
+        // plan timed alone (prepare, dK/dV, dQ).
+        let run = |o: &AttentionOptions,
+                   stages: bool|
+         -> Result<(f64, Vec<f32>, String), Box<dyn std::error::Error>> {
             let (plan, grads) = ctx.attention_backward_plan(&q, &k, &v, &fwd.o, &d_o, &lse, o)?;
             let t = time(ctx, &plan, args.repeats.min(5))?;
-            Ok((t, grads.dq.to_f32_vec_blocking()?))
+            let mut parts = Vec::new();
+            if stages {
+                for stage in plan.stages() {
+                    parts.push(format!("{:.1}", time(ctx, &stage, args.repeats.min(5))? * 1e6));
+                }
+            }
+            let parts = if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" stages {} us", parts.join(" + "))
+            };
+            Ok((t, grads.dq.to_f32_vec_blocking()?, parts))
         };
         let diff = |a: &[f32], b: &[f32]| {
             a.iter().zip(b).fold(0.0f32, |m, (x, y)| {
@@ -451,7 +466,7 @@ fn backward(
         };
         let mut scalar = opts.clone();
         scalar.kernel = AttentionKernel::Flash;
-        let (ts, dq_s) = run(&scalar)?;
+        let (ts, dq_s, _) = run(&scalar, false)?;
         let mut line = format!("{:<34} {:>10.3} {:>9.2}", name, ts * 1e3, flops / ts / unit);
         if c.dtype == DType::F16 && has_coop {
             // The sweep: every pair of candidates for the two kernels (dK/dV,
@@ -480,9 +495,9 @@ fn backward(
                     o = o.backward_coop_tiles(kv);
                     o.backward_coop_dq_tiles = Some(q);
                 }
-                let (tc, dq_c) = run(&o)?;
+                let (tc, dq_c, parts) = run(&o, t.is_none())?;
                 line.push_str(&format!(
-                    " | {:>10.3} {:>9.2} {:>9.2} {:>9.2e}",
+                    " | {:>10.3} {:>9.2} {:>9.2} {:>9.2e}{parts}",
                     tc * 1e3,
                     flops / tc / unit,
                     ts / tc,

@@ -32,3 +32,7 @@ done
 # What the driver's "Local Memory Size" (2^36 for every kernel in session 9)
 # means: pipeline_stats now prints each statistic's format and description.
 LIMIT=60 TAIL=20 run stats $B/pipeline_stats --filter "WARPS_M=4 WARPS_N=4"
+# Where the tensor-core backward's time goes (session 10): each kernel of the
+# plan (prepare, dK/dV, dQ) timed alone, f16 D128 S1024 and S4096.
+LIMIT=150 TAIL=30 run "backward stages" $B/attention --sizes 1024,4096 --dims 128 --repeats 5 --no-long
+LIMIT=60 TAIL=12 run "torch attention" python3 scripts/torch_attention.py --no-long
