@@ -9,7 +9,7 @@
 //   where g_ij = dS'/d(q.k) = scale, or scale (1 - tanh^2(scale q.k / cap))
 //   with soft-capping (the chain rule through tanh).
 // Kernels:
-//   `prepare`: one invocation per row: stats[row] = lse * log2(e) (log2 units,
+//   `prepare`: 16 lanes per row: stats[row] = lse * log2(e) (log2 units,
 //     as the forward's logits) and stats[rows + row] = Delta.
 //   `dkdv`: a workgroup owns BR keys of one (batch, KV head) and loops over
 //     the visible query blocks (BC = 4 NC queries) of every query head of its
@@ -68,26 +68,44 @@ var<workgroup> stage: array<vec4<f32>, STAGE4>;
 const P_OFF: u32 = BR * PS4;
 var<workgroup> tiles: array<vec4<f32>, 2u * BR * PS4>;
 
-@compute @workgroup_size(64, 1, 1)
+// `prepare`: PREP_ROWS rows per workgroup, PREP_LANES lanes per row. Lane l
+// reads columns l, l + PREP_LANES, ..., so the lanes of a row read
+// consecutive elements (one 32-byte sector per row for f16) instead of one
+// invocation walking a whole row; the row's partial sums meet in prep_sh.
+const PREP_LANES: u32 = 16u;
+const PREP_ROWS: u32 = 16u;
+var<workgroup> prep_sh: array<f32, PREP_LANES * PREP_ROWS>;
+
+@compute @workgroup_size(PREP_LANES * PREP_ROWS, 1, 1)
 fn prepare(
-    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
 ) {
-    let row = gid.y * groups.x * 64u + gid.x;
+    let r = tid / PREP_LANES;
+    let l = tid % PREP_LANES;
+    let row = (wid.y * groups.x + wid.x) * PREP_ROWS + r;
     let rows = params.batch * params.hq * params.sq;
-    if row >= rows {
-        return;
-    }
-    let i = row % params.sq;
-    let h = (row / params.sq) % params.hq;
-    let b = row / (params.sq * params.hq);
-    let base = b * params.o_sb + h * params.o_sh + i * params.o_sr;
     var delta = 0.0;
-    for (var c = 0u; c < params.dv; c++) {
-        delta = fma(f32(d_o[base + c]), f32(o[base + c]), delta);
+    if row < rows {
+        let i = row % params.sq;
+        let h = (row / params.sq) % params.hq;
+        let b = row / (params.sq * params.hq);
+        let base = b * params.o_sb + h * params.o_sh + i * params.o_sr;
+        for (var c = l; c < params.dv; c += PREP_LANES) {
+            delta = fma(f32(d_o[base + c]), f32(o[base + c]), delta);
+        }
     }
-    stats[row] = lse[row] * LOG2E;
-    stats[rows + row] = delta;
+    prep_sh[tid] = delta;
+    workgroupBarrier();
+    if l == 0u && row < rows {
+        var sum = 0.0;
+        for (var n = 0u; n < PREP_LANES; n++) {
+            sum += prep_sh[tid + n];
+        }
+        stats[row] = lse[row] * LOG2E;
+        stats[rows + row] = sum;
+    }
 }
 
 fn load_op(which: u32, idx: u32) -> f32 {

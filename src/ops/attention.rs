@@ -1968,7 +1968,8 @@ impl Context {
     ) -> Result<()> {
         let device = &self.inner.device;
         let max_groups = self.profile().max_workgroups_per_dim as usize;
-        let groups = rows.div_ceil(64);
+        // 16 rows per workgroup (PREP_ROWS in attention_backward.wgsl).
+        let groups = rows.div_ceil(16);
         let (gx, gy) = (groups.min(max_groups), groups.div_ceil(max_groups.max(1)));
         plan.dispatches.push(Dispatch::with_bindings(
             device,
