@@ -61,10 +61,11 @@ alias Out = Elem;
 @group(0) @binding(8) var<storage, read> rhs4: array<vec4<u32>>;
 
 const WIDE_HALF: u32 = 0u;
-// Words of columns per workgroup (1, 2 or 4) and row slices (a power of
+// Words of columns per workgroup (1, 2, 4 or 8) and row slices (a power of
 // two; WIDE_LANES * WIDE_SLICES <= 256). Default 4 x 64; the others are
-// `WGTILE_GEMV_WIDE_SHAPE` experiments (more, narrower workgroups: 128 of
-// 4 x 64 leave an H200 SM or two idle at f16 4096 x 4096).
+// `WGTILE_GEMV_WIDE_SHAPE` experiments. More, narrower workgroups (2 x 64,
+// 2 x 128, 1 x 256) lost on the H200 (session 10: f16 4096 x 4096 2150-
+// 2270 and 1670 GB/s against 2590).
 const WIDE_LANES: u32 = 4u;
 const WIDE_SLICES: u32 = 64u;
 

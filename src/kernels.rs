@@ -863,10 +863,15 @@ impl PipelineCache {
         device: &wgpu::Device,
         spec: &Spec,
     ) -> Result<Arc<wgpu::ComputePipeline>> {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = map.get(spec) {
+        let lock = || self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = lock().get(spec) {
             return Ok(p.clone());
         }
+        // Compiled without the lock held, so threads compile different
+        // kernels at once (the autotuner builds its candidates in parallel);
+        // two threads after the same spec both compile it and the first
+        // insert wins.
+        let elapsed = stopwatch();
         let source = spec.wgsl()?;
         let pipeline = Arc::new(compile(
             device,
@@ -876,9 +881,26 @@ impl PipelineCache {
             &spec.pipeline_constants(),
             spec.kernel.trusted(),
         )?);
-        log::debug!("compiled pipeline {}", spec.label());
-        map.insert(spec.clone(), pipeline.clone());
-        Ok(pipeline)
+        log::debug!(
+            "compiled pipeline {} in {:.1} ms",
+            spec.label(),
+            elapsed() * 1e3
+        );
+        Ok(lock().entry(spec.clone()).or_insert(pipeline).clone())
+    }
+}
+
+/// Seconds since the call, for log lines: NaN on wasm32, where
+/// `std::time::Instant` is not available.
+pub(crate) fn stopwatch() -> impl Fn() -> f64 {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let start = std::time::Instant::now();
+        move || start.elapsed().as_secs_f64()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        || f64::NAN
     }
 }
 

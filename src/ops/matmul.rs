@@ -1048,24 +1048,67 @@ impl Context {
                     inputs = Some((ta, tb));
                 }
                 let (ta, tb) = inputs.as_ref().expect("just filled");
-                let options =
-                    MatmulOptions::with_kernel(candidate).transposed(transposes.0, transposes.1);
-                let plan = self.matmul_plan(ta, tb, None, &options)?;
-                if first {
-                    // The GPU may be idling at a low clock: bring it up before
-                    // the first candidate is measured, or that candidate (the
-                    // heuristic's pick) reads slow and loses unfairly (seen on
-                    // the H200: 64x64 tiles chosen over faster 128x128 ones).
-                    self.time(
-                        &plan,
-                        &TimingOptions {
-                            warmup: 1,
-                            warmup_seconds: TUNING_WARMUP_SECONDS,
-                            repeats: 1,
-                        },
-                    )?;
+                let plan_of = |kernel: MatmulKernel| {
+                    let options =
+                        MatmulOptions::with_kernel(kernel).transposed(transposes.0, transposes.1);
+                    self.matmul_plan(ta, tb, None, &options)
+                };
+                let elapsed = crate::kernels::stopwatch();
+                if !first {
+                    let plan = plan_of(candidate)?;
+                    let built = elapsed();
+                    let t = self.time(&plan, &tuner.mode().timing_options())?.median();
+                    log::debug!(
+                        "autotune: {candidate}: built in {:.0} ms, timed in {:.0} ms",
+                        built * 1e3,
+                        (elapsed() - built) * 1e3
+                    );
+                    return Ok(t);
                 }
-                Ok(self.time(&plan, &tuner.mode().timing_options())?.median())
+                // The first candidate (the heuristic's pick) is timed while
+                // threads compile the other timed candidates' pipelines. The
+                // GPU may be idling at a low clock: its warm-up brings it up
+                // before it is measured, or it reads slow and loses unfairly
+                // (seen on the H200: 64x64 tiles chosen over faster 128x128
+                // ones).
+                let timed = candidates.len().min(tuner.mode().max_candidates());
+                let others: Vec<MatmulKernel> = candidates[..timed]
+                    .iter()
+                    .copied()
+                    .filter(|&c| c != candidate)
+                    .collect();
+                let first_time = || -> Result<f64> {
+                    let plan = plan_of(candidate)?;
+                    let options = TimingOptions {
+                        warmup: 1,
+                        warmup_seconds: TUNING_WARMUP_SECONDS,
+                        ..tuner.mode().timing_options()
+                    };
+                    Ok(self.time(&plan, &options)?.median())
+                };
+                let t = if cfg!(target_arch = "wasm32") {
+                    first_time()?
+                } else {
+                    std::thread::scope(|scope| {
+                        for &kernel in &others {
+                            let plan_of = &plan_of;
+                            scope.spawn(move || {
+                                // A failure shows again (and is reported)
+                                // when this candidate is measured.
+                                if let Err(e) = plan_of(kernel) {
+                                    log::debug!("autotune: building {kernel} failed: {e}");
+                                }
+                            });
+                        }
+                        first_time()
+                    })?
+                };
+                log::debug!(
+                    "autotune: {candidate} built and timed (and {} others built) in {:.0} ms",
+                    others.len(),
+                    elapsed() * 1e3
+                );
+                Ok(t)
             },
         )?;
         Ok(decision.kernel)
@@ -1467,7 +1510,7 @@ fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVa
 }
 
 /// The one-dispatch GEMV's workgroup: 16-byte words of columns x row slices,
-/// `WGTILE_GEMV_WIDE_SHAPE=LxS` (L 1, 2 or 4; S a power of two from 16, L x S
+/// `WGTILE_GEMV_WIDE_SHAPE=LxS` (L 1, 2, 4 or 8; S a power of two from 16, L x S
 /// at most 256) to compare; default 4 x 64.
 fn gemv_wide_shape() -> (u32, u32) {
     static SHAPE: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
@@ -1479,7 +1522,7 @@ fn gemv_wide_shape() -> (u32, u32) {
                 Some((l.parse::<u32>().ok()?, s.parse::<u32>().ok()?))
             })
             .filter(|&(l, s)| {
-                matches!(l, 1 | 2 | 4) && s.is_power_of_two() && s >= 16 && l * s <= 256
+                matches!(l, 1 | 2 | 4 | 8) && s.is_power_of_two() && s >= 16 && l * s <= 256
             })
             .unwrap_or((4, 64))
     })
