@@ -96,6 +96,11 @@ struct Args {
     /// scalar backward's, and exit.
     #[arg(long)]
     sweep_backward: bool,
+    /// Only the backward table (with each kernel's time): no forward, no
+    /// decode; f16 only, and without the scalar kernels where the adapter
+    /// has tensor cores.
+    #[arg(long)]
+    backward_only: bool,
 }
 
 struct Forward {
@@ -187,7 +192,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    if !args.quick && !args.no_long && !args.sweep_only && !args.sweep_backward {
+    if !args.quick && !args.no_long && !args.sweep_only && !args.sweep_backward && !args.backward_only
+    {
         for causal in [false, true] {
             for dtype in [DType::F32, DType::F16] {
                 if dtype == DType::F16 && !f16 {
@@ -242,7 +248,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dash = || "-".to_string();
     for c in cases
         .iter()
-        .filter(|_| !args.sweep_only && !args.sweep_backward)
+        .filter(|_| !args.sweep_only && !args.sweep_backward && !args.backward_only)
     {
         let q = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
         let k = ctx.zeros([c.b, c.h, c.s, c.d], c.dtype)?;
@@ -377,7 +383,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    if args.sweep_backward {
+    if args.sweep_backward || args.backward_only {
         return backward(&ctx, &args, &cases, has_coop, (unit, unit_name));
     }
     if args.sweep_only {
@@ -416,7 +422,7 @@ fn backward(
         (false, false) => 1024,
     };
     for c in cases.iter().filter(|c| c.s <= limit(c)) {
-        if args.sweep_backward && (c.dtype != DType::F16 || !has_coop) {
+        if (args.sweep_backward || args.backward_only) && (c.dtype != DType::F16 || !has_coop) {
             continue;
         }
         let shape = [c.b, c.h, c.s, c.d];

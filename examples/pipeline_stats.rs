@@ -112,7 +112,7 @@ fn attention_specs() -> Result<Vec<Spec>, Box<dyn std::error::Error>> {
         }
         if let Some(t) = ta::backward_coop_tiles(p, d, d) {
             for pass in [ta::BackwardCoopPass::DkDv, ta::BackwardCoopPass::Dq] {
-                specs.push(t.spec(pass, d, d, sg, false));
+                specs.push(t.spec(pass, d, d, sg, false, true));
             }
         }
     }

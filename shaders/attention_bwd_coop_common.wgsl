@@ -17,6 +17,14 @@
 @group(0) @binding(17) var<storage, read> v4: array<vec4<u32>>;
 @group(0) @binding(18) var<storage, read> do4: array<vec4<u32>>;
 
+// Orders a subgroup's accesses to its own rows of the scratch (s_sh, p_sh)
+// without waiting for the rest of the workgroup: subgroupBarrier() where the
+// adapter has it (and the subgroups are the hardware's), else
+// workgroupBarrier() (BackwardCoopTiles::spec writes the block).
+fn sub_barrier() {
+    // @gen sub_barrier
+}
+
 const OP_Q: u32 = 0u;
 const OP_K: u32 = 1u;
 const OP_V: u32 = 2u;

@@ -15,11 +15,12 @@
 //      S^T = K Q^T and dP^T = V dO^T: the B fragments are Q's and dO's
 //      16 x 16 blocks read column-major (load_bt_kv); the two 16 x BQ f32
 //      tiles go to the subgroup's scratch s_sh.
-//   2. Barrier; the next block's Q and dO are fetched into registers. Lanes
+//   2. Subgroup barrier (s_sh and p_sh rows are the subgroup's own); the
+//      next block's Q and dO are fetched into registers. Lanes
 //      (LPR = SG / 16 per key row) turn each pair into P^T and dS^T (p_ds,
 //      or p_ds_plain on interior blocks without mask tensor or soft-cap),
 //      written as f16 to the subgroup's p_sh.
-//   3. Barrier; dV += P^T dO and dK += dS^T Q, with P^T and dS^T as A
+//   3. Subgroup barrier; dV += P^T dO and dK += dS^T Q, with P^T and dS^T as A
 //      fragments (load_a_p) and dO, Q row-major B fragments (load_b_kv);
 //      D16 + DV16 accumulators per subgroup.
 //   4. Barrier; the prefetched block is put into kv_sh; barrier.
@@ -143,7 +144,7 @@ fn main(
         for (var i0 = first; i32(i0) < i_end; i0 += BQ) {
             // 1. S^T = K Q^T and dP^T = V dO^T into the subgroup's scratch.
             // @gen products
-            workgroupBarrier();
+            sub_barrier();
 
             // 2. Next block's loads in flight; P^T and dS^T as f16.
             let more = i32(i0 + BQ) < i_end;
@@ -170,7 +171,7 @@ fn main(
                 p_sh[p_base + sr * LDP + c] = f16(pd.x);
                 p_sh[p_base + (16u + sr) * LDP + c] = f16(pd.y);
             }
-            workgroupBarrier();
+            sub_barrier();
 
             // 3. dV += P^T dO, dK += dS^T Q.
             // @gen grads

@@ -12,10 +12,11 @@
 //      S = Q K^T and dP = dO V^T: the B fragments are K's and V's 16 x 16
 //      blocks read column-major (load_bt_kv); the two 16 x BC f32 tiles go
 //      to the subgroup's scratch s_sh.
-//   2. Barrier; the next block's K and V are fetched into registers. Lanes
+//   2. Subgroup barrier (s_sh and p_sh rows are the subgroup's own); the
+//      next block's K and V are fetched into registers. Lanes
 //      (LPR = SG / 16 per query row) turn each pair into dS (p_ds, or
 //      p_ds_plain on interior blocks), written as f16 to the subgroup's p_sh.
-//   3. Barrier; dQ += dS K, dS as A fragments (load_a_p), K row-major B
+//   3. Subgroup barrier; dQ += dS K, dS as A fragments (load_a_p), K row-major B
 //      fragments (load_b_kv); D16 accumulators per subgroup.
 //   4. Barrier; the prefetched block is put into kv_sh; barrier.
 //   End: each accumulator goes through s_sh and is written with bounds
@@ -128,7 +129,7 @@ fn main(
     for (var j0 = first; i32(j0) < j_end; j0 += BC) {
         // 1. S = Q K^T and dP = dO V^T into the subgroup's scratch.
         // @gen products
-        workgroupBarrier();
+        sub_barrier();
 
         // 2. Next block's loads in flight; dS as f16.
         let more = i32(j0 + BC) < j_end;
@@ -152,7 +153,7 @@ fn main(
             }
             p_sh[p_base + sr * LDP + c] = f16(ds);
         }
-        workgroupBarrier();
+        sub_barrier();
 
         // 3. dQ += dS K.
         // @gen grads

@@ -15,6 +15,7 @@ use crate::kernels::PipelineCache;
 /// Features wgtile asks for whenever the adapter has them.
 const WANTED_FEATURES: wgpu::Features = wgpu::Features::SHADER_F16
     .union(wgpu::Features::SUBGROUP)
+    .union(wgpu::Features::SUBGROUP_BARRIER)
     .union(wgpu::Features::TIMESTAMP_QUERY)
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
     .union(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES);
@@ -126,6 +127,8 @@ pub struct AdapterProfile {
     pub shader_f16: bool,
     /// Subgroup operations enabled on the device.
     pub subgroups: bool,
+    /// The subgroup barrier (`subgroupBarrier()`) enabled on the device.
+    pub subgroup_barrier: bool,
     /// Timestamp queries enabled (GPU timing of passes).
     pub timestamps: bool,
     /// Cooperative-matrix operations enabled (opt-in, experimental).
@@ -188,6 +191,7 @@ impl AdapterProfile {
             subgroup_max_size: info.subgroup_max_size,
             shader_f16: features.contains(wgpu::Features::SHADER_F16),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
+            subgroup_barrier: features.contains(wgpu::Features::SUBGROUP_BARRIER),
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             cooperative_matrix,
             coop_configs,

@@ -1834,6 +1834,9 @@ impl Context {
             } else {
                 profile.subgroup_max_size
             };
+            // `WGTILE_SUB_BARRIER=0` keeps workgroup barriers, to measure.
+            let sub_barrier = profile.subgroup_barrier
+                && !std::env::var("WGTILE_SUB_BARRIER").is_ok_and(|v| v.trim() == "0");
             let tiles = if kv_t == q_t {
                 kv_t.to_string()
             } else {
@@ -1841,8 +1844,8 @@ impl Context {
             };
             (
                 [
-                    kv_t.spec(BackwardCoopPass::DkDv, d, dv, sg, emulated),
-                    q_t.spec(BackwardCoopPass::Dq, d, dv, sg, emulated),
+                    kv_t.spec(BackwardCoopPass::DkDv, d, dv, sg, emulated, sub_barrier),
+                    q_t.spec(BackwardCoopPass::Dq, d, dv, sg, emulated, sub_barrier),
                 ],
                 [kv_t.rows() as usize, q_t.rows() as usize],
                 if emulated {

@@ -775,6 +775,7 @@ fn synthetic_profile(invocations: u32) -> AdapterProfile {
         subgroup_max_size: 32,
         shader_f16: true,
         subgroups: true,
+        subgroup_barrier: true,
         timestamps: true,
         cooperative_matrix: false,
         coop_configs: Vec::new(),

@@ -744,7 +744,9 @@ pub fn attention_coop_specs() -> Vec<Spec> {
             for &dv in &dims {
                 if t.fits(&p, d, dv) {
                     for pass in [BackwardCoopPass::DkDv, BackwardCoopPass::Dq] {
-                        specs.push(t.spec(pass, d, dv, 32, false));
+                        for sub_barrier in [true, false] {
+                            specs.push(t.spec(pass, d, dv, 32, false, sub_barrier));
+                        }
                     }
                 }
             }
@@ -752,7 +754,7 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     }
     for (d, dv) in [(16, 16), (32, 48), (64, 64), (128, 128)] {
         for pass in [BackwardCoopPass::DkDv, BackwardCoopPass::Dq] {
-            specs.push(BACKWARD_COOP_CANDIDATES[0].spec(pass, d, dv, 16, true));
+            specs.push(BACKWARD_COOP_CANDIDATES[0].spec(pass, d, dv, 16, true, false));
         }
     }
     // The tensor-core decode kernel: every head-dim pair at subgroup size
@@ -1339,6 +1341,7 @@ fn permissive_profile() -> AdapterProfile {
         subgroup_max_size: 32,
         shader_f16: true,
         subgroups: true,
+        subgroup_barrier: true,
         timestamps: true,
         cooperative_matrix: false,
         coop_configs: Vec::new(),

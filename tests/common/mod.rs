@@ -139,6 +139,7 @@ pub fn synthetic_profile(units: u32, invocations: u32, storage: u32) -> AdapterP
         subgroup_max_size: 32,
         shader_f16: true,
         subgroups: true,
+        subgroup_barrier: true,
         timestamps: true,
         cooperative_matrix: false,
         coop_configs: Vec::new(),

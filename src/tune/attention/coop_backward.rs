@@ -455,7 +455,8 @@ impl BackwardCoopTiles {
 
     /// The specialisation of `pass` for head dims `d`, `dv` and subgroup
     /// size `sg` (`emulated`: the per-invocation matrix operations, 16
-    /// virtual lanes).
+    /// virtual lanes; `sub_barrier`: the adapter has `subgroupBarrier()`,
+    /// used on the subgroups' own scratch unless emulated).
     pub fn spec(
         self,
         pass: BackwardCoopPass,
@@ -463,6 +464,7 @@ impl BackwardCoopTiles {
         dv: usize,
         sg: u32,
         emulated: bool,
+        sub_barrier: bool,
     ) -> Spec {
         let (d32, dv32) = (d as u32, dv as u32);
         let mut spec = Spec::new(pass.kernel(emulated))
@@ -481,8 +483,18 @@ impl BackwardCoopTiles {
         for (name, text) in blocks {
             spec = spec.block(name, text);
         }
-        spec
+        spec.block("sub_barrier", sub_barrier_text(sub_barrier && !emulated))
     }
+}
+
+/// The body of the shaders' `sub_barrier()`.
+fn sub_barrier_text(subgroup: bool) -> String {
+    let call = if subgroup {
+        "subgroupBarrier"
+    } else {
+        "workgroupBarrier"
+    };
+    format!("    {call}();\n")
 }
 
 /// WGSL writing the subgroup's 16 x 16 f32 tile at `s_sh[s_base]` (rows of
@@ -529,11 +541,13 @@ pub fn backward_coop_tiles(p: &AdapterProfile, d: usize, dv: usize) -> Option<Ba
 /// The text-default blocks of a backward coop kernel (for `Spec::new`).
 pub(crate) fn default_blocks(kernel: Kernel) -> Option<Vec<(&'static str, String)>> {
     let t = BACKWARD_COOP_TEXT_DEFAULT;
-    Some(match kernel {
+    let mut blocks = match kernel {
         Kernel::AttentionBwdCoopDkDv => t.blocks(BackwardCoopPass::DkDv, 128, 128),
         Kernel::AttentionBwdCoopDq => t.blocks(BackwardCoopPass::Dq, 128, 128),
         Kernel::AttentionBwdCoopDkDvEmulated => t.blocks_looped(BackwardCoopPass::DkDv, 128, 128),
         Kernel::AttentionBwdCoopDqEmulated => t.blocks_looped(BackwardCoopPass::Dq, 128, 128),
         _ => return None,
-    })
+    };
+    blocks.push(("sub_barrier", sub_barrier_text(false)));
+    Some(blocks)
 }
