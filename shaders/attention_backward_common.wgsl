@@ -45,8 +45,19 @@ fn p_ds(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32) -> vec2<f3
 // p_ds for a pair known to be visible, with no mask tensor and no soft-cap
 // (interior blocks): the logit is one multiply.
 fn p_ds_plain(b: u32, h: u32, i: u32, dot: f32, dp: f32) -> vec2<f32> {
+    return p_ds_stats(row_stats(b, h, i), dot, dp);
+}
+
+// Query i's (lse2, Delta) from `prepare`.
+fn row_stats(b: u32, h: u32, i: u32) -> vec2<f32> {
     let rows = params.batch * params.hq * params.sq;
     let row = (b * params.hq + h) * params.sq + i;
-    let p = exp2(dot * params.scale_log2 - stats[row]);
-    return vec2<f32>(p, p * (dp - stats[rows + row]) * params.scale);
+    return vec2<f32>(stats[row], stats[rows + row]);
+}
+
+// p_ds_plain with the query's row_stats already loaded (the dQ kernel keeps
+// its row's in registers).
+fn p_ds_stats(st: vec2<f32>, dot: f32, dp: f32) -> vec2<f32> {
+    let p = exp2(dot * params.scale_log2 - st.x);
+    return vec2<f32>(p, p * (dp - st.y) * params.scale);
 }

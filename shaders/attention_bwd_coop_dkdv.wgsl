@@ -18,19 +18,22 @@
 //   2. Subgroup barrier (s_sh and p_sh rows are the subgroup's own); the
 //      next block's Q and dO are fetched into registers. Lanes
 //      (LPR = SG / 16 per key row) turn each pair into P^T and dS^T (p_ds,
-//      or p_ds_plain on interior blocks without mask tensor or soft-cap),
-//      written as f16 to the subgroup's p_sh.
+//      or p_ds_stats with the queries' statistics from stat_sh on interior
+//      blocks without mask tensor or soft-cap), written as f16 to the
+//      subgroup's p_sh.
 //   3. Subgroup barrier; dV += P^T dO and dK += dS^T Q, with P^T and dS^T as A
 //      fragments (load_a_p) and dO, Q row-major B fragments (load_b_kv);
 //      D16 + DV16 accumulators per subgroup.
-//   4. Barrier; the prefetched block is put into kv_sh; barrier.
+//   4. Barrier; the prefetched block is put into kv_sh (its statistics
+//      into stat_sh); barrier.
 //   End: each accumulator goes through s_sh and is written with bounds
 //   checks as Elem (rows below Sk; keys past a key length get zeros).
 // Workgroup: W * SG invocations (SG the fixed subgroup size, a multiple of
 //   16; 16 virtual lanes in the emulated variant).
 // Workgroup memory: kv_sh max(2 BQ LDQ, BK LCH) halves (LDQ = max(D, Dv) +
 //   8, LCH = CH + 8), s_sh W * 32 * (BQ + 4) f32, p_sh W * 32 * (BQ + 8)
-//   f16 (tune::attention::BackwardCoopTiles::workgroup_bytes); every
+//   f16, stat_sh BQ vec2<f32> (tune::attention::BackwardCoopTiles::
+//   workgroup_bytes); every
 //   workgroup variable a multiple of 16 bytes (attention_flash_coop.wgsl's
 //   alignment rule).
 // Text constants (BackwardCoopTiles): W, BQ (a multiple of 16), SG, D and
@@ -73,6 +76,17 @@ var<workgroup> kv_sh: array<vec4<f16>, KV_ELEMS / 4u>;
 var<workgroup> s_sh: array<f32, W * 32u * LDS>;
 // Per subgroup: P^T, then dS^T, as f16.
 var<workgroup> p_sh: array<f16, W * 32u * LDP>;
+// The staged block's (lse2, Delta) per query, staged with its Q and dO
+// (prefetched by the first BQ invocations): interior blocks read them here.
+var<workgroup> stat_sh: array<vec2<f32>, BQ>;
+
+// Query i's row_stats, zeros past Sq.
+fn block_stats(b: u32, h: u32, i: u32) -> vec2<f32> {
+    if i < params.sq {
+        return row_stats(b, h, i);
+    }
+    return vec2<f32>();
+}
 
 // Run i of the Q (then dO) block of query rows i0 ..: its global load.
 fn fetch_qdo(i: u32, i0: u32, q_base: u32, o_base: u32) -> vec4<u32> {
@@ -139,6 +153,9 @@ fn main(
             for (var n = 0u; n < LOADS; n++) {
                 put_qdo(tid + n * THREADS, pre[n]);
             }
+            if tid < BQ {
+                stat_sh[tid] = block_stats(b, h, first + tid);
+            }
         }
         workgroupBarrier();
         for (var i0 = first; i32(i0) < i_end; i0 += BQ) {
@@ -148,9 +165,13 @@ fn main(
 
             // 2. Next block's loads in flight; P^T and dS^T as f16.
             let more = i32(i0 + BQ) < i_end;
+            var pre_st = vec2<f32>();
             if more {
                 for (var n = 0u; n < LOADS; n++) {
                     pre[n] = fetch_qdo(tid + n * THREADS, i0 + BQ, q_base, o_base);
+                }
+                if tid < BQ {
+                    pre_st = block_stats(b, h, i0 + BQ + tid);
                 }
             }
             // Interior blocks: every key and query in range and inside the
@@ -164,7 +185,7 @@ fn main(
                 let dp = s_sh[s_base + (16u + sr) * LDS + c];
                 var pd: vec2<f32>;
                 if interior {
-                    pd = p_ds_plain(b, h, i0 + c, dot, dp);
+                    pd = p_ds_stats(stat_sh[c], dot, dp);
                 } else {
                     pd = p_ds(b, h, i0 + c, key, keys, dot, dp);
                 }
@@ -181,6 +202,9 @@ fn main(
             if more {
                 for (var n = 0u; n < LOADS; n++) {
                     put_qdo(tid + n * THREADS, pre[n]);
+                }
+                if tid < BQ {
+                    stat_sh[tid] = pre_st;
                 }
             }
             workgroupBarrier();

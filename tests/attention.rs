@@ -2741,6 +2741,18 @@ fn coop_backward_emulated() {
         return;
     }
     let emu = Some((AttentionKernel::FlashCoopEmulated, None));
+    // Whole interior blocks in both kernels (no mask: 64-row dQ blocks,
+    // 64-key dK/dV blocks), where the row statistics come from registers
+    // and workgroup memory instead of `p_ds`. Scale 1 makes the gradients
+    // large against the f16 tolerance (a dropped Delta fails here).
+    check_backward_kernel(
+        &ctx,
+        &f16_case(1, 1, 1, 131, 70, 32, 32),
+        &AttentionOptions::new().scale(1.0),
+        emu,
+        None,
+        8000,
+    );
     check_backward_kernel(
         &ctx,
         &f16_case(1, 2, 1, 33, 71, 32, 48),

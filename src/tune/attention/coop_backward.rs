@@ -193,13 +193,15 @@ impl BackwardCoopTiles {
 
     /// Workgroup memory in bytes of `pass` for head dims `d`, `dv`.
     pub const fn workgroup_bytes(self, pass: BackwardCoopPass, d: u32, dv: u32) -> u32 {
-        let p_rows = match pass {
-            BackwardCoopPass::DkDv => 32,
-            BackwardCoopPass::Dq => 16,
+        // dK/dV: P^T and dS^T per subgroup, and the block's (lse2, Delta).
+        let (p_rows, stats) = match pass {
+            BackwardCoopPass::DkDv => (32, 8 * self.block),
+            BackwardCoopPass::Dq => (16, 0),
         };
         2 * self.kv_elems(d, dv)
             + 4 * self.subgroups * 32 * (self.block + 4)
             + 2 * self.subgroups * p_rows * (self.block + 8)
+            + stats
     }
 
     /// The generated blocks of `pass` for head dims `d`, `dv`: every loop
