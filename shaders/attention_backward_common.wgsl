@@ -28,18 +28,25 @@ fn dlogit(dot: f32) -> f32 {
 
 // P and dS of query i, key j from the raw dot product and dO . v.
 fn p_ds(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32) -> vec2<f32> {
+    if i >= params.sq {
+        return vec2<f32>(0.0);
+    }
+    return p_ds_with(b, h, i, j, keys, dot, dp, row_stats(b, h, i));
+}
+
+// p_ds with query i's row_stats `st` already loaded (the tensor-core
+// kernels keep them in registers or workgroup memory: `stats` is a
+// read_write binding, and reading it per element cost the backward 15%).
+fn p_ds_with(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32, st: vec2<f32>) -> vec2<f32> {
     if i >= params.sq || j >= keys {
         return vec2<f32>(0.0);
     }
-    let rows = params.batch * params.hq * params.sq;
-    let row = (b * params.hq + h) * params.sq + i;
     let t = logit(dot, b, h, i, j, keys);
-    let l2 = stats[row];
     var p = 0.0;
-    if t != neg_inf() && l2 != neg_inf() {
-        p = exp2(t - l2);
+    if t != neg_inf() && st.x != neg_inf() {
+        p = exp2(t - st.x);
     }
-    return vec2<f32>(p, p * (dp - stats[rows + row]) * dlogit(dot));
+    return vec2<f32>(p, p * (dp - st.y) * dlogit(dot));
 }
 
 // p_ds for a pair known to be visible, with no mask tensor and no soft-cap
@@ -55,8 +62,7 @@ fn row_stats(b: u32, h: u32, i: u32) -> vec2<f32> {
     return vec2<f32>(stats[row], stats[rows + row]);
 }
 
-// p_ds_plain with the query's row_stats already loaded (the dQ kernel keeps
-// its row's in registers).
+// p_ds_plain with the query's row_stats already loaded.
 fn p_ds_stats(st: vec2<f32>, dot: f32, dp: f32) -> vec2<f32> {
     let p = exp2(dot * params.scale_log2 - st.x);
     return vec2<f32>(p, p * (dp - st.y) * params.scale);

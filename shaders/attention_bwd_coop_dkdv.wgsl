@@ -17,10 +17,10 @@
 //      tiles go to the subgroup's scratch s_sh.
 //   2. Subgroup barrier (s_sh and p_sh rows are the subgroup's own); the
 //      next block's Q and dO are fetched into registers. Lanes
-//      (LPR = SG / 16 per key row) turn each pair into P^T and dS^T (p_ds,
-//      or p_ds_stats with the queries' statistics from stat_sh on interior
-//      blocks without mask tensor or soft-cap), written as f16 to the
-//      subgroup's p_sh.
+//      (LPR = SG / 16 per key row) turn each pair into P^T and dS^T
+//      (p_ds_with, or p_ds_stats on interior blocks without mask tensor or
+//      soft-cap; the queries' statistics from stat_sh), written as f16 to
+//      the subgroup's p_sh.
 //   3. Subgroup barrier; dV += P^T dO and dK += dS^T Q, with P^T and dS^T as A
 //      fragments (load_a_p) and dO, Q row-major B fragments (load_b_kv);
 //      D16 + DV16 accumulators per subgroup.
@@ -77,7 +77,7 @@ var<workgroup> s_sh: array<f32, W * 32u * LDS>;
 // Per subgroup: P^T, then dS^T, as f16.
 var<workgroup> p_sh: array<f16, W * 32u * LDP>;
 // The staged block's (lse2, Delta) per query, staged with its Q and dO
-// (prefetched by the first BQ invocations): interior blocks read them here.
+// (prefetched by the first BQ invocations).
 var<workgroup> stat_sh: array<vec2<f32>, BQ>;
 
 // Query i's row_stats, zeros past Sq.
@@ -187,7 +187,7 @@ fn main(
                 if interior {
                     pd = p_ds_stats(stat_sh[c], dot, dp);
                 } else {
-                    pd = p_ds(b, h, i0 + c, key, keys, dot, dp);
+                    pd = p_ds_with(b, h, i0 + c, key, keys, dot, dp, stat_sh[c]);
                 }
                 p_sh[p_base + sr * LDP + c] = f16(pd.x);
                 p_sh[p_base + (16u + sr) * LDP + c] = f16(pd.y);

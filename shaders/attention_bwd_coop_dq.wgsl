@@ -14,9 +14,9 @@
 //      to the subgroup's scratch s_sh.
 //   2. Subgroup barrier (s_sh and p_sh rows are the subgroup's own); the
 //      next block's K and V are fetched into registers. Lanes
-//      (LPR = SG / 16 per query row) turn each pair into dS (p_ds, or
-//      p_ds_stats with the row's statistics held in registers on interior
-//      blocks), written as f16 to the subgroup's p_sh.
+//      (LPR = SG / 16 per query row) turn each pair into dS (p_ds_with,
+//      or p_ds_stats on interior blocks; the row's statistics held in
+//      registers), written as f16 to the subgroup's p_sh.
 //   3. Subgroup barrier; dQ += dS K, dS as A fragments (load_a_p), K row-major B
 //      fragments (load_b_kv); D16 accumulators per subgroup.
 //   4. Barrier; the prefetched block is put into kv_sh; barrier.
@@ -108,8 +108,7 @@ fn main(
     let sr = lane / LPR;
     let cg = lane % LPR;
     let row = i0 + sub * 16u + sr;
-    // This lane's row's statistics, for the interior blocks (which exist
-    // only when every row of the workgroup is below Sq).
+    // This lane's row's statistics (zeros past Sq, where p_ds_with gives 0).
     var st = vec2<f32>();
     if row < rows {
         st = row_stats(b, h, row);
@@ -156,7 +155,7 @@ fn main(
             if interior {
                 ds = p_ds_stats(st, dot, dp).y;
             } else {
-                ds = p_ds(b, h, row, j0 + c, keys, dot, dp).y;
+                ds = p_ds_with(b, h, row, j0 + c, keys, dot, dp, st).y;
             }
             p_sh[p_base + sr * LDP + c] = f16(ds);
         }
