@@ -192,7 +192,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    if !args.quick && !args.no_long && !args.sweep_only && !args.sweep_backward && !args.backward_only
+    if !args.quick
+        && !args.no_long
+        && !args.sweep_only
+        && !args.sweep_backward
+        && !args.backward_only
     {
         for causal in [false, true] {
             for dtype in [DType::F32, DType::F16] {
@@ -451,7 +455,10 @@ fn backward(
             let mut parts = Vec::new();
             if stages {
                 for stage in plan.stages() {
-                    parts.push(format!("{:.1}", time(ctx, &stage, args.repeats.min(5))? * 1e6));
+                    parts.push(format!(
+                        "{:.1}",
+                        time(ctx, &stage, args.repeats.min(5))? * 1e6
+                    ));
                 }
             }
             let parts = if parts.is_empty() {
