@@ -32,7 +32,7 @@
 //   STAGE4 (vec4: max of DK * (BR/4 + BC/4 + 2) and VK * NC * TD / 4).
 // Bindings beyond attention_common.wgsl: attention_backward_common.wgsl's
 //   10 dO, 11 stats, 12 dQ, 13 dK, 14 dV (also P and dS from the raw
-//   products: p_ds_with).
+//   products: p_ds).
 // Limits: D, Dv <= NC * TD; `dkdv` binds 9 storage buffers.
 
 const BR: u32 = 32u;
@@ -332,20 +332,11 @@ fn dkdv(
             }
             nt_tile(tid, OP_K, k_base, params.k_sr, j0, keys, OP_Q, q_base, params.q_sr, i0, params.sq, params.d, &s);
             nt_tile(tid, OP_V, v_base, params.v_sr, j0, keys, OP_DO, o_base, params.o_sr, i0, params.sq, params.dv, &dp);
-            // The statistics of this invocation's 4 queries, loaded once
-            // (not per element: `stats` is a read_write binding).
-            var st: array<vec2<f32>, 4>;
-            for (var c = 0u; c < 4u; c++) {
-                st[c] = vec2<f32>();
-                if i0 + cg * 4u + c < params.sq {
-                    st[c] = row_stats(b, h, i0 + cg * 4u + c);
-                }
-            }
             for (var r = 0u; r < 4u; r++) {
                 var pv = vec4<f32>(0.0);
                 var dsv = vec4<f32>(0.0);
                 for (var c = 0u; c < 4u; c++) {
-                    let pd = p_ds_with(b, h, i0 + cg * 4u + c, j0 + rg * 4u + r, keys, s[r][c], dp[r][c], st[c]);
+                    let pd = p_ds(b, h, i0 + cg * 4u + c, j0 + rg * 4u + r, keys, s[r][c], dp[r][c]);
                     pv[c] = pd.x;
                     dsv[c] = pd.y;
                 }
@@ -399,14 +390,6 @@ fn dq(
         dq_acc[x] = vec4<f32>(0.0);
     }
     let i_last = i32(min(i0 + BR, params.sq)) - 1;
-    // The statistics of this invocation's 4 rows, loaded once.
-    var st: array<vec2<f32>, 4>;
-    for (var r = 0u; r < 4u; r++) {
-        st[r] = vec2<f32>();
-        if i0 + rg * 4u + r < params.sq {
-            st[r] = row_stats(b, h, i0 + rg * 4u + r);
-        }
-    }
     let j_begin = max(0, i32(i0) + first_off(keys));
     let j_end = min(i32(keys), i_last + last_off(keys) + 1);
     for (var j0 = u32(j_begin) / BC * BC; i32(j0) < j_end; j0 += BC) {
@@ -421,7 +404,7 @@ fn dq(
         for (var r = 0u; r < 4u; r++) {
             var dsv = vec4<f32>(0.0);
             for (var c = 0u; c < 4u; c++) {
-                dsv[c] = p_ds_with(b, h, i0 + rg * 4u + r, j0 + cg * 4u + c, keys, s[r][c], dp[r][c], st[r]).y;
+                dsv[c] = p_ds(b, h, i0 + rg * 4u + r, j0 + cg * 4u + c, keys, s[r][c], dp[r][c]).y;
             }
             tiles[P_OFF + (rg * 4u + r) * PS4 + cg] = dsv;
         }

@@ -26,10 +26,19 @@ fn dlogit(dot: f32) -> f32 {
     return params.scale;
 }
 
-// P and dS of query i, key j from the raw dot product and dO . v, with
-// query i's row_stats `st` already loaded: every kernel loads them once per
-// row or block, never per element (`stats` is a read_write binding; reading
-// it per element cost the tensor-core backward 15%, session 10).
+// P and dS of query i, key j from the raw dot product and dO . v.
+fn p_ds(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32) -> vec2<f32> {
+    if i >= params.sq {
+        return vec2<f32>(0.0);
+    }
+    return p_ds_with(b, h, i, j, keys, dot, dp, row_stats(b, h, i));
+}
+
+// p_ds with query i's row_stats `st` already loaded (the tensor-core
+// kernels keep them in registers or workgroup memory: `stats` is a
+// read_write binding, and reading it per element cost them 15%, session
+// 10). The scalar kernels keep p_ds: loading their 4 rows' statistics once
+// per block measured 0.88-0.97x there (register pressure).
 fn p_ds_with(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32, st: vec2<f32>) -> vec2<f32> {
     if i >= params.sq || j >= keys {
         return vec2<f32>(0.0);
@@ -42,6 +51,12 @@ fn p_ds_with(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32, st: v
     return vec2<f32>(p, p * (dp - st.y) * dlogit(dot));
 }
 
+// p_ds for a pair known to be visible, with no mask tensor and no soft-cap
+// (interior blocks): the logit is one multiply.
+fn p_ds_plain(b: u32, h: u32, i: u32, dot: f32, dp: f32) -> vec2<f32> {
+    return p_ds_stats(row_stats(b, h, i), dot, dp);
+}
+
 // Query i's (lse2, Delta) from `prepare`.
 fn row_stats(b: u32, h: u32, i: u32) -> vec2<f32> {
     let rows = params.batch * params.hq * params.sq;
@@ -49,8 +64,7 @@ fn row_stats(b: u32, h: u32, i: u32) -> vec2<f32> {
     return vec2<f32>(stats[row], stats[rows + row]);
 }
 
-// p_ds_with for a pair known to be visible, with no mask tensor and no
-// soft-cap (interior blocks): the logit is one multiply.
+// p_ds_plain with the query's row_stats already loaded.
 fn p_ds_stats(st: vec2<f32>, dot: f32, dp: f32) -> vec2<f32> {
     let p = exp2(dot * params.scale_log2 - st.x);
     return vec2<f32>(p, p * (dp - st.y) * params.scale);
