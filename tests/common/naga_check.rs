@@ -22,9 +22,26 @@ pub fn check_wgsl(
     overrides: &[(&str, u32)],
     spirv_only: bool,
 ) {
+    check_wgsl_with(label, source, entry, overrides, spirv_only, false);
+}
+
+/// [`check_wgsl`], with `subgroup_barrier`: the module may call
+/// `subgroupBarrier()` (specialisations the host builds only for devices
+/// with wgpu's `SUBGROUP_BARRIER`).
+pub fn check_wgsl_with(
+    label: &str,
+    source: &str,
+    entry: &str,
+    overrides: &[(&str, u32)],
+    spirv_only: bool,
+    subgroup_barrier: bool,
+) {
     let module = naga::front::wgsl::parse_str(source)
         .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(source)));
-    let capabilities = Capabilities::all() - Capabilities::SUBGROUP_BARRIER;
+    let mut capabilities = Capabilities::all() - Capabilities::SUBGROUP_BARRIER;
+    if subgroup_barrier {
+        capabilities |= Capabilities::SUBGROUP_BARRIER;
+    }
     let info = Validator::new(ValidationFlags::all(), capabilities)
         .validate(&module)
         .unwrap_or_else(|e| panic!("{label}: validate: {}", e.emit_to_string(source)));
@@ -83,13 +100,21 @@ pub fn check_wgsl(
 }
 
 /// [`check_wgsl`] on text built for `spec` (its entry point and overrides).
+/// `subgroupBarrier()` is allowed only through the tensor-core backward's
+/// `sub_barrier` block, which the host writes so only for adapters with
+/// the feature; anywhere else it fails, as on a device without it.
 pub fn check_spec_source(label: &str, source: &str, spec: &Spec) {
-    check_wgsl(
+    let gated = spec
+        .blocks
+        .iter()
+        .any(|(name, text)| *name == "sub_barrier" && text.contains("subgroupBarrier"));
+    check_wgsl_with(
         label,
         source,
         spec.kernel.entry_point(),
         &spec.overrides,
         spec.kernel.uses_cooperative_matrix(),
+        gated,
     );
 }
 
