@@ -1834,8 +1834,14 @@ impl Context {
             } else {
                 profile.subgroup_max_size
             };
-            // `WGTILE_SUB_BARRIER=0` keeps workgroup barriers, to measure.
+            // The subgroup barrier on NVIDIA only: naga emits it with
+            // subgroup-memory semantics, which the Vulkan memory model does
+            // not extend to workgroup memory; NVIDIA's warps order their own
+            // shared-memory accesses at it (tested on the H200), other
+            // drivers may not. `WGTILE_SUB_BARRIER=0` keeps workgroup
+            // barriers everywhere, to measure.
             let sub_barrier = profile.subgroup_barrier
+                && profile.vendor == 0x10de
                 && !std::env::var("WGTILE_SUB_BARRIER").is_ok_and(|v| v.trim() == "0");
             let tiles = if kv_t == q_t {
                 kv_t.to_string()
