@@ -18,9 +18,11 @@
 @group(0) @binding(18) var<storage, read> do4: array<vec4<u32>>;
 
 // Orders a subgroup's accesses to its own rows of the scratch (s_sh, p_sh)
-// without waiting for the rest of the workgroup: subgroupBarrier() where the
-// adapter has it (and the subgroups are the hardware's), else
-// workgroupBarrier() (BackwardCoopTiles::spec writes the block).
+// without waiting for the rest of the workgroup: subgroupBarrier() on NVIDIA
+// adapters with the feature (the subgroups the hardware's), else
+// workgroupBarrier() (BackwardCoopTiles::spec writes the block; naga gives
+// the subgroup barrier subgroup-memory semantics only, so it is used where
+// measured and tested: src/ops/attention.rs has the rule).
 fn sub_barrier() {
     // @gen sub_barrier
 }
