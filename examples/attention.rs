@@ -488,9 +488,16 @@ fn backward(
                 |t: &&wgtile::tune::attention::BackwardCoopTiles| t.fits(ctx.profile(), c.d, c.d);
             let tiles: Vec<_> = if args.sweep_backward {
                 let cands: Vec<_> = BACKWARD_COOP_CANDIDATES.iter().filter(fits).collect();
+                // dQ also on the sweep's 32-key blocks: its workgroup memory
+                // differs from the dK/dV kernel's.
+                let q_tiles: Vec<_> = cands
+                    .iter()
+                    .copied()
+                    .chain(BACKWARD_COOP_SWEEP.iter().filter(fits))
+                    .collect();
                 let mut v: Vec<_> = cands
                     .iter()
-                    .flat_map(|kv| cands.iter().map(move |q| Some((**kv, **q))))
+                    .flat_map(|kv| q_tiles.iter().map(move |q| Some((**kv, **q))))
                     .collect();
                 v.extend(
                     BACKWARD_COOP_SWEEP
