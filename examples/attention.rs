@@ -74,6 +74,10 @@ struct Args {
     /// --quick 1024,4096).
     #[arg(long, value_delimiter = ',')]
     decode_lens: Vec<usize>,
+    /// Also time the tensor-core decode kernel at these key-split counts
+    /// (the dispatcher's count is always timed).
+    #[arg(long, value_delimiter = ',')]
+    decode_tc_splits: Vec<u32>,
     /// f32 FMA peak of the adapter in TFLOP/s, for the "% peak" column (the
     /// f16 path also computes in f32). Default: the H200 datasheet's 67.
     #[arg(long, default_value_t = 67.0)]
@@ -87,8 +91,9 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "flash,naive,coop")]
     kernels: Vec<String>,
     /// Time every tensor-core tile (candidates and sweep shapes) at B=4 H=16
-    /// S=1024,4096 D=64,128 f16, causal and not (--quick: B=1 H=2 S=128,256
-    /// D=64), with the max difference to the scalar flash kernel.
+    /// S=1024,4096 D=64,128 f16 (or --sizes, --dims), causal and not
+    /// (--quick: B=1 H=2 S=128,256 D=64), with the max difference to the
+    /// scalar flash kernel.
     #[arg(long)]
     sweep_coop: bool,
     /// Time every tensor-core backward tile (candidates and sweep shapes)
@@ -590,11 +595,13 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
             }
         }
     }
-    // The tensor-core decode kernel (f16 rows; forced: not in Auto, half the
-    // scalar kernel's speed on the H200).
+    // The tensor-core decode kernel (f16 rows; forced, not in Auto).
     if wgtile::tune::has_coop_f16(ctx.profile()) && !args.decode_sweep && !args.decode_grid {
         variants.insert(1, ("decode-tc".into(), AttentionKernel::DecodeCoop, None));
     }
+    let tc_splits: Vec<Option<u32>> = std::iter::once(None)
+        .chain(args.decode_tc_splits.iter().map(|&s| Some(s)))
+        .collect();
     let copy = copy_bandwidth(ctx, if args.quick { 16 << 20 } else { 1 << 30 })?;
     println!(
         "\ndecode Sq=1 B=1 Hq={hq} Hkv={hkv} D=Dv={d}, causal bottom-right; device copy {:.0} GB/s (read+write)",
@@ -631,9 +638,18 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
             };
             let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
             let cache_bytes = (2 * hkv * len * d * dtype.size()) as f64;
-            for (name, kernel, tiles) in &variants {
+            let runs = variants.iter().flat_map(|(name, kernel, tiles)| {
+                let splits: &[Option<u32>] = if *kernel == AttentionKernel::DecodeCoop {
+                    &tc_splits
+                } else {
+                    &[None]
+                };
+                splits.iter().map(move |s| (name, kernel, tiles, *s))
+            });
+            for (name, kernel, tiles, splits) in runs {
                 let mut o = opts.clone().kernel(*kernel);
                 o.decode_tiles = *tiles;
+                o.kv_splits = splits;
                 let (plan, _) = match ctx.attention_cached_plan(&q, &cache, &o) {
                     Ok(x) => x,
                     Err(e) => {
@@ -699,11 +715,17 @@ fn sweep_coop(
         );
         return Ok(());
     }
-    let (b, h, sizes, dims): (usize, usize, &[usize], &[usize]) = if args.quick {
+    let (b, h, mut sizes, mut dims): (usize, usize, &[usize], &[usize]) = if args.quick {
         (1, 2, &[128, 256], &[64])
     } else {
         (4, 16, &[1024, 4096], &[64, 128])
     };
+    if !args.sizes.is_empty() {
+        sizes = &args.sizes;
+    }
+    if !args.dims.is_empty() {
+        dims = &args.dims;
+    }
     println!(
         "\ntensor-core flash tiles ({unit_name}, f16; the dispatcher's pick first, max diff vs the scalar flash kernel)"
     );
@@ -748,15 +770,14 @@ fn sweep_coop(
                     ));
                 }
                 // The tensor-core decode kernel as a forward kernel: one
-                // subgroup per 16 rows, K and V fragments loaded straight
-                // from memory (no workgroup staging).
+                // subgroup per workgroup and 16 or 32 rows, 16-key blocks.
                 for rf in [1, 2] {
                     let mut direct = opts.clone().kernel(AttentionKernel::DecodeCoop);
                     direct.decode_coop_rf = Some(rf);
                     if let Ok((plan, out)) = ctx.attention_plan(&q, &k, &v, &direct) {
                         let speed = flops / time(ctx, &plan, args.repeats)? / unit;
                         line.push_str(&format!(
-                            " | direct loads (decode-tc) rows={} {:.2} (max diff {:.0e})",
+                            " | decode-tc rows={} {:.2} (max diff {:.0e})",
                             16 * rf,
                             speed,
                             max_diff(&flash_out.o, &out.o)?

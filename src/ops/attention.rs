@@ -1198,11 +1198,11 @@ impl Context {
                 &[
                     (0, &params),
                     (1, &q.buffer),
-                    (2, &k.buffer),
-                    (3, &v.buffer),
                     (5, &scratch.buffer),
                     (6, &mask_buf),
                     (7, &kv_len.buffer),
+                    (11, &k.buffer),
+                    (12, &v.buffer),
                 ],
                 [splits as u32, ys as u32, b as u32],
             ));
