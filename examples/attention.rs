@@ -106,6 +106,9 @@ struct Args {
     /// has tensor cores.
     #[arg(long)]
     backward_only: bool,
+    /// Only the forward table (no backward, no decode).
+    #[arg(long)]
+    forward_only: bool,
 }
 
 struct Forward {
@@ -395,7 +398,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.sweep_backward || args.backward_only {
         return backward(&ctx, &args, &cases, has_coop, (unit, unit_name));
     }
-    if args.sweep_only {
+    if args.sweep_only || args.forward_only {
         return Ok(());
     }
     backward(&ctx, &args, &cases, has_coop, (unit, unit_name))?;

@@ -58,6 +58,10 @@ const RF: u32 = 1u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const RESCALE: u32 = 8u;
+// Timing probe (WGTILE_DECODE_COOP_PROBE; results meaningless when set):
+// bit 0 skips the softmax, bit 1 the products, bit 2 the K/V loads and
+// puts, bit 3 the rescale check.
+const PROBE: u32 = 0u;
 
 const ROWS: u32 = 16u * RF;
 const D16: u32 = D / 16u;
@@ -287,38 +291,50 @@ fn main(
         rescale_flag = vec4<u32>();
     }
     for (var j0 = j_start; j0 < j_end; j0 += 16u) {
-        for (var j = 0u; j < LOADS; j++) {
-            put_run(lane + j * SG, D, pre[j]);
+        if (PROBE & 4u) == 0u {
+            for (var j = 0u; j < LOADS; j++) {
+                put_run(lane + j * SG, D, pre[j]);
+            }
         }
         workgroupBarrier();
         // V's block: loads in flight during S = Q K^T and the softmax.
-        for (var j = 0u; j < LOADS; j++) {
-            pre[j] = fetch_run(1u, lane + j * SG, j0, keys, v_base);
+        if (PROBE & 4u) == 0u {
+            for (var j = 0u; j < LOADS; j++) {
+                pre[j] = fetch_run(1u, lane + j * SG, j0, keys, v_base);
+            }
         }
-        // @gen qk_staged
+        if (PROBE & 2u) == 0u {
+            // @gen qk_staged
+        }
         workgroupBarrier();
         let interior = plain && j0 + 16u <= keys && i32(j0) >= i32(p_hi) + first_off(keys)
             && i32(j0 + 15u) <= i32(p_lo) + last_off(keys);
-        for (var f = 0u; f < RF; f++) {
-            st[f] = softmax_block(lane, b, hk, r0, j0, keys, interior, f, st[f]);
-        }
-        for (var j = 0u; j < LOADS; j++) {
-            put_run(lane + j * SG, DV, pre[j]);
-        }
-        // K's next block: loads in flight during P V.
-        if j0 + 16u < j_end {
-            for (var j = 0u; j < LOADS; j++) {
-                pre[j] = fetch_run(0u, lane + j * SG, j0 + 16u, keys, k_base);
+        if (PROBE & 1u) == 0u {
+            for (var f = 0u; f < RF; f++) {
+                st[f] = softmax_block(lane, b, hk, r0, j0, keys, interior, f, st[f]);
             }
         }
-        if workgroupUniformLoad(&rescale_flag).x != 0u {
+        if (PROBE & 4u) == 0u {
+            for (var j = 0u; j < LOADS; j++) {
+                put_run(lane + j * SG, DV, pre[j]);
+            }
+            // K's next block: loads in flight during P V.
+            if j0 + 16u < j_end {
+                for (var j = 0u; j < LOADS; j++) {
+                    pre[j] = fetch_run(0u, lane + j * SG, j0 + 16u, keys, k_base);
+                }
+            }
+        }
+        if (PROBE & 8u) == 0u && workgroupUniformLoad(&rescale_flag).x != 0u {
             // @gen rescale
             if tid == 0u {
                 rescale_flag = vec4<u32>();
             }
         }
         workgroupBarrier();
-        // @gen pv_staged
+        if (PROBE & 2u) == 0u {
+            // @gen pv_staged
+        }
         workgroupBarrier();
     }
 

@@ -88,7 +88,9 @@ const D: u32 = 128u;
 const DV: u32 = 128u;
 const RESCALE: u32 = 8u;
 // Debugging probe (0 off; WGTILE_COOP_ATTN_PROBE): 1 P = 1 for visible
-// keys; 2 O = raw S of the first key block.
+// keys; 2 O = raw S of the first key block. Timing bits (results
+// meaningless): 4 skips the softmax, 8 the products, 16 the K/V loads and
+// puts after the first block, 32 the rescale check.
 const PROBE: u32 = 0u;
 
 const THREADS: u32 = W * SG;
@@ -292,19 +294,25 @@ fn main(
 
     for (var j0 = first_block; i32(j0) < j_end; j0 += BC) {
         // V's block: loads in flight during S = Q K^T.
-        for (var j = 0u; j < LOADS; j++) {
-            let i = tid + j * THREADS;
-            pre[j] = fetch(2u, run_of(i, DV, j0, keys, v_base, params.v_sr));
+        if (PROBE & 16u) == 0u {
+            for (var j = 0u; j < LOADS; j++) {
+                let i = tid + j * THREADS;
+                pre[j] = fetch(2u, run_of(i, DV, j0, keys, v_base, params.v_sr));
+            }
         }
 
         // 1. S = Q K^T into the subgroup's scratch, one 16-key column of
         // fragments at a time; each K^T fragment serves the RF row fragments.
-        // @gen qk
+        if (PROBE & 8u) == 0u {
+            // @gen qk
+        }
         workgroupBarrier();
 
         // 2. V into kv_sh; softmax of the subgroup's rows.
-        for (var j = 0u; j < LOADS; j++) {
-            put(tid + j * THREADS, DV, pre[j]);
+        if (PROBE & 16u) == 0u {
+            for (var j = 0u; j < LOADS; j++) {
+                put(tid + j * THREADS, DV, pre[j]);
+            }
         }
         // Interior blocks (every row and key of the block in range and
         // inside the band, no mask tensor, no soft-cap; uniform) take the
@@ -312,7 +320,7 @@ fn main(
         let interior = plain && i0 + BR <= rows && j0 + BC <= keys
             && i32(j0) >= i32(i0 + BR - 1u) + first_off(keys)
             && i32(j0 + BC - 1u) <= i32(i0) + last_off(keys);
-        for (var f = 0u; f < RF; f++) {
+        for (var f = 0u; f < RF && (PROBE & 4u) == 0u; f++) {
             let lr = sub_row0 + f * 16u + sr;
             let row = i0 + lr;
             var t: array<f32, CPL>;
@@ -369,7 +377,7 @@ fn main(
             }
         }
         // K's next block: loads in flight during P V.
-        let more = i32(j0 + BC) < j_end;
+        let more = i32(j0 + BC) < j_end && (PROBE & 16u) == 0u;
         if more {
             for (var j = 0u; j < LOADS; j++) {
                 let i = tid + j * THREADS;
@@ -378,7 +386,7 @@ fn main(
         }
 
         // 3. Conditional rescaling of O (uniform: one flag per workgroup).
-        if workgroupUniformLoad(&rescale_flag).x != 0u {
+        if (PROBE & 32u) == 0u && workgroupUniformLoad(&rescale_flag).x != 0u {
             // @gen rescale
             if tid == 0u {
                 rescale_flag = vec4<u32>();
@@ -386,7 +394,9 @@ fn main(
         }
 
         // 4. O += P V; each V fragment serves the RF row fragments.
-        // @gen pv
+        if (PROBE & 8u) == 0u {
+            // @gen pv
+        }
         workgroupBarrier();
 
         // 5. K's next block into kv_sh.

@@ -1191,7 +1191,11 @@ impl Context {
             let pipeline = self
                 .inner
                 .pipelines
-                .get(device, &decode_coop_spec(rf, d, dv, sg, emulated))?;
+                .get(
+                    device,
+                    &decode_coop_spec(rf, d, dv, sg, emulated)
+                        .constant("PROBE", env_u32("WGTILE_DECODE_COOP_PROBE")),
+                )?;
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
                 pipeline,
@@ -2118,7 +2122,12 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 /// rows); 2 O's first min(BC, Dv) columns are the raw S = Q K^T of the
 /// first key block.
 fn coop_probe() -> u32 {
-    std::env::var("WGTILE_COOP_ATTN_PROBE")
+    env_u32("WGTILE_COOP_ATTN_PROBE")
+}
+
+/// A debugging knob from the environment (0 when unset or not a number).
+fn env_u32(name: &str) -> u32 {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
