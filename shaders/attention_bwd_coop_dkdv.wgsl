@@ -31,7 +31,7 @@
 // Workgroup: W * SG invocations (SG the fixed subgroup size, a multiple of
 //   16; 16 virtual lanes in the emulated variant).
 // Workgroup memory: kv_sh max(2 BQ LDQ, BK LCH) halves (LDQ = max(D, Dv) +
-//   8, LCH = CH + 8), s_sh W * 32 * (BQ + 4) f32, p_sh W * 32 * (BQ + 8)
+//   8, LCH = CH + 8), s_sh W * 32 * (BQ + 8) f32, p_sh W * 32 * (BQ + 8)
 //   f16, stat_sh BQ vec2<f32> (tune::attention::BackwardCoopTiles::
 //   workgroup_bytes); every
 //   workgroup variable a multiple of 16 bytes (attention_flash_coop.wgsl's
@@ -64,18 +64,23 @@ const LDQ: u32 = DX + 8u;
 const LCH: u32 = CH + 8u;
 const KV_ELEMS: u32 = max(2u * BQ * LDQ, BK * 24u);
 const_assert CH == min(DX, (KV_ELEMS / BK - 8u) / 16u * 16u);
-const LDS: u32 = BQ + 4u;
+// Scratch rows (floats, halves; the tiles are vec4 arrays): BQ + 8 puts
+// the 4-column groups a quarter-warp reads in distinct banks.
+const LDS: u32 = BQ + 8u;
 const LDP: u32 = BQ + 8u;
 const LPR: u32 = SG / 16u;
 const CPL: u32 = BQ / LPR;
+// Each lane's columns in groups of 4 (c = 4 cg + 4 LPR g).
+const CPL4: u32 = CPL / 4u;
+const_assert CPL % 4u == 0u;
 // 8-half runs per invocation for a block of Q and dO.
 const LOADS: u32 = (BQ * (D + DV) / 8u + THREADS - 1u) / THREADS;
 
 var<workgroup> kv_sh: array<vec4<f16>, KV_ELEMS / 4u>;
 // Per subgroup: S^T (16 rows), then dP^T (16 rows), BQ columns.
-var<workgroup> s_sh: array<f32, W * 32u * LDS>;
+var<workgroup> s_sh: array<vec4<f32>, W * 32u * LDS / 4u>;
 // Per subgroup: P^T, then dS^T, as f16.
-var<workgroup> p_sh: array<f16, W * 32u * LDP>;
+var<workgroup> p_sh: array<vec4<f16>, W * 32u * LDP / 4u>;
 // The staged block's (lse2, Delta) per query, staged with its Q and dO
 // (prefetched by the first BQ invocations).
 var<workgroup> stat_sh: array<vec2<f32>, BQ>;
@@ -179,18 +184,32 @@ fn main(
             let interior = plain && j0 + BK <= keys && i0 + BQ <= params.sq
                 && i32(j0) >= i32(i0 + BQ - 1u) + first_off(keys)
                 && i32(j0 + BK - 1u) <= i32(i0) + last_off(keys);
-            for (var n = 0u; n < CPL; n++) {
-                let c = cg + n * LPR;
-                let dot = s_sh[s_base + sr * LDS + c];
-                let dp = s_sh[s_base + (16u + sr) * LDS + c];
-                var pd: vec2<f32>;
+            for (var g = 0u; g < CPL4; g++) {
+                let c = cg * 4u + g * 4u * LPR;
+                let dot = s_sh[(s_base + sr * LDS + c) / 4u];
+                let dp = s_sh[(s_base + (16u + sr) * LDS + c) / 4u];
+                let st0 = stat_sh[c];
+                let st1 = stat_sh[c + 1u];
+                let st2 = stat_sh[c + 2u];
+                let st3 = stat_sh[c + 3u];
+                var pd0: vec2<f32>;
+                var pd1: vec2<f32>;
+                var pd2: vec2<f32>;
+                var pd3: vec2<f32>;
                 if interior {
-                    pd = p_ds_stats(stat_sh[c], dot, dp);
+                    pd0 = p_ds_stats(st0, dot.x, dp.x);
+                    pd1 = p_ds_stats(st1, dot.y, dp.y);
+                    pd2 = p_ds_stats(st2, dot.z, dp.z);
+                    pd3 = p_ds_stats(st3, dot.w, dp.w);
                 } else {
-                    pd = p_ds_with(b, h, i0 + c, key, keys, dot, dp, stat_sh[c]);
+                    pd0 = p_ds_with(b, h, i0 + c, key, keys, dot.x, dp.x, st0);
+                    pd1 = p_ds_with(b, h, i0 + c + 1u, key, keys, dot.y, dp.y, st1);
+                    pd2 = p_ds_with(b, h, i0 + c + 2u, key, keys, dot.z, dp.z, st2);
+                    pd3 = p_ds_with(b, h, i0 + c + 3u, key, keys, dot.w, dp.w, st3);
                 }
-                p_sh[p_base + sr * LDP + c] = f16(pd.x);
-                p_sh[p_base + (16u + sr) * LDP + c] = f16(pd.y);
+                p_sh[(p_base + sr * LDP + c) / 4u] = vec4<f16>(vec4<f32>(pd0.x, pd1.x, pd2.x, pd3.x));
+                p_sh[(p_base + (16u + sr) * LDP + c) / 4u] =
+                    vec4<f16>(vec4<f32>(pd0.y, pd1.y, pd2.y, pd3.y));
             }
             sub_barrier();
 

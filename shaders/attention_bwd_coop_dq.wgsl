@@ -24,7 +24,7 @@
 //   checks as Elem (rows below Sq).
 // Workgroup: W * SG invocations (SG as in attention_bwd_coop_dkdv.wgsl).
 // Workgroup memory: kv_sh max(2 BC LDK, BR LCH) halves (LDK = max(D, Dv) +
-//   8, LCH = CH + 8), s_sh W * 32 * (BC + 4) f32, p_sh W * 16 * (BC + 8)
+//   8, LCH = CH + 8), s_sh W * 32 * (BC + 8) f32, p_sh W * 16 * (BC + 8)
 //   f16; every workgroup variable a multiple of 16 bytes.
 // Text constants (tune::attention::BackwardCoopTiles): W, BC (a multiple of
 //   16), SG, D, DV, CH (checked by a const_assert).
@@ -49,18 +49,23 @@ const LDK: u32 = DX + 8u;
 const LCH: u32 = CH + 8u;
 const KV_ELEMS: u32 = max(2u * BC * LDK, BR * 24u);
 const_assert CH == min(DX, (KV_ELEMS / BR - 8u) / 16u * 16u);
-const LDS: u32 = BC + 4u;
+// Scratch rows (floats, halves; the tiles are vec4 arrays): BC + 8 puts
+// the 4-column groups a quarter-warp reads in distinct banks.
+const LDS: u32 = BC + 8u;
 const LDP: u32 = BC + 8u;
 const LPR: u32 = SG / 16u;
 const CPL: u32 = BC / LPR;
+// Each lane's columns in groups of 4 (c = 4 cg + 4 LPR g).
+const CPL4: u32 = CPL / 4u;
+const_assert CPL % 4u == 0u;
 // 8-half runs per invocation for a block of K and V.
 const LOADS: u32 = (BC * (D + DV) / 8u + THREADS - 1u) / THREADS;
 
 var<workgroup> kv_sh: array<vec4<f16>, KV_ELEMS / 4u>;
 // Per subgroup: S (16 rows), then dP (16 rows), BC columns.
-var<workgroup> s_sh: array<f32, W * 32u * LDS>;
+var<workgroup> s_sh: array<vec4<f32>, W * 32u * LDS / 4u>;
 // Per subgroup: dS as f16.
-var<workgroup> p_sh: array<f16, W * 16u * LDP>;
+var<workgroup> p_sh: array<vec4<f16>, W * 16u * LDP / 4u>;
 
 // Run i of the K (then V) block of keys j0 ..: its global load (rows past
 // the key length read as zero, so no stale row reaches dQ).
@@ -147,17 +152,24 @@ fn main(
         let interior = plain && i0 + BR <= rows && j0 + BC <= keys
             && i32(j0) >= i32(i0 + BR - 1u) + first_off(keys)
             && i32(j0 + BC - 1u) <= i32(i0) + last_off(keys);
-        for (var n = 0u; n < CPL; n++) {
-            let c = cg + n * LPR;
-            let dot = s_sh[s_base + sr * LDS + c];
-            let dp = s_sh[s_base + (16u + sr) * LDS + c];
-            var ds: f32;
+        for (var g = 0u; g < CPL4; g++) {
+            let c = cg * 4u + g * 4u * LPR;
+            let dot = s_sh[(s_base + sr * LDS + c) / 4u];
+            let dp = s_sh[(s_base + (16u + sr) * LDS + c) / 4u];
+            var ds: vec4<f32>;
             if interior {
-                ds = p_ds_stats(st, dot, dp).y;
+                // p_ds_stats on four columns.
+                let p = exp2(dot * params.scale_log2 - st.x);
+                ds = p * (dp - st.y) * params.scale;
             } else {
-                ds = p_ds_with(b, h, row, j0 + c, keys, dot, dp, st).y;
+                ds = vec4<f32>(
+                    p_ds_with(b, h, row, j0 + c, keys, dot.x, dp.x, st).y,
+                    p_ds_with(b, h, row, j0 + c + 1u, keys, dot.y, dp.y, st).y,
+                    p_ds_with(b, h, row, j0 + c + 2u, keys, dot.z, dp.z, st).y,
+                    p_ds_with(b, h, row, j0 + c + 3u, keys, dot.w, dp.w, st).y,
+                );
             }
-            p_sh[p_base + sr * LDP + c] = f16(ds);
+            p_sh[(p_base + sr * LDP + c) / 4u] = vec4<f16>(ds);
         }
         sub_barrier();
 

@@ -51,25 +51,36 @@ fn load_bt_kv(at: u32, ld: u32) -> MatB {
     return vec3<u32>(at, ld, 1u);
 }
 
+// p_sh and s_sh hold vec4 of halves and of floats; `at` and `ld` count
+// elements and are multiples of 4.
 fn load_a_p(at: u32, ld: u32) -> MatA {
     var m: MatA;
-    for (var k = 0u; k < 16u; k++) {
-        m[k] = f32(p_sh[at + emu_lane * ld + k]);
+    for (var k4 = 0u; k4 < 4u; k4++) {
+        let x = vec4<f32>(p_sh[(at + emu_lane * ld) / 4u + k4]);
+        m[4u * k4] = x.x;
+        m[4u * k4 + 1u] = x.y;
+        m[4u * k4 + 2u] = x.z;
+        m[4u * k4 + 3u] = x.w;
     }
     return m;
 }
 
 fn load_c_s(at: u32, ld: u32) -> MatC {
     var m: MatC;
-    for (var j = 0u; j < 16u; j++) {
-        m[j] = s_sh[at + emu_lane * ld + j];
+    for (var j4 = 0u; j4 < 4u; j4++) {
+        let x = s_sh[(at + emu_lane * ld) / 4u + j4];
+        m[4u * j4] = x.x;
+        m[4u * j4 + 1u] = x.y;
+        m[4u * j4 + 2u] = x.z;
+        m[4u * j4 + 3u] = x.w;
     }
     return m;
 }
 
 fn store_c_s(m: MatC, at: u32, ld: u32) {
-    for (var j = 0u; j < 16u; j++) {
-        s_sh[at + emu_lane * ld + j] = m[j];
+    for (var j4 = 0u; j4 < 4u; j4++) {
+        s_sh[(at + emu_lane * ld) / 4u + j4] =
+            vec4<f32>(m[4u * j4], m[4u * j4 + 1u], m[4u * j4 + 2u], m[4u * j4 + 3u]);
     }
 }
 

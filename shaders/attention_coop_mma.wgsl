@@ -28,17 +28,23 @@ fn load_b_kv(at: u32, ld: u32) -> MatB {
     return coopLoadT<MatB>(&kv_sh[at / 4u], ld / 4u);
 }
 
-// The A fragment at p_sh[at], row-major (P).
+// The A fragment at half p_sh[at], row-major (P). p_sh holds vec4 of
+// halves and s_sh vec4 of floats: `at` and `ld` count elements and are
+// multiples of 4.
 fn load_a_p(at: u32, ld: u32) -> MatA {
-    return coopLoadT<MatA>(&p_sh[at], ld);
+    return coopLoadT<MatA>(&p_sh[at / 4u], ld / 4u);
 }
 
 fn load_c_s(at: u32, ld: u32) -> MatC {
-    return coopLoadT<MatC>(&s_sh[at], ld);
+    return coopLoadT<MatC>(&s_sh[at / 4u], ld / 4u);
 }
 
 fn store_c_s(m: MatC, at: u32, ld: u32) {
-    coopStoreT(m, &s_sh[at], ld);
+    // (Named index and stride: naga 30's SPIR-V writer panics on
+    // expressions computed in the coopStoreT call itself.)
+    let i = at / 4u;
+    let stride = ld / 4u;
+    coopStoreT(m, &s_sh[i], stride);
 }
 
 fn mma(a: MatA, b: MatB, c: MatC) -> MatC {

@@ -10,28 +10,24 @@
 //   fragment loaded serves the RF row fragments), their Q staged once
 //   through workgroup memory into RF * D16 cooperative A matrices.
 //   The split's visible keys are walked 16 at a time; per block:
-//   1. K's block (prefetched into registers during the previous block's
-//      P V, 16-byte loads, zero at and past the key length, so stale cache
-//      rows never reach O) is put into kv_sh; V's block is fetched into
-//      registers (in flight during steps 1-2). S = Q K^T with K^T's B
-//      fragments read column-major from kv_sh, stored to the f32 scratch
-//      s_sh.
+//   1. S = Q K^T with K^T's B fragments loaded column-major straight from
+//      the k buffer (no staging, no barrier: the fragments are the loads),
+//      stored to the f32 scratch s_sh.
 //   2. The lanes (LPR = SG / 16 per row) apply `logit` (masks, soft-cap,
 //      causal/window in both alignments, key lengths) and the online
 //      softmax with a reference max per row that moves only when a block
 //      exceeds it by RESCALE (as attention_flash_coop.wgsl), P = exp2(t -
-//      m_ref) as f16 into p_sh. V's block goes into kv_sh; K's next block
-//      is fetched into registers.
+//      m_ref) as f16 into p_sh.
 //   3. When a row's reference moved, the O accumulators are spilled through
 //      s_sh and scaled (uniform flag).
-//   4. O += P V with V's B fragments read row-major from kv_sh.
+//   4. O += P V with V's B fragments loaded row-major straight from v.
+//   Blocks that reach past the key length are staged instead (zero rows
+//   past it, so stale cache rows never reach O): the kernel walks the full
+//   blocks in one loop and the last partial block in a second one (naga
+//   accepts cooperative operations under loop bounds, not under `if`).
 //   End: l summed over the row's lanes; O / l, the reference max m (log2
 //   units) and l of each row go to the scratch (attention_merge's layout);
 //   rows without a visible key in the split leave l = 0 and weigh nothing.
-// Measured and replaced (H200, session 6 -> 11): K and V fragments loaded
-//   with cooperative loads straight from the storage buffers (no staging):
-//   f16 32k 194 us against the scalar decode kernel's 102; cooperative
-//   loads from storage are slow on that driver.
 // Prefill shapes: nothing limits Sq, so the kernel also runs as a forward
 //   kernel (forced; a chunk's rows are then 16 positions of one head): the
 //   key range is clipped to the chunk's own causal/window band, and blocks
@@ -39,48 +35,44 @@
 // Workgroup: SG invocations (the fixed subgroup size, a multiple of 16; 16
 //   virtual lanes in the emulated variant).
 // Workgroup memory: kv_sh ROWS * (max(D, Dv) + 8) f16 (Q at the start, a
-//   partial block's K or V later), s_sh ROWS * 20 f32, p_sh ROWS * 24 f16,
+//   partial block's K or V later), s_sh ROWS * 24 f32, p_sh ROWS * 24 f16 (as vec4),
 //   2 ROWS f32 and a vec4<u32> flag; each a multiple of 16 bytes.
 // Text constants (tune::attention::decode_coop_spec): SG, RF (1 or 2), D,
 //   DV (multiples of 16 up to 256), RESCALE.
 // Grid: (splits, Hkv * row chunks, B).
-// Bindings: attention_common's q (f16), the scratch at 5 (`lse`), mask,
-//   key lengths, and k and v as vec4<u32> at 11 and 12 (16-byte loads; the
-//   host guarantees every stride of k and v is a multiple of 8 halves).
-// Named fragments: the `// @gen` blocks (declare, load_q, qk_staged,
-//   pv_staged, rescale, store) come from
+// Bindings: attention_common's q, k, v (f16), the scratch at 5 (`lse`),
+//   mask, key lengths. The host guarantees every stride of k and v is a
+//   multiple of 8 halves (16-byte rows for the fragment loads).
+// Named fragments: the `// @gen` blocks (declare, load_q, qk_direct,
+//   pv_direct, qk_staged, pv_staged, rescale, store) come from
 //   tune::attention::decode_coop_blocks (unrolled) or its looped form for
 //   the emulated variant.
-// Matrix operations: attention_coop_mma.wgsl or its emulated twin.
+// Matrix operations: attention_coop_mma.wgsl + attention_decode_coop_mma.wgsl
+//   (load_bt_k, load_b_v from storage) or their emulated twins.
 
 const SG: u32 = 32u;
 const RF: u32 = 1u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const RESCALE: u32 = 8u;
-// Timing probe (WGTILE_DECODE_COOP_PROBE; results meaningless when set):
-// bit 0 skips the softmax, bit 1 the products, bit 2 the K/V loads and
-// puts, bit 3 the rescale check.
-const PROBE: u32 = 0u;
 
 const ROWS: u32 = 16u * RF;
 const D16: u32 = D / 16u;
 const DV16: u32 = DV / 16u;
 const DX: u32 = max(D, DV);
 const LDKV: u32 = DX + 8u;
-const LDS: u32 = 20u;
+// Scratch rows (floats, halves; the tiles are vec4 arrays).
+const LDS: u32 = 24u;
 const LDP: u32 = 24u;
 const LPR: u32 = SG / 16u;
 const CPL: u32 = 16u / LPR;
-// 8-half runs per invocation for a 16-key block of the wider operand.
-const LOADS: u32 = (16u * DX / 8u + SG - 1u) / SG;
-
-@group(0) @binding(11) var<storage, read> k4: array<vec4<u32>>;
-@group(0) @binding(12) var<storage, read> v4: array<vec4<u32>>;
+// Each lane's columns in groups of 4 (c = 4 cg + 4 LPR g).
+const CPL4: u32 = CPL / 4u;
+const_assert CPL % 4u == 0u;
 
 var<workgroup> kv_sh: array<vec4<f16>, ROWS * LDKV / 4u>;
-var<workgroup> s_sh: array<f32, ROWS * LDS>;
-var<workgroup> p_sh: array<f16, ROWS * LDP>;
+var<workgroup> s_sh: array<vec4<f32>, ROWS * LDS / 4u>;
+var<workgroup> p_sh: array<vec4<f16>, ROWS * LDP / 4u>;
 var<workgroup> alpha_sh: array<f32, ROWS>;
 var<workgroup> l_sh: array<f32, ROWS>;
 var<workgroup> rescale_flag: vec4<u32>;
@@ -110,36 +102,23 @@ fn stage_q(lane: u32, b: u32, hk: u32, r0: u32) {
     }
 }
 
-// Run i (8 halves) of keys j0 .. j0 + 15 of K (which = 0, D columns) or V
-// (1, DV columns): its global load, zero at and past `keys` (a fetch only
-// issues the load; `put` converts and stores after the math in between).
-fn fetch_run(which: u32, i: u32, j0: u32, keys: u32, base: u32) -> vec4<u32> {
+// Keys j0 .. j0 + 15 of K (which = 0, D columns) or V (1, DV columns) into
+// kv_sh, zero at and past `keys`.
+fn stage_block(lane: u32, which: u32, j0: u32, keys: u32, base: u32) {
     let width = select(DV, D, which == 0u);
-    let per_row = width / 8u;
-    let r = i / per_row;
-    if i >= 16u * per_row || j0 + r >= keys {
-        return vec4<u32>();
+    for (var e = lane; e < 16u * width; e += SG) {
+        let r = e / width;
+        let c = e % width;
+        var x = 0.0h;
+        if j0 + r < keys {
+            if which == 0u {
+                x = k[min(base + (j0 + r) * params.k_sr + c, arrayLength(&k) - 1u)];
+            } else {
+                x = v[min(base + (j0 + r) * params.v_sr + c, arrayLength(&v) - 1u)];
+            }
+        }
+        kv_sh[(r * LDKV + c) / 4u][c % 4u] = x;
     }
-    let c = (i % per_row) * 8u;
-    if which == 0u {
-        return k4[(base + (j0 + r) * params.k_sr + c) / 8u];
-    }
-    return v4[(base + (j0 + r) * params.v_sr + c) / 8u];
-}
-
-// Stores run i of a block with `width` columns into kv_sh (rows of LDKV).
-fn put_run(i: u32, width: u32, x: vec4<u32>) {
-    let per_row = width / 8u;
-    if i >= 16u * per_row {
-        return;
-    }
-    let dst = (i / per_row) * LDKV + (i % per_row) * 8u;
-    let h0 = vec2<f16>(unpack2x16float(x.x));
-    let h1 = vec2<f16>(unpack2x16float(x.y));
-    let h2 = vec2<f16>(unpack2x16float(x.z));
-    let h3 = vec2<f16>(unpack2x16float(x.w));
-    kv_sh[dst / 4u] = vec4<f16>(h0, h1);
-    kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
 }
 
 // Softmax state of this lane's row: reference max, partial sum, NaN seen.
@@ -159,22 +138,31 @@ fn softmax_block(
     let sr = f * 16u + lane / LPR;
     let cg = lane % LPR;
     let hp = row_head(hk, r0 + sr);
-    var t: array<f32, CPL>;
-    var bmax = neg_inf();
-    var has_nan = false;
-    for (var n = 0u; n < CPL; n++) {
-        let c = cg + n * LPR;
-        var x = neg_inf();
-        if interior {
-            x = s_sh[sr * LDS + c] * params.scale_log2;
-        } else if hp.x < params.hq {
-            x = logit(s_sh[sr * LDS + c], b, hp.x, hp.y, j0 + c, keys);
+    // Interior blocks keep the raw scores (the scale, > 0, is applied in
+    // the max and the exponent), the others the logits.
+    let sc = select(1.0, params.scale_log2, interior);
+    var t: array<vec4<f32>, CPL4>;
+    var bm = vec4<f32>(neg_inf());
+    for (var g = 0u; g < CPL4; g++) {
+        let c = cg * 4u + g * 4u * LPR;
+        var x = s_sh[(sr * LDS + c) / 4u];
+        if !interior {
+            if hp.x < params.hq {
+                x = vec4<f32>(
+                    logit(x.x, b, hp.x, hp.y, j0 + c, keys),
+                    logit(x.y, b, hp.x, hp.y, j0 + c + 1u, keys),
+                    logit(x.z, b, hp.x, hp.y, j0 + c + 2u, keys),
+                    logit(x.w, b, hp.x, hp.y, j0 + c + 3u, keys),
+                );
+            } else {
+                x = vec4<f32>(neg_inf());
+            }
         }
-        has_nan = has_nan || is_nan(x);
-        t[n] = x;
-        bmax = max(bmax, x);
+        t[g] = x;
+        bm = max(bm, x);
     }
-    bmax = row_max(bmax);
+    // (A NaN score may drop out of the max; its p is NaN, and so is l.)
+    let bmax = row_max(max(max(bm.x, bm.y), max(bm.z, bm.w)) * sc);
     var alpha = 1.0;
     let m_old = out.m_ref;
     if bmax > m_old + f32(RESCALE) {
@@ -189,24 +177,22 @@ fn softmax_block(
         alpha_sh[sr] = alpha;
     }
     let m_use = select(out.m_ref, 0.0, out.m_ref == neg_inf());
-    var psum = 0.0;
-    for (var n = 0u; n < CPL; n++) {
-        let p = f16(exp2(t[n] - m_use));
-        p_sh[sr * LDP + cg + n * LPR] = p;
-        psum += f32(p);
+    var psum = vec4<f32>();
+    for (var g = 0u; g < CPL4; g++) {
+        let c = cg * 4u + g * 4u * LPR;
+        let p = exp2(fma(t[g], vec4<f32>(sc), vec4<f32>(-m_use)));
+        p_sh[(sr * LDP + c) / 4u] = vec4<f16>(p);
+        psum += p;
     }
-    out.l += psum;
-    if has_nan || is_nan(out.l) {
-        out.l = nan();
-    }
+    out.l += (psum.x + psum.y) + (psum.z + psum.w);
     return out;
 }
 
 // Multiplies fragment f's 16 x 16 tile in s_sh by each row's alpha.
 fn scale_tile(lane: u32, f: u32) {
-    for (var e = lane; e < 256u; e += SG) {
-        let r = f * 16u + e / 16u;
-        s_sh[r * LDS + e % 16u] *= alpha_sh[r];
+    for (var e = lane; e < 64u; e += SG) {
+        let r = f * 16u + e / 4u;
+        s_sh[r * LDS / 4u + e % 4u] *= alpha_sh[r];
     }
 }
 
@@ -214,17 +200,20 @@ fn scale_tile(lane: u32, f: u32) {
 // by l to the split's scratch.
 fn write_state_tile(lane: u32, b: u32, hk: u32, r0: u32, split: u32, f: u32, x: u32) {
     let rows_all = params.batch * params.hq * params.sq;
-    for (var e = lane; e < 256u; e += SG) {
-        let r = f * 16u + e / 16u;
+    for (var e = lane; e < 64u; e += SG) {
+        let r = f * 16u + e / 4u;
         let hp = row_head(hk, r0 + r);
         let l_row = l_sh[r];
         if hp.x < params.hq {
             let state = (b * params.hq + hp.x) * params.sq + hp.y;
             let inv = select(0.0, 1.0 / l_row, l_row != 0.0);
-            let val = select(s_sh[r * LDS + e % 16u] * inv, nan(), is_nan(l_row));
-            let idx = (split * rows_all + state) * params.dv + x * 16u + e % 16u;
-            if idx < arrayLength(&lse) {
-                lse[idx] = val;
+            let val = select(s_sh[r * LDS / 4u + e % 4u] * inv, vec4<f32>(nan()), is_nan(l_row));
+            let idx = (split * rows_all + state) * params.dv + x * 16u + (e % 4u) * 4u;
+            if idx + 3u < arrayLength(&lse) {
+                lse[idx] = val.x;
+                lse[idx + 1u] = val.y;
+                lse[idx + 2u] = val.z;
+                lse[idx + 3u] = val.w;
             }
         }
     }
@@ -266,16 +255,14 @@ fn main(
     end = min(end, i32(p_hi) + last_off(keys) + 1);
     // No mask tensor, no soft-cap, all 16 rows present: blocks inside the
     // band for every row take the logit as one multiply.
-    let plain = params.mask_kind == 0u && params.softcap <= 0.0 && r0 + ROWS <= rows_kv;
+    let plain = params.mask_kind == 0u && params.softcap <= 0.0 && params.scale_log2 > 0.0
+        && r0 + ROWS <= rows_kv;
     let j_start = u32(max(start, 0)) / 16u * 16u;
     let j_end = u32(max(end, 0));
-    // K's first block into registers, in flight while Q is staged.
-    var pre: array<vec4<u32>, LOADS>;
-    if j_start < j_end {
-        for (var j = 0u; j < LOADS; j++) {
-            pre[j] = fetch_run(0u, lane + j * SG, j_start, keys, k_base);
-        }
-    }
+    // Full blocks (every key below the key length) load their fragments
+    // straight from memory; the rest are staged.
+    let full_end = max(j_start, min(j_end, keys / 16u * 16u));
+
     var zc: MatC;
     // @gen declare
     stage_q(lane, b, hk, r0);
@@ -290,51 +277,41 @@ fn main(
     if tid == 0u {
         rescale_flag = vec4<u32>();
     }
-    for (var j0 = j_start; j0 < j_end; j0 += 16u) {
-        if (PROBE & 4u) == 0u {
-            for (var j = 0u; j < LOADS; j++) {
-                put_run(lane + j * SG, D, pre[j]);
-            }
-        }
+    for (var j0 = j_start; j0 < full_end; j0 += 16u) {
+        // @gen qk_direct
         workgroupBarrier();
-        // V's block: loads in flight during S = Q K^T and the softmax.
-        if (PROBE & 4u) == 0u {
-            for (var j = 0u; j < LOADS; j++) {
-                pre[j] = fetch_run(1u, lane + j * SG, j0, keys, v_base);
-            }
-        }
-        if (PROBE & 2u) == 0u {
-            // @gen qk_staged
-        }
-        workgroupBarrier();
-        let interior = plain && j0 + 16u <= keys && i32(j0) >= i32(p_hi) + first_off(keys)
+        let interior = plain && i32(j0) >= i32(p_hi) + first_off(keys)
             && i32(j0 + 15u) <= i32(p_lo) + last_off(keys);
-        if (PROBE & 1u) == 0u {
-            for (var f = 0u; f < RF; f++) {
-                st[f] = softmax_block(lane, b, hk, r0, j0, keys, interior, f, st[f]);
-            }
+        for (var f = 0u; f < RF; f++) {
+            st[f] = softmax_block(lane, b, hk, r0, j0, keys, interior, f, st[f]);
         }
-        if (PROBE & 4u) == 0u {
-            for (var j = 0u; j < LOADS; j++) {
-                put_run(lane + j * SG, DV, pre[j]);
-            }
-            // K's next block: loads in flight during P V.
-            if j0 + 16u < j_end {
-                for (var j = 0u; j < LOADS; j++) {
-                    pre[j] = fetch_run(0u, lane + j * SG, j0 + 16u, keys, k_base);
-                }
-            }
-        }
-        if (PROBE & 8u) == 0u && workgroupUniformLoad(&rescale_flag).x != 0u {
+        if workgroupUniformLoad(&rescale_flag).x != 0u {
             // @gen rescale
             if tid == 0u {
                 rescale_flag = vec4<u32>();
             }
         }
         workgroupBarrier();
-        if (PROBE & 2u) == 0u {
-            // @gen pv_staged
+        // @gen pv_direct
+        workgroupBarrier();
+    }
+    for (var j0 = full_end; j0 < j_end; j0 += 16u) {
+        stage_block(lane, 0u, j0, keys, k_base);
+        workgroupBarrier();
+        // @gen qk_staged
+        workgroupBarrier();
+        for (var f = 0u; f < RF; f++) {
+            st[f] = softmax_block(lane, b, hk, r0, j0, keys, false, f, st[f]);
         }
+        stage_block(lane, 1u, j0, keys, v_base);
+        if workgroupUniformLoad(&rescale_flag).x != 0u {
+            // @gen rescale
+            if tid == 0u {
+                rescale_flag = vec4<u32>();
+            }
+        }
+        workgroupBarrier();
+        // @gen pv_staged
         workgroupBarrier();
     }
 

@@ -17,10 +17,16 @@
 //   2. Barrier; V's block (prefetched into registers before step 1) is put
 //      into `kv_sh`. The subgroup's lanes apply `logit` (attention_common:
 //      scale, soft-cap, causal/window, masks, key lengths; interior blocks
-//      without a mask tensor or soft-cap take only the scale) and the online
-//      softmax: LPR = SG / 16 lanes per row, partial maxima combined by
+//      without a mask tensor or soft-cap take only the scale, folded into
+//      the max and the exponent's fma) and the online softmax: LPR = SG / 16
+//      lanes per row, each reading its columns 4 at a time (vec4 loads of
+//      the scratch; groups 4 cg + 4 LPR g), partial maxima combined by
 //      subgroup shuffles. P = exp2(t - m_ref) is written as f16 to the
-//      subgroup's `p_sh`. K's next block is fetched into registers.
+//      subgroup's `p_sh`, 4 halves per store; l sums the f32 values. K's
+//      next block is fetched into registers. Measured (H200, session 11,
+//      timing probes at B4 H16 S4096 D128): the products are the smallest
+//      share of this kernel's time; the softmax, the loads and the barriers
+//      each cost more.
 //   3. Conditional rescaling: the O accumulators are cooperative matrices
 //      and cannot be scaled per row in place, so each row keeps a reference
 //      max m_ref and moves it only when a block's max exceeds it by more than
@@ -46,9 +52,9 @@
 //   the put (after the math) converts and stores.
 // Workgroup memory: kv_sh max(BC * (max(D, Dv) + 8), 24 BR) f16 as vec4
 //   (rows padded by 16 bytes; it also stages Q at the start), s_sh
-//   W * RF * 16 * (BC + 4) f32, p_sh W * RF * 16 * (BC + 8) f16, 2 BR f32
-//   and a vec4<u32> flag (FlashCoopTiles::workgroup_bytes: the default
-//   W = 4, BC = 16 needs 12.8 KiB at D = Dv = 128).
+//   W * RF * 16 * (BC + 8) f32, p_sh W * RF * 16 * (BC + 8) f16 (both as
+//   vec4), 2 BR f32 and a vec4<u32> flag (FlashCoopTiles::workgroup_bytes:
+//   the default W = 4, BC = 16 needs 13.8 KiB at D = Dv = 128).
 // Text constants (tune::attention::FlashCoopTiles): W, RF, BC (16 | BC),
 //   SG (fixed subgroup size, a multiple of 16), D and DV (head dims,
 //   multiples of 16 up to 256), RESCALE, QCH (Q columns per staging pass,
@@ -106,11 +112,18 @@ const KV_ELEMS: u32 = max(BC * LDKV, BR * 24u);
 const QCH: u32 = 128u;
 const_assert QCH == min(D, (KV_ELEMS / BR - 8u) / 16u * 16u);
 const LQ: u32 = QCH + 8u;
-const LDS: u32 = BC + 4u;
+// Scratch rows (floats, halves): multiples of 4 (the tiles are vec4
+// arrays); BC + 8 puts the 4-column groups a quarter-warp reads or writes
+// in distinct banks.
+const LDS: u32 = BC + 8u;
 const LDP: u32 = BC + 8u;
 // Lanes per softmax row, and the columns each handles.
 const LPR: u32 = SG / 16u;
 const CPL: u32 = BC / LPR;
+// Each lane's columns come in groups of 4 (c = 4 cg + 4 LPR g), read and
+// written a vec4 at a time.
+const CPL4: u32 = CPL / 4u;
+const_assert CPL % 4u == 0u;
 // 8-half runs per invocation for a BC-row block of the widest operand.
 const LOADS: u32 = (BC * DX / 8u + THREADS - 1u) / THREADS;
 
@@ -122,8 +135,8 @@ const LOADS: u32 = (BC * DX / 8u + THREADS - 1u) / THREADS;
 // element index of half e is e / 4; every fragment starts at a multiple of
 // 4 halves).
 var<workgroup> kv_sh: array<vec4<f16>, KV_ELEMS / 4u>;
-var<workgroup> s_sh: array<f32, W * RF * 16u * LDS>;
-var<workgroup> p_sh: array<f16, W * RF * 16u * LDP>;
+var<workgroup> s_sh: array<vec4<f32>, W * RF * 16u * LDS / 4u>;
+var<workgroup> p_sh: array<vec4<f16>, W * RF * 16u * LDP / 4u>;
 var<workgroup> alpha_sh: array<f32, BR>;
 var<workgroup> l_sh: array<f32, BR>;
 // A vec4, not a u32: every workgroup variable here is a multiple of 16
@@ -192,33 +205,44 @@ fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32) {
     }
 }
 
-// Multiplies the 16 x 16 f32 tile at s_sh[at] (rows of LDS) by each row's
-// alpha (local rows row0 ..).
+// Multiplies the 16 x 16 f32 tile at float s_sh[at] (rows of LDS) by each
+// row's alpha (local rows row0 ..), a vec4 at a time.
 fn scale_tile(lane: u32, at: u32, row0: u32) {
-    for (var e = lane; e < 256u; e += SG) {
-        let r = e / 16u;
-        s_sh[at + r * LDS + e % 16u] *= alpha_sh[row0 + r];
+    for (var e = lane; e < 64u; e += SG) {
+        let r = e / 4u;
+        s_sh[(at + r * LDS) / 4u + e % 4u] *= alpha_sh[row0 + r];
     }
 }
 
-// Writes the 16 x 16 O tile at s_sh[at] (local rows lr0 .., columns
+// Writes the 16 x 16 O tile at float s_sh[at] (local rows lr0 .., columns
 // 16 x ..) divided by the rows' l, rows past Sq skipped.
 fn write_tile(lane: u32, at: u32, lr0: u32, i0: u32, rows: u32, o_base: u32, x: u32) {
     if PROBE == 2u {
         return;
     }
-    for (var e = lane; e < 256u; e += SG) {
-        let r = e / 16u;
+    for (var e = lane; e < 64u; e += SG) {
+        let r = e / 4u;
         let lr = lr0 + r;
         let row = i0 + lr;
         let l_row = l_sh[lr];
-        let row_nan = is_nan(l_row);
         let inv = select(0.0, 1.0 / l_row, l_row != 0.0);
-        let val = select(s_sh[at + r * LDS + e % 16u] * inv, nan(), row_nan);
+        let val = select(s_sh[(at + r * LDS) / 4u + e % 4u] * inv, vec4<f32>(nan()), is_nan(l_row));
         if row < rows {
-            o[o_base + row * params.o_sr + x * 16u + e % 16u] = Elem(val);
+            let dst = o_base + row * params.o_sr + x * 16u + (e % 4u) * 4u;
+            o[dst] = Elem(val.x);
+            o[dst + 1u] = Elem(val.y);
+            o[dst + 2u] = Elem(val.z);
+            o[dst + 3u] = Elem(val.w);
         }
     }
+}
+
+// The logit of one score outside interior blocks: -inf past Sq.
+fn logit_at(dot: f32, b: u32, h: u32, row: u32, j: u32, keys: u32, rows: u32) -> f32 {
+    if row < rows {
+        return logit(dot, b, h, row, j, keys);
+    }
+    return neg_inf();
 }
 
 @compute @workgroup_size(THREADS, 1, 1)
@@ -248,8 +272,9 @@ fn main(
     let j_begin = max(0, i_first + first_off(keys));
     let j_end = min(i32(keys), i_last + last_off(keys) + 1);
     let first_block = u32(max(j_begin, 0)) / BC * BC;
-    // No mask tensor and no soft-cap: interior blocks skip `logit`.
-    let plain = params.mask_kind == 0u && params.softcap <= 0.0;
+    // No mask tensor, no soft-cap, a positive scale: interior blocks skip
+    // `logit` (the scale goes into the max and the exponent).
+    let plain = params.mask_kind == 0u && params.softcap <= 0.0 && params.scale_log2 > 0.0;
 
     // Local rows of this subgroup, and the row (within a fragment) and the
     // column group of this lane in the softmax.
@@ -320,27 +345,34 @@ fn main(
         let interior = plain && i0 + BR <= rows && j0 + BC <= keys
             && i32(j0) >= i32(i0 + BR - 1u) + first_off(keys)
             && i32(j0 + BC - 1u) <= i32(i0) + last_off(keys);
+        // Interior blocks keep the raw scores in t (the scale applied in
+        // the max and in the exponent's fma), the others the logits.
+        let sc = select(1.0, params.scale_log2, interior);
         for (var f = 0u; f < RF && (PROBE & 4u) == 0u; f++) {
             let lr = sub_row0 + f * 16u + sr;
             let row = i0 + lr;
-            var t: array<f32, CPL>;
-            var bmax = neg_inf();
-            var has_nan = false;
-            for (var n = 0u; n < CPL; n++) {
-                let c = cg + n * LPR;
-                let jj = j0 + c;
-                let dot = s_sh[s_base + (f * 16u + sr) * LDS + c];
-                var x = neg_inf();
-                if interior {
-                    x = dot * params.scale_log2;
-                } else if row < rows {
-                    x = logit(dot, b, h, row, jj, keys);
+            let s_row = (s_base + (f * 16u + sr) * LDS) / 4u;
+            let p_row = (p_base + (f * 16u + sr) * LDP) / 4u;
+            var t: array<vec4<f32>, CPL4>;
+            var bm = vec4<f32>(neg_inf());
+            for (var g = 0u; g < CPL4; g++) {
+                let c = cg * 4u + g * 4u * LPR;
+                var x = s_sh[s_row + c / 4u];
+                if !interior {
+                    let jj = j0 + c;
+                    x = vec4<f32>(
+                        logit_at(x.x, b, h, row, jj, keys, rows),
+                        logit_at(x.y, b, h, row, jj + 1u, keys, rows),
+                        logit_at(x.z, b, h, row, jj + 2u, keys, rows),
+                        logit_at(x.w, b, h, row, jj + 3u, keys, rows),
+                    );
                 }
-                has_nan = has_nan || is_nan(x);
-                t[n] = x;
-                bmax = max(bmax, x);
+                t[g] = x;
+                bm = max(bm, x);
             }
-            bmax = row_max(bmax);
+            // (A NaN score may drop out of the max; its p is NaN, and so
+            // are l and the row.)
+            let bmax = row_max(max(max(bm.x, bm.y), max(bm.z, bm.w)) * sc);
             var alpha = 1.0;
             let m_old = m_ref[f];
             if bmax > m_old + f32(RESCALE) {
@@ -357,24 +389,27 @@ fn main(
             // A row with nothing visible yet keeps m_ref = -inf; subtracting
             // 0 keeps exp2 at 0 rather than NaN.
             let m_use = select(m_ref[f], 0.0, m_ref[f] == neg_inf());
-            var psum = 0.0;
-            for (var n = 0u; n < CPL; n++) {
-                let c = cg + n * LPR;
-                var p = f16(exp2(t[n] - m_use));
-                if PROBE == 1u && t[n] != neg_inf() {
-                    p = 1.0h;
+            var psum = vec4<f32>();
+            for (var g = 0u; g < CPL4; g++) {
+                let c = cg * 4u + g * 4u * LPR;
+                var p = exp2(fma(t[g], vec4<f32>(sc), vec4<f32>(-m_use)));
+                if PROBE == 1u {
+                    p = select(p, vec4<f32>(1.0), t[g] != vec4<f32>(neg_inf()));
                 }
                 if PROBE == 2u && j0 == first_block && row < rows && c < DV {
-                    o[b * params.o_sb + h * params.o_sh + row * params.o_sr + c] =
-                        Elem(s_sh[s_base + (f * 16u + sr) * LDS + c]);
+                    let raw = s_sh[s_row + c / 4u];
+                    let dst = b * params.o_sb + h * params.o_sh + row * params.o_sr + c;
+                    o[dst] = Elem(raw.x);
+                    o[dst + 1u] = Elem(raw.y);
+                    o[dst + 2u] = Elem(raw.z);
+                    o[dst + 3u] = Elem(raw.w);
                 }
-                p_sh[p_base + (f * 16u + sr) * LDP + c] = p;
-                psum += f32(p);
+                p_sh[p_row + c / 4u] = vec4<f16>(p);
+                // l sums the f32 probabilities (the products take them
+                // rounded to f16), as FlashAttention does.
+                psum += p;
             }
-            l[f] += psum;
-            if has_nan {
-                l[f] = nan();
-            }
+            l[f] += (psum.x + psum.y) + (psum.z + psum.w);
         }
         // K's next block: loads in flight during P V.
         let more = i32(j0 + BC) < j_end && (PROBE & 16u) == 0u;

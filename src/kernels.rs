@@ -365,12 +365,14 @@ impl Kernel {
             ],
             Kernel::AttentionDecodeCoop => &[
                 ATTENTION_COOP_MMA,
+                include_str!("../shaders/attention_decode_coop_mma.wgsl"),
                 ATTENTION_DECODE_COOP,
                 ATTENTION_COOP_ROWS,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionDecodeCoopEmulated => &[
                 ATTENTION_COOP_EMULATED,
+                include_str!("../shaders/attention_decode_coop_emulated.wgsl"),
                 ATTENTION_DECODE_COOP,
                 ATTENTION_COOP_ROWS,
                 ATTENTION_COMMON,

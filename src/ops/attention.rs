@@ -1191,22 +1191,18 @@ impl Context {
             let pipeline = self
                 .inner
                 .pipelines
-                .get(
-                    device,
-                    &decode_coop_spec(rf, d, dv, sg, emulated)
-                        .constant("PROBE", env_u32("WGTILE_DECODE_COOP_PROBE")),
-                )?;
+                .get(device, &decode_coop_spec(rf, d, dv, sg, emulated))?;
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
                 pipeline,
                 &[
                     (0, &params),
                     (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
                     (5, &scratch.buffer),
                     (6, &mask_buf),
                     (7, &kv_len.buffer),
-                    (11, &k.buffer),
-                    (12, &v.buffer),
                 ],
                 [splits as u32, ys as u32, b as u32],
             ));
@@ -2122,12 +2118,7 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 /// rows); 2 O's first min(BC, Dv) columns are the raw S = Q K^T of the
 /// first key block.
 fn coop_probe() -> u32 {
-    env_u32("WGTILE_COOP_ATTN_PROBE")
-}
-
-/// A debugging knob from the environment (0 when unset or not a number).
-fn env_u32(name: &str) -> u32 {
-    std::env::var(name)
+    std::env::var("WGTILE_COOP_ATTN_PROBE")
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)

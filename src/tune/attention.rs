@@ -289,7 +289,7 @@ impl FlashCoopTiles {
     pub const fn workgroup_bytes(self, d: u32, dv: u32) -> u32 {
         let rows = self.br();
         2 * self.kv_elems(d, dv)
-            + 4 * rows * (self.bc + 4)
+            + 4 * rows * (self.bc + 8)
             + 2 * rows * (self.bc + 8)
             + 8 * rows
             + 16
@@ -553,7 +553,9 @@ impl FlashCoopTiles {
             && self.subgroups >= 1
             && self.bc >= 16
             && self.bc.is_multiple_of(16)
-            && self.bc.is_multiple_of((sg / 16).max(1))
+            // Each lane's softmax columns come in groups of 4: BC / LPR
+            // (LPR = SG / 16 lanes per row) a multiple of 4.
+            && self.bc.is_multiple_of(4 * (sg / 16).max(1))
             && launch.fits(p, d, dv, sg)
     }
 

@@ -199,7 +199,7 @@ impl BackwardCoopTiles {
             BackwardCoopPass::Dq => (16, 0),
         };
         2 * self.kv_elems(d, dv)
-            + 4 * self.subgroups * 32 * (self.block + 4)
+            + 4 * self.subgroups * 32 * (self.block + 8)
             + 2 * self.subgroups * p_rows * (self.block + 8)
             + stats
     }
@@ -451,7 +451,8 @@ impl BackwardCoopTiles {
         self.subgroups >= 1
             && self.block >= 16
             && self.block.is_multiple_of(16)
-            && self.block.is_multiple_of((sg / 16).max(1))
+            // P/dS columns in groups of 4 per lane (LPR = SG / 16 per row).
+            && self.block.is_multiple_of(4 * (sg / 16).max(1))
             && launch.fits(p, d, dv, sg)
     }
 
@@ -508,10 +509,15 @@ fn sub_barrier_text(subgroup: bool) -> String {
 fn write_tile(pad: &str, out: &str, limit: &str, base: &str, stride: &str, col: &str) -> String {
     format!(
         "{pad}workgroupBarrier();
-{pad}for (var e = lane; e < 256u; e += SG) {{
-{pad}    let r = row0 + e / 16u;
+{pad}for (var e = lane; e < 64u; e += SG) {{
+{pad}    let r = row0 + e / 4u;
 {pad}    if r < {limit} {{
-{pad}        {out}[{base} + r * {stride} + {col} + e % 16u] = Elem(s_sh[s_base + (e / 16u) * LDS + e % 16u]);
+{pad}        let x = s_sh[(s_base + (e / 4u) * LDS) / 4u + e % 4u];
+{pad}        let dst = {base} + r * {stride} + {col} + (e % 4u) * 4u;
+{pad}        {out}[dst] = Elem(x.x);
+{pad}        {out}[dst + 1u] = Elem(x.y);
+{pad}        {out}[dst + 2u] = Elem(x.z);
+{pad}        {out}[dst + 3u] = Elem(x.w);
 {pad}    }}
 {pad}}}
 {pad}workgroupBarrier();

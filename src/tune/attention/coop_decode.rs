@@ -119,7 +119,15 @@ pub fn decode_coop_blocks(rf: u32, d: u32, dv: u32, emulated: bool) -> Vec<(&'st
     vec![
         ("declare", declare),
         ("load_q", load_q),
+        (
+            "qk_direct",
+            qk(&|c| format!("load_bt_k(k_base + j0 * params.k_sr + {c}u, params.k_sr)")),
+        ),
         ("qk_staged", qk(&|c| format!("load_bt_kv({c}u, LDKV)"))),
+        (
+            "pv_direct",
+            pv(&|c| format!("load_b_v(v_base + j0 * params.v_sr + {c}u, params.v_sr)")),
+        ),
         ("pv_staged", pv(&|c| format!("load_b_kv({c}u, LDKV)"))),
         ("rescale", rescale),
         ("store", store),
@@ -169,7 +177,15 @@ fn decode_coop_blocks_looped() -> Vec<(&'static str, String)> {
 "
             .to_string(),
         ),
+        (
+            "qk_direct",
+            qk("load_bt_k(k_base + j0 * params.k_sr + i * 16u, params.k_sr)"),
+        ),
         ("qk_staged", qk("load_bt_kv(i * 16u, LDKV)")),
+        (
+            "pv_direct",
+            pv("load_b_v(v_base + j0 * params.v_sr + x * 16u, params.v_sr)"),
+        ),
         ("pv_staged", pv("load_b_kv(x * 16u, LDKV)")),
         (
             "rescale",
@@ -228,7 +244,7 @@ pub fn decode_coop_spec(rf: u32, d: usize, dv: usize, sg: u32, emulated: bool) -
 pub const fn decode_coop_workgroup_bytes(rf: u32, d: u32, dv: u32) -> u32 {
     let dx = if d > dv { d } else { dv };
     let rows = 16 * rf;
-    2 * rows * (dx + 8) + 4 * rows * 20 + 2 * rows * 24 + 8 * rows + 16
+    2 * rows * (dx + 8) + 4 * rows * 24 + 2 * rows * 24 + 8 * rows + 16
 }
 
 /// Whether the adapter runs the kernel (`emulated`: the emulated variant)
