@@ -2277,6 +2277,27 @@ fn coop_masks_key_lengths_gqa() {
     );
 }
 
+/// Q, K, V whose logits grow along the key axis: q ~ 0.5, k rows ramp from
+/// -1 to 1 along the keys, so at scale 1 logit(j) grows by ~ d / sk per key
+/// (tens of log2 units per block): every block moves the softmax's
+/// reference maximum.
+fn ramp_qkv(c: &Case) -> [Vec<f32>; 3] {
+    let (sk, d) = (c.sk, c.d);
+    let noise_q = common::random(c.b * c.hq * c.sq * d, 4000);
+    let noise_k = common::random(c.b * c.hkv * sk * d, 4001);
+    let q: Vec<f32> = noise_q.iter().map(|x| 0.5 + 0.05 * x).collect();
+    let k: Vec<f32> = noise_k
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let j = (i / d) % sk;
+            -1.0 + 2.0 * j as f32 / sk as f32 + 0.05 * x
+        })
+        .collect();
+    let v = common::random(c.b * c.hkv * sk * c.dv, 4002);
+    [q, k, v]
+}
+
 /// The conditional rescaling of the output: logits that grow along the key
 /// axis (each block's maximum beats the reference by far more than 2^8), and
 /// random logits at scale 100.
@@ -2287,20 +2308,7 @@ fn coop_rescale_triggers() {
     };
     for (sq, sk, d) in [(100, 300, 64), (129, 129, 128), (17, 300, 128)] {
         let c = f16_case(1, 2, 1, sq, sk, d, d);
-        let noise_q = common::random(c.hq * sq * d, 4000);
-        let noise_k = common::random(c.hkv * sk * d, 4001);
-        // q ~ 0.5, k rows ramp from -1 to 1 along the keys: logit(j) grows
-        // by ~ d / sk * scale per key (tens of log2 units per block).
-        let q: Vec<f32> = noise_q.iter().map(|x| 0.5 + 0.05 * x).collect();
-        let k: Vec<f32> = noise_k
-            .iter()
-            .enumerate()
-            .map(|(i, x)| {
-                let j = (i / d) % sk;
-                -1.0 + 2.0 * j as f32 / sk as f32 + 0.05 * x
-            })
-            .collect();
-        let v = common::random(c.hkv * sk * d, 4002);
+        let [q, k, v] = ramp_qkv(&c);
         for opts in [
             AttentionOptions::new().scale(1.0),
             AttentionOptions::new()
@@ -2385,6 +2393,15 @@ fn coop_errors_and_dispatch() {
     let t = flash_coop_tiles(&h200, 128, 128).unwrap();
     assert_eq!(t, FLASH_COOP_CANDIDATES[0]);
     assert!(t.workgroup_bytes(128, 128) <= 48 * 1024);
+    // Head dims up to 64: two subgroups first (measured faster there).
+    for (d, dv) in [(64, 64), (32, 64), (16, 16)] {
+        let t = flash_coop_tiles(&h200, d, dv).unwrap();
+        assert_eq!(t, wgtile::tune::attention::FLASH_COOP_SMALL_DIMS);
+    }
+    assert_eq!(
+        flash_coop_tiles(&h200, 80, 64).unwrap(),
+        FLASH_COOP_CANDIDATES[0]
+    );
     // D = 256: the default 16-key block fits; a 64-key one would not.
     let t = flash_coop_tiles(&h200, 256, 256).unwrap();
     assert_eq!(t, FLASH_COOP_CANDIDATES[0]);
@@ -2600,6 +2617,17 @@ fn coop_algorithm_emulated_small() {
     let emu = |c: &Case, opts: &AttentionOptions, seed: u64| {
         check_coop_with(&ctx, c, opts, None, seed, None, CoopRun::Emulated)
     };
+    // The conditional rescale of O (every block moves the reference max).
+    let c = f16_case(1, 2, 1, 17, 100, 32, 32);
+    check_coop_with(
+        &ctx,
+        &c,
+        &AttentionOptions::new().scale(1.0),
+        None,
+        0,
+        Some(ramp_qkv(&c)),
+        CoopRun::Emulated,
+    );
     emu(
         &f16_case(1, 2, 2, 65, 100, 64, 64),
         &AttentionOptions::new().causal(DiagonalAlignment::TopLeft),
@@ -2923,6 +2951,14 @@ fn decode_coop_cases(ctx: &Context, kernel: AttentionKernel) {
         901,
     );
     check_decode(ctx, &f16_case(1, 32, 2, 1, 100, 32, 48), &opts(), None, 902);
+    // Large logits: blocks move the reference max (the conditional rescale).
+    check_decode(
+        ctx,
+        &f16_case(1, 8, 2, 1, 263, 64, 64),
+        &opts().scale(100.0),
+        None,
+        910,
+    );
     check_decode(
         ctx,
         &f16_case(1, 8, 1, 3, 50, 16, 16),

@@ -696,11 +696,24 @@ pub const FLASH_COOP_TEST_TILES: [FlashCoopTiles; 1] = [FlashCoopTiles {
 /// when the adapter lacks the cooperative-matrix configuration or no
 /// candidate fits (D and Dv must be multiples of 16 up to 256).
 pub fn flash_coop_tiles(p: &AdapterProfile, d: usize, dv: usize) -> Option<FlashCoopTiles> {
-    FLASH_COOP_CANDIDATES
-        .iter()
-        .copied()
+    let small = (d.max(dv) <= 64).then_some(FLASH_COOP_SMALL_DIMS);
+    small
+        .into_iter()
+        .chain(FLASH_COOP_CANDIDATES)
         .find(|t| t.fits(p, d, dv))
 }
+
+/// The first tensor-core flash tile for head dims up to 64: 2 subgroups of
+/// 16 rows, 16-key blocks. Measured on the H200 (session 11, after the
+/// vectorised softmax; B4 H16 f16 D64, TFLOP/s, full / causal): S1024
+/// 88.6-88.9 / 65.5-66.2 against 79.7-80.2 / 55.7-55.8 for 4 subgroups,
+/// S4096 87.0-87.1 / 78.3-78.7 against 80.1 / 70.7-70.8. At D128 4
+/// subgroups stay first (161.3-161.8 against 125.2-125.4 at S4096).
+pub const FLASH_COOP_SMALL_DIMS: FlashCoopTiles = FlashCoopTiles {
+    subgroups: 2,
+    rf: 1,
+    bc: 16,
+};
 
 /// Every tensor-core flash specialisation the dispatcher (and the sweep) can
 /// produce on an H200-like profile (subgroup size 32, 48 KiB), plus the
