@@ -53,6 +53,10 @@ const SG: u32 = 32u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const CH: u32 = 48u;
+// Timing probe (WGTILE_COOP_BWD_PROBE; results meaningless when set): bit
+// 0 skips the P/dS step, 1 the products (S, dP), 2 the gradient products,
+// 3 the next block's loads and puts.
+const PROBE: u32 = 0u;
 
 const THREADS: u32 = W * SG;
 const BK: u32 = W * 16u;
@@ -165,11 +169,13 @@ fn main(
         workgroupBarrier();
         for (var i0 = first; i32(i0) < i_end; i0 += BQ) {
             // 1. S^T = K Q^T and dP^T = V dO^T into the subgroup's scratch.
-            // @gen products
+            if (PROBE & 2u) == 0u {
+                // @gen products
+            }
             sub_barrier();
 
             // 2. Next block's loads in flight; P^T and dS^T as f16.
-            let more = i32(i0 + BQ) < i_end;
+            let more = i32(i0 + BQ) < i_end && (PROBE & 8u) == 0u;
             var pre_st = vec2<f32>();
             if more {
                 for (var n = 0u; n < LOADS; n++) {
@@ -184,7 +190,7 @@ fn main(
             let interior = plain && j0 + BK <= keys && i0 + BQ <= params.sq
                 && i32(j0) >= i32(i0 + BQ - 1u) + first_off(keys)
                 && i32(j0 + BK - 1u) <= i32(i0) + last_off(keys);
-            for (var g = 0u; g < CPL4; g++) {
+            for (var g = 0u; g < CPL4 && (PROBE & 1u) == 0u; g++) {
                 let c = cg * 4u + g * 4u * LPR;
                 let dot = s_sh[(s_base + sr * LDS + c) / 4u];
                 let dp = s_sh[(s_base + (16u + sr) * LDS + c) / 4u];
@@ -214,7 +220,9 @@ fn main(
             sub_barrier();
 
             // 3. dV += P^T dO, dK += dS^T Q.
-            // @gen grads
+            if (PROBE & 4u) == 0u {
+                // @gen grads
+            }
             workgroupBarrier();
 
             // 4. The next block into kv_sh.

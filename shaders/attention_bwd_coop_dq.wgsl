@@ -38,6 +38,10 @@ const SG: u32 = 32u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const CH: u32 = 48u;
+// Timing probe (WGTILE_COOP_BWD_PROBE; results meaningless when set): bit
+// 0 skips the P/dS step, 1 the products (S, dP), 2 the gradient products,
+// 3 the next block's loads and puts.
+const PROBE: u32 = 0u;
 
 const THREADS: u32 = W * SG;
 const BR: u32 = W * 16u;
@@ -139,11 +143,13 @@ fn main(
     workgroupBarrier();
     for (var j0 = first; i32(j0) < j_end; j0 += BC) {
         // 1. S = Q K^T and dP = dO V^T into the subgroup's scratch.
-        // @gen products
+        if (PROBE & 2u) == 0u {
+            // @gen products
+        }
         sub_barrier();
 
         // 2. Next block's loads in flight; dS as f16.
-        let more = i32(j0 + BC) < j_end;
+        let more = i32(j0 + BC) < j_end && (PROBE & 8u) == 0u;
         if more {
             for (var n = 0u; n < LOADS; n++) {
                 pre[n] = fetch_kv(tid + n * THREADS, j0 + BC, keys, k_base, v_base);
@@ -152,7 +158,7 @@ fn main(
         let interior = plain && i0 + BR <= rows && j0 + BC <= keys
             && i32(j0) >= i32(i0 + BR - 1u) + first_off(keys)
             && i32(j0 + BC - 1u) <= i32(i0) + last_off(keys);
-        for (var g = 0u; g < CPL4; g++) {
+        for (var g = 0u; g < CPL4 && (PROBE & 1u) == 0u; g++) {
             let c = cg * 4u + g * 4u * LPR;
             let dot = s_sh[(s_base + sr * LDS + c) / 4u];
             let dp = s_sh[(s_base + (16u + sr) * LDS + c) / 4u];
@@ -174,7 +180,9 @@ fn main(
         sub_barrier();
 
         // 3. dQ += dS K.
-        // @gen grads
+        if (PROBE & 4u) == 0u {
+            // @gen grads
+        }
         workgroupBarrier();
 
         // 4. The next block into kv_sh.

@@ -1850,8 +1850,10 @@ impl Context {
             };
             (
                 [
-                    kv_t.spec(BackwardCoopPass::DkDv, d, dv, sg, emulated, sub_barrier),
-                    q_t.spec(BackwardCoopPass::Dq, d, dv, sg, emulated, sub_barrier),
+                    kv_t.spec(BackwardCoopPass::DkDv, d, dv, sg, emulated, sub_barrier)
+                        .constant("PROBE", env_probe("WGTILE_COOP_BWD_PROBE")),
+                    q_t.spec(BackwardCoopPass::Dq, d, dv, sg, emulated, sub_barrier)
+                        .constant("PROBE", env_probe("WGTILE_COOP_BWD_PROBE")),
                 ],
                 [kv_t.rows() as usize, q_t.rows() as usize],
                 if emulated {
@@ -2113,12 +2115,19 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
     (spec, dv.div_ceil(CW).max(1) as u32)
 }
 
-/// Debugging probe of the tensor-core kernel (`WGTILE_COOP_ATTN_PROBE`):
-/// 0 off; 1 every visible probability is 1 (O = the mean of the visible V
-/// rows); 2 O's first min(BC, Dv) columns are the raw S = Q K^T of the
-/// first key block.
+/// Probe of the tensor-core forward (`WGTILE_COOP_ATTN_PROBE`): 0 off; 1
+/// every visible probability is 1 (O = the mean of the visible V rows); 2
+/// O's first min(BC, Dv) columns are the raw S = Q K^T of the first key
+/// block; timing bits 4, 8, 16, 32 skip the softmax, the products, the K/V
+/// loads, the rescale check (results wrong).
 fn coop_probe() -> u32 {
-    std::env::var("WGTILE_COOP_ATTN_PROBE")
+    env_probe("WGTILE_COOP_ATTN_PROBE")
+}
+
+/// A timing or debugging probe from the environment: the number in `name`,
+/// 0 when unset or not a number.
+fn env_probe(name: &str) -> u32 {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
