@@ -143,6 +143,9 @@ fn softmax_block(
     let sc = select(1.0, params.scale_log2, interior);
     var t: array<vec4<f32>, CPL4>;
     var bm = vec4<f32>(neg_inf());
+    // The scores' sum: NaN when any score is (max() may drop a NaN, and a
+    // software exp2 may turn it into 0).
+    var nsum = vec4<f32>();
     for (var g = 0u; g < CPL4; g++) {
         let c = cg * 4u + g * 4u * LPR;
         var x = s_sh[(sr * LDS + c) / 4u];
@@ -160,8 +163,8 @@ fn softmax_block(
         }
         t[g] = x;
         bm = max(bm, x);
+        nsum += x;
     }
-    // (A NaN score may drop out of the max; its p is NaN, and so is l.)
     let bmax = row_max(max(max(bm.x, bm.y), max(bm.z, bm.w)) * sc);
     var alpha = 1.0;
     let m_old = out.m_ref;
@@ -185,6 +188,9 @@ fn softmax_block(
         psum += p;
     }
     out.l += (psum.x + psum.y) + (psum.z + psum.w);
+    if is_nan((nsum.x + nsum.y) + (nsum.z + nsum.w)) || is_nan(out.l) {
+        out.l = nan();
+    }
     return out;
 }
 

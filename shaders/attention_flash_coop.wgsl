@@ -22,7 +22,8 @@
 //      lanes per row, each reading its columns 4 at a time (vec4 loads of
 //      the scratch; groups 4 cg + 4 LPR g), partial maxima combined by
 //      subgroup shuffles. P = exp2(t - m_ref) is written as f16 to the
-//      subgroup's `p_sh`, 4 halves per store; l sums the f32 values. K's
+//      subgroup's `p_sh`, 4 halves per store; l sums the f32 values (NaN
+//      when a score is: a running sum of the scores catches it). K's
 //      next block is fetched into registers. Measured (H200, session 11,
 //      timing probes at B4 H16 S4096 D128): the products are the smallest
 //      share of this kernel's time; the softmax, the loads and the barriers
@@ -355,6 +356,9 @@ fn main(
             let p_row = (p_base + (f * 16u + sr) * LDP) / 4u;
             var t: array<vec4<f32>, CPL4>;
             var bm = vec4<f32>(neg_inf());
+            // The scores' sum: NaN when any score is (max() may drop a NaN,
+            // and a software exp2 may turn it into 0).
+            var nsum = vec4<f32>();
             for (var g = 0u; g < CPL4; g++) {
                 let c = cg * 4u + g * 4u * LPR;
                 var x = s_sh[s_row + c / 4u];
@@ -369,9 +373,8 @@ fn main(
                 }
                 t[g] = x;
                 bm = max(bm, x);
+                nsum += x;
             }
-            // (A NaN score may drop out of the max; its p is NaN, and so
-            // are l and the row.)
             let bmax = row_max(max(max(bm.x, bm.y), max(bm.z, bm.w)) * sc);
             var alpha = 1.0;
             let m_old = m_ref[f];
@@ -410,6 +413,10 @@ fn main(
                 psum += p;
             }
             l[f] += (psum.x + psum.y) + (psum.z + psum.w);
+            // A NaN score makes its row NaN (l = NaN marks it).
+            if is_nan((nsum.x + nsum.y) + (nsum.z + nsum.w)) {
+                l[f] = nan();
+            }
         }
         // K's next block: loads in flight during P V.
         let more = i32(j0 + BC) < j_end && (PROBE & 16u) == 0u;

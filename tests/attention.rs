@@ -1157,6 +1157,62 @@ fn nan_propagates_only_to_rows_it_touches() {
     }
 }
 
+/// The same NaN rule for the tensor-core kernels (f16): the emulated ones on
+/// every adapter with f16 and subgroups, the real ones where present. One
+/// NaN in a query row makes that row (and only it) NaN, in the forward and
+/// in the decode kernel.
+#[test]
+fn coop_nan_propagates_only_to_rows_it_touches() {
+    let Some(ctx) = common::ctx() else { return };
+    let p = ctx.profile();
+    if !(p.shader_f16 && p.subgroups) {
+        eprintln!("coop_nan_propagates_only_to_rows_it_touches: skipped, needs f16 and subgroups");
+        return;
+    }
+    let mut kernels = vec![
+        AttentionKernel::FlashCoopEmulated,
+        AttentionKernel::DecodeCoopEmulated,
+    ];
+    if wgtile::tune::has_coop_f16(p) {
+        kernels.extend([AttentionKernel::FlashCoop, AttentionKernel::DecodeCoop]);
+    }
+    let (hq, sq, sk, d) = (2, 40, 70, 32);
+    let mut qh = common::random(hq * sq * d, 120);
+    // Head 1, row 7.
+    qh[(sq + 7) * d + 3] = f32::NAN;
+    let (q, _) = common::upload(&ctx, &qh, &[1, hq, sq, d], DType::F16);
+    let k = ctx
+        .rand_uniform([1, 1, sk, d], -1.0, 1.0, DType::F16, 121)
+        .unwrap();
+    let v = ctx
+        .rand_uniform([1, 1, sk, d], -1.0, 1.0, DType::F16, 122)
+        .unwrap();
+    for kernel in kernels {
+        let (o, lse) = run_poisoned(
+            &ctx,
+            &q,
+            &k,
+            &v,
+            &AttentionOptions::new().kernel(kernel).with_lse(),
+        );
+        for row in 0..hq * sq {
+            let vals = &o[row * d..(row + 1) * d];
+            if row == sq + 7 {
+                assert!(
+                    vals.iter().all(|x| x.is_nan()) && lse[row].is_nan(),
+                    "{kernel:?}: the NaN row should be NaN: {vals:?}, lse {}",
+                    lse[row]
+                );
+            } else {
+                assert!(
+                    vals.iter().all(|x| x.is_finite()) && lse[row].is_finite(),
+                    "{kernel:?}: row {row} touched by NaN"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn kv_cache_prefill_then_decode_equals_full_attention() {
     let Some(ctx) = common::ctx() else { return };
