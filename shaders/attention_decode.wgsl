@@ -22,7 +22,9 @@
 //      rows p, p + LK, .. of the quads; SHUFFLE = 0: the partials go to
 //      `part`, a barrier, and invocation e of (quad, key) pair e adds them
 //      and takes the 4 rows. Either way `logit` (scale, soft-cap, masks)
-//      runs once per (row, key) into `lgs`, and the probabilities p =
+//      runs once per (row, key) into `lgs` (one multiply instead on blocks
+//      every position sees, with no mask tensor or soft-cap), and the
+//      probabilities p =
 //      exp2(s - m) against the running max m as it stood before the block
 //      go to `prob`: one exp2 per (row, key), not one per value word. m is
 //      the same in every invocation and moves lazily (as in
@@ -263,9 +265,17 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
         acc[i] = vec4<f32>(0.0);
     }
 
+    // No mask tensor, no soft-cap: blocks whose keys every position of the
+    // slice sees (inside the band, below the split's end) take the logit as
+    // one multiply instead of `logit`'s checks and the row's head division.
+    let plain = params.mask_kind == 0u && params.softcap <= 0.0;
+
     workgroupBarrier();
     var blk = 0u;
     for (var j0 = j_start; j0 < j_end; j0 += KB) {
+        let interior = plain && j0 + KB <= j_end
+            && i32(j0) >= i32(params.sq) - 1 + first_off(keys)
+            && i32(j0 + KB - 1u) <= last_off(keys);
         let cur = (blk % 2u) * RQ;
         let slot = (blk % 2u) * RQ * KB;
         blk += 1u;
@@ -318,8 +328,12 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
                 let row = r0 + r;
                 var sv = neg_inf();
                 if j < j_end && r < ROWS && row < rows_kv {
-                    let h = hk * params.group + row / params.sq;
-                    sv = logit(dots[qd][lane], b, h, row % params.sq, j, keys);
+                    if interior {
+                        sv = dots[qd][lane] * params.scale_log2;
+                    } else {
+                        let h = hk * params.group + row / params.sq;
+                        sv = logit(dots[qd][lane], b, h, row % params.sq, j, keys);
+                    }
                 }
                 let mr = m[qd][lane];
                 let e = slot + qd * KB + kk;
@@ -356,8 +370,12 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
                     let r = qd * 4u + lane;
                     let row = r0 + r;
                     if j < j_end && r < ROWS && row < rows_kv {
-                        let h = hk * params.group + row / params.sq;
-                        sv[lane] = logit(sum[lane], b, h, row % params.sq, j, keys);
+                        if interior {
+                            sv[lane] = sum[lane] * params.scale_log2;
+                        } else {
+                            let h = hk * params.group + row / params.sq;
+                            sv[lane] = logit(sum[lane], b, h, row % params.sq, j, keys);
+                        }
                     }
                 }
                 lgs[slot + e] = sv;

@@ -14,7 +14,9 @@
 //      (QL + KL vec4 per invocation) before the current chunk's arithmetic,
 //      and V's first slab is loaded before the softmax step.
 //   2. masking and scaling in log2 units (exp2 with log2(e) folded into the
-//      scale), partial row maxima exchanged through workgroup memory, new
+//      scale; blocks where every pair is visible, with no mask tensor or
+//      soft-cap, take one multiply per score instead of `logit`), partial
+//      row maxima exchanged through workgroup memory, new
 //      running max m; P = exp2(S - m) goes to workgroup memory [BR][BC+1];
 //      each invocation keeps a partial row sum l over its columns and rescales
 //      its accumulator rows by exp2(m_old - m_new).
@@ -214,6 +216,10 @@ fn main(
         j_end = min(j_end, i32((split + 1u) * params.split_len));
     }
     let first_block = u32(max(j_begin, 0)) / BC * BC;
+    // No mask tensor, no soft-cap: blocks whose every (row, key) pair is
+    // visible and in range take the logit as one multiply per score
+    // instead of `logit`'s checks.
+    let plain = params.mask_kind == 0u && params.softcap <= 0.0;
 
     var m: array<f32, TR>;
     var l: array<f32, TR>;
@@ -270,21 +276,26 @@ fn main(
         prefetch_v(tid, j0, 0u, v_base, keys, &vp);
 
         // 2. Mask, scale, online softmax.
+        let interior = plain && i0 + BR <= rows && i32(j0) >= j_begin && i32(j0 + BC) <= j_end
+            && i32(j0) >= i_last + first_off(keys)
+            && i32(j0 + BC - 1u) <= i_first + last_off(keys);
         for (var r = 0u; r < TR; r++) {
             let lr = local_row(rg, r);
             let row = i0 + lr;
-            let hp = row_head_pos(y, row);
-            var row_max = neg_inf();
             var t = vec4<f32>(neg_inf());
-            for (var c = 0u; c < 4u; c++) {
-                let j = j0 + cg * 4u + c;
-                if row < rows && (SPLIT == 0u || (i32(j) >= j_begin && i32(j) < j_end)) {
-                    t[c] = logit(s[r][c], b, hp.x, hp.y, j, keys);
+            if interior {
+                t = s[r] * params.scale_log2;
+            } else {
+                let hp = row_head_pos(y, row);
+                for (var c = 0u; c < 4u; c++) {
+                    let j = j0 + cg * 4u + c;
+                    if row < rows && (SPLIT == 0u || (i32(j) >= j_begin && i32(j) < j_end)) {
+                        t[c] = logit(s[r][c], b, hp.x, hp.y, j, keys);
+                    }
                 }
-                row_max = max(row_max, t[c]);
             }
             s[r] = t;
-            red_store(lr * NC + cg, row_max);
+            red_store(lr * NC + cg, max(max(t.x, t.y), max(t.z, t.w)));
         }
         workgroupBarrier();
         for (var r = 0u; r < TR; r++) {
