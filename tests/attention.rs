@@ -1163,17 +1163,14 @@ fn nan_propagates_only_to_rows_it_touches() {
 /// in the decode kernel.
 #[test]
 fn coop_nan_propagates_only_to_rows_it_touches() {
-    let Some(ctx) = common::ctx() else { return };
-    let p = ctx.profile();
-    if !(p.shader_f16 && p.subgroups) {
-        eprintln!("coop_nan_propagates_only_to_rows_it_touches: skipped, needs f16 and subgroups");
+    let Some(ctx) = emulation_ctx("coop_nan_propagates_only_to_rows_it_touches") else {
         return;
-    }
+    };
     let mut kernels = vec![
         AttentionKernel::FlashCoopEmulated,
         AttentionKernel::DecodeCoopEmulated,
     ];
-    if wgtile::tune::has_coop_f16(p) {
+    if wgtile::tune::has_coop_f16(ctx.profile()) {
         kernels.extend([AttentionKernel::FlashCoop, AttentionKernel::DecodeCoop]);
     }
     let (hq, sq, sk, d) = (2, 40, 70, 32);
@@ -2057,6 +2054,18 @@ fn coop_ctx(test: &str) -> Option<Context> {
     Some(ctx)
 }
 
+/// A context for the emulated tensor-core kernels (any adapter with f16 and
+/// subgroups), or `None` (after saying why) for `test` to skip.
+fn emulation_ctx(test: &str) -> Option<Context> {
+    let ctx = common::ctx()?;
+    let p = ctx.profile();
+    if !(p.shader_f16 && p.subgroups) {
+        eprintln!("{test}: skipped, needs f16 and subgroups");
+        return None;
+    }
+    Some(ctx)
+}
+
 /// Checks the tensor-core kernel (default tiles, every other candidate,
 /// sweep and test tile that fits, and `Auto`, which must pick it) against
 /// f64 on the given inputs (`data`: q, k, v values; random when `None`).
@@ -2550,12 +2559,9 @@ fn coop_errors_and_dispatch() {
 #[test]
 #[ignore = "slow: every tile's emulated kernel, about 4 minutes on lavapipe"]
 fn coop_algorithm_emulated() {
-    let Some(ctx) = common::ctx() else { return };
-    let p = ctx.profile();
-    if !(p.shader_f16 && p.subgroups) {
-        eprintln!("coop_algorithm_emulated: skipped, needs f16 and subgroups");
+    let Some(ctx) = emulation_ctx("coop_algorithm_emulated") else {
         return;
-    }
+    };
     let emu = |c: &Case, opts: &AttentionOptions, mask: Option<HostMask>, seed: u64| {
         check_coop_with(&ctx, c, opts, mask, seed, None, CoopRun::EmulatedAllTiles)
     };
@@ -2664,12 +2670,9 @@ fn coop_algorithm_emulated() {
 /// H200).
 #[test]
 fn coop_algorithm_emulated_small() {
-    let Some(ctx) = common::ctx() else { return };
-    let p = ctx.profile();
-    if !(p.shader_f16 && p.subgroups) {
-        eprintln!("coop_algorithm_emulated_small: skipped, needs f16 and subgroups");
+    let Some(ctx) = emulation_ctx("coop_algorithm_emulated_small") else {
         return;
-    }
+    };
     let emu = |c: &Case, opts: &AttentionOptions, seed: u64| {
         check_coop_with(&ctx, c, opts, None, seed, None, CoopRun::Emulated)
     };
@@ -2821,12 +2824,9 @@ fn coop_probe_diagnostics() {
 /// the H200 (`coop_backward_on_tensor_cores`).
 #[test]
 fn coop_backward_emulated() {
-    let Some(ctx) = common::ctx() else { return };
-    let p = ctx.profile();
-    if !(p.shader_f16 && p.subgroups) {
-        eprintln!("coop_backward_emulated: skipped, needs f16 and subgroups");
+    let Some(ctx) = emulation_ctx("coop_backward_emulated") else {
         return;
-    }
+    };
     let emu = Some((AttentionKernel::FlashCoopEmulated, None));
     // Whole interior blocks in both kernels (no mask: 64-row dQ blocks,
     // 64-key dK/dV blocks), where the row statistics come from registers
@@ -3064,12 +3064,9 @@ fn decode_coop_cases(ctx: &Context, kernel: AttentionKernel) {
 /// every adapter with f16 and subgroups.
 #[test]
 fn decode_coop_emulated() {
-    let Some(ctx) = common::ctx() else { return };
-    let p = ctx.profile();
-    if !(p.shader_f16 && p.subgroups) {
-        eprintln!("decode_coop_emulated: skipped, needs f16 and subgroups");
+    let Some(ctx) = emulation_ctx("decode_coop_emulated") else {
         return;
-    }
+    };
     decode_coop_cases(&ctx, AttentionKernel::DecodeCoopEmulated);
 }
 
