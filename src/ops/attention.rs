@@ -1843,6 +1843,8 @@ impl Context {
             let sub_barrier = profile.subgroup_barrier
                 && profile.vendor == 0x10de
                 && !std::env::var("WGTILE_SUB_BARRIER").is_ok_and(|v| v.trim() == "0");
+            // Timing probe (wrong results when set; 0 otherwise).
+            let probe = env_probe("WGTILE_COOP_BWD_PROBE");
             let tiles = if kv_t == q_t {
                 kv_t.to_string()
             } else {
@@ -1851,9 +1853,9 @@ impl Context {
             (
                 [
                     kv_t.spec(BackwardCoopPass::DkDv, d, dv, sg, emulated, sub_barrier)
-                        .constant("PROBE", env_probe("WGTILE_COOP_BWD_PROBE")),
+                        .constant("PROBE", probe),
                     q_t.spec(BackwardCoopPass::Dq, d, dv, sg, emulated, sub_barrier)
-                        .constant("PROBE", env_probe("WGTILE_COOP_BWD_PROBE")),
+                        .constant("PROBE", probe),
                 ],
                 [kv_t.rows() as usize, q_t.rows() as usize],
                 if emulated {

@@ -256,7 +256,10 @@ pub fn decode_coop_fits(p: &AdapterProfile, rf: u32, d: usize, dv: usize, emulat
     } else {
         crate::tune::has_coop_f16(p)
     };
+    // Each lane's softmax columns in groups of 4: 16 / (SG / 16) a
+    // multiple of 4.
     hw && matches!(rf, 1 | 2)
+        && sg <= 64
         && super::CoopLaunch {
             threads: sg,
             bytes: decode_coop_workgroup_bytes(rf, d as u32, dv as u32),
