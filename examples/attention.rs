@@ -48,6 +48,9 @@ struct Args {
     /// to check the dispatcher's choice (printed first on each line).
     #[arg(long)]
     sweep_tiles: bool,
+    /// Input dtypes of --sweep-coop (f16, f32: the split kernel).
+    #[arg(long, value_delimiter = ',', default_value = "f16")]
+    coop_dtypes: Vec<String>,
     /// Sequence lengths of the forward cases (default: 1024,4096; --quick 128,256).
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
@@ -292,7 +295,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             None
         };
-        let coop = if want("coop") && has_coop && c.dtype == DType::F16 {
+        // f32 runs the split kernel (each value as two halves).
+        let coop = if want("coop") && has_coop {
             let (plan, out) =
                 ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::FlashCoop))?;
             let t = time(&ctx, &plan, repeats)?;
@@ -704,7 +708,7 @@ fn max_diff(a: &wgtile::Tensor, b: &wgtile::Tensor) -> Result<f32, Box<dyn std::
 }
 
 /// `--sweep-coop`: every tensor-core tile that fits, against the scalar
-/// flash kernel, f16.
+/// flash kernel, in each of `--coop-dtypes`.
 fn sweep_coop(
     ctx: &Context,
     args: &Args,
@@ -729,65 +733,79 @@ fn sweep_coop(
     if !args.dims.is_empty() {
         dims = &args.dims;
     }
-    println!(
-        "\ntensor-core flash tiles ({unit_name}, f16; the dispatcher's pick first, max diff vs the scalar flash kernel)"
-    );
-    for &d in dims {
-        for &s in sizes {
-            for causal in [false, true] {
-                let shape = [b, h, s, d];
-                let q = ctx.zeros(shape, DType::F16)?;
-                let k = ctx.zeros(shape, DType::F16)?;
-                let v = ctx.zeros(shape, DType::F16)?;
-                for (n, t) in [&q, &k, &v].into_iter().enumerate() {
-                    ctx.fill_random(t, n as u32 + 1)?;
-                }
-                let mut opts = AttentionOptions::new();
-                if causal {
-                    opts = opts.causal(DiagonalAlignment::TopLeft);
-                }
-                let flops = fa_flops(b, h, s, s, d, causal);
-                let (flash, flash_out) =
-                    ctx.attention_plan(&q, &k, &v, &opts.clone().kernel(AttentionKernel::Flash))?;
-                let mut line = format!(
-                    "{b},{h},{s},{d} {}: scalar flash {:.2}",
-                    if causal { "causal" } else { "full" },
-                    flops / time(ctx, &flash, args.repeats)? / unit
-                );
-                let (auto, _) = ctx.attention_plan(&q, &k, &v, &opts)?;
-                line.push_str(&format!(" | auto [{}]", auto.label()));
-                for t in FLASH_COOP_CANDIDATES.iter().chain(&FLASH_COOP_SWEEP) {
-                    if !t.fits(profile, d, d) {
-                        continue;
+    let mut dtypes = Vec::new();
+    for name in &args.coop_dtypes {
+        dtypes.push(match name.as_str() {
+            "f16" => DType::F16,
+            "f32" => DType::F32,
+            other => return Err(format!("--coop-dtypes: f16 or f32, not {other}").into()),
+        });
+    }
+    for dtype in dtypes {
+        println!(
+            "\ntensor-core flash tiles ({unit_name}, {dtype}; the dispatcher's pick first, max diff vs the scalar flash kernel)"
+        );
+        for &d in dims {
+            for &s in sizes {
+                for causal in [false, true] {
+                    let shape = [b, h, s, d];
+                    let q = ctx.zeros(shape, dtype)?;
+                    let k = ctx.zeros(shape, dtype)?;
+                    let v = ctx.zeros(shape, dtype)?;
+                    for (n, t) in [&q, &k, &v].into_iter().enumerate() {
+                        ctx.fill_random(t, n as u32 + 1)?;
                     }
-                    let (plan, out) =
-                        ctx.attention_plan(&q, &k, &v, &opts.clone().coop_tiles(*t))?;
-                    let speed = flops / time(ctx, &plan, args.repeats)? / unit;
-                    line.push_str(&format!(
-                        " | W={} rows={} Bc={} {:.2} (max diff {:.0e})",
-                        t.subgroups,
-                        16 * t.rf,
-                        t.bc,
-                        speed,
-                        max_diff(&flash_out.o, &out.o)?
-                    ));
-                }
-                // The tensor-core decode kernel as a forward kernel: one
-                // subgroup per workgroup and 16 or 32 rows, 16-key blocks.
-                for rf in [1, 2] {
-                    let mut direct = opts.clone().kernel(AttentionKernel::DecodeCoop);
-                    direct.decode_coop_rf = Some(rf);
-                    if let Ok((plan, out)) = ctx.attention_plan(&q, &k, &v, &direct) {
+                    let mut opts = AttentionOptions::new();
+                    if causal {
+                        opts = opts.causal(DiagonalAlignment::TopLeft);
+                    }
+                    let flops = fa_flops(b, h, s, s, d, causal);
+                    let (flash, flash_out) = ctx.attention_plan(
+                        &q,
+                        &k,
+                        &v,
+                        &opts.clone().kernel(AttentionKernel::Flash),
+                    )?;
+                    let mut line = format!(
+                        "{b},{h},{s},{d} {}: scalar flash {:.2}",
+                        if causal { "causal" } else { "full" },
+                        flops / time(ctx, &flash, args.repeats)? / unit
+                    );
+                    let (auto, _) = ctx.attention_plan(&q, &k, &v, &opts)?;
+                    line.push_str(&format!(" | auto [{}]", auto.label()));
+                    for t in FLASH_COOP_CANDIDATES.iter().chain(&FLASH_COOP_SWEEP) {
+                        if !t.fits(profile, d, d, dtype) {
+                            continue;
+                        }
+                        let (plan, out) =
+                            ctx.attention_plan(&q, &k, &v, &opts.clone().coop_tiles(*t))?;
                         let speed = flops / time(ctx, &plan, args.repeats)? / unit;
                         line.push_str(&format!(
-                            " | decode-tc rows={} {:.2} (max diff {:.0e})",
-                            16 * rf,
+                            " | W={} rows={} Bc={} {:.2} (max diff {:.0e})",
+                            t.subgroups,
+                            16 * t.rf,
+                            t.bc,
                             speed,
                             max_diff(&flash_out.o, &out.o)?
                         ));
                     }
+                    // The tensor-core decode kernel as a forward kernel: one
+                    // subgroup per workgroup and 16 or 32 rows, 16-key blocks.
+                    for rf in [1, 2] {
+                        let mut direct = opts.clone().kernel(AttentionKernel::DecodeCoop);
+                        direct.decode_coop_rf = Some(rf);
+                        if let Ok((plan, out)) = ctx.attention_plan(&q, &k, &v, &direct) {
+                            let speed = flops / time(ctx, &plan, args.repeats)? / unit;
+                            line.push_str(&format!(
+                                " | decode-tc rows={} {:.2} (max diff {:.0e})",
+                                16 * rf,
+                                speed,
+                                max_diff(&flash_out.o, &out.o)?
+                            ));
+                        }
+                    }
+                    println!("{line}");
                 }
-                println!("{line}");
             }
         }
     }

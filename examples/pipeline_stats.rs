@@ -107,8 +107,10 @@ fn attention_specs() -> Result<Vec<Spec>, Box<dyn std::error::Error>> {
             specs.push(t.spec(DType::F32, false));
             specs.push(t.spec(DType::F16, false));
         }
-        if let Some(t) = ta::flash_coop_tiles(p, d, d) {
-            specs.push(t.spec(d, d, sg));
+        for dtype in [DType::F16, DType::F32] {
+            if let Some(t) = ta::flash_coop_tiles(p, d, d, dtype) {
+                specs.push(t.spec(d, d, sg, dtype));
+            }
         }
         if let Some(t) = ta::backward_coop_tiles(p, d, d) {
             for pass in [ta::BackwardCoopPass::DkDv, ta::BackwardCoopPass::Dq] {

@@ -44,6 +44,17 @@
 //   l and written with bounds checks as Elem; lse = (m_ref + log2 l) ln 2.
 //   Rows with no visible key give O = 0 and lse = -inf; a NaN logit makes
 //   its row NaN.
+// f32 inputs (SPLIT = 1; Elem = f32): each value x of q, k and v, scaled
+//   by its head's 2^e (attention_split_scale.wgsl, a pass before this one;
+//   exponents at binding 13), is split into two halves hi = f16(x) and lo =
+//   f16(x - hi), staged one after the other (kv_sh and p_sh twice as long,
+//   the lo block at KV_LO, P_LO), and every product takes three tensor-core
+//   multiply-adds, lo*hi + hi*lo + hi*hi (the error of the dropped lo*lo and
+//   of rounding lo is ~2^-21 of the product: the accuracy of the f32
+//   kernels, as CUTLASS's 3xTF32 gets it). P is split the same way (no
+//   scale: P <= 2^RESCALE). Q's fragments are held twice (hi and lo), the
+//   scores are divided by 2^(eq + ek) before the softmax and O by 2^ev at
+//   the end. Loads are 16 bytes, 4 floats.
 // Loads: 16 bytes (8 halves) per load: q, k, v are bound as vec4<u32> at
 //   bindings 10, 11, 12 (attention_common's f16 views at 1-3 stay unused, so
 //   the kernel needs 7 storage buffers). The host guarantees every stride of
@@ -94,6 +105,8 @@ const SG: u32 = 32u;
 const D: u32 = 128u;
 const DV: u32 = 128u;
 const RESCALE: u32 = 8u;
+// 1: f32 inputs split into two halves each (see "f32 inputs" above).
+const SPLIT: u32 = 0u;
 // Debugging probe (0 off; WGTILE_COOP_ATTN_PROBE): 1 P = 1 for visible
 // keys; 2 O = raw S of the first key block. Timing bits (results
 // meaningless): 4 skips the softmax, 8 the products, 16 the K/V loads and
@@ -126,7 +139,12 @@ const CPL: u32 = BC / LPR;
 const CPL4: u32 = CPL / 4u;
 const_assert CPL % 4u == 0u;
 // 8-half runs per invocation for a BC-row block of the widest operand.
-const LOADS: u32 = (BC * DX / 8u + THREADS - 1u) / THREADS;
+// Elements per 16-byte load: 8 halves, or 4 floats (SPLIT).
+const RUN: u32 = select(8u, 4u, SPLIT == 1u);
+const LOADS: u32 = (BC * DX / RUN + THREADS - 1u) / THREADS;
+// SPLIT: the lo halves of a K/V block, and of P, follow the hi ones.
+const KV_LO: u32 = KV_ELEMS;
+const P_LO: u32 = W * RF * 16u * LDP;
 
 @group(0) @binding(10) var<storage, read> q4: array<vec4<u32>>;
 @group(0) @binding(11) var<storage, read> k4: array<vec4<u32>>;
@@ -135,9 +153,9 @@ const LOADS: u32 = (BC * DX / 8u + THREADS - 1u) / THREADS;
 // Four halves per element: the staging stores 8 bytes at a time (the
 // element index of half e is e / 4; every fragment starts at a multiple of
 // 4 halves).
-var<workgroup> kv_sh: array<vec4<f16>, KV_ELEMS / 4u>;
+var<workgroup> kv_sh: array<vec4<f16>, (1u + SPLIT) * KV_ELEMS / 4u>;
 var<workgroup> s_sh: array<vec4<f32>, W * RF * 16u * LDS / 4u>;
-var<workgroup> p_sh: array<vec4<f16>, W * RF * 16u * LDP / 4u>;
+var<workgroup> p_sh: array<vec4<f16>, (1u + SPLIT) * P_LO / 4u>;
 var<workgroup> alpha_sh: array<f32, BR>;
 var<workgroup> l_sh: array<f32, BR>;
 // A vec4, not a u32: every workgroup variable here is a multiple of 16
@@ -147,12 +165,15 @@ var<workgroup> l_sh: array<f32, BR>;
 // (the wrong rows of session 3; found with WGTILE_COOP_ATTN_PROBE=2).
 var<workgroup> rescale_flag: vec4<u32>;
 
+// SPLIT: the per-head exponents (attention_split_scale.wgsl), binding 13.
+// @gen split_decl
+
 // Run i of a block of BC rows starting at row0 with `width` columns:
 // (element index of the run's first half, 1 when the row is in bounds).
 fn run_of(i: u32, width: u32, row0: u32, limit: u32, base: u32, stride: u32) -> vec2<u32> {
-    let per_row = width / 8u;
+    let per_row = width / RUN;
     let r = i / per_row;
-    let c = (i % per_row) * 8u;
+    let c = (i % per_row) * RUN;
     let row = row0 + r;
     let inside = i < BC * per_row && row < limit;
     return vec2<u32>(base + row * stride + c, u32(inside));
@@ -164,7 +185,7 @@ fn fetch(which: u32, r: vec2<u32>) -> vec4<u32> {
     if r.y == 0u {
         return vec4<u32>();
     }
-    let e = r.x / 8u;
+    let e = r.x / RUN;
     if which == 0u {
         return q4[e];
     } else if which == 1u {
@@ -173,13 +194,20 @@ fn fetch(which: u32, r: vec2<u32>) -> vec4<u32> {
     return v4[e];
 }
 
-// Stores run i (8 halves) of a block with `width` columns into kv_sh.
-fn put(i: u32, width: u32, x: vec4<u32>) {
-    let per_row = width / 8u;
+// Stores run i of a block with `width` columns into kv_sh: 8 halves, or
+// (SPLIT) 4 floats scaled by 2^e as their hi and lo halves.
+fn put(i: u32, width: u32, x: vec4<u32>, e: i32) {
+    let per_row = width / RUN;
     if i >= BC * per_row {
         return;
     }
-    let dst = (i / per_row) * LDKV + (i % per_row) * 8u;
+    let dst = (i / per_row) * LDKV + (i % per_row) * RUN;
+    if SPLIT == 1u {
+        let hl = split4(x, e);
+        kv_sh[dst / 4u] = hl[0];
+        kv_sh[(KV_LO + dst) / 4u] = hl[1];
+        return;
+    }
     let h0 = vec2<f16>(unpack2x16float(x.x));
     let h1 = vec2<f16>(unpack2x16float(x.y));
     let h2 = vec2<f16>(unpack2x16float(x.z));
@@ -188,15 +216,30 @@ fn put(i: u32, width: u32, x: vec4<u32>) {
     kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
 }
 
+// 4 floats (as loaded) times 2^e, split into hi = f16(x) and lo = f16(x -
+// hi): hi + lo carries about 22 of the 24 bits (attention_split_scale.wgsl
+// chooses e so that no hi overflows).
+fn split4(x: vec4<u32>, e: i32) -> array<vec4<f16>, 2> {
+    let xs = ldexp(bitcast<vec4<f32>>(x), vec4<i32>(e));
+    let hi = vec4<f16>(xs);
+    return array<vec4<f16>, 2>(hi, vec4<f16>(xs - vec4<f32>(hi)));
+}
+
 // Q columns dc0 .. dc0 + QCH of the block's BR rows into kv_sh (rows of
-// LQ), zero past Sq and D.
-fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32) {
-    for (var i = tid; i < BR * QCH / 8u; i += THREADS) {
-        let r = i / (QCH / 8u);
-        let col = dc0 + (i % (QCH / 8u)) * 8u;
+// LQ), zero past Sq and D (SPLIT: scaled by 2^e, the hi halves for part 0,
+// the lo halves for part 1).
+fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32, part: u32, e: i32) {
+    for (var i = tid; i < BR * QCH / RUN; i += THREADS) {
+        let r = i / (QCH / RUN);
+        let col = dc0 + (i % (QCH / RUN)) * RUN;
         let inside = i0 + r < rows && col < D;
         let x = fetch(0u, vec2<u32>(q_base + (i0 + r) * params.q_sr + col, u32(inside)));
         let dst = r * LQ + col - dc0;
+        if SPLIT == 1u {
+            let hl = split4(x, e);
+            kv_sh[dst / 4u] = select(hl[0], hl[1], part == 1u);
+            continue;
+        }
         let h0 = vec2<f16>(unpack2x16float(x.x));
         let h1 = vec2<f16>(unpack2x16float(x.y));
         let h2 = vec2<f16>(unpack2x16float(x.z));
@@ -216,8 +259,9 @@ fn scale_tile(lane: u32, at: u32, row0: u32) {
 }
 
 // Writes the 16 x 16 O tile at float s_sh[at] (local rows lr0 .., columns
-// 16 x ..) divided by the rows' l, rows past Sq skipped.
-fn write_tile(lane: u32, at: u32, lr0: u32, i0: u32, rows: u32, o_base: u32, x: u32) {
+// 16 x ..) divided by the rows' l (and multiplied by `unscale`, 2^-ev for
+// SPLIT), rows past Sq skipped.
+fn write_tile(lane: u32, at: u32, lr0: u32, i0: u32, rows: u32, o_base: u32, x: u32, unscale: f32) {
     if PROBE == 2u {
         return;
     }
@@ -226,7 +270,7 @@ fn write_tile(lane: u32, at: u32, lr0: u32, i0: u32, rows: u32, o_base: u32, x: 
         let lr = lr0 + r;
         let row = i0 + lr;
         let l_row = l_sh[lr];
-        let inv = select(0.0, 1.0 / l_row, l_row != 0.0);
+        let inv = select(0.0, unscale / l_row, l_row != 0.0);
         let val = select(s_sh[(at + r * LDS) / 4u + e % 4u] * inv, vec4<f32>(nan()), is_nan(l_row));
         if row < rows {
             let dst = o_base + row * params.o_sr + x * 16u + (e % 4u) * 4u;
@@ -288,6 +332,10 @@ fn main(
     var pre: array<vec4<u32>, LOADS>;
     var zc: MatC;
 
+    // The exponents of q, k and v (SPLIT; 0 otherwise), and what the scores
+    // and the output are multiplied by to undo them (1 otherwise).
+    // @gen split_exps
+
     // Q's fragments q<f>_<d> and the O accumulators o<f>_<x> (RF x D16 and
     // RF x DV16 cooperative matrices, named: the host unrolls every loop
     // over fragments, see the file header). Q is staged QCH columns of all
@@ -313,7 +361,7 @@ fn main(
             pre[j] = fetch(1u, run_of(i, D, first_block, keys, k_base, params.k_sr));
         }
         for (var j = 0u; j < LOADS; j++) {
-            put(tid + j * THREADS, D, pre[j]);
+            put(tid + j * THREADS, D, pre[j], ek);
         }
     }
     workgroupBarrier();
@@ -337,7 +385,7 @@ fn main(
         // 2. V into kv_sh; softmax of the subgroup's rows.
         if (PROBE & 16u) == 0u {
             for (var j = 0u; j < LOADS; j++) {
-                put(tid + j * THREADS, DV, pre[j]);
+                put(tid + j * THREADS, DV, pre[j], ev);
             }
         }
         // Interior blocks (every row and key of the block in range and
@@ -348,7 +396,7 @@ fn main(
             && i32(j0 + BC - 1u) <= i32(i0) + last_off(keys);
         // Interior blocks keep the raw scores in t (the scale applied in
         // the max and in the exponent's fma), the others the logits.
-        let sc = select(1.0, params.scale_log2, interior);
+        let sc = select(1.0, params.scale_log2 * qk_unscale, interior);
         for (var f = 0u; f < RF && (PROBE & 4u) == 0u; f++) {
             let lr = sub_row0 + f * 16u + sr;
             let row = i0 + lr;
@@ -363,6 +411,7 @@ fn main(
                 let c = cg * 4u + g * 4u * LPR;
                 var x = s_sh[s_row + c / 4u];
                 if !interior {
+                    x *= qk_unscale;
                     let jj = j0 + c;
                     x = vec4<f32>(
                         logit_at(x.x, b, h, row, jj, keys, rows),
@@ -407,7 +456,11 @@ fn main(
                     o[dst + 2u] = Elem(raw.z);
                     o[dst + 3u] = Elem(raw.w);
                 }
-                p_sh[p_row + c / 4u] = vec4<f16>(p);
+                let p_hi = vec4<f16>(p);
+                p_sh[p_row + c / 4u] = p_hi;
+                if SPLIT == 1u {
+                    p_sh[P_LO / 4u + p_row + c / 4u] = vec4<f16>(p - vec4<f32>(p_hi));
+                }
                 // l sums the f32 probabilities (the products take them
                 // rounded to f16), as FlashAttention does.
                 psum += p;
@@ -447,7 +500,7 @@ fn main(
         // 5. K's next block into kv_sh.
         if more {
             for (var j = 0u; j < LOADS; j++) {
-                put(tid + j * THREADS, D, pre[j]);
+                put(tid + j * THREADS, D, pre[j], ek);
             }
         }
         workgroupBarrier();

@@ -96,6 +96,9 @@ pub enum Kernel {
     /// emulated per invocation (no cooperative matrices; slow): tests the
     /// algorithm on any adapter with f16 and subgroups.
     AttentionFlashCoopEmulated,
+    /// The per-head power-of-two exponents of q, k and v that the tensor-core
+    /// flash kernel's f32 (split) form scales its inputs by.
+    AttentionSplitScale,
     /// Merges split-KV partial attention states into the output.
     AttentionMerge,
     /// Split-KV decode attention for few query rows (bandwidth-shaped;
@@ -168,7 +171,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 47] = [
+    pub const ALL: [Kernel; 48] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -199,6 +202,7 @@ impl Kernel {
         Kernel::AttentionFlash,
         Kernel::AttentionFlashCoop,
         Kernel::AttentionFlashCoopEmulated,
+        Kernel::AttentionSplitScale,
         Kernel::AttentionMerge,
         Kernel::AttentionScores,
         Kernel::AttentionSoftmax,
@@ -341,6 +345,10 @@ impl Kernel {
                 ATTENTION_COOP_ROWS,
                 ATTENTION_COMMON,
             ],
+            Kernel::AttentionSplitScale => &[
+                include_str!("../shaders/attention_split_scale.wgsl"),
+                ATTENTION_COMMON,
+            ],
             Kernel::AttentionMerge => &[
                 include_str!("../shaders/attention_merge.wgsl"),
                 ATTENTION_COMMON,
@@ -441,6 +449,7 @@ impl Kernel {
             Kernel::AttentionFlash => "attention_flash",
             Kernel::AttentionFlashCoop => "attention_flash_coop",
             Kernel::AttentionFlashCoopEmulated => "attention_flash_coop_emulated",
+            Kernel::AttentionSplitScale => "attention_split_scale",
             Kernel::AttentionMerge => "attention_merge",
             Kernel::AttentionDecode => "attention_decode",
             Kernel::AttentionDecodeShuffle => "attention_decode_shuffle",
@@ -667,10 +676,10 @@ impl Spec {
         // them).
         let blocks = match kernel {
             Kernel::AttentionFlashCoop => {
-                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128)
+                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128, false)
             }
             Kernel::AttentionFlashCoopEmulated => {
-                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128)
+                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128, false)
             }
             Kernel::AttentionDecodeCoop => {
                 crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, false)

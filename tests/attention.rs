@@ -2083,7 +2083,8 @@ fn check_coop_with(
     mode: CoopRun,
 ) -> f64 {
     let emulated = mode != CoopRun::TensorCores;
-    assert_eq!(c.dtype, DType::F16);
+    // f32: the split kernel (each value as two halves, three products).
+    assert!(matches!(c.dtype, DType::F16 | DType::F32));
     let [qd, kd, vd] = data.unwrap_or_else(|| {
         [
             common::random(c.b * c.hq * c.sq * c.d, seed),
@@ -2108,17 +2109,31 @@ fn check_coop_with(
     let (want_o, want_lse) = reference(c, &q, &k, &v, &opts, host_mask.as_ref());
     let naive = opts.clone().kernel(AttentionKernel::Naive);
     let (naive_o, naive_lse) = run_poisoned(ctx, &qt, &kt, &vt, &naive);
-    let (slack, bound) = (1e-3, 1e-2);
-    let magnitude = want_lse
-        .iter()
-        .filter(|x| x.is_finite())
-        .fold(1.0f64, |m, x| m.max(x.abs()));
-    let bound = bound * magnitude;
+    // f32 is held to f32's accuracy: the split products must not cost more
+    // than a few ulps over the naive kernel's error.
+    let (slack, bound) = if c.dtype == DType::F32 {
+        (2e-6, 1e-4)
+    } else {
+        (1e-3, 1e-2)
+    };
+    let largest = |xs: &[f64]| {
+        xs.iter()
+            .filter(|x| x.is_finite())
+            .fold(1.0f64, |m, x| m.max(x.abs()))
+    };
+    // Errors count relative to the scale of what they are in (1 for the
+    // unit-sized random data; v's scale for `scaled_qkv`).
+    let (mag_o, mag_lse) = (largest(&want_o), largest(&want_lse));
     let en = max_err(&naive_o, &want_o);
     let enl = max_err(&naive_lse, &want_lse);
     let what = format!("{c:?} {opts:?}");
-    assert!(en <= bound, "{what}: naive O error {en:e} over {bound:e}");
-    assert!(enl <= bound, "{what}: naive lse error {enl:e}");
+    let bound_o = bound * mag_o.max(mag_lse);
+    assert!(
+        en <= bound_o,
+        "{what}: naive O error {en:e} over {bound_o:e}"
+    );
+    assert!(enl <= bound * mag_lse, "{what}: naive lse error {enl:e}");
+    let (slack_o, slack_lse) = (slack * mag_o, slack * mag_lse);
 
     let auto_label = ctx
         .attention_plan(&qt, &kt, &vt, &opts)
@@ -2150,9 +2165,9 @@ fn check_coop_with(
             continue;
         }
         let fits = if emulated {
-            tiles.fits_emulated(ctx.profile(), c.d, c.dv)
+            tiles.fits_emulated(ctx.profile(), c.d, c.dv, c.dtype)
         } else {
-            tiles.fits(ctx.profile(), c.d, c.dv)
+            tiles.fits(ctx.profile(), c.d, c.dv, c.dtype)
         };
         if !fits {
             continue;
@@ -2165,11 +2180,11 @@ fn check_coop_with(
         let e = max_err(&o, &want_o);
         let el = max_err(&lse, &want_lse);
         assert!(
-            e <= 2.0 * en + slack,
+            e <= 2.0 * en + slack_o,
             "{what}: coop {tiles} O error {e:e} vs naive {en:e}"
         );
         assert!(
-            el <= 2.0 * enl + slack,
+            el <= 2.0 * enl + slack_lse,
             "{what}: coop {tiles} lse error {el:e} vs naive {enl:e}"
         );
         first.get_or_insert(e);
@@ -2455,35 +2470,35 @@ fn coop_packed_layout_matches_heads_first() {
 fn coop_errors_and_dispatch() {
     use wgtile::tune::attention::{FLASH_COOP_CANDIDATES, flash_coop_tiles};
     let h200 = common::with_tensor_cores(common::synthetic_profile(132, 1024, 48 * 1024));
-    let t = flash_coop_tiles(&h200, 128, 128).unwrap();
+    let t = flash_coop_tiles(&h200, 128, 128, DType::F16).unwrap();
     assert_eq!(t, FLASH_COOP_CANDIDATES[0]);
-    assert!(t.workgroup_bytes(128, 128) <= 48 * 1024);
+    assert!(t.workgroup_bytes(128, 128, DType::F16) <= 48 * 1024);
     // Head dims up to 64: two subgroups first (measured faster there).
     for (d, dv) in [(64, 64), (32, 64), (16, 16)] {
-        let t = flash_coop_tiles(&h200, d, dv).unwrap();
+        let t = flash_coop_tiles(&h200, d, dv, DType::F16).unwrap();
         assert_eq!(t, wgtile::tune::attention::FLASH_COOP_SMALL_DIMS);
     }
     assert_eq!(
-        flash_coop_tiles(&h200, 80, 64).unwrap(),
+        flash_coop_tiles(&h200, 80, 64, DType::F16).unwrap(),
         FLASH_COOP_CANDIDATES[0]
     );
     // D = 256: the default 16-key block fits; a 64-key one would not.
-    let t = flash_coop_tiles(&h200, 256, 256).unwrap();
+    let t = flash_coop_tiles(&h200, 256, 256, DType::F16).unwrap();
     assert_eq!(t, FLASH_COOP_CANDIDATES[0]);
-    assert!(t.workgroup_bytes(256, 256) <= 48 * 1024);
+    assert!(t.workgroup_bytes(256, 256, DType::F16) <= 48 * 1024);
     let wide = wgtile::tune::attention::FlashCoopTiles {
         bc: 64,
         ..FLASH_COOP_CANDIDATES[0]
     };
-    assert!(wide.workgroup_bytes(256, 256) > 48 * 1024);
+    assert!(wide.workgroup_bytes(256, 256, DType::F16) > 48 * 1024);
     // A 32 KiB adapter (lavapipe-like, with tensor cores) still gets a tile.
     let small = common::with_tensor_cores(common::synthetic_profile(8, 256, 32 * 1024));
-    let t = flash_coop_tiles(&small, 128, 128).unwrap();
-    assert!(t.workgroup_bytes(128, 128) <= 32 * 1024);
-    assert!(flash_coop_tiles(&h200, 80, 72).is_none());
-    assert!(flash_coop_tiles(&h200, 272, 64).is_none());
+    let t = flash_coop_tiles(&small, 128, 128, DType::F16).unwrap();
+    assert!(t.workgroup_bytes(128, 128, DType::F16) <= 32 * 1024);
+    assert!(flash_coop_tiles(&h200, 80, 72, DType::F16).is_none());
+    assert!(flash_coop_tiles(&h200, 272, 64, DType::F16).is_none());
     let no_tc = common::synthetic_profile(132, 1024, 48 * 1024);
-    assert!(flash_coop_tiles(&no_tc, 128, 128).is_none());
+    assert!(flash_coop_tiles(&no_tc, 128, 128, DType::F16).is_none());
 
     let Some(ctx) = common::ctx() else { return };
     if !ctx.profile().shader_f16 {
@@ -2523,19 +2538,21 @@ fn coop_errors_and_dispatch() {
             .unwrap();
         assert!(!plan.label().contains("tensor cores"), "{}", plan.label());
     }
-    // f32 inputs: never the tensor-core kernel.
+    // f32 inputs: the split kernel where tensor cores run (Auto too).
     let q32 = ctx
         .rand_uniform([1, 2, 33, 64], -1.0, 1.0, DType::F32, 5)
         .unwrap();
     let r = ctx.attention_plan(&q32, &q32, &q32, &forced);
-    assert!(
-        matches!(
-            r,
-            Err(Error::InvalidArgument(_) | Error::UnsupportedFeature { .. })
-        ),
-        "{:?}",
-        r.map(|p| p.0.label().to_string())
-    );
+    if has {
+        let label = r.unwrap().0.label().to_string();
+        assert!(label.contains("f32 as f16 pairs"), "{label}");
+    } else {
+        assert!(
+            matches!(r, Err(Error::UnsupportedFeature { .. })),
+            "{:?}",
+            r.map(|p| p.0.label().to_string())
+        );
+    }
 }
 
 /// The tensor-core kernel's algorithm on any adapter (lavapipe included):
@@ -2720,6 +2737,139 @@ fn coop_algorithm_emulated_small() {
         None,
         CoopRun::Emulated,
     );
+}
+
+/// Random q, k, v for `c` at magnitudes f16 cannot hold on its own: q up
+/// to 1e5 (past 65504), k down to 1e-5, v at 3e4; the split kernel's
+/// per-head exponents must bring each into range (without them q's hi
+/// halves overflow and k's lo halves fall into f16's subnormals).
+fn scaled_qkv(c: &Case, seed: u64) -> [Vec<f32>; 3] {
+    let scale = |n: usize, seed: u64, m: f32| -> Vec<f32> {
+        common::random(n, seed).into_iter().map(|x| x * m).collect()
+    };
+    [
+        scale(c.b * c.hq * c.sq * c.d, seed, 1e5),
+        scale(c.b * c.hkv * c.sk * c.d, seed + 1, 1e-5),
+        scale(c.b * c.hkv * c.sk * c.dv, seed + 2, 3e4),
+    ]
+}
+
+/// The f32 form of the tensor-core kernel (each value split into two
+/// halves, three products) with emulated matrix operations, on any adapter
+/// with f16 and subgroups: held to f32's accuracy (at most twice the naive
+/// f32 kernel's error plus 2e-6, relative to the output's scale) on odd
+/// sizes, Dv != D, GQA, causal, a mask with key lengths, the rescale and
+/// magnitudes outside f16's range.
+#[test]
+fn coop_f32_split_emulated() {
+    let Some(ctx) = emulation_ctx("coop_f32_split_emulated") else {
+        return;
+    };
+    let f32_case = |b, hq, hkv, sq, sk, d, dv| Case::new(b, hq, hkv, sq, sk, d, dv);
+    let emu = |c: &Case, opts: &AttentionOptions, mask: Option<HostMask>, seed: u64, data| {
+        check_coop_with(&ctx, c, opts, mask, seed, data, CoopRun::Emulated)
+    };
+    emu(
+        &f32_case(2, 2, 1, 33, 70, 32, 48),
+        &AttentionOptions::new(),
+        None,
+        8000,
+        None,
+    );
+    emu(
+        &f32_case(1, 2, 2, 65, 40, 32, 32),
+        &AttentionOptions::new().causal(DiagonalAlignment::BottomRight),
+        None,
+        8001,
+        None,
+    );
+    let data = mask_values(2 * 17 * 50, 8002, true);
+    emu(
+        &f32_case(2, 2, 1, 17, 50, 16, 16),
+        &AttentionOptions::new().key_lengths(&[50, 23]),
+        Some(HostMask {
+            additive: true,
+            dims: [2, 1, 17, 50],
+            shape: vec![2, 1, 17, 50],
+            data,
+        }),
+        8002,
+        None,
+    );
+    let c = f32_case(1, 2, 1, 17, 100, 32, 32);
+    emu(
+        &c,
+        &AttentionOptions::new().scale(1.0),
+        None,
+        0,
+        Some(ramp_qkv(&c)),
+    );
+    let c = f32_case(1, 4, 2, 29, 37, 32, 16);
+    emu(
+        &c,
+        &AttentionOptions::new(),
+        None,
+        0,
+        Some(scaled_qkv(&c, 8004)),
+    );
+}
+
+/// The f32 split kernel on tensor cores: sizes, head dims, options and
+/// magnitudes outside f16's range, at f32's accuracy (as
+/// `coop_f32_split_emulated`).
+#[test]
+fn coop_f32_split() {
+    let Some(ctx) = coop_ctx("coop_f32_split") else {
+        return;
+    };
+    let mut seed = 9000;
+    for (sq, sk) in [(17, 129), (129, 100), (300, 300)] {
+        for (d, dv) in [(64, 64), (128, 128), (128, 64)] {
+            seed += 3;
+            check_coop(
+                &ctx,
+                &Case::new(2, 2, 1, sq, sk, d, dv),
+                &AttentionOptions::new(),
+                None,
+                seed,
+            );
+        }
+    }
+    for align in [DiagonalAlignment::TopLeft, DiagonalAlignment::BottomRight] {
+        seed += 3;
+        check_coop(
+            &ctx,
+            &Case::new(1, 4, 1, 129, 300, 128, 128),
+            &AttentionOptions::new()
+                .causal(align)
+                .window(Some(50), None)
+                .softcap(20.0),
+            None,
+            seed,
+        );
+    }
+    let c = Case::new(1, 2, 1, 100, 300, 128, 128);
+    check_coop_with(
+        &ctx,
+        &c,
+        &AttentionOptions::new().scale(1.0),
+        None,
+        0,
+        Some(ramp_qkv(&c)),
+        CoopRun::TensorCores,
+    );
+    for (d, dv) in [(128, 128), (16, 256)] {
+        let c = Case::new(2, 4, 2, 100, 129, d, dv);
+        check_coop_with(
+            &ctx,
+            &c,
+            &AttentionOptions::new(),
+            None,
+            0,
+            Some(scaled_qkv(&c, 9100)),
+            CoopRun::TensorCores,
+        );
+    }
 }
 
 /// Diagnostics of the tensor-core kernel on tiny shapes (B = H = 1, tile

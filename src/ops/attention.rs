@@ -1492,6 +1492,8 @@ struct CoopChoice {
     emulated: bool,
     sg: u32,
     dims: [usize; 7],
+    /// f16, or f32 (the split kernel).
+    dtype: DType,
 }
 
 impl Context {
@@ -1530,17 +1532,13 @@ impl Context {
         };
         let fits = |t: &FlashCoopTiles| {
             if emulated {
-                t.fits_emulated(p, d, dv)
+                t.fits_emulated(p, d, dv, dtype)
             } else {
-                t.fits(p, d, dv)
+                t.fits(p, d, dv, dtype)
             }
         };
+        // f16 and f32 (the split kernel: each value as two halves).
         if forced {
-            if dtype != DType::F16 {
-                return Err(Error::InvalidArgument(format!(
-                    "the tensor-core attention kernel takes f16 inputs, got {dtype}"
-                )));
-            }
             if !supported {
                 if emulated {
                     return Err(Error::UnsupportedFeature {
@@ -1559,7 +1557,7 @@ impl Context {
                     "the tensor-core attention kernel needs D and Dv multiples of 16 up to 256, got D = {d}, Dv = {dv}"
                 )));
             }
-        } else if dtype != DType::F16 || !supported || !dims_ok(d) || !dims_ok(dv) {
+        } else if !supported || !dims_ok(d) || !dims_ok(dv) {
             return Ok(None);
         }
         let tiles = match opts.coop_tiles {
@@ -1574,7 +1572,7 @@ impl Context {
             _ if emulated => crate::tune::attention::FLASH_COOP_CANDIDATES
                 .into_iter()
                 .find(|t| fits(t)),
-            _ => flash_coop_tiles(p, d, dv),
+            _ => flash_coop_tiles(p, d, dv, dtype),
         };
         let Some(tiles) = tiles else {
             if forced {
@@ -1606,6 +1604,7 @@ impl Context {
             emulated,
             sg: if emulated { 16 } else { p.subgroup_max_size },
             dims: [q.batch, q.heads, k.heads, q.seq, k.seq, d, dv],
+            dtype,
         }))
     }
 
@@ -1638,27 +1637,58 @@ impl Context {
         let pipeline = self.inner.pipelines.get(
             device,
             &if c.emulated {
-                c.tiles.spec_emulated(d, dv)
+                c.tiles.spec_emulated(d, dv, c.dtype)
             } else {
-                c.tiles.spec(d, dv, c.sg)
+                c.tiles.spec(d, dv, c.sg, c.dtype)
             }
             .constant("PROBE", coop_probe()),
         )?;
+        let mut bindings = vec![
+            (0, &params),
+            (4, o),
+            (5, lse),
+            (6, mask),
+            (7, kv_len),
+            (10, &q.buffer),
+            (11, &k.buffer),
+            (12, &v.buffer),
+        ];
+        // f32: each head's exponents first (attention_split_scale.wgsl).
+        let exps = if c.dtype == DType::F32 {
+            let hkv = c.dims[2];
+            let n = b * (hq + 2 * hkv);
+            let exps = self.alloc(&[n], DType::F32, "wgtile attention split exponents")?;
+            let scale = self
+                .inner
+                .pipelines
+                .get(device, &Spec::new(Kernel::AttentionSplitScale))?;
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                scale,
+                &[
+                    (0, &params),
+                    (7, kv_len),
+                    (10, &q.buffer),
+                    (11, &k.buffer),
+                    (12, &v.buffer),
+                    (13, &exps.buffer),
+                ],
+                [hq.max(hkv) as u32, b as u32, 3],
+            ));
+            Some(exps)
+        } else {
+            None
+        };
+        if let Some(e) = &exps {
+            bindings.push((13, &e.buffer));
+        }
         plan.dispatches.push(Dispatch::with_bindings(
             device,
             pipeline,
-            &[
-                (0, &params),
-                (4, o),
-                (5, lse),
-                (6, mask),
-                (7, kv_len),
-                (10, &q.buffer),
-                (11, &k.buffer),
-                (12, &v.buffer),
-            ],
+            &bindings,
             [q_blocks as u32, hq as u32, b as u32],
         ));
+        plan.scratch.extend(exps);
         plan.label = if c.emulated {
             format!(
                 "attention flash tensor-core algorithm, emulated ({})",
@@ -1666,8 +1696,14 @@ impl Context {
             )
         } else {
             format!(
-                "attention flash tensor cores ({}, subgroup {})",
-                c.tiles, c.sg
+                "attention flash tensor cores ({}, subgroup {}{})",
+                c.tiles,
+                c.sg,
+                if c.dtype == DType::F32 {
+                    ", f32 as f16 pairs"
+                } else {
+                    ""
+                }
             )
         };
         Ok(())

@@ -284,13 +284,16 @@ impl FlashCoopTiles {
         self.subgroups * sg
     }
 
-    /// Workgroup memory in bytes for head dims `d`, `dv` (the arithmetic of
-    /// the shader's `kv_sh`, `s_sh`, `p_sh`, `alpha_sh`, `l_sh` and flag).
-    pub const fn workgroup_bytes(self, d: u32, dv: u32) -> u32 {
+    /// Workgroup memory in bytes for head dims `d`, `dv` and inputs of
+    /// `dtype` (the arithmetic of the shader's `kv_sh`, `s_sh`, `p_sh`,
+    /// `alpha_sh`, `l_sh` and flag; f32 inputs hold K/V and P twice, as hi
+    /// and lo halves).
+    pub const fn workgroup_bytes(self, d: u32, dv: u32, dtype: DType) -> u32 {
         let rows = self.br();
-        2 * self.kv_elems(d, dv)
+        let halves = if matches!(dtype, DType::F32) { 2 } else { 1 };
+        2 * halves * self.kv_elems(d, dv)
             + 4 * rows * (self.bc + 8)
-            + 2 * rows * (self.bc + 8)
+            + 2 * halves * rows * (self.bc + 8)
             + 8 * rows
             + 16
     }
@@ -313,11 +316,11 @@ impl FlashCoopTiles {
         if d < fit { d } else { fit }
     }
 
-    /// The kernel's generated blocks for head dims `d`, `dv`: every loop
-    /// over cooperative-matrix fragments unrolled, so each fragment is a
-    /// named variable (`// @gen NAME` markers of
-    /// `shaders/attention_flash_coop.wgsl`).
-    pub fn blocks(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
+    /// The kernel's generated blocks for head dims `d`, `dv` and `split`
+    /// (f32 inputs as hi and lo halves): every loop over cooperative-matrix
+    /// fragments unrolled, so each fragment is a named variable (`// @gen
+    /// NAME` markers of `shaders/attention_flash_coop.wgsl`).
+    pub fn blocks(self, d: u32, dv: u32, split: bool) -> Vec<(&'static str, String)> {
         use std::fmt::Write as _;
         let (rf, d16, dv16, bc16) = (self.rf, d / 16, dv / 16, self.bc / 16);
         let qch = self.qch(d, dv);
@@ -326,27 +329,41 @@ impl FlashCoopTiles {
         for f in 0..rf {
             for i in 0..d16 {
                 writeln!(declare, "{pad}var q{f}_{i}: MatA;").unwrap();
+                if split {
+                    writeln!(declare, "{pad}var ql{f}_{i}: MatA;").unwrap();
+                }
             }
             for x in 0..dv16 {
                 writeln!(declare, "{pad}var o{f}_{x}: MatC;").unwrap();
             }
         }
         let mut load_q = String::new();
+        let parts: &[(u32, &str)] = if split {
+            &[(0, "q"), (1, "ql")]
+        } else {
+            &[(0, "q")]
+        };
         for dc0 in (0..d).step_by(qch as usize) {
-            writeln!(load_q, "{pad}stage_q(tid, {dc0}u, i0, rows, q_base);").unwrap();
-            writeln!(load_q, "{pad}workgroupBarrier();").unwrap();
-            for f in 0..rf {
-                for i in dc0 / 16..(dc0 + qch).min(d) / 16 {
-                    let col = i * 16 - dc0;
-                    writeln!(
-                        load_q,
-                        "{pad}q{f}_{i} = load_a_kv((sub_row0 + {}u) * LQ + {col}u, LQ);",
-                        f * 16
-                    )
-                    .unwrap();
+            for &(part, name) in parts {
+                writeln!(
+                    load_q,
+                    "{pad}stage_q(tid, {dc0}u, i0, rows, q_base, {part}u, eq);"
+                )
+                .unwrap();
+                writeln!(load_q, "{pad}workgroupBarrier();").unwrap();
+                for f in 0..rf {
+                    for i in dc0 / 16..(dc0 + qch).min(d) / 16 {
+                        let col = i * 16 - dc0;
+                        writeln!(
+                            load_q,
+                            "{pad}{name}{f}_{i} = load_a_kv((sub_row0 + {}u) * LQ + {col}u, LQ);",
+                            f * 16
+                        )
+                        .unwrap();
+                    }
                 }
+                writeln!(load_q, "{pad}workgroupBarrier();").unwrap();
             }
-            writeln!(load_q, "{pad}workgroupBarrier();").unwrap();
         }
         let pad2 = "        ";
         let mut qk = String::new();
@@ -363,6 +380,20 @@ impl FlashCoopTiles {
                     i * 16
                 )
                 .unwrap();
+                if split {
+                    // The small terms first: lo*hi, hi*lo, then hi*hi.
+                    writeln!(
+                        qk,
+                        "{pad2}    let kl{i} = load_bt_kv(KV_LO + {}u * LDKV + {}u, LDKV);",
+                        c * 16,
+                        i * 16
+                    )
+                    .unwrap();
+                    for f in 0..rf {
+                        writeln!(qk, "{pad2}    s{f} = mma(ql{f}_{i}, k{i}, s{f});").unwrap();
+                        writeln!(qk, "{pad2}    s{f} = mma(q{f}_{i}, kl{i}, s{f});").unwrap();
+                    }
+                }
                 for f in 0..rf {
                     writeln!(qk, "{pad2}    s{f} = mma(q{f}_{i}, k{i}, s{f});").unwrap();
                 }
@@ -411,7 +442,7 @@ impl FlashCoopTiles {
         });
         let store_o = through_scratch(pad, false, &|f, x, at| {
             format!(
-                "write_tile(lane, {at}, sub_row0 + {}u, i0, rows, o_base, {x}u);",
+                "write_tile(lane, {at}, sub_row0 + {}u, i0, rows, o_base, {x}u, o_unscale);",
                 f * 16
             )
         });
@@ -426,6 +457,15 @@ impl FlashCoopTiles {
                     c * 16
                 )
                 .unwrap();
+                if split {
+                    writeln!(
+                        pv,
+                        "{pad2}    let pl{f} = load_a_p(P_LO + p_base + {}u * LDP + {}u, LDP);",
+                        f * 16,
+                        c * 16
+                    )
+                    .unwrap();
+                }
             }
             for x in 0..dv16 {
                 writeln!(
@@ -435,55 +475,95 @@ impl FlashCoopTiles {
                     x * 16
                 )
                 .unwrap();
+                if split {
+                    writeln!(
+                        pv,
+                        "{pad2}    let vl{x} = load_b_kv(KV_LO + {}u * LDKV + {}u, LDKV);",
+                        c * 16,
+                        x * 16
+                    )
+                    .unwrap();
+                    for f in 0..rf {
+                        writeln!(pv, "{pad2}    o{f}_{x} = mma(pl{f}, v{x}, o{f}_{x});").unwrap();
+                        writeln!(pv, "{pad2}    o{f}_{x} = mma(p{f}, vl{x}, o{f}_{x});").unwrap();
+                    }
+                }
                 for f in 0..rf {
                     writeln!(pv, "{pad2}    o{f}_{x} = mma(p{f}, v{x}, o{f}_{x});").unwrap();
                 }
             }
             writeln!(pv, "{pad2}}}").unwrap();
         }
-        vec![
+        let mut blocks = vec![
             ("declare", declare),
             ("load_q", load_q),
             ("qk", qk),
             ("rescale", rescale),
             ("pv", pv),
             ("store_o", store_o),
-        ]
+        ];
+        blocks.extend(split_blocks(split));
+        blocks
     }
 
     /// The emulated kernel's blocks: the same algorithm with the fragments
     /// in arrays walked by loops (unrolled, the emulated matrices, 256
     /// floats each, make a shader llvmpipe takes minutes to compile).
-    pub fn blocks_looped(self, d: u32, dv: u32) -> Vec<(&'static str, String)> {
+    pub fn blocks_looped(self, d: u32, dv: u32, split: bool) -> Vec<(&'static str, String)> {
         let qch = self.qch(d, dv);
-        let declare =
+        let mut declare =
             "    var qa: array<MatA, RF * D16>;\n    var oa: array<MatC, RF * DV16>;\n".to_string();
+        if split {
+            declare.push_str("    var qla: array<MatA, RF * D16>;\n");
+        }
+        let parts: &[(u32, &str)] = if split {
+            &[(0, "qa"), (1, "qla")]
+        } else {
+            &[(0, "qa")]
+        };
         let mut load_q = String::new();
         for dc0 in (0..d).step_by(qch as usize) {
             let (lo, hi) = (dc0 / 16, (dc0 + qch).min(d) / 16);
-            load_q.push_str(&format!(
-                "    stage_q(tid, {dc0}u, i0, rows, q_base);
+            for &(part, name) in parts {
+                load_q.push_str(&format!(
+                    "    stage_q(tid, {dc0}u, i0, rows, q_base, {part}u, eq);
     workgroupBarrier();
     for (var f = 0u; f < RF; f++) {{
         for (var i = {lo}u; i < {hi}u; i++) {{
-            qa[f * D16 + i] = load_a_kv((sub_row0 + f * 16u) * LQ + i * 16u - {dc0}u, LQ);
+            {name}[f * D16 + i] = load_a_kv((sub_row0 + f * 16u) * LQ + i * 16u - {dc0}u, LQ);
         }}
     }}
     workgroupBarrier();
 "
-            ));
-        }
-        let qk = "        for (var c = 0u; c < BC16; c++) {
-            for (var f = 0u; f < RF; f++) {
-                var s = zc;
-                for (var i = 0u; i < D16; i++) {
-                    s = mma(qa[f * D16 + i], load_bt_kv(c * 16u * LDKV + i * 16u, LDKV), s);
-                }
-                store_c_s(s, s_base + f * 16u * LDS + c * 16u, LDS);
+                ));
             }
         }
+        // The split products' small terms (emulated products are exact in
+        // f32 as on tensor cores; only the term order is kept).
+        let (qk_lo, pv_lo) = if split {
+            (
+                "
+                    s = mma(qla[f * D16 + i], load_bt_kv(c * 16u * LDKV + i * 16u, LDKV), s);
+                    s = mma(qa[f * D16 + i], load_bt_kv(KV_LO + c * 16u * LDKV + i * 16u, LDKV), s);",
+                "
+                    oa[f * DV16 + x] = mma(load_a_p(P_LO + p_base + f * 16u * LDP + c * 16u, LDP), load_b_kv(c * 16u * LDKV + x * 16u, LDKV), oa[f * DV16 + x]);
+                    oa[f * DV16 + x] = mma(pf, load_b_kv(KV_LO + c * 16u * LDKV + x * 16u, LDKV), oa[f * DV16 + x]);",
+            )
+        } else {
+            ("", "")
+        };
+        let qk = format!(
+            "        for (var c = 0u; c < BC16; c++) {{
+            for (var f = 0u; f < RF; f++) {{
+                var s = zc;
+                for (var i = 0u; i < D16; i++) {{{qk_lo}
+                    s = mma(qa[f * D16 + i], load_bt_kv(c * 16u * LDKV + i * 16u, LDKV), s);
+                }}
+                store_c_s(s, s_base + f * 16u * LDS + c * 16u, LDS);
+            }}
+        }}
 "
-        .to_string();
+        );
         let rescale = "            for (var f = 0u; f < RF; f++) {
                 for (var x = 0u; x < DV16; x++) {
                     let at = s_base + f * 16u * LDS;
@@ -497,57 +577,63 @@ impl FlashCoopTiles {
             }
 "
         .to_string();
-        let pv = "        for (var c = 0u; c < BC16; c++) {
-            for (var f = 0u; f < RF; f++) {
+        let pv = format!(
+            "        for (var c = 0u; c < BC16; c++) {{
+            for (var f = 0u; f < RF; f++) {{
                 let pf = load_a_p(p_base + f * 16u * LDP + c * 16u, LDP);
-                for (var x = 0u; x < DV16; x++) {
+                for (var x = 0u; x < DV16; x++) {{{pv_lo}
                     oa[f * DV16 + x] = mma(pf, load_b_kv(c * 16u * LDKV + x * 16u, LDKV), oa[f * DV16 + x]);
-                }
-            }
-        }
+                }}
+            }}
+        }}
 "
-        .to_string();
+        );
         let store_o = "    for (var f = 0u; f < RF; f++) {
         let at = s_base + f * 16u * LDS;
         for (var x = 0u; x < DV16; x++) {
             store_c_s(oa[f * DV16 + x], at, LDS);
             workgroupBarrier();
-            write_tile(lane, at, sub_row0 + f * 16u, i0, rows, o_base, x);
+            write_tile(lane, at, sub_row0 + f * 16u, i0, rows, o_base, x, o_unscale);
             workgroupBarrier();
         }
     }
 "
         .to_string();
-        vec![
+        let mut blocks = vec![
             ("declare", declare),
             ("load_q", load_q),
             ("qk", qk),
             ("rescale", rescale),
             ("pv", pv),
             ("store_o", store_o),
-        ]
+        ];
+        blocks.extend(split_blocks(split));
+        blocks
     }
 
     /// Whether the tile is well formed for head dims `d`, `dv` (multiples of
-    /// 16 in 16..=256) and the adapter runs it: the 16x16 f16/f32
-    /// cooperative matrix, one fixed subgroup size that is a multiple of 16,
-    /// and the workgroup limits.
-    pub fn fits(self, p: &AdapterProfile, d: usize, dv: usize) -> bool {
-        crate::tune::has_coop_f16(p) && self.fits_with(p, d, dv, p.subgroup_max_size)
+    /// 16 in 16..=256) and inputs of `dtype` (f16, or f32 split into halves),
+    /// and the adapter runs it: the 16x16 f16/f32 cooperative matrix, one
+    /// fixed subgroup size that is a multiple of 16, and the workgroup
+    /// limits.
+    pub fn fits(self, p: &AdapterProfile, d: usize, dv: usize, dtype: DType) -> bool {
+        crate::tune::has_coop_f16(p) && self.fits_with(p, d, dv, p.subgroup_max_size, dtype)
     }
 
     /// Whether the emulated kernel ([`FlashCoopTiles::spec_emulated`], 16
     /// virtual lanes per subgroup) runs this tile: f16, subgroups and the
     /// workgroup limits; no cooperative matrices needed.
-    pub fn fits_emulated(self, p: &AdapterProfile, d: usize, dv: usize) -> bool {
-        p.shader_f16 && p.subgroups && self.fits_with(p, d, dv, 16)
+    pub fn fits_emulated(self, p: &AdapterProfile, d: usize, dv: usize, dtype: DType) -> bool {
+        p.shader_f16 && p.subgroups && self.fits_with(p, d, dv, 16, dtype)
     }
 
-    fn fits_with(self, p: &AdapterProfile, d: usize, dv: usize, sg: u32) -> bool {
+    fn fits_with(self, p: &AdapterProfile, d: usize, dv: usize, sg: u32, dtype: DType) -> bool {
+        let split = dtype == DType::F32;
         let launch = CoopLaunch {
             threads: self.threads(sg),
-            bytes: self.workgroup_bytes(d as u32, dv as u32),
-            buffers: 7,
+            bytes: self.workgroup_bytes(d as u32, dv as u32, dtype),
+            // f32: the exponents (binding 13).
+            buffers: if split { 8 } else { 7 },
         };
         matches!(self.rf, 1 | 2)
             && self.subgroups >= 1
@@ -559,18 +645,21 @@ impl FlashCoopTiles {
             && launch.fits(p, d, dv, sg)
     }
 
-    /// The specialisation for head dims `d`, `dv` and subgroup size `sg`.
-    pub fn spec(self, d: usize, dv: usize, sg: u32) -> Spec {
+    /// The specialisation for head dims `d`, `dv`, subgroup size `sg` and
+    /// inputs of `dtype` (f16; f32 takes the split kernel, `SPLIT = 1`).
+    pub fn spec(self, d: usize, dv: usize, sg: u32, dtype: DType) -> Spec {
+        let split = dtype == DType::F32;
         let mut spec = Spec::new(Kernel::AttentionFlashCoop)
-            .dtype(DType::F16)
+            .dtype(dtype)
             .constant("W", self.subgroups)
             .constant("RF", self.rf)
             .constant("BC", self.bc)
             .constant("SG", sg)
             .constant("D", d as u32)
             .constant("DV", dv as u32)
-            .constant("QCH", self.qch(d as u32, dv as u32));
-        for (name, text) in self.blocks(d as u32, dv as u32) {
+            .constant("QCH", self.qch(d as u32, dv as u32))
+            .constant("SPLIT", u32::from(split));
+        for (name, text) in self.blocks(d as u32, dv as u32, split) {
             spec = spec.block(name, text);
         }
         spec
@@ -578,15 +667,54 @@ impl FlashCoopTiles {
 
     /// The emulated kernel's specialisation (matrix operations per
     /// invocation, subgroups of 16 virtual lanes; tests only).
-    pub fn spec_emulated(self, d: usize, dv: usize) -> Spec {
+    pub fn spec_emulated(self, d: usize, dv: usize, dtype: DType) -> Spec {
         let mut spec = Spec {
             kernel: Kernel::AttentionFlashCoopEmulated,
-            ..self.spec(d, dv, 16)
+            ..self.spec(d, dv, 16, dtype)
         };
-        for (name, text) in self.blocks_looped(d as u32, dv as u32) {
+        for (name, text) in self.blocks_looped(d as u32, dv as u32, dtype == DType::F32) {
             spec = spec.block(name, text);
         }
         spec
+    }
+}
+
+/// The tensor-core flash kernel's `split_decl` and `split_exps` blocks: with
+/// `split` (f32 inputs) the exponents' binding and the per-head exponents
+/// of q, k and v with what undoes them; else zero exponents and factors of
+/// 1 (the f16 kernel binds nothing more).
+fn split_blocks(split: bool) -> [(&'static str, String); 2] {
+    if split {
+        [
+            (
+                "split_decl",
+                "@group(0) @binding(13) var<storage, read> ex: array<i32>;\n".into(),
+            ),
+            (
+                "split_exps",
+                "    let eq = ex[b * params.hq + h];
+    let ek = ex[params.batch * params.hq + b * params.hkv + hk];
+    let ev = ex[params.batch * (params.hq + params.hkv) + b * params.hkv + hk];
+    let qk_unscale = ldexp(ldexp(1.0, -eq), -ek);
+    let o_unscale = ldexp(1.0, -ev);
+"
+                .into(),
+            ),
+        ]
+    } else {
+        [
+            ("split_decl", String::new()),
+            (
+                "split_exps",
+                "    let eq = 0i;
+    let ek = 0i;
+    let ev = 0i;
+    let qk_unscale = 1.0;
+    let o_unscale = 1.0;
+"
+                .into(),
+            ),
+        ]
     }
 }
 
@@ -695,12 +823,17 @@ pub const FLASH_COOP_TEST_TILES: [FlashCoopTiles; 1] = [FlashCoopTiles {
 /// The tensor-core flash tiles for this adapter and head dims, or `None`
 /// when the adapter lacks the cooperative-matrix configuration or no
 /// candidate fits (D and Dv must be multiples of 16 up to 256).
-pub fn flash_coop_tiles(p: &AdapterProfile, d: usize, dv: usize) -> Option<FlashCoopTiles> {
+pub fn flash_coop_tiles(
+    p: &AdapterProfile,
+    d: usize,
+    dv: usize,
+    dtype: DType,
+) -> Option<FlashCoopTiles> {
     let small = (d.max(dv) <= 64).then_some(FLASH_COOP_SMALL_DIMS);
     small
         .into_iter()
         .chain(FLASH_COOP_CANDIDATES)
-        .find(|t| t.fits(p, d, dv))
+        .find(|t| t.fits(p, d, dv, dtype))
 }
 
 /// The first tensor-core flash tile for head dims up to 64: 2 subgroups of
@@ -744,16 +877,39 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     {
         for &d in &dims {
             for &dv in &dims {
-                if t.fits(&p, d, dv) {
-                    specs.push(t.spec(d, dv, 32));
+                if t.fits(&p, d, dv, DType::F16) {
+                    specs.push(t.spec(d, dv, 32, DType::F16));
                 }
             }
         }
     }
     let t = FLASH_COOP_CANDIDATES[0];
     for sg in [16, 64] {
-        specs.push(t.spec(64, 64, sg));
-        specs.push(t.spec(128, 64, sg));
+        specs.push(t.spec(64, 64, sg, DType::F16));
+        specs.push(t.spec(128, 64, sg, DType::F16));
+    }
+    // The f32 (split) kernel: every tile at a few head-dim pairs, the
+    // default tile at subgroup sizes 16 and 64.
+    for t in FLASH_COOP_CANDIDATES
+        .iter()
+        .chain(&FLASH_COOP_SWEEP)
+        .chain(&FLASH_COOP_TEST_TILES)
+    {
+        for (d, dv) in [
+            (16, 16),
+            (32, 48),
+            (64, 64),
+            (80, 80),
+            (128, 128),
+            (256, 256),
+        ] {
+            if t.fits(&p, d, dv, DType::F32) {
+                specs.push(t.spec(d, dv, 32, DType::F32));
+            }
+        }
+    }
+    for sg in [16, 64] {
+        specs.push(t.spec(128, 128, sg, DType::F32));
     }
     // The tensor-core backward: both passes, every tile, head dims and
     // subgroup size the dispatcher and the sweep use, and the emulated
@@ -812,8 +968,9 @@ pub fn attention_coop_specs() -> Vec<Spec> {
         .chain(&FLASH_COOP_TEST_TILES)
     {
         for (d, dv) in [(16, 16), (64, 64), (64, 128), (128, 64), (256, 256)] {
-            specs.push(t.spec_emulated(d, dv));
+            specs.push(t.spec_emulated(d, dv, DType::F16));
         }
+        specs.push(t.spec_emulated(32, 48, DType::F32));
     }
     specs
 }
@@ -1260,6 +1417,10 @@ pub fn attention_specs() -> Vec<Spec> {
             }
         }
         specs.push(Spec::new(Kernel::AttentionMerge).dtype(dtype));
+        // The f32 tensor-core kernel's exponents pass (dtype-independent).
+        if dtype == DType::F32 {
+            specs.push(Spec::new(Kernel::AttentionSplitScale));
+        }
         for rows in 1..=DECODE_CHUNK_ROWS {
             for d in [8usize, 32, 64, 80, 128, 256] {
                 for dv in [8usize, 48, 64, 128, 256] {

@@ -1,0 +1,108 @@
+// attention_split_scale: the power-of-two exponents the tensor-core attention
+// kernel takes for f32 inputs (attention_flash_coop.wgsl with SPLIT = 1).
+//
+// That kernel splits each f32 value x into two halves, hi = f16(x * 2^e) and
+// lo = f16(x * 2^e - hi), and multiplies hi*hi + hi*lo + lo*hi on the
+// tensor cores (the dropped lo*lo term is 2^-22 of the product). f16 has 5
+// exponent bits: without the scale a value past 65504 overflows hi, and a
+// value under 2^-3 leaves lo in f16's subnormals, with fewer bits. So each
+// (batch, head) of q, k and v gets its own e, chosen so that its largest
+// magnitude m scales into [2^14, 2^15): every value's hi stays finite and
+// the large ones, which dominate the dot products, keep 22 significant
+// bits. Multiplying by 2^e is exact; the attention kernel divides the scores
+// by 2^(eq + ek) and the output by 2^ev.
+//
+// Algorithm: one workgroup per (head, batch, operand): grid (max(Hq, Hkv),
+//   B, 3), operand 0 = q (Hq heads, Sq rows, D columns), 1 = k, 2 = v (Hkv
+//   heads, the batch's key count, D or Dv columns); workgroups past the
+//   operand's heads return. Each invocation takes the max of |x| over its
+//   share of the head's rows, 4 floats per 16-byte load (the attention
+//   kernel requires strides that are multiples of 8 elements, and D, Dv are
+//   multiples of 16), then a workgroup tree gives the head's m.
+// Output: ex (i32), q's exponents at b * Hq + h, then k's at B * Hq + b *
+//   Hkv + h, then v's after B * Hkv more. m is taken over the finite values
+//   (an infinity or NaN propagates as it would in f32); m = 0 gives e = 0.
+// Params: attention_common's (appended by the registry): batch, hq, hkv,
+//   sq, d, dv, the q/k/v strides and the key lengths (key_count).
+
+const WG: u32 = 256u;
+const F32_MAX: f32 = 3.4028235e38;
+
+@group(0) @binding(10) var<storage, read> q4f: array<vec4<f32>>;
+@group(0) @binding(11) var<storage, read> k4f: array<vec4<f32>>;
+@group(0) @binding(12) var<storage, read> v4f: array<vec4<f32>>;
+@group(0) @binding(13) var<storage, read_write> ex: array<i32>;
+
+var<workgroup> red: array<f32, WG>;
+
+fn load4(which: u32, e: u32) -> vec4<f32> {
+    if which == 0u {
+        return q4f[e];
+    } else if which == 1u {
+        return k4f[e];
+    }
+    return v4f[e];
+}
+
+// The exponent e that puts m * 2^e in [2^14, 2^15) (0 for m = 0 or not
+// finite; clamped so that 2^e and 2^-e stay normal f32).
+fn split_exponent(m: f32) -> i32 {
+    if !(m > 0.0) || m > F32_MAX {
+        return 0;
+    }
+    // m = f * 2^x with f in [0.5, 1): m * 2^(15 - x) is in [2^14, 2^15).
+    return clamp(15 - frexp(m).exp, -120, 120);
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) tid: u32,
+) {
+    let h = wid.x;
+    let b = wid.y;
+    let which = wid.z;
+    let heads = select(params.hkv, params.hq, which == 0u);
+    // Uniform: the whole workgroup returns together.
+    if h >= heads {
+        return;
+    }
+    var rows = params.sq;
+    var cols = params.d;
+    var base = b * params.q_sb + h * params.q_sh;
+    var stride = params.q_sr;
+    var slot = b * params.hq + h;
+    if which == 1u {
+        rows = key_count(b);
+        base = b * params.k_sb + h * params.k_sh;
+        stride = params.k_sr;
+        slot = params.batch * params.hq + b * params.hkv + h;
+    } else if which == 2u {
+        rows = key_count(b);
+        cols = params.dv;
+        base = b * params.v_sb + h * params.v_sh;
+        stride = params.v_sr;
+        slot = params.batch * (params.hq + params.hkv) + b * params.hkv + h;
+    }
+    let per_row = cols / 4u;
+    var m = vec4<f32>();
+    for (var i = tid; i < rows * per_row; i += WG) {
+        let r = i / per_row;
+        let c = (i % per_row) * 4u;
+        let a = abs(load4(which, (base + r * stride + c) / 4u));
+        // Finite values only: an infinity or NaN stays what it is (2^e x),
+        // and the others keep their scale.
+        m = max(m, select(vec4<f32>(), a, a <= vec4<f32>(F32_MAX)));
+    }
+    red[tid] = max(max(m.x, m.y), max(m.z, m.w));
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if tid < s {
+            red[tid] = max(red[tid], red[tid + s]);
+        }
+        workgroupBarrier();
+    }
+    if tid == 0u {
+        ex[slot] = split_exponent(red[0]);
+    }
+}
