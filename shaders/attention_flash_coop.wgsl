@@ -46,12 +46,13 @@
 //   its row NaN.
 // f32 inputs (SPLIT = 1; Elem = f32): each value x of q, k and v, scaled
 //   by its head's 2^e (attention_split_scale.wgsl, a pass before this one;
-//   exponents at binding 13), is split into two halves hi = f16(x) and lo =
-//   f16(x - hi), staged one after the other (kv_sh and p_sh twice as long,
-//   the lo block at KV_LO, P_LO), and every product takes three tensor-core
-//   multiply-adds, lo*hi + hi*lo + hi*hi (the error of the dropped lo*lo and
-//   of rounding lo is ~2^-21 of the product: the accuracy of the f32
-//   kernels, as CUTLASS's 3xTF32 gets it). P is split the same way (no
+//   exponents at binding 13), is split into two halves, hi (x with 11
+//   significant bits) and lo = x - hi rounded to f16 (split_halves), staged
+//   one after the other (kv_sh and p_sh twice as long, the lo block at
+//   KV_LO, P_LO), and every product takes three tensor-core multiply-adds,
+//   lo*hi + hi*lo + hi*hi (the error of the dropped lo*lo and of rounding lo
+//   is ~2^-20 of the product: the accuracy of the f32 kernels, as CUTLASS's
+//   3xTF32 gets it). P is split the same way (no
 //   scale: P <= 2^RESCALE). Q's fragments are held twice (hi and lo), the
 //   scores are divided by 2^(eq + ek) before the softmax and O by 2^ev at
 //   the end. Loads are 16 bytes, 4 floats.
@@ -216,13 +217,21 @@ fn put(i: u32, width: u32, x: vec4<u32>, e: i32) {
     kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
 }
 
-// 4 floats (as loaded) times 2^e, split into hi = f16(x) and lo = f16(x -
-// hi): hi + lo carries about 22 of the 24 bits (attention_split_scale.wgsl
+// 4 floats (as loaded) times 2^e, split into hi + lo (attention_split_scale
 // chooses e so that no hi overflows).
 fn split4(x: vec4<u32>, e: i32) -> array<vec4<f16>, 2> {
-    let xs = ldexp(bitcast<vec4<f32>>(x), vec4<i32>(e));
-    let hi = vec4<f16>(xs);
-    return array<vec4<f16>, 2>(hi, vec4<f16>(xs - vec4<f32>(hi)));
+    return split_halves(ldexp(bitcast<vec4<f32>>(x), vec4<i32>(e)));
+}
+
+// x = hi + lo as two f16 values: hi is x with its 13 low mantissa bits
+// cleared (11 significant bits, exact in f16 for |x| in [2^-14, 2^16)), lo
+// = x - hi exactly in f32, then rounded to f16: about 21 significant bits
+// together. Not hi = f16(x), lo = f16(x - f32(hi)): the NVIDIA compiler
+// (H200, session 12) folded f32(f16(x)) into x, so every lo was 0 and the
+// products had f16's error (6.5e-5 against f32's 1e-7).
+fn split_halves(x: vec4<f32>) -> array<vec4<f16>, 2> {
+    let hi = bitcast<vec4<f32>>(bitcast<vec4<u32>>(x) & vec4<u32>(0xffffe000u));
+    return array<vec4<f16>, 2>(vec4<f16>(hi), vec4<f16>(x - hi));
 }
 
 // Q columns dc0 .. dc0 + QCH of the block's BR rows into kv_sh (rows of
@@ -456,10 +465,12 @@ fn main(
                     o[dst + 2u] = Elem(raw.z);
                     o[dst + 3u] = Elem(raw.w);
                 }
-                let p_hi = vec4<f16>(p);
-                p_sh[p_row + c / 4u] = p_hi;
                 if SPLIT == 1u {
-                    p_sh[P_LO / 4u + p_row + c / 4u] = vec4<f16>(p - vec4<f32>(p_hi));
+                    let hl = split_halves(p);
+                    p_sh[p_row + c / 4u] = hl[0];
+                    p_sh[P_LO / 4u + p_row + c / 4u] = hl[1];
+                } else {
+                    p_sh[p_row + c / 4u] = vec4<f16>(p);
                 }
                 // l sums the f32 probabilities (the products take them
                 // rounded to f16), as FlashAttention does.

@@ -1,9 +1,10 @@
 // attention_split_scale: the power-of-two exponents the tensor-core attention
 // kernel takes for f32 inputs (attention_flash_coop.wgsl with SPLIT = 1).
 //
-// That kernel splits each f32 value x into two halves, hi = f16(x * 2^e) and
-// lo = f16(x * 2^e - hi), and multiplies hi*hi + hi*lo + lo*hi on the
-// tensor cores (the dropped lo*lo term is 2^-22 of the product). f16 has 5
+// That kernel splits each f32 value x * 2^e into two halves, hi (11
+// significant bits) and lo (the rest, rounded to f16), and multiplies hi*hi
+// + hi*lo + lo*hi on the tensor cores (the dropped lo*lo term is 2^-20 of
+// the product). f16 has 5
 // exponent bits: without the scale a value past 65504 overflows hi, and a
 // value under 2^-3 leaves lo in f16's subnormals, with fewer bits. So each
 // (batch, head) of q, k and v gets its own e, chosen so that its largest

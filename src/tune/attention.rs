@@ -829,12 +829,30 @@ pub fn flash_coop_tiles(
     dv: usize,
     dtype: DType,
 ) -> Option<FlashCoopTiles> {
-    let small = (d.max(dv) <= 64).then_some(FLASH_COOP_SMALL_DIMS);
-    small
+    let first = if dtype == DType::F32 {
+        Some(FLASH_COOP_F32)
+    } else {
+        (d.max(dv) <= 64).then_some(FLASH_COOP_SMALL_DIMS)
+    };
+    first
         .into_iter()
         .chain(FLASH_COOP_CANDIDATES)
         .find(|t| t.fits(p, d, dv, dtype))
 }
+
+/// The first tensor-core flash tile for f32 inputs (the split kernel, each
+/// value as two halves): 8 subgroups of 16 rows, 16-key blocks. Measured on
+/// the H200 (session 12, B4 H16 S4096, TFLOP/s, full / causal; before the
+/// split was made bit-exact, same products): D128 43.8 / 38.9 against 36.8
+/// / 33.9 for 4 subgroups; D64 35.2 / 30.1 against 22.0 / 20.2 for 2.
+/// Twice the Q fragments in registers leave room for fewer workgroups per
+/// SM; 128 rows per workgroup halve the K/V traffic per row, which f32's
+/// twice the bytes make count.
+pub const FLASH_COOP_F32: FlashCoopTiles = FlashCoopTiles {
+    subgroups: 8,
+    rf: 1,
+    bc: 16,
+};
 
 /// The first tensor-core flash tile for head dims up to 64: 2 subgroups of
 /// 16 rows, 16-key blocks. Measured on the H200 (session 11, after the
