@@ -35,6 +35,9 @@ struct Args {
     /// the dispatcher's COOP_CONFIGS).
     #[arg(long, value_delimiter = ',')]
     coop: Vec<String>,
+    /// f32 split layouts to try (same form; default: COOP_SPLIT_CONFIGS).
+    #[arg(long, value_delimiter = ',')]
+    coop_split: Vec<String>,
     /// Tile shapes to try as BMxBNxBK (default: the dispatcher's TILE_CONFIGS).
     #[arg(long, value_delimiter = ',')]
     tiles: Vec<String>,
@@ -114,6 +117,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             match MatmulKernel::coop_for(profile, c) {
                 Some(kernel) => kernels.push(kernel),
                 None => println!("coop layout {c:?} does not fit this adapter: skipped"),
+            }
+        }
+        // f32: the split form (each value as two halves; f32's accuracy).
+        if dtype == DType::F32 {
+            let splits: Vec<(u32, u32, u32, u32)> = if args.coop_split.is_empty() {
+                wgtile::tune::COOP_SPLIT_CONFIGS.to_vec()
+            } else {
+                args.coop_split
+                    .iter()
+                    .map(|c| parse_coop(c))
+                    .collect::<Result<_, _>>()?
+            };
+            for c in splits {
+                if let Some(kernel) = MatmulKernel::coop_split_for(profile, c) {
+                    kernels.push(kernel);
+                }
             }
         }
     }

@@ -88,8 +88,21 @@ fn main_specs() -> Vec<Spec> {
             bk,
             frags_n,
             subgroup: 32,
+            split: false,
         };
         specs.push(kernel.spec(DType::F16).dtype(DType::F16));
+    }
+    // The f32 split form (f32 output).
+    for (warps_m, warps_n, bk, frags_n) in wgtile::tune::COOP_SPLIT_CONFIGS {
+        let kernel = MatmulKernel::Coop {
+            warps_m,
+            warps_n,
+            bk,
+            frags_n,
+            subgroup: 32,
+            split: true,
+        };
+        specs.push(kernel.spec(DType::F32));
     }
     specs
 }

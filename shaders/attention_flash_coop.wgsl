@@ -46,7 +46,7 @@
 //   its row NaN.
 // f32 inputs (SPLIT = 1; Elem = f32): each value x of q, k and v, scaled
 //   by its head's 2^e (attention_split_scale.wgsl, a pass before this one;
-//   exponents at binding 13), is split into two halves, hi (x with 11
+//   exponents at binding 13), is split into two halves, hi (x rounded to 11
 //   significant bits) and lo = x - hi rounded to f16 (split_halves), staged
 //   one after the other (kv_sh and p_sh twice as long, the lo block at
 //   KV_LO, P_LO), and every product takes three tensor-core multiply-adds,
@@ -223,14 +223,16 @@ fn split4(x: vec4<u32>, e: i32) -> array<vec4<f16>, 2> {
     return split_halves(ldexp(bitcast<vec4<f32>>(x), vec4<i32>(e)));
 }
 
-// x = hi + lo as two f16 values: hi is x with its 13 low mantissa bits
-// cleared (11 significant bits, exact in f16 for |x| in [2^-14, 2^16)), lo
-// = x - hi exactly in f32, then rounded to f16: about 21 significant bits
-// together. Not hi = f16(x), lo = f16(x - f32(hi)): the NVIDIA compiler
-// (H200, session 12) folded f32(f16(x)) into x, so every lo was 0 and the
-// products had f16's error (6.5e-5 against f32's 1e-7).
+// x = hi + lo as two f16 values: hi is x rounded to 11 significant bits
+// with integer operations (half the dropped range added to the bits, the 13
+// low mantissa bits cleared: exact in f16 for |x| in [2^-14, 2^15]), lo = x
+// - hi exactly in f32 (|lo| <= 2^-11 |x|), then rounded to f16: each
+// product within ~2^-20 of exact. Not hi = f16(x), lo = f16(x - f32(hi)):
+// the NVIDIA compiler (H200, session 12) folded f32(f16(x)) into x, so
+// every lo was 0 and the products had f16's error (6.5e-5 against f32's
+// 1e-7).
 fn split_halves(x: vec4<f32>) -> array<vec4<f16>, 2> {
-    let hi = bitcast<vec4<f32>>(bitcast<vec4<u32>>(x) & vec4<u32>(0xffffe000u));
+    let hi = bitcast<vec4<f32>>((bitcast<vec4<u32>>(x) + vec4<u32>(0x1000u)) & vec4<u32>(0xffffe000u));
     return array<vec4<f16>, 2>(vec4<f16>(hi), vec4<f16>(x - hi));
 }
 

@@ -80,6 +80,9 @@ alias Elem = f32;
 alias Out = Elem;
 // 1: A and B are f32, converted to f16 when staged (reduced precision).
 const INPUT_F32: u32 = 0u;
+// 1 (with INPUT_F32): each f32 value split into two halves, three products
+// per fragment pair: f32's accuracy (see "Split f32" above).
+const SPLIT: u32 = 0u;
 
 const WARPS_M: u32 = 2u;
 const WARPS_N: u32 = 4u;
@@ -122,9 +125,15 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 @group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
 @group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
 
-var<workgroup> a_sh: array<vec4<f16>, BM * BK / (LDA - 8u) * LDA / 4u>;
-var<workgroup> b_sh: array<vec4<f16>, BK * BN / (LDB - 8u) * LDB / 4u>;
+// Halves of one A or B tile (SPLIT: the lo tile follows the hi one).
+const A_TILE: u32 = BM * BK / (LDA - 8u) * LDA;
+const B_TILE: u32 = BK * BN / (LDB - 8u) * LDB;
+var<workgroup> a_sh: array<vec4<f16>, (1u + SPLIT) * A_TILE / 4u>;
+var<workgroup> b_sh: array<vec4<f16>, (1u + SPLIT) * B_TILE / 4u>;
 var<workgroup> c_sh: array<f32, WARPS * 256u>;
+
+// SPLIT: the partial maxima of |A| and |B| (matmul_split_scale.wgsl), binding 9.
+// @gen split_decl
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
 fn store_halves(dst: u32, lo: vec4<f16>, hi: vec4<f16>, is_a: bool) {
@@ -315,6 +324,46 @@ fn fetch_b_tail(r: vec3<u32>) -> u32 {
     return word_b(r.x / 2u + 4u);
 }
 
+// The largest exponent e with m * 2^e below 2^15 (0 for m = 0 or not
+// finite, clamped so that 2^e and 2^-e stay normal): every value of a
+// tensor whose largest finite magnitude is m, times 2^e, has a finite hi.
+fn split_exponent(m: f32) -> i32 {
+    if !(m > 0.0) || m > 3.4028235e38 {
+        return 0;
+    }
+    return clamp(15 - frexp(m).exp, -120, 120);
+}
+
+// x = hi + lo: hi is x rounded to 11 significant bits with integer
+// operations (half the dropped range added to the bits, 13 low mantissa
+// bits cleared: exact in f16 for |x| in [2^-14, 2^15]), lo = x - hi
+// exactly (|lo| <= 2^-11 |x|), rounded to f16 when packed: each product
+// within ~2^-20 of exact. Not hi = f16(x), lo = x - f32(hi): the NVIDIA
+// compiler folds f32(f16(x)) into x (H200, session 12), which leaves lo = 0.
+fn split_hi(x: vec4<f32>) -> vec4<f32> {
+    return bitcast<vec4<f32>>((bitcast<vec4<u32>>(x) + vec4<u32>(0x1000u)) & vec4<u32>(0xffffe000u));
+}
+
+// SPLIT: run r's 8 floats (v, hi as loaded; masked past K like run_halves)
+// times 2^e as hi and lo halves, packed 8 to a vec4<u32> each.
+fn run_split(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, mask_k: bool, e: i32) -> array<vec4<u32>, 2> {
+    var x0 = ldexp(bitcast<vec4<f32>>(v), vec4<i32>(e));
+    var x1 = ldexp(bitcast<vec4<f32>>(hi), vec4<i32>(e));
+    if mask_k && r.y + 8u > params.k {
+        let ks = vec4<u32>(r.y) + vec4<u32>(0u, 1u, 2u, 3u);
+        x0 = select(vec4<f32>(), x0, ks < vec4<u32>(params.k));
+        x1 = select(vec4<f32>(), x1, ks + vec4<u32>(4u) < vec4<u32>(params.k));
+    }
+    let h0 = split_hi(x0);
+    let h1 = split_hi(x1);
+    let l0 = x0 - h0;
+    let l1 = x1 - h1;
+    return array<vec4<u32>, 2>(
+        vec4<u32>(pack2x16float(h0.xy), pack2x16float(h0.zw), pack2x16float(h1.xy), pack2x16float(h1.zw)),
+        vec4<u32>(pack2x16float(l0.xy), pack2x16float(l0.zw), pack2x16float(l1.xy), pack2x16float(l1.zw)),
+    );
+}
+
 // The 8 halves of run r from its fetched words: shifted when odd-aligned,
 // zeroed from K on when the run passes K (`mask_k`; padding or the next row).
 fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool) -> vec4<u32> {
@@ -350,25 +399,29 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
 }
 
 // The 16 x 16 A fragment at tile row r, k offset kk (vec4 units):
-// row-major, or column-major from a tile staged as stored (CM_A).
-fn frag_a(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
+// row-major, or column-major from a tile staged as stored (CM_A); `lo`
+// (SPLIT): from the lo tile.
+fn frag_a(r: u32, kk: u32, lo: bool) -> coop_mat16x16<f16, A> {
+    let t = select(0u, A_TILE, lo);
     if CM_A {
-        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(kk * LDA + r) / 4u], LDA / 4u);
+        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(t + kk * LDA + r) / 4u], LDA / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(r * LDA + kk) / 4u], LDA / 4u);
+    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(t + r * LDA + kk) / 4u], LDA / 4u);
 }
 
 // The B fragment at k offset kk, tile column c.
-fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
+fn frag_b(kk: u32, c: u32, lo: bool) -> coop_mat16x16<f16, B> {
+    let t = select(0u, B_TILE, lo);
     if CM_B {
-        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(c * LDB + kk) / 4u], LDB / 4u);
+        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(t + c * LDB + kk) / 4u], LDB / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + c) / 4u], LDB / 4u);
+    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(t + kk * LDB + c) / 4u], LDB / 4u);
 }
 
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
 // subgroup's scratch, converting to f16 and skipping out-of-bounds elements.
-fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32) {
+// SPLIT: the sums are divided by 2^(ea + eb) first (unscale = (ea, eb)).
+fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32, unscale: vec2<i32>) {
     let c_base = z * params.m * params.n;
     let scratch = warp * 256u;
     coopStoreT(acc, &c_sh[scratch], 16u);
@@ -377,7 +430,11 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
         let r = row + e / 16u;
         let c = col + e % 16u;
         if r < params.m && c < params.n {
-            out[c_base + r * params.n + c] = Elem(epilogue(c_sh[scratch + e], z, r, c));
+            var x = c_sh[scratch + e];
+            if SPLIT == 1u {
+                x = ldexp(ldexp(x, -unscale.x), -unscale.y);
+            }
+            out[c_base + r * params.n + c] = Elem(epilogue(x, z, r, c));
         }
     }
     workgroupBarrier();
@@ -417,6 +474,10 @@ fn main(
     var acc31: coop_mat16x16<f32, C>;
     var acc32: coop_mat16x16<f32, C>;
     var acc33: coop_mat16x16<f32, C>;
+    // SPLIT: A's and B's exponents (ea, eb; 0 otherwise).
+    // @gen split_exps
+    let unscale = vec2<i32>(ea, eb);
+
     var pa: array<vec4<u32>, A_LOADS>;
     var pb: array<vec4<u32>, B_LOADS>;
     var ha: array<vec4<u32>, A_LOADS>;
@@ -442,12 +503,26 @@ fn main(
             let i = tid + j * THREADS;
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
-                let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
+                var v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
+                var v_lo = vec4<u32>();
+                if SPLIT == 1u {
+                    let hl = run_split(r, pa[j], ha[j], TRANS_A == 0u, ea);
+                    v = hl[0];
+                    v_lo = hl[1];
+                }
                 if TRANS_A == 1u && !CM_A {
                     // Run at k = i / A_RUNS, rows m = (i % A_RUNS) * 8 ..
-                    scatter8((i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
+                    let dst = (i % A_RUNS) * 8u * LDA + i / A_RUNS;
+                    scatter8(dst, LDA, v, true);
+                    if SPLIT == 1u {
+                        scatter8(A_TILE + dst, LDA, v_lo, true);
+                    }
                 } else {
-                    store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
+                    let dst = (i / A_RUNS) * LDA + (i % A_RUNS) * 8u;
+                    store8(dst, v, true);
+                    if SPLIT == 1u {
+                        store8(A_TILE + dst, v_lo, true);
+                    }
                 }
             }
         }
@@ -455,12 +530,26 @@ fn main(
             let i = tid + j * THREADS;
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
-                let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
+                var v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
+                var v_lo = vec4<u32>();
+                if SPLIT == 1u {
+                    let hl = run_split(r, pb[j], hb[j], TRANS_B == 1u, eb);
+                    v = hl[0];
+                    v_lo = hl[1];
+                }
                 if TRANS_B == 1u && !CM_B {
                     // Run at n = i / B_RUNS, k = (i % B_RUNS) * 8 ..
-                    scatter8((i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
+                    let dst = (i % B_RUNS) * 8u * LDB + i / B_RUNS;
+                    scatter8(dst, LDB, v, false);
+                    if SPLIT == 1u {
+                        scatter8(B_TILE + dst, LDB, v_lo, false);
+                    }
                 } else {
-                    store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
+                    let dst = (i / B_RUNS) * LDB + (i % B_RUNS) * 8u;
+                    store8(dst, v, false);
+                    if SPLIT == 1u {
+                        store8(B_TILE + dst, v_lo, false);
+                    }
                 }
             }
         }
@@ -481,12 +570,16 @@ fn main(
             }
         }
         for (var kk = 0u; kk < BK; kk += 16u) {
-            let a0 = frag_a(wr, kk);
-            let a1 = frag_a(wr + 16u, kk);
-            let a2 = frag_a(wr + 32u, kk);
-            let a3 = frag_a(wr + 48u, kk);
-            let b0 = frag_b(kk, wc);
-            let b1 = frag_b(kk, wc + 16u);
+            // SPLIT: the small terms first, lo*hi and hi*lo, then hi*hi.
+            if SPLIT == 1u {
+                // @gen split_products
+            }
+            let a0 = frag_a(wr, kk, false);
+            let a1 = frag_a(wr + 16u, kk, false);
+            let a2 = frag_a(wr + 32u, kk, false);
+            let a3 = frag_a(wr + 48u, kk, false);
+            let b0 = frag_b(kk, wc, false);
+            let b1 = frag_b(kk, wc + 16u, false);
             acc00 = coopMultiplyAdd(a0, b0, acc00);
             acc01 = coopMultiplyAdd(a0, b1, acc01);
             acc10 = coopMultiplyAdd(a1, b0, acc10);
@@ -496,8 +589,8 @@ fn main(
             acc30 = coopMultiplyAdd(a3, b0, acc30);
             acc31 = coopMultiplyAdd(a3, b1, acc31);
             if FN == 4u {
-                let b2 = frag_b(kk, wc + 32u);
-                let b3 = frag_b(kk, wc + 48u);
+                let b2 = frag_b(kk, wc + 32u, false);
+                let b3 = frag_b(kk, wc + 48u, false);
                 acc02 = coopMultiplyAdd(a0, b2, acc02);
                 acc03 = coopMultiplyAdd(a0, b3, acc03);
                 acc12 = coopMultiplyAdd(a1, b2, acc12);
@@ -513,22 +606,22 @@ fn main(
 
     let r = row0 + wr;
     let c = col0 + wc;
-    write_tile(acc00, warp, lane, z, r + 0u, c + 0u);
-    write_tile(acc01, warp, lane, z, r + 0u, c + 16u);
-    write_tile(acc10, warp, lane, z, r + 16u, c + 0u);
-    write_tile(acc11, warp, lane, z, r + 16u, c + 16u);
-    write_tile(acc20, warp, lane, z, r + 32u, c + 0u);
-    write_tile(acc21, warp, lane, z, r + 32u, c + 16u);
-    write_tile(acc30, warp, lane, z, r + 48u, c + 0u);
-    write_tile(acc31, warp, lane, z, r + 48u, c + 16u);
+    write_tile(acc00, warp, lane, z, r + 0u, c + 0u, unscale);
+    write_tile(acc01, warp, lane, z, r + 0u, c + 16u, unscale);
+    write_tile(acc10, warp, lane, z, r + 16u, c + 0u, unscale);
+    write_tile(acc11, warp, lane, z, r + 16u, c + 16u, unscale);
+    write_tile(acc20, warp, lane, z, r + 32u, c + 0u, unscale);
+    write_tile(acc21, warp, lane, z, r + 32u, c + 16u, unscale);
+    write_tile(acc30, warp, lane, z, r + 48u, c + 0u, unscale);
+    write_tile(acc31, warp, lane, z, r + 48u, c + 16u, unscale);
     if FN == 4u {
-        write_tile(acc02, warp, lane, z, r + 0u, c + 32u);
-        write_tile(acc03, warp, lane, z, r + 0u, c + 48u);
-        write_tile(acc12, warp, lane, z, r + 16u, c + 32u);
-        write_tile(acc13, warp, lane, z, r + 16u, c + 48u);
-        write_tile(acc22, warp, lane, z, r + 32u, c + 32u);
-        write_tile(acc23, warp, lane, z, r + 32u, c + 48u);
-        write_tile(acc32, warp, lane, z, r + 48u, c + 32u);
-        write_tile(acc33, warp, lane, z, r + 48u, c + 48u);
+        write_tile(acc02, warp, lane, z, r + 0u, c + 32u, unscale);
+        write_tile(acc03, warp, lane, z, r + 0u, c + 48u, unscale);
+        write_tile(acc12, warp, lane, z, r + 16u, c + 32u, unscale);
+        write_tile(acc13, warp, lane, z, r + 16u, c + 48u, unscale);
+        write_tile(acc22, warp, lane, z, r + 32u, c + 32u, unscale);
+        write_tile(acc23, warp, lane, z, r + 32u, c + 48u, unscale);
+        write_tile(acc32, warp, lane, z, r + 48u, c + 32u, unscale);
+        write_tile(acc33, warp, lane, z, r + 48u, c + 48u, unscale);
     }
 }

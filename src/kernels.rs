@@ -61,6 +61,9 @@ pub enum Kernel {
     GemvMatvec,
     /// Sums split-K partial sums and applies the epilogue.
     MatmulSplitKReduce,
+    /// Partial maxima of |A| and |B| for the tensor-core matmul's f32 split
+    /// form (its per-operand power-of-two scales).
+    MatmulSplitScale,
     /// Row sum/max (`OP` const) over the last axis, workgroup-memory tree;
     /// with `split` > 1 writes f32 partials for [`Kernel::ReduceCombine`].
     Reduce,
@@ -171,7 +174,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 48] = [
+    pub const ALL: [Kernel; 49] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -188,6 +191,7 @@ impl Kernel {
         Kernel::GemvReduce,
         Kernel::GemvMatvec,
         Kernel::MatmulSplitKReduce,
+        Kernel::MatmulSplitScale,
         Kernel::Reduce,
         Kernel::ReduceSubgroup,
         Kernel::ReduceCombine,
@@ -279,6 +283,7 @@ impl Kernel {
             | Kernel::GemvVecmatWide
             | Kernel::GemvReduce
             | Kernel::GemvMatvec => &[MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE],
+            Kernel::MatmulSplitScale => &[include_str!("../shaders/matmul_split_scale.wgsl")],
             Kernel::MatmulSplitKReduce => &[
                 include_str!("../shaders/matmul_splitk.wgsl"),
                 MATMUL_PARAMS,
@@ -435,6 +440,7 @@ impl Kernel {
             Kernel::GemvReduce => "matmul_gemv.reduce",
             Kernel::GemvMatvec => "matmul_gemv.matvec",
             Kernel::MatmulSplitKReduce => "matmul_splitk",
+            Kernel::MatmulSplitScale => "matmul_split_scale",
             Kernel::Reduce => "reduce",
             Kernel::ReduceSubgroup => "reduce.subgroup",
             Kernel::ReduceCombine => "reduce.combine",
@@ -687,6 +693,10 @@ impl Spec {
             Kernel::AttentionDecodeCoopEmulated => {
                 crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, true)
             }
+            Kernel::MatmulCoop => crate::tune::COOP_PLAIN_BLOCKS
+                .iter()
+                .map(|&(name, text)| (name, text.to_string()))
+                .collect(),
             _ => crate::tune::attention::coop_backward::default_blocks(kernel).unwrap_or_default(),
         };
         Self {

@@ -36,6 +36,13 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
             .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
             .map(Some),
     );
+    // f32 split into halves on tensor cores (f32 operands only).
+    ks.extend(
+        wgtile::tune::COOP_SPLIT_CONFIGS
+            .into_iter()
+            .filter_map(|c| MatmulKernel::coop_split_for(ctx.profile(), c))
+            .map(Some),
+    );
     ks.retain(|k| k.is_none_or(|k| k.fits(ctx.profile())));
     ks
 }
@@ -74,9 +81,21 @@ fn check(
     let offsets = common::batch_offsets(&shape);
     let (want, mag) = common::matmul_ref(&ha, &hb, shape.m, shape.n, shape.k, &offsets);
     let what = format!("{a_shape:?} x {b_shape:?} {dtype} [{}]", plan.label());
+    let split = plan.label().contains("f32 as f16 pairs");
     common::assert_close(&what, &got, &want, |i| {
-        common::matmul_tolerance(dtype, shape.k, want[i], mag[i])
+        common::matmul_tolerance(dtype, shape.k, want[i], mag[i]) + split_slack(split, mag[i])
     });
+}
+
+/// The f32 split kernel's bound beyond f32's accumulation: each product
+/// within 2^-19 of exact (hi rounded to 11 bits, lo to f16, lo*lo dropped;
+/// ~2^-20 in the worst case).
+fn split_slack(split: bool, magnitude: f64) -> f64 {
+    if split {
+        2f64.powi(-19) * magnitude
+    } else {
+        0.0
+    }
 }
 
 /// (M, N, K): 1, primes, tile multiples +-1 for the 64/128 tiles, rectangular;
@@ -404,8 +423,9 @@ fn transposed_case(
         "{a_dims:?}^{ta} x {b_dims:?}^{tb} {dtype} [{}]",
         plan.label()
     );
+    let split = plan.label().contains("f32 as f16 pairs");
     common::assert_close(&what, &got, &want, |j| {
-        common::matmul_tolerance(dtype, shape.k, want[j], mag[j])
+        common::matmul_tolerance(dtype, shape.k, want[j], mag[j]) + split_slack(split, mag[j])
     });
 }
 
@@ -526,10 +546,16 @@ fn f32_on_tensor_cores_only_when_asked() {
             .matmul_plan(&a, &b, None, &MatmulOptions::default())
             .unwrap();
         assert!(!plan.label().contains("coop"), "{}", plan.label());
-        // ...and forcing the kernel without the option is refused.
+        // ...and forcing the kernel without the option is refused (the
+        // split form, f32-accurate, is not).
         if let Some(coop) = coop {
             let refused = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(coop));
             assert!(matches!(refused, Err(wgtile::Error::InvalidArgument(_))));
+        }
+        if let Some(split) = wgtile::tune::coop_split_for_shape(ctx.profile(), (4096, 4096, 4096), 1)
+        {
+            let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(split));
+            assert!(plan.is_ok(), "{:?}", plan.map(|p| p.label().to_string()));
         }
         let options = MatmulOptions {
             reduced_precision: true,
@@ -739,5 +765,69 @@ fn broadcast_kernel_block_edges_and_epilogue() {
             0.6 * common::matmul_tolerance(DType::F32, k, prod[i], mag[i])
                 + 8.0 * 2f64.powi(-24) * (want[i].abs() + 1.0)
         });
+    }
+}
+
+/// Random values times `scale`.
+fn scaled(n: usize, seed: u64, scale: f32) -> Vec<f32> {
+    common::random(n, seed)
+        .into_iter()
+        .map(|x| x * scale)
+        .collect()
+}
+
+/// The f32 split kernel on tensor cores (adapters with cooperative
+/// matrices): the dispatcher's choice for large f32 problems, every split
+/// layout on odd shapes, transposed and batched operands, and magnitudes f16
+/// cannot hold (A up to 1e5, past 65504; B down to 1e-5, where f16's
+/// subnormals begin): f32's accumulation bound plus 2^-19 per product.
+#[test]
+fn f32_split_on_tensor_cores() {
+    let Some(ctx) = common::ctx() else { return };
+    let splits: Vec<MatmulKernel> = wgtile::tune::COOP_SPLIT_CONFIGS
+        .into_iter()
+        .filter_map(|c| MatmulKernel::coop_split_for(ctx.profile(), c))
+        .collect();
+    if splits.is_empty() {
+        eprintln!("f32_split_on_tensor_cores: skipped, no tensor cores");
+        return;
+    }
+    let run = |m: usize, n: usize, k: usize, sa: f32, sb: f32, kernel: Option<MatmulKernel>| {
+        let (a, ha) = common::upload(&ctx, &scaled(m * k, 70, sa), &[m, k], DType::F32);
+        let (b, hb) = common::upload(&ctx, &scaled(k * n, 71, sb), &[k, n], DType::F32);
+        let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
+        let options = MatmulOptions {
+            kernel,
+            ..Default::default()
+        };
+        let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
+        assert!(plan.label().contains("f32 as f16 pairs"), "{}", plan.label());
+        plan.run().unwrap();
+        let got = out.to_vec_blocking::<f32>().unwrap();
+        let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
+        common::assert_close(
+            &format!("{m}x{n}x{k} scales {sa} {sb} [{}]", plan.label()),
+            &got,
+            &want,
+            |j| common::matmul_tolerance(DType::F32, k, want[j], mag[j]) + split_slack(true, mag[j]),
+        );
+    };
+    // The dispatcher's choice from COOP_SPLIT_MIN_MACS on.
+    run(701, 643, 640, 1.0, 1.0, None);
+    for &kernel in &splits {
+        for (m, n, k) in [(67, 45, 129), (129, 257, 300), (1, 33, 17), (256, 128, 64)] {
+            run(m, n, k, 1.0, 1.0, Some(kernel));
+        }
+        run(129, 65, 200, 1e5, 1e-5, Some(kernel));
+        run(64, 64, 96, 3e-20, 7e20, Some(kernel));
+    }
+    // Transposed and batched operands through the shared checks.
+    let kernel = Some(splits[0]);
+    check(&ctx, &[3, 67, 45], &[3, 45, 129], DType::F32, kernel, 80);
+    check(&ctx, &[2, 1, 33, 70], &[1, 3, 70, 65], DType::F32, kernel, 82);
+    for (ta, tb) in [(true, false), (false, true), (true, true)] {
+        let a_dims: &[usize] = if ta { &[129, 67] } else { &[67, 129] };
+        let b_dims: &[usize] = if tb { &[45, 129] } else { &[129, 45] };
+        transposed_case(&ctx, (a_dims, b_dims), (ta, tb), kernel, DType::F32, 90);
     }
 }

@@ -738,7 +738,8 @@ impl Context {
                         what: format!("matmul kernel {kernel}"),
                     });
                 }
-                let reduced = dtype == DType::F32 && matches!(kernel, MatmulKernel::Coop { .. });
+                let reduced = dtype == DType::F32
+                    && matches!(kernel, MatmulKernel::Coop { split: false, .. });
                 if reduced && !options.reduced_precision {
                     return Err(Error::InvalidArgument(format!(
                         "{kernel} would round f32 operands to f16: set \
@@ -768,12 +769,21 @@ impl Context {
                 // stored, and so do operands the caller padded already.
                 // f32 on tensor cores, when asked: the coop kernel reads any
                 // row-major layout, so no padding either.
-                let tensor_cores = (dtype == DType::F32 && options.reduced_precision)
+                // Without it, f32 takes the split form (f32's accuracy)
+                // where f16 would take the tensor cores.
+                let tensor_cores = (dtype == DType::F32)
                     .then(|| {
                         tune::choose_matmul_layout(profile, DType::F16, (m, n, k), batches, layout)
                             .kernel
                     })
-                    .filter(|k| matches!(k, MatmulKernel::Coop { .. }));
+                    .filter(|kernel| matches!(kernel, MatmulKernel::Coop { .. }))
+                    .and_then(|kernel| {
+                        if options.reduced_precision {
+                            Some(kernel)
+                        } else {
+                            tune::coop_split_for_shape(profile, (m, n, k), batches)
+                        }
+                    });
                 let padding = if epilogue.reads_tensors()
                     || transposed
                     || padded_operands
@@ -805,7 +815,8 @@ impl Context {
                     }
                 }
                 if let Some(kernel) = tensor_cores {
-                    // f32 on tensor cores, by request (reduced precision).
+                    // f32 on tensor cores: rounded to f16 by request
+                    // (reduced precision), else split into halves.
                     kernel
                 } else if padded_operands || mixed {
                     // The autotuner's keys cover dense operands (row-major or
@@ -944,11 +955,19 @@ impl Context {
             spec = epilogue.specialise(spec);
         }
         let pipeline = self.inner.pipelines.get(device, &spec)?;
+        let mut dispatches = Vec::new();
+        // The f32 split form: the partial maxima of |A| and |B| first.
+        let split_max = if matches!(kernel, MatmulKernel::Coop { split: true, .. }) {
+            let (partials, dispatch) = self.split_scale_dispatch(shape, a, b)?;
+            dispatches.push(dispatch);
+            Some(partials)
+        } else {
+            None
+        };
         // Batches (times splits) beyond the per-dimension workgroup limit are
         // split into several dispatches, each with its own base index.
         let groups_z = batches * splits;
         let per_dispatch = groups_z.min(max_groups as usize);
-        let mut dispatches = Vec::new();
         for base in (0..groups_z).step_by(per_dispatch) {
             let count = per_dispatch.min(groups_z - base);
             let params = self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits));
@@ -965,6 +984,9 @@ impl Context {
                 // The coop kernel also reads A and B as 32-bit words.
                 bindings.extend([(7, a), (8, b)]);
             }
+            if let Some(p) = &split_max {
+                bindings.push((9, &p.buffer));
+            }
             dispatches.push(Dispatch::with_bindings(
                 device,
                 pipeline.clone(),
@@ -972,6 +994,7 @@ impl Context {
                 [gx as u32, gy as u32, count as u32],
             ));
         }
+        scratch.extend(split_max);
         if let Some(partials) = partials {
             let spec = epilogue.specialise(out_spec(Kernel::MatmulSplitKReduce, dtype, out_dtype));
             let reduce = self.inner.pipelines.get(device, &spec)?;
@@ -1117,6 +1140,54 @@ impl Context {
     /// The uniform of every matmul kernel (`shaders/matmul_params.wgsl`):
     /// sizes, batch strides from `base` on, the epilogue's alpha and, for the
     /// split-K GEMV, `(k_chunk, splits)`.
+    /// The f32 split kernel's first pass (`shaders/matmul_split_scale.wgsl`):
+    /// the partial maxima of |A| and |B| over their logical elements, into a
+    /// new scratch tensor.
+    fn split_scale_dispatch(
+        &self,
+        shape: &MatmulShape,
+        a: &wgpu::Buffer,
+        b: &wgpu::Buffer,
+    ) -> Result<(Tensor, Dispatch)> {
+        const PARTIALS: usize = 64;
+        let [a_rs, a_cs, b_rs, b_cs] = shape.operand_strides();
+        let batches = shape.batch_count() as u32;
+        let inner = shape.batch[1].max(1) as u32;
+        let (m, n, k) = (shape.m as u32, shape.n as u32, shape.k as u32);
+        let words = [
+            batches,
+            m,
+            k,
+            inner,
+            shape.a_strides[0] as u32,
+            shape.a_strides[1] as u32,
+            a_rs,
+            a_cs,
+            batches,
+            k,
+            n,
+            inner,
+            shape.b_strides[0] as u32,
+            shape.b_strides[1] as u32,
+            b_rs,
+            b_cs,
+        ];
+        let params = self.uniform(&words);
+        let partials = self.alloc(&[2 * PARTIALS], DType::F32, "wgtile matmul split maxima")?;
+        let device = &self.inner.device;
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(device, &Spec::new(Kernel::MatmulSplitScale))?;
+        let dispatch = Dispatch::with_bindings(
+            device,
+            pipeline,
+            &[(0, &params), (1, a), (2, b), (9, &partials.buffer)],
+            [PARTIALS as u32, 2, 1],
+        );
+        Ok((partials, dispatch))
+    }
+
     fn matmul_params(
         &self,
         shape: &MatmulShape,

@@ -161,6 +161,13 @@ pub enum MatmulKernel {
         frags_n: u32,
         /// Subgroup size the workgroup is laid out for.
         subgroup: u32,
+        /// f32 operands at f32's accuracy: each value (scaled by its
+        /// operand's power of two) split into two f16 halves, three products
+        /// per fragment pair (`SPLIT = 1`; a pass before the kernel finds
+        /// the scales). Without it f32 operands are rounded to f16
+        /// (`MatmulOptions::reduced_precision`).
+        #[serde(default)]
+        split: bool,
     },
     /// The tiled kernel over `splits` chunks of K, each in its own workgroup,
     /// writing f32 partial sums that a second pass adds (for M x N too small
@@ -239,9 +246,123 @@ impl MatmulKernel {
             bk,
             frags_n,
             subgroup: p.subgroup_max_size,
+            split: false,
         };
         kernel.fits(p).then_some(kernel)
     }
+
+    /// The f32 split form of the cooperative-matrix kernel (see
+    /// [`MatmulKernel::Coop`]'s `split`), when the adapter can run it.
+    pub fn coop_split_for(
+        p: &AdapterProfile,
+        (warps_m, warps_n, bk, frags_n): (u32, u32, u32, u32),
+    ) -> Option<Self> {
+        let kernel = MatmulKernel::Coop {
+            warps_m,
+            warps_n,
+            bk,
+            frags_n,
+            subgroup: p.subgroup_max_size,
+            split: true,
+        };
+        kernel.fits(p).then_some(kernel)
+    }
+}
+
+/// Cooperative-matrix layouts for f32 operands split into halves (the A and
+/// B tiles twice, hi and lo, within 48 KiB; at most 256 invocations, so the
+/// 64 accumulator registers plus twice the fragments stay under the 255 a
+/// thread may have), in the dispatcher's order: 2x4x32x2 (128x128).
+pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 3] =
+    [(2, 4, 32, 2), (2, 2, 32, 2), (4, 2, 16, 2)];
+
+/// Smallest problem (multiply-adds, batches included) the dispatcher sends
+/// to the f32 split kernel; below it the f32 tiled kernels run (the split's
+/// first pass and its six fragment loads per k slice do not pay on small
+/// grids).
+pub const COOP_SPLIT_MIN_MACS: u64 = 1 << 28;
+
+/// Shortest contraction the dispatcher sends to the f32 split kernel: each
+/// product is within ~2^-20 of exact, the f32 kernels' k terms within k
+/// ulps; from 64 terms on the split's error is the smaller share.
+pub const COOP_SPLIT_MIN_K: usize = 64;
+
+/// The f32 split kernel the dispatcher takes for an f32 `m x n x k` problem
+/// (`batches` of them) where f16 would run on tensor cores: the first of
+/// [`COOP_SPLIT_CONFIGS`] the adapter runs, for problems of at least
+/// [`COOP_SPLIT_MIN_MACS`] with K at least [`COOP_SPLIT_MIN_K`].
+pub fn coop_split_for_shape(
+    p: &AdapterProfile,
+    (m, n, k): (usize, usize, usize),
+    batches: usize,
+) -> Option<MatmulKernel> {
+    let macs = (m as u64)
+        .saturating_mul(n as u64)
+        .saturating_mul(k as u64)
+        .saturating_mul(batches as u64);
+    if macs < COOP_SPLIT_MIN_MACS || k < COOP_SPLIT_MIN_K {
+        return None;
+    }
+    COOP_SPLIT_CONFIGS
+        .into_iter()
+        .find_map(|c| MatmulKernel::coop_split_for(p, c))
+}
+
+/// `shaders/matmul_coop.wgsl`'s generated blocks without the split: no
+/// extra binding, exponents 0, no extra products.
+pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 3] = [
+    ("split_decl", ""),
+    ("split_exps", "    let ea = 0i;\n    let eb = 0i;\n"),
+    ("split_products", ""),
+];
+
+/// The split's binding: the partial maxima (matmul_split_scale.wgsl).
+const COOP_SPLIT_DECL: &str = "@group(0) @binding(9) var<storage, read> split_max: array<f32>;\n";
+
+/// The split's exponents: every invocation reduces the partial maxima of
+/// |A| (first half) and |B| (second half), the same values, so the same e.
+const COOP_SPLIT_EXPS: &str = "    var ma = 0.0;
+    var mb = 0.0;
+    let np = arrayLength(&split_max) / 2u;
+    for (var i = 0u; i < np; i++) {
+        ma = max(ma, split_max[i]);
+        mb = max(mb, split_max[np + i]);
+    }
+    let ea = split_exponent(ma);
+    let eb = split_exponent(mb);
+";
+
+/// The split's small products of one 16-wide k slice (lo*hi and hi*lo, for
+/// `frags_n` B fragments per subgroup; the kernel adds hi*hi after them).
+fn coop_split_products(frags_n: u32) -> String {
+    use std::fmt::Write as _;
+    let pad = "                ";
+    let mut out = String::new();
+    for i in 0..4 {
+        let row = if i == 0 {
+            "wr".to_string()
+        } else {
+            format!("wr + {}u", 16 * i)
+        };
+        writeln!(out, "{pad}let ah{i} = frag_a({row}, kk, false);").unwrap();
+        writeln!(out, "{pad}let al{i} = frag_a({row}, kk, true);").unwrap();
+    }
+    for j in 0..frags_n {
+        let col = if j == 0 {
+            "wc".to_string()
+        } else {
+            format!("wc + {}u", 16 * j)
+        };
+        writeln!(out, "{pad}let bh{j} = frag_b(kk, {col}, false);").unwrap();
+        writeln!(out, "{pad}let bl{j} = frag_b(kk, {col}, true);").unwrap();
+    }
+    for i in 0..4 {
+        for j in 0..frags_n {
+            writeln!(out, "{pad}acc{i}{j} = coopMultiplyAdd(al{i}, bh{j}, acc{i}{j});").unwrap();
+            writeln!(out, "{pad}acc{i}{j} = coopMultiplyAdd(ah{i}, bl{j}, acc{i}{j});").unwrap();
+        }
+    }
+    out
 }
 
 /// Whether the adapter offers the 16x16x16 f16 -> f32 cooperative matrix the
@@ -291,16 +412,28 @@ impl MatmulKernel {
                 bk,
                 frags_n,
                 subgroup,
-            } => Spec::new(Kernel::MatmulCoop)
-                .dtype(dtype)
-                // f32 operands are rounded to f16 when staged: reduced
-                // precision, which only an explicit option selects.
-                .constant("INPUT_F32", u32::from(dtype == DType::F32))
-                .constant("WARPS_M", warps_m)
-                .constant("WARPS_N", warps_n)
-                .constant("BK", bk)
-                .constant("FN", frags_n)
-                .constant("SG", subgroup),
+                split,
+            } => {
+                let spec = Spec::new(Kernel::MatmulCoop)
+                    .dtype(dtype)
+                    // f32 operands are rounded to f16 when staged (reduced
+                    // precision, which only an explicit option selects), or
+                    // split into two halves each.
+                    .constant("INPUT_F32", u32::from(dtype == DType::F32))
+                    .constant("WARPS_M", warps_m)
+                    .constant("WARPS_N", warps_n)
+                    .constant("BK", bk)
+                    .constant("FN", frags_n)
+                    .constant("SG", subgroup);
+                if split && dtype == DType::F32 {
+                    spec.constant("SPLIT", 1)
+                        .block("split_decl", COOP_SPLIT_DECL)
+                        .block("split_exps", COOP_SPLIT_EXPS)
+                        .block("split_products", coop_split_products(frags_n))
+                } else {
+                    spec
+                }
+            }
             MatmulKernel::Gemv => Spec::new(Kernel::GemvVecmat).dtype(dtype),
             MatmulKernel::Broadcast { vec4 } => Spec::new(if vec4 {
                 Kernel::MatmulBroadcastVec4
@@ -360,14 +493,17 @@ impl MatmulKernel {
                 warps_m,
                 warps_n,
                 bk,
+                split,
                 ..
             } => {
                 // The A and B tiles row-major or staged as stored
-                // (transposed, TRANS_COLMAJOR), whichever is larger.
+                // (transposed, TRANS_COLMAJOR), whichever is larger; twice
+                // (hi and lo) when split.
                 let (bm, bn) = self.block();
                 let a = (bm * (bk + 8)).max(bk * (bm + 8));
                 let b = (bk * (bn + 8)).max(bn * (bk + 8));
-                2 * (a + b) + 4 * 256 * warps_m * warps_n
+                let tiles = if split { 2 } else { 1 };
+                2 * tiles * (a + b) + 4 * 256 * warps_m * warps_n
             }
         }
     }
@@ -400,11 +536,13 @@ impl MatmulKernel {
                 subgroup,
                 frags_n,
                 bk,
+                split,
                 ..
             } => {
                 has_coop_f16(p)
-                    // A and B bound twice, C, bias and residual.
-                    && p.max_storage_buffers_per_stage >= 7
+                    // A and B bound twice, C, bias and residual (and the
+                    // split's partial maxima).
+                    && p.max_storage_buffers_per_stage >= if split { 8 } else { 7 }
                     && matches!(frags_n, 2 | 4)
                     && bk.is_multiple_of(16)
                     && subgroup == p.subgroup_max_size
@@ -447,7 +585,13 @@ impl MatmulKernel {
             MatmulKernel::Naive { .. } | MatmulKernel::Tiled { vec4: false, .. } => true,
             MatmulKernel::Tiled { vec4: true, .. } => layout.vec4(n),
             // Row-major or transposed operands, any M, N, K.
-            MatmulKernel::Coop { .. } => dtype == DType::F16,
+            MatmulKernel::Coop { split, .. } => {
+                if split {
+                    dtype == DType::F32
+                } else {
+                    dtype == DType::F16
+                }
+            }
             MatmulKernel::Gemv => {
                 // matvec reads the vector B through its row pitch.
                 (m == 1 || n == 1) && !layout.transposed()
@@ -547,12 +691,14 @@ impl fmt::Display for MatmulKernel {
                 bk,
                 frags_n,
                 subgroup,
+                split,
             } => write!(
                 f,
-                "coop-matrix {}x{}x{bk} ({warps_m}x{warps_n} subgroups of {subgroup}, 64x{} each)",
+                "coop-matrix {}x{}x{bk} ({warps_m}x{warps_n} subgroups of {subgroup}, 64x{} each){}",
                 64 * warps_m,
                 16 * frags_n * warps_n,
-                16 * frags_n
+                16 * frags_n,
+                if *split { ", f32 as f16 pairs" } else { "" }
             ),
             MatmulKernel::Gemv => write!(f, "gemv (matrix-vector)"),
             MatmulKernel::Broadcast { vec4 } => write!(
@@ -919,6 +1065,7 @@ pub fn matmul_specs() -> Vec<Spec> {
                 bk,
                 frags_n,
                 subgroup,
+                split: false,
             };
             for dtype in DType::ALL {
                 specs.push(kernel.spec(dtype));
@@ -933,6 +1080,33 @@ pub fn matmul_specs() -> Vec<Spec> {
                         specs.push(t.clone());
                         specs.push(t.constant("ALIGNED", 0));
                     }
+                }
+            }
+        }
+    }
+    // The f32 split form and its first pass.
+    specs.push(Spec::new(Kernel::MatmulSplitScale));
+    for (warps_m, warps_n, bk, frags_n) in COOP_SPLIT_CONFIGS {
+        for subgroup in [32, 64] {
+            let kernel = MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                bk,
+                frags_n,
+                subgroup,
+                split: true,
+            };
+            specs.push(kernel.spec(DType::F32));
+            specs.push(kernel.spec(DType::F32).constant("ALIGNED", 0));
+            for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
+                for cm in [0, 1] {
+                    specs.push(
+                        kernel
+                            .spec(DType::F32)
+                            .constant("TRANS_A", ta)
+                            .constant("TRANS_B", tb)
+                            .constant("TRANS_COLMAJOR", cm),
+                    );
                 }
             }
         }
