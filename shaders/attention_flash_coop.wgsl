@@ -46,7 +46,7 @@
 //   its row NaN.
 // f32 inputs (SPLIT = 1; Elem = f32): each value x of q, k and v, scaled
 //   by its head's 2^e (attention_split_scale.wgsl, a pass before this one;
-//   exponents at binding 13), is split into two halves, hi (x rounded to 11
+//   per-head maxima at binding 13), is split into two halves, hi (x rounded to 11
 //   significant bits) and lo = x - hi rounded to f16 (split_halves), staged
 //   one after the other (kv_sh and p_sh twice as long, the lo block at
 //   KV_LO, P_LO), and every product takes three tensor-core multiply-adds,
@@ -166,7 +166,7 @@ var<workgroup> l_sh: array<f32, BR>;
 // (the wrong rows of session 3; found with WGTILE_COOP_ATTN_PROBE=2).
 var<workgroup> rescale_flag: vec4<u32>;
 
-// SPLIT: the per-head exponents (attention_split_scale.wgsl), binding 13.
+// SPLIT: the per-head maxima (attention_split_scale.wgsl), binding 13.
 // @gen split_decl
 
 // Run i of a block of BC rows starting at row0 with `width` columns:
@@ -215,6 +215,17 @@ fn put(i: u32, width: u32, x: vec4<u32>, e: i32) {
     let h3 = vec2<f16>(unpack2x16float(x.w));
     kv_sh[dst / 4u] = vec4<f16>(h0, h1);
     kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
+}
+
+// The exponent e that puts m * 2^e in [2^14, 2^15) (0 for m = 0 or not
+// finite; clamped so that 2^e and 2^-e stay normal f32): m is a head's
+// largest finite magnitude (attention_split_scale.wgsl).
+fn split_exponent(m: f32) -> i32 {
+    if !(m > 0.0) || m > 3.4028235e38 {
+        return 0;
+    }
+    // m = f * 2^x with f in [0.5, 1): m * 2^(15 - x) is in [2^14, 2^15).
+    return clamp(15 - frexp(m).exp, -120, 120);
 }
 
 // 4 floats (as loaded) times 2^e, split into hi + lo (attention_split_scale

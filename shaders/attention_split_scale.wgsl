@@ -13,26 +13,33 @@
 // bits. Multiplying by 2^e is exact; the attention kernel divides the scores
 // by 2^(eq + ek) and the output by 2^ev.
 //
-// Algorithm: one workgroup per (head, batch, operand): grid (max(Hq, Hkv),
-//   B, 3), operand 0 = q (Hq heads, Sq rows, D columns), 1 = k, 2 = v (Hkv
-//   heads, the batch's key count, D or Dv columns); workgroups past the
-//   operand's heads return. Each invocation takes the max of |x| over its
-//   share of the head's rows, 4 floats per 16-byte load (the attention
-//   kernel requires strides that are multiples of 8 elements, and D, Dv are
-//   multiples of 16), then a workgroup tree gives the head's m.
-// Output: ex (i32), q's exponents at b * Hq + h, then k's at B * Hq + b *
+// Algorithm: workgroup (x, h, w B + b) of the grid (X, max(Hq, Hkv), 3 B)
+//   takes rows x RA .. x RA + RA of head h of batch b of operand w (0 = q:
+//   Hq heads, Sq rows, D columns; 1 = k, 2 = v: Hkv heads, the batch's key
+//   count, D or Dv columns), 4 floats per 16-byte load (the attention kernel
+//   requires strides that are multiples of 8 elements, and D, Dv are
+//   multiples of 16); a workgroup tree gives its max, and one atomicMax on
+//   the bits (finite non-negative floats order as their bits do) folds it
+//   into the head's slot, which the host zeroes first. Workgroups past the
+//   operand's heads or rows return.
+// Output: ex (u32 bits of m), q's at b * Hq + h, then k's at B * Hq + b *
 //   Hkv + h, then v's after B * Hkv more. m is taken over the finite values
-//   (an infinity or NaN propagates as it would in f32); m = 0 gives e = 0.
+//   (an infinity or NaN propagates as it would in f32); the attention kernel
+//   turns m into e (split_exponent there; m = 0 gives e = 0).
+// Measured and replaced (H200, session 12): one workgroup per head and
+//   operand (192 at B4 H16), too few loads in flight for the bandwidth.
 // Params: attention_common's (appended by the registry): batch, hq, hkv,
 //   sq, d, dv, the q/k/v strides and the key lengths (key_count).
 
 const WG: u32 = 256u;
+// Rows per workgroup.
+const RA: u32 = 64u;
 const F32_MAX: f32 = 3.4028235e38;
 
 @group(0) @binding(10) var<storage, read> q4f: array<vec4<f32>>;
 @group(0) @binding(11) var<storage, read> k4f: array<vec4<f32>>;
 @group(0) @binding(12) var<storage, read> v4f: array<vec4<f32>>;
-@group(0) @binding(13) var<storage, read_write> ex: array<i32>;
+@group(0) @binding(13) var<storage, read_write> ex: array<atomic<u32>>;
 
 var<workgroup> red: array<f32, WG>;
 
@@ -45,29 +52,15 @@ fn load4(which: u32, e: u32) -> vec4<f32> {
     return v4f[e];
 }
 
-// The exponent e that puts m * 2^e in [2^14, 2^15) (0 for m = 0 or not
-// finite; clamped so that 2^e and 2^-e stay normal f32).
-fn split_exponent(m: f32) -> i32 {
-    if !(m > 0.0) || m > F32_MAX {
-        return 0;
-    }
-    // m = f * 2^x with f in [0.5, 1): m * 2^(15 - x) is in [2^14, 2^15).
-    return clamp(15 - frexp(m).exp, -120, 120);
-}
-
 @compute @workgroup_size(WG, 1, 1)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
-    let h = wid.x;
-    let b = wid.y;
-    let which = wid.z;
+    let h = wid.y;
+    let which = wid.z / params.batch;
+    let b = wid.z % params.batch;
     let heads = select(params.hkv, params.hq, which == 0u);
-    // Uniform: the whole workgroup returns together.
-    if h >= heads {
-        return;
-    }
     var rows = params.sq;
     var cols = params.d;
     var base = b * params.q_sb + h * params.q_sh;
@@ -85,10 +78,16 @@ fn main(
         stride = params.v_sr;
         slot = params.batch * (params.hq + params.hkv) + b * params.hkv + h;
     }
+    let row0 = wid.x * RA;
+    // Uniform: the whole workgroup returns together.
+    if h >= heads || row0 >= rows {
+        return;
+    }
+    let n_rows = min(RA, rows - row0);
     let per_row = cols / 4u;
     var m = vec4<f32>();
-    for (var i = tid; i < rows * per_row; i += WG) {
-        let r = i / per_row;
+    for (var i = tid; i < n_rows * per_row; i += WG) {
+        let r = row0 + i / per_row;
         let c = (i % per_row) * 4u;
         let a = abs(load4(which, (base + r * stride + c) / 4u));
         // Finite values only: an infinity or NaN stays what it is (2^e x),
@@ -104,6 +103,6 @@ fn main(
         workgroupBarrier();
     }
     if tid == 0u {
-        ex[slot] = split_exponent(red[0]);
+        atomicMax(&ex[slot], bitcast<u32>(red[0]));
     }
 }

@@ -132,8 +132,10 @@ var<workgroup> a_sh: array<vec4<f16>, (1u + SPLIT) * A_TILE / 4u>;
 var<workgroup> b_sh: array<vec4<f16>, (1u + SPLIT) * B_TILE / 4u>;
 var<workgroup> c_sh: array<f32, WARPS * 256u>;
 
-// SPLIT: the partial maxima of |A| and |B| (matmul_split_scale.wgsl), binding 9.
+// SPLIT: the largest finite |A| and |B| (matmul_split_scale.wgsl), binding 9.
 // @gen split_decl
+// SPLIT: A's and B's exponents (ea, eb), set at the start.
+var<private> unscale: vec2<i32>;
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
 fn store_halves(dst: u32, lo: vec4<f16>, hi: vec4<f16>, is_a: bool) {
@@ -399,29 +401,42 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
 }
 
 // The 16 x 16 A fragment at tile row r, k offset kk (vec4 units):
-// row-major, or column-major from a tile staged as stored (CM_A); `lo`
-// (SPLIT): from the lo tile.
-fn frag_a(r: u32, kk: u32, lo: bool) -> coop_mat16x16<f16, A> {
-    let t = select(0u, A_TILE, lo);
+// row-major, or column-major from a tile staged as stored (CM_A).
+fn frag_a(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
     if CM_A {
-        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(t + kk * LDA + r) / 4u], LDA / 4u);
+        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(kk * LDA + r) / 4u], LDA / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(t + r * LDA + kk) / 4u], LDA / 4u);
+    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(r * LDA + kk) / 4u], LDA / 4u);
 }
 
 // The B fragment at k offset kk, tile column c.
-fn frag_b(kk: u32, c: u32, lo: bool) -> coop_mat16x16<f16, B> {
-    let t = select(0u, B_TILE, lo);
+fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
     if CM_B {
-        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(t + c * LDB + kk) / 4u], LDB / 4u);
+        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(c * LDB + kk) / 4u], LDB / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(t + kk * LDB + c) / 4u], LDB / 4u);
+    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + c) / 4u], LDB / 4u);
+}
+
+// SPLIT: the same fragments from the lo tiles. (Separate functions: a
+// parameter choosing the tile cost the f16 kernel 1.4%, H200 session 12.)
+fn frag_a_lo(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
+    if CM_A {
+        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(A_TILE + kk * LDA + r) / 4u], LDA / 4u);
+    }
+    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(A_TILE + r * LDA + kk) / 4u], LDA / 4u);
+}
+
+fn frag_b_lo(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
+    if CM_B {
+        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(B_TILE + c * LDB + kk) / 4u], LDB / 4u);
+    }
+    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(B_TILE + kk * LDB + c) / 4u], LDB / 4u);
 }
 
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
 // subgroup's scratch, converting to f16 and skipping out-of-bounds elements.
 // SPLIT: the sums are divided by 2^(ea + eb) first (unscale = (ea, eb)).
-fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32, unscale: vec2<i32>) {
+fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32) {
     let c_base = z * params.m * params.n;
     let scratch = warp * 256u;
     coopStoreT(acc, &c_sh[scratch], 16u);
@@ -430,11 +445,12 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
         let r = row + e / 16u;
         let c = col + e % 16u;
         if r < params.m && c < params.n {
-            var x = c_sh[scratch + e];
             if SPLIT == 1u {
-                x = ldexp(ldexp(x, -unscale.x), -unscale.y);
+                let x = ldexp(ldexp(c_sh[scratch + e], -unscale.x), -unscale.y);
+                out[c_base + r * params.n + c] = Elem(epilogue(x, z, r, c));
+                continue;
             }
-            out[c_base + r * params.n + c] = Elem(epilogue(x, z, r, c));
+            out[c_base + r * params.n + c] = Elem(epilogue(c_sh[scratch + e], z, r, c));
         }
     }
     workgroupBarrier();
@@ -474,9 +490,8 @@ fn main(
     var acc31: coop_mat16x16<f32, C>;
     var acc32: coop_mat16x16<f32, C>;
     var acc33: coop_mat16x16<f32, C>;
-    // SPLIT: A's and B's exponents (ea, eb; 0 otherwise).
+    // SPLIT: A's and B's exponents into `unscale`.
     // @gen split_exps
-    let unscale = vec2<i32>(ea, eb);
 
     var pa: array<vec4<u32>, A_LOADS>;
     var pb: array<vec4<u32>, B_LOADS>;
@@ -503,26 +518,25 @@ fn main(
             let i = tid + j * THREADS;
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
-                var v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
-                var v_lo = vec4<u32>();
                 if SPLIT == 1u {
-                    let hl = run_split(r, pa[j], ha[j], TRANS_A == 0u, ea);
-                    v = hl[0];
-                    v_lo = hl[1];
+                    let hl = run_split(r, pa[j], ha[j], TRANS_A == 0u, unscale.x);
+                    if TRANS_A == 1u && !CM_A {
+                        let dst = (i % A_RUNS) * 8u * LDA + i / A_RUNS;
+                        scatter8(dst, LDA, hl[0], true);
+                        scatter8(A_TILE + dst, LDA, hl[1], true);
+                    } else {
+                        let dst = (i / A_RUNS) * LDA + (i % A_RUNS) * 8u;
+                        store8(dst, hl[0], true);
+                        store8(A_TILE + dst, hl[1], true);
+                    }
+                    continue;
                 }
+                let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
                 if TRANS_A == 1u && !CM_A {
                     // Run at k = i / A_RUNS, rows m = (i % A_RUNS) * 8 ..
-                    let dst = (i % A_RUNS) * 8u * LDA + i / A_RUNS;
-                    scatter8(dst, LDA, v, true);
-                    if SPLIT == 1u {
-                        scatter8(A_TILE + dst, LDA, v_lo, true);
-                    }
+                    scatter8((i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
                 } else {
-                    let dst = (i / A_RUNS) * LDA + (i % A_RUNS) * 8u;
-                    store8(dst, v, true);
-                    if SPLIT == 1u {
-                        store8(A_TILE + dst, v_lo, true);
-                    }
+                    store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
                 }
             }
         }
@@ -530,26 +544,25 @@ fn main(
             let i = tid + j * THREADS;
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
-                var v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
-                var v_lo = vec4<u32>();
                 if SPLIT == 1u {
-                    let hl = run_split(r, pb[j], hb[j], TRANS_B == 1u, eb);
-                    v = hl[0];
-                    v_lo = hl[1];
+                    let hl = run_split(r, pb[j], hb[j], TRANS_B == 1u, unscale.y);
+                    if TRANS_B == 1u && !CM_B {
+                        let dst = (i % B_RUNS) * 8u * LDB + i / B_RUNS;
+                        scatter8(dst, LDB, hl[0], false);
+                        scatter8(B_TILE + dst, LDB, hl[1], false);
+                    } else {
+                        let dst = (i / B_RUNS) * LDB + (i % B_RUNS) * 8u;
+                        store8(dst, hl[0], false);
+                        store8(B_TILE + dst, hl[1], false);
+                    }
+                    continue;
                 }
+                let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
                 if TRANS_B == 1u && !CM_B {
                     // Run at n = i / B_RUNS, k = (i % B_RUNS) * 8 ..
-                    let dst = (i % B_RUNS) * 8u * LDB + i / B_RUNS;
-                    scatter8(dst, LDB, v, false);
-                    if SPLIT == 1u {
-                        scatter8(B_TILE + dst, LDB, v_lo, false);
-                    }
+                    scatter8((i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
                 } else {
-                    let dst = (i / B_RUNS) * LDB + (i % B_RUNS) * 8u;
-                    store8(dst, v, false);
-                    if SPLIT == 1u {
-                        store8(B_TILE + dst, v_lo, false);
-                    }
+                    store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
                 }
             }
         }
@@ -574,12 +587,12 @@ fn main(
             if SPLIT == 1u {
                 // @gen split_products
             }
-            let a0 = frag_a(wr, kk, false);
-            let a1 = frag_a(wr + 16u, kk, false);
-            let a2 = frag_a(wr + 32u, kk, false);
-            let a3 = frag_a(wr + 48u, kk, false);
-            let b0 = frag_b(kk, wc, false);
-            let b1 = frag_b(kk, wc + 16u, false);
+            let a0 = frag_a(wr, kk);
+            let a1 = frag_a(wr + 16u, kk);
+            let a2 = frag_a(wr + 32u, kk);
+            let a3 = frag_a(wr + 48u, kk);
+            let b0 = frag_b(kk, wc);
+            let b1 = frag_b(kk, wc + 16u);
             acc00 = coopMultiplyAdd(a0, b0, acc00);
             acc01 = coopMultiplyAdd(a0, b1, acc01);
             acc10 = coopMultiplyAdd(a1, b0, acc10);
@@ -589,8 +602,8 @@ fn main(
             acc30 = coopMultiplyAdd(a3, b0, acc30);
             acc31 = coopMultiplyAdd(a3, b1, acc31);
             if FN == 4u {
-                let b2 = frag_b(kk, wc + 32u, false);
-                let b3 = frag_b(kk, wc + 48u, false);
+                let b2 = frag_b(kk, wc + 32u);
+                let b3 = frag_b(kk, wc + 48u);
                 acc02 = coopMultiplyAdd(a0, b2, acc02);
                 acc03 = coopMultiplyAdd(a0, b3, acc03);
                 acc12 = coopMultiplyAdd(a1, b2, acc12);
@@ -606,22 +619,22 @@ fn main(
 
     let r = row0 + wr;
     let c = col0 + wc;
-    write_tile(acc00, warp, lane, z, r + 0u, c + 0u, unscale);
-    write_tile(acc01, warp, lane, z, r + 0u, c + 16u, unscale);
-    write_tile(acc10, warp, lane, z, r + 16u, c + 0u, unscale);
-    write_tile(acc11, warp, lane, z, r + 16u, c + 16u, unscale);
-    write_tile(acc20, warp, lane, z, r + 32u, c + 0u, unscale);
-    write_tile(acc21, warp, lane, z, r + 32u, c + 16u, unscale);
-    write_tile(acc30, warp, lane, z, r + 48u, c + 0u, unscale);
-    write_tile(acc31, warp, lane, z, r + 48u, c + 16u, unscale);
+    write_tile(acc00, warp, lane, z, r + 0u, c + 0u);
+    write_tile(acc01, warp, lane, z, r + 0u, c + 16u);
+    write_tile(acc10, warp, lane, z, r + 16u, c + 0u);
+    write_tile(acc11, warp, lane, z, r + 16u, c + 16u);
+    write_tile(acc20, warp, lane, z, r + 32u, c + 0u);
+    write_tile(acc21, warp, lane, z, r + 32u, c + 16u);
+    write_tile(acc30, warp, lane, z, r + 48u, c + 0u);
+    write_tile(acc31, warp, lane, z, r + 48u, c + 16u);
     if FN == 4u {
-        write_tile(acc02, warp, lane, z, r + 0u, c + 32u, unscale);
-        write_tile(acc03, warp, lane, z, r + 0u, c + 48u, unscale);
-        write_tile(acc12, warp, lane, z, r + 16u, c + 32u, unscale);
-        write_tile(acc13, warp, lane, z, r + 16u, c + 48u, unscale);
-        write_tile(acc22, warp, lane, z, r + 32u, c + 32u, unscale);
-        write_tile(acc23, warp, lane, z, r + 32u, c + 48u, unscale);
-        write_tile(acc32, warp, lane, z, r + 48u, c + 32u, unscale);
-        write_tile(acc33, warp, lane, z, r + 48u, c + 48u, unscale);
+        write_tile(acc02, warp, lane, z, r + 0u, c + 32u);
+        write_tile(acc03, warp, lane, z, r + 0u, c + 48u);
+        write_tile(acc12, warp, lane, z, r + 16u, c + 32u);
+        write_tile(acc13, warp, lane, z, r + 16u, c + 48u);
+        write_tile(acc22, warp, lane, z, r + 32u, c + 32u);
+        write_tile(acc23, warp, lane, z, r + 32u, c + 48u);
+        write_tile(acc32, warp, lane, z, r + 48u, c + 32u);
+        write_tile(acc33, warp, lane, z, r + 48u, c + 48u);
     }
 }

@@ -552,7 +552,8 @@ fn f32_on_tensor_cores_only_when_asked() {
             let refused = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(coop));
             assert!(matches!(refused, Err(wgtile::Error::InvalidArgument(_))));
         }
-        if let Some(split) = wgtile::tune::coop_split_for_shape(ctx.profile(), (4096, 4096, 4096), 1)
+        if let Some(split) =
+            wgtile::tune::coop_split_for_shape(ctx.profile(), (4096, 4096, 4096), 1)
         {
             let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(split));
             assert!(plan.is_ok(), "{:?}", plan.map(|p| p.label().to_string()));
@@ -801,7 +802,11 @@ fn f32_split_on_tensor_cores() {
             ..Default::default()
         };
         let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
-        assert!(plan.label().contains("f32 as f16 pairs"), "{}", plan.label());
+        assert!(
+            plan.label().contains("f32 as f16 pairs"),
+            "{}",
+            plan.label()
+        );
         plan.run().unwrap();
         let got = out.to_vec_blocking::<f32>().unwrap();
         let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
@@ -809,7 +814,9 @@ fn f32_split_on_tensor_cores() {
             &format!("{m}x{n}x{k} scales {sa} {sb} [{}]", plan.label()),
             &got,
             &want,
-            |j| common::matmul_tolerance(DType::F32, k, want[j], mag[j]) + split_slack(true, mag[j]),
+            |j| {
+                common::matmul_tolerance(DType::F32, k, want[j], mag[j]) + split_slack(true, mag[j])
+            },
         );
     };
     // The dispatcher's choice from COOP_SPLIT_MIN_MACS on.
@@ -824,7 +831,14 @@ fn f32_split_on_tensor_cores() {
     // Transposed and batched operands through the shared checks.
     let kernel = Some(splits[0]);
     check(&ctx, &[3, 67, 45], &[3, 45, 129], DType::F32, kernel, 80);
-    check(&ctx, &[2, 1, 33, 70], &[1, 3, 70, 65], DType::F32, kernel, 82);
+    check(
+        &ctx,
+        &[2, 1, 33, 70],
+        &[1, 3, 70, 65],
+        DType::F32,
+        kernel,
+        82,
+    );
     for (ta, tb) in [(true, false), (false, true), (true, true)] {
         let a_dims: &[usize] = if ta { &[129, 67] } else { &[67, 129] };
         let b_dims: &[usize] = if tb { &[45, 129] } else { &[129, 45] };

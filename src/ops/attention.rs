@@ -1657,11 +1657,23 @@ impl Context {
         let exps = if c.dtype == DType::F32 {
             let hkv = c.dims[2];
             let n = b * (hq + 2 * hkv);
-            let exps = self.alloc(&[n], DType::F32, "wgtile attention split exponents")?;
+            let exps = self.alloc(&[n], DType::F32, "wgtile attention split maxima")?;
+            plan.dispatches.push(self.fill_dispatch(&exps.buffer, 0)?);
             let scale = self
                 .inner
                 .pipelines
                 .get(device, &Spec::new(Kernel::AttentionSplitScale))?;
+            // The shader's RA rows per workgroup.
+            const ROWS: usize = 64;
+            let chunks = sq.max(sk).div_ceil(ROWS).max(1);
+            if chunks > max_groups || 3 * b > max_groups {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroups_per_dimension",
+                    requested: chunks.max(3 * b) as u64,
+                    max: max_groups as u64,
+                    what: "attention split-scale grid".into(),
+                });
+            }
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
                 scale,
@@ -1673,7 +1685,7 @@ impl Context {
                     (12, &v.buffer),
                     (13, &exps.buffer),
                 ],
-                [hq.max(hkv) as u32, b as u32, 3],
+                [chunks as u32, hq.max(hkv) as u32, 3 * b as u32],
             ));
             Some(exps)
         } else {

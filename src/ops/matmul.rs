@@ -958,9 +958,9 @@ impl Context {
         let mut dispatches = Vec::new();
         // The f32 split form: the partial maxima of |A| and |B| first.
         let split_max = if matches!(kernel, MatmulKernel::Coop { split: true, .. }) {
-            let (partials, dispatch) = self.split_scale_dispatch(shape, a, b)?;
-            dispatches.push(dispatch);
-            Some(partials)
+            let (maxima, passes) = self.split_scale_dispatches(shape, a, b)?;
+            dispatches.extend(passes);
+            Some(maxima)
         } else {
             None
         };
@@ -1140,16 +1140,17 @@ impl Context {
     /// The uniform of every matmul kernel (`shaders/matmul_params.wgsl`):
     /// sizes, batch strides from `base` on, the epilogue's alpha and, for the
     /// split-K GEMV, `(k_chunk, splits)`.
-    /// The f32 split kernel's first pass (`shaders/matmul_split_scale.wgsl`):
-    /// the partial maxima of |A| and |B| over their logical elements, into a
-    /// new scratch tensor.
-    fn split_scale_dispatch(
+    /// The f32 split kernel's first passes: zero two words, then
+    /// `shaders/matmul_split_scale.wgsl` folds the largest finite |A| and |B|
+    /// (over their logical elements) into them.
+    fn split_scale_dispatches(
         &self,
         shape: &MatmulShape,
         a: &wgpu::Buffer,
         b: &wgpu::Buffer,
-    ) -> Result<(Tensor, Dispatch)> {
-        const PARTIALS: usize = 64;
+    ) -> Result<(Tensor, [Dispatch; 2])> {
+        // Rows per workgroup (the shader's R).
+        const ROWS: usize = 8;
         let [a_rs, a_cs, b_rs, b_cs] = shape.operand_strides();
         let batches = shape.batch_count() as u32;
         let inner = shape.batch[1].max(1) as u32;
@@ -1173,19 +1174,24 @@ impl Context {
             b_cs,
         ];
         let params = self.uniform(&words);
-        let partials = self.alloc(&[2 * PARTIALS], DType::F32, "wgtile matmul split maxima")?;
+        let maxima = self.alloc(&[2], DType::F32, "wgtile matmul split maxima")?;
+        let zero = self.fill_dispatch(&maxima.buffer, 0)?;
         let device = &self.inner.device;
         let pipeline = self
             .inner
             .pipelines
             .get(device, &Spec::new(Kernel::MatmulSplitScale))?;
-        let dispatch = Dispatch::with_bindings(
+        let rows = shape.batch_count() * shape.m.max(shape.k);
+        let groups = rows
+            .div_ceil(ROWS)
+            .clamp(1, self.profile().max_workgroups_per_dim as usize);
+        let scale = Dispatch::with_bindings(
             device,
             pipeline,
-            &[(0, &params), (1, a), (2, b), (9, &partials.buffer)],
-            [PARTIALS as u32, 2, 1],
+            &[(0, &params), (1, a), (2, b), (9, &maxima.buffer)],
+            [groups as u32, 2, 1],
         );
-        Ok((partials, dispatch))
+        Ok((maxima, [zero, scale]))
     }
 
     fn matmul_params(

@@ -688,13 +688,15 @@ fn split_blocks(split: bool) -> [(&'static str, String); 2] {
         [
             (
                 "split_decl",
-                "@group(0) @binding(13) var<storage, read> ex: array<i32>;\n".into(),
+                "@group(0) @binding(13) var<storage, read> ex: array<u32>;\n".into(),
             ),
             (
                 "split_exps",
-                "    let eq = ex[b * params.hq + h];
-    let ek = ex[params.batch * params.hq + b * params.hkv + hk];
-    let ev = ex[params.batch * (params.hq + params.hkv) + b * params.hkv + hk];
+                "    let eq = split_exponent(bitcast<f32>(ex[b * params.hq + h]));
+    let ek = split_exponent(bitcast<f32>(ex[params.batch * params.hq + b * params.hkv + hk]));
+    let ev = split_exponent(bitcast<f32>(
+        ex[params.batch * (params.hq + params.hkv) + b * params.hkv + hk],
+    ));
     let qk_unscale = ldexp(ldexp(1.0, -eq), -ek);
     let o_unscale = ldexp(1.0, -ev);
 "

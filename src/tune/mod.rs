@@ -273,8 +273,13 @@ impl MatmulKernel {
 /// B tiles twice, hi and lo, within 48 KiB; at most 256 invocations, so the
 /// 64 accumulator registers plus twice the fragments stay under the 255 a
 /// thread may have), in the dispatcher's order: 2x4x32x2 (128x128).
-pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 3] =
-    [(2, 4, 32, 2), (2, 2, 32, 2), (4, 2, 16, 2)];
+pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 5] = [
+    (2, 4, 32, 2),
+    (2, 4, 16, 4),
+    (2, 2, 32, 4),
+    (2, 2, 32, 2),
+    (4, 2, 16, 2),
+];
 
 /// Smallest problem (multiply-adds, batches included) the dispatcher sends
 /// to the f32 split kernel; below it the f32 tiled kernels run (the split's
@@ -309,27 +314,23 @@ pub fn coop_split_for_shape(
 }
 
 /// `shaders/matmul_coop.wgsl`'s generated blocks without the split: no
-/// extra binding, exponents 0, no extra products.
+/// extra binding, no exponents, no extra products.
 pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 3] = [
     ("split_decl", ""),
-    ("split_exps", "    let ea = 0i;\n    let eb = 0i;\n"),
+    ("split_exps", ""),
     ("split_products", ""),
 ];
 
-/// The split's binding: the partial maxima (matmul_split_scale.wgsl).
-const COOP_SPLIT_DECL: &str = "@group(0) @binding(9) var<storage, read> split_max: array<f32>;\n";
+/// The split's binding: the largest finite |A| and |B| as bits
+/// (matmul_split_scale.wgsl).
+const COOP_SPLIT_DECL: &str =
+    "@group(0) @binding(9) var<storage, read> split_max: array<u32, 2>;\n";
 
-/// The split's exponents: every invocation reduces the partial maxima of
-/// |A| (first half) and |B| (second half), the same values, so the same e.
-const COOP_SPLIT_EXPS: &str = "    var ma = 0.0;
-    var mb = 0.0;
-    let np = arrayLength(&split_max) / 2u;
-    for (var i = 0u; i < np; i++) {
-        ma = max(ma, split_max[i]);
-        mb = max(mb, split_max[np + i]);
-    }
-    let ea = split_exponent(ma);
-    let eb = split_exponent(mb);
+/// The split's exponents (uniform: every invocation reads the same two
+/// words).
+const COOP_SPLIT_EXPS: &str = "    let ea = split_exponent(bitcast<f32>(split_max[0]));
+    let eb = split_exponent(bitcast<f32>(split_max[1]));
+    unscale = vec2<i32>(ea, eb);
 ";
 
 /// The split's small products of one 16-wide k slice (lo*hi and hi*lo, for
@@ -344,8 +345,8 @@ fn coop_split_products(frags_n: u32) -> String {
         } else {
             format!("wr + {}u", 16 * i)
         };
-        writeln!(out, "{pad}let ah{i} = frag_a({row}, kk, false);").unwrap();
-        writeln!(out, "{pad}let al{i} = frag_a({row}, kk, true);").unwrap();
+        writeln!(out, "{pad}let ah{i} = frag_a({row}, kk);").unwrap();
+        writeln!(out, "{pad}let al{i} = frag_a_lo({row}, kk);").unwrap();
     }
     for j in 0..frags_n {
         let col = if j == 0 {
@@ -353,13 +354,21 @@ fn coop_split_products(frags_n: u32) -> String {
         } else {
             format!("wc + {}u", 16 * j)
         };
-        writeln!(out, "{pad}let bh{j} = frag_b(kk, {col}, false);").unwrap();
-        writeln!(out, "{pad}let bl{j} = frag_b(kk, {col}, true);").unwrap();
+        writeln!(out, "{pad}let bh{j} = frag_b(kk, {col});").unwrap();
+        writeln!(out, "{pad}let bl{j} = frag_b_lo(kk, {col});").unwrap();
     }
     for i in 0..4 {
         for j in 0..frags_n {
-            writeln!(out, "{pad}acc{i}{j} = coopMultiplyAdd(al{i}, bh{j}, acc{i}{j});").unwrap();
-            writeln!(out, "{pad}acc{i}{j} = coopMultiplyAdd(ah{i}, bl{j}, acc{i}{j});").unwrap();
+            writeln!(
+                out,
+                "{pad}acc{i}{j} = coopMultiplyAdd(al{i}, bh{j}, acc{i}{j});"
+            )
+            .unwrap();
+            writeln!(
+                out,
+                "{pad}acc{i}{j} = coopMultiplyAdd(ah{i}, bl{j}, acc{i}{j});"
+            )
+            .unwrap();
         }
     }
     out
