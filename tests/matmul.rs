@@ -778,7 +778,8 @@ fn scaled(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 }
 
 /// The f32 split kernel on tensor cores (adapters with cooperative
-/// matrices): the dispatcher's choice for large f32 problems, every split
+/// matrices): the dispatcher's choice for large f32 problems when asked
+/// (`MatmulOptions::split_f32`, never by default), every split
 /// layout on odd shapes, transposed and batched operands, and magnitudes f16
 /// cannot hold (A up to 1e5, past 65504; B down to 1e-5, where f16's
 /// subnormals begin): f32's accumulation bound plus 2^-19 per product.
@@ -797,8 +798,14 @@ fn f32_split_on_tensor_cores() {
         let (a, ha) = common::upload(&ctx, &scaled(m * k, 70, sa), &[m, k], DType::F32);
         let (b, hb) = common::upload(&ctx, &scaled(k * n, 71, sb), &[k, n], DType::F32);
         let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
+        // Never without asking.
+        let plain = ctx
+            .matmul_plan(&a, &b, None, &MatmulOptions::default())
+            .unwrap();
+        assert!(!plain.label().contains("coop"), "{}", plain.label());
         let options = MatmulOptions {
             kernel,
+            split_f32: true,
             ..Default::default()
         };
         let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
@@ -819,8 +826,8 @@ fn f32_split_on_tensor_cores() {
             },
         );
     };
-    // The dispatcher's choice from COOP_SPLIT_MIN_MACS on.
-    run(701, 643, 640, 1.0, 1.0, None);
+    // The dispatcher's choice (asked) from COOP_SPLIT_MIN_MACS on.
+    run(1024, 1024, 4096, 1.0, 1.0, None);
     for &kernel in &splits {
         for (m, n, k) in [(67, 45, 129), (129, 257, 300), (1, 33, 17), (256, 128, 64)] {
             run(m, n, k, 1.0, 1.0, Some(kernel));

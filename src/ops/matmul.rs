@@ -54,6 +54,17 @@ pub struct MatmulOptions {
     /// asked. Without tensor cores (or for transposed operands) it has no
     /// effect.
     pub reduced_precision: bool,
+    /// f32 operands may run on f16 tensor cores split into halves (each
+    /// value, scaled by its operand's power of two, as hi + lo; three
+    /// products per fragment pair): within f32's error bound, but in
+    /// practice 3.5-7x the error of the f32 kernels at K = 1024-4096 (H200,
+    /// session 12: the tensor cores truncate when they accumulate), and
+    /// 1.2-1.4x faster from about 2048^3 on (46.6 against 33.0 TFLOP/s at
+    /// 4096). Opt-in; the dispatcher takes it for problems of at least
+    /// [`crate::tune::COOP_SPLIT_MIN_MACS`] multiply-adds with K >=
+    /// [`crate::tune::COOP_SPLIT_MIN_K`]. `reduced_precision` wins when both
+    /// are set.
+    pub split_f32: bool,
     /// The result's dtype when it differs from the operands' (f16 inputs,
     /// f32 output: the f32 accumulators are written without rounding to
     /// f16; or f32 inputs, f16 output). Every kernel writes it directly; the
@@ -769,8 +780,7 @@ impl Context {
                 // stored, and so do operands the caller padded already.
                 // f32 on tensor cores, when asked: the coop kernel reads any
                 // row-major layout, so no padding either.
-                // Without it, f32 takes the split form (f32's accuracy)
-                // where f16 would take the tensor cores.
+                // Or, with `split_f32`, the split form on large shapes.
                 let tensor_cores = (dtype == DType::F32)
                     .then(|| {
                         tune::choose_matmul_layout(profile, DType::F16, (m, n, k), batches, layout)
@@ -780,8 +790,10 @@ impl Context {
                     .and_then(|kernel| {
                         if options.reduced_precision {
                             Some(kernel)
-                        } else {
+                        } else if options.split_f32 {
                             tune::coop_split_for_shape(profile, (m, n, k), batches)
+                        } else {
+                            None
                         }
                     });
                 let padding = if epilogue.reads_tensors()

@@ -271,21 +271,26 @@ impl MatmulKernel {
 
 /// Cooperative-matrix layouts for f32 operands split into halves (the A and
 /// B tiles twice, hi and lo, within 48 KiB; at most 256 invocations, so the
-/// 64 accumulator registers plus twice the fragments stay under the 255 a
-/// thread may have), in the dispatcher's order: 2x4x32x2 (128x128).
+/// accumulators plus twice the fragments stay under the 255 registers a
+/// thread may have), in the dispatcher's order. Measured on the H200
+/// (session 12, f32 4096^3 / 2048^3, TFLOP/s, first passes included):
+/// 2x4x16x4 (128x256, 212 registers) 46.6 / 39.7, 2x4x32x2 (128x128) 37.8 /
+/// 33.1, 4x2x16x2 27.3 / 24.5, 2x2x32x4 20.8 / 19.5, 2x2x32x2 14.3 / 13.8;
+/// the f32 tiled kernel 33.0 / 32.5, PyTorch FP32 49.8 / 44.5.
 pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 5] = [
-    (2, 4, 32, 2),
     (2, 4, 16, 4),
+    (2, 4, 32, 2),
+    (4, 2, 16, 2),
     (2, 2, 32, 4),
     (2, 2, 32, 2),
-    (4, 2, 16, 2),
 ];
 
 /// Smallest problem (multiply-adds, batches included) the dispatcher sends
-/// to the f32 split kernel; below it the f32 tiled kernels run (the split's
-/// first pass and its six fragment loads per k slice do not pay on small
-/// grids).
-pub const COOP_SPLIT_MIN_MACS: u64 = 1 << 28;
+/// to the f32 split kernel (with `MatmulOptions::split_f32`); below it the
+/// f32 tiled kernels run. H200 (session 12): at 1024^3 the split ran at
+/// 9.3-14.9 TFLOP/s against 12.4 for the tiled kernel, at 2048^3 39.7
+/// against 32.5.
+pub const COOP_SPLIT_MIN_MACS: u64 = 1 << 32;
 
 /// Shortest contraction the dispatcher sends to the f32 split kernel: each
 /// product is within ~2^-20 of exact, the f32 kernels' k terms within k
