@@ -81,28 +81,21 @@ fn main_specs() -> Vec<Spec> {
             specs.push(MatmulKernel::Tiled { tile, vec4 }.spec(DType::F32));
         }
     }
-    for (warps_m, warps_n, bk, frags_n) in COOP_CONFIGS {
+    // f16, and the f32 split form (f32 output).
+    let layouts = COOP_CONFIGS
+        .map(|c| (c, false, DType::F16))
+        .into_iter()
+        .chain(wgtile::tune::COOP_SPLIT_CONFIGS.map(|c| (c, true, DType::F32)));
+    for ((warps_m, warps_n, bk, frags_n), split, dtype) in layouts {
         let kernel = MatmulKernel::Coop {
             warps_m,
             warps_n,
             bk,
             frags_n,
             subgroup: 32,
-            split: false,
+            split,
         };
-        specs.push(kernel.spec(DType::F16).dtype(DType::F16));
-    }
-    // The f32 split form (f32 output).
-    for (warps_m, warps_n, bk, frags_n) in wgtile::tune::COOP_SPLIT_CONFIGS {
-        let kernel = MatmulKernel::Coop {
-            warps_m,
-            warps_n,
-            bk,
-            frags_n,
-            subgroup: 32,
-            split: true,
-        };
-        specs.push(kernel.spec(DType::F32));
+        specs.push(kernel.spec(dtype).dtype(dtype));
     }
     specs
 }

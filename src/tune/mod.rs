@@ -236,26 +236,20 @@ pub const WAVE_FILL: f64 = 0.7;
 impl MatmulKernel {
     /// The cooperative-matrix kernel `(warps_m, warps_n, bk, frags_n)` laid out for the
     /// adapter's subgroup size, when the adapter can run it at all.
-    pub fn coop_for(
-        p: &AdapterProfile,
-        (warps_m, warps_n, bk, frags_n): (u32, u32, u32, u32),
-    ) -> Option<Self> {
-        let kernel = MatmulKernel::Coop {
-            warps_m,
-            warps_n,
-            bk,
-            frags_n,
-            subgroup: p.subgroup_max_size,
-            split: false,
-        };
-        kernel.fits(p).then_some(kernel)
+    pub fn coop_for(p: &AdapterProfile, layout: (u32, u32, u32, u32)) -> Option<Self> {
+        Self::coop_with(p, layout, false)
     }
 
     /// The f32 split form of the cooperative-matrix kernel (see
     /// [`MatmulKernel::Coop`]'s `split`), when the adapter can run it.
-    pub fn coop_split_for(
+    pub fn coop_split_for(p: &AdapterProfile, layout: (u32, u32, u32, u32)) -> Option<Self> {
+        Self::coop_with(p, layout, true)
+    }
+
+    fn coop_with(
         p: &AdapterProfile,
         (warps_m, warps_n, bk, frags_n): (u32, u32, u32, u32),
+        split: bool,
     ) -> Option<Self> {
         let kernel = MatmulKernel::Coop {
             warps_m,
@@ -263,7 +257,7 @@ impl MatmulKernel {
             bk,
             frags_n,
             subgroup: p.subgroup_max_size,
-            split: true,
+            split,
         };
         kernel.fits(p).then_some(kernel)
     }
@@ -1071,7 +1065,14 @@ pub fn matmul_specs() -> Vec<Spec> {
             );
         }
     }
-    for (warps_m, warps_n, bk, frags_n) in COOP_CONFIGS {
+    // The tensor-core layouts (f16 and f32 rounded; the f32 split form and
+    // its first pass), every load variant.
+    specs.push(Spec::new(Kernel::MatmulSplitScale));
+    let layouts = COOP_CONFIGS
+        .map(|c| (c, false))
+        .into_iter()
+        .chain(COOP_SPLIT_CONFIGS.map(|c| (c, true)));
+    for ((warps_m, warps_n, bk, frags_n), split) in layouts {
         for subgroup in [32, 64] {
             let kernel = MatmulKernel::Coop {
                 warps_m,
@@ -1079,9 +1080,10 @@ pub fn matmul_specs() -> Vec<Spec> {
                 bk,
                 frags_n,
                 subgroup,
-                split: false,
+                split,
             };
-            for dtype in DType::ALL {
+            let dtypes: &[DType] = if split { &[DType::F32] } else { &DType::ALL };
+            for &dtype in dtypes {
                 specs.push(kernel.spec(dtype));
                 specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
                 for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
@@ -1094,33 +1096,6 @@ pub fn matmul_specs() -> Vec<Spec> {
                         specs.push(t.clone());
                         specs.push(t.constant("ALIGNED", 0));
                     }
-                }
-            }
-        }
-    }
-    // The f32 split form and its first pass.
-    specs.push(Spec::new(Kernel::MatmulSplitScale));
-    for (warps_m, warps_n, bk, frags_n) in COOP_SPLIT_CONFIGS {
-        for subgroup in [32, 64] {
-            let kernel = MatmulKernel::Coop {
-                warps_m,
-                warps_n,
-                bk,
-                frags_n,
-                subgroup,
-                split: true,
-            };
-            specs.push(kernel.spec(DType::F32));
-            specs.push(kernel.spec(DType::F32).constant("ALIGNED", 0));
-            for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
-                for cm in [0, 1] {
-                    specs.push(
-                        kernel
-                            .spec(DType::F32)
-                            .constant("TRANS_A", ta)
-                            .constant("TRANS_B", tb)
-                            .constant("TRANS_COLMAJOR", cm),
-                    );
                 }
             }
         }
