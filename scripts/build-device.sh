@@ -22,7 +22,11 @@ for l in sys.stdin:
         print(m["executable"])' | tail -1)
     cp "$exe" ".bin/stage/test_$t"
 done
-# Extra binaries (e.g. an older build for an A/B run) from $EXTRA_BINS.
+# Extra binaries (e.g. an older build for an A/B run) from $EXTRA_BINS. Build
+# an older commit in its own worktree with its own CARGO_TARGET_DIR: sharing
+# this checkout's target makes cargo take one build's artifacts for the
+# other's (same package name and version; session 12's first A/B compared a
+# binary with itself).
 if [ -n "${EXTRA_BINS:-}" ]; then cp "$EXTRA_BINS"/* .bin/stage/; fi
 strip .bin/stage/*
 find .bin -maxdepth 1 -type f -delete
