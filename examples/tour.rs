@@ -233,6 +233,22 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
                 ..MatmulOptions::default()
             };
             runs.push((options, "on tensor cores (reduced precision)".to_string()));
+            // Or split into two f16 halves each, three products per pair:
+            // f32's error bound (MatmulOptions::split_f32, also opt-in).
+            let options = MatmulOptions {
+                split_f32: true,
+                ..MatmulOptions::default()
+            };
+            if ctx
+                .matmul_plan(&a, &b, None, &options)?
+                .label()
+                .contains("f16 pairs")
+            {
+                runs.push((
+                    options,
+                    "on tensor cores, split into f16 halves".to_string(),
+                ));
+            }
         }
         if dtype == DType::F16 && matches!(choice.kernel(), MatmulKernel::Coop { .. }) {
             // Show the same f16 problem on the CUDA-core kernel too.
@@ -616,24 +632,30 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
         }
     }
 
-    // f16 on tensor cores: the same flash algorithm with Q K^T and P V on
-    // cooperative matrices (what `Auto` picks for f16 where they exist).
+    // On tensor cores: the same flash algorithm with Q K^T and P V on
+    // cooperative matrices (what `Auto` picks where they exist); f32 splits
+    // each value into two f16 halves (three products per pair).
     if wgtile::tune::has_coop_f16(ctx.profile()) {
         let (b, h, d) = (4usize, 16usize, 128usize);
         println!(
-            "\nf16 on tensor cores (B = {b}, H = {h}, D = {d}, not causal; TFLOP/s): the\n\
-             scalar flash kernel against the cooperative-matrix one `Auto` picks."
+            "\nOn tensor cores (B = {b}, H = {h}, D = {d}, not causal; TFLOP/s): the scalar\n\
+             flash kernel against the cooperative-matrix one `Auto` picks; for f32 it\n\
+             splits each value into two f16 halves and takes three products per pair."
         );
         println!(
-            "  {:>6} {:>12} {:>12} {:>8}  max |coop - scalar|  kernel",
-            "S", "scalar", "tensor", "speedup"
+            "  {:>6} {:>5} {:>12} {:>12} {:>8}  max |coop - scalar|  kernel",
+            "S", "dtype", "scalar", "tensor", "speedup"
         );
-        for s_len in [1024usize, 4096] {
+        for (s_len, dtype) in [
+            (1024usize, DType::F16),
+            (4096, DType::F16),
+            (4096, DType::F32),
+        ] {
             let shape = [b, h, s_len, d];
             let (q, k, v) = (
-                ctx.zeros(shape, DType::F16)?,
-                ctx.zeros(shape, DType::F16)?,
-                ctx.zeros(shape, DType::F16)?,
+                ctx.zeros(shape, dtype)?,
+                ctx.zeros(shape, dtype)?,
+                ctx.zeros(shape, dtype)?,
             );
             for (i, t) in [&q, &k, &v].into_iter().enumerate() {
                 ctx.fill_random(t, 40 + i as u32)?;
@@ -649,7 +671,7 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
                 &coop_out.o.to_f32_vec_blocking()?,
             );
             println!(
-                "  {s_len:>6} {:>12.1} {:>12.1} {:>7.1}x  {diff:.1e}  {}",
+                "  {s_len:>6} {dtype:>5} {:>12.1} {:>12.1} {:>7.1}x  {diff:.1e}  {}",
                 flops / ts / 1e12,
                 flops / tc / 1e12,
                 ts / tc,

@@ -34,7 +34,7 @@ impl DType {
 
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.wgsl())
+        f.pad(self.wgsl())
     }
 }
 

@@ -63,7 +63,8 @@ pub struct MatmulOptions {
     /// 4096). Opt-in; the dispatcher takes it for problems of at least
     /// [`crate::tune::COOP_SPLIT_MIN_MACS`] multiply-adds with K >=
     /// [`crate::tune::COOP_SPLIT_MIN_K`]. `reduced_precision` wins when both
-    /// are set.
+    /// are set. An infinite input gives NaN (its halves are inf and inf -
+    /// inf) where the f32 kernels give an infinity.
     pub split_f32: bool,
     /// The result's dtype when it differs from the operands' (f16 inputs,
     /// f32 output: the f32 accumulators are written without rounding to
