@@ -56,6 +56,17 @@
 //   (INPUT_F32 = 1: reduced precision, opt-in only; values beyond the f16
 //   range saturate at +-65504): the same tensor-core work, twice the bytes
 //   loaded (ALIGNED then means row strides multiples of 4 floats).
+// Split f32 (SPLIT = 1, with INPUT_F32 = 1; MatmulOptions::split_f32): a
+//   first pass (matmul_split_scale.wgsl) finds the largest finite |A| and
+//   |B| (binding 9, generated `split_decl`); each value, times its operand's
+//   2^e (into [2^14, 2^15]), is staged as two f16 halves, hi (rounded to 11
+//   bits with integer operations, split_hi) and lo = x - hi, the lo tiles
+//   after the hi ones (A_TILE, B_TILE); per 16-wide k slice the generated
+//   `split_products` add lo*hi and hi*lo before the usual hi*hi, and C is
+//   divided by 2^(ea + eb) before the epilogue. Within f32's error bound;
+//   in practice 3.5-7x the f32 tiled kernel's error at K 1024-4096, since
+//   the tensor cores truncate when they accumulate (H200, session 12:
+//   46.6 TFLOP/s at 4096 with 2x4x16x4, the tiled kernel 33.0).
 // Output and epilogue tensors: Elem (text-specialised, f16 or f32).
 // Transposed operands (TRANS_A, TRANS_B = 1: A stored [K, M], B stored
 //   [N, K], read in place): the 16-byte runs go along the stored rows (m for
