@@ -219,33 +219,15 @@ fn put(i: u32, width: u32, x: vec4<u32>, e: i32) {
     kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
 }
 
-// The exponent e that puts m * 2^e in [2^14, 2^15) (0 for m = 0 or not
-// finite; clamped so that 2^e and 2^-e stay normal f32): m is a head's
-// largest finite magnitude (attention_split_scale.wgsl).
-fn split_exponent(m: f32) -> i32 {
-    if !(m > 0.0) || m > 3.4028235e38 {
-        return 0;
-    }
-    // m = f * 2^x with f in [0.5, 1): m * 2^(15 - x) is in [2^14, 2^15).
-    return clamp(15 - frexp(m).exp, -120, 120);
-}
-
 // 4 floats (as loaded) times 2^e, split into hi + lo (attention_split_scale
 // chooses e so that no hi overflows).
 fn split4(x: vec4<u32>, e: i32) -> array<vec4<f16>, 2> {
     return split_halves(ldexp(bitcast<vec4<f32>>(x), vec4<i32>(e)));
 }
 
-// x = hi + lo as two f16 values: hi is x rounded to 11 significant bits
-// with integer operations (half the dropped range added to the bits, the 13
-// low mantissa bits cleared: exact in f16 for |x| in [2^-14, 2^15]), lo = x
-// - hi exactly in f32 (|lo| <= 2^-11 |x|), then rounded to f16: each
-// product within ~2^-20 of exact. Not hi = f16(x), lo = f16(x - f32(hi)):
-// the NVIDIA compiler (H200, session 12) folded f32(f16(x)) into x, so
-// every lo was 0 and the products had f16's error (6.5e-5 against f32's
-// 1e-7).
+// x = hi + lo as two f16 values (split_hi, split_f32.wgsl).
 fn split_halves(x: vec4<f32>) -> array<vec4<f16>, 2> {
-    let hi = bitcast<vec4<f32>>((bitcast<vec4<u32>>(x) + vec4<u32>(0x1000u)) & vec4<u32>(0xffffe000u));
+    let hi = split_hi(x);
     return array<vec4<f16>, 2>(vec4<f16>(hi), vec4<f16>(x - hi));
 }
 

@@ -337,28 +337,9 @@ fn fetch_b_tail(r: vec3<u32>) -> u32 {
     return word_b(r.x / 2u + 4u);
 }
 
-// The largest exponent e with m * 2^e below 2^15 (0 for m = 0 or not
-// finite, clamped so that 2^e and 2^-e stay normal): every value of a
-// tensor whose largest finite magnitude is m, times 2^e, has a finite hi.
-fn split_exponent(m: f32) -> i32 {
-    if !(m > 0.0) || m > 3.4028235e38 {
-        return 0;
-    }
-    return clamp(15 - frexp(m).exp, -120, 120);
-}
-
-// x = hi + lo: hi is x rounded to 11 significant bits with integer
-// operations (half the dropped range added to the bits, 13 low mantissa
-// bits cleared: exact in f16 for |x| in [2^-14, 2^15]), lo = x - hi
-// exactly (|lo| <= 2^-11 |x|), rounded to f16 when packed: each product
-// within ~2^-20 of exact. Not hi = f16(x), lo = x - f32(hi): the NVIDIA
-// compiler folds f32(f16(x)) into x (H200, session 12), which leaves lo = 0.
-fn split_hi(x: vec4<f32>) -> vec4<f32> {
-    return bitcast<vec4<f32>>((bitcast<vec4<u32>>(x) + vec4<u32>(0x1000u)) & vec4<u32>(0xffffe000u));
-}
-
 // SPLIT: run r's 8 floats (v, hi as loaded; masked past K like run_halves)
-// times 2^e as hi and lo halves, packed 8 to a vec4<u32> each.
+// times 2^e as hi and lo halves (split_hi, split_f32.wgsl), packed 8 to a
+// vec4<u32> each.
 fn run_split(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, mask_k: bool, e: i32) -> array<vec4<u32>, 2> {
     var x0 = ldexp(bitcast<vec4<f32>>(v), vec4<i32>(e));
     var x1 = ldexp(bitcast<vec4<f32>>(hi), vec4<i32>(e));

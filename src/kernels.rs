@@ -164,6 +164,8 @@ const SOFTMAX: &str = include_str!("../shaders/softmax.wgsl");
 const NORM: &str = include_str!("../shaders/norm.wgsl");
 const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
 const ATTENTION_FLASH_COOP: &str = include_str!("../shaders/attention_flash_coop.wgsl");
+/// The f32 split arithmetic of the tensor-core kernels (SPLIT = 1).
+const SPLIT_F32: &str = include_str!("../shaders/split_f32.wgsl");
 const ATTENTION_DECODE_COOP: &str = include_str!("../shaders/attention_decode_coop.wgsl");
 const ATTENTION_COOP_ROWS: &str = include_str!("../shaders/attention_coop_rows.wgsl");
 const ATTENTION_COOP_MMA: &str = include_str!("../shaders/attention_coop_mma.wgsl");
@@ -274,6 +276,7 @@ impl Kernel {
             ],
             Kernel::MatmulCoop => &[
                 include_str!("../shaders/matmul_coop.wgsl"),
+                SPLIT_F32,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
@@ -342,12 +345,14 @@ impl Kernel {
                 ATTENTION_COOP_MMA,
                 ATTENTION_FLASH_COOP,
                 ATTENTION_COOP_ROWS,
+                SPLIT_F32,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionFlashCoopEmulated => &[
                 ATTENTION_COOP_EMULATED,
                 ATTENTION_FLASH_COOP,
                 ATTENTION_COOP_ROWS,
+                SPLIT_F32,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionSplitScale => &[

@@ -1165,27 +1165,26 @@ impl Context {
         // Rows per workgroup (the shader's R).
         const ROWS: usize = 8;
         let [a_rs, a_cs, b_rs, b_cs] = shape.operand_strides();
-        let batches = shape.batch_count() as u32;
-        let inner = shape.batch[1].max(1) as u32;
-        let (m, n, k) = (shape.m as u32, shape.n as u32, shape.k as u32);
+        // The shader's `Operand`: batches, rows, columns, the inner batch
+        // count, the two batch strides, the row and column strides.
+        let operand = |rows: usize, cols: usize, batch: [usize; 2], rs: u32, cs: u32| {
+            [
+                shape.batch_count() as u32,
+                rows as u32,
+                cols as u32,
+                shape.batch[1].max(1) as u32,
+                batch[0] as u32,
+                batch[1] as u32,
+                rs,
+                cs,
+            ]
+        };
+        let (m, n, k) = (shape.m, shape.n, shape.k);
         let words = [
-            batches,
-            m,
-            k,
-            inner,
-            shape.a_strides[0] as u32,
-            shape.a_strides[1] as u32,
-            a_rs,
-            a_cs,
-            batches,
-            k,
-            n,
-            inner,
-            shape.b_strides[0] as u32,
-            shape.b_strides[1] as u32,
-            b_rs,
-            b_cs,
-        ];
+            operand(m, k, shape.a_strides, a_rs, a_cs),
+            operand(k, n, shape.b_strides, b_rs, b_cs),
+        ]
+        .concat();
         let params = self.uniform(&words);
         let maxima = self.alloc(&[2], DType::F32, "wgtile matmul split maxima")?;
         let zero = self.fill_dispatch(&maxima.buffer, 0)?;
