@@ -134,12 +134,23 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
         let choice = ctx.explain_matmul(wgtile::DType::F32, n, n, n, 1);
         println!("\nn = {n}: dispatcher -> {choice}");
         let naive = MatmulOptions::with_kernel(MatmulKernel::naive_for(profile));
-        // The second run is whatever the library does by itself: the
+        // The last run is whatever the library does by itself: the
         // dispatcher's kernel, padded where the padding layer decides to.
-        for (options, kernel) in [
+        // Where that is the tensor cores (f32 split into f16 halves), the
+        // tiled CUDA-core kernel runs before it.
+        let mut runs = vec![
             (naive, MatmulKernel::naive_for(profile)),
             (MatmulOptions::default(), choice.kernel()),
-        ] {
+        ];
+        if matches!(choice.kernel(), MatmulKernel::Coop { .. }) {
+            let tiled = wgtile::tune::choose_matmul(profile, wgtile::DType::F32, n, n, n, 1).kernel;
+            let off = MatmulOptions {
+                split_f32: Some(false),
+                ..MatmulOptions::default()
+            };
+            runs.insert(1, (off, tiled));
+        }
+        for (options, kernel) in runs {
             let plan = ctx.matmul_plan(&a, &b, None, &options)?;
             ctx.fill(plan.output(), f32::NAN)?;
             let timing = ctx.time(&plan, &opts)?;
@@ -234,20 +245,32 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
             };
             runs.push((options, "on tensor cores (reduced precision)".to_string()));
             // Or split into two f16 halves each, three products per pair:
-            // f32's error bound (MatmulOptions::split_f32, also opt-in).
-            let options = MatmulOptions {
-                split_f32: true,
+            // f32's accuracy (MatmulOptions::split_f32; the dispatcher's
+            // default from 1024^3 on, then shown against the CUDA cores).
+            let split = MatmulOptions {
+                split_f32: Some(true),
                 ..MatmulOptions::default()
             };
             if ctx
-                .matmul_plan(&a, &b, None, &options)?
+                .matmul_plan(&a, &b, None, &split)?
                 .label()
                 .contains("f16 pairs")
             {
-                runs.push((
-                    options,
-                    "on tensor cores, split into f16 halves".to_string(),
-                ));
+                if choice.kernel().to_string().contains("f16 pairs") {
+                    let off = MatmulOptions {
+                        split_f32: Some(false),
+                        ..MatmulOptions::default()
+                    };
+                    let cuda_cores = ctx.matmul_plan(&a, &b, None, &off)?;
+                    let label = cuda_cores
+                        .label()
+                        .rsplit_once(" x1 ")
+                        .map_or(cuda_cores.label(), |(_, k)| k)
+                        .to_string();
+                    runs.insert(0, (off, format!("{label} (split_f32 off)")));
+                } else {
+                    runs.push((split, "on tensor cores, split into f16 halves".to_string()));
+                }
             }
         }
         if dtype == DType::F16 && matches!(choice.kernel(), MatmulKernel::Coop { .. }) {

@@ -113,7 +113,9 @@ const SPLIT: u32 = 0u;
 // Debugging probe (0 off; WGTILE_COOP_ATTN_PROBE): 1 P = 1 for visible
 // keys; 2 O = raw S of the first key block. Timing bits (results
 // meaningless): 4 skips the softmax, 8 the products, 16 the K/V loads and
-// puts after the first block, 32 the rescale check.
+// puts after the first block, 32 the rescale check; SPLIT only: 64 stages
+// K/V without the split arithmetic (hi = f16(x), lo = 0), 128 writes P
+// without it.
 const PROBE: u32 = 0u;
 
 const THREADS: u32 = W * SG;
@@ -198,15 +200,20 @@ fn fetch(which: u32, r: vec2<u32>) -> vec4<u32> {
 }
 
 // Stores run i of a block with `width` columns into kv_sh: 8 halves, or
-// (SPLIT) 4 floats scaled by 2^e as their hi and lo halves.
-fn put(i: u32, width: u32, x: vec4<u32>, e: i32) {
+// (SPLIT) 4 floats times `scale` (2^e) as their hi and lo halves.
+fn put(i: u32, width: u32, x: vec4<u32>, scale: f32) {
     let per_row = width / RUN;
     if i >= BC * per_row {
         return;
     }
     let dst = (i / per_row) * LDKV + (i % per_row) * RUN;
+    if SPLIT == 1u && (PROBE & 64u) != 0u {
+        kv_sh[dst / 4u] = vec4<f16>(bitcast<vec4<f32>>(x));
+        kv_sh[(KV_LO + dst) / 4u] = vec4<f16>();
+        return;
+    }
     if SPLIT == 1u {
-        let hl = split4(x, e);
+        let hl = split4(x, scale);
         kv_sh[dst / 4u] = hl[0];
         kv_sh[(KV_LO + dst) / 4u] = hl[1];
         return;
@@ -219,10 +226,13 @@ fn put(i: u32, width: u32, x: vec4<u32>, e: i32) {
     kv_sh[dst / 4u + 1u] = vec4<f16>(h2, h3);
 }
 
-// 4 floats (as loaded) times 2^e, split into hi + lo (attention_split_scale
-// chooses e so that no hi overflows).
-fn split4(x: vec4<u32>, e: i32) -> array<vec4<f16>, 2> {
-    return split_halves(ldexp(bitcast<vec4<f32>>(x), vec4<i32>(e)));
+// 4 floats (as loaded) times `scale` = 2^e, split into hi + lo
+// (attention_split_scale chooses e so that no hi overflows). A multiply by
+// the power of two, not ldexp: the same values (2^e is a normal f32), and
+// a vector ldexp per staged value cost the H200 kernel 40% of its time
+// (session 13, f32 S4096 D128: 13.1 against 7.5 ms without the split).
+fn split4(x: vec4<u32>, scale: f32) -> array<vec4<f16>, 2> {
+    return split_halves(bitcast<vec4<f32>>(x) * scale);
 }
 
 // x = hi + lo as two f16 values (split_hi, split_f32.wgsl).
@@ -234,7 +244,7 @@ fn split_halves(x: vec4<f32>) -> array<vec4<f16>, 2> {
 // Q columns dc0 .. dc0 + QCH of the block's BR rows into kv_sh (rows of
 // LQ), zero past Sq and D (SPLIT: scaled by 2^e, the hi halves for part 0,
 // the lo halves for part 1).
-fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32, part: u32, e: i32) {
+fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32, part: u32, scale: f32) {
     for (var i = tid; i < BR * QCH / RUN; i += THREADS) {
         let r = i / (QCH / RUN);
         let col = dc0 + (i % (QCH / RUN)) * RUN;
@@ -242,7 +252,7 @@ fn stage_q(tid: u32, dc0: u32, i0: u32, rows: u32, q_base: u32, part: u32, e: i3
         let x = fetch(0u, vec2<u32>(q_base + (i0 + r) * params.q_sr + col, u32(inside)));
         let dst = r * LQ + col - dc0;
         if SPLIT == 1u {
-            let hl = split4(x, e);
+            let hl = split4(x, scale);
             kv_sh[dst / 4u] = select(hl[0], hl[1], part == 1u);
             continue;
         }
@@ -367,7 +377,7 @@ fn main(
             pre[j] = fetch(1u, run_of(i, D, first_block, keys, k_base, params.k_sr));
         }
         for (var j = 0u; j < LOADS; j++) {
-            put(tid + j * THREADS, D, pre[j], ek);
+            put(tid + j * THREADS, D, pre[j], sk);
         }
     }
     workgroupBarrier();
@@ -391,7 +401,7 @@ fn main(
         // 2. V into kv_sh; softmax of the subgroup's rows.
         if (PROBE & 16u) == 0u {
             for (var j = 0u; j < LOADS; j++) {
-                put(tid + j * THREADS, DV, pre[j], ev);
+                put(tid + j * THREADS, DV, pre[j], sv);
             }
         }
         // Interior blocks (every row and key of the block in range and
@@ -462,7 +472,10 @@ fn main(
                     o[dst + 2u] = Elem(raw.z);
                     o[dst + 3u] = Elem(raw.w);
                 }
-                if SPLIT == 1u {
+                if SPLIT == 1u && (PROBE & 128u) != 0u {
+                    p_sh[p_row + c / 4u] = vec4<f16>(p);
+                    p_sh[P_LO / 4u + p_row + c / 4u] = vec4<f16>();
+                } else if SPLIT == 1u {
                     let hl = split_halves(p);
                     p_sh[p_row + c / 4u] = hl[0];
                     p_sh[P_LO / 4u + p_row + c / 4u] = hl[1];
@@ -508,7 +521,7 @@ fn main(
         // 5. K's next block into kv_sh.
         if more {
             for (var j = 0u; j < LOADS; j++) {
-                put(tid + j * THREADS, D, pre[j], ek);
+                put(tid + j * THREADS, D, pre[j], sk);
             }
         }
         workgroupBarrier();

@@ -62,11 +62,13 @@
 //   2^e (into [2^14, 2^15]), is staged as two f16 halves, hi (rounded to 11
 //   bits with integer operations, split_hi) and lo = x - hi, the lo tiles
 //   after the hi ones (A_TILE, B_TILE); per 16-wide k slice the generated
-//   `split_products` add lo*hi and hi*lo before the usual hi*hi, and C is
-//   divided by 2^(ea + eb) before the epilogue. Within f32's error bound;
-//   in practice 3.5-7x the f32 tiled kernel's error at K 1024-4096, since
-//   the tensor cores truncate when they accumulate (H200, session 12:
-//   46.6 TFLOP/s at 4096 with 2x4x16x4, the tiled kernel 33.0).
+//   `split_products` take lo*hi + hi*lo + hi*hi into a zeroed tile and add
+//   it to the accumulator in f32 (instead of the usual hi*hi), and C is
+//   divided by 2^(ea + eb) before the epilogue. The tensor cores truncate
+//   when they accumulate: with the three products accumulated into the
+//   running sum, the error was 3.5-7x the f32 tiled kernel's at K
+//   1024-4096 (H200, session 12). Scaling by a multiply with 2^e, not a
+//   vector ldexp, took 4096^3 from 46.3 to 92.8 TFLOP/s (session 13).
 // Output and epilogue tensors: Elem (text-specialised, f16 or f32).
 // Transposed operands (TRANS_A, TRANS_B = 1: A stored [K, M], B stored
 //   [N, K], read in place): the 16-byte runs go along the stored rows (m for
@@ -147,6 +149,8 @@ var<workgroup> c_sh: array<f32, WARPS * 256u>;
 // @gen split_decl
 // SPLIT: A's and B's exponents (ea, eb), set at the start.
 var<private> unscale: vec2<i32>;
+// SPLIT: 2^ea and 2^eb, the factors the staged values are multiplied by.
+var<private> split_scale: vec2<f32>;
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
 fn store_halves(dst: u32, lo: vec4<f16>, hi: vec4<f16>, is_a: bool) {
@@ -338,11 +342,13 @@ fn fetch_b_tail(r: vec3<u32>) -> u32 {
 }
 
 // SPLIT: run r's 8 floats (v, hi as loaded; masked past K like run_halves)
-// times 2^e as hi and lo halves (split_hi, split_f32.wgsl), packed 8 to a
-// vec4<u32> each.
-fn run_split(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, mask_k: bool, e: i32) -> array<vec4<u32>, 2> {
-    var x0 = ldexp(bitcast<vec4<f32>>(v), vec4<i32>(e));
-    var x1 = ldexp(bitcast<vec4<f32>>(hi), vec4<i32>(e));
+// times `scale` = 2^e as hi and lo halves (split_hi, split_f32.wgsl), packed
+// 8 to a vec4<u32> each. A multiply by the power of two, not ldexp: the
+// same values (2^e is a normal f32), and a vector ldexp per staged value
+// cost the tensor-core attention kernel 40% of its time (H200, session 13).
+fn run_split(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, mask_k: bool, scale: f32) -> array<vec4<u32>, 2> {
+    var x0 = bitcast<vec4<f32>>(v) * scale;
+    var x1 = bitcast<vec4<f32>>(hi) * scale;
     if mask_k && r.y + 8u > params.k {
         let ks = vec4<u32>(r.y) + vec4<u32>(0u, 1u, 2u, 3u);
         x0 = select(vec4<f32>(), x0, ks < vec4<u32>(params.k));
@@ -482,7 +488,8 @@ fn main(
     var acc31: coop_mat16x16<f32, C>;
     var acc32: coop_mat16x16<f32, C>;
     var acc33: coop_mat16x16<f32, C>;
-    // SPLIT: A's and B's exponents into `unscale`.
+    // SPLIT: A's and B's exponents into `unscale` and `split_scale`, and
+    // `zc`, the zero tile each k slice's products start from.
     // @gen split_exps
 
     var pa: array<vec4<u32>, A_LOADS>;
@@ -511,7 +518,7 @@ fn main(
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
                 if SPLIT == 1u {
-                    let hl = run_split(r, pa[j], ha[j], TRANS_A == 0u, unscale.x);
+                    let hl = run_split(r, pa[j], ha[j], TRANS_A == 0u, split_scale.x);
                     if TRANS_A == 1u && !CM_A {
                         let dst = (i % A_RUNS) * 8u * LDA + i / A_RUNS;
                         scatter8(dst, LDA, hl[0], true);
@@ -537,7 +544,7 @@ fn main(
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
                 if SPLIT == 1u {
-                    let hl = run_split(r, pb[j], hb[j], TRANS_B == 1u, unscale.y);
+                    let hl = run_split(r, pb[j], hb[j], TRANS_B == 1u, split_scale.y);
                     if TRANS_B == 1u && !CM_B {
                         let dst = (i % B_RUNS) * 8u * LDB + i / B_RUNS;
                         scatter8(dst, LDB, hl[0], false);
@@ -575,7 +582,8 @@ fn main(
             }
         }
         for (var kk = 0u; kk < BK; kk += 16u) {
-            // SPLIT: the small terms first, lo*hi and hi*lo, then hi*hi.
+            // SPLIT: the slice's lo*hi, hi*lo and hi*hi from zero, added
+            // to the accumulators in f32 (the generated block continues).
             if SPLIT == 1u {
                 // @gen split_products
             }

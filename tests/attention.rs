@@ -2497,7 +2497,7 @@ fn coop_errors_and_dispatch() {
     assert!(t.workgroup_bytes(128, 128, DType::F16) <= 32 * 1024);
     assert!(flash_coop_tiles(&h200, 80, 72, DType::F16).is_none());
     assert!(flash_coop_tiles(&h200, 272, 64, DType::F16).is_none());
-    // f32 (the split kernel): 8 subgroups first, at every head dim.
+    // f32 (the split kernel): its own first tile (4 subgroups), at every head dim.
     for (d, dv) in [(128, 128), (64, 64)] {
         let t = flash_coop_tiles(&h200, d, dv, DType::F32).unwrap();
         assert_eq!(t, wgtile::tune::attention::FLASH_COOP_F32);

@@ -541,7 +541,8 @@ fn f32_on_tensor_cores_only_when_asked() {
             &[k, n],
             DType::F32,
         );
-        // By default f32 never runs on f16 tensor cores...
+        // By default f32 is never rounded to f16 (and these problems are
+        // below the split's size threshold)...
         let plan = ctx
             .matmul_plan(&a, &b, None, &MatmulOptions::default())
             .unwrap();
@@ -553,7 +554,7 @@ fn f32_on_tensor_cores_only_when_asked() {
             assert!(matches!(refused, Err(wgtile::Error::InvalidArgument(_))));
         }
         if let Some(split) =
-            wgtile::tune::coop_split_for_shape(ctx.profile(), (4096, 4096, 4096), 1)
+            wgtile::tune::coop_split_for_shape(ctx.profile(), (4096, 4096, 4096), 1, false)
         {
             let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(split));
             assert!(plan.is_ok(), "{:?}", plan.map(|p| p.label().to_string()));
@@ -778,8 +779,8 @@ fn scaled(n: usize, seed: u64, scale: f32) -> Vec<f32> {
 }
 
 /// The f32 split kernel on tensor cores (adapters with cooperative
-/// matrices): the dispatcher's choice for large f32 problems when asked
-/// (`MatmulOptions::split_f32`, never by default), every split
+/// matrices): the dispatcher's default for large f32 problems (never with
+/// `MatmulOptions::split_f32 = Some(false)`), every split
 /// layout on odd shapes, transposed and batched operands, and magnitudes f16
 /// cannot hold (A up to 1e5, past 65504; B down to 1e-5, where f16's
 /// subnormals begin): f32's accumulation bound plus 2^-19 per product.
@@ -798,14 +799,27 @@ fn f32_split_on_tensor_cores() {
         let (a, ha) = common::upload(&ctx, &scaled(m * k, 70, sa), &[m, k], DType::F32);
         let (b, hb) = common::upload(&ctx, &scaled(k * n, 71, sb), &[k, n], DType::F32);
         let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
-        // Never without asking.
-        let plain = ctx
+        // Never when turned off; by default from the size threshold on.
+        let off = MatmulOptions {
+            split_f32: Some(false),
+            ..Default::default()
+        };
+        let plain = ctx.matmul_plan(&a, &b, None, &off).unwrap();
+        assert!(!plain.label().contains("coop"), "{}", plain.label());
+        let auto = ctx
             .matmul_plan(&a, &b, None, &MatmulOptions::default())
             .unwrap();
-        assert!(!plain.label().contains("coop"), "{}", plain.label());
+        let big = (m * n * k) as u64 >= wgtile::tune::COOP_SPLIT_MIN_MACS
+            && k >= wgtile::tune::COOP_SPLIT_MIN_K;
+        assert_eq!(
+            auto.label().contains("f32 as f16 pairs"),
+            big,
+            "{}",
+            auto.label()
+        );
         let options = MatmulOptions {
             kernel,
-            split_f32: true,
+            split_f32: Some(true),
             ..Default::default()
         };
         let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
@@ -826,8 +840,10 @@ fn f32_split_on_tensor_cores() {
             },
         );
     };
-    // The dispatcher's choice (asked) from COOP_SPLIT_MIN_MACS on.
+    // The dispatcher's choice from COOP_SPLIT_MIN_MACS on, and below it
+    // when asked.
     run(1024, 1024, 4096, 1.0, 1.0, None);
+    run(100, 130, 70, 1.0, 1.0, None);
     for &kernel in &splits {
         for (m, n, k) in [(67, 45, 129), (129, 257, 300), (1, 33, 17), (256, 128, 64)] {
             run(m, n, k, 1.0, 1.0, Some(kernel));

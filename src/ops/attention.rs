@@ -2179,7 +2179,8 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 /// every visible probability is 1 (O = the mean of the visible V rows); 2
 /// O's first min(BC, Dv) columns are the raw S = Q K^T of the first key
 /// block; timing bits 4, 8, 16, 32 skip the softmax, the products, the K/V
-/// loads, the rescale check (results wrong).
+/// loads, the rescale check, and for f32 inputs 64 and 128 the split
+/// arithmetic of the K/V staging and of P (results wrong).
 fn coop_probe() -> u32 {
     env_probe("WGTILE_COOP_ATTN_PROBE")
 }

@@ -54,18 +54,21 @@ pub struct MatmulOptions {
     /// asked. Without tensor cores (or for transposed operands) it has no
     /// effect.
     pub reduced_precision: bool,
-    /// f32 operands may run on f16 tensor cores split into halves (each
-    /// value, scaled by its operand's power of two, as hi + lo; three
-    /// products per fragment pair): within f32's error bound, but in
-    /// practice 3.5-7x the error of the f32 kernels at K = 1024-4096 (H200,
-    /// session 12: the tensor cores truncate when they accumulate), and
-    /// 1.2-1.4x faster from about 2048^3 on (46.6 against 33.0 TFLOP/s at
-    /// 4096). Opt-in; the dispatcher takes it for problems of at least
+    /// f32 operands on f16 tensor cores split into halves (each value,
+    /// scaled by its operand's power of two, as hi + lo; three products per
+    /// fragment pair, each 16-wide k slice summed apart and added in f32):
+    /// f32's accuracy, in practice a smaller error than the f32 CUDA-core
+    /// kernels' (H200, session 13: max |error| 5.6e-5 against 2.2e-4 at
+    /// 4096^3 for values in [-1, 1]), and 2-2.5x faster from 1024^3 on (70
+    /// against 33 TFLOP/s at 4096^3). `None` (the default): the dispatcher
+    /// takes it on adapters with tensor cores for problems of at least
     /// [`crate::tune::COOP_SPLIT_MIN_MACS`] multiply-adds with K >=
-    /// [`crate::tune::COOP_SPLIT_MIN_K`]. `reduced_precision` wins when both
-    /// are set. An infinite input gives NaN (its halves are inf and inf -
-    /// inf) where the f32 kernels give an infinity.
-    pub split_f32: bool,
+    /// [`crate::tune::COOP_SPLIT_MIN_K`] whose result is f32; `Some(true)`:
+    /// wherever the tensor cores run the shape; `Some(false)`: never (the
+    /// f32 CUDA-core kernels). `reduced_precision` wins when set. An
+    /// infinite input gives NaN (its halves are inf and inf - inf) where the
+    /// f32 kernels give an infinity.
+    pub split_f32: Option<bool>,
     /// The result's dtype when it differs from the operands' (f16 inputs,
     /// f32 output: the f32 accumulators are written without rounding to
     /// f16; or f32 inputs, f16 output). Every kernel writes it directly; the
@@ -102,6 +105,34 @@ impl MatmulOptions {
             padding,
             ..Self::default()
         }
+    }
+}
+
+/// The tensor-core kernel an f32 problem runs on, if any: rounded to f16
+/// with `reduced_precision`, else split into halves as `split_f32` says
+/// (by default from the size threshold on, never for a mixed-dtype result);
+/// `None` where the f16 dispatcher would not take the tensor cores for this
+/// shape and layout (tiny or matrix-vector problems, no tensor cores).
+fn f32_on_tensor_cores(
+    profile: &crate::context::AdapterProfile,
+    options: &MatmulOptions,
+    (m, n, k): (usize, usize, usize),
+    batches: usize,
+    layout: tune::Layout,
+    mixed: bool,
+) -> Option<MatmulKernel> {
+    let kernel = tune::choose_matmul_layout(profile, DType::F16, (m, n, k), batches, layout).kernel;
+    if !matches!(kernel, MatmulKernel::Coop { .. }) {
+        return None;
+    }
+    if options.reduced_precision {
+        return Some(kernel);
+    }
+    match options.split_f32 {
+        Some(false) => None,
+        Some(true) => tune::coop_split_for_shape(profile, (m, n, k), batches, true),
+        None if mixed => None,
+        None => tune::coop_split_for_shape(profile, (m, n, k), batches, false),
     }
 }
 
@@ -590,6 +621,33 @@ impl Context {
         batch: usize,
     ) -> MatmulExplanation {
         let profile = self.profile();
+        let layout = tune::Layout::dense(m, n, k, false, false);
+        let split = (dtype == DType::F32)
+            .then(|| {
+                f32_on_tensor_cores(
+                    profile,
+                    &MatmulOptions::default(),
+                    (m, n, k),
+                    batch,
+                    layout,
+                    false,
+                )
+            })
+            .flatten();
+        if let Some(kernel) = split {
+            let workgroups = tune::workgroup_count(kernel, m, n, batch);
+            return MatmulExplanation {
+                choice: tune::MatmulChoice {
+                    kernel,
+                    workgroups,
+                    waves: workgroups as f64 / f64::from(profile.compute_units.max(1)),
+                    reason: "f32 on tensor cores, each value split into two f16 halves \
+                             (f32's accuracy; MatmulOptions::split_f32)"
+                        .into(),
+                },
+                padding: None,
+            };
+        }
         MatmulExplanation {
             choice: tune::choose_matmul(profile, dtype, m, n, k, batch),
             padding: crate::pad::choose(profile, dtype, m, n, k, batch, Padding::Auto),
@@ -779,24 +837,11 @@ impl Context {
                 // columns: epilogues that read tensors run the raw shape.
                 // The padding copies are row-major: transposed operands run as
                 // stored, and so do operands the caller padded already.
-                // f32 on tensor cores, when asked: the coop kernel reads any
-                // row-major layout, so no padding either.
-                // Or, with `split_f32`, the split form on large shapes.
-                let tensor_cores = (dtype == DType::F32)
-                    .then(|| {
-                        tune::choose_matmul_layout(profile, DType::F16, (m, n, k), batches, layout)
-                            .kernel
-                    })
-                    .filter(|kernel| matches!(kernel, MatmulKernel::Coop { .. }))
-                    .and_then(|kernel| {
-                        if options.reduced_precision {
-                            Some(kernel)
-                        } else if options.split_f32 {
-                            tune::coop_split_for_shape(profile, (m, n, k), batches)
-                        } else {
-                            None
-                        }
-                    });
+                // f32 on tensor cores (split into halves by default on large
+                // shapes, rounded to f16 when asked): the coop kernel reads
+                // any row-major layout, so no padding either.
+                let tensor_cores =
+                    f32_on_tensor_cores(profile, options, (m, n, k), batches, layout, mixed);
                 let padding = if epilogue.reads_tensors()
                     || transposed
                     || padded_operands

@@ -347,7 +347,7 @@ impl FlashCoopTiles {
             for &(part, name) in parts {
                 writeln!(
                     load_q,
-                    "{pad}stage_q(tid, {dc0}u, i0, rows, q_base, {part}u, eq);"
+                    "{pad}stage_q(tid, {dc0}u, i0, rows, q_base, {part}u, sq);"
                 )
                 .unwrap();
                 writeln!(load_q, "{pad}workgroupBarrier();").unwrap();
@@ -381,7 +381,9 @@ impl FlashCoopTiles {
                 )
                 .unwrap();
                 if split {
-                    // The small terms first: lo*hi, hi*lo, then hi*hi.
+                    // lo*hi + hi*lo + hi*hi from zero, added in f32: the
+                    // tensor cores truncate when they accumulate, so the
+                    // running sum takes rounded adds only.
                     writeln!(
                         qk,
                         "{pad2}    let kl{i} = load_bt_kv(KV_LO + {}u * LDKV + {}u, LDKV);",
@@ -390,9 +392,13 @@ impl FlashCoopTiles {
                     )
                     .unwrap();
                     for f in 0..rf {
-                        writeln!(qk, "{pad2}    s{f} = mma(ql{f}_{i}, k{i}, s{f});").unwrap();
-                        writeln!(qk, "{pad2}    s{f} = mma(q{f}_{i}, kl{i}, s{f});").unwrap();
+                        writeln!(
+                            qk,
+                            "{pad2}    s{f} = s{f} + mma(q{f}_{i}, k{i}, mma(q{f}_{i}, kl{i}, mma(ql{f}_{i}, k{i}, zc)));"
+                        )
+                        .unwrap();
                     }
+                    continue;
                 }
                 for f in 0..rf {
                     writeln!(qk, "{pad2}    s{f} = mma(q{f}_{i}, k{i}, s{f});").unwrap();
@@ -484,9 +490,13 @@ impl FlashCoopTiles {
                     )
                     .unwrap();
                     for f in 0..rf {
-                        writeln!(pv, "{pad2}    o{f}_{x} = mma(pl{f}, v{x}, o{f}_{x});").unwrap();
-                        writeln!(pv, "{pad2}    o{f}_{x} = mma(p{f}, vl{x}, o{f}_{x});").unwrap();
+                        writeln!(
+                            pv,
+                            "{pad2}    o{f}_{x} = o{f}_{x} + mma(p{f}, v{x}, mma(p{f}, vl{x}, mma(pl{f}, v{x}, zc)));"
+                        )
+                        .unwrap();
                     }
+                    continue;
                 }
                 for f in 0..rf {
                     writeln!(pv, "{pad2}    o{f}_{x} = mma(p{f}, v{x}, o{f}_{x});").unwrap();
@@ -526,7 +536,7 @@ impl FlashCoopTiles {
             let (lo, hi) = (dc0 / 16, (dc0 + qch).min(d) / 16);
             for &(part, name) in parts {
                 load_q.push_str(&format!(
-                    "    stage_q(tid, {dc0}u, i0, rows, q_base, {part}u, eq);
+                    "    stage_q(tid, {dc0}u, i0, rows, q_base, {part}u, sq);
     workgroupBarrier();
     for (var f = 0u; f < RF; f++) {{
         for (var i = {lo}u; i < {hi}u; i++) {{
@@ -699,6 +709,12 @@ fn split_blocks(split: bool) -> [(&'static str, String); 2] {
     ));
     let qk_unscale = ldexp(ldexp(1.0, -eq), -ek);
     let o_unscale = ldexp(1.0, -ev);
+    // The scales as factors (2^e is a normal f32 for |e| <= 120): one
+    // multiply per value where a vector ldexp cost the H200 kernel 40% of
+    // its time (session 13).
+    let sq = ldexp(1.0, eq);
+    let sk = ldexp(1.0, ek);
+    let sv = ldexp(1.0, ev);
 "
                 .into(),
             ),
@@ -713,6 +729,9 @@ fn split_blocks(split: bool) -> [(&'static str, String); 2] {
     let ev = 0i;
     let qk_unscale = 1.0;
     let o_unscale = 1.0;
+    let sq = 1.0;
+    let sk = 1.0;
+    let sv = 1.0;
 "
                 .into(),
             ),
@@ -843,15 +862,16 @@ pub fn flash_coop_tiles(
 }
 
 /// The first tensor-core flash tile for f32 inputs (the split kernel, each
-/// value as two halves): 8 subgroups of 16 rows, 16-key blocks. Measured on
-/// the H200 (session 12, B4 H16 S4096, TFLOP/s, full / causal; before the
-/// split was made bit-exact, same products): D128 43.8 / 38.9 against 36.8
-/// / 33.9 for 4 subgroups; D64 35.2 / 30.1 against 22.0 / 20.2 for 2.
-/// Twice the Q fragments in registers leave room for fewer workgroups per
-/// SM; 128 rows per workgroup halve the K/V traffic per row, which f32's
-/// twice the bytes make count.
+/// value as two halves), at every head dim: 4 subgroups of 16 rows, 16-key
+/// blocks. Measured on the H200 (session 13, B4 H16, TFLOP/s, after the
+/// split's scale became a multiply; 8 / 4 / 2 subgroups): S4096 D128 full
+/// 63.7 / 69.4 / 51.5, causal 54.6 / 64.1 / 47.8; S1024 D128 47.1 / 56.3 /
+/// 39.9; S4096 D64 43.1 / 53.8 / 49.0. (Session 12, with a vector ldexp per
+/// staged value, 8 subgroups led: 41.8 against 35.0. The ldexp, not the
+/// registers, held the kernel back: 8 subgroups with D split between
+/// pairs, 145 registers instead of 246, ran at 25.4.)
 pub const FLASH_COOP_F32: FlashCoopTiles = FlashCoopTiles {
-    subgroups: 8,
+    subgroups: 4,
     rf: 1,
     bc: 16,
 };

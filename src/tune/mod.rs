@@ -266,11 +266,12 @@ impl MatmulKernel {
 /// Cooperative-matrix layouts for f32 operands split into halves (the A and
 /// B tiles twice, hi and lo, within 48 KiB; at most 256 invocations, so the
 /// accumulators plus twice the fragments stay under the 255 registers a
-/// thread may have), in the dispatcher's order. Measured on the H200
-/// (session 12, f32 4096^3 / 2048^3, TFLOP/s, first passes included):
-/// 2x4x16x4 (128x256, 212 registers) 46.6 / 39.7, 2x4x32x2 (128x128) 37.8 /
-/// 33.1, 4x2x16x2 27.3 / 24.5, 2x2x32x4 20.8 / 19.5, 2x2x32x2 14.3 / 13.8;
-/// the f32 tiled kernel 33.0 / 32.5, PyTorch FP32 49.8 / 44.5.
+/// thread may have), largest first: [`coop_split_for_shape`] takes the first
+/// whose grid fills a wave. Measured on the H200 (session 13, each k
+/// slice's products summed apart; f32 1024^3 / 2048^3 / 4096^3, TFLOP/s,
+/// first passes included): 2x4x16x4 (128x256) 13.2 / 57.7 / 70.3, 2x4x32x2
+/// (128x128) 24.3 / 57.7 / 69.4, 2x2x32x2 (128x64) 30.4 / 43.5 / 51.8; the
+/// f32 tiled kernel 12.4 / 32.6 / 33.0, PyTorch FP32 26.2 / 44.1 / 49.8.
 pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 5] = [
     (2, 4, 16, 4),
     (2, 4, 32, 2),
@@ -280,36 +281,45 @@ pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 5] = [
 ];
 
 /// Smallest problem (multiply-adds, batches included) the dispatcher sends
-/// to the f32 split kernel (with `MatmulOptions::split_f32`); below it the
-/// f32 tiled kernels run. H200 (session 12): at 1024^3 the split ran at
-/// 9.3-14.9 TFLOP/s against 12.4 for the tiled kernel, at 2048^3 39.7
-/// against 32.5.
-pub const COOP_SPLIT_MIN_MACS: u64 = 1 << 32;
+/// to the f32 split kernel by default; below it the f32 tiled kernels run.
+/// H200 (session 13): at 1024^3 the split ran at 30.4 TFLOP/s (2x2x32x2)
+/// against 12.4 for the tiled kernel; smaller sizes were not measured.
+pub const COOP_SPLIT_MIN_MACS: u64 = 1 << 30;
 
-/// Shortest contraction the dispatcher sends to the f32 split kernel: each
-/// product is within ~2^-20 of exact, the f32 kernels' k terms within k
-/// ulps; from 64 terms on the split's error is the smaller share.
+/// Shortest contraction the dispatcher sends to the f32 split kernel by
+/// default: each product is within ~2^-20 of exact, the f32 kernels' k
+/// terms within k ulps; from 64 terms on the split's error is the smaller
+/// share.
 pub const COOP_SPLIT_MIN_K: usize = 64;
 
-/// The f32 split kernel the dispatcher takes for an f32 `m x n x k` problem
-/// (`batches` of them) where f16 would run on tensor cores: the first of
-/// [`COOP_SPLIT_CONFIGS`] the adapter runs, for problems of at least
+/// The f32 split kernel for an f32 `m x n x k` problem (`batches` of them)
+/// on an adapter with tensor cores: the first of [`COOP_SPLIT_CONFIGS`]
+/// whose grid fills [`WAVE_FILL`] of the compute units (else the smallest
+/// layout). Unless `forced`, only for problems of at least
 /// [`COOP_SPLIT_MIN_MACS`] with K at least [`COOP_SPLIT_MIN_K`].
 pub fn coop_split_for_shape(
     p: &AdapterProfile,
     (m, n, k): (usize, usize, usize),
     batches: usize,
+    forced: bool,
 ) -> Option<MatmulKernel> {
     let macs = (m as u64)
         .saturating_mul(n as u64)
         .saturating_mul(k as u64)
         .saturating_mul(batches as u64);
-    if macs < COOP_SPLIT_MIN_MACS || k < COOP_SPLIT_MIN_K {
+    if !forced && (macs < COOP_SPLIT_MIN_MACS || k < COOP_SPLIT_MIN_K) {
         return None;
     }
-    COOP_SPLIT_CONFIGS
+    let layouts: Vec<MatmulKernel> = COOP_SPLIT_CONFIGS
         .into_iter()
-        .find_map(|c| MatmulKernel::coop_split_for(p, c))
+        .filter_map(|c| MatmulKernel::coop_split_for(p, c))
+        .collect();
+    let units = p.compute_units.max(1) as f64;
+    layouts
+        .iter()
+        .copied()
+        .find(|&c| workgroup_count(c, m, n, batches) as f64 >= WAVE_FILL * units)
+        .or_else(|| layouts.last().copied())
 }
 
 /// `shaders/matmul_coop.wgsl`'s generated blocks without the split: no
@@ -330,10 +340,17 @@ const COOP_SPLIT_DECL: &str =
 const COOP_SPLIT_EXPS: &str = "    let ea = split_exponent(bitcast<f32>(split_max[0]));
     let eb = split_exponent(bitcast<f32>(split_max[1]));
     unscale = vec2<i32>(ea, eb);
+    split_scale = vec2<f32>(ldexp(1.0, ea), ldexp(1.0, eb));
+    var zc: coop_mat16x16<f32, C>;
 ";
 
-/// The split's small products of one 16-wide k slice (lo*hi and hi*lo, for
-/// `frags_n` B fragments per subgroup; the kernel adds hi*hi after them).
+/// The split's products of one 16-wide k slice, for `frags_n` B fragments
+/// per subgroup: per accumulator tile, lo*hi + hi*lo + hi*hi into a zeroed
+/// fragment, added to the accumulator in plain f32 (the kernel's common
+/// hi*hi products are skipped). The tensor cores truncate when they
+/// accumulate: three products a slice into the running sum made the
+/// error grow with K, 3.5-7x the tiled kernel's at K 1024-4096 (H200,
+/// session 12); summed per slice with rounded adds it stays near it.
 fn coop_split_products(frags_n: u32) -> String {
     use std::fmt::Write as _;
     let pad = "                ";
@@ -360,16 +377,13 @@ fn coop_split_products(frags_n: u32) -> String {
         for j in 0..frags_n {
             writeln!(
                 out,
-                "{pad}acc{i}{j} = coopMultiplyAdd(al{i}, bh{j}, acc{i}{j});"
+                "{pad}let t{i}{j} = coopMultiplyAdd(ah{i}, bh{j}, coopMultiplyAdd(ah{i}, bl{j}, coopMultiplyAdd(al{i}, bh{j}, zc)));"
             )
             .unwrap();
-            writeln!(
-                out,
-                "{pad}acc{i}{j} = coopMultiplyAdd(ah{i}, bl{j}, acc{i}{j});"
-            )
-            .unwrap();
+            writeln!(out, "{pad}acc{i}{j} = acc{i}{j} + t{i}{j};").unwrap();
         }
     }
+    writeln!(out, "{pad}continue;").unwrap();
     out
 }
 
