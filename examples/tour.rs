@@ -178,10 +178,14 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
     );
     println!(
         "{:>6}  {:>12}  {:>12}  {:>8}  {:>10}",
-        "n", "naive GF/s", "tiled GF/s", "speedup", "max |err|"
+        "n", "naive GF/s", "kernel GF/s", "speedup", "max |err|"
     );
-    for pair in rows.chunks(2) {
-        if let [naive, tiled] = pair {
+    // Per size: the naive run first, then each other kernel against it.
+    for group in rows.chunk_by(|a, b| a.n == b.n) {
+        let [naive, others @ ..] = group else {
+            continue;
+        };
+        for tiled in others {
             println!(
                 "{:>6}  {:>12.2}  {:>12.2}  {:>7.1}x  {:>10.2e}   ({}; {:.3} ms vs {:.3} ms)",
                 naive.n,

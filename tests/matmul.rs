@@ -840,6 +840,18 @@ fn f32_split_on_tensor_cores() {
             },
         );
     };
+    // f16 operands never take the f32 split kernel (the f16 one instead).
+    let (a16, _) = common::upload(
+        &ctx,
+        &scaled(1024 * 1024, 72, 1.0),
+        &[1024, 1024],
+        DType::F16,
+    );
+    let f16 = ctx
+        .matmul_plan(&a16, &a16, None, &MatmulOptions::default())
+        .unwrap();
+    assert!(f16.label().contains("coop"), "{}", f16.label());
+    assert!(!f16.label().contains("pairs"), "{}", f16.label());
     // The dispatcher's choice from COOP_SPLIT_MIN_MACS on, and below it
     // when asked.
     run(1024, 1024, 4096, 1.0, 1.0, None);

@@ -840,8 +840,11 @@ impl Context {
                 // f32 on tensor cores (split into halves by default on large
                 // shapes, rounded to f16 when asked): the coop kernel reads
                 // any row-major layout, so no padding either.
-                let tensor_cores =
-                    f32_on_tensor_cores(profile, options, (m, n, k), batches, layout, mixed);
+                let tensor_cores = (dtype == DType::F32)
+                    .then(|| {
+                        f32_on_tensor_cores(profile, options, (m, n, k), batches, layout, mixed)
+                    })
+                    .flatten();
                 let padding = if epilogue.reads_tensors()
                     || transposed
                     || padded_operands
