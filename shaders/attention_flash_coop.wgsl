@@ -51,13 +51,17 @@
 //   staged one after the other (kv_sh and p_sh twice as long, the lo block
 //   at KV_LO, P_LO), and every product takes three tensor-core
 //   multiply-adds, lo*hi + hi*lo + hi*hi (the error of the dropped lo*lo and
-//   of rounding lo is ~2^-20 of the product; as CUTLASS's 3xTF32 does it).
+//   of rounding lo is ~2^-20 of the product; as CUTLASS's 3xTF32 does it),
+//   from a zero tile per 16-wide slice, added to S or O in f32: the tensor
+//   cores truncate when they accumulate, which in the running sums cost 4x
+//   the error (H200, session 13: 8e-7 against 2e-7 from the scalar kernel).
 //   P is split the same way (no scale: P <= 2^RESCALE). Q's fragments are
 //   held twice (hi and lo), the scores are divided by 2^(eq + ek) before the
 //   softmax and O by 2^ev at the end. Loads are 16 bytes, 4 floats; 8
-//   storage buffers. Measured (H200, session 12, S4096 D128): 42 TFLOP/s
-//   with 8 subgroups (the driver gives it 246 registers), within ~1e-6 of
-//   the scalar f32 kernel.
+//   storage buffers. Measured (H200, session 13, S4096 D128): 65.7
+//   TFLOP/s with 4 subgroups, PyTorch's fp32 SDPA 46.2. The scale is a
+//   multiply by 2^e (split4): a vector ldexp per staged value held the
+//   kernel at 42 (session 12; timing probe 64 showed it).
 // Loads: 16 bytes (8 halves) per load: q, k, v are bound as vec4<u32> at
 //   bindings 10, 11, 12 (attention_common's f16 views at 1-3 stay unused, so
 //   the kernel needs 7 storage buffers). The host guarantees every stride of
