@@ -162,6 +162,40 @@ fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
     ));
 }
 
+/// The f32 split kernel's dispatch rule: from `COOP_SPLIT_MIN_MACS`
+/// multiply-adds with K >= `COOP_SPLIT_MIN_K` (any size when forced), the
+/// first layout whose grid fills a wave, nothing without tensor cores.
+#[test]
+fn f32_split_layouts_follow_the_size_threshold_and_the_wave_rule() {
+    let p = h200_like();
+    let layout = |(m, n, k): (usize, usize, usize), forced: bool| {
+        tune::coop_split_for_shape(&p, (m, n, k), 1, forced).map(|kernel| match kernel {
+            MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                bk,
+                frags_n,
+                split: true,
+                ..
+            } => (warps_m, warps_n, bk, frags_n),
+            other => panic!("{m}x{n}x{k}: {other}"),
+        })
+    };
+    // 2048: 128 blocks of 128x256 fill 132 units (>= 0.7 of them); 1024:
+    // only 128x64 blocks do (128 of them); 4096: the largest layout.
+    assert_eq!(layout((4096, 4096, 4096), false), Some((2, 4, 16, 4)));
+    assert_eq!(layout((2048, 2048, 2048), false), Some((2, 4, 16, 4)));
+    assert_eq!(layout((1024, 1024, 1024), false), Some((2, 2, 32, 2)));
+    // Below the threshold or with a short K: the f32 CUDA-core kernels,
+    // unless forced (then the smallest layout when none fills a wave).
+    assert_eq!(layout((1000, 1024, 1024), false), None);
+    assert_eq!(layout((1 << 15, 1 << 15, 32), false), None);
+    assert_eq!(layout((100, 130, 70), true), Some((2, 2, 32, 2)));
+    // No tensor cores: never.
+    let plain = profile(132, 1024, 48 << 10);
+    assert!(tune::coop_split_for_shape(&plain, (4096, 4096, 4096), 1, true).is_none());
+}
+
 #[test]
 fn transposed_operands_get_kernels_that_read_them_in_place() {
     let p = h200_like();
