@@ -266,13 +266,9 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
                         split_f32: Some(false),
                         ..MatmulOptions::default()
                     };
-                    let cuda_cores = ctx.matmul_plan(&a, &b, None, &off)?;
-                    let label = cuda_cores
-                        .label()
-                        .rsplit_once(" x1 ")
-                        .map_or(cuda_cores.label(), |(_, k)| k)
-                        .to_string();
-                    runs.insert(0, (off, format!("{label} (split_f32 off)")));
+                    let cuda_cores =
+                        wgtile::tune::choose_matmul(profile, DType::F32, n, n, n, 1).kernel;
+                    runs.insert(0, (off, format!("{cuda_cores} (split_f32 off)")));
                 } else {
                     runs.push((split, "on tensor cores, split into f16 halves".to_string()));
                 }

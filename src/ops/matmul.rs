@@ -635,16 +635,16 @@ impl Context {
             })
             .flatten();
         if let Some(kernel) = split {
-            let workgroups = tune::workgroup_count(kernel, m, n, batch);
             return MatmulExplanation {
-                choice: tune::MatmulChoice {
+                choice: tune::MatmulChoice::new(
+                    profile,
                     kernel,
-                    workgroups,
-                    waves: workgroups as f64 / f64::from(profile.compute_units.max(1)),
-                    reason: "f32 on tensor cores, each value split into two f16 halves \
-                             (f32's accuracy; MatmulOptions::split_f32)"
+                    (m, n),
+                    batch,
+                    "f32 on tensor cores, each value split into two f16 halves \
+                     (f32's accuracy; MatmulOptions::split_f32)"
                         .into(),
-                },
+                ),
                 padding: None,
             };
         }

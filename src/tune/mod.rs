@@ -751,6 +751,26 @@ pub struct MatmulChoice {
     pub reason: String,
 }
 
+impl MatmulChoice {
+    /// `kernel` for an `m x n` result (`batch` of them) on this adapter, with
+    /// its grid's workgroups and waves, and `reason`.
+    pub fn new(
+        p: &AdapterProfile,
+        kernel: MatmulKernel,
+        (m, n): (usize, usize),
+        batch: usize,
+        reason: String,
+    ) -> Self {
+        let workgroups = workgroup_count(kernel, m, n, batch);
+        MatmulChoice {
+            kernel,
+            workgroups,
+            waves: workgroups as f64 / f64::from(p.compute_units.max(1)),
+            reason,
+        }
+    }
+}
+
 impl fmt::Display for MatmulChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -828,15 +848,8 @@ fn choose(
 ) -> MatmulChoice {
     let strided = layout.transposed();
     let units = p.compute_units.max(1) as f64;
-    let describe = |kernel: MatmulKernel, reason: String| {
-        let workgroups = workgroup_count(kernel, m, n, batch);
-        MatmulChoice {
-            kernel,
-            workgroups,
-            waves: workgroups as f64 / units,
-            reason,
-        }
-    };
+    let describe =
+        |kernel: MatmulKernel, reason: String| MatmulChoice::new(p, kernel, (m, n), batch, reason);
     let macs = (m as u64)
         .saturating_mul(n as u64)
         .saturating_mul(k as u64)
