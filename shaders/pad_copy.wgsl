@@ -10,8 +10,9 @@
 //   dense batches of their own shapes.
 // Types: Elem is f32 or f16 (text-specialised).
 //
-// Entry `halves` (f16, destination rows a multiple of 8 halves, the padding
-//   layer's A and B): one invocation per 16 bytes of the destination, so
+// Entry `halves` (destination rows a multiple of 8 halves, the padding
+//   layer's A and B; f32 matrices as rows of twice as many halves, which
+//   then always start on a word): one invocation per 16 bytes of the destination, so
 //   stores are full 16-byte words and 8x fewer invocations run. Workgroup 32
 //   x 8: a warp of 32 covers 512 contiguous bytes of one row, so a row's
 //   alignment (where its first half sits in a 16-byte word of the source) is

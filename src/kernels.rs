@@ -44,8 +44,8 @@ pub enum Kernel {
     /// Copies a batch of matrices into another row/column count, zero-filling
     /// or cropping (the padding layer).
     PadCopy,
-    /// The same for f16 into rows of a multiple of 8 halves, 16 bytes per
-    /// invocation (the padding layer's A and B).
+    /// The same as bit moves into rows of a multiple of 16 bytes, 16 bytes
+    /// per invocation (the padding layer's A and B, f16 or f32).
     PadCopyHalves,
     /// M = 1 matmul (vector times matrix), K split over workgroups into f32 partials.
     GemvVecmat,

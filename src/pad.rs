@@ -60,6 +60,35 @@ pub const COOP_GAIN: f64 = 1.8;
 /// vs 4096 0.53x (run 15). The high end, so a copy must clearly pay.
 pub const COOP_UNALIGNED: f64 = 0.6;
 
+/// Speed of the f32 split tensor-core kernel (f32 values as two f16 halves)
+/// over the scalar-load tiled f32 kernel: 70.3 against 33.0 TFLOP/s at
+/// 4096^3 on the H200 (session 13); the low end.
+pub const COOP_SPLIT_GAIN: f64 = 2.0;
+
+/// Speed of the f32 split kernel's word-load variant (rows that do not
+/// start on 16 bytes) over its 16-byte-load form, H200 (session 13): 1793
+/// at 36.9 against 1792 at 44.7 TFLOP/s (0.83x, one wave either way). The
+/// high end, so a copy must clearly pay.
+pub const COOP_SPLIT_UNALIGNED: f64 = 0.8;
+
+/// Floats per padded row of the f32 split kernel's operands: 4, what its
+/// 16-byte loads need. Unlike the f16 kernel ([`COOP_PAD_HALVES`]), wider
+/// rows did not pay (H200, session 14, 256x128 blocks, TFLOP/s): 1793 at
+/// 4 / 16 / 32 floats 37.4 / 36.7 / 36.1, 4097 61.0 / 59.9 / 59.2.
+/// `WGTILE_SPLIT_PAD_FLOATS` (a multiple of 4) overrides it, to measure.
+pub const SPLIT_PAD_FLOATS: usize = 4;
+
+fn split_pad_floats() -> usize {
+    static FLOATS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *FLOATS.get_or_init(|| {
+        std::env::var("WGTILE_SPLIT_PAD_FLOATS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&f| f > 0 && f.is_multiple_of(4))
+            .unwrap_or(SPLIT_PAD_FLOATS)
+    })
+}
+
 /// Throughput of a kernel family relative to the scalar-load tiled kernel, by
 /// the gains above; `None` for families padding does not help (naive, GEMV).
 /// `aligned`: the operands' rows start on 16 bytes (the coop kernel's fast loads).
@@ -70,6 +99,9 @@ fn relative_speed(p: &AdapterProfile, kernel: MatmulKernel, aligned: bool) -> Op
     match kernel {
         MatmulKernel::Tiled { vec4, .. } | MatmulKernel::SplitK { vec4, .. } => {
             Some(if vec4 { vec4_gain } else { 1.0 })
+        }
+        MatmulKernel::Coop { split: true, .. } => {
+            Some(COOP_SPLIT_GAIN * if aligned { 1.0 } else { COOP_SPLIT_UNALIGNED })
         }
         MatmulKernel::Coop { .. } => {
             Some(VEC4_GAIN * COOP_GAIN * if aligned { 1.0 } else { COOP_UNALIGNED })
@@ -197,7 +229,8 @@ impl fmt::Display for PadChoice {
 /// 145.7 / 145.9 at 32 (its kernel is one wave either way).
 pub const COOP_PAD_HALVES: usize = 32;
 
-/// Decides whether to pad `[batch] x [m, k] x [k, n]`: `None` runs the raw shape.
+/// Decides whether to pad `[batch] x [m, k] x [k, n]` for the dispatcher's
+/// kernel: `None` runs the raw shape.
 pub fn choose(
     p: &AdapterProfile,
     dtype: DType,
@@ -211,9 +244,48 @@ pub fn choose(
         return None;
     }
     let raw = tune::choose_matmul(p, dtype, m, n, k, batch).kernel;
+    choose_for(p, raw, dtype, (m, n, k), batch, policy)
+}
+
+/// [`choose`] for a given raw kernel: the dispatcher's, or the f32 split
+/// tensor-core kernel ([`MatmulKernel::Coop`] with `split`), which the matmul
+/// op picks apart from the dispatcher. The split kernel stays the split
+/// kernel, its layout chosen by [`tune::coop_split_time`] with the last row
+/// apart where [`fringe_row_split`] takes it.
+pub fn choose_for(
+    p: &AdapterProfile,
+    raw: MatmulKernel,
+    dtype: DType,
+    (m, n, k): (usize, usize, usize),
+    batch: usize,
+    policy: Padding,
+) -> Option<PadChoice> {
+    if policy == Padding::Never || m == 0 || n == 0 || k == 0 || batch == 0 {
+        return None;
+    }
+    let halves = matches!(raw, MatmulKernel::Coop { split: true, .. });
+    // The split kernel's layout with the last row apart where that saves
+    // rounds: at 4097, 128x128 blocks on 4096 rows are 8 whole rounds where
+    // the 128x256 blocks that lead at 4096 take 5 with or without it.
+    let raw = if halves {
+        tune::fastest_split(tune::coop_split_layouts(p), |c| {
+            let rows = if fringe_row_split(p, c, m, n, batch) {
+                m - 1
+            } else {
+                m
+            };
+            tune::coop_split_time(p, c, rows, n, batch)
+        })
+        .unwrap_or(raw)
+    } else {
+        raw
+    };
     // Rows must start on 16 bytes: 4 elements, or 8 halves for the f16
-    // tensor-core kernel, whose padded rows go to COOP_PAD_HALVES.
-    let (align, pitch) = if dtype == DType::F16 && tune::has_coop_f16(p) {
+    // tensor-core kernel, whose padded rows go to COOP_PAD_HALVES (the f32
+    // split kernel's to SPLIT_PAD_FLOATS).
+    let (align, pitch) = if halves {
+        (4, split_pad_floats())
+    } else if dtype == DType::F16 && tune::has_coop_f16(p) {
         (8, COOP_PAD_HALVES)
     } else {
         (4, 4)
@@ -238,7 +310,11 @@ pub fn choose(
         a_pitch: kp,
         b_pitch: np,
     };
-    let padded = tune::choose_matmul_layout(p, dtype, (m, np, k), batch, layout).kernel;
+    let padded = if halves {
+        raw
+    } else {
+        tune::choose_matmul_layout(p, dtype, (m, np, k), batch, layout).kernel
+    };
     let crop = !matches!(padded, MatmulKernel::Coop { .. }) && np != n;
     let raw_aligned = tune::Layout::dense(m, n, k, false, false).coop_aligned(dtype);
     let raw_speed = relative_speed(p, raw, raw_aligned);
@@ -305,17 +381,27 @@ pub(crate) struct PadCopy<'a> {
 }
 
 impl PadCopy<'_> {
-    /// Whether the f16 word kernel (`halves`) takes this copy: 8 halves per
-    /// invocation, destination rows of whole 16-byte words.
+    /// Halves per element: the word kernel (`halves`) copies bits, so an f32
+    /// row of c floats is a row of 2c halves to it.
+    fn halves_per_elem(&self) -> usize {
+        self.src.dtype().size() / 2
+    }
+
+    /// Whether the word kernel (`halves`) takes this copy: 8 halves per
+    /// invocation, destination rows of whole 16-byte words (f16, or f32 rows
+    /// of a multiple of 4 floats: the split kernel's operands).
     fn by_words(&self) -> bool {
-        self.src.dtype() == DType::F16 && self.to.1.is_multiple_of(8)
+        (self.to.1 * self.halves_per_elem()).is_multiple_of(8)
     }
 
     /// The copy's grid in x and y, or the limit it exceeds.
     fn grid(&self, max: usize) -> Result<(u32, u32)> {
         let (rows, cols) = self.to;
         let (gx, gy) = if self.by_words() {
-            (cols.div_ceil(256), rows.div_ceil(8))
+            (
+                (cols * self.halves_per_elem()).div_ceil(256),
+                rows.div_ceil(8),
+            )
         } else {
             (cols.div_ceil(16), rows.div_ceil(16))
         };
@@ -371,7 +457,10 @@ impl Context {
         let (a, a_base, a_count) = first;
         let (mut gx, mut gy) = a.grid(max)?;
         let mut words = Vec::with_capacity(12);
-        let shape = |c: &PadCopy<'_>| [c.from.0, c.from.1, c.to.0, c.to.1].map(|v| v as u32);
+        let shape = |c: &PadCopy<'_>| {
+            let h = c.halves_per_elem();
+            [c.from.0, c.from.1 * h, c.to.0, c.to.1 * h].map(|v| v as u32)
+        };
         words.extend(shape(a));
         let (b_base, b_count) = match second {
             Some((b, base, count)) => {
@@ -387,7 +476,9 @@ impl Context {
         };
         words.extend([a_base as u32, b_base as u32, a_count as u32, 0]);
         let jobs = self.uniform(&words);
-        let spec = Spec::new(Kernel::PadCopyHalves).dtype(DType::F16);
+        // Bit moves only: the f32 module serves f16 and f32 copies alike
+        // (and needs no shader-f16).
+        let spec = Spec::new(Kernel::PadCopyHalves).dtype(DType::F32);
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let (b_src, b_dst) = match second {
             Some((b, ..)) => (&*b.src.buffer, &*b.dst.buffer),

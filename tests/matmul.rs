@@ -795,10 +795,36 @@ fn f32_split_on_tensor_cores() {
         eprintln!("f32_split_on_tensor_cores: skipped, no tensor cores");
         return;
     }
-    let run = |m: usize, n: usize, k: usize, sa: f32, sb: f32, kernel: Option<MatmulKernel>| {
+    // The plan `options` give for A [m, k] x B [k, n] (values in [-sa, sa]
+    // and [-sb, sb]), checked against f64; returns the plan's label.
+    let check_split = |(m, n, k): (usize, usize, usize),
+                       (sa, sb): (f32, f32),
+                       options: &MatmulOptions| {
         let (a, ha) = common::upload(&ctx, &scaled(m * k, 70, sa), &[m, k], DType::F32);
         let (b, hb) = common::upload(&ctx, &scaled(k * n, 71, sb), &[k, n], DType::F32);
         let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
+        let plan = ctx.matmul_plan(&a, &b, Some(&out), options).unwrap();
+        assert!(
+            plan.label().contains("f32 as f16 pairs"),
+            "{}",
+            plan.label()
+        );
+        plan.run().unwrap();
+        let got = out.to_vec_blocking::<f32>().unwrap();
+        let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
+        common::assert_close(
+            &format!("{m}x{n}x{k} scales {sa} {sb} [{}]", plan.label()),
+            &got,
+            &want,
+            |j| {
+                common::matmul_tolerance(DType::F32, k, want[j], mag[j]) + split_slack(true, mag[j])
+            },
+        );
+        plan.label().to_string()
+    };
+    let run = |m: usize, n: usize, k: usize, sa: f32, sb: f32, kernel: Option<MatmulKernel>| {
+        let (a, _) = common::upload(&ctx, &scaled(m * k, 70, sa), &[m, k], DType::F32);
+        let (b, _) = common::upload(&ctx, &scaled(k * n, 71, sb), &[k, n], DType::F32);
         // Never when turned off; by default from the size threshold on.
         let off = MatmulOptions {
             split_f32: Some(false),
@@ -822,23 +848,7 @@ fn f32_split_on_tensor_cores() {
             split_f32: Some(true),
             ..Default::default()
         };
-        let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
-        assert!(
-            plan.label().contains("f32 as f16 pairs"),
-            "{}",
-            plan.label()
-        );
-        plan.run().unwrap();
-        let got = out.to_vec_blocking::<f32>().unwrap();
-        let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
-        common::assert_close(
-            &format!("{m}x{n}x{k} scales {sa} {sb} [{}]", plan.label()),
-            &got,
-            &want,
-            |j| {
-                common::matmul_tolerance(DType::F32, k, want[j], mag[j]) + split_slack(true, mag[j])
-            },
-        );
+        check_split((m, n, k), (sa, sb), &options);
     };
     // f16 operands never take the f32 split kernel (the f16 one instead).
     let (a16, _) = common::upload(
@@ -862,6 +872,30 @@ fn f32_split_on_tensor_cores() {
         }
         run(129, 65, 200, 1e5, 1e-5, Some(kernel));
         run(64, 64, 96, 3e-20, 7e20, Some(kernel));
+    }
+    // The padding layer takes the split kernel too: rows not on 16 bytes
+    // copied into rows of a multiple of 4 floats (by default from the size
+    // threshold on), the last row of C as an f32 GEMV (forced here; by
+    // default where it saves a wave), and both.
+    let padded = check_split((1025, 1031, 1027), (1.0, 1.0), &MatmulOptions::default());
+    assert!(
+        padded.contains("rows padded to K = 1028, N = 1032"),
+        "{padded}"
+    );
+    for (shape, scales) in [
+        ((257, 131, 129), (1e5, 1e-5)),
+        ((1025, 1031, 1027), (1.0, 1.0)),
+    ] {
+        let fringe = check_split(
+            shape,
+            scales,
+            &MatmulOptions {
+                split_f32: Some(true),
+                fringe_row: Some(true),
+                ..Default::default()
+            },
+        );
+        assert!(fringe.contains("last row as a GEMV"), "{fringe}");
     }
     // Transposed and batched operands through the shared checks.
     let kernel = Some(splits[0]);

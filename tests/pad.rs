@@ -4,7 +4,7 @@
 
 mod common;
 
-use wgtile::{AdapterProfile, DType, MatmulOptions, MatmulShape, Padding, wgpu};
+use wgtile::{AdapterProfile, DType, MatmulKernel, MatmulOptions, MatmulShape, Padding, wgpu};
 
 fn run(
     ctx: &wgtile::Context,
@@ -192,6 +192,124 @@ fn cost_model_decisions() {
         .kernel;
     assert!(wgtile::pad::fringe_row_split(&gpu, coop, 4097, 4097, 1));
     assert!(!wgtile::pad::fringe_row_split(&gpu, coop, 4097, 4097, 3));
+}
+
+#[test]
+fn split_kernel_padding_decisions() {
+    use wgtile::pad::choose_for;
+    let gpu = profile(true);
+    let split = |m, n, k| {
+        wgtile::tune::coop_split_for_shape(&gpu, (m, n, k), 1, false).expect("tensor cores")
+    };
+    let is_split = |k: MatmulKernel| matches!(k, MatmulKernel::Coop { split: true, .. });
+    // Aligned rows: nothing to copy, and at 4096 no wave to save.
+    let raw = split(4096, 4096, 4096);
+    assert_eq!(
+        choose_for(&gpu, raw, DType::F32, (4096, 4096, 4096), 1, Padding::Auto),
+        None
+    );
+    // 1793: rows of 1793 floats take the word loads (about 0.8x of the
+    // 16-byte ones); the copies into rows of 1796 cost a fraction of that
+    // and the split kernel stays.
+    let p = choose_for(
+        &gpu,
+        split(1793, 1793, 1793),
+        DType::F32,
+        (1793, 1793, 1793),
+        1,
+        Padding::Auto,
+    )
+    .unwrap();
+    assert!(p.copies && !p.crop, "{p}");
+    assert_eq!((p.k, p.n), (1796, 1796));
+    assert!(is_split(p.kernel), "{p}");
+    // Only the unaligned operand is copied: N = 1028 is on 16 bytes already.
+    let p = choose_for(
+        &gpu,
+        split(1024, 1028, 1025),
+        DType::F32,
+        (1024, 1028, 1025),
+        1,
+        Padding::Auto,
+    )
+    .unwrap();
+    assert_eq!((p.k, p.n), (1028, 1028));
+    // 4097: padded, and on 128x128 blocks with the last row apart (1056
+    // workgroups, 8 whole rounds on 132 units; 128x256 blocks would take 5
+    // rounds with or without it, the fifth 3% full).
+    let p = choose_for(
+        &gpu,
+        split(4097, 4097, 4097),
+        DType::F32,
+        (4097, 4097, 4097),
+        1,
+        Padding::Auto,
+    )
+    .unwrap();
+    assert!(p.copies && p.fringe_row, "{p}");
+    assert_eq!((p.k, p.n), (4100, 4100));
+    assert!(
+        matches!(
+            p.kernel,
+            MatmulKernel::Coop {
+                warps_m: 2,
+                warps_n: 4,
+                bk: 32,
+                frags_n: 2,
+                split: true,
+                ..
+            }
+        ),
+        "{p}"
+    );
+    // Aligned rows and M one past a block: the last row apart alone (N =
+    // 4224: 561 blocks of 128x256 or 1056 of 128x128 on 4096 rows)...
+    let p = choose_for(
+        &gpu,
+        split(4097, 4224, 4096),
+        DType::F32,
+        (4097, 4224, 4096),
+        1,
+        Padding::Auto,
+    )
+    .unwrap();
+    assert!(!p.copies && p.fringe_row, "{p}");
+    // ...but not where no round is saved (N = 4096: 528 blocks of 128x256
+    // are 4 whole rounds already).
+    assert_eq!(
+        choose_for(
+            &gpu,
+            split(4097, 4096, 4096),
+            DType::F32,
+            (4097, 4096, 4096),
+            1,
+            Padding::Auto
+        ),
+        None
+    );
+    // Small problems (forced onto the split kernel): the copies cost more
+    // than the word loads do, the raw shape runs; Never never pads.
+    let small = wgtile::tune::coop_split_for_shape(&gpu, (67, 45, 129), 1, true).unwrap();
+    assert_eq!(
+        choose_for(&gpu, small, DType::F32, (67, 45, 129), 1, Padding::Auto),
+        None
+    );
+    assert_eq!(
+        choose_for(
+            &gpu,
+            split(1793, 1793, 1793),
+            DType::F32,
+            (1793, 1793, 1793),
+            1,
+            Padding::Never
+        ),
+        None
+    );
+    // Zero-sized problems are never padded.
+    assert_eq!(
+        choose_for(&gpu, raw, DType::F32, (0, 4097, 4097), 1, Padding::Always),
+        None
+    );
 }
 
 /// Random A [m, k] and B [k, n] (device and host copies) and a poisoned C.

@@ -166,7 +166,7 @@ fn f16_goes_to_tensor_cores_when_the_adapter_has_them() {
 /// multiply-adds with K >= `COOP_SPLIT_MIN_K` (any size when forced), the
 /// first layout whose grid fills a wave, nothing without tensor cores.
 #[test]
-fn f32_split_layouts_follow_the_size_threshold_and_the_wave_rule() {
+fn f32_split_layouts_follow_the_size_threshold_and_the_time_model() {
     let p = h200_like();
     let layout = |(m, n, k): (usize, usize, usize), forced: bool| {
         tune::coop_split_for_shape(&p, (m, n, k), 1, forced).map(|kernel| match kernel {
@@ -181,8 +181,10 @@ fn f32_split_layouts_follow_the_size_threshold_and_the_wave_rule() {
             other => panic!("{m}x{n}x{k}: {other}"),
         })
     };
-    // 2048: 128 blocks of 128x256 fill 132 units (>= 0.7 of them); 1024:
-    // only 128x64 blocks do (128 of them); 4096: the largest layout.
+    // By the time model (whole rounds of one workgroup per unit at each
+    // layout's measured speed): 4096 and 2048 on 128x256 blocks (4 rounds /
+    // 1 round); 1024 on 128x64 (one round of 128 blocks, each a quarter of
+    // a 128x256 one).
     assert_eq!(layout((4096, 4096, 4096), false), Some((2, 4, 16, 4)));
     assert_eq!(layout((2048, 2048, 2048), false), Some((2, 4, 16, 4)));
     assert_eq!(layout((1024, 1024, 1024), false), Some((2, 2, 32, 2)));

@@ -645,7 +645,14 @@ impl Context {
                      (f32's accuracy; MatmulOptions::split_f32)"
                         .into(),
                 ),
-                padding: None,
+                padding: crate::pad::choose_for(
+                    profile,
+                    kernel,
+                    dtype,
+                    (m, n, k),
+                    batch,
+                    Padding::Auto,
+                ),
             };
         }
         MatmulExplanation {
@@ -837,18 +844,19 @@ impl Context {
                 // columns: epilogues that read tensors run the raw shape.
                 // The padding copies are row-major: transposed operands run as
                 // stored, and so do operands the caller padded already.
-                // f32 on tensor cores (split into halves by default on large
-                // shapes, rounded to f16 when asked): the coop kernel reads
-                // any row-major layout, so no padding either.
+                // f32 on tensor cores: split into halves by default on large
+                // shapes (padded like the other kernels), rounded to f16 when
+                // asked (the opt-in reduced form runs the shape as it is).
                 let tensor_cores = (dtype == DType::F32)
                     .then(|| {
                         f32_on_tensor_cores(profile, options, (m, n, k), batches, layout, mixed)
                     })
                     .flatten();
+                let rounded = matches!(tensor_cores, Some(MatmulKernel::Coop { split: false, .. }));
                 let padding = if epilogue.reads_tensors()
                     || transposed
                     || padded_operands
-                    || tensor_cores.is_some()
+                    || rounded
                     || mixed
                 {
                     Padding::Never
@@ -856,17 +864,23 @@ impl Context {
                     options.padding
                 };
                 let one_matrix = batches == 1 && a.shape().len() <= 2 && b.shape().len() <= 2;
+                let raw = || {
+                    tensor_cores.unwrap_or_else(|| {
+                        tune::choose_matmul(profile, dtype, m, n, k, batches).kernel
+                    })
+                };
                 // `fringe_row: Some(true)` also forces the split where nothing
                 // is padded (the raw kernel on M - 1 rows).
                 let forced_split = || {
-                    (padding != Padding::Never && options.fringe_row == Some(true)).then(|| {
-                        let raw = tune::choose_matmul(profile, dtype, m, n, k, batches).kernel;
-                        crate::pad::PadChoice::split_only(raw, k, n)
-                    })
+                    (padding != Padding::Never && options.fringe_row == Some(true))
+                        .then(|| crate::pad::PadChoice::split_only(raw(), k, n))
                 };
-                if let Some(mut pad) = crate::pad::choose(profile, dtype, m, n, k, batches, padding)
-                    .or_else(forced_split)
-                {
+                let choice = (padding != Padding::Never)
+                    .then(|| {
+                        crate::pad::choose_for(profile, raw(), dtype, (m, n, k), batches, padding)
+                    })
+                    .flatten();
+                if let Some(mut pad) = choice.or_else(forced_split) {
                     pad.fringe_row =
                         options.fringe_row.unwrap_or(pad.fringe_row) && one_matrix && m > 1;
                     // The split alone, turned off: nothing left to do apart,
