@@ -64,9 +64,9 @@ struct Args {
     /// (to measure what the copies would cost where the model declines them).
     #[arg(long)]
     always_pad: bool,
-    /// The padding layer's last-row split in the padded mode: `auto` (its
-    /// wave rule decides), `on` (whenever it pads one matrix) or `off`; to
-    /// measure what it buys.
+    /// The padding layer's last rows apart in the padded mode: `auto` (its
+    /// wave rule decides), `off`, or a row count (forced whenever it pads
+    /// one matrix); to measure what it buys.
     #[arg(long, default_value = "auto")]
     fringe: String,
     /// Also time each kernel of a plan of several kernels alone (padding
@@ -182,9 +182,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     let fringe = match args.fringe.as_str() {
         "auto" => None,
-        "on" => Some(true),
-        "off" => Some(false),
-        other => return Err(format!("--fringe must be auto, on or off, not {other}").into()),
+        "off" => Some(0),
+        rows => Some(
+            rows.parse::<usize>()
+                .map_err(|_| format!("--fringe must be auto, off or a row count, not {rows}"))?,
+        ),
     };
     let ctx = Context::new_blocking(ContextOptions {
         cooperative_matrix: Some(true),
@@ -421,7 +423,7 @@ fn sizes(args: &Args, cpu: bool) -> Result<Vec<usize>, Box<dyn Error>> {
 struct How<'a> {
     options: &'a TimingOptions,
     always_pad: bool,
-    fringe: Option<bool>,
+    fringe: Option<usize>,
     stages: bool,
 }
 
@@ -438,7 +440,7 @@ fn measure(
         _ => mode.padding(),
     };
     let mut matmul_options = MatmulOptions::with_padding(padding);
-    matmul_options.fringe_row = how.fringe;
+    matmul_options.fringe_rows = how.fringe;
     let plan = ctx.matmul_plan(a, b, None, &matmul_options)?;
     let timing = ctx.time(&plan, how.options)?;
     let stages = plan.stages();

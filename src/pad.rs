@@ -18,16 +18,16 @@
 //!    matmul reads them in place, no copies at all.
 //!
 //! One more step against wave quantisation, with or without copies: when M
-//! is one past a multiple of the kernel's block rows (tensor-core or tiled,
-//! on a GPU) and the grid without that row is a whole wave shorter (M =
-//! 4097: 4 waves instead of 5 on tensor cores), the kernel runs M - 1 rows
-//! and the last row of C is a GEMV ([`fringe_row_split`];
-//! `MatmulOptions::fringe_row` forces it either way). Such plans bypass the
-//! autotuner: they run the heuristic's kernel.
+//! is one to [`FRINGE_MAX_ROWS`] past a multiple of the kernel's block rows
+//! (tensor-core or tiled, on a GPU) and the grid without those rows is a
+//! whole wave shorter (M = 4097: 4 waves instead of 5 on tensor cores), the
+//! kernel runs the rows before them and each of the last rows of C is a
+//! GEMV ([`fringe_rows`]; `MatmulOptions::fringe_rows` forces a count). Such
+//! plans bypass the autotuner: they run the heuristic's kernel.
 //!
 //! No result changes: the products past K are zeroed in the kernels, and
-//! columns past N are dropped (the last-row GEMV adds the same products in
-//! another order: equal up to f32 rounding of the sums).
+//! columns past N are dropped (the last rows' GEMVs add the same products
+//! in another order: equal up to f32 rounding of the sums).
 //!
 //! This module decides and encodes the copies; the matmul op calls it.
 
@@ -129,22 +129,28 @@ pub struct PadChoice {
     pub n: usize,
     /// The kernel that runs on the padded operands.
     pub kernel: MatmulKernel,
-    /// A or B is copied (K or N padded); false for the last-row split alone.
+    /// A or B is copied (K or N padded); false for the last rows apart alone.
     pub copies: bool,
     /// The kernel computes N rounded up into scratch, cropped afterwards
     /// (kernels whose stores need aligned rows); otherwise it writes C directly.
     pub crop: bool,
     /// Estimated time of the copies over the estimated kernel time saved.
     pub cost_ratio: f64,
-    /// The last row of C comes from a GEMV and the kernel runs the other
-    /// M - 1 rows (see [`fringe_row_split`]).
-    pub fringe_row: bool,
+    /// The last `fringe_rows` rows of C come from GEMVs (one each) and the
+    /// kernel runs the rows before them (see [`fringe_rows`]); 0: none.
+    pub fringe_rows: usize,
 }
 
-/// Whether the padding layer computes the last row of C apart: one
-/// matrix, the tensor-core kernel, M one past a multiple of its block rows,
-/// and a grid one wave shorter without that row (waves at one workgroup
-/// per compute unit). At M = 4097 with 256-row blocks: 561 workgroups are
+/// Most rows of C the padding layer computes apart, each a GEMV that reads
+/// all of B: at M = 4096 + 3 three reads of B (f32 4096^2: ~25 us each on
+/// the H200) against a round of the kernel (~250 us there).
+pub const FRINGE_MAX_ROWS: usize = 3;
+
+/// How many of the last rows of C the padding layer computes apart: M - r
+/// rows a multiple of the kernel's block rows for r from 1 to
+/// [`FRINGE_MAX_ROWS`], one matrix, a tensor-core or (on GPUs) tiled
+/// kernel, and a grid one wave shorter without those rows (waves at one
+/// workgroup per compute unit); else 0. At M = 4097 with 256-row blocks: 561 workgroups are
 /// 4.25 waves, a fifth wave that computes one row per workgroup; the other
 /// 4096 rows take 528, four whole waves, and the lone row is a GEMV over B
 /// (reading B once, memory-bound) that reads A's last row in place and
@@ -158,33 +164,36 @@ pub struct PadChoice {
 ///
 /// The tiled kernels take the same split on GPUs, with or without copies:
 /// f32 4097 on 128 x 128 tiles is 1089 workgroups (8.25 waves) and 1056
-/// (8) without the last row. Session 8 predicts 4097 f32 at ~0.98x of 4096
-/// (0.87x without it); not yet measured.
-pub fn fringe_row_split(
+/// (8) without the last row: 0.99x of 4096 (session 9).
+///
+/// Two or three rows past a block take as many GEMVs (session 14: M = 4098
+/// ran at 0.80x (f16) and 0.88x (f32) of 4096 on a fifth round).
+pub fn fringe_rows(
     p: &AdapterProfile,
     kernel: MatmulKernel,
     m: usize,
     n: usize,
     batch: usize,
-) -> bool {
+) -> usize {
     let splits = match kernel {
         MatmulKernel::Coop { .. } => true,
         MatmulKernel::Tiled { .. } => !p.is_cpu(),
         _ => false,
     };
-    if batch != 1 || !splits {
-        return false;
+    let bm = kernel.block().0 as usize;
+    let r = m % bm.max(1);
+    if batch != 1 || !splits || m <= bm || !(1..=FRINGE_MAX_ROWS).contains(&r) {
+        return 0;
     }
-    let (bm, _) = kernel.block();
     let units = u64::from(p.compute_units.max(1));
     let waves = |rows| tune::workgroup_count(kernel, rows, n, 1).div_ceil(units);
-    m > bm as usize && m % bm as usize == 1 && waves(m - 1) < waves(m)
+    if waves(m - r) < waves(m) { r } else { 0 }
 }
 
 impl PadChoice {
-    /// No copies, only the last row of C apart (`kernel` on the first M - 1
-    /// rows of the operands as they are).
-    pub fn split_only(kernel: MatmulKernel, k: usize, n: usize) -> Self {
+    /// No copies, only the last `rows` rows of C apart (`kernel` on the rows
+    /// before them, the operands as they are).
+    pub fn split_only(kernel: MatmulKernel, k: usize, n: usize, rows: usize) -> Self {
         Self {
             k,
             n,
@@ -192,7 +201,7 @@ impl PadChoice {
             kernel,
             crop: false,
             cost_ratio: 0.0,
-            fringe_row: true,
+            fringe_rows: rows,
         }
     }
 }
@@ -209,10 +218,10 @@ impl fmt::Display for PadChoice {
             },
             self.kernel,
             if self.crop { ", result cropped" } else { "" },
-            if self.fringe_row {
-                ", the last row of C as a GEMV (a whole wave fewer)"
-            } else {
-                ""
+            match self.fringe_rows {
+                0 => String::new(),
+                1 => ", the last row of C as a GEMV (a whole wave fewer)".into(),
+                r => format!(", the last {r} rows of C as GEMVs (a whole wave fewer)"),
             },
             100.0 * self.cost_ratio
         )
@@ -250,8 +259,8 @@ pub fn choose(
 /// [`choose`] for a given raw kernel: the dispatcher's, or the f32 split
 /// tensor-core kernel ([`MatmulKernel::Coop`] with `split`), which the matmul
 /// op picks apart from the dispatcher. The split kernel stays the split
-/// kernel, its layout chosen by [`tune::coop_split_time`] with the last row
-/// apart where [`fringe_row_split`] takes it.
+/// kernel, its layout chosen by [`tune::coop_split_time`] with the last rows
+/// apart where [`fringe_rows`] takes them.
 pub fn choose_for(
     p: &AdapterProfile,
     raw: MatmulKernel,
@@ -264,17 +273,12 @@ pub fn choose_for(
         return None;
     }
     let halves = matches!(raw, MatmulKernel::Coop { split: true, .. });
-    // The split kernel's layout with the last row apart where that saves
+    // The split kernel's layout with the last rows apart where that saves
     // rounds: at 4097, 128x128 blocks on 4096 rows are 8 whole rounds where
     // the 128x256 blocks that lead at 4096 take 5 with or without it.
     let raw = if halves {
         tune::fastest_split(tune::coop_split_layouts(p), |c| {
-            let rows = if fringe_row_split(p, c, m, n, batch) {
-                m - 1
-            } else {
-                m
-            };
-            tune::coop_split_time(p, c, rows, n, batch)
+            tune::coop_split_time(p, c, m - fringe_rows(p, c, m, n, batch), n, batch)
         })
         .unwrap_or(raw)
     } else {
@@ -299,8 +303,10 @@ pub fn choose_for(
     };
     let (kp, np) = (padded(k), padded(n));
     // Without copies, the last row apart alone where it saves a wave.
-    let split_only =
-        || fringe_row_split(p, raw, m, n, batch).then(|| PadChoice::split_only(raw, k, n));
+    let split_only = || match fringe_rows(p, raw, m, n, batch) {
+        0 => None,
+        rows => Some(PadChoice::split_only(raw, k, n, rows)),
+    };
     if (kp, np) == (k, n) {
         return split_only();
     }
@@ -361,7 +367,7 @@ pub fn choose_for(
             kernel: padded,
             crop,
             cost_ratio,
-            fringe_row: fringe_row_split(p, padded, m, n, batch),
+            fringe_rows: fringe_rows(p, padded, m, n, batch),
         })
     } else {
         split_only()

@@ -875,27 +875,27 @@ fn f32_split_on_tensor_cores() {
     }
     // The padding layer takes the split kernel too: rows not on 16 bytes
     // copied into rows of a multiple of 4 floats (by default from the size
-    // threshold on), the last row of C as an f32 GEMV (forced here; by
-    // default where it saves a wave), and both.
+    // threshold on), the last rows of C as f32 GEMVs (forced here; by
+    // default where that saves a wave), and both.
     let padded = check_split((1025, 1031, 1027), (1.0, 1.0), &MatmulOptions::default());
     assert!(
         padded.contains("rows padded to K = 1028, N = 1032"),
         "{padded}"
     );
-    for (shape, scales) in [
-        ((257, 131, 129), (1e5, 1e-5)),
-        ((1025, 1031, 1027), (1.0, 1.0)),
+    for (shape, scales, rows, label) in [
+        ((257, 131, 129), (1e5, 1e-5), 3, "last 3 rows as GEMVs"),
+        ((1025, 1031, 1027), (1.0, 1.0), 1, "last row as a GEMV"),
     ] {
         let fringe = check_split(
             shape,
             scales,
             &MatmulOptions {
                 split_f32: Some(true),
-                fringe_row: Some(true),
+                fringe_rows: Some(rows),
                 ..Default::default()
             },
         );
-        assert!(fringe.contains("last row as a GEMV"), "{fringe}");
+        assert!(fringe.contains(label), "{fringe}");
     }
     // Transposed and batched operands through the shared checks.
     let kernel = Some(splits[0]);

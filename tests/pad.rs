@@ -108,7 +108,7 @@ fn cost_model_decisions() {
     // takes the last row apart (1089 workgroups of 128 x 128 are 8.25 waves,
     // 1056 are 8); Always pads (for measuring).
     let p = choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Auto).unwrap();
-    assert!(!p.copies && p.fringe_row, "{p}");
+    assert!(!p.copies && p.fringe_rows == 1, "{p}");
     assert_eq!((p.k, p.n), (4097, 4097));
     assert!(p.to_string().starts_with("no copies"), "{p}");
     assert!(
@@ -157,41 +157,42 @@ fn cost_model_decisions() {
     // The last-row split: at 4097 the coop grid (256-row blocks) is 17 x 33
     // = 561 workgroups, 5 waves on 132 units; without the last row 528, 4.
     let p = choose(&gpu, DType::F16, 4097, 4097, 4097, 1, Padding::Auto).unwrap();
-    assert!(p.fringe_row, "{p}");
+    assert!(p.fringe_rows == 1, "{p}");
     assert!(p.to_string().contains("last row of C as a GEMV"), "{p}");
-    // 1793: 120 workgroups either way within one wave: no split; nor for
-    // batches or M two past a block. The tiled kernels split on GPUs (f32
-    // 4097 padded to 4100: 1089 workgroups, 8.25 waves, 1056 without the
-    // last row), never on CPU adapters.
-    assert!(
-        !choose(&gpu, DType::F16, 1793, 1793, 1793, 1, Padding::Auto)
+    // 1793: 120 workgroups either way within one wave: no rows apart; nor
+    // for batches. The tiled kernels take them on GPUs (f32 4097 padded to
+    // 4100: 1089 workgroups, 8.25 waves, 1056 without the last row), never
+    // on CPU adapters.
+    let rows_apart = |m: usize, batch: usize| {
+        choose(&gpu, DType::F16, m, 4097, 4097, batch, Padding::Auto)
             .unwrap()
-            .fringe_row
-    );
-    assert!(
-        !choose(&gpu, DType::F16, 4097, 4097, 4097, 2, Padding::Auto)
+            .fringe_rows
+    };
+    assert_eq!(
+        choose(&gpu, DType::F16, 1793, 1793, 1793, 1, Padding::Auto)
             .unwrap()
-            .fringe_row
+            .fringe_rows,
+        0
     );
+    assert_eq!(rows_apart(4097, 2), 0);
     let tiled = choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Always).unwrap();
-    assert!(tiled.copies && tiled.fringe_row, "{tiled}");
-    assert!(!wgtile::pad::fringe_row_split(
-        &profile(false),
-        tiled.kernel,
-        4097,
-        4097,
-        1
-    ));
-    assert!(
-        !choose(&gpu, DType::F16, 4098, 4097, 4097, 1, Padding::Auto)
-            .unwrap()
-            .fringe_row
+    assert!(tiled.copies && tiled.fringe_rows == 1, "{tiled}");
+    assert_eq!(
+        wgtile::pad::fringe_rows(&profile(false), tiled.kernel, 4097, 4097, 1),
+        0
     );
+    // Two and three rows past a block: as many GEMVs (each reads B once)
+    // against a fifth round; four rows past it: the fifth round.
+    assert_eq!(rows_apart(4098, 1), 2);
+    assert_eq!(rows_apart(4099, 1), 3);
+    assert_eq!(rows_apart(4100, 1), 0);
+    let p = choose(&gpu, DType::F16, 4099, 4097, 4097, 1, Padding::Auto).unwrap();
+    assert!(p.to_string().contains("last 3 rows of C as GEMVs"), "{p}");
     let coop = choose(&gpu, DType::F16, 4097, 4097, 4097, 1, Padding::Auto)
         .unwrap()
         .kernel;
-    assert!(wgtile::pad::fringe_row_split(&gpu, coop, 4097, 4097, 1));
-    assert!(!wgtile::pad::fringe_row_split(&gpu, coop, 4097, 4097, 3));
+    assert_eq!(wgtile::pad::fringe_rows(&gpu, coop, 4097, 4097, 1), 1);
+    assert_eq!(wgtile::pad::fringe_rows(&gpu, coop, 4097, 4097, 3), 0);
 }
 
 #[test]
@@ -246,7 +247,7 @@ fn split_kernel_padding_decisions() {
         Padding::Auto,
     )
     .unwrap();
-    assert!(p.copies && p.fringe_row, "{p}");
+    assert!(p.copies && p.fringe_rows == 1, "{p}");
     assert_eq!((p.k, p.n), (4100, 4100));
     assert!(
         matches!(
@@ -273,7 +274,7 @@ fn split_kernel_padding_decisions() {
         Padding::Auto,
     )
     .unwrap();
-    assert!(!p.copies && p.fringe_row, "{p}");
+    assert!(!p.copies && p.fringe_rows == 1, "{p}");
     // ...but not where no round is saved (N = 4096: 528 blocks of 128x256
     // are 4 whole rounds already).
     assert_eq!(
@@ -312,6 +313,15 @@ fn split_kernel_padding_decisions() {
     );
 }
 
+/// How a plan's label names `rows` rows of C computed apart as GEMVs.
+fn rows_label(rows: usize) -> String {
+    if rows == 1 {
+        "last row as a GEMV".into()
+    } else {
+        format!("last {rows} rows as GEMVs")
+    }
+}
+
 /// Random A [m, k] and B [k, n] (device and host copies) and a poisoned C.
 fn operands(
     ctx: &wgtile::Context,
@@ -348,10 +358,12 @@ fn last_row_split_equals_the_full_product() {
                 continue;
             }
             let seed = 40 + 2 * i as u64;
+            // One to three rows apart.
+            let rows = 1 + i % 3;
             let (a, ha, b, hb, out) = operands(&ctx, (m, k, n), dtype, seed);
             let options = MatmulOptions {
                 padding: Padding::Always,
-                fringe_row: Some(true),
+                fringe_rows: Some(rows),
                 ..Default::default()
             };
             let alpha = 0.75;
@@ -360,7 +372,10 @@ fn last_row_split_equals_the_full_product() {
                 .matmul_plan_with(&a, &b, Some(&out), &options, &epi)
                 .unwrap();
             let what = format!("{m}x{k} @ {k}x{n} {dtype} [{}]", plan.label());
-            assert!(plan.label().contains("last row as a GEMV"), "{what}");
+            assert!(
+                plan.label().contains(&rows_label(rows.min(m - 1))),
+                "{what}"
+            );
             plan.run().unwrap();
             let got = out.to_f32_vec_blocking().unwrap();
             let (prod, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
@@ -468,14 +483,18 @@ fn last_row_split_without_copies() {
                 continue;
             }
             let seed = 80 + 2 * i as u64;
+            let rows = 3 - i;
             let (a, ha, b, hb, out) = operands(&ctx, (m, k, n), dtype, seed);
             let options = MatmulOptions {
-                fringe_row: Some(true),
+                fringe_rows: Some(rows),
                 ..Default::default()
             };
             let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
             let what = format!("{m}x{k} @ {k}x{n} {dtype} [{}]", plan.label());
-            assert!(plan.label().contains("last row as a GEMV"), "{what}");
+            assert!(
+                plan.label().contains(&rows_label(rows.min(m - 1))),
+                "{what}"
+            );
             assert!(!plan.label().contains("padded"), "{what}");
             plan.run().unwrap();
             let got = out.to_f32_vec_blocking().unwrap();

@@ -75,11 +75,11 @@ pub struct MatmulOptions {
     /// padding layer and the autotuner stand aside for such plans. The
     /// epilogue's bias and residual take the output dtype.
     pub out_dtype: Option<DType>,
-    /// When the padding layer pads, whether it computes the last row of C
-    /// apart as a GEMV (`Some(true)` forces it for one matrix with M > 1,
-    /// `Some(false)` never); `None`: the wave rule decides
-    /// ([`crate::pad::fringe_row_split`]).
-    pub fringe_row: Option<bool>,
+    /// How many of the last rows of C the padding layer computes apart,
+    /// each as a GEMV: `None`, the wave rule decides
+    /// ([`crate::pad::fringe_rows`]); `Some(0)` never; `Some(r)` forces r
+    /// rows (at most M - 1) for one matrix, with or without copies.
+    pub fringe_rows: Option<usize>,
 }
 
 impl MatmulOptions {
@@ -869,11 +869,13 @@ impl Context {
                         tune::choose_matmul(profile, dtype, m, n, k, batches).kernel
                     })
                 };
-                // `fringe_row: Some(true)` also forces the split where nothing
-                // is padded (the raw kernel on M - 1 rows).
-                let forced_split = || {
-                    (padding != Padding::Never && options.fringe_row == Some(true))
-                        .then(|| crate::pad::PadChoice::split_only(raw(), k, n))
+                // `fringe_rows: Some(r)` also takes rows apart where nothing
+                // is padded (the raw kernel on the rows before them).
+                let forced_split = || match options.fringe_rows {
+                    Some(rows) if padding != Padding::Never && rows > 0 => {
+                        Some(crate::pad::PadChoice::split_only(raw(), k, n, rows))
+                    }
+                    _ => None,
                 };
                 let choice = (padding != Padding::Never)
                     .then(|| {
@@ -881,11 +883,14 @@ impl Context {
                     })
                     .flatten();
                 if let Some(mut pad) = choice.or_else(forced_split) {
-                    pad.fringe_row =
-                        options.fringe_row.unwrap_or(pad.fringe_row) && one_matrix && m > 1;
-                    // The split alone, turned off: nothing left to do apart,
-                    // the plain plan below.
-                    if pad.copies || pad.fringe_row {
+                    pad.fringe_rows = if one_matrix {
+                        options.fringe_rows.unwrap_or(pad.fringe_rows).min(m - 1)
+                    } else {
+                        0
+                    };
+                    // The rows apart alone, turned off: nothing left to do
+                    // apart, the plain plan below.
+                    if pad.copies || pad.fringe_rows > 0 {
                         return self.padded_matmul_plan(a, b, &shape, pad, epilogue, plan);
                     }
                 }
@@ -1529,10 +1534,10 @@ impl Context {
         let mut scratch: Vec<Tensor> = a_pad.into_iter().chain(b_pad).collect();
         // The kernel's logical N: rounded up when its stores need aligned rows
         // (the padded B columns are zero, and so are those columns of C).
-        // With the last-row split it runs rows 0 .. M - 1 of C (A's rows
+        // With the last r rows apart it runs rows 0 .. M - r of C (A's rows
         // keep their pitch; C's rows, of N, are where they were).
         let kernel_n = if pad.crop { np } else { n };
-        let kernel_m = if pad.fringe_row { m - 1 } else { m };
+        let kernel_m = m - pad.fringe_rows;
         let padded = MatmulShape::new(
             &with_last_two(&a_dims, kernel_m, k),
             &with_last_two(&b_dims, k, kernel_n),
@@ -1565,10 +1570,11 @@ impl Context {
             }])?);
             scratch.push(c_pad);
         }
-        if pad.fringe_row {
-            // The last row: batch M - 1 of A (pitch K') viewed as [M, 1, K]
-            // times B (pitch N') on the GEMV kernels, which write it straight
-            // into row M - 1 of C (batch z of [M, 1, N] is row z; one matrix).
+        if pad.fringe_rows > 0 {
+            // The last rows: batches M - r .. M of A (pitch K') viewed as
+            // [M, 1, K] times B (pitch N') on the GEMV kernels, which write
+            // them straight into rows M - r .. M of C (batch z of [M, 1, N]
+            // is row z; one matrix).
             let rows = MatmulShape::new(&[m, 1, k], &[k, n])?.with_pitches(kp, np)?;
             dispatches.extend(self.gemv_dispatches(
                 (dtype, dtype),
@@ -1576,7 +1582,7 @@ impl Context {
                 (&a_buf, &b_buf, &plan.output.buffer),
                 epilogue,
                 &mut scratch,
-                m - 1..m,
+                kernel_m..m,
             )?);
         }
         plan.label = format!(
@@ -1587,10 +1593,10 @@ impl Context {
                 String::new()
             },
             if pad.crop { " (cropped)" } else { "" },
-            if pad.fringe_row {
-                ", last row as a GEMV"
-            } else {
-                ""
+            match pad.fringe_rows {
+                0 => String::new(),
+                1 => ", last row as a GEMV".into(),
+                r => format!(", last {r} rows as GEMVs"),
             },
             pad.kernel
         );
