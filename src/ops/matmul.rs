@@ -1492,19 +1492,11 @@ impl Context {
         // A with rows of kp elements, B with rows of np (zero-filled past the
         // logical end), only where the row is not aligned already; both
         // copies in one dispatch where they can share it.
-        // `WGTILE_PAD_FULL_K=1` (to measure): when both are copied, B gets
-        // kp rows (zeros past K) and the kernel runs K = kp, so no K step
-        // is partial.
-        let kernel_k = if kp != k && np != n && pad_full_k() {
-            kp
-        } else {
-            k
-        };
         let a_pad = (kp != k)
             .then(|| self.alloc(&with_last_two(&a_dims, m, kp), dtype, "wgtile pad A"))
             .transpose()?;
         let b_pad = (np != n)
-            .then(|| self.alloc(&with_last_two(&b_dims, kernel_k, np), dtype, "wgtile pad B"))
+            .then(|| self.alloc(&with_last_two(&b_dims, k, np), dtype, "wgtile pad B"))
             .transpose()?;
         let mut copies = Vec::new();
         for (src, pad, from, to, batches, what) in [
@@ -1520,7 +1512,7 @@ impl Context {
                 b,
                 &b_pad,
                 (k, n),
-                (kernel_k, np),
+                (k, np),
                 b_batch,
                 "padded matmul operand B",
             ),
@@ -1547,8 +1539,8 @@ impl Context {
         let kernel_n = if pad.crop { np } else { n };
         let kernel_m = m - pad.fringe_rows;
         let padded = MatmulShape::new(
-            &with_last_two(&a_dims, kernel_m, kernel_k),
-            &with_last_two(&b_dims, kernel_k, kernel_n),
+            &with_last_two(&a_dims, kernel_m, k),
+            &with_last_two(&b_dims, k, kernel_n),
         )?
         .with_pitches(kp, np)?;
         let batches = padded.batch_count();
@@ -1715,12 +1707,6 @@ fn gemv_wide_mode() -> Option<bool> {
             _ => None,
         },
     )
-}
-
-/// `WGTILE_PAD_FULL_K=1`: see `padded_matmul_plan` (off by default).
-fn pad_full_k() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("WGTILE_PAD_FULL_K").is_ok_and(|v| v.trim() == "1"))
 }
 
 /// `WGTILE_GEMV_PAIRS=0` keeps the vector-matrix kernel at one column per
