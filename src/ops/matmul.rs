@@ -1267,7 +1267,14 @@ impl Context {
         let scale = Dispatch::with_bindings(
             device,
             pipeline,
-            &[(0, &params), (1, a), (2, b), (3, a), (4, b), (9, &maxima.buffer)],
+            &[
+                (0, &params),
+                (1, a),
+                (2, b),
+                (3, a),
+                (4, b),
+                (9, &maxima.buffer),
+            ],
             [groups as u32, 2, 1],
         );
         Ok((maxima, [zero, scale]))
