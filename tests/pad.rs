@@ -199,54 +199,30 @@ fn cost_model_decisions() {
 fn split_kernel_padding_decisions() {
     use wgtile::pad::choose_for;
     let gpu = profile(true);
-    let split = |m, n, k| {
+    let split = |(m, n, k)| {
         wgtile::tune::coop_split_for_shape(&gpu, (m, n, k), 1, false).expect("tensor cores")
     };
+    // The padding layer's decision for the split kernel the dispatcher
+    // picks for the shape as it is.
+    let decide = |shape, policy| choose_for(&gpu, split(shape), DType::F32, shape, 1, policy);
+    let auto = |shape| decide(shape, Padding::Auto).unwrap();
     let is_split = |k: MatmulKernel| matches!(k, MatmulKernel::Coop { split: true, .. });
     // Aligned rows: nothing to copy, and at 4096 no wave to save.
-    let raw = split(4096, 4096, 4096);
-    assert_eq!(
-        choose_for(&gpu, raw, DType::F32, (4096, 4096, 4096), 1, Padding::Auto),
-        None
-    );
+    assert_eq!(decide((4096, 4096, 4096), Padding::Auto), None);
     // 1793: rows of 1793 floats take the word loads (about 0.8x of the
     // 16-byte ones); the copies into rows of 1796 cost a fraction of that
     // and the split kernel stays.
-    let p = choose_for(
-        &gpu,
-        split(1793, 1793, 1793),
-        DType::F32,
-        (1793, 1793, 1793),
-        1,
-        Padding::Auto,
-    )
-    .unwrap();
+    let p = auto((1793, 1793, 1793));
     assert!(p.copies && !p.crop, "{p}");
     assert_eq!((p.k, p.n), (1796, 1796));
     assert!(is_split(p.kernel), "{p}");
     // Only the unaligned operand is copied: N = 1028 is on 16 bytes already.
-    let p = choose_for(
-        &gpu,
-        split(1024, 1028, 1025),
-        DType::F32,
-        (1024, 1028, 1025),
-        1,
-        Padding::Auto,
-    )
-    .unwrap();
+    let p = auto((1024, 1028, 1025));
     assert_eq!((p.k, p.n), (1028, 1028));
     // 4097: padded, and on 128x128 blocks with the last row apart (1056
     // workgroups, 8 whole rounds on 132 units; 128x256 blocks would take 5
     // rounds with or without it, the fifth 3% full).
-    let p = choose_for(
-        &gpu,
-        split(4097, 4097, 4097),
-        DType::F32,
-        (4097, 4097, 4097),
-        1,
-        Padding::Auto,
-    )
-    .unwrap();
+    let p = auto((4097, 4097, 4097));
     assert!(p.copies && p.fringe_rows == 1, "{p}");
     assert_eq!((p.k, p.n), (4100, 4100));
     assert!(
@@ -265,29 +241,11 @@ fn split_kernel_padding_decisions() {
     );
     // Aligned rows and M one past a block: the last row apart alone (N =
     // 4224: 561 blocks of 128x256 or 1056 of 128x128 on 4096 rows)...
-    let p = choose_for(
-        &gpu,
-        split(4097, 4224, 4096),
-        DType::F32,
-        (4097, 4224, 4096),
-        1,
-        Padding::Auto,
-    )
-    .unwrap();
+    let p = auto((4097, 4224, 4096));
     assert!(!p.copies && p.fringe_rows == 1, "{p}");
     // ...but not where no round is saved (N = 4096: 528 blocks of 128x256
     // are 4 whole rounds already).
-    assert_eq!(
-        choose_for(
-            &gpu,
-            split(4097, 4096, 4096),
-            DType::F32,
-            (4097, 4096, 4096),
-            1,
-            Padding::Auto
-        ),
-        None
-    );
+    assert_eq!(decide((4097, 4096, 4096), Padding::Auto), None);
     // Small problems (forced onto the split kernel): the copies cost more
     // than the word loads do, the raw shape runs; Never never pads.
     let small = wgtile::tune::coop_split_for_shape(&gpu, (67, 45, 129), 1, true).unwrap();
@@ -295,20 +253,10 @@ fn split_kernel_padding_decisions() {
         choose_for(&gpu, small, DType::F32, (67, 45, 129), 1, Padding::Auto),
         None
     );
-    assert_eq!(
-        choose_for(
-            &gpu,
-            split(1793, 1793, 1793),
-            DType::F32,
-            (1793, 1793, 1793),
-            1,
-            Padding::Never
-        ),
-        None
-    );
+    assert_eq!(decide((1793, 1793, 1793), Padding::Never), None);
     // Zero-sized problems are never padded.
     assert_eq!(
-        choose_for(&gpu, raw, DType::F32, (0, 4097, 4097), 1, Padding::Always),
+        choose_for(&gpu, small, DType::F32, (0, 4097, 4097), 1, Padding::Always),
         None
     );
 }
