@@ -55,6 +55,16 @@ struct Args {
     /// `b` or `ab` (the logical product, and so the error check, is the same).
     #[arg(long, default_value = "none")]
     transpose: String,
+    /// Instead of square matmuls: for each MxNxK given, A [M, K] and B [K, N]
+    /// allocated with rows padded to a multiple of `--pad-multiple`
+    /// (`tensor_padded`, as the padding layer's copies are), with the
+    /// dispatcher's kernel reading them in place: the padded plans' kernel
+    /// alone at logical shapes of one's choosing (which edge costs what).
+    #[arg(long, value_delimiter = ',')]
+    padded_shapes: Vec<String>,
+    /// Row multiple for `--padded-shapes` (elements).
+    #[arg(long, default_value_t = 32)]
+    pad_multiple: usize,
     /// Seconds of warm-up work before each measurement (GPU clocks ramp up).
     #[arg(long, default_value_t = 0.3)]
     warmup_seconds: f64,
@@ -73,6 +83,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{} ({:?})", profile.name, profile.backend);
     if !args.gemv.is_empty() {
         return gemv(&ctx, &args);
+    }
+    if !args.padded_shapes.is_empty() {
+        return padded_shapes(&ctx, &args, dtype);
     }
     let sizes = if !args.sizes.is_empty() {
         args.sizes.clone()
@@ -193,6 +206,55 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+/// `--padded-shapes`: the dispatcher's plan on operands stored with padded
+/// rows, per logical shape, in GFLOP/s of the logical work.
+fn padded_shapes(
+    ctx: &Context,
+    args: &Args,
+    dtype: DType,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let opts = TimingOptions {
+        warmup: 2,
+        warmup_seconds: args.warmup_seconds,
+        repeats: args.repeats.max(1),
+    };
+    println!(
+        "{:>16} {:>11} {:>10}  plan (rows padded to a multiple of {})",
+        "MxNxK", "GFLOP/s", "us", args.pad_multiple
+    );
+    for text in &args.padded_shapes {
+        let dims: Vec<usize> = text
+            .split('x')
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|_| format!("--padded-shapes takes MxNxK, not {text}"))?;
+        let [m, n, k] = dims[..] else {
+            return Err(format!("--padded-shapes takes MxNxK, not {text}").into());
+        };
+        let operand = |rows: usize, cols: usize, seed: u64| -> wgtile::Result<wgtile::Tensor> {
+            let host = wgtile::uniform_values(rows * cols, -1.0, 1.0, seed);
+            match dtype {
+                DType::F32 => ctx.tensor_padded(&host, [rows, cols], args.pad_multiple),
+                DType::F16 => {
+                    let h: Vec<wgtile::f16> =
+                        host.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
+                    ctx.tensor_padded(&h, [rows, cols], args.pad_multiple)
+                }
+            }
+        };
+        let (a, b) = (operand(m, k, 1)?, operand(k, n, 2)?);
+        let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::default())?;
+        let timing = ctx.time(&plan, &opts)?;
+        println!(
+            "{text:>16} {:>11.1} {:>10.1}  {}",
+            timing.gflops(plan.flops()),
+            timing.median() * 1e6,
+            plan.label()
+        );
     }
     Ok(())
 }
