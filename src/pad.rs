@@ -150,11 +150,11 @@ pub const FRINGE_MAX_ROWS: usize = 3;
 /// rows a multiple of the kernel's block rows for r from 1 to
 /// [`FRINGE_MAX_ROWS`], one matrix, a tensor-core or (on GPUs) tiled
 /// kernel, and a grid one wave shorter without those rows (waves at one
-/// workgroup per compute unit); else 0. At M = 4097 with 256-row blocks: 561 workgroups are
-/// 4.25 waves, a fifth wave that computes one row per workgroup; the other
-/// 4096 rows take 528, four whole waves, and the lone row is a GEMV over B
-/// (reading B once, memory-bound) that reads A's last row in place and
-/// writes C's. H200 (session 7): 4097 f16 at 0.87x of 4096, against 0.75x
+/// workgroup per compute unit); else 0. At M = 4097 with 256-row blocks:
+/// 561 workgroups are 4.25 waves, a fifth wave that computes one row per
+/// workgroup; the other 4096 rows take 528, four whole waves, and the lone
+/// row is a GEMV over B (reading B once, memory-bound) that reads A's last
+/// row in place and writes C's. H200 (session 7): 4097 f16 at 0.87x of 4096, against 0.75x
 /// without the split. The same for the last column (session 8: the
 /// kernel's last block column left out, a matrix-vector product over B's
 /// column and both fringes written to scratch so they could overlap the

@@ -221,7 +221,7 @@ fn split_kernel_padding_decisions() {
     assert_eq!((p.k, p.n), (1028, 1028));
     // 4097: padded, and on 128x128 blocks with the last row apart (1056
     // workgroups, 8 whole rounds on 132 units; 128x256 blocks would take 5
-    // rounds with or without it, the fifth 3% full).
+    // rounds with or without it, the fifth a quarter full).
     let p = auto((4097, 4097, 4097));
     assert!(p.copies && p.fringe_rows == 1, "{p}");
     assert_eq!((p.k, p.n), (4100, 4100));

@@ -272,8 +272,9 @@ impl MatmulKernel {
 /// first passes included): 2x4x16x4 (128x256) 13.2 / 57.7 / 70.3, 2x4x32x2
 /// (128x128) 24.3 / 57.7 / 69.4, 2x2x32x2 (128x64) 30.4 / 43.5 / 51.8; the
 /// f32 tiled kernel 12.4 / 32.6 / 33.0, PyTorch FP32 26.2 / 44.1 / 49.8.
-/// 4x2x16x4 (256x128, session 14) lets M = 4097 drop a wave with its last
-/// row apart, as the f16 kernel's 256-row blocks do.
+/// 4x2x16x4 (256x128, session 14) was added for shapes whose 256-row
+/// blocks save rounds with the last rows apart (as the f16 kernel's do at
+/// 4097); at 4097 the model takes 128x128 blocks instead.
 /// 2x2x32x4 (128x128 on 4 subgroups) was dropped (session 14): 17.0 /
 /// 41.8 / 50.8 TFLOP/s, behind 2x4x32x2's 128x128 blocks everywhere.
 pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 5] = [
@@ -295,8 +296,8 @@ pub const COOP_SPLIT_TFLOPS: [f64; 5] = [70.1, 68.9, 65.0, 49.7, 51.7];
 /// ([`COOP_SPLIT_TFLOPS`]). `None` for other kernels and layouts not listed.
 /// It picks 128x64 blocks at 1024^3 (1 round of 128, where 128x256 blocks
 /// take as long for 32), 128x256 at 4096^3 and, with the last row apart,
-/// 128x128 at 4097 (8 whole rounds instead of 5 of 128x256 blocks of
-/// which the fifth is 3% full).
+/// 128x128 at 4097 (8 whole rounds instead of 5 of 128x256 blocks, the
+/// fifth a quarter full).
 pub fn coop_split_time(
     p: &AdapterProfile,
     kernel: MatmulKernel,
@@ -325,7 +326,7 @@ pub fn coop_split_time(
 }
 
 /// The f32 split layouts the adapter can run, in [`COOP_SPLIT_CONFIGS`] order.
-pub fn coop_split_layouts(p: &AdapterProfile) -> Vec<MatmulKernel> {
+pub(crate) fn coop_split_layouts(p: &AdapterProfile) -> Vec<MatmulKernel> {
     if let Some(kernel) = split_layout_override().and_then(|c| MatmulKernel::coop_split_for(p, c)) {
         return vec![kernel];
     }
@@ -372,7 +373,7 @@ pub fn coop_split_for_shape(
 
 /// The kernel of `layouts` with the least `time` (the first of equals; the
 /// first layout when none has a time).
-pub fn fastest_split(
+pub(crate) fn fastest_split(
     layouts: Vec<MatmulKernel>,
     time: impl Fn(MatmulKernel) -> Option<f64>,
 ) -> Option<MatmulKernel> {
