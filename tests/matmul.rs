@@ -914,3 +914,73 @@ fn f32_split_on_tensor_cores() {
         transposed_case(&ctx, (a_dims, b_dims), (ta, tb), kernel, DType::F32, 90);
     }
 }
+
+/// The split kernel's first passes (on any adapter): the largest finite |A|
+/// and |B| over the logical elements only. Each case plants the largest
+/// value where one path of the pass reads it (16-byte words of rows that
+/// start on 16 bytes, the single loads of a row's tail, unaligned rows,
+/// transposed and batched operands, padded rows) and infinities and NaN
+/// that must not count.
+#[test]
+fn split_maxima_over_logical_elements() {
+    let Some(ctx) = common::ctx() else { return };
+    // `values` with `big` at `at`, and `extra` elsewhere (left out by the pass).
+    let planted = |n: usize, seed: u64, at: usize, big: f32, extra: &[(usize, f32)]| {
+        let mut v = scaled(n, seed, 1.0);
+        v[at] = big;
+        for &(i, x) in extra {
+            v[i] = x;
+        }
+        v
+    };
+    let maxima = |a: &wgtile::Tensor, b: &wgtile::Tensor, options: &MatmulOptions| {
+        ctx.split_maxima(a, b, options).unwrap()
+    };
+    // A [67, 45]: rows of 45 floats (single loads); B [45, 36]: rows of 36
+    // (9 words each), its largest |value| negative, inf and NaN beside it.
+    let a = ctx
+        .tensor(&planted(67 * 45, 1, 66 * 45 + 44, 3.5, &[]), [67, 45])
+        .unwrap();
+    let b = ctx
+        .tensor(
+            &planted(
+                45 * 36,
+                2,
+                17 * 36 + 9,
+                -7.25,
+                &[
+                    (3, f32::INFINITY),
+                    (40, f32::NAN),
+                    (44 * 36 + 35, f32::NEG_INFINITY),
+                ],
+            ),
+            [45, 36],
+        )
+        .unwrap();
+    assert_eq!(maxima(&a, &b, &MatmulOptions::default()), [3.5, 7.25]);
+    // Rows of 70 floats padded to 72 (17 words and a tail of 2): the largest
+    // value in the tail.
+    let a_host = planted(33 * 70, 3, 20 * 70 + 69, -9.5, &[]);
+    let a = ctx.tensor_padded(&a_host, [33, 70], 8).unwrap();
+    assert_eq!(a.row_stride(), 72);
+    let b = ctx
+        .tensor(&planted(70 * 8, 4, 69 * 8 + 7, 2.25, &[]), [70, 8])
+        .unwrap();
+    assert_eq!(maxima(&a, &b, &MatmulOptions::default()), [9.5, 2.25]);
+    // Batched A [3, 20, 16] (largest in the last batch) and A^T stored [16, 20].
+    let a = ctx
+        .tensor(
+            &planted(3 * 20 * 16, 5, 2 * 320 + 7 * 16 + 3, 4.75, &[]),
+            [3, 20, 16],
+        )
+        .unwrap();
+    let b = ctx
+        .tensor(&planted(16 * 12, 6, 5, 1.5, &[]), [16, 12])
+        .unwrap();
+    assert_eq!(maxima(&a, &b, &MatmulOptions::default()), [4.75, 1.5]);
+    let at = ctx
+        .tensor(&planted(16 * 20, 7, 15 * 20 + 19, 6.0, &[]), [16, 20])
+        .unwrap();
+    let options = MatmulOptions::default().transposed(true, false);
+    assert_eq!(maxima(&at, &b, &options), [6.0, 1.5]);
+}

@@ -610,6 +610,43 @@ impl Context {
         Ok(plan.into_output())
     }
 
+    /// The f32 split kernel's first passes alone: the largest finite |A|
+    /// and |B| (`shaders/matmul_split_scale.wgsl`) over the logical elements
+    /// of `a @ b` as `options` read them (transposes, padded rows, batches).
+    /// For tests: these passes run on any adapter, the split kernel only on
+    /// tensor cores.
+    #[doc(hidden)]
+    pub fn split_maxima(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        options: &MatmulOptions,
+    ) -> Result<[f32; 2]> {
+        for t in [a, b] {
+            if t.dtype() != DType::F32 {
+                return Err(Error::DTypeMismatch {
+                    op: "split maxima",
+                    expected: DType::F32,
+                    got: t.dtype(),
+                });
+            }
+        }
+        let shape = operand_shape(a, b, options)?;
+        let (maxima, passes) = self.split_scale_dispatches(&shape, &a.buffer, &b.buffer)?;
+        let plan = Plan {
+            ctx: self.clone(),
+            label: "split maxima".into(),
+            dispatches: passes.into(),
+            output: maxima,
+            flops: 0,
+            bytes: (a.storage_len() + b.storage_len()) as u64 * 4,
+            scratch: Vec::new(),
+        };
+        plan.run()?;
+        let v = plan.output().to_vec_blocking::<f32>()?;
+        Ok([v[0], v[1]])
+    }
+
     /// What the dispatcher and the padding layer would do for
     /// `[batch] x [m, k] x [k, n]` in `dtype` (with [`Padding::Auto`]), and why.
     pub fn explain_matmul(
@@ -701,27 +738,8 @@ impl Context {
         if dtype == DType::F16 {
             self.require_f16("f16 matmul")?;
         }
-        let mut shape = MatmulShape::with_transposes(
-            a.shape(),
-            b.shape(),
-            options.transpose_a,
-            options.transpose_b,
-        )?;
-        // Padded tensors (rank >= 2) are read in place through their row pitch.
+        let shape = operand_shape(a, b, options)?;
         let padded_operands = !a.is_contiguous() || !b.is_contiguous();
-        if padded_operands {
-            let a_pitch = if a.is_contiguous() {
-                shape.a_pitch
-            } else {
-                a.row_stride()
-            };
-            let b_pitch = if b.is_contiguous() {
-                shape.b_pitch
-            } else {
-                b.row_stride()
-            };
-            shape = shape.with_pitches(a_pitch, b_pitch)?;
-        }
         let transposed = shape.transpose_a || shape.transpose_b;
         let layout = tune::Layout::of(&shape);
         let out_dtype = options.out_dtype.unwrap_or(dtype);
@@ -1611,6 +1629,31 @@ impl Context {
         plan.scratch = scratch;
         Ok(plan)
     }
+}
+
+/// The shape of `a @ b` as `options` read the operands: transposes, and the
+/// row pitch of tensors stored with padded rows (read in place).
+fn operand_shape(a: &Tensor, b: &Tensor, options: &MatmulOptions) -> Result<MatmulShape> {
+    let shape = MatmulShape::with_transposes(
+        a.shape(),
+        b.shape(),
+        options.transpose_a,
+        options.transpose_b,
+    )?;
+    if a.is_contiguous() && b.is_contiguous() {
+        return Ok(shape);
+    }
+    let a_pitch = if a.is_contiguous() {
+        shape.a_pitch
+    } else {
+        a.row_stride()
+    };
+    let b_pitch = if b.is_contiguous() {
+        shape.b_pitch
+    } else {
+        b.row_stride()
+    };
+    shape.with_pitches(a_pitch, b_pitch)
 }
 
 /// `kernel` reading `dtype` operands and writing `out_dtype` results.
