@@ -129,6 +129,11 @@ fn attention_specs() -> Result<Vec<Spec>, Box<dyn std::error::Error>> {
         let t = ta::decode_kernel_tiles(dtype, 128);
         let shuffle = ta::decode_shuffle_fits(p, t);
         specs.push(ta::decode_spec(dtype, 4, 128, 128, t, shuffle));
+        // The f16 tile at LK 8 (fewer K registers), the f32 default's shape.
+        if dtype == DType::F16 {
+            let t8 = ta::decode_kernel_tiles(DType::F32, 128);
+            specs.push(ta::decode_spec(dtype, 4, 128, 128, t8, shuffle));
+        }
     }
     Ok(specs)
 }

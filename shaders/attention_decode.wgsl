@@ -47,12 +47,17 @@
 //   1; else the current block's V words, when double-buffering them would
 //   cost too many registers), are loaded into registers before the current
 //   block is computed (loads never compute with what they just loaded).
-//   At the end the G states of each quad are merged through workgroup
-//   memory (max, rescale, sum: the max is common, so the rescale is 1;
-//   `quad_stats`, `out_elem`, called with
-//   constant accumulator indices) and the split's unnormalised state (O / l,
-//   m, l) goes to the scratch bound as `lse` in attention_merge.wgsl's
-//   layout; the merge kernel combines the splits (also when there is one).
+//   At the end the G states of each quad are summed through workgroup
+//   memory (the max is common, so no rescale: `quad_stats` sums l,
+//   `out_chunk` CE elements of every value word per barrier pair, called
+//   with constant accumulator indices) and the split's state (O / l, m, l)
+//   goes to the scratch bound as `lse` in attention_merge.wgsl's layout;
+//   the merge kernel combines the splits (also when there is one). H200
+//   (session 15, f16 32k): the old epilogue (one element per barrier
+//   pair, a max and rescale over the groups: 20 barriers) took 7 of the
+//   split pass's 64.6 us; with CE 2 the pass takes 61.9. CE 4 and CE 1
+//   made the driver give the whole kernel 168 registers instead of 128
+//   (3 workgroups per SM instead of 4): 91-94 us. Measure every edit.
 //   Registers per invocation: 2 blocks of KWPL K words and VPL V words
 //   (VPRE = 1; else 1 block of V), EPW * RQ accumulator vec4s, m and l.
 //   Masking: the common `logit` rule (causal in both alignments, windows,
@@ -87,7 +92,9 @@ const VPRE: u32 = 1u;
 const WG: u32 = 256u;
 // Timing probe (WGTILE_DECODE_PROBE, results meaningless when set): bit 0
 // replaces the score math by one add per K word, bit 1 the softmax and P V
-// math by one add per V word; the loads, barriers and epilogue stay.
+// math by one add per V word; the loads, barriers and epilogue stay; bit
+// 2 replaces the epilogue by one store per invocation, bit 3 skips the key
+// loop (the prologue, launch and epilogue alone).
 // Measured and dropped (H200, session 14): f16 words widened by integer
 // operations (fields moved into an f32's, times 2^112) instead of
 // unpack2x16float: 32k 70.5 -> 78.4-79.2 us. The conversion is cheap here.
@@ -131,7 +138,11 @@ var<workgroup> prob: array<vec4<f32>, 2u * RQ * KB>;
 // two blocks later, after the next barrier, which every reader of this
 // block has passed: nothing is cleared, no second barrier is needed.
 var<workgroup> grow: array<atomic<u32>, 2u * RQ>;
-var<workgroup> comb: array<vec4<f32>, WG>;
+// Value-word elements the epilogue sums per barrier pair (1, 2 or 4; the
+// host sets it: at most 8 KiB of comb).
+const CE: u32 = 4u;
+// comb[k * WG + tid]: element k0 + k of the invocation's value word.
+var<workgroup> comb: array<vec4<f32>, CE * WG>;
 var<workgroup> red: array<vec4<f32>, G>;
 
 // Half `i` (0 or 1) of a word as 4 floats; f32 words have one half.
@@ -275,7 +286,7 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
 
     workgroupBarrier();
     var blk = 0u;
-    for (var j0 = j_start; j0 < j_end; j0 += KB) {
+    for (var j0 = j_start; j0 < j_end && (PROBE & 8u) == 0u; j0 += KB) {
         let interior = plain && j0 + KB <= j_end
             && i32(j0) >= i32(params.sq) - 1 + first_off(keys)
             && i32(j0 + KB - 1u) <= last_off(keys);
@@ -439,35 +450,35 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
         v_cur = v_next;
     }
     workgroupBarrier();
+    if (PROBE & 4u) != 0u {
+        var keep = l[0] + m[0];
+        for (var i = 0u; i < RQ * EPW; i++) {
+            keep += acc[i];
+        }
+        let at = split * WG + tid;
+        if at < arrayLength(&lse) {
+            lse[at] = dot(keep, vec4<f32>(1.0));
+        }
+        return;
+    }
 
     // Merge the G per-invocation states of each quad and write the split's
-    // state: O / l at [split][state][Dv], (m, l) after all outputs. Written
-    // out call by call with constant indices: a loop holding barriers that
-    // the driver did not unroll would index the accumulators dynamically and
-    // push them to local memory for the whole kernel.
+    // state: O / l at [split][state][Dv], (m, l) after all outputs. m is
+    // the same in every invocation, so the states add without rescaling.
+    // Written out call by call with constant indices: a loop holding
+    // barriers that the driver did not unroll would index the accumulators
+    // dynamically and push them to local memory for the whole kernel.
     let ex = EpiCtx(split, hk, r0, b, rows_kv, g, c, tid);
-    let s0 = quad_stats(ex, 0u, m[0], l[0]);
-    out_elem(ex, 0u, 0u, acc[0], s0);
-    out_elem(ex, 0u, 1u, acc[1], s0);
-    out_elem(ex, 0u, 2u, acc[2], s0);
-    out_elem(ex, 0u, 3u, acc[3], s0);
+    let inv0 = quad_stats(ex, 0u, m[0], l[0]);
+    out_chunk(ex, 0u, 0u, acc[0], acc[1], acc[2], acc[3], inv0);
     if EPW == 8u {
-        out_elem(ex, 0u, 4u, acc[4], s0);
-        out_elem(ex, 0u, 5u, acc[5], s0);
-        out_elem(ex, 0u, 6u, acc[6], s0);
-        out_elem(ex, 0u, 7u, acc[7], s0);
+        out_chunk(ex, 0u, 4u, acc[4], acc[5], acc[6], acc[7], inv0);
     }
     if RQ == 2u {
-        let s1 = quad_stats(ex, 1u, m[1], l[1]);
-        out_elem(ex, 1u, 0u, acc[EPW], s1);
-        out_elem(ex, 1u, 1u, acc[EPW + 1u], s1);
-        out_elem(ex, 1u, 2u, acc[EPW + 2u], s1);
-        out_elem(ex, 1u, 3u, acc[EPW + 3u], s1);
+        let inv1 = quad_stats(ex, 1u, m[1], l[1]);
+        out_chunk(ex, 1u, 0u, acc[EPW], acc[EPW + 1u], acc[EPW + 2u], acc[EPW + 3u], inv1);
         if EPW == 8u {
-            out_elem(ex, 1u, 4u, acc[EPW + 4u], s1);
-            out_elem(ex, 1u, 5u, acc[EPW + 5u], s1);
-            out_elem(ex, 1u, 6u, acc[EPW + 6u], s1);
-            out_elem(ex, 1u, 7u, acc[EPW + 7u], s1);
+            out_chunk(ex, 1u, 4u, acc[EPW + 4u], acc[EPW + 5u], acc[EPW + 6u], acc[EPW + 7u], inv1);
         }
     }
 }
@@ -495,29 +506,19 @@ fn lane_state(x: EpiCtx, qd: u32, lane: u32) -> u32 {
     return (x.b * params.hq + h) * params.sq + row % params.sq;
 }
 
-// Quad qd's merged statistics over the G key groups: (scale of this
-// invocation's state, 1 / l); writes (m, l) of its rows to the scratch.
-fn quad_stats(x: EpiCtx, qd: u32, mq: vec4<f32>, lq: vec4<f32>) -> array<vec4<f32>, 2> {
+// Quad qd's weight sum over the G key groups (m is common to all):
+// writes (m, l) of its rows to the scratch and returns 1 / l (0 for rows
+// that saw no key).
+fn quad_stats(x: EpiCtx, qd: u32, mq: vec4<f32>, lq: vec4<f32>) -> vec4<f32> {
     workgroupBarrier();
     if x.c == 0u {
-        red[x.g] = mq;
-    }
-    workgroupBarrier();
-    var mm = vec4<f32>(neg_inf());
-    for (var i = 0u; i < G; i++) {
-        mm = max(mm, red[i]);
-    }
-    let sc = select(vec4<f32>(0.0), exp2(mq - mm), mq > vec4<f32>(neg_inf()));
-    workgroupBarrier();
-    if x.c == 0u {
-        red[x.g] = lq * sc;
+        red[x.g] = lq;
     }
     workgroupBarrier();
     var ll = vec4<f32>(0.0);
     for (var i = 0u; i < G; i++) {
         ll += red[i];
     }
-    let inv = select(vec4<f32>(0.0), 1.0 / ll, ll != vec4<f32>(0.0));
     if x.tid == 0u {
         let rows_all = params.batch * params.hq * params.sq;
         let stats = params.splits * rows_all * params.dv;
@@ -526,33 +527,73 @@ fn quad_stats(x: EpiCtx, qd: u32, mq: vec4<f32>, lq: vec4<f32>) -> array<vec4<f3
             if state != 0xffffffffu {
                 let st = stats + 2u * (x.split * rows_all + state);
                 if st + 1u < arrayLength(&lse) {
-                    lse[st] = mm[lane];
+                    lse[st] = mq[lane];
                     lse[st + 1u] = ll[lane];
                 }
             }
         }
     }
-    return array<vec4<f32>, 2>(sc, inv);
+    return select(vec4<f32>(0.0), 1.0 / ll, ll != vec4<f32>(0.0));
 }
 
-// Element k of the value words of quad qd: the G key groups' accumulators
-// (scaled by st[0]) summed through workgroup memory, times 1 / l, to the
-// scratch by the invocations of group 0.
-fn out_elem(x: EpiCtx, qd: u32, k: u32, a: vec4<f32>, st: array<vec4<f32>, 2>) {
-    comb[x.tid] = a * st[0];
+// Elements k0 .. k0 + 3 of every value word of quad qd (a0 .. a3, this
+// invocation's sums), CE at a time: to `comb`, a barrier, and for each e
+// < CE WVP an invocation sums element e % CE of word e / CE over the G key
+// groups, times 1 / l, into the scratch; a barrier.
+fn out_chunk(
+    x: EpiCtx,
+    qd: u32,
+    k0: u32,
+    a0: vec4<f32>,
+    a1: vec4<f32>,
+    a2: vec4<f32>,
+    a3: vec4<f32>,
+    inv: vec4<f32>,
+) {
+    if CE == 4u {
+        comb[x.tid] = a0;
+        comb[WG + x.tid] = a1;
+        comb[2u * WG + x.tid] = a2;
+        comb[3u * WG + x.tid] = a3;
+        out_sums(x, qd, k0, inv);
+    } else if CE == 2u {
+        comb[x.tid] = a0;
+        comb[WG + x.tid] = a1;
+        out_sums(x, qd, k0, inv);
+        comb[x.tid] = a2;
+        comb[WG + x.tid] = a3;
+        out_sums(x, qd, k0 + 2u, inv);
+    } else {
+        comb[x.tid] = a0;
+        out_sums(x, qd, k0, inv);
+        comb[x.tid] = a1;
+        out_sums(x, qd, k0 + 1u, inv);
+        comb[x.tid] = a2;
+        out_sums(x, qd, k0 + 2u, inv);
+        comb[x.tid] = a3;
+        out_sums(x, qd, k0 + 3u, inv);
+    }
+}
+
+fn out_sums(x: EpiCtx, qd: u32, k0: u32, inv: vec4<f32>) {
     workgroupBarrier();
-    if x.g == 0u && x.c < params.dv / EPW {
+    for (var e = x.tid; e < CE * WVP; e += WG) {
+        let word = e / CE;
+        let k = e % CE;
+        if word >= params.dv / EPW {
+            continue;
+        }
         var sum = vec4<f32>(0.0);
         for (var i = 0u; i < G; i++) {
-            sum += comb[i * WVP + x.c];
+            sum += comb[k * WG + i * WVP + word];
         }
-        let o = sum * st[1];
+        let o = sum * inv;
         let rows_all = params.batch * params.hq * params.sq;
         let stats = params.splits * rows_all * params.dv;
         for (var lane = 0u; lane < 4u; lane++) {
             let state = lane_state(x, qd, lane);
             if state != 0xffffffffu {
-                let o0 = (x.split * rows_all + state) * params.dv + x.c * EPW + k;
+                let o0 = (x.split * rows_all + state) * params.dv + word * EPW + k0 + k;
                 if o0 < stats && o0 < arrayLength(&lse) {
                     lse[o0] = o[lane];
                 }

@@ -1369,6 +1369,7 @@ pub fn decode_spec(
     .constant("VPRE", u32::from(vpre))
     .constant("WG", t.threads)
     .constant("PROBE", decode_probe())
+    .constant("CE", decode_epilogue_chunk(dtype, t))
     .constant("SHUFFLE", u32::from(shuffle))
 }
 
@@ -1384,13 +1385,31 @@ pub fn decode_shuffle_fits(p: &AdapterProfile, t: DecodeTiles) -> bool {
 
 /// Timing probe of the decode kernel (`WGTILE_DECODE_PROBE`, wrong results
 /// while set): 0 off; bit 0 drops the score math, bit 1 the softmax and
-/// P V math (see `shaders/attention_decode.wgsl`), to see what the loads,
-/// barriers and epilogue cost alone.
+/// P V math, bit 2 the epilogue, bit 3 the key loop (see
+/// `shaders/attention_decode.wgsl`), to see what each part costs.
 fn decode_probe() -> u32 {
     std::env::var("WGTILE_DECODE_PROBE")
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// Value elements the decode kernel's epilogue sums per barrier pair (its
+/// `CE`; at most 8 KiB of workgroup memory): 2 for f16, 4 for f32.
+/// `WGTILE_DECODE_CE` (1, 2 or 4) overrides it for measurements.
+///
+/// Measured on the H200 (session 15, D 128, 32k keys): the f16 kernel
+/// (LK 4) split pass took 61.9 us with 2, against 64.6 for the old
+/// epilogue (one element per barrier pair, 20 barriers); with 4 or 1 the
+/// driver gave it 168 registers instead of 128, 3 workgroups per SM
+/// instead of 4, and 91-94 us. f32 (LK 8) stays at 128 registers with 4.
+fn decode_epilogue_chunk(dtype: DType, t: DecodeTiles) -> u32 {
+    let forced = std::env::var("WGTILE_DECODE_CE")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|ce| matches!(ce, 1 | 2 | 4));
+    let chunk = if dtype == DType::F16 { 2 } else { 4 };
+    forced.unwrap_or(chunk).min((512 / t.threads.max(1)).max(1))
 }
 
 /// Workgroup memory of [`decode_spec`]'s kernel in bytes.
@@ -1404,8 +1423,10 @@ pub fn decode_workgroup_bytes(
     let (_, rq, kwpl, wvp, _) = decode_shape(dtype, rows, d, dv, t);
     let (rq, kb, wg) = (rq as usize, t.keys(), t.threads as usize);
     let dp = kwpl as usize * t.lk as usize * decode_epw(dtype);
-    // q_t, part, lgs and prob, comb, red; then the 2 * RQ flags.
-    let vec4s = rq * dp + rq * t.lk as usize * kb + 2 * rq * kb + wg + wg / wvp as usize;
+    // q_t, part, lgs and prob, comb (CE per invocation), red; then the 2
+    // * RQ flags.
+    let comb = decode_epilogue_chunk(dtype, t) as usize * wg;
+    let vec4s = rq * dp + rq * t.lk as usize * kb + 2 * rq * kb + comb + wg / wvp as usize;
     (vec4s * 16 + 8 * rq) as u32
 }
 
