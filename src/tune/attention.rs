@@ -1212,8 +1212,8 @@ impl DecodeTiles {
 /// The dispatcher's decode tile for `dtype` and key head dim `d`: 128
 /// invocations, LK chosen so each invocation loads at most 4 K words per
 /// block (f16 D = 128: LK = 4, 32 keys per block; f32 D = 128: LK = 8, 16
-/// keys), V prefetched a block ahead in f32 only, and key splits for 4
-/// workgroups per compute unit: one wave.
+/// keys), V loaded with its own block (not a block ahead), and key splits
+/// for 4 workgroups per compute unit: one wave.
 /// Measured on the H200 (session 6, `attention --decode-grid`, Hq 32, Hkv
 /// 8, D 128): the grid of shapes against 2 to 8 workgroups per unit showed
 /// that the split count matters more than the shape. These tiles run 4
@@ -1224,14 +1224,17 @@ impl DecodeTiles {
 /// Why these shapes: about 128 registers per invocation (two blocks of K
 /// words and a block of V words, 8 vec4 accumulators per row quad) with
 /// 16 KiB of loads per block and workgroup; f16 with V prefetched too
-/// (two blocks of V) ran slower at every split count.
+/// (two blocks of V) ran slower at every split count. f32 prefetched V
+/// until session 15, whose grids (two calls, after the epilogue change)
+/// had it without at 84.4-85.0 us against 88.9-89.1 at 32k, 259.4-260.8
+/// against 264.0-264.4 at 128k.
 pub fn decode_kernel_tiles(dtype: DType, d: usize) -> DecodeTiles {
     let words = d.div_ceil(decode_epw(dtype)).max(1);
     let lk = words.div_ceil(4).next_power_of_two().clamp(2, 8) as u32;
     DecodeTiles {
         threads: 128,
         lk,
-        prefetch_v: dtype == DType::F32,
+        prefetch_v: false,
         per_unit: 4,
     }
 }
