@@ -575,6 +575,8 @@ fn out_chunk(
     }
 }
 
+// One pass of out_chunk once `comb` holds elements k0 .. k0 + CE - 1:
+// the barrier, the sums over the key groups, the stores, the barrier.
 fn out_sums(x: EpiCtx, qd: u32, k0: u32, inv: vec4<f32>) {
     workgroupBarrier();
     for (var e = x.tid; e < CE * WVP; e += WG) {
