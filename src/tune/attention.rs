@@ -1481,12 +1481,14 @@ pub fn attention_specs() -> Vec<Spec> {
             }
         }
         specs.push(Spec::new(Kernel::AttentionMerge).dtype(dtype));
-        // WGTILE_MERGE_UNROLL's deeper variant.
-        specs.push(
-            Spec::new(Kernel::AttentionMerge)
-                .dtype(dtype)
-                .constant("UNROLL", 8),
-        );
+        // WGTILE_MERGE_UNROLL's variants.
+        for unroll in [2, 8, 16] {
+            specs.push(
+                Spec::new(Kernel::AttentionMerge)
+                    .dtype(dtype)
+                    .constant("UNROLL", unroll),
+            );
+        }
         // The f32 tensor-core kernel's exponents pass (dtype-independent).
         if dtype == DType::F32 {
             specs.push(Spec::new(Kernel::AttentionSplitScale));
