@@ -42,6 +42,11 @@ const CH: u32 = 48u;
 // 0 skips the P/dS step, 1 the products (S, dP), 2 the gradient products,
 // 3 the next block's loads and puts.
 const PROBE: u32 = 0u;
+// Measured and dropped (H200, session 15): the next K/V block fetched
+// after the products instead of into registers before them. At D64 the
+// kernel went from 130 to 126 registers (4 workgroups per SM instead of
+// 3) and still slowed down: dQ at S4096 2869 -> 3582-3615 us; at D128
+// (204 -> 197 registers, 1 per SM either way) 4206 -> 5246 us.
 
 const THREADS: u32 = W * SG;
 const BR: u32 = W * 16u;
