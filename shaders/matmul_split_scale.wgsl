@@ -16,8 +16,10 @@
 // Measured and replaced (H200, session 12): 64 workgroups per operand, each
 // with a grid-stride loop and two divisions per element: about 128 GB/s,
 // ~1 ms of a 4.2 ms f32 4096^3 matmul. Session 15: the R rows' loads
-// issued together (row starts in a `var` array, rows inner, quads outer)
-// lost: 1792 14.4 -> 18.0 us, 4096 39.5 -> 46.9.
+// issued together lost, with the row starts in a `var` array (1792 14.4
+// -> 18.0 us, 4096 39.5 -> 46.9) and with 8 named ones for whole groups
+// (1792 unchanged, 4096 39.4 -> 48.9): the pass is not waiting on one
+// row's loads at a time, and 8 rows' streams at once cost at 4096.
 
 const WG: u32 = 256u;
 // Rows per workgroup.
