@@ -138,7 +138,7 @@ var<workgroup> prob: array<vec4<f32>, 2u * RQ * KB>;
 // two blocks later, after the next barrier, which every reader of this
 // block has passed: nothing is cleared, no second barrier is needed.
 var<workgroup> grow: array<atomic<u32>, 2u * RQ>;
-// Value-word elements the epilogue sums per barrier pair (1, 2 or 4; the
+// Value-word elements the epilogue sums per barrier pair (2 or 4; the
 // host sets it: at most 8 KiB of comb).
 const CE: u32 = 4u;
 // comb[k * WG + tid]: element k0 + k of the invocation's value word.
@@ -556,22 +556,13 @@ fn out_chunk(
         comb[2u * WG + x.tid] = a2;
         comb[3u * WG + x.tid] = a3;
         out_sums(x, qd, k0, inv);
-    } else if CE == 2u {
+    } else {
         comb[x.tid] = a0;
         comb[WG + x.tid] = a1;
         out_sums(x, qd, k0, inv);
         comb[x.tid] = a2;
         comb[WG + x.tid] = a3;
         out_sums(x, qd, k0 + 2u, inv);
-    } else {
-        comb[x.tid] = a0;
-        out_sums(x, qd, k0, inv);
-        comb[x.tid] = a1;
-        out_sums(x, qd, k0 + 1u, inv);
-        comb[x.tid] = a2;
-        out_sums(x, qd, k0 + 2u, inv);
-        comb[x.tid] = a3;
-        out_sums(x, qd, k0 + 3u, inv);
     }
 }
 

@@ -23,6 +23,7 @@
 
 override WG: u32 = 256u;
 override CW: u32 = 32u;
+// Measured (H200, session 15): 8 was 1.1-1.3 us slower at 4k-128k caches.
 const UNROLL: u32 = 4u;
 
 @group(0) @binding(8) var<storage, read_write> lse_out: array<f32>;

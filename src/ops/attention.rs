@@ -2170,16 +2170,10 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
     } else {
         64
     };
-    let mut spec = Spec::new(Kernel::AttentionMerge)
+    let spec = Spec::new(Kernel::AttentionMerge)
         .dtype(dtype)
         .override_("WG", wg)
         .override_("CW", CW as u32);
-    // WGTILE_MERGE_UNROLL (measuring knob): splits whose loads each lane
-    // has in flight at once (4 by default).
-    let unroll = env_probe("WGTILE_MERGE_UNROLL");
-    if matches!(unroll, 2 | 8 | 16) {
-        spec = spec.constant("UNROLL", unroll);
-    }
     (spec, dv.div_ceil(CW).max(1) as u32)
 }
 

@@ -1399,7 +1399,7 @@ fn decode_probe() -> u32 {
 
 /// Value elements the decode kernel's epilogue sums per barrier pair (its
 /// `CE`; at most 8 KiB of workgroup memory): 2 for f16, 4 for f32.
-/// `WGTILE_DECODE_CE` (1, 2 or 4) overrides it for measurements.
+/// `WGTILE_DECODE_CE` (2 or 4) overrides it for measurements.
 ///
 /// Measured on the H200 (session 15, D 128, 32k keys): the f16 kernel
 /// (LK 4) split pass took 61.9 us with 2, against 64.6 for the old
@@ -1410,9 +1410,10 @@ fn decode_epilogue_chunk(dtype: DType, t: DecodeTiles) -> u32 {
     let forced = std::env::var("WGTILE_DECODE_CE")
         .ok()
         .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|ce| matches!(ce, 1 | 2 | 4));
+        .filter(|ce| matches!(ce, 2 | 4));
     let chunk = if dtype == DType::F16 { 2 } else { 4 };
-    forced.unwrap_or(chunk).min((512 / t.threads.max(1)).max(1))
+    // 256 invocations: 2 (the tiles have at most 256).
+    forced.unwrap_or(chunk).min(512 / t.threads.clamp(1, 256))
 }
 
 /// Workgroup memory of [`decode_spec`]'s kernel in bytes.
@@ -1481,14 +1482,6 @@ pub fn attention_specs() -> Vec<Spec> {
             }
         }
         specs.push(Spec::new(Kernel::AttentionMerge).dtype(dtype));
-        // WGTILE_MERGE_UNROLL's variants.
-        for unroll in [2, 8, 16] {
-            specs.push(
-                Spec::new(Kernel::AttentionMerge)
-                    .dtype(dtype)
-                    .constant("UNROLL", unroll),
-            );
-        }
         // The f32 tensor-core kernel's exponents pass (dtype-independent).
         if dtype == DType::F32 {
             specs.push(Spec::new(Kernel::AttentionSplitScale));
