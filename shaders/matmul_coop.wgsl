@@ -111,6 +111,14 @@ const TRANS_A: u32 = 0u;
 const TRANS_B: u32 = 0u;
 // 1: transposed tiles staged as stored and read column-major.
 const TRANS_COLMAJOR: u32 = 0u;
+// Timing probe (WGTILE_COOP_PROBE; 0 off, results wrong when set), to see
+// what each part of the K loop costs: bit 0 issues half the multiply-adds
+// (each slice's 6 fragments still all used, FN 2 only); bit 1 loads the
+// fragments once before the loop and reuses them; bit 2 issues the global
+// loads of the first step only; bit 3 skips the staging of every step
+// after the first (no global loads either); bit 4 drops the loop's two
+// barriers.
+const PROBE: u32 = 0u;
 const CM_A: bool = TRANS_A == 1u && TRANS_COLMAJOR == 1u;
 const CM_B: bool = TRANS_B == 1u && TRANS_COLMAJOR == 1u;
 
@@ -511,10 +519,30 @@ fn main(
         tb[j] = fetch_b_tail(r);
     }
 
+    // PROBE bit 1: fragments loaded once (from a tile staged now) and reused.
+    var fa0: coop_mat16x16<f16, A>;
+    var fa1: coop_mat16x16<f16, A>;
+    var fa2: coop_mat16x16<f16, A>;
+    var fa3: coop_mat16x16<f16, A>;
+    var fb0: coop_mat16x16<f16, B>;
+    var fb1: coop_mat16x16<f16, B>;
+    if (PROBE & 2u) != 0u {
+        workgroupBarrier();
+        fa0 = frag_a(wr, 0u);
+        fa1 = frag_a(wr + 16u, 0u);
+        fa2 = frag_a(wr + 32u, 0u);
+        fa3 = frag_a(wr + 48u, 0u);
+        fb0 = frag_b(0u, wc);
+        fb1 = frag_b(0u, wc + 16u);
+    }
+
     for (var k0 = 0u; k0 < k; k0 += BK) {
         // Stage the prefetched step in workgroup memory.
         for (var j = 0u; j < A_LOADS; j++) {
             let i = tid + j * THREADS;
+            if (PROBE & 8u) != 0u && k0 > 0u {
+                break;
+            }
             if i < A_VECS {
                 let r = a_run(j, tid, a_base, row0, k0);
                 if SPLIT == 1u {
@@ -541,6 +569,9 @@ fn main(
         }
         for (var j = 0u; j < B_LOADS; j++) {
             let i = tid + j * THREADS;
+            if (PROBE & 8u) != 0u && k0 > 0u {
+                break;
+            }
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
                 if SPLIT == 1u {
@@ -565,9 +596,11 @@ fn main(
                 }
             }
         }
-        workgroupBarrier();
+        if (PROBE & 16u) == 0u {
+            workgroupBarrier();
+        }
         // Issue the next step's global loads; they complete during the multiply-adds.
-        if k0 + BK < k {
+        if k0 + BK < k && (PROBE & 12u) == 0u {
             for (var j = 0u; j < A_LOADS; j++) {
                 let r = a_run(j, tid, a_base, row0, k0 + BK);
                 pa[j] = fetch_a(r);
@@ -587,12 +620,27 @@ fn main(
             if SPLIT == 1u {
                 // @gen split_products
             }
-            let a0 = frag_a(wr, kk);
-            let a1 = frag_a(wr + 16u, kk);
-            let a2 = frag_a(wr + 32u, kk);
-            let a3 = frag_a(wr + 48u, kk);
-            let b0 = frag_b(kk, wc);
-            let b1 = frag_b(kk, wc + 16u);
+            var a0 = fa0;
+            var a1 = fa1;
+            var a2 = fa2;
+            var a3 = fa3;
+            var b0 = fb0;
+            var b1 = fb1;
+            if (PROBE & 2u) == 0u {
+                a0 = frag_a(wr, kk);
+                a1 = frag_a(wr + 16u, kk);
+                a2 = frag_a(wr + 32u, kk);
+                a3 = frag_a(wr + 48u, kk);
+                b0 = frag_b(kk, wc);
+                b1 = frag_b(kk, wc + 16u);
+            }
+            if (PROBE & 1u) != 0u {
+                acc00 = coopMultiplyAdd(a0, b0, acc00);
+                acc11 = coopMultiplyAdd(a1, b1, acc11);
+                acc20 = coopMultiplyAdd(a2, b0, acc20);
+                acc31 = coopMultiplyAdd(a3, b1, acc31);
+                continue;
+            }
             acc00 = coopMultiplyAdd(a0, b0, acc00);
             acc01 = coopMultiplyAdd(a0, b1, acc01);
             acc10 = coopMultiplyAdd(a1, b0, acc10);
@@ -614,7 +662,9 @@ fn main(
                 acc33 = coopMultiplyAdd(a3, b3, acc33);
             }
         }
-        workgroupBarrier();
+        if (PROBE & 16u) == 0u {
+            workgroupBarrier();
+        }
     }
 
     let r = row0 + wr;

@@ -12,7 +12,15 @@
 // columns, a workgroup tree gives its max, and one atomicMax on the bits
 // (finite non-negative floats order as their bits do) folds it into
 // maxima[w], which the host zeroes first. Infinities and NaN are left out
-// (they stay what they are, 2^e x, in the products).
+// of the maxima.
+// Non-finite operands: the split cannot carry them (an infinity's halves
+// are inf and inf - inf = NaN, so a product an f32 kernel gives as inf
+// comes out NaN). A workgroup that sees one copies `grids` (the workgroup
+// counts of the f32 CUDA-core kernel's dispatches, 3 words each) into
+// maxima[2..]: those words are the indirect arguments of that kernel's
+// dispatches after the split kernel, which then recompute C with IEEE
+// semantics. With finite operands the words stay zero and those
+// dispatches run no workgroup.
 // Measured and replaced (H200, session 12): 64 workgroups per operand, each
 // with a grid-stride loop and two divisions per element: about 128 GB/s,
 // ~1 ms of a 4.2 ms f32 4096^3 matmul. Session 15: the R rows' loads
@@ -50,9 +58,13 @@ struct ScaleParams {
 // The same buffers as 16-byte words, for rows that start on 16 bytes.
 @group(0) @binding(3) var<storage, read> lhs4: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> rhs4: array<vec4<f32>>;
-@group(0) @binding(9) var<storage, read_write> maxima: array<atomic<u32>, 2>;
+// [0], [1]: the maxima; [2..]: the fallback's indirect arguments.
+@group(0) @binding(9) var<storage, read_write> maxima: array<atomic<u32>>;
+@group(0) @binding(10) var<storage, read> grids: array<u32>;
 
 var<workgroup> red: array<f32, WG>;
+// Whether an invocation saw an infinity or NaN.
+var<workgroup> bad: atomic<u32>;
 
 fn value(which: u32, at: u32) -> f32 {
     if which == 0u {
@@ -74,6 +86,11 @@ fn finite_abs(x: vec4<f32>) -> vec4<f32> {
     return select(vec4<f32>(0.0), a, a <= vec4<f32>(F32_MAX));
 }
 
+// 1 where x is an infinity or NaN (a comparison with NaN is false).
+fn non_finite(x: vec4<f32>) -> u32 {
+    return u32(!all(abs(x) <= vec4<f32>(F32_MAX)));
+}
+
 @compute @workgroup_size(WG, 1, 1)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -90,8 +107,13 @@ fn main(
     // for the whole words of each row, single loads for the rest (H200,
     // session 14: single loads alone read ~1.3 TB/s at 1792).
     let words = op.cs == 1u && ((op.rs | op.s0 | op.s1) & 3u) == 0u;
+    if tid == 0u {
+        atomicStore(&bad, 0u);
+    }
+    workgroupBarrier();
     var m = 0.0;
     var m4 = vec4<f32>(0.0);
+    var seen = 0u;
     // Row groups beyond the grid's width come round again.
     for (var g = wid.x; g * R < total_rows; g += groups.x) {
         for (var i = 0u; i < R; i++) {
@@ -105,17 +127,23 @@ fn main(
             if words {
                 let quads = op.cols / 4u;
                 for (var q = tid; q < quads; q += WG) {
-                    m4 = max(m4, finite_abs(quad(which, base / 4u + q)));
+                    let x = quad(which, base / 4u + q);
+                    m4 = max(m4, finite_abs(x));
+                    seen |= non_finite(x);
                 }
                 c0 = quads * 4u;
             }
             for (var c = c0 + tid; c < op.cols; c += WG) {
                 let a = abs(value(which, base + c * op.cs));
                 m = max(m, select(0.0, a, a <= F32_MAX));
+                seen |= u32(!(a <= F32_MAX));
             }
         }
     }
     red[tid] = max(m, max(max(m4.x, m4.y), max(m4.z, m4.w)));
+    if seen != 0u {
+        atomicOr(&bad, 1u);
+    }
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
         if tid < s {
@@ -125,5 +153,11 @@ fn main(
     }
     if tid == 0u {
         atomicMax(&maxima[which], bitcast<u32>(red[0]));
+    }
+    // Every workgroup that saw one writes the same words.
+    if atomicLoad(&bad) != 0u {
+        for (var i = tid; i < arrayLength(&grids); i += WG) {
+            atomicStore(&maxima[2u + i], grids[i]);
+        }
     }
 }

@@ -987,6 +987,11 @@ pub(crate) struct Dispatch {
     pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
     pub(crate) bind_group: wgpu::BindGroup,
     pub(crate) workgroups: [u32; 3],
+    /// Read the workgroup counts from this buffer at this byte offset when
+    /// the dispatch runs (written by an earlier dispatch of the plan; zero
+    /// counts run nothing) instead of `workgroups`, which then holds the
+    /// most they can be.
+    pub(crate) indirect: Option<(wgpu::Buffer, u64)>,
 }
 
 impl Dispatch {
@@ -1027,12 +1032,24 @@ impl Dispatch {
             pipeline,
             bind_group,
             workgroups,
+            indirect: None,
         }
+    }
+
+    /// This dispatch with its workgroup counts read from `buffer` at byte
+    /// `offset` when it runs.
+    pub(crate) fn indirect(mut self, buffer: &wgpu::Buffer, offset: u64) -> Self {
+        self.indirect = Some((buffer.clone(), offset));
+        self
     }
 
     pub(crate) fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
+        if let Some((buffer, offset)) = &self.indirect {
+            pass.dispatch_workgroups_indirect(buffer, *offset);
+            return;
+        }
         let [x, y, z] = self.workgroups;
         pass.dispatch_workgroups(x, y, z);
     }

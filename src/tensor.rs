@@ -288,6 +288,31 @@ impl Context {
         self.alloc_strided(shape, last_dim(shape), dtype, label)
     }
 
+    /// `words` zeroed-on-demand 32-bit words (an f32 tensor) that later
+    /// dispatches of a plan may also read as indirect dispatch arguments.
+    pub(crate) fn alloc_indirect(&self, words: usize, label: &str) -> Result<Tensor> {
+        self.alloc_with_usage(&[words], words, DType::F32, label, wgpu::BufferUsages::INDIRECT)
+    }
+
+    /// A read-only storage buffer holding exactly `words` (its
+    /// `arrayLength` is `words.len()`; at least one word).
+    pub(crate) fn storage_u32(&self, words: &[u32]) -> wgpu::Buffer {
+        assert!(!words.is_empty(), "a storage binding cannot be empty");
+        let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtile storage words"),
+            size: (words.len() * 4) as u64,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: true,
+        });
+        buffer
+            .slice(..)
+            .get_mapped_range_mut()
+            .expect("a buffer mapped at creation maps")
+            .copy_from_slice(bytemuck::cast_slice(words));
+        buffer.unmap();
+        buffer
+    }
+
     /// [`Context::alloc`] with rows of `row_stride` elements.
     fn alloc_strided(
         &self,
@@ -295,6 +320,18 @@ impl Context {
         row_stride: usize,
         dtype: DType,
         label: &str,
+    ) -> Result<Tensor> {
+        self.alloc_with_usage(shape, row_stride, dtype, label, wgpu::BufferUsages::empty())
+    }
+
+    /// [`Context::alloc_strided`] with `extra` buffer usages.
+    fn alloc_with_usage(
+        &self,
+        shape: &[usize],
+        row_stride: usize,
+        dtype: DType,
+        label: &str,
+        extra: wgpu::BufferUsages,
     ) -> Result<Tensor> {
         check_rank(shape)?;
         let logical = numel(shape)?;
@@ -327,7 +364,8 @@ impl Context {
             size,
             wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
+                | wgpu::BufferUsages::COPY_DST
+                | extra,
         )?;
         Ok(Tensor {
             ctx: self.clone(),

@@ -87,6 +87,29 @@ fn check(
     });
 }
 
+/// `got` against an f64 reference that may hold infinities and NaN: those
+/// exactly (the same infinity, NaN for NaN), the finite ones within f32's
+/// accumulation bound.
+fn assert_ieee_close(what: &str, got: &[f32], want: &[f64], mag: &[f64], k: usize) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let mut non_finite = 0;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let g = f64::from(g);
+        if w.is_finite() {
+            let bound = common::matmul_tolerance(DType::F32, k, w, mag[i]);
+            assert!(
+                (g - w).abs() <= bound,
+                "{what}: element {i}: got {g}, want {w} (bound {bound:e})"
+            );
+        } else {
+            non_finite += 1;
+            let same = if w.is_nan() { g.is_nan() } else { g == w };
+            assert!(same, "{what}: element {i}: got {g}, want {w}");
+        }
+    }
+    assert!(non_finite > 0, "{what}: the reference has no infinity or NaN");
+}
+
 /// The f32 split kernel's bound beyond f32's accumulation: each product
 /// within 2^-19 of exact (hi rounded to 11 bits, lo to f16, lo*lo dropped;
 /// ~2^-20 in the worst case).
@@ -897,6 +920,39 @@ fn f32_split_on_tensor_cores() {
         );
         assert!(fringe.contains(label), "{fringe}");
     }
+    // Infinities and NaN, which the split cannot carry: the f32 fallback
+    // the maxima pass arms gives IEEE's answer, through the plain plan, the
+    // padding layer's copies and the rows apart.
+    for ((m, n, k), fringe_rows, split) in [
+        ((129, 257, 300), None, Some(true)),
+        ((1025, 1031, 1027), None, None),
+        ((257, 131, 129), Some(3), Some(true)),
+    ] {
+        let mut ha = scaled(m * k, 73, 1.0);
+        ha[5 * k + 7] = f32::INFINITY;
+        ha[(m - 1) * k + 2] = f32::NAN;
+        let mut hb = scaled(k * n, 74, 1.0);
+        hb[3 * n + n - 1] = f32::NEG_INFINITY;
+        let a = ctx.tensor(&ha, [m, k]).unwrap();
+        let b = ctx.tensor(&hb, [k, n]).unwrap();
+        let out = ctx.full([m, n], 12345.0, DType::F32).unwrap();
+        let options = MatmulOptions {
+            split_f32: split,
+            fringe_rows,
+            ..Default::default()
+        };
+        let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
+        assert!(plan.label().contains("f32 as f16 pairs"), "{}", plan.label());
+        plan.run().unwrap();
+        let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
+        assert_ieee_close(
+            &format!("non-finite {m}x{n}x{k} [{}]", plan.label()),
+            &out.to_vec_blocking::<f32>().unwrap(),
+            &want,
+            &mag,
+            k,
+        );
+    }
     // Transposed and batched operands through the shared checks.
     let kernel = Some(splits[0]);
     check(&ctx, &[3, 67, 45], &[3, 45, 129], DType::F32, kernel, 80);
@@ -915,12 +971,14 @@ fn f32_split_on_tensor_cores() {
     }
 }
 
-/// The split kernel's first passes (on any adapter): the largest finite |A|
-/// and |B| over the logical elements only. Each case plants the largest
-/// value where one path of the pass reads it (16-byte words of rows that
-/// start on 16 bytes, the single loads of a row's tail, unaligned rows,
-/// transposed and batched operands, padded rows) and infinities and NaN
-/// that must not count.
+/// The split kernel's passes around it (on any adapter): the largest finite
+/// |A| and |B| over the logical elements only, and the f32 CUDA-core
+/// fallback they arm where an operand holds an infinity or NaN. Each case
+/// plants the largest value where one path of the pass reads it (16-byte
+/// words of rows that start on 16 bytes, the single loads of a row's tail,
+/// unaligned rows, transposed and batched operands, padded rows) and
+/// infinities and NaN that must not count; the output starts as a
+/// sentinel, which stays where nothing is armed.
 #[test]
 fn split_maxima_over_logical_elements() {
     let Some(ctx) = common::ctx() else { return };
@@ -933,31 +991,75 @@ fn split_maxima_over_logical_elements() {
         }
         v
     };
+    const SENTINEL: f32 = 12345.0;
+    // The maxima; asserts the fallback stayed off and the output untouched.
     let maxima = |a: &wgtile::Tensor, b: &wgtile::Tensor, options: &MatmulOptions| {
-        ctx.split_maxima(a, b, options).unwrap()
-    };
-    // A [67, 45]: rows of 45 floats (single loads); B [45, 36]: rows of 36
-    // (9 words each), its largest |value| negative, inf and NaN beside it.
-    let a = ctx
-        .tensor(&planted(67 * 45, 1, 66 * 45 + 44, 3.5, &[]), [67, 45])
-        .unwrap();
-    let b = ctx
-        .tensor(
-            &planted(
-                45 * 36,
-                2,
-                17 * 36 + 9,
-                -7.25,
-                &[
-                    (3, f32::INFINITY),
-                    (40, f32::NAN),
-                    (44 * 36 + 35, f32::NEG_INFINITY),
-                ],
-            ),
-            [45, 36],
+        let shape = MatmulShape::with_transposes(
+            a.shape(),
+            b.shape(),
+            options.transpose_a,
+            options.transpose_b,
         )
         .unwrap();
+        let dims = shape.out_shape;
+        let out = ctx.full(&dims, SENTINEL, DType::F32).unwrap();
+        let (maxima, armed) = ctx.split_passes(a, b, &out, options).unwrap();
+        assert!(!armed, "finite operands armed the fallback");
+        let got = out.to_vec_blocking::<f32>().unwrap();
+        assert!(got.iter().all(|&x| x == SENTINEL), "the output was written");
+        maxima
+    };
+    // A [67, 45]: rows of 45 floats (single loads), all finite.
+    let ha = planted(67 * 45, 1, 66 * 45 + 44, 3.5, &[]);
+    let a = ctx.tensor(&ha, [67, 45]).unwrap();
+    // B [45, 36]: rows of 36 (9 words each), its largest |value| negative;
+    // finite first, then with inf, NaN and -inf beside it.
+    let b_finite = planted(45 * 36, 2, 17 * 36 + 9, -7.25, &[]);
+    let b = ctx.tensor(&b_finite, [45, 36]).unwrap();
     assert_eq!(maxima(&a, &b, &MatmulOptions::default()), [3.5, 7.25]);
+    let hb = planted(
+        45 * 36,
+        2,
+        17 * 36 + 9,
+        -7.25,
+        &[
+            (3, f32::INFINITY),
+            (40, f32::NAN),
+            (44 * 36 + 35, f32::NEG_INFINITY),
+        ],
+    );
+    let b = ctx.tensor(&hb, [45, 36]).unwrap();
+    let out = ctx.full([67, 36], SENTINEL, DType::F32).unwrap();
+    let (got_max, armed) = ctx
+        .split_passes(&a, &b, &out, &MatmulOptions::default())
+        .unwrap();
+    assert_eq!(got_max, [3.5, 7.25]);
+    assert!(armed, "an infinity and a NaN did not arm the fallback");
+    let (want, mag) = common::matmul_ref(&ha, &hb, 67, 36, 45, &[(0, 0)]);
+    assert_ieee_close(
+        "fallback, B with inf, NaN, -inf",
+        &out.to_vec_blocking::<f32>().unwrap(),
+        &want,
+        &mag,
+        45,
+    );
+    // A NaN in A alone (unaligned rows of 45, the single-load path) arms it.
+    let ha_nan = planted(67 * 45, 1, 66 * 45 + 44, 3.5, &[(10 * 45 + 7, f32::NAN)]);
+    let a_nan = ctx.tensor(&ha_nan, [67, 45]).unwrap();
+    let b = ctx.tensor(&b_finite, [45, 36]).unwrap();
+    let out = ctx.full([67, 36], SENTINEL, DType::F32).unwrap();
+    let (_, armed) = ctx
+        .split_passes(&a_nan, &b, &out, &MatmulOptions::default())
+        .unwrap();
+    assert!(armed, "a NaN in A did not arm the fallback");
+    let (want, mag) = common::matmul_ref(&ha_nan, &b_finite, 67, 36, 45, &[(0, 0)]);
+    assert_ieee_close(
+        "fallback, A with a NaN",
+        &out.to_vec_blocking::<f32>().unwrap(),
+        &want,
+        &mag,
+        45,
+    );
     // Rows of 70 floats padded to 72 (17 words and a tail of 2): the largest
     // value in the tail.
     let a_host = planted(33 * 70, 3, 20 * 70 + 69, -9.5, &[]);
@@ -983,4 +1085,31 @@ fn split_maxima_over_logical_elements() {
         .unwrap();
     let options = MatmulOptions::default().transposed(true, false);
     assert_eq!(maxima(&at, &b, &options), [6.0, 1.5]);
+    // Batched, an infinity in the middle batch: the fallback covers every
+    // batch (the dispatches' z counts armed as planned).
+    let ha = planted(
+        3 * 20 * 16,
+        5,
+        2 * 320 + 7 * 16 + 3,
+        4.75,
+        &[(320 + 9 * 16 + 11, f32::INFINITY)],
+    );
+    let hb = planted(16 * 12, 6, 5, 1.5, &[]);
+    let a = ctx.tensor(&ha, [3, 20, 16]).unwrap();
+    let b = ctx.tensor(&hb, [16, 12]).unwrap();
+    let out = ctx.full([3, 20, 12], SENTINEL, DType::F32).unwrap();
+    let (got_max, armed) = ctx
+        .split_passes(&a, &b, &out, &MatmulOptions::default())
+        .unwrap();
+    assert_eq!(got_max, [4.75, 1.5]);
+    assert!(armed);
+    let shape = MatmulShape::new(&[3, 20, 16], &[16, 12]).unwrap();
+    let (want, mag) = common::matmul_ref(&ha, &hb, 20, 12, 16, &common::batch_offsets(&shape));
+    assert_ieee_close(
+        "fallback, batched",
+        &out.to_vec_blocking::<f32>().unwrap(),
+        &want,
+        &mag,
+        16,
+    );
 }

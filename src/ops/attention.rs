@@ -99,6 +99,7 @@
 
 use std::sync::Arc;
 
+use super::env_probe;
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -2187,11 +2188,3 @@ fn coop_probe() -> u32 {
     env_probe("WGTILE_COOP_ATTN_PROBE")
 }
 
-/// A timing or debugging probe from the environment: the number in `name`,
-/// 0 when unset or not a number.
-fn env_probe(name: &str) -> u32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}

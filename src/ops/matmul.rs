@@ -108,6 +108,12 @@ impl MatmulOptions {
     }
 }
 
+/// Byte offset of the f32 split plan's `i`-th fallback dispatch's indirect
+/// arguments in its maxima buffer: after the two maxima, 3 words each.
+fn split_fallback_offset(i: usize) -> u64 {
+    (4 * (2 + 3 * i)) as u64
+}
+
 /// The tensor-core kernel an f32 problem runs on, if any: rounded to f16
 /// with `reduced_precision`, else split into halves as `split_f32` says
 /// (by default from the size threshold on, never for a mixed-dtype result);
@@ -610,41 +616,66 @@ impl Context {
         Ok(plan.into_output())
     }
 
-    /// The f32 split kernel's first passes alone: the largest finite |A|
-    /// and |B| (`shaders/matmul_split_scale.wgsl`) over the logical elements
-    /// of `a @ b` as `options` read them (transposes, padded rows, batches).
+    /// The f32 split plan's passes around its tensor-core kernel, alone: the
+    /// largest finite |A| and |B| (`shaders/matmul_split_scale.wgsl`) over
+    /// the logical elements of `a @ b` as `options` read them (transposes,
+    /// padded rows, batches), then the f32 CUDA-core fallback that pass arms
+    /// when an operand holds an infinity or NaN, writing `out` (untouched
+    /// otherwise). Returns the two maxima and whether the fallback ran.
     /// For tests: these passes run on any adapter, the split kernel only on
     /// tensor cores.
     #[doc(hidden)]
-    pub fn split_maxima(
+    pub fn split_passes(
         &self,
         a: &Tensor,
         b: &Tensor,
+        out: &Tensor,
         options: &MatmulOptions,
-    ) -> Result<[f32; 2]> {
-        for t in [a, b] {
+    ) -> Result<([f32; 2], bool)> {
+        for t in [a, b, out] {
             if t.dtype() != DType::F32 {
                 return Err(Error::DTypeMismatch {
-                    op: "split maxima",
+                    op: "split passes",
                     expected: DType::F32,
                     got: t.dtype(),
                 });
             }
         }
         let shape = operand_shape(a, b, options)?;
-        let (maxima, passes) = self.split_scale_dispatches(&shape, &a.buffer, &b.buffer)?;
+        if out.shape() != shape.out_shape.as_slice() || !out.is_contiguous() {
+            return Err(Error::shape(
+                "split passes output",
+                out.shape(),
+                &shape.out_shape,
+                "the output must be a dense tensor of the result's shape",
+            ));
+        }
+        let mut scratch = Vec::new();
+        let fallback = self.split_fallback_dispatches(
+            (DType::F32, DType::F32),
+            &shape,
+            (&a.buffer, &b.buffer, &out.buffer),
+            &Epilogue::default(),
+            &mut scratch,
+        )?;
+        let (maxima, passes) = self.split_scale_dispatches(&shape, &a.buffer, &b.buffer, &fallback)?;
+        let mut dispatches: Vec<Dispatch> = passes.into();
+        for (i, d) in fallback.into_iter().enumerate() {
+            dispatches.push(d.indirect(&maxima.buffer, split_fallback_offset(i)));
+        }
         let plan = Plan {
             ctx: self.clone(),
-            label: "split maxima".into(),
-            dispatches: passes.into(),
+            label: "split passes".into(),
+            dispatches,
             output: maxima,
             flops: 0,
             bytes: (a.storage_len() + b.storage_len()) as u64 * 4,
-            scratch: Vec::new(),
+            scratch,
         };
         plan.run()?;
-        let v = plan.output().to_vec_blocking::<f32>()?;
-        Ok([v[0], v[1]])
+        let words = plan.output().to_vec_blocking::<f32>()?;
+        let armed = words[2..].iter().any(|w| w.to_bits() != 0);
+        Ok(([words[0], words[1]], armed))
     }
 
     /// What the dispatcher and the padding layer would do for
@@ -1049,14 +1080,31 @@ impl Context {
         if coop && (shape.transpose_a || shape.transpose_b) && coop_colmajor() {
             spec = spec.constant("TRANS_COLMAJOR", 1);
         }
+        if coop {
+            // Timing bits (results wrong): see the shader's PROBE.
+            let probe = super::env_probe("WGTILE_COOP_PROBE");
+            if probe != 0 {
+                spec = spec.constant("PROBE", probe);
+            }
+        }
         if partials.is_none() {
             spec = epilogue.specialise(spec);
         }
         let pipeline = self.inner.pipelines.get(device, &spec)?;
         let mut dispatches = Vec::new();
-        // The f32 split form: the partial maxima of |A| and |B| first.
+        // The f32 split form: the partial maxima of |A| and |B| first, and
+        // the f32 CUDA-core kernel's dispatches after it, armed by that pass
+        // when an operand holds an infinity or NaN.
+        let mut fallback = Vec::new();
         let split_max = if matches!(kernel, MatmulKernel::Coop { split: true, .. }) {
-            let (maxima, passes) = self.split_scale_dispatches(shape, a, b)?;
+            fallback = self.split_fallback_dispatches(
+                (dtype, out_dtype),
+                shape,
+                (a, b, c),
+                epilogue,
+                scratch,
+            )?;
+            let (maxima, passes) = self.split_scale_dispatches(shape, a, b, &fallback)?;
             dispatches.extend(passes);
             Some(maxima)
         } else {
@@ -1091,6 +1139,11 @@ impl Context {
                 &bindings,
                 [gx as u32, gy as u32, count as u32],
             ));
+        }
+        if let Some(maxima) = &split_max {
+            for (i, d) in fallback.into_iter().enumerate() {
+                dispatches.push(d.indirect(&maxima.buffer, split_fallback_offset(i)));
+            }
         }
         scratch.extend(split_max);
         if let Some(partials) = partials {
@@ -1238,14 +1291,45 @@ impl Context {
     /// The uniform of every matmul kernel (`shaders/matmul_params.wgsl`):
     /// sizes, batch strides from `base` on, the epilogue's alpha and, for the
     /// split-K GEMV, `(k_chunk, splits)`.
-    /// The f32 split kernel's first passes: zero two words, then
-    /// `shaders/matmul_split_scale.wgsl` folds the largest finite |A| and |B|
-    /// (over their logical elements) into them.
+    /// The f32 CUDA-core kernel's dispatches for what a split plan's kernel
+    /// computes (same shape, buffers and epilogue), to run only when an
+    /// operand holds an infinity or NaN: the split cannot carry those (an
+    /// infinity's halves are inf and inf - inf, so its products come out
+    /// NaN), the f32 kernels give IEEE's answer. The caller arms them
+    /// through indirect arguments the maxima pass writes.
+    fn split_fallback_dispatches(
+        &self,
+        dtypes: (DType, DType),
+        shape: &MatmulShape,
+        buffers: (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+        epilogue: &Epilogue,
+        scratch: &mut Vec<Tensor>,
+    ) -> Result<Vec<Dispatch>> {
+        let profile = self.profile();
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let layout = tune::Layout::of(shape);
+        let mut kernel =
+            tune::choose_matmul_layout(profile, DType::F32, (m, n, k), shape.batch_count(), layout)
+                .kernel;
+        if matches!(kernel, MatmulKernel::Coop { .. }) {
+            // Not expected of the f32 dispatcher; never the tensor cores here.
+            kernel = MatmulKernel::naive_for(profile);
+        }
+        self.matmul_dispatches(kernel, dtypes, shape, buffers, epilogue, scratch)
+    }
+
+    /// The f32 split kernel's first passes: zero the maxima and the
+    /// fallback's indirect arguments, then `shaders/matmul_split_scale.wgsl`
+    /// folds the largest finite |A| and |B| (over their logical elements)
+    /// into the maxima and, where it sees an infinity or NaN, writes
+    /// `fallback`'s workgroup counts into the arguments (see
+    /// [`split_fallback_offset`]).
     fn split_scale_dispatches(
         &self,
         shape: &MatmulShape,
         a: &wgpu::Buffer,
         b: &wgpu::Buffer,
+        fallback: &[Dispatch],
     ) -> Result<(Tensor, [Dispatch; 2])> {
         // Rows per workgroup (the shader's R).
         const ROWS: usize = 8;
@@ -1271,7 +1355,10 @@ impl Context {
         ]
         .concat();
         let params = self.uniform(&words);
-        let maxima = self.alloc(&[2], DType::F32, "wgtile matmul split maxima")?;
+        let grids: Vec<u32> = fallback.iter().flat_map(|d| d.workgroups).collect();
+        let maxima = self.alloc_indirect(2 + grids.len().max(1), "wgtile matmul split maxima")?;
+        // A storage binding cannot be empty.
+        let grids = self.storage_u32(if grids.is_empty() { &[0] } else { &grids });
         let zero = self.fill_dispatch(&maxima.buffer, 0)?;
         let device = &self.inner.device;
         let pipeline = self
@@ -1292,6 +1379,7 @@ impl Context {
                 (3, a),
                 (4, b),
                 (9, &maxima.buffer),
+                (10, &grids),
             ],
             [groups as u32, 2, 1],
         );

@@ -1218,6 +1218,19 @@ pub fn matmul_specs() -> Vec<Spec> {
             }
         }
     }
+    // WGTILE_COOP_PROBE's timing bits, on the default f16 layout.
+    let (warps_m, warps_n, bk, frags_n) = COOP_CONFIGS[0];
+    let kernel = MatmulKernel::Coop {
+        warps_m,
+        warps_n,
+        bk,
+        frags_n,
+        subgroup: 32,
+        split: false,
+    };
+    for probe in [1, 2, 4, 8, 16, 24, 31] {
+        specs.push(kernel.spec(DType::F16).constant("PROBE", probe));
+    }
     // Results in the other dtype (MatmulOptions::out_dtype): every kernel
     // with a separate `Out` type.
     let mixed: Vec<Spec> = specs
