@@ -378,7 +378,8 @@ impl Context {
         // f32 split plan's fallback) come from grids the host checked, and
         // that check cost ~6 us per plan on the H200. Kept off unless the
         // environment asks for it (WGPU_VALIDATION_INDIRECT_CALL=1).
-        desc.flags.remove(wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL);
+        desc.flags
+            .remove(wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL);
         let mut desc = desc.with_env();
         desc.backends = backends;
         let instance = wgpu::Instance::new(desc);

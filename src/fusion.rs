@@ -1332,23 +1332,11 @@ pub(crate) fn plan_fused_many(
     Ok((plan, outputs))
 }
 
-/// A small read-only storage buffer holding `words`.
+/// A small read-only storage buffer holding `words` (padded to 16 bytes).
 fn storage_words(ctx: &Context, words: &[u32]) -> wgpu::Buffer {
     let mut data = words.to_vec();
     data.resize(words.len().next_multiple_of(4).max(4), 0);
-    let buffer = ctx.inner.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("wgtile elementwise constants"),
-        size: (data.len() * 4) as u64,
-        usage: wgpu::BufferUsages::STORAGE,
-        mapped_at_creation: true,
-    });
-    buffer
-        .slice(..)
-        .get_mapped_range_mut()
-        .expect("a buffer mapped at creation maps")
-        .copy_from_slice(bytemuck::cast_slice(&data));
-    buffer.unmap();
-    buffer
+    ctx.storage_u32(&data)
 }
 
 /// One kernel per operation node, intermediates in memory.

@@ -267,19 +267,7 @@ impl Context {
     pub(crate) fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
         let mut data = words.to_vec();
         data.resize(words.len().next_multiple_of(4).max(4), 0);
-        let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgtile params"),
-            size: (data.len() * 4) as u64,
-            usage: wgpu::BufferUsages::UNIFORM,
-            mapped_at_creation: true,
-        });
-        buffer
-            .slice(..)
-            .get_mapped_range_mut()
-            .expect("a buffer mapped at creation maps")
-            .copy_from_slice(bytemuck::cast_slice(&data));
-        buffer.unmap();
-        buffer
+        self.buffer_of("wgtile params", wgpu::BufferUsages::UNIFORM, &data)
     }
 
     /// Allocates an uninitialised-by-us (wgpu zeroes it) tensor, checking the
@@ -291,17 +279,28 @@ impl Context {
     /// `words` zeroed-on-demand 32-bit words (an f32 tensor) that later
     /// dispatches of a plan may also read as indirect dispatch arguments.
     pub(crate) fn alloc_indirect(&self, words: usize, label: &str) -> Result<Tensor> {
-        self.alloc_with_usage(&[words], words, DType::F32, label, wgpu::BufferUsages::INDIRECT)
+        self.alloc_with_usage(
+            &[words],
+            words,
+            DType::F32,
+            label,
+            wgpu::BufferUsages::INDIRECT,
+        )
     }
 
     /// A read-only storage buffer holding exactly `words` (its
     /// `arrayLength` is `words.len()`; at least one word).
     pub(crate) fn storage_u32(&self, words: &[u32]) -> wgpu::Buffer {
         assert!(!words.is_empty(), "a storage binding cannot be empty");
+        self.buffer_of("wgtile storage words", wgpu::BufferUsages::STORAGE, words)
+    }
+
+    /// A buffer of `usage` created holding `words`.
+    fn buffer_of(&self, label: &str, usage: wgpu::BufferUsages, words: &[u32]) -> wgpu::Buffer {
         let buffer = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgtile storage words"),
+            label: Some(label),
             size: (words.len() * 4) as u64,
-            usage: wgpu::BufferUsages::STORAGE,
+            usage,
             mapped_at_creation: true,
         });
         buffer

@@ -107,7 +107,10 @@ fn assert_ieee_close(what: &str, got: &[f32], want: &[f64], mag: &[f64], k: usiz
             assert!(same, "{what}: element {i}: got {g}, want {w}");
         }
     }
-    assert!(non_finite > 0, "{what}: the reference has no infinity or NaN");
+    assert!(
+        non_finite > 0,
+        "{what}: the reference has no infinity or NaN"
+    );
 }
 
 /// The f32 split kernel's bound beyond f32's accumulation: each product
@@ -942,7 +945,11 @@ fn f32_split_on_tensor_cores() {
             ..Default::default()
         };
         let plan = ctx.matmul_plan(&a, &b, Some(&out), &options).unwrap();
-        assert!(plan.label().contains("f32 as f16 pairs"), "{}", plan.label());
+        assert!(
+            plan.label().contains("f32 as f16 pairs"),
+            "{}",
+            plan.label()
+        );
         plan.run().unwrap();
         let (want, mag) = common::matmul_ref(&ha, &hb, m, n, k, &[(0, 0)]);
         assert_ieee_close(
@@ -1028,38 +1035,29 @@ fn split_maxima_over_logical_elements() {
             (44 * 36 + 35, f32::NEG_INFINITY),
         ],
     );
-    let b = ctx.tensor(&hb, [45, 36]).unwrap();
-    let out = ctx.full([67, 36], SENTINEL, DType::F32).unwrap();
-    let (got_max, armed) = ctx
-        .split_passes(&a, &b, &out, &MatmulOptions::default())
-        .unwrap();
-    assert_eq!(got_max, [3.5, 7.25]);
-    assert!(armed, "an infinity and a NaN did not arm the fallback");
-    let (want, mag) = common::matmul_ref(&ha, &hb, 67, 36, 45, &[(0, 0)]);
-    assert_ieee_close(
-        "fallback, B with inf, NaN, -inf",
-        &out.to_vec_blocking::<f32>().unwrap(),
-        &want,
-        &mag,
-        45,
-    );
+    // Runs the passes on A [m, k] x B [k, n] holding non-finite values:
+    // the fallback must run and give IEEE's answer; returns the maxima.
+    let armed_case = |what: &str, (ha, hb): (&[f32], &[f32]), a_dims: &[usize], n: usize| {
+        let k = a_dims[a_dims.len() - 1];
+        let a = ctx.tensor(ha, a_dims).unwrap();
+        let b = ctx.tensor(hb, [k, n]).unwrap();
+        let shape = MatmulShape::new(a_dims, &[k, n]).unwrap();
+        let out = ctx.full(&shape.out_shape, SENTINEL, DType::F32).unwrap();
+        let (got_max, armed) = ctx
+            .split_passes(&a, &b, &out, &MatmulOptions::default())
+            .unwrap();
+        assert!(armed, "{what}: the fallback was not armed");
+        let offsets = common::batch_offsets(&shape);
+        let (want, mag) = common::matmul_ref(ha, hb, shape.m, n, k, &offsets);
+        let got = out.to_vec_blocking::<f32>().unwrap();
+        assert_ieee_close(what, &got, &want, &mag, k);
+        got_max
+    };
+    let maxima_seen = armed_case("B with inf, NaN, -inf", (&ha, &hb), &[67, 45], 36);
+    assert_eq!(maxima_seen, [3.5, 7.25]);
     // A NaN in A alone (unaligned rows of 45, the single-load path) arms it.
     let ha_nan = planted(67 * 45, 1, 66 * 45 + 44, 3.5, &[(10 * 45 + 7, f32::NAN)]);
-    let a_nan = ctx.tensor(&ha_nan, [67, 45]).unwrap();
-    let b = ctx.tensor(&b_finite, [45, 36]).unwrap();
-    let out = ctx.full([67, 36], SENTINEL, DType::F32).unwrap();
-    let (_, armed) = ctx
-        .split_passes(&a_nan, &b, &out, &MatmulOptions::default())
-        .unwrap();
-    assert!(armed, "a NaN in A did not arm the fallback");
-    let (want, mag) = common::matmul_ref(&ha_nan, &b_finite, 67, 36, 45, &[(0, 0)]);
-    assert_ieee_close(
-        "fallback, A with a NaN",
-        &out.to_vec_blocking::<f32>().unwrap(),
-        &want,
-        &mag,
-        45,
-    );
+    armed_case("A with a NaN", (&ha_nan, &b_finite), &[67, 45], 36);
     // Rows of 70 floats padded to 72 (17 words and a tail of 2): the largest
     // value in the tail.
     let a_host = planted(33 * 70, 3, 20 * 70 + 69, -9.5, &[]);
@@ -1095,21 +1093,6 @@ fn split_maxima_over_logical_elements() {
         &[(320 + 9 * 16 + 11, f32::INFINITY)],
     );
     let hb = planted(16 * 12, 6, 5, 1.5, &[]);
-    let a = ctx.tensor(&ha, [3, 20, 16]).unwrap();
-    let b = ctx.tensor(&hb, [16, 12]).unwrap();
-    let out = ctx.full([3, 20, 12], SENTINEL, DType::F32).unwrap();
-    let (got_max, armed) = ctx
-        .split_passes(&a, &b, &out, &MatmulOptions::default())
-        .unwrap();
-    assert_eq!(got_max, [4.75, 1.5]);
-    assert!(armed);
-    let shape = MatmulShape::new(&[3, 20, 16], &[16, 12]).unwrap();
-    let (want, mag) = common::matmul_ref(&ha, &hb, 20, 12, 16, &common::batch_offsets(&shape));
-    assert_ieee_close(
-        "fallback, batched",
-        &out.to_vec_blocking::<f32>().unwrap(),
-        &want,
-        &mag,
-        16,
-    );
+    let maxima_seen = armed_case("batched", (&ha, &hb), &[3, 20, 16], 12);
+    assert_eq!(maxima_seen, [4.75, 1.5]);
 }

@@ -2187,4 +2187,3 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 fn coop_probe() -> u32 {
     env_probe("WGTILE_COOP_ATTN_PROBE")
 }
-

@@ -1228,7 +1228,7 @@ pub fn matmul_specs() -> Vec<Spec> {
         subgroup: 32,
         split: false,
     };
-    for probe in [1, 2, 4, 8, 16, 24, 31, 32] {
+    for probe in [1, 2, 4, 8, 16, 24, 31] {
         specs.push(kernel.spec(DType::F16).constant("PROBE", probe));
     }
     // Results in the other dtype (MatmulOptions::out_dtype): every kernel
