@@ -372,15 +372,12 @@ impl Context {
     /// Picks an adapter and creates a device (see [`ContextOptions`] for how).
     pub async fn new(options: ContextOptions) -> Result<Self> {
         let backends = options.resolved_backends();
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        // wgpu checks every indirect dispatch's arguments against the limits
-        // with a compute pass of its own; wgtile's indirect arguments (the
-        // f32 split plan's fallback) come from grids the host checked, and
-        // that check cost ~6 us per plan on the H200. Kept off unless the
-        // environment asks for it (WGPU_VALIDATION_INDIRECT_CALL=1).
-        desc.flags
-            .remove(wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL);
-        let mut desc = desc.with_env();
+        // wgpu's check of indirect dispatch arguments stays on (its default):
+        // with it turned off the f32 split plan's fallback cost 3 us instead
+        // of 6, but the 4096 kernels ran 1.5-3% slower (H200, session 16,
+        // run 4, three rounds: f16 coop 240-242 against 246-248 TFLOP/s),
+        // not understood (buffer placement?).
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         desc.backends = backends;
         let instance = wgpu::Instance::new(desc);
         let adapter = Self::pick_adapter(&instance, &options, backends).await?;
