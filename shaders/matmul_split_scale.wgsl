@@ -15,12 +15,10 @@
 // of the maxima.
 // Non-finite operands: the split cannot carry them (an infinity's halves
 // are inf and inf - inf = NaN, so a product an f32 kernel gives as inf
-// comes out NaN). A workgroup that sees one copies `grids` (the workgroup
-// counts of the f32 CUDA-core kernel's dispatches, 3 words each) into
-// maxima[2..]: those words are the indirect arguments of that kernel's
-// dispatches after the split kernel, which then recompute C with IEEE
-// semantics. With finite operands the words stay zero and those
-// dispatches run no workgroup.
+// comes out NaN). A workgroup that sees one sets maxima[2]; the f32
+// CUDA-core kernel's dispatches after the split kernel read it (their
+// guard, matmul_tiled_core.wgsl) and recompute C with IEEE semantics, or
+// return at once where it is 0.
 // Measured and replaced (H200, session 12): 64 workgroups per operand, each
 // with a grid-stride loop and two divisions per element: about 128 GB/s,
 // ~1 ms of a 4.2 ms f32 4096^3 matmul. Session 15: the R rows' loads
@@ -58,9 +56,8 @@ struct ScaleParams {
 // The same buffers as 16-byte words, for rows that start on 16 bytes.
 @group(0) @binding(3) var<storage, read> lhs4: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> rhs4: array<vec4<f32>>;
-// [0], [1]: the maxima; [2..]: the fallback's indirect arguments.
-@group(0) @binding(9) var<storage, read_write> maxima: array<atomic<u32>>;
-@group(0) @binding(10) var<storage, read> grids: array<u32>;
+// [0], [1]: the maxima; [2]: 1 where an infinity or NaN was seen.
+@group(0) @binding(9) var<storage, read_write> maxima: array<atomic<u32>, 3>;
 
 var<workgroup> red: array<f32, WG>;
 // Whether an invocation saw an infinity or NaN.
@@ -154,10 +151,7 @@ fn main(
     if tid == 0u {
         atomicMax(&maxima[which], bitcast<u32>(red[0]));
     }
-    // Every workgroup that saw one writes the same words.
-    if atomicLoad(&bad) != 0u {
-        for (var i = tid; i < arrayLength(&grids); i += WG) {
-            atomicStore(&maxima[2u + i], grids[i]);
-        }
+    if tid == 0u && atomicLoad(&bad) != 0u {
+        atomicStore(&maxima[2], 1u);
     }
 }

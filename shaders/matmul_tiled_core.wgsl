@@ -63,6 +63,11 @@ const SPLIT_K: u32 = 0u;
 
 @group(0) @binding(4) var<storage, read_write> partials: array<f32>;
 
+// The f32 split plan's fallback (generated, empty otherwise): the flag the
+// maxima pass sets when an operand holds an infinity or NaN; unset, every
+// workgroup returns at once.
+// @gen guard_decl
+
 var<workgroup> a_sh: array<vec4<f32>, BK * BM4>;
 var<workgroup> b_sh: array<vec4<f32>, BK * BN4>;
 
@@ -72,6 +77,7 @@ fn main(
     @builtin(local_invocation_id) lid: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    // @gen guard
     let row0 = wid.y * BM;
     let col0 = wid.x * BN;
     var z = params.batch_base + wid.z;

@@ -698,6 +698,9 @@ impl Spec {
             Kernel::AttentionDecodeCoopEmulated => {
                 crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, true)
             }
+            Kernel::MatmulTiled | Kernel::MatmulTiledVec4 => {
+                vec![("guard_decl", String::new()), ("guard", String::new())]
+            }
             Kernel::MatmulCoop => crate::tune::COOP_PLAIN_BLOCKS
                 .iter()
                 .map(|&(name, text)| (name, text.to_string()))
@@ -987,11 +990,6 @@ pub(crate) struct Dispatch {
     pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
     pub(crate) bind_group: wgpu::BindGroup,
     pub(crate) workgroups: [u32; 3],
-    /// Read the workgroup counts from this buffer at this byte offset when
-    /// the dispatch runs (written by an earlier dispatch of the plan; zero
-    /// counts run nothing) instead of `workgroups`, which then holds the
-    /// most they can be.
-    pub(crate) indirect: Option<(wgpu::Buffer, u64)>,
 }
 
 impl Dispatch {
@@ -1032,24 +1030,12 @@ impl Dispatch {
             pipeline,
             bind_group,
             workgroups,
-            indirect: None,
         }
-    }
-
-    /// This dispatch with its workgroup counts read from `buffer` at byte
-    /// `offset` when it runs.
-    pub(crate) fn indirect(mut self, buffer: &wgpu::Buffer, offset: u64) -> Self {
-        self.indirect = Some((buffer.clone(), offset));
-        self
     }
 
     pub(crate) fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
-        if let Some((buffer, offset)) = &self.indirect {
-            pass.dispatch_workgroups_indirect(buffer, *offset);
-            return;
-        }
         let [x, y, z] = self.workgroups;
         pass.dispatch_workgroups(x, y, z);
     }

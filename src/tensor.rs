@@ -276,18 +276,6 @@ impl Context {
         self.alloc_strided(shape, last_dim(shape), dtype, label)
     }
 
-    /// `words` zeroed-on-demand 32-bit words (an f32 tensor) that later
-    /// dispatches of a plan may also read as indirect dispatch arguments.
-    pub(crate) fn alloc_indirect(&self, words: usize, label: &str) -> Result<Tensor> {
-        self.alloc_with_usage(
-            &[words],
-            words,
-            DType::F32,
-            label,
-            wgpu::BufferUsages::INDIRECT,
-        )
-    }
-
     /// A read-only storage buffer holding exactly `words` (its
     /// `arrayLength` is `words.len()`; at least one word).
     pub(crate) fn storage_u32(&self, words: &[u32]) -> wgpu::Buffer {
@@ -320,18 +308,6 @@ impl Context {
         dtype: DType,
         label: &str,
     ) -> Result<Tensor> {
-        self.alloc_with_usage(shape, row_stride, dtype, label, wgpu::BufferUsages::empty())
-    }
-
-    /// [`Context::alloc_strided`] with `extra` buffer usages.
-    fn alloc_with_usage(
-        &self,
-        shape: &[usize],
-        row_stride: usize,
-        dtype: DType,
-        label: &str,
-        extra: wgpu::BufferUsages,
-    ) -> Result<Tensor> {
         check_rank(shape)?;
         let logical = numel(shape)?;
         let rows = if shape.is_empty() {
@@ -363,8 +339,7 @@ impl Context {
             size,
             wgpu::BufferUsages::STORAGE
                 | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST
-                | extra,
+                | wgpu::BufferUsages::COPY_DST,
         )?;
         Ok(Tensor {
             ctx: self.clone(),

@@ -115,12 +115,6 @@ impl MatmulOptions {
     }
 }
 
-/// Byte offset of the f32 split plan's `i`-th fallback dispatch's indirect
-/// arguments in its maxima buffer: after the two maxima, 3 words each.
-fn split_fallback_offset(i: usize) -> u64 {
-    (4 * (2 + 3 * i)) as u64
-}
-
 /// The tensor-core kernel an f32 problem runs on, if any: rounded to f16
 /// with `reduced_precision`, else split into halves as `split_f32` says
 /// (by default from the size threshold on, never for a mixed-dtype result);
@@ -658,19 +652,16 @@ impl Context {
             ));
         }
         let mut scratch = Vec::new();
-        let fallback = self.split_fallback_dispatches(
+        let (maxima, passes) = self.split_scale_dispatches(&shape, &a.buffer, &b.buffer)?;
+        let mut dispatches: Vec<Dispatch> = passes.into();
+        dispatches.extend(self.split_fallback_dispatches(
             (DType::F32, DType::F32),
             &shape,
             (&a.buffer, &b.buffer, &out.buffer),
             &Epilogue::default(),
             &mut scratch,
-        )?;
-        let (maxima, passes) =
-            self.split_scale_dispatches(&shape, &a.buffer, &b.buffer, &fallback)?;
-        let mut dispatches: Vec<Dispatch> = passes.into();
-        for (i, d) in fallback.into_iter().enumerate() {
-            dispatches.push(d.indirect(&maxima.buffer, split_fallback_offset(i)));
-        }
+            &maxima.buffer,
+        )?);
         let plan = Plan {
             ctx: self.clone(),
             label: "split passes".into(),
@@ -682,8 +673,7 @@ impl Context {
         };
         plan.run()?;
         let words = plan.output().to_vec_blocking::<f32>()?;
-        let armed = words[2..].iter().any(|w| w.to_bits() != 0);
-        Ok(([words[0], words[1]], armed))
+        Ok(([words[0], words[1]], words[2].to_bits() != 0))
     }
 
     /// What the dispatcher and the padding layer would do for
@@ -982,6 +972,7 @@ impl Context {
             (&a.buffer, &b.buffer, &plan.output.buffer),
             epilogue,
             &mut scratch,
+            None,
         )?;
         plan.scratch = scratch;
         plan.label = format!("matmul {dtype} {m}x{n}x{k} x{batches} {kernel}");
@@ -1013,7 +1004,13 @@ impl Context {
         (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
         epilogue: &Epilogue,
         scratch: &mut Vec<Tensor>,
+        guard: Option<&wgpu::Buffer>,
     ) -> Result<Vec<Dispatch>> {
+        if guard.is_some() && !matches!(kernel, MatmulKernel::Tiled { .. }) {
+            return Err(Error::InvalidArgument(format!(
+                "{kernel} has no guard (only the tiled kernels do)"
+            )));
+        }
         if kernel == MatmulKernel::Gemv {
             let all = 0..shape.batch_count();
             return self.gemv_dispatches(
@@ -1098,21 +1095,18 @@ impl Context {
         if partials.is_none() {
             spec = epilogue.specialise(spec);
         }
+        if guard.is_some() {
+            spec = spec
+                .block("guard_decl", tune::TILED_GUARD_DECL)
+                .block("guard", tune::TILED_GUARD);
+        }
         let pipeline = self.inner.pipelines.get(device, &spec)?;
         let mut dispatches = Vec::new();
-        // The f32 split form: the partial maxima of |A| and |B| first, and
-        // the f32 CUDA-core kernel's dispatches after it, armed by that pass
-        // when an operand holds an infinity or NaN.
-        let mut fallback = Vec::new();
+        // The f32 split form: the partial maxima of |A| and |B| first; the
+        // f32 CUDA-core kernel's dispatches after it, which compute only when
+        // that pass flags an infinity or NaN.
         let split_max = if matches!(kernel, MatmulKernel::Coop { split: true, .. }) {
-            fallback = self.split_fallback_dispatches(
-                (dtype, out_dtype),
-                shape,
-                (a, b, c),
-                epilogue,
-                scratch,
-            )?;
-            let (maxima, passes) = self.split_scale_dispatches(shape, a, b, &fallback)?;
+            let (maxima, passes) = self.split_scale_dispatches(shape, a, b)?;
             dispatches.extend(passes);
             Some(maxima)
         } else {
@@ -1141,6 +1135,9 @@ impl Context {
             if let Some(p) = &split_max {
                 bindings.push((9, &p.buffer));
             }
+            if let Some(g) = guard {
+                bindings.push((9, g));
+            }
             dispatches.push(Dispatch::with_bindings(
                 device,
                 pipeline.clone(),
@@ -1149,9 +1146,14 @@ impl Context {
             ));
         }
         if let Some(maxima) = &split_max {
-            for (i, d) in fallback.into_iter().enumerate() {
-                dispatches.push(d.indirect(&maxima.buffer, split_fallback_offset(i)));
-            }
+            dispatches.extend(self.split_fallback_dispatches(
+                (dtype, out_dtype),
+                shape,
+                (a, b, c),
+                epilogue,
+                scratch,
+                &maxima.buffer,
+            )?);
         }
         scratch.extend(split_max);
         if let Some(partials) = partials {
@@ -1300,11 +1302,11 @@ impl Context {
     /// sizes, batch strides from `base` on, the epilogue's alpha and, for the
     /// split-K GEMV, `(k_chunk, splits)`.
     /// The f32 CUDA-core kernel's dispatches for what a split plan's kernel
-    /// computes (same shape, buffers and epilogue), to run only when an
-    /// operand holds an infinity or NaN: the split cannot carry those (an
-    /// infinity's halves are inf and inf - inf, so its products come out
-    /// NaN), the f32 kernels give IEEE's answer. The caller arms them
-    /// through indirect arguments the maxima pass writes.
+    /// computes (same shape, buffers and epilogue), guarded by the flag the
+    /// maxima pass sets in word 2 of `maxima` when an operand holds an
+    /// infinity or NaN: the split cannot carry those (an infinity's halves
+    /// are inf and inf - inf, so its products come out NaN), the f32
+    /// kernels give IEEE's answer. Unflagged, each workgroup returns at once.
     fn split_fallback_dispatches(
         &self,
         dtypes: (DType, DType),
@@ -1312,32 +1314,44 @@ impl Context {
         buffers: (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
         epilogue: &Epilogue,
         scratch: &mut Vec<Tensor>,
+        maxima: &wgpu::Buffer,
     ) -> Result<Vec<Dispatch>> {
         let profile = self.profile();
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let layout = tune::Layout::of(shape);
-        let mut kernel =
+        let kernel =
             tune::choose_matmul_layout(profile, DType::F32, (m, n, k), shape.batch_count(), layout)
                 .kernel;
-        if matches!(kernel, MatmulKernel::Coop { .. }) {
-            // Not expected of the f32 dispatcher; never the tensor cores here.
-            kernel = MatmulKernel::naive_for(profile);
-        }
-        self.matmul_dispatches(kernel, dtypes, shape, buffers, epilogue, scratch)
+        // The guard is in the tiled kernels: anything else the f32
+        // dispatcher might pick (split-K, naive) becomes the scalar tiled
+        // kernel, which takes every layout.
+        let kernel = match kernel {
+            MatmulKernel::Tiled { .. } if kernel.fits(profile) => kernel,
+            _ => MatmulKernel::Tiled {
+                tile: tune::TILE_CONFIGS[0],
+                vec4: false,
+            },
+        };
+        self.matmul_dispatches(
+            kernel,
+            dtypes,
+            shape,
+            buffers,
+            epilogue,
+            scratch,
+            Some(maxima),
+        )
     }
 
-    /// The f32 split kernel's first passes: zero the maxima and the
-    /// fallback's indirect arguments, then `shaders/matmul_split_scale.wgsl`
-    /// folds the largest finite |A| and |B| (over their logical elements)
-    /// into the maxima and, where it sees an infinity or NaN, writes
-    /// `fallback`'s workgroup counts into the arguments (see
-    /// [`split_fallback_offset`]).
+    /// The f32 split kernel's first passes: zero three words, then
+    /// `shaders/matmul_split_scale.wgsl` folds the largest finite |A| and
+    /// |B| (over their logical elements) into the first two and sets the
+    /// third where it sees an infinity or NaN.
     fn split_scale_dispatches(
         &self,
         shape: &MatmulShape,
         a: &wgpu::Buffer,
         b: &wgpu::Buffer,
-        fallback: &[Dispatch],
     ) -> Result<(Tensor, [Dispatch; 2])> {
         // Rows per workgroup (the shader's R).
         const ROWS: usize = 8;
@@ -1363,10 +1377,7 @@ impl Context {
         ]
         .concat();
         let params = self.uniform(&words);
-        let grids: Vec<u32> = fallback.iter().flat_map(|d| d.workgroups).collect();
-        let maxima = self.alloc_indirect(2 + grids.len().max(1), "wgtile matmul split maxima")?;
-        // A storage binding cannot be empty.
-        let grids = self.storage_u32(if grids.is_empty() { &[0] } else { &grids });
+        let maxima = self.alloc(&[3], DType::F32, "wgtile matmul split maxima")?;
         let zero = self.fill_dispatch(&maxima.buffer, 0)?;
         let device = &self.inner.device;
         let pipeline = self
@@ -1387,7 +1398,6 @@ impl Context {
                 (3, a),
                 (4, b),
                 (9, &maxima.buffer),
-                (10, &grids),
             ],
             [groups as u32, 2, 1],
         );
@@ -1680,6 +1690,7 @@ impl Context {
             (&a_buf, &b_buf, c_buf),
             epilogue,
             &mut scratch,
+            None,
         )?);
         if let Some(c_pad) = c_pad {
             dispatches.extend(self.pad_copy_dispatches(&[PadCopy {
