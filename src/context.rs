@@ -372,11 +372,11 @@ impl Context {
     /// Picks an adapter and creates a device (see [`ContextOptions`] for how).
     pub async fn new(options: ContextOptions) -> Result<Self> {
         let backends = options.resolved_backends();
-        // wgpu's check of indirect dispatch arguments stays on (its default):
-        // with it turned off the f32 split plan's fallback cost 3 us instead
-        // of 6, but the 4096 kernels ran 1.5-3% slower (H200, session 16,
-        // run 4, three rounds: f16 coop 240-242 against 246-248 TFLOP/s),
-        // not understood (buffer placement?).
+        // wgpu's default instance flags. Measured (H200, session 16, run
+        // 106): with the check of indirect dispatch arguments turned off
+        // (wgtile dispatches nothing indirectly) the 4096 kernels ran
+        // 1.5-3% slower (f16 coop 240-242 against 246-248 TFLOP/s), not
+        // understood (buffer placement?): keep the defaults.
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         desc.backends = backends;
         let instance = wgpu::Instance::new(desc);
