@@ -1084,7 +1084,7 @@ fn split_maxima_over_logical_elements() {
     let options = MatmulOptions::default().transposed(true, false);
     assert_eq!(maxima(&at, &b, &options), [6.0, 1.5]);
     // Batched, an infinity in the middle batch: the fallback covers every
-    // batch (the dispatches' z counts armed as planned).
+    // batch (the guarded kernel's grid covers all three).
     let ha = planted(
         3 * 20 * 16,
         5,

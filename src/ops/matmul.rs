@@ -1295,9 +1295,6 @@ impl Context {
         Ok(decision.kernel)
     }
 
-    /// The uniform of every matmul kernel (`shaders/matmul_params.wgsl`):
-    /// sizes, batch strides from `base` on, the epilogue's alpha and, for the
-    /// split-K GEMV, `(k_chunk, splits)`.
     /// The f32 CUDA-core kernel's dispatches for what a split plan's kernel
     /// computes (same shape, buffers and epilogue), guarded by the flag the
     /// maxima pass sets in word 2 of `maxima` when an operand holds an
@@ -1400,6 +1397,9 @@ impl Context {
         Ok((maxima, [zero, scale]))
     }
 
+    /// The uniform of every matmul kernel (`shaders/matmul_params.wgsl`):
+    /// sizes, batch strides from `base` on, the epilogue's alpha and, for the
+    /// split-K GEMV, `(k_chunk, splits)`.
     fn matmul_params(
         &self,
         shape: &MatmulShape,
