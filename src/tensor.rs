@@ -276,10 +276,10 @@ impl Context {
         self.alloc_strided(shape, last_dim(shape), dtype, label)
     }
 
-    /// A read-only storage buffer holding exactly `words` (its
-    /// `arrayLength` is `words.len()`; at least one word).
+    /// A read-only storage buffer holding `words` (at least one: a storage
+    /// binding cannot be empty).
     pub(crate) fn storage_u32(&self, words: &[u32]) -> wgpu::Buffer {
-        assert!(!words.is_empty(), "a storage binding cannot be empty");
+        debug_assert!(!words.is_empty(), "a storage binding cannot be empty");
         self.buffer_of("wgtile storage words", wgpu::BufferUsages::STORAGE, words)
     }
 
