@@ -75,6 +75,11 @@ const QL: u32 = (BR / 4u * DK + WG - 1u) / WG;
 const KL: u32 = (BC / 4u * DK + WG - 1u) / WG;
 const VL: u32 = (VK * DVP4 + WG - 1u) / WG;
 
+// The f32 tensor-core plan's fallback (generated, empty otherwise): the
+// flag attention_split_scale.wgsl sets when q, k or v hold an infinity or
+// NaN; unset, every workgroup returns at once.
+// @gen guard_decl
+
 var<workgroup> stage: array<vec4<f32>, STAGE4>;
 var<workgroup> p_tile: array<vec4<f32>, BR * PS4>;
 
@@ -183,6 +188,7 @@ fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) tid: u32,
 ) {
+    // @gen guard
     let b = wid.z;
     let y = wid.y;
     let rows = row_count();

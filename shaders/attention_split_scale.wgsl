@@ -23,9 +23,14 @@
 //   into the head's slot, which the host zeroes first. Workgroups past the
 //   operand's heads or rows return.
 // Output: ex (u32 bits of m), q's at b * Hq + h, then k's at B * Hq + b *
-//   Hkv + h, then v's after B * Hkv more. m is taken over the finite values
-//   (an infinity or NaN propagates as it would in f32); the attention kernel
-//   turns m into e (split_exponent there; m = 0 gives e = 0).
+//   Hkv + h, then v's after B * Hkv more. m is taken over the finite values;
+//   the attention kernel turns m into e (split_exponent there; m = 0 gives
+//   e = 0). Word B * (Hq + 2 Hkv), the last, is a flag set to 1 when any
+//   value is an infinity or NaN: halves cannot carry those (inf's lo is inf
+//   - inf), so the plan ends with the f32 flash kernel guarded by this flag
+//   (attention_flash.wgsl's generated guard), which recomputes O and lse
+//   with IEEE's rules. A workgroup that sees one reduces +inf instead of its
+//   maximum and sets the flag.
 // Measured and replaced (H200, session 12): one workgroup per head and
 //   operand (192 at B4 H16), too few loads in flight for the bandwidth.
 // Params: attention_common's (appended by the registry): batch, hq, hkv,
@@ -86,15 +91,18 @@ fn main(
     let n_rows = min(RA, rows - row0);
     let per_row = cols / 4u;
     var m = vec4<f32>();
+    var bad = false;
     for (var i = tid; i < n_rows * per_row; i += WG) {
         let r = row0 + i / per_row;
         let c = (i % per_row) * 4u;
         let a = abs(load4(which, (base + r * stride + c) / 4u));
-        // Finite values only: an infinity or NaN stays what it is (2^e x),
-        // and the others keep their scale.
-        m = max(m, select(vec4<f32>(), a, a <= vec4<f32>(F32_MAX)));
+        // Finite values only; an infinity or NaN (not <= F32_MAX) marks
+        // the invocation.
+        let finite = a <= vec4<f32>(F32_MAX);
+        bad = bad || !all(finite);
+        m = max(m, select(vec4<f32>(), a, finite));
     }
-    red[tid] = max(max(m.x, m.y), max(m.z, m.w));
+    red[tid] = select(max(max(m.x, m.y), max(m.z, m.w)), bitcast<f32>(0x7f800000u), bad);
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
         if tid < s {
@@ -103,6 +111,10 @@ fn main(
         workgroupBarrier();
     }
     if tid == 0u {
-        atomicMax(&ex[slot], bitcast<u32>(red[0]));
+        if red[0] <= F32_MAX {
+            atomicMax(&ex[slot], bitcast<u32>(red[0]));
+        } else {
+            atomicMax(&ex[params.batch * (params.hq + 2u * params.hkv)], 1u);
+        }
     }
 }

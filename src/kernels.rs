@@ -698,7 +698,7 @@ impl Spec {
             Kernel::AttentionDecodeCoopEmulated => {
                 crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, true)
             }
-            Kernel::MatmulTiled | Kernel::MatmulTiledVec4 => {
+            Kernel::MatmulTiled | Kernel::MatmulTiledVec4 | Kernel::AttentionFlash => {
                 vec![("guard_decl", String::new()), ("guard", String::new())]
             }
             Kernel::MatmulCoop => crate::tune::COOP_PLAIN_BLOCKS

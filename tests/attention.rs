@@ -2820,6 +2820,127 @@ fn coop_f32_split_emulated() {
     );
 }
 
+/// Infinities and NaN in f32 inputs of the tensor-core kernel (each value
+/// split into halves, which cannot carry them: inf's low half is inf -
+/// inf). The split-scale pass flags them and the guarded f32 flash kernel
+/// recomputes O and lse, so every non-finite output (+inf, -inf, NaN) sits
+/// where the f32 flash kernel puts it and the finite ones agree. Finite
+/// inputs must keep the split kernel's result: the guarded kernel leaves
+/// it alone, so it differs from the flash kernel's in its last bits
+/// somewhere (a fallback that always ran would fail here). A value past a
+/// batch's key length is never read and raises no flag. Emulated matrix
+/// operations on any adapter with f16 and subgroups, tensor cores where
+/// present.
+#[test]
+fn coop_f32_split_non_finite_inputs() {
+    let Some(ctx) = emulation_ctx("coop_f32_split_non_finite_inputs") else {
+        return;
+    };
+    let mut kernels = vec![AttentionKernel::FlashCoopEmulated];
+    if wgtile::tune::has_coop_f16(ctx.profile()) {
+        kernels.push(AttentionKernel::FlashCoop);
+    }
+    let (b, hq, hkv, sq, sk, d, dv) = (2, 2, 1, 33, 70, 32, 48);
+    let q_at = |z: usize, h: usize, i: usize, e: usize| ((z * hq + h) * sq + i) * d + e;
+    let k_at = |z: usize, j: usize, e: usize| (z * hkv * sk + j) * d + e;
+    let v_at = |z: usize, j: usize, e: usize| (z * hkv * sk + j) * dv + e;
+    let base = [
+        common::random(b * hq * sq * d, 9300),
+        common::random(b * hkv * sk * d, 9301),
+        common::random(b * hkv * sk * dv, 9302),
+    ];
+    // (name, operand, index, value, key lengths, whether the flag is set).
+    type Edit = (usize, usize, f32);
+    let cases: Vec<(&str, Vec<Edit>, Option<[u32; 2]>, bool)> = vec![
+        ("finite", vec![], None, false),
+        (
+            "+inf in V",
+            vec![(2, v_at(0, 5, 3), f32::INFINITY)],
+            None,
+            true,
+        ),
+        (
+            "+inf and -inf in V, one key",
+            vec![
+                (2, v_at(1, 9, 0), f32::INFINITY),
+                (2, v_at(1, 9, 1), f32::NEG_INFINITY),
+            ],
+            None,
+            true,
+        ),
+        (
+            "-inf in K",
+            vec![(1, k_at(0, 11, 4), f32::NEG_INFINITY)],
+            None,
+            true,
+        ),
+        (
+            "+inf in Q",
+            vec![(0, q_at(1, 1, 20, 7), f32::INFINITY)],
+            None,
+            true,
+        ),
+        ("NaN in V", vec![(2, v_at(1, 60, 2), f32::NAN)], None, true),
+        (
+            "inf in V past batch 1's key length",
+            vec![(2, v_at(1, 50, 3), f32::INFINITY)],
+            Some([70, 40]),
+            false,
+        ),
+    ];
+    for (name, edits, lengths, flagged) in cases {
+        let mut data = base.clone();
+        for &(operand, at, value) in &edits {
+            data[operand][at] = value;
+        }
+        let q = ctx.tensor(&data[0], [b, hq, sq, d]).unwrap();
+        let k = ctx.tensor(&data[1], [b, hkv, sk, d]).unwrap();
+        let v = ctx.tensor(&data[2], [b, hkv, sk, dv]).unwrap();
+        let mut opts = AttentionOptions::new().with_lse();
+        if let Some(l) = lengths {
+            opts = opts.key_lengths(&l);
+        }
+        let (want_o, want_lse) = run_poisoned(
+            &ctx,
+            &q,
+            &k,
+            &v,
+            &opts.clone().kernel(AttentionKernel::Flash),
+        );
+        assert!(
+            want_o.iter().any(|x| !x.is_finite()) == flagged,
+            "{name}: the case should {}give non-finite outputs",
+            if flagged { "" } else { "not " }
+        );
+        for &kernel in &kernels {
+            let (o, lse) = run_poisoned(&ctx, &q, &k, &v, &opts.clone().kernel(kernel));
+            for (what, got, want) in [("O", &o, &want_o), ("lse", &lse, &want_lse)] {
+                for (i, (&g, &w)) in got.iter().zip(want.iter()).enumerate() {
+                    let same = if w.is_finite() {
+                        (g - w).abs() <= 1e-5 * (1.0 + w.abs())
+                    } else {
+                        g == w || (g.is_nan() && w.is_nan())
+                    };
+                    assert!(
+                        same,
+                        "{kernel:?}, {name}: {what}[{i}] = {g}, the f32 flash kernel gives {w}"
+                    );
+                }
+            }
+            let identical = o
+                .iter()
+                .zip(&want_o)
+                .all(|(g, w)| g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan()));
+            assert_eq!(
+                identical,
+                flagged,
+                "{kernel:?}, {name}: the output should {}be the f32 flash kernel's, bit for bit",
+                if flagged { "" } else { "not " }
+            );
+        }
+    }
+}
+
 /// The f32 split kernel on tensor cores: sizes, head dims, options and
 /// magnitudes outside f16's range, at f32's accuracy (as
 /// `coop_f32_split_emulated`).

@@ -44,7 +44,10 @@
 //! (3xTF32's idea on f16 tensor cores), each 16-wide slice's products summed
 //! from zero and added in f32: on the H200 1.4x PyTorch's fp32 SDPA at S4096
 //! D128 (65.7 against 46.2 TFLOP/s), results within ~2e-7 of the f32 flash
-//! kernel.
+//! kernel. Halves cannot carry an infinity or NaN, so that first pass also
+//! flags them, and the plan ends with the f32 flash kernel guarded by the
+//! flag: it recomputes O and lse when set (IEEE's result, as the f32 flash
+//! kernel gives it) and returns at once otherwise.
 //!
 //! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
 //! and is kept as the reference and the "before" of the comparison.
@@ -195,7 +198,8 @@ pub enum AttentionKernel {
     /// The tensor-core flash kernel (cooperative matrices): f16, or f32
     /// with each value (scaled by its head's power of two) split into two
     /// f16 halves and three products per pair (results within ~1e-6 of the
-    /// f32 flash kernel; an infinite input gives NaN rows). D and Dv
+    /// f32 flash kernel; inputs with an infinity or NaN are recomputed by
+    /// the f32 flash kernel, so they give its result). D and Dv
     /// multiples of 16 up to 256, adapters with the 16x16 f16/f32
     /// cooperative matrix and one fixed subgroup size; anything else is
     /// `Error::UnsupportedFeature` (or `InvalidArgument` for the shapes).
@@ -1666,10 +1670,11 @@ impl Context {
             (11, &k.buffer),
             (12, &v.buffer),
         ];
-        // f32: each head's exponents first (attention_split_scale.wgsl).
+        // f32: each head's exponents first (attention_split_scale.wgsl),
+        // and a flag word after them.
         let exps = if c.dtype == DType::F32 {
             let hkv = c.dims[2];
-            let n = b * (hq + 2 * hkv);
+            let n = b * (hq + 2 * hkv) + 1;
             let exps = self.alloc(&[n], DType::F32, "wgtile attention split maxima")?;
             plan.dispatches.push(self.fill_dispatch(&exps.buffer, 0)?);
             let scale = self
@@ -1713,6 +1718,46 @@ impl Context {
             &bindings,
             [q_blocks as u32, hq as u32, b as u32],
         ));
+        // f32: halves cannot carry an infinity or NaN (inf's lo is inf -
+        // inf). When the split-scale pass saw one, the scalar f32 flash
+        // kernel recomputes O and lse with IEEE's rules; otherwise its
+        // workgroups return at once. Its parameters are the same words (one
+        // split, no packed rows).
+        if let Some(e) = &exps {
+            let tiles =
+                flash_tiles_for(self.profile(), sq, dv).ok_or_else(|| Error::LimitExceeded {
+                    limit: "max_compute_workgroup_storage_size",
+                    requested: 0,
+                    max: u64::from(self.profile().max_workgroup_storage),
+                    what: "no flash attention tile for the f32 tensor-core plan's fallback".into(),
+                })?;
+            let blocks = sq.div_ceil(tiles.br as usize);
+            if blocks > max_groups {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroups_per_dimension",
+                    requested: blocks as u64,
+                    max: max_groups as u64,
+                    what: "attention fallback grid".into(),
+                });
+            }
+            let fallback = self.inner.pipelines.get(device, &tiles.guarded_spec())?;
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                fallback,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (4, o),
+                    (5, lse),
+                    (6, mask),
+                    (7, kv_len),
+                    (13, &e.buffer),
+                ],
+                [blocks as u32, hq as u32, b as u32],
+            ));
+        }
         plan.scratch.extend(exps);
         plan.label = if c.emulated {
             format!(

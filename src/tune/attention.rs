@@ -103,6 +103,16 @@ impl FlashTiles {
             .constant("SPLIT", u32::from(split))
     }
 
+    /// [`FlashTiles::spec`] (f32, one split) guarded for the f32
+    /// tensor-core plan's fallback: every workgroup returns at once unless
+    /// the split-scale pass flagged an infinity or NaN in q, k or v (word
+    /// B (Hq + 2 Hkv) of its output, bound at 13).
+    pub fn guarded_spec(self) -> Spec {
+        self.spec(DType::F32, false)
+            .block("guard_decl", FLASH_GUARD_DECL)
+            .block("guard", FLASH_GUARD)
+    }
+
     /// `self` with `td` and `vk` set for value head dimension `dv` (`vk` the
     /// largest power of two whose V slab fits the Q/K staging space).
     pub fn for_value_dim(mut self, dv: usize) -> Self {
@@ -186,6 +196,17 @@ pub const DECODE_TILES: FlashTiles = FlashTiles {
     dk: 16,
     vk: 16,
 };
+
+/// `shaders/attention_flash.wgsl`'s guard for the f32 tensor-core plan
+/// ([`FlashTiles::guarded_spec`]).
+const FLASH_GUARD_DECL: &str = "@group(0) @binding(13) var<storage, read> split_flag: array<u32>;\nvar<workgroup> guard_sh: u32;\n";
+const FLASH_GUARD: &str = "    if tid == 0u {
+        guard_sh = split_flag[params.batch * (params.hq + 2u * params.hkv)];
+    }
+    if workgroupUniformLoad(&guard_sh) == 0u {
+        return;
+    }
+";
 
 /// Query rows per head up to which [`flash_tiles_for`] picks the decode tile.
 pub const DECODE_MAX_ROWS: usize = 16;
@@ -1475,6 +1496,13 @@ pub fn attention_specs() -> Vec<Spec> {
                 }
                 for split in [false, true] {
                     let s = t.spec(dtype, split);
+                    if !specs.contains(&s) {
+                        specs.push(s);
+                    }
+                }
+                // The f32 tensor-core plan's guarded fallback.
+                if dtype == DType::F32 {
+                    let s = t.guarded_spec();
                     if !specs.contains(&s) {
                         specs.push(s);
                     }
