@@ -98,6 +98,11 @@ const WG: u32 = 256u;
 // Measured and dropped (H200, session 14): f16 words widened by integer
 // operations (fields moved into an f32's, times 2^112) instead of
 // unpack2x16float: 32k 70.5 -> 78.4-79.2 us. The conversion is cheap here.
+// Session 17: an L2 prefetch two or three blocks ahead (each invocation
+// loading one word of a 128-byte line of that block's K or V rows, the
+// value folded in a block later): f16 32k 67.6-68.0 -> 77.9 / 79.6-80.3
+// us, 128k 181.8 -> 219-220 / 228; f32 32k 85.7 -> 100 / 105. The key
+// loop does not wait on DRAM latency with one block of register prefetch.
 const PROBE: u32 = 0u;
 // 1: the LK partial dots of a key are added by subgroup shuffles and each
 // of the key's LK invocations computes logits and probabilities of its own
