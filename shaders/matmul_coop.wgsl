@@ -23,7 +23,12 @@
 //   Session 9: two buffers again with the K loop written out per buffer
 //   (constant offsets, one barrier per step), 0.55-0.98x; prefetch distance
 //   2 (two register sets), 0.89x; B fragments first and one A fragment at
-//   a time, no change. The driver gives this kernel 125 of the 128
+//   a time, no change. Session 17: the staging stores reordered against
+//   bank conflicts (by bank arithmetic the 8-byte stores of A put 3 lanes
+//   of 16 on one bank pair): lanes with bit 3 set storing their high half
+//   first (selects on the halves and the offset) ran at 0.77x (190 against
+//   248 TFLOP/s at 4096), with A's runs also remapped 8 rows by 4 per
+//   subgroup at 0.61x; likely the register limit below. The driver gives this kernel 125 of the 128
 //   registers 512 invocations allow (examples/pipeline_stats). Moving the
 //   fetch/put loops into functions taking `ptr<function, array>` params
 //   cost 0.72x by itself, and even dead code of a variant cost ~5%:
