@@ -28,8 +28,9 @@
 //   of 16 on one bank pair): lanes with bit 3 set storing their high half
 //   first (selects on the halves and the offset) ran at 0.77x (190 against
 //   248 TFLOP/s at 4096), with A's runs also remapped 8 rows by 4 per
-//   subgroup at 0.61x; likely the register limit below. The driver gives this kernel 125 of the 128
-//   registers 512 invocations allow (examples/pipeline_stats). Moving the
+//   subgroup at 0.61x; likely the register limit below. The driver
+//   gives this kernel 125 of the 128 registers 512 invocations allow
+//   (examples/pipeline_stats). Moving the
 //   fetch/put loops into functions taking `ptr<function, array>` params
 //   cost 0.72x by itself, and even dead code of a variant cost ~5%:
 //   measure every edit here.
