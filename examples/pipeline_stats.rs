@@ -40,6 +40,10 @@ struct Args {
     /// Only kernels whose label contains this text.
     #[arg(long)]
     filter: Option<String>,
+    /// Text constants set in every kernel shown, as NAME=VALUE (repeatable;
+    /// e.g. a shader's experiment switch).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -51,9 +55,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         main_specs()
     };
+    let mut sets = Vec::new();
+    for kv in &args.set {
+        let (name, value) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--set takes NAME=VALUE, got {kv}"))?;
+        let value: u32 = value
+            .trim()
+            .parse()
+            .map_err(|e| format!("--set {kv}: {e}"))?;
+        // Spec::constant takes &'static str names.
+        sets.push((&*Box::leak(name.trim().to_string().into_boxed_str()), value));
+    }
     let specs: Vec<Spec> = specs
         .into_iter()
         .filter(|s| args.filter.as_deref().is_none_or(|f| label(s).contains(f)))
+        .map(|s| sets.iter().fold(s, |s, &(name, v)| s.constant(name, v)))
         .collect();
     let vk = Vulkan::new()?;
     println!("{}", vk.name);

@@ -28,12 +28,18 @@
 //   of 16 on one bank pair): lanes with bit 3 set storing their high half
 //   first (selects on the halves and the offset) ran at 0.77x (190 against
 //   248 TFLOP/s at 4096), with A's runs also remapped 8 rows by 4 per
-//   subgroup at 0.61x; likely the register limit below. The driver
-//   gives this kernel 125 of the 128 registers 512 invocations allow
-//   (examples/pipeline_stats). Moving the
-//   fetch/put loops into functions taking `ptr<function, array>` params
-//   cost 0.72x by itself, and even dead code of a variant cost ~5%:
-//   measure every edit here.
+//   subgroup at 0.61x. Then A's runs alone in two new orders, no selects
+//   (runs 111-112): lane l taking row l % 8, run l / 8 (8 row segments per
+//   quarter of a subgroup instead of 2) 0.70x; each quarter on rows q and
+//   q + 4 instead of 2q and 2q + 1 (2 segments, and by bank arithmetic
+//   each 8-byte store of 16 lanes 2 lanes per bank pair instead of up to
+//   3) 0.95x at the same 125 registers, its index arithmetic ~5 more
+//   instructions per run: the staging is sensitive to instruction count,
+//   not visibly to these bank conflicts. The driver gives this kernel 125
+//   of the 128 registers 512 invocations allow (examples/pipeline_stats).
+//   Moving the fetch/put loops into functions taking `ptr<function,
+//   array>` params cost 0.72x by itself, and even dead code of a variant
+//   cost ~5%: measure every edit here.
 // Epilogue: matmul_epilogue.wgsl, applied per element on the way out. Each
 //   accumulator goes through a per-subgroup 16 x 16 f32 scratch
 //   in workgroup memory (a cooperative store cannot convert to f16 nor skip

@@ -736,9 +736,13 @@ impl Spec {
         self
     }
 
-    /// Rewrites `const name: u32 = ...;` to `value`.
+    /// Rewrites `const name: u32 = ...;` to `value` (a second call for the
+    /// same name replaces the first value).
     pub fn constant(mut self, name: &'static str, value: u32) -> Self {
-        self.consts.push((name, value));
+        match self.consts.iter_mut().find(|(n, _)| *n == name) {
+            Some(c) => c.1 = value,
+            None => self.consts.push((name, value)),
+        }
         self
     }
 

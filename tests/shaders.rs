@@ -54,6 +54,14 @@ fn const_specialisation_rewrites_only_the_named_line() {
     assert!(src.contains("const BK: u32 = 16u;"));
     assert!(src.contains("const BN: u32 = 128u;"));
     assert!(!src.contains("const BM: u32 = 128u;"));
+    // A second value for the same name replaces the first.
+    let twice = Spec::new(Kernel::MatmulTiled)
+        .constant("BM", 32)
+        .constant("BM", 64)
+        .wgsl()
+        .unwrap();
+    assert!(twice.contains("const BM: u32 = 64u;"));
+    assert!(!twice.contains("const BM: u32 = 32u;"));
     let f16 = Spec::new(Kernel::MatmulNaive)
         .dtype(DType::F16)
         .wgsl()
