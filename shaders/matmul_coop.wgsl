@@ -35,7 +35,11 @@
 //   each 8-byte store of 16 lanes 2 lanes per bank pair instead of up to
 //   3) 0.95x at the same 125 registers, its index arithmetic ~5 more
 //   instructions per run: the staging is sensitive to instruction count,
-//   not visibly to these bank conflicts. The driver gives this kernel 125
+//   not visibly to these bank conflicts. And aligned f16 operands loaded
+//   as two vec4<f16> per run (8-byte loads, staged as loaded: 16
+//   conversions fewer per run) ran at 0.58x (run 113; 124 registers):
+//   f16-typed storage loads are slow on this driver, as session 3's
+//   mat2x4<f16> ones were. The driver gives this kernel 125
 //   of the 128 registers 512 invocations allow (examples/pipeline_stats).
 //   Moving the fetch/put loops into functions taking `ptr<function,
 //   array>` params cost 0.72x by itself, and even dead code of a variant
