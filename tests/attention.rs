@@ -2849,9 +2849,11 @@ fn coop_f32_split_non_finite_inputs() {
         common::random(b * hkv * sk * d, 9301),
         common::random(b * hkv * sk * dv, 9302),
     ];
-    // (name, operand, index, value, key lengths, whether the flag is set).
+    // (operand, index, value) edits; per case: name, edits, key lengths,
+    // whether the flag is set.
     type Edit = (usize, usize, f32);
-    let cases: Vec<(&str, Vec<Edit>, Option<[u32; 2]>, bool)> = vec![
+    type NonFiniteCase = (&'static str, Vec<Edit>, Option<[u32; 2]>, bool);
+    let cases: Vec<NonFiniteCase> = vec![
         ("finite", vec![], None, false),
         (
             "+inf in V",
