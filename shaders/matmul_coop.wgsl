@@ -143,6 +143,15 @@ const TRANS_COLMAJOR: u32 = 0u;
 // the loaded words (no f16 conversions, the loads kept) gained nothing:
 // the conversions are free, and the probe is gone.
 const PROBE: u32 = 0u;
+// Edge checks per dimension (1, the default: any size; 0 when M, N or K
+// is a multiple of BM, BN or BK, so no run or element can pass it and the
+// compares go). The host sets 0 for the split kernel with
+// WGTILE_COOP_EDGES=1 only. H200 (session 17, run 114): f32 split 1024 /
+// 2048 / 4096 +8 / +6 / +5% (75.4 TFLOP/s at 4096); the f16 kernel at
+// 4096 and 2048 -1.5 to -2%.
+const EDGE_M: u32 = 1u;
+const EDGE_N: u32 = 1u;
+const EDGE_K: u32 = 1u;
 const CM_A: bool = TRANS_A == 1u && TRANS_COLMAJOR == 1u;
 const CM_B: bool = TRANS_B == 1u && TRANS_COLMAJOR == 1u;
 
@@ -274,13 +283,13 @@ fn a_run(j: u32, tid: u32, a_base: u32, row0: u32, k0: u32) -> vec3<u32> {
     if TRANS_A == 1u {
         let gk = k0 + r;
         let gm = row0 + c;
-        let inside = i < A_VECS && gk < params.k && gm < params.m;
+        let inside = i < A_VECS && (EDGE_K == 0u || gk < params.k) && (EDGE_M == 0u || gm < params.m);
         // Stored rows (one per k) are a_col_stride apart: A(m, k) = m + k * pitch.
         return vec3<u32>(a_base + gk * params.a_col_stride + gm, gk, u32(inside));
     }
     let gr = row0 + r;
     let gk = k0 + c;
-    let inside = i < A_VECS && gr < params.m && gk < params.k;
+    let inside = i < A_VECS && (EDGE_M == 0u || gr < params.m) && (EDGE_K == 0u || gk < params.k);
     return vec3<u32>(a_base + gr * params.a_row_stride + gk, gk, u32(inside));
 }
 
@@ -291,13 +300,13 @@ fn b_run(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec3<u32> {
     if TRANS_B == 1u {
         let gn = col0 + r;
         let gk = k0 + c;
-        let inside = i < B_VECS && gn < params.n && gk < params.k;
+        let inside = i < B_VECS && (EDGE_N == 0u || gn < params.n) && (EDGE_K == 0u || gk < params.k);
         // Stored rows (one per n) are b_col_stride apart: B(k, n) = k + n * pitch.
         return vec3<u32>(b_base + gn * params.b_col_stride + gk, gk, u32(inside));
     }
     let gk = k0 + r;
     let gc = col0 + c;
-    let inside = i < B_VECS && gk < params.k && gc < params.n;
+    let inside = i < B_VECS && (EDGE_K == 0u || gk < params.k) && (EDGE_N == 0u || gc < params.n);
     return vec3<u32>(b_base + gk * params.b_row_stride + gc, gk, u32(inside));
 }
 
@@ -381,7 +390,7 @@ fn fetch_b_tail(r: vec3<u32>) -> u32 {
 fn run_split(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, mask_k: bool, scale: f32) -> array<vec4<u32>, 2> {
     var x0 = bitcast<vec4<f32>>(v) * scale;
     var x1 = bitcast<vec4<f32>>(hi) * scale;
-    if mask_k && r.y + 8u > params.k {
+    if mask_k && EDGE_K == 1u && r.y + 8u > params.k {
         let ks = vec4<u32>(r.y) + vec4<u32>(0u, 1u, 2u, 3u);
         x0 = select(vec4<f32>(), x0, ks < vec4<u32>(params.k));
         x1 = select(vec4<f32>(), x1, ks + vec4<u32>(4u) < vec4<u32>(params.k));
@@ -404,7 +413,7 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
         // indeterminate), elements from K on zeroed.
         var lo = clamp(bitcast<vec4<f32>>(v), vec4<f32>(-65504.0), vec4<f32>(65504.0));
         var up = clamp(bitcast<vec4<f32>>(hi), vec4<f32>(-65504.0), vec4<f32>(65504.0));
-        if mask_k && r.y + 8u > params.k {
+        if mask_k && EDGE_K == 1u && r.y + 8u > params.k {
             let ks = vec4<u32>(r.y) + vec4<u32>(0u, 1u, 2u, 3u);
             lo = select(vec4<f32>(), lo, ks < vec4<u32>(params.k));
             up = select(vec4<f32>(), up, ks + vec4<u32>(4u) < vec4<u32>(params.k));
@@ -420,7 +429,7 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
     if ALIGNED == 0u {
         x = shift_halves(x, tail, (r.x & 1u) == 1u);
     }
-    if mask_k && r.y + 8u > params.k {
+    if mask_k && EDGE_K == 1u && r.y + 8u > params.k {
         let lo = vec4<u32>(0u, 2u, 4u, 6u) + vec4<u32>(r.y);
         let k4 = vec4<u32>(params.k);
         let keep = select(vec4<u32>(), vec4<u32>(0xffffu), lo < k4)
@@ -474,7 +483,7 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
     for (var e = lane; e < 256u; e += SG) {
         let r = row + e / 16u;
         let c = col + e % 16u;
-        if r < params.m && c < params.n {
+        if (EDGE_M == 0u || r < params.m) && (EDGE_N == 0u || c < params.n) {
             if SPLIT == 1u {
                 let x = ldexp(ldexp(c_sh[scratch + e], -unscale.x), -unscale.y);
                 out[c_base + r * params.n + c] = Elem(epilogue(x, z, r, c));

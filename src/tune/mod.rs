@@ -1255,6 +1255,23 @@ pub fn matmul_specs() -> Vec<Spec> {
     for probe in [1, 2, 4, 8, 16, 24, 31] {
         specs.push(kernel.spec(DType::F16).constant("PROBE", probe));
     }
+    // Whole-block dimensions without edge checks (the split kernel's
+    // specialisation; f16 checked too).
+    for (dtype, split) in [(DType::F16, false), (DType::F32, true)] {
+        let k = MatmulKernel::Coop {
+            warps_m,
+            warps_n,
+            bk,
+            frags_n,
+            subgroup: 32,
+            split,
+        };
+        let mut spec = k.spec(dtype).dtype(dtype);
+        for name in ["EDGE_M", "EDGE_N", "EDGE_K"] {
+            spec = spec.constant(name, 0);
+            specs.push(spec.clone());
+        }
+    }
     // Results in the other dtype (MatmulOptions::out_dtype): every kernel
     // with a separate `Out` type.
     let mixed: Vec<Spec> = specs
