@@ -1081,18 +1081,14 @@ impl Context {
         // are multiples of 4, not of the blocks, so 1793 and 4097 would
         // keep their checks while 1792 and 4096 drop them.
         if let MatmulKernel::Coop {
-            warps_m,
-            warps_n,
-            bk,
-            frags_n,
-            split: true,
-            ..
+            bk, split: true, ..
         } = kernel
             && std::env::var("WGTILE_COOP_EDGES").as_deref() == Ok("1")
         {
+            let (bm, bn) = kernel.block();
             let blocks = [
-                ("EDGE_M", m, warps_m as usize * 64),
-                ("EDGE_N", n, (warps_n * frags_n) as usize * 16),
+                ("EDGE_M", m, bm as usize),
+                ("EDGE_N", n, bn as usize),
                 ("EDGE_K", shape.k, bk as usize),
             ];
             for (name, dim, block) in blocks {
