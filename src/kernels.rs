@@ -757,6 +757,29 @@ impl Spec {
         self
     }
 
+    /// Fills the `guard_decl` and `guard` blocks (the split plans'
+    /// fallbacks: `shaders/matmul_tiled_core.wgsl`,
+    /// `shaders/attention_flash.wgsl`): the storage buffer at `binding` is
+    /// read as `array<u32>`, invocation `tid` 0 loads word `flag` (a WGSL
+    /// expression) and `workgroupUniformLoad` shares it; while it is 0,
+    /// every workgroup returns at once.
+    pub fn guarded(self, binding: u32, flag: &str) -> Self {
+        self.block(
+            "guard_decl",
+            format!(
+                "@group(0) @binding({binding}) var<storage, read> split_flag: array<u32>;\n\
+                 var<workgroup> guard_sh: u32;\n"
+            ),
+        )
+        .block(
+            "guard",
+            format!(
+                "    if tid == 0u {{\n        guard_sh = split_flag[{flag}];\n    }}\n    \
+                 if workgroupUniformLoad(&guard_sh) == 0u {{\n        return;\n    }}\n"
+            ),
+        )
+    }
+
     /// Sets the `override name: u32` to `value`.
     pub fn override_(mut self, name: &'static str, value: u32) -> Self {
         self.overrides.push((name, value));

@@ -1117,9 +1117,7 @@ impl Context {
             spec = epilogue.specialise(spec);
         }
         if guard.is_some() {
-            spec = spec
-                .block("guard_decl", tune::TILED_GUARD_DECL)
-                .block("guard", tune::TILED_GUARD);
+            spec = tune::tiled_guarded(spec);
         }
         let pipeline = self.inner.pipelines.get(device, &spec)?;
         let mut dispatches = Vec::new();

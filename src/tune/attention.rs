@@ -109,8 +109,7 @@ impl FlashTiles {
     /// B (Hq + 2 Hkv) of its output, bound at 13).
     pub fn guarded_spec(self) -> Spec {
         self.spec(DType::F32, false)
-            .block("guard_decl", FLASH_GUARD_DECL)
-            .block("guard", FLASH_GUARD)
+            .guarded(13, "params.batch * (params.hq + 2u * params.hkv)")
     }
 
     /// `self` with `td` and `vk` set for value head dimension `dv` (`vk` the
@@ -196,17 +195,6 @@ pub const DECODE_TILES: FlashTiles = FlashTiles {
     dk: 16,
     vk: 16,
 };
-
-/// `shaders/attention_flash.wgsl`'s guard for the f32 tensor-core plan
-/// ([`FlashTiles::guarded_spec`]).
-const FLASH_GUARD_DECL: &str = "@group(0) @binding(13) var<storage, read> split_flag: array<u32>;\nvar<workgroup> guard_sh: u32;\n";
-const FLASH_GUARD: &str = "    if tid == 0u {
-        guard_sh = split_flag[params.batch * (params.hq + 2u * params.hkv)];
-    }
-    if workgroupUniformLoad(&guard_sh) == 0u {
-        return;
-    }
-";
 
 /// Query rows per head up to which [`flash_tiles_for`] picks the decode tile.
 pub const DECODE_MAX_ROWS: usize = 16;

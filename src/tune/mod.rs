@@ -413,17 +413,12 @@ fn split_layout_override() -> Option<(u32, u32, u32, u32)> {
     })
 }
 
-/// The tiled kernels' guard for the f32 split plan's fallback
-/// (`shaders/matmul_tiled_core.wgsl`): the maxima pass's flag (word 2 of
-/// its output) read once per workgroup; unset, the workgroup returns.
-pub(crate) const TILED_GUARD_DECL: &str = "@group(0) @binding(9) var<storage, read> split_flag: array<u32, 3>;\nvar<workgroup> guard_sh: u32;\n";
-pub(crate) const TILED_GUARD: &str = "    if tid == 0u {
-        guard_sh = split_flag[2];
-    }
-    if workgroupUniformLoad(&guard_sh) == 0u {
-        return;
-    }
-";
+/// The tiled kernels guarded for the f32 split plan's fallback
+/// ([`Spec::guarded`]): the maxima pass's flag is word 2 of its output,
+/// bound at 9.
+pub(crate) fn tiled_guarded(spec: Spec) -> Spec {
+    spec.guarded(9, "2u")
+}
 
 /// `shaders/matmul_coop.wgsl`'s generated blocks without the split: no
 /// extra binding, no exponents, no extra products.
@@ -1232,15 +1227,13 @@ pub fn matmul_specs() -> Vec<Spec> {
     }
     // The tiled kernels guarded for the f32 split plan's fallback.
     for vec4 in [false, true] {
-        specs.push(
+        specs.push(tiled_guarded(
             MatmulKernel::Tiled {
                 tile: TILE_CONFIGS[0],
                 vec4,
             }
-            .spec(DType::F32)
-            .block("guard_decl", TILED_GUARD_DECL)
-            .block("guard", TILED_GUARD),
-        );
+            .spec(DType::F32),
+        ));
     }
     // WGTILE_COOP_PROBE's timing bits, on the default f16 layout.
     let (warps_m, warps_n, bk, frags_n) = COOP_CONFIGS[0];
