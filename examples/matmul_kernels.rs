@@ -65,6 +65,10 @@ struct Args {
     /// Row multiple for `--padded-shapes` (elements).
     #[arg(long, default_value_t = 32)]
     pad_multiple: usize,
+    /// Which operands `--padded-shapes` pads: `a`, `b` or `ab` (the other
+    /// one dense), to see which operand's row pitch costs what.
+    #[arg(long, default_value = "ab")]
+    pad_operands: String,
     /// Seconds of warm-up work before each measurement (GPU clocks ramp up).
     #[arg(long, default_value_t = 0.3)]
     warmup_seconds: f64,
@@ -235,18 +239,23 @@ fn padded_shapes(
         let [m, n, k] = dims[..] else {
             return Err(format!("--padded-shapes takes MxNxK, not {text}").into());
         };
-        let operand = |rows: usize, cols: usize, seed: u64| -> wgtile::Result<wgtile::Tensor> {
+        let operand = |rows: usize, cols: usize, seed: u64, which: char| {
             let host = wgtile::uniform_values(rows * cols, -1.0, 1.0, seed);
+            let multiple = if args.pad_operands.contains(which) {
+                args.pad_multiple
+            } else {
+                1
+            };
             match dtype {
-                DType::F32 => ctx.tensor_padded(&host, [rows, cols], args.pad_multiple),
+                DType::F32 => ctx.tensor_padded(&host, [rows, cols], multiple),
                 DType::F16 => {
                     let h: Vec<wgtile::f16> =
                         host.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
-                    ctx.tensor_padded(&h, [rows, cols], args.pad_multiple)
+                    ctx.tensor_padded(&h, [rows, cols], multiple)
                 }
             }
         };
-        let (a, b) = (operand(m, k, 1)?, operand(k, n, 2)?);
+        let (a, b) = (operand(m, k, 1, 'a')?, operand(k, n, 2, 'b')?);
         let plan = ctx.matmul_plan(&a, &b, None, &MatmulOptions::default())?;
         let timing = ctx.time(&plan, &opts)?;
         println!(

@@ -145,10 +145,13 @@ const TRANS_COLMAJOR: u32 = 0u;
 const PROBE: u32 = 0u;
 // Edge checks per dimension (1, the default: any size; 0 when M, N or K
 // is a multiple of BM, BN or BK, so no run or element can pass it and the
-// compares go). The host sets 0 for the split kernel with
-// WGTILE_COOP_EDGES=1 only. H200 (session 17, run 114): f32 split 1024 /
-// 2048 / 4096 +8 / +6 / +5% (75.4 TFLOP/s at 4096); the f16 kernel at
-// 4096 and 2048 -1.5 to -2%.
+// compares go). The host sets 0 for the split kernel (the padding layer
+// runs it on a padded K of whole steps where it copies both operands;
+// WGTILE_COOP_EDGES=0 keeps every check). H200 (session 17, run 114): f32
+// split 1024 / 2048 / 4096 +8 / +6 / +5% (75.4 TFLOP/s at 4096); session
+// 18 (run 115): 1792 +3.5%, 1793 padded +1.3%, 4097 padded +6%. The f16
+// kernel at 4096 (run 115, ms): all checks 0.558-0.560, without M and N
+// 0.573, without K 0.638 (0.87x), without all three 0.570: keeps them.
 const EDGE_M: u32 = 1u;
 const EDGE_N: u32 = 1u;
 const EDGE_K: u32 = 1u;

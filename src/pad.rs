@@ -11,7 +11,10 @@
 //!    padded to the alignment (the logical K and N stay: the kernels read
 //!    the rows through their pitch, zero the part of a load past K and
 //!    never store past N), when the cost model says the aligned kernel's gain
-//!    beats the copies ([`Padding::Auto`]). The tensor-core kernel writes C
+//!    beats the copies ([`Padding::Auto`]). The f32 split kernel, where both
+//!    operands are copied, runs on the padded K instead (a whole number of
+//!    its K steps, B copied with zero rows past K: [`PadChoice::full_k`]),
+//!    so it needs no K checks. The tensor-core kernel writes C
 //!    directly; the vec4 tiled kernel, whose stores need N a multiple of 4,
 //!    computes N rounded up into scratch and the result is cropped back;
 //! 3. tensors allocated padded from the start ([`Context::tensor_padded`]):
@@ -78,6 +81,14 @@ pub const COOP_SPLIT_UNALIGNED: f64 = 0.8;
 /// `WGTILE_SPLIT_PAD_FLOATS` (a multiple of 4) overrides it, to measure.
 pub const SPLIT_PAD_FLOATS: usize = 4;
 
+/// Whether the f32 split plan runs its kernel on the padded K
+/// ([`PadChoice::full_k`]) where it copies both operands: on unless
+/// `WGTILE_COOP_EDGES=0`, the switch that also keeps the kernel's edge
+/// checks in whole-block dimensions (to measure the two together).
+pub fn split_full_k() -> bool {
+    std::env::var("WGTILE_COOP_EDGES").as_deref() != Ok("0")
+}
+
 fn split_pad_floats() -> usize {
     static FLOATS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *FLOATS.get_or_init(|| {
@@ -139,6 +150,11 @@ pub struct PadChoice {
     /// The last `fringe_rows` rows of C come from GEMVs (one each) and the
     /// kernel runs the rows before them (see [`fringe_rows`]); 0: none.
     pub fringe_rows: usize,
+    /// The kernel runs the padded `k` as its K: B is copied with `k` rows
+    /// (zero past the logical K, as A's padded columns are), so every K
+    /// step is whole and the f32 split kernel drops its K checks
+    /// ([`split_full_k`]).
+    pub full_k: bool,
 }
 
 /// Most rows of C the padding layer computes apart, each a GEMV that reads
@@ -202,6 +218,7 @@ impl PadChoice {
             crop: false,
             cost_ratio: 0.0,
             fringe_rows: rows,
+            full_k: false,
         }
     }
 }
@@ -301,7 +318,13 @@ pub fn choose_for(
             d.next_multiple_of(pitch)
         }
     };
-    let (kp, np) = (padded(k), padded(n));
+    let (mut kp, np) = (padded(k), padded(n));
+    // The split kernel on the padded K where both operands are copied
+    // anyway: K' a whole number of its K steps.
+    let full_k = halves && kp != k && np != n && split_full_k();
+    if full_k && let MatmulKernel::Coop { bk, .. } = raw {
+        kp = k.next_multiple_of(pitch.max(bk as usize));
+    }
     // Without copies, the last row apart alone where it saves a wave.
     let split_only = || match fringe_rows(p, raw, m, n, batch) {
         0 => None,
@@ -343,7 +366,7 @@ pub fn choose_for(
         elems += m * k + m * kp;
     }
     if np != n {
-        elems += k * n + k * np;
+        elems += k * n + if full_k { kp } else { k } * np;
     }
     if crop {
         elems += m * np + m * n;
@@ -368,6 +391,7 @@ pub fn choose_for(
             crop,
             cost_ratio,
             fringe_rows: fringe_rows(p, padded, m, n, batch),
+            full_k,
         })
     } else {
         split_only()

@@ -901,11 +901,14 @@ fn f32_split_on_tensor_cores() {
     }
     // The padding layer takes the split kernel too: rows not on 16 bytes
     // copied into rows of a multiple of 4 floats (by default from the size
-    // threshold on), the last rows of C as f32 GEMVs (forced here; by
-    // default where that saves a wave), and both.
+    // threshold on; with both operands copied, K to a whole number of the
+    // kernel's K steps, 16 or 32, which the kernel runs on zeros past
+    // 1027), the last rows of C as f32 GEMVs (forced here; by default where
+    // that saves a wave), and both.
     let padded = check_split((1025, 1031, 1027), (1.0, 1.0), &MatmulOptions::default());
     assert!(
-        padded.contains("rows padded to K = 1028, N = 1032"),
+        padded.contains("rows padded to K = 1040, N = 1032")
+            || padded.contains("rows padded to K = 1056, N = 1032"),
         "{padded}"
     );
     for (shape, scales, rows, label) in [

@@ -209,22 +209,32 @@ fn split_kernel_padding_decisions() {
     let is_split = |k: MatmulKernel| matches!(k, MatmulKernel::Coop { split: true, .. });
     // Aligned rows: nothing to copy, and at 4096 no wave to save.
     assert_eq!(decide((4096, 4096, 4096), Padding::Auto), None);
+    // The K step of a split kernel.
+    let bk = |k: MatmulKernel| match k {
+        MatmulKernel::Coop { bk, .. } => bk as usize,
+        other => panic!("not a coop kernel: {other}"),
+    };
     // 1793: rows of 1793 floats take the word loads (about 0.8x of the
-    // 16-byte ones); the copies into rows of 1796 cost a fraction of that
-    // and the split kernel stays.
+    // 16-byte ones); the copies cost a fraction of that and the split
+    // kernel stays. Both operands are copied, so the kernel runs on the
+    // padded K (a whole number of K steps; B's rows past 1793 zero) and
+    // N is padded to 4 floats.
     let p = auto((1793, 1793, 1793));
-    assert!(p.copies && !p.crop, "{p}");
-    assert_eq!((p.k, p.n), (1796, 1796));
+    assert!(p.copies && !p.crop && p.full_k, "{p}");
     assert!(is_split(p.kernel), "{p}");
-    // Only the unaligned operand is copied: N = 1028 is on 16 bytes already.
+    assert_eq!(p.k, 1793usize.next_multiple_of(bk(p.kernel)), "{p}");
+    assert_eq!(p.n, 1796);
+    // Only the unaligned operand is copied: N = 1028 is on 16 bytes
+    // already, B stays as it is and the kernel runs K = 1025.
     let p = auto((1024, 1028, 1025));
     assert_eq!((p.k, p.n), (1028, 1028));
+    assert!(!p.full_k, "{p}");
     // 4097: padded, and on 128x128 blocks with the last row apart (1056
     // workgroups, 8 whole rounds on 132 units; 128x256 blocks would take 5
     // rounds with or without it, the fifth a quarter full).
     let p = auto((4097, 4097, 4097));
-    assert!(p.copies && p.fringe_rows == 1, "{p}");
-    assert_eq!((p.k, p.n), (4100, 4100));
+    assert!(p.copies && p.fringe_rows == 1 && p.full_k, "{p}");
+    assert_eq!((p.k, p.n), (4128, 4100));
     assert!(
         matches!(
             p.kernel,

@@ -1073,17 +1073,17 @@ impl Context {
         if coop && !tune::Layout::of(shape).coop_aligned(dtype) {
             spec = spec.constant("ALIGNED", 0);
         }
-        // `WGTILE_COOP_EDGES=1`: the f32 split kernel without edge checks
-        // in dimensions that are whole blocks. H200 (session 17, run 114):
-        // 1024 / 2048 / 4096 30.7 / 61.4 / 71.6 -> 33.2 / 65.2 / 75.4
-        // TFLOP/s (the f16 kernel lost 1.5-2% the same way). Opt-in until
-        // the odd sizes are measured with it: the padding layer's K and N
-        // are multiples of 4, not of the blocks, so 1793 and 4097 would
-        // keep their checks while 1792 and 4096 drop them.
+        // The f32 split kernel without edge checks in dimensions that are
+        // whole blocks (`WGTILE_COOP_EDGES=0` keeps them, to measure). H200
+        // (session 17, run 114): 1024 / 2048 / 4096 30.7 / 61.4 / 71.6 ->
+        // 33.2 / 65.2 / 75.4 TFLOP/s; the f16 kernel lost 1.5-2% the same
+        // way and keeps its checks. The padding layer runs odd sizes on the
+        // padded K ([`crate::pad::PadChoice::full_k`]), so they drop the K
+        // checks too.
         if let MatmulKernel::Coop {
             bk, split: true, ..
         } = kernel
-            && std::env::var("WGTILE_COOP_EDGES").as_deref() == Ok("1")
+            && crate::pad::split_full_k()
         {
             let (bm, bn) = kernel.block();
             let blocks = [
@@ -1644,8 +1644,11 @@ impl Context {
         let a_pad = (kp != k)
             .then(|| self.alloc(&with_last_two(&a_dims, m, kp), dtype, "wgtile pad A"))
             .transpose()?;
-        let b_pad = (np != n)
-            .then(|| self.alloc(&with_last_two(&b_dims, k, np), dtype, "wgtile pad B"))
+        // B's rows: K, or the padded K' where the kernel runs K' (its rows
+        // past K zero, as A's columns past K are).
+        let kk = if pad.full_k { kp } else { k };
+        let b_pad = (np != n || kk != k)
+            .then(|| self.alloc(&with_last_two(&b_dims, kk, np), dtype, "wgtile pad B"))
             .transpose()?;
         let mut copies = Vec::new();
         for (src, pad, from, to, batches, what) in [
@@ -1661,7 +1664,7 @@ impl Context {
                 b,
                 &b_pad,
                 (k, n),
-                (k, np),
+                (kk, np),
                 b_batch,
                 "padded matmul operand B",
             ),
@@ -1688,8 +1691,8 @@ impl Context {
         let kernel_n = if pad.crop { np } else { n };
         let kernel_m = m - pad.fringe_rows;
         let padded = MatmulShape::new(
-            &with_last_two(&a_dims, kernel_m, k),
-            &with_last_two(&b_dims, k, kernel_n),
+            &with_last_two(&a_dims, kernel_m, kk),
+            &with_last_two(&b_dims, kk, kernel_n),
         )?
         .with_pitches(kp, np)?;
         let batches = padded.batch_count();
