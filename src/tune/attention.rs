@@ -1385,6 +1385,170 @@ pub fn decode_spec(
     .constant("SHUFFLE", u32::from(shuffle))
 }
 
+/// The lane-parallel decode kernel's tile (`shaders/attention_decode_lanes.wgsl`):
+/// groups of LK lanes stream their own keys with no barrier in the key
+/// loop, K and V words of a key in the same lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DecodeLanes {
+    /// Invocations per workgroup (`WG`): 64, 128 or 256.
+    pub threads: u32,
+    /// Keys per lane group and step (`KPL`): 1, 2 or 4, loaded a step ahead.
+    pub kpl: u32,
+    /// Workgroups per compute unit the key splits aim for.
+    pub per_unit: u32,
+}
+
+impl fmt::Display for DecodeLanes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lanes wg{} kpl{} {}/cu",
+            self.threads, self.kpl, self.per_unit
+        )
+    }
+}
+
+impl DecodeLanes {
+    /// Whether the shape is one the kernel supports.
+    pub fn valid(&self) -> bool {
+        [64, 128, 256].contains(&self.threads)
+            && [1, 2, 4].contains(&self.kpl)
+            && self.per_unit >= 1
+    }
+}
+
+/// The dispatcher's lane-parallel decode tile.
+pub const DECODE_LANES: DecodeLanes = DecodeLanes {
+    threads: 128,
+    kpl: 2,
+    per_unit: 4,
+};
+
+/// Lanes per key of the lane-parallel decode kernel for head dim `d`: the
+/// 16-byte words of a row, rounded down to a power of two, at most the
+/// adapter's smallest subgroup (and 32).
+pub fn decode_lanes_lk(p: &AdapterProfile, dtype: DType, d: usize) -> u32 {
+    let words = (d / decode_epw(dtype)).max(1) as u32;
+    let cap = p.subgroup_min_size.clamp(1, 32);
+    let lk = if words.is_power_of_two() {
+        words
+    } else {
+        words.next_power_of_two() / 2
+    };
+    lk.min(cap)
+}
+
+/// Derived shape of the lane-parallel decode kernel: (rows per chunk, row
+/// quads, LK, KW, VW).
+fn decode_lanes_shape(
+    p: &AdapterProfile,
+    dtype: DType,
+    rows: usize,
+    d: usize,
+    dv: usize,
+) -> (u32, u32, u32, u32, u32) {
+    let epw = decode_epw(dtype);
+    let chunk = decode_chunk_rows(rows) as u32;
+    let lk = decode_lanes_lk(p, dtype, d);
+    let kw = (d / epw).div_ceil(lk as usize).max(1) as u32;
+    let vw = (dv / epw).div_ceil(lk as usize).max(1) as u32;
+    (chunk, chunk.div_ceil(4), lk, kw, vw)
+}
+
+/// Workgroup memory of the lane-parallel decode kernel (the epilogue's
+/// states of every subgroup).
+pub fn decode_lanes_bytes(
+    p: &AdapterProfile,
+    dtype: DType,
+    rows: usize,
+    d: usize,
+    dv: usize,
+    t: DecodeLanes,
+) -> u32 {
+    let (_, rq, lk, _, vw) = decode_lanes_shape(p, dtype, rows, d, dv);
+    let st = 2 * rq + rq * vw * decode_epw(dtype) as u32;
+    let states = (t.threads / p.subgroup_min_size.max(1)) * lk;
+    16 * st * states
+}
+
+/// Whether the lane-parallel decode kernel runs these shapes on `p`:
+/// subgroups (sizes that divide the workgroup), D and Dv as for the
+/// decode kernel ([`decode_fits`]), at most 32 query and 32 accumulator
+/// vec4s per lane, and its workgroup memory.
+pub fn decode_lanes_fits(
+    p: &AdapterProfile,
+    dtype: DType,
+    rows: usize,
+    d: usize,
+    dv: usize,
+    t: DecodeLanes,
+) -> bool {
+    if !(p.subgroups
+        && p.subgroup_min_size >= 1
+        && p.subgroup_max_size >= p.subgroup_min_size
+        && t.valid()
+        && t.threads.is_multiple_of(p.subgroup_max_size)
+        && decode_fits(dtype, d, dv)
+        && p.max_invocations >= t.threads
+        && p.max_workgroup_size_x >= t.threads)
+    {
+        return false;
+    }
+    let (_, rq, _, kw, vw) = decode_lanes_shape(p, dtype, rows, d, dv);
+    let epw = decode_epw(dtype) as u32;
+    rq * kw * epw <= 32
+        && rq * vw * epw <= 32
+        && decode_lanes_bytes(p, dtype, rows, d, dv, t) <= p.max_workgroup_storage
+}
+
+/// Keys per workgroup step of the lane-parallel decode kernel (its split
+/// lengths are multiples of it).
+pub fn decode_lanes_keys(p: &AdapterProfile, dtype: DType, d: usize, t: DecodeLanes) -> usize {
+    (t.kpl * t.threads / decode_lanes_lk(p, dtype, d)) as usize
+}
+
+/// The lane-parallel decode kernel's specialisation.
+pub fn decode_lanes_spec(
+    p: &AdapterProfile,
+    dtype: DType,
+    rows: usize,
+    d: usize,
+    dv: usize,
+    t: DecodeLanes,
+) -> Spec {
+    let (chunk, rq, lk, kw, vw) = decode_lanes_shape(p, dtype, rows, d, dv);
+    Spec::new(Kernel::AttentionDecodeLanes)
+        .dtype(dtype)
+        .constant("ROWS", chunk)
+        .constant("RQ", rq)
+        .constant("EPW", decode_epw(dtype) as u32)
+        .constant("LK", lk)
+        .constant("KW", kw)
+        .constant("VW", vw)
+        .constant("KPL", t.kpl)
+        .constant("WG", t.threads)
+        .constant("SGMIN", p.subgroup_min_size.max(1))
+}
+
+/// Key splits of the lane-parallel decode kernel: `t.per_unit` workgroups
+/// per compute unit over `workgroups` (heads x row chunks x batch), splits
+/// of at least two steps.
+pub fn decode_lanes_splits(
+    p: &AdapterProfile,
+    workgroups: u64,
+    sk: usize,
+    keys: usize,
+    t: DecodeLanes,
+) -> u32 {
+    let target = u64::from(t.per_unit.max(1)) * u64::from(p.compute_units.max(1));
+    if workgroups >= target || sk <= keys {
+        return 1;
+    }
+    let min_split = (2 * keys).max(64);
+    let max_splits = (sk as u64).div_ceil(min_split as u64).max(1);
+    target.div_ceil(workgroups.max(1)).min(max_splits).min(256) as u32
+}
+
 /// Whether the decode kernel can add each key's partial dots by subgroup
 /// shuffles with tile `t`: subgroups of at least `lk` lanes (the LK lanes of
 /// a key must share one) whose size divides the workgroup.
@@ -1526,6 +1690,29 @@ pub fn attention_specs() -> Vec<Spec> {
                             let s = decode_spec(dtype, rows, d, dv, t, shuffle);
                             if !specs.contains(&s) {
                                 specs.push(s);
+                            }
+                        }
+                    }
+                    // The lane-parallel kernel on subgroups of 32 (the
+                    // H200's) and of 8 (lavapipe's), each tile.
+                    for sg in [32u32, 8] {
+                        let mut lp = permissive_profile();
+                        lp.subgroup_min_size = sg;
+                        lp.subgroup_max_size = sg;
+                        lp.max_workgroup_storage = 48 * 1024;
+                        for threads in [64u32, 128, 256] {
+                            for kpl in [1u32, 2, 4] {
+                                let t = DecodeLanes {
+                                    threads,
+                                    kpl,
+                                    per_unit: 4,
+                                };
+                                if decode_lanes_fits(&lp, dtype, rows, d, dv, t) {
+                                    let s = decode_lanes_spec(&lp, dtype, rows, d, dv, t);
+                                    if !specs.contains(&s) {
+                                        specs.push(s);
+                                    }
+                                }
                             }
                         }
                     }
