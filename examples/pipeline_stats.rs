@@ -151,16 +151,6 @@ fn attention_specs() -> Result<Vec<Spec>, Box<dyn std::error::Error>> {
             let t8 = ta::decode_kernel_tiles(DType::F32, 128);
             specs.push(ta::decode_spec(dtype, 4, 128, 128, t8, shuffle));
         }
-        // The lane-parallel kernel, each step width.
-        for kpl in [1, 2, 4] {
-            let t = ta::DecodeLanes {
-                kpl,
-                ..ta::DECODE_LANES
-            };
-            if ta::decode_lanes_fits(p, dtype, 4, 128, 128, t) {
-                specs.push(ta::decode_lanes_spec(p, dtype, 4, 128, 128, t));
-            }
-        }
     }
     Ok(specs)
 }

@@ -110,10 +110,6 @@ pub enum Kernel {
     /// [`Kernel::AttentionDecode`] adding each key's partial dots with
     /// subgroup shuffles (one barrier per block; `SHUFFLE = 1`).
     AttentionDecodeShuffle,
-    /// Split-KV decode attention with no barrier in the key loop: groups of
-    /// lanes stream their own keys, K and V words in the same lanes
-    /// (`shaders/attention_decode_lanes.wgsl`).
-    AttentionDecodeLanes,
     /// Naive attention, pass 1: the full score matrix S = mask(scale Q K^T).
     AttentionScores,
     /// Naive attention, pass 2: row softmax of S in place, and logsumexp.
@@ -180,7 +176,7 @@ const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
-    pub const ALL: [Kernel; 50] = [
+    pub const ALL: [Kernel; 49] = [
         Kernel::Fill,
         Kernel::FillRandom,
         Kernel::MatmulNaive,
@@ -228,7 +224,6 @@ impl Kernel {
         Kernel::AttentionDecodeCoopEmulated,
         Kernel::AttentionDecode,
         Kernel::AttentionDecodeShuffle,
-        Kernel::AttentionDecodeLanes,
         Kernel::MatmulBroadcast,
         Kernel::MatmulBroadcastVec4,
     ];
@@ -378,10 +373,6 @@ impl Kernel {
                 include_str!("../shaders/attention_decode_shuffle.wgsl"),
                 ATTENTION_COMMON,
             ],
-            Kernel::AttentionDecodeLanes => &[
-                include_str!("../shaders/attention_decode_lanes.wgsl"),
-                ATTENTION_COMMON,
-            ],
             Kernel::AttentionScores | Kernel::AttentionSoftmax | Kernel::AttentionPv => {
                 &[ATTENTION_NAIVE, ATTENTION_COMMON]
             }
@@ -473,7 +464,6 @@ impl Kernel {
             Kernel::AttentionMerge => "attention_merge",
             Kernel::AttentionDecode => "attention_decode",
             Kernel::AttentionDecodeShuffle => "attention_decode_shuffle",
-            Kernel::AttentionDecodeLanes => "attention_decode_lanes",
             Kernel::AttentionScores => "attention_naive.scores",
             Kernel::AttentionSoftmax => "attention_naive.softmax",
             Kernel::AttentionPv => "attention_naive.pv",
@@ -586,7 +576,6 @@ impl Kernel {
                 | Kernel::AttentionDecodeCoop
                 | Kernel::AttentionDecodeCoopEmulated
                 | Kernel::AttentionDecodeShuffle
-                | Kernel::AttentionDecodeLanes
                 | Kernel::MatmulBroadcast
                 | Kernel::MatmulBroadcastVec4
         )
@@ -657,7 +646,6 @@ impl Kernel {
                 // decode_kernel_edge_shapes).
                 | Kernel::AttentionDecode
                 | Kernel::AttentionDecodeShuffle
-                | Kernel::AttentionDecodeLanes
         )
     }
 }

@@ -116,10 +116,6 @@ use crate::tune::attention::{
     decode_fits, decode_kernel_tiles, decode_shuffle_fits, decode_spec, decode_splits,
     decode_tiles_fit, decode_workgroup_bytes, flash_coop_tiles, flash_tiles_for, kv_splits,
 };
-use crate::tune::attention::{
-    DECODE_LANES, DecodeLanes, decode_lanes_fits, decode_lanes_keys, decode_lanes_spec,
-    decode_lanes_splits,
-};
 
 /// Where the causal diagonal (and the sliding window around it) sits when
 /// `Sq != Sk`.
@@ -287,11 +283,6 @@ pub struct AttentionOptions {
     /// ([`decode_shuffle_fits`]; on the H200 they took f16 32k from 76 to
     /// 70 us); `Some(true)` on an adapter without them is an error.
     pub decode_shuffle: Option<bool>,
-    /// The lane-parallel decode kernel (`shaders/attention_decode_lanes.wgsl`:
-    /// no barrier in the key loop) instead of the block decode kernel, where
-    /// the decode kernel runs: `None` = the dispatcher's choice, `Some(false)`
-    /// never, `Some(true)` always (an error where it does not fit).
-    pub decode_lanes: Option<bool>,
 }
 
 impl AttentionOptions {
@@ -401,12 +392,6 @@ impl AttentionOptions {
     /// Force the decode kernel's tile.
     pub fn decode_tiles(mut self, tiles: DecodeTiles) -> Self {
         self.decode_tiles = Some(tiles);
-        self
-    }
-
-    /// Force the lane-parallel decode kernel on or off.
-    pub fn decode_lanes(mut self, on: bool) -> Self {
-        self.decode_lanes = Some(on);
         self
     }
 
@@ -1263,50 +1248,11 @@ impl Context {
                     "attention decode grid (heads, batch)".into(),
                 ));
             }
-            let rows = b * hq * sq;
-            if let Some(lt) = decode_lanes_choice(profile, dtype, (rows_kv, d, dv), opts)? {
-                let keys = decode_lanes_keys(profile, dtype, d, lt);
-                let wanted = opts.kv_splits.map_or_else(
-                    || decode_lanes_splits(profile, (ys * b) as u64, sk, keys, lt) as usize,
-                    |s| s as usize,
-                );
-                let (splits, split_len, params, scratch) =
-                    self.split_setup(params_base.words, wanted, keys, [sk, rows, dv])?;
-                let pipeline = self.inner.pipelines.get(
-                    device,
-                    &decode_lanes_spec(profile, dtype, rows_kv, d, dv, lt),
-                )?;
-                plan.dispatches.push(Dispatch::with_bindings(
-                    device,
-                    pipeline,
-                    &[
-                        (0, &params),
-                        (1, &q.buffer),
-                        (5, &scratch.buffer),
-                        (6, &mask_buf),
-                        (7, &kv_len.buffer),
-                        (12, &k.buffer),
-                        (13, &v.buffer),
-                    ],
-                    [splits as u32, ys as u32, b as u32],
-                ));
-                plan.dispatches.push(self.merge_dispatch(
-                    (dtype, dv, rows),
-                    &params,
-                    &o.buffer,
-                    &scratch.buffer,
-                    &lse_buf,
-                )?);
-                plan.label = format!(
-                    "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len}, {lt})"
-                );
-                plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
-                return Ok((plan, out));
-            }
             let wanted = opts.kv_splits.map_or_else(
                 || decode_splits(profile, (ys * b) as u64, sk, dtiles) as usize,
                 |s| s as usize,
             );
+            let rows = b * hq * sq;
             let (splits, split_len, params, scratch) =
                 self.split_setup(params_base.words, wanted, dtiles.keys(), [sk, rows, dv])?;
             let shuffle_ok = decode_shuffle_fits(profile, dtiles);
@@ -2285,58 +2231,4 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 /// arithmetic of the K/V staging and of P (results wrong).
 fn coop_probe() -> u32 {
     env_probe("WGTILE_COOP_ATTN_PROBE")
-}
-
-/// The lane-parallel decode tile where it runs: `opts.decode_lanes`, else
-/// `WGTILE_DECODE_LANES` (`off`, or `THREADS,KPL,PER_UNIT` to measure),
-/// else the dispatcher's [`DECODE_LANES`] where it fits.
-fn decode_lanes_choice(
-    profile: &crate::context::AdapterProfile,
-    dtype: DType,
-    (rows, d, dv): (usize, usize, usize),
-    opts: &AttentionOptions,
-) -> Result<Option<DecodeLanes>> {
-    let env = std::env::var("WGTILE_DECODE_LANES").ok();
-    let tile = match env.as_deref().map(str::trim) {
-        Some("off") | Some("0") => None,
-        Some(text) => {
-            let v: Vec<u32> = text
-                .split(',')
-                .filter_map(|x| x.trim().parse().ok())
-                .collect();
-            match v[..] {
-                [threads, kpl, per_unit] => Some(DecodeLanes {
-                    threads,
-                    kpl,
-                    per_unit,
-                }),
-                _ => Some(DECODE_LANES),
-            }
-        }
-        None => Some(DECODE_LANES),
-    };
-    let fits = |t: DecodeLanes| decode_lanes_fits(profile, dtype, rows, d, dv, t);
-    match opts.decode_lanes {
-        Some(false) => Ok(None),
-        Some(true) => {
-            let t = tile.unwrap_or(DECODE_LANES);
-            if fits(t) {
-                Ok(Some(t))
-            } else {
-                Err(Error::InvalidArgument(format!(
-                    "the lane-parallel decode kernel ({t}) does not fit D = {d}, Dv = {dv}, \
-                     {rows} rows per KV head on this adapter (it needs subgroups)"
-                )))
-            }
-        }
-        // The dispatcher's tile, or half its workgroup where its epilogue's
-        // workgroup memory is too much (lavapipe's 32 KiB at 8 rows in f32).
-        None => Ok(tile.and_then(|t| {
-            let half = DecodeLanes {
-                threads: t.threads / 2,
-                ..t
-            };
-            [t, half].into_iter().find(|&t| fits(t))
-        })),
-    }
 }
