@@ -103,6 +103,15 @@ const WG: u32 = 256u;
 // value folded in a block later): f16 32k 67.6-68.0 -> 77.9 / 79.6-80.3
 // us, 128k 181.8 -> 219-220 / 228; f32 32k 85.7 -> 100 / 105. The key
 // loop does not wait on DRAM latency with one block of register prefetch.
+// Session 18 (run 116): a kernel with no barrier in the key loop (commit
+// 9b9b4b5, reverted: LK = 16 lanes per key (32 for f32) owning the same
+// words of K and V, the query rows in registers, the logits summed by
+// shuffles in every lane of the key, each lane its own softmax state):
+// f16 32k 90.6 us against this kernel's 68.1 (76.6 with one key per lane
+// group and step, 4 workgroups per SM), f32 111 against 84.7, 128k f16
+// 213-265 against 184. Per key it pays log2(LK) x 4 rows shuffles and 4
+// exp2 in every lane (this kernel: LK = 4, and one row's logit per lane),
+// ~20-28 us of shuffle and MUFU time at 32k, as measured.
 const PROBE: u32 = 0u;
 // 1: the LK partial dots of a key are added by subgroup shuffles and each
 // of the key's LK invocations computes logits and probabilities of its own
