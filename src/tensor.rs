@@ -357,6 +357,13 @@ impl Context {
     /// reads it with aligned loads and the padding layer copies nothing. The
     /// logical shape is kept: `to_vec` returns `data`, matmul results have
     /// the logical shape. Needs rank >= 2 and `multiple >= 1`.
+    ///
+    /// A `multiple` that is not a power of two also moves rows off a
+    /// power-of-two pitch: an f16 left operand `[M, K]` with K a power of
+    /// two, stored with `multiple = K + 32`, ran the tensor-core kernel
+    /// 2-4.5% faster on the H200 (K = 2048, 4096, 8192; BENCHMARKS.md,
+    /// session 18, run 118). The padding layer does not copy for it: a copy
+    /// of A costs about what it saves.
     pub fn tensor_padded<T: Element>(
         &self,
         data: &[T],
