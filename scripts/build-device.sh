@@ -4,7 +4,7 @@
 # the stripped binaries compress about 3x). scripts/h200-all.sh unpacks them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-examples=(tour matmul_kernels matmul_sweep fusion rowops pipeline_stats)
+examples=(tour matmul_kernels matmul_sweep fusion rowops pipeline_stats atomics_probe)
 [ -f examples/attention.rs ] && examples+=(attention)
 cargo build --release $(printf -- '--example %s ' "${examples[@]}")
 rm -rf .bin/stage && mkdir -p .bin/stage
