@@ -32,8 +32,7 @@ struct Args {
     rounds: u32,
     /// Cooperative-matrix layouts to try (f16) as WARPS_MxWARPS_NxBK or
     /// WARPS_MxWARPS_NxBKxFRAGS_N (FRAGS_N 2 or 4, default 2; default list:
-    /// the dispatcher's COOP_CONFIGS), with a trailing `p` for the ping-pong
-    /// form (two such groups per workgroup).
+    /// the dispatcher's COOP_CONFIGS).
     #[arg(long, value_delimiter = ',')]
     coop: Vec<String>,
     /// f32 split layouts to try (same form; default: COOP_SPLIT_CONFIGS).
@@ -123,28 +122,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Tensor cores: f16, and f32 rounded to f16 on the way in (reduced
     // precision, allowed below for this comparison).
     {
-        // A trailing `p` (2x4x32x2p): the ping-pong form, two groups of
-        // those subgroups per workgroup.
-        let coops: Vec<((u32, u32, u32, u32), bool)> = if args.coop.is_empty() {
-            COOP_CONFIGS.iter().map(|&c| (c, false)).collect()
+        let coops: Vec<(u32, u32, u32, u32)> = if args.coop.is_empty() {
+            COOP_CONFIGS.to_vec()
         } else {
             args.coop
                 .iter()
-                .map(|c| match c.strip_suffix('p') {
-                    Some(layout) => parse_coop(layout).map(|l| (l, true)),
-                    None => parse_coop(c).map(|l| (l, false)),
-                })
+                .map(|c| parse_coop(c))
                 .collect::<Result<_, _>>()?
         };
-        for (c, ping_pong) in coops {
-            let kernel = MatmulKernel::coop_for(profile, c)
-                .and_then(|k| if ping_pong { k.ping_pong(profile) } else { Some(k) });
-            match kernel {
+        for c in coops {
+            match MatmulKernel::coop_for(profile, c) {
                 Some(kernel) => kernels.push(kernel),
-                None => println!(
-                    "coop layout {c:?}{} does not fit this adapter: skipped",
-                    if ping_pong { " (ping-pong)" } else { "" }
-                ),
+                None => println!("coop layout {c:?} does not fit this adapter: skipped"),
             }
         }
         // f32: the split form (each value as two halves; f32's accuracy).

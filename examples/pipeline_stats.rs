@@ -111,25 +111,8 @@ fn main_specs() -> Vec<Spec> {
             frags_n,
             subgroup: 32,
             split,
-            groups: 1,
         };
         specs.push(kernel.spec(dtype).dtype(dtype));
-        // The ping-pong form (two groups per workgroup) where its tiles fit
-        // the H200's 48 KiB.
-        if let MatmulKernel::Coop { split: false, .. } = kernel {
-            let pp = MatmulKernel::Coop {
-                warps_m,
-                warps_n,
-                bk,
-                frags_n,
-                subgroup: 32,
-                split,
-                groups: 2,
-            };
-            if pp.workgroup_bytes() <= 48 * 1024 {
-                specs.push(pp.spec(dtype).dtype(dtype));
-            }
-        }
     }
     specs
 }

@@ -115,14 +115,6 @@ const SPLIT: u32 = 0u;
 
 const WARPS_M: u32 = 2u;
 const WARPS_N: u32 = 4u;
-// 1: one group of WARPS_M x WARPS_N subgroups. 2: ping-pong, two such
-// groups with a block and tiles each (see "Ping-pong" above).
-const GROUPS: u32 = 1u;
-// Temporary probe (session 19): 1 the ping-pong products' condition through
-// subgroupBroadcastFirst; 2 products in every phase (wrong results); 3 the
-// one-group kernel's products under a loop bound that is subgroup-uniform
-// but not constant.
-const PPV: u32 = 0u;
 const BK: u32 = 32u;
 const FN: u32 = 2u;
 const SG: u32 = 32u;
@@ -167,9 +159,7 @@ const CM_A: bool = TRANS_A == 1u && TRANS_COLMAJOR == 1u;
 const CM_B: bool = TRANS_B == 1u && TRANS_COLMAJOR == 1u;
 
 const WARPS: u32 = WARPS_M * WARPS_N;
-// Invocations of one group (the staging's unit); the workgroup has GROUPS.
 const THREADS: u32 = WARPS * SG;
-// Rows of C one group owns (the workgroup's block is GROUPS * BM rows).
 const BM: u32 = WARPS_M * 64u;
 const BN: u32 = WARPS_N * FN * 16u;
 // Staged row lengths (halves): the tile's rows, or the stored rows (CM_*).
@@ -195,13 +185,9 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 // Halves of one A or B tile (SPLIT: the lo tile follows the hi one).
 const A_TILE: u32 = BM * BK / (LDA - 8u) * LDA;
 const B_TILE: u32 = BK * BN / (LDB - 8u) * LDB;
-var<workgroup> a_sh: array<vec4<f16>, GROUPS * (1u + SPLIT) * A_TILE / 4u>;
-var<workgroup> b_sh: array<vec4<f16>, GROUPS * (1u + SPLIT) * B_TILE / 4u>;
-// One group's subgroups at a time (the groups write their tiles in turn).
+var<workgroup> a_sh: array<vec4<f16>, (1u + SPLIT) * A_TILE / 4u>;
+var<workgroup> b_sh: array<vec4<f16>, (1u + SPLIT) * B_TILE / 4u>;
 var<workgroup> c_sh: array<f32, WARPS * 256u>;
-// Half offsets of this invocation's group's A and B tiles (0 for GROUPS 1).
-var<private> goff_a: u32;
-var<private> goff_b: u32;
 
 // SPLIT: the largest finite |A| and |B| (matmul_split_scale.wgsl), binding 9.
 // @gen split_decl
@@ -212,12 +198,11 @@ var<private> split_scale: vec2<f32>;
 
 // Stores 8 halves at half offset `dst` (a multiple of 8) of the A or B tile.
 fn store_halves(dst: u32, lo: vec4<f16>, hi: vec4<f16>, is_a: bool) {
+    let d = dst / 4u;
     if is_a {
-        let d = (goff_a + dst) / 4u;
         a_sh[d] = lo;
         a_sh[d + 1u] = hi;
     } else {
-        let d = (goff_b + dst) / 4u;
         b_sh[d] = lo;
         b_sh[d + 1u] = hi;
     }
@@ -232,9 +217,9 @@ fn store8(dst: u32, v: vec4<u32>, is_a: bool) {
 
 fn put_half(i: u32, h: f16, is_a: bool) {
     if is_a {
-        a_sh[(goff_a + i) / 4u][i % 4u] = h;
+        a_sh[i / 4u][i % 4u] = h;
     } else {
-        b_sh[(goff_b + i) / 4u][i % 4u] = h;
+        b_sh[i / 4u][i % 4u] = h;
     }
 }
 
@@ -461,53 +446,44 @@ fn run_halves(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, tail: u32, mask_k: bool
 // row-major, or column-major from a tile staged as stored (CM_A).
 fn frag_a(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
     if CM_A {
-        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(goff_a + kk * LDA + r) / 4u], LDA / 4u);
+        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(kk * LDA + r) / 4u], LDA / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(goff_a + r * LDA + kk) / 4u], LDA / 4u);
+    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(r * LDA + kk) / 4u], LDA / 4u);
 }
 
 // The B fragment at k offset kk, tile column c.
 fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
     if CM_B {
-        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(goff_b + c * LDB + kk) / 4u], LDB / 4u);
+        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(c * LDB + kk) / 4u], LDB / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(goff_b + kk * LDB + c) / 4u], LDB / 4u);
+    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(kk * LDB + c) / 4u], LDB / 4u);
 }
 
 // SPLIT: the same fragments from the lo tiles. (Separate functions: a
 // parameter choosing the tile cost the f16 kernel 1.4%, H200 session 12.)
 fn frag_a_lo(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
     if CM_A {
-        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(goff_a + A_TILE + kk * LDA + r) / 4u], LDA / 4u);
+        return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(A_TILE + kk * LDA + r) / 4u], LDA / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(goff_a + A_TILE + r * LDA + kk) / 4u], LDA / 4u);
+    return coopLoadT<coop_mat16x16<f16, A>>(&a_sh[(A_TILE + r * LDA + kk) / 4u], LDA / 4u);
 }
 
 fn frag_b_lo(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
     if CM_B {
-        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(goff_b + B_TILE + c * LDB + kk) / 4u], LDB / 4u);
+        return coopLoad<coop_mat16x16<f16, B>>(&b_sh[(B_TILE + c * LDB + kk) / 4u], LDB / 4u);
     }
-    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(goff_b + B_TILE + kk * LDB + c) / 4u], LDB / 4u);
+    return coopLoadT<coop_mat16x16<f16, B>>(&b_sh[(B_TILE + kk * LDB + c) / 4u], LDB / 4u);
 }
 
 // Writes one 16 x 16 accumulator tile at (row, col) of C through the
 // subgroup's scratch, converting to f16 and skipping out-of-bounds elements.
 // SPLIT: the sums are divided by 2^(ea + eb) first (unscale = (ea, eb)).
-// `turn`: whether this subgroup's group writes in this turn (GROUPS 2;
-// every invocation calls it, for the barriers).
-fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32, turn: bool) {
+fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32, col: u32) {
     let c_base = z * params.m * params.n;
     let scratch = warp * 256u;
-    if GROUPS == 1u {
-        coopStoreT(acc, &c_sh[scratch], 16u);
-    } else {
-        // (naga takes cooperative operations under a loop bound, not an `if`.)
-        for (var once = 0u; once < select(0u, 1u, turn); once++) {
-            coopStoreT(acc, &c_sh[scratch], 16u);
-        }
-    }
+    coopStoreT(acc, &c_sh[scratch], 16u);
     workgroupBarrier();
-    for (var e = lane; e < select(0u, 256u, turn); e += SG) {
+    for (var e = lane; e < 256u; e += SG) {
         let r = row + e / 16u;
         let c = col + e % 16u;
         if (EDGE_M == 0u || r < params.m) && (EDGE_N == 0u || c < params.n) {
@@ -522,22 +498,15 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
     workgroupBarrier();
 }
 
-@compute @workgroup_size(THREADS * GROUPS, 1, 1)
+@compute @workgroup_size(THREADS, 1, 1)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(local_invocation_index) local: u32,
-    @builtin(subgroup_id) sub: u32,
+    @builtin(local_invocation_index) tid: u32,
+    @builtin(subgroup_id) warp: u32,
     @builtin(subgroup_invocation_id) lane: u32,
 ) {
     let k = params.k;
-    // GROUPS 2: the subgroup's group g, its index in the group and the
-    // invocation's index in the group (the staging's thread index).
-    let g = select(0u, sub / WARPS, GROUPS > 1u);
-    let warp = select(sub, sub % WARPS, GROUPS > 1u);
-    let tid = select(local, warp * SG + lane, GROUPS > 1u);
-    goff_a = g * (1u + SPLIT) * A_TILE;
-    goff_b = g * (1u + SPLIT) * B_TILE;
-    let row0 = (wid.y * GROUPS + g) * BM;
+    let row0 = wid.y * BM;
     let col0 = wid.x * BN;
     let z = params.batch_base + wid.z;
     let z0 = z / params.batch_inner;
@@ -603,96 +572,7 @@ fn main(
         fb1 = frag_b(0u, wc + 16u);
     }
 
-    // Ping-pong (GROUPS 2): one barrier per phase; group g's local phase
-    // q = p - g stages step q / 2 (even q: the prefetched registers into its
-    // tiles, then the next step's global loads) or multiplies it (odd q), so
-    // in every phase one group's products run beside the other's staging.
-    let phases = select(0u, 2u * ((k + BK - 1u) / BK) + 1u, GROUPS > 1u);
-    for (var p = 0u; p < phases; p++) {
-        let q = p - g;
-        let busy = p >= g && q + 1u < phases;
-        let k0 = (q / 2u) * BK;
-        if busy && (q & 1u) == 0u {
-            for (var j = 0u; j < A_LOADS; j++) {
-                let i = tid + j * THREADS;
-                if i < A_VECS {
-                    let r = a_run(j, tid, a_base, row0, k0);
-                    let v = run_halves(r, pa[j], ha[j], ta[j], TRANS_A == 0u);
-                    if TRANS_A == 1u && !CM_A {
-                        scatter8((i % A_RUNS) * 8u * LDA + i / A_RUNS, LDA, v, true);
-                    } else {
-                        store8((i / A_RUNS) * LDA + (i % A_RUNS) * 8u, v, true);
-                    }
-                }
-            }
-            for (var j = 0u; j < B_LOADS; j++) {
-                let i = tid + j * THREADS;
-                if i < B_VECS {
-                    let r = b_run(j, tid, b_base, col0, k0);
-                    let v = run_halves(r, pb[j], hb[j], tb[j], TRANS_B == 1u);
-                    if TRANS_B == 1u && !CM_B {
-                        scatter8((i % B_RUNS) * 8u * LDB + i / B_RUNS, LDB, v, false);
-                    } else {
-                        store8((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, v, false);
-                    }
-                }
-            }
-            if k0 + BK < k {
-                for (var j = 0u; j < A_LOADS; j++) {
-                    let r = a_run(j, tid, a_base, row0, k0 + BK);
-                    pa[j] = fetch_a(r);
-                    ha[j] = fetch_a_hi(r);
-                    ta[j] = fetch_a_tail(r);
-                }
-                for (var j = 0u; j < B_LOADS; j++) {
-                    let r = b_run(j, tid, b_base, col0, k0 + BK);
-                    pb[j] = fetch_b(r);
-                    hb[j] = fetch_b_hi(r);
-                    tb[j] = fetch_b_tail(r);
-                }
-            }
-        }
-        var prod = busy && (q & 1u) == 1u;
-        if PPV == 1u {
-            prod = subgroupBroadcastFirst(u32(prod)) == 1u;
-        }
-        if PPV == 2u {
-            prod = true;
-        }
-        for (var once = 0u; once < select(0u, 1u, prod); once++) {
-            for (var kk = 0u; kk < BK; kk += 16u) {
-                let a0 = frag_a(wr, kk);
-                let a1 = frag_a(wr + 16u, kk);
-                let a2 = frag_a(wr + 32u, kk);
-                let a3 = frag_a(wr + 48u, kk);
-                let b0 = frag_b(kk, wc);
-                let b1 = frag_b(kk, wc + 16u);
-                acc00 = coopMultiplyAdd(a0, b0, acc00);
-                acc01 = coopMultiplyAdd(a0, b1, acc01);
-                acc10 = coopMultiplyAdd(a1, b0, acc10);
-                acc11 = coopMultiplyAdd(a1, b1, acc11);
-                acc20 = coopMultiplyAdd(a2, b0, acc20);
-                acc21 = coopMultiplyAdd(a2, b1, acc21);
-                acc30 = coopMultiplyAdd(a3, b0, acc30);
-                acc31 = coopMultiplyAdd(a3, b1, acc31);
-                if FN == 4u {
-                    let b2 = frag_b(kk, wc + 32u);
-                    let b3 = frag_b(kk, wc + 48u);
-                    acc02 = coopMultiplyAdd(a0, b2, acc02);
-                    acc03 = coopMultiplyAdd(a0, b3, acc03);
-                    acc12 = coopMultiplyAdd(a1, b2, acc12);
-                    acc13 = coopMultiplyAdd(a1, b3, acc13);
-                    acc22 = coopMultiplyAdd(a2, b2, acc22);
-                    acc23 = coopMultiplyAdd(a2, b3, acc23);
-                    acc32 = coopMultiplyAdd(a3, b2, acc32);
-                    acc33 = coopMultiplyAdd(a3, b3, acc33);
-                }
-            }
-        }
-        workgroupBarrier();
-    }
-
-    for (var k0 = 0u; k0 < select(k, 0u, GROUPS > 1u); k0 += BK) {
+    for (var k0 = 0u; k0 < k; k0 += BK) {
         // Stage the prefetched step in workgroup memory.
         for (var j = 0u; j < A_LOADS; j++) {
             let i = tid + j * THREADS;
@@ -770,7 +650,6 @@ fn main(
                 tb[j] = fetch_b_tail(r);
             }
         }
-        for (var once3 = 0u; once3 < select(1u, select(0u, 1u, sub < 64u), PPV == 3u); once3++) {
         for (var kk = 0u; kk < BK; kk += 16u) {
             // SPLIT: the slice's lo*hi, hi*lo and hi*hi from zero, added
             // to the accumulators in f32 (the generated block continues).
@@ -819,7 +698,6 @@ fn main(
                 acc33 = coopMultiplyAdd(a3, b3, acc33);
             }
         }
-        }
         if (PROBE & 16u) == 0u {
             workgroupBarrier();
         }
@@ -827,26 +705,22 @@ fn main(
 
     let r = row0 + wr;
     let c = col0 + wc;
-    // The groups take turns with the scratch (GROUPS 2).
-    for (var turn = 0u; turn < GROUPS; turn++) {
-        let on = g == turn;
-        write_tile(acc00, warp, lane, z, r + 0u, c + 0u, on);
-        write_tile(acc01, warp, lane, z, r + 0u, c + 16u, on);
-        write_tile(acc10, warp, lane, z, r + 16u, c + 0u, on);
-        write_tile(acc11, warp, lane, z, r + 16u, c + 16u, on);
-        write_tile(acc20, warp, lane, z, r + 32u, c + 0u, on);
-        write_tile(acc21, warp, lane, z, r + 32u, c + 16u, on);
-        write_tile(acc30, warp, lane, z, r + 48u, c + 0u, on);
-        write_tile(acc31, warp, lane, z, r + 48u, c + 16u, on);
-        if FN == 4u {
-            write_tile(acc02, warp, lane, z, r + 0u, c + 32u, on);
-            write_tile(acc03, warp, lane, z, r + 0u, c + 48u, on);
-            write_tile(acc12, warp, lane, z, r + 16u, c + 32u, on);
-            write_tile(acc13, warp, lane, z, r + 16u, c + 48u, on);
-            write_tile(acc22, warp, lane, z, r + 32u, c + 32u, on);
-            write_tile(acc23, warp, lane, z, r + 32u, c + 48u, on);
-            write_tile(acc32, warp, lane, z, r + 48u, c + 32u, on);
-            write_tile(acc33, warp, lane, z, r + 48u, c + 48u, on);
-        }
+    write_tile(acc00, warp, lane, z, r + 0u, c + 0u);
+    write_tile(acc01, warp, lane, z, r + 0u, c + 16u);
+    write_tile(acc10, warp, lane, z, r + 16u, c + 0u);
+    write_tile(acc11, warp, lane, z, r + 16u, c + 16u);
+    write_tile(acc20, warp, lane, z, r + 32u, c + 0u);
+    write_tile(acc21, warp, lane, z, r + 32u, c + 16u);
+    write_tile(acc30, warp, lane, z, r + 48u, c + 0u);
+    write_tile(acc31, warp, lane, z, r + 48u, c + 16u);
+    if FN == 4u {
+        write_tile(acc02, warp, lane, z, r + 0u, c + 32u);
+        write_tile(acc03, warp, lane, z, r + 0u, c + 48u);
+        write_tile(acc12, warp, lane, z, r + 16u, c + 32u);
+        write_tile(acc13, warp, lane, z, r + 16u, c + 48u);
+        write_tile(acc22, warp, lane, z, r + 32u, c + 32u);
+        write_tile(acc23, warp, lane, z, r + 32u, c + 48u);
+        write_tile(acc32, warp, lane, z, r + 48u, c + 32u);
+        write_tile(acc33, warp, lane, z, r + 48u, c + 48u);
     }
 }

@@ -30,16 +30,12 @@ fn kernels(ctx: &Context) -> Vec<Option<MatmulKernel>> {
             splits: 3,
         }));
     }
-    let coops: Vec<MatmulKernel> = wgtile::tune::COOP_CONFIGS
-        .into_iter()
-        .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
-        .collect();
-    // Their ping-pong forms (two groups per workgroup) where they fit.
-    let ping_pong: Vec<MatmulKernel> = coops
-        .iter()
-        .filter_map(|k| k.ping_pong(ctx.profile()))
-        .collect();
-    ks.extend(coops.into_iter().chain(ping_pong).map(Some));
+    ks.extend(
+        wgtile::tune::COOP_CONFIGS
+            .into_iter()
+            .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
+            .map(Some),
+    );
     // f32 split into halves on tensor cores (f32 operands only).
     ks.extend(
         wgtile::tune::COOP_SPLIT_CONFIGS
@@ -187,8 +183,6 @@ fn f16_inputs_accumulate_in_f32() {
             (7, 8, 8),
             (129, 136, 40),
             (65, 256, 24),
-            // Past one 256-row block (both ping-pong groups, then a partial one).
-            (260, 72, 104),
         ]
         .iter()
         .enumerate()
@@ -464,15 +458,10 @@ fn transposed_case(
 #[test]
 fn transposed_operands_on_tensor_cores() {
     let Some(ctx) = common::ctx() else { return };
-    let mut coops: Vec<MatmulKernel> = wgtile::tune::COOP_CONFIGS
+    let coops: Vec<MatmulKernel> = wgtile::tune::COOP_CONFIGS
         .into_iter()
         .filter_map(|c| MatmulKernel::coop_for(ctx.profile(), c))
         .collect();
-    let ping_pong: Vec<MatmulKernel> = coops
-        .iter()
-        .filter_map(|k| k.ping_pong(ctx.profile()))
-        .collect();
-    coops.extend(ping_pong);
     if coops.is_empty() {
         eprintln!("adapter has no 16x16 f16 cooperative matrices: covered by naga validation only");
         return;

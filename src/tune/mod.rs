@@ -168,12 +168,6 @@ pub enum MatmulKernel {
         /// (`MatmulOptions::reduced_precision`).
         #[serde(default)]
         split: bool,
-        /// Groups of `warps_m x warps_n` subgroups in one workgroup, each
-        /// with its own block and tiles (stacked along M): 1, or 2 for
-        /// ping-pong, where one group's products run while the other
-        /// stages its next tiles, one barrier per phase (not with `split`).
-        #[serde(default = "one")]
-        groups: u32,
     },
     /// The tiled kernel over `splits` chunks of K, each in its own workgroup,
     /// writing f32 partial sums that a second pass adds (for M x N too small
@@ -204,10 +198,6 @@ pub enum MatmulKernel {
 
 fn two() -> u32 {
     2
-}
-
-fn one() -> u32 {
-    1
 }
 
 /// Invocations per workgroup of the matrix-vector kernels (64 x 4).
@@ -268,37 +258,6 @@ impl MatmulKernel {
             frags_n,
             subgroup: p.subgroup_max_size,
             split,
-            groups: 1,
-        };
-        kernel.fits(p).then_some(kernel)
-    }
-
-    /// The ping-pong form of a cooperative-matrix kernel (two groups of
-    /// subgroups per workgroup, see [`MatmulKernel::Coop`]'s `groups`), when
-    /// the adapter can run it.
-    pub fn ping_pong(self, p: &AdapterProfile) -> Option<Self> {
-        let MatmulKernel::Coop { split: false, .. } = self else {
-            return None;
-        };
-        let kernel = match self {
-            MatmulKernel::Coop {
-                warps_m,
-                warps_n,
-                bk,
-                frags_n,
-                subgroup,
-                split,
-                ..
-            } => MatmulKernel::Coop {
-                warps_m,
-                warps_n,
-                bk,
-                frags_n,
-                subgroup,
-                split,
-                groups: 2,
-            },
-            other => other,
         };
         kernel.fits(p).then_some(kernel)
     }
@@ -574,7 +533,6 @@ impl MatmulKernel {
                 frags_n,
                 subgroup,
                 split,
-                groups,
             } => {
                 let spec = Spec::new(Kernel::MatmulCoop)
                     .dtype(dtype)
@@ -586,12 +544,7 @@ impl MatmulKernel {
                     .constant("WARPS_N", warps_n)
                     .constant("BK", bk)
                     .constant("FN", frags_n)
-                    .constant("SG", subgroup)
-                    .constant("GROUPS", groups)
-                    .constant(
-                        "PPV",
-                        std::env::var("WGTILE_COOP_PPV").ok().and_then(|v| v.parse().ok()).unwrap_or(0),
-                    );
+                    .constant("SG", subgroup);
                 if split && dtype == DType::F32 {
                     spec.constant("SPLIT", 1)
                         .block("split_decl", COOP_SPLIT_DECL)
@@ -623,9 +576,8 @@ impl MatmulKernel {
                 warps_m,
                 warps_n,
                 frags_n,
-                groups,
                 ..
-            } => (64 * warps_m * groups, 16 * frags_n * warps_n),
+            } => (64 * warps_m, 16 * frags_n * warps_n),
             MatmulKernel::Gemv => (4, 64),
             MatmulKernel::SplitK { tile, .. } => (tile.bm, tile.bn),
             MatmulKernel::Broadcast { .. } => (BROADCAST_ROWS, BROADCAST_COLS),
@@ -641,9 +593,8 @@ impl MatmulKernel {
                 warps_m,
                 warps_n,
                 subgroup,
-                groups,
                 ..
-            } => warps_m * warps_n * subgroup * groups,
+            } => warps_m * warps_n * subgroup,
             MatmulKernel::Gemv => GEMV_THREADS,
             MatmulKernel::SplitK { tile, .. } => tile.threads(),
             MatmulKernel::Broadcast { .. } => BROADCAST_SUBGROUP,
@@ -663,18 +614,16 @@ impl MatmulKernel {
                 warps_n,
                 bk,
                 split,
-                groups,
                 ..
             } => {
                 // The A and B tiles row-major or staged as stored
                 // (transposed, TRANS_COLMAJOR), whichever is larger; twice
-                // (hi and lo) when split; one pair per group; the scratch
-                // of one group's subgroups.
-                let (bm, bn) = (self.block().0 / groups, self.block().1);
+                // (hi and lo) when split.
+                let (bm, bn) = self.block();
                 let a = (bm * (bk + 8)).max(bk * (bm + 8));
                 let b = (bk * (bn + 8)).max(bn * (bk + 8));
                 let tiles = if split { 2 } else { 1 };
-                2 * tiles * (a + b) * groups + 4 * 256 * warps_m * warps_n
+                2 * tiles * (a + b) + 4 * 256 * warps_m * warps_n
             }
         }
     }
@@ -708,11 +657,9 @@ impl MatmulKernel {
                 frags_n,
                 bk,
                 split,
-                groups,
                 ..
             } => {
                 has_coop_f16(p)
-                    && (groups == 1 || (groups == 2 && !split))
                     // A and B bound twice, C, bias and residual (and the
                     // split's partial maxima).
                     && p.max_storage_buffers_per_stage >= if split { 8 } else { 7 }
@@ -865,17 +812,11 @@ impl fmt::Display for MatmulKernel {
                 frags_n,
                 subgroup,
                 split,
-                groups,
             } => write!(
                 f,
-                "coop-matrix {}x{}x{bk} ({}{warps_m}x{warps_n} subgroups of {subgroup}, 64x{} each){}",
-                64 * warps_m * groups,
+                "coop-matrix {}x{}x{bk} ({warps_m}x{warps_n} subgroups of {subgroup}, 64x{} each){}",
+                64 * warps_m,
                 16 * frags_n * warps_n,
-                if *groups > 1 {
-                    "ping-pong, 2 groups of "
-                } else {
-                    ""
-                },
                 16 * frags_n,
                 if *split { ", f32 as f16 pairs" } else { "" }
             ),
@@ -1257,12 +1198,7 @@ pub fn matmul_specs() -> Vec<Spec> {
         .into_iter()
         .chain(COOP_SPLIT_CONFIGS.map(|c| (c, true)));
     for ((warps_m, warps_n, bk, frags_n), split) in layouts {
-        // Ping-pong (two groups) for the unsplit layouts.
-        let groups: &[u32] = if split { &[1] } else { &[1, 2] };
-        for (subgroup, &groups) in [32, 64]
-            .into_iter()
-            .flat_map(|s| groups.iter().map(move |g| (s, g)))
-        {
+        for subgroup in [32, 64] {
             let kernel = MatmulKernel::Coop {
                 warps_m,
                 warps_n,
@@ -1270,7 +1206,6 @@ pub fn matmul_specs() -> Vec<Spec> {
                 frags_n,
                 subgroup,
                 split,
-                groups,
             };
             let dtypes: &[DType] = if split { &[DType::F32] } else { &DType::ALL };
             for &dtype in dtypes {
@@ -1309,7 +1244,6 @@ pub fn matmul_specs() -> Vec<Spec> {
         frags_n,
         subgroup: 32,
         split: false,
-        groups: 1,
     };
     for probe in [1, 2, 4, 8, 16, 24, 31] {
         specs.push(kernel.spec(DType::F16).constant("PROBE", probe));
@@ -1324,7 +1258,6 @@ pub fn matmul_specs() -> Vec<Spec> {
             frags_n,
             subgroup: 32,
             split,
-            groups: 1,
         };
         let mut spec = k.spec(dtype).dtype(dtype);
         for name in ["EDGE_M", "EDGE_N", "EDGE_K"] {
