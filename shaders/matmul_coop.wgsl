@@ -44,6 +44,20 @@
 //   Moving the fetch/put loops into functions taking `ptr<function,
 //   array>` params cost 0.72x by itself, and even dead code of a variant
 //   cost ~5%: measure every edit here.
+//   Session 19 (runs 120-121; commit 45c9440, reverted): ping-pong, two
+//   groups of subgroups per workgroup, each with its own block and tiles,
+//   one barrier per phase, one group's products beside the other's staging
+//   (the overlap run 107's probes ask for, within 48 KiB and 128
+//   registers). Correct on the H200, but 65-90 TFLOP/s at 4096 against
+//   245. naga rejects cooperative operations under an `if` on the group,
+//   so the products sat under a loop whose bound is subgroup-uniform but
+//   not constant. That form alone costs this kernel 0.78x with no
+//   divergence at all (every subgroup takes the loop). With the groups
+//   really diverging, a phase took ~4000 clocks against ~550 for one
+//   group's products. Products in every phase for both groups, unguarded,
+//   ran 2x faster than the guarded form while doing twice the work.
+//   subgroupBroadcastFirst on the condition changed nothing. The driver's
+//   tensor-core path wants constant control flow.
 // Epilogue: matmul_epilogue.wgsl, applied per element on the way out. Each
 //   accumulator goes through a per-subgroup 16 x 16 f32 scratch
 //   in workgroup memory (a cooperative store cannot convert to f16 nor skip
