@@ -29,7 +29,12 @@
 //   16 rows per step (16 loads in flight per invocation) first, then 8-row
 //   steps and single rows for the tail. H200 (session 7, two rounds): f16
 //   4096 x 4096 2610 / 2619 GB/s against 2531 / 2534 with 8-row steps
-//   only, the other shapes within 1%.
+//   only, the other shapes within 1%. Software-pipelined 16-row steps
+//   (the next step's 16 loads issued before this step's arithmetic) lost
+//   twice, in session 8 (run 44) and again in session 19 (run 123, not
+//   knowing about run 44). Run 123 at 4096 x 4096: f16 2585 -> 2559 GB/s,
+//   f32 2812 -> 2381. The pipelined kernel takes 158 registers, and f32's
+//   256 workgroups then fit one to an SM. The steps are not latency-bound.
 // - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
