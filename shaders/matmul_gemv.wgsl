@@ -70,7 +70,11 @@ const WIDE_HALF: u32 = 0u;
 // two; WIDE_LANES * WIDE_SLICES <= 256). Default 4 x 64; the others are
 // `WGTILE_GEMV_WIDE_SHAPE` experiments. More, narrower workgroups (2 x 64,
 // 2 x 128, 1 x 256) lost on the H200 (session 10: f16 4096 x 4096 2150-
-// 2270 and 1670 GB/s against 2590).
+// 2270 and 1670 GB/s against 2590). Session 19 (run 125), both dtypes at
+// 4096 x 4096, every shape against the default 4 x 64 (f32 / f16 GB/s
+// 2781-2801 / 2619-2643): 2 x 64 2440 / 2150-2161, 2 x 128 2371-2384 /
+// 2246-2271, 4 x 32 2306-2324 / 2102-2119, 8 x 32 2288 / 2119-2237, 1 x 256
+// ~1627 / ~1674, 1 x 128 ~1768 / ~1763, 8 x 16 and 4 x 16 ~1545 / ~1420.
 const WIDE_LANES: u32 = 4u;
 const WIDE_SLICES: u32 = 64u;
 
