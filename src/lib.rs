@@ -34,6 +34,8 @@ pub mod ops;
 pub mod pad;
 mod plan;
 mod tensor;
+#[cfg(test)]
+mod snapshot_tests;
 pub mod timing;
 pub mod tune;
 

@@ -119,7 +119,7 @@ impl MatmulOptions {
 /// (by default from the size threshold on, never for a mixed-dtype result);
 /// `None` where the f16 dispatcher would not take the tensor cores for this
 /// shape and layout (tiny or matrix-vector problems, no tensor cores).
-fn f32_on_tensor_cores(
+pub(crate) fn f32_on_tensor_cores(
     profile: &crate::context::AdapterProfile,
     options: &MatmulOptions,
     (m, n, k): (usize, usize, usize),
@@ -1795,7 +1795,7 @@ fn out_spec(kernel: Kernel, dtype: DType, out_dtype: DType) -> Spec {
 
 /// Which GEMV kernels run a matrix-vector product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum GemvVariant {
+pub(crate) enum GemvVariant {
     /// N = 1: `matvec`.
     Matvec,
     /// M = 1 in one dispatch: `vecmat_wide`.
@@ -1814,7 +1814,7 @@ enum GemvVariant {
 /// f32 2809 / 3740, f16 2810 / 3052 (each workgroup's 64-byte runs per row
 /// spread over wide rows); 14336 x 4096 f32 3578 / 3648, f16 2058 / 2896
 /// (128 workgroups cannot keep enough loads in flight over a long K).
-fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVariant {
+pub(crate) fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVariant {
     let n = shape.n;
     if n == 1 {
         return GemvVariant::Matvec;
