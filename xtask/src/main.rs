@@ -22,7 +22,15 @@ Commands:
                     cargo test --workspace --doc (nextest runs no doc tests);
                     otherwise cargo test --workspace [args...],
                     e.g. `cargo xtask test -- --nocapture` or `cargo xtask test matmul`.
-  ci                CI's checks besides the tests: rustfmt check, clippy
+  gen [--check]     Regenerate the generated shaders: python3 runs
+                    tools/gen/matmul_tiled16_core.py and
+                    tools/gen/matmul_broadcast_core.py, which rewrite
+                    shaders/matmul_tiled16_core.wgsl and
+                    shaders/matmul_broadcast_core.wgsl. With --check nothing is
+                    written; it fails, printing a diff, when either committed
+                    shader differs from what its generator writes.
+  ci                CI's checks besides the tests: rustfmt check, the
+                    generated shaders (gen --check), clippy
                     (-D warnings), cross-target `cargo check` for
                     x86_64-pc-windows-msvc (DX12) and aarch64-apple-darwin
                     (Metal). `.ci/run` runs this, then `cargo xtask test`.
@@ -44,6 +52,13 @@ Environment passed to child commands:
 const CROSS_TARGETS: &[(&str, &str)] = &[
     ("x86_64-pc-windows-msvc", "DX12"),
     ("aarch64-apple-darwin", "Metal"),
+];
+
+/// The shader generators (Python 3, standard library only), run from the
+/// workspace root; each rewrites its shader, or compares it with `--check`.
+const GENERATORS: &[&str] = &[
+    "tools/gen/matmul_tiled16_core.py",
+    "tools/gen/matmul_broadcast_core.py",
 ];
 
 const APT_PACKAGES: &[&str] = &["mesa-vulkan-drivers", "libvulkan1"];
@@ -83,6 +98,7 @@ fn main() -> ExitCode {
         }
         Some("tour") => tour(&rest),
         Some("test") => test(&rest),
+        Some("gen") => generate(&rest),
         Some("ci") if rest.is_empty() => ci(),
         Some("ci") => Err(Failure::new("`cargo xtask ci` takes no arguments")),
         Some(other) => {
@@ -154,6 +170,46 @@ fn nextest_available() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+fn generate(args: &[OsString]) -> Result {
+    let check = match args {
+        [] => false,
+        [flag] if flag == "--check" => true,
+        _ => {
+            return Err(Failure::new(
+                "`cargo xtask gen` takes no arguments or `--check`",
+            ));
+        }
+    };
+    run_generators(check)
+}
+
+/// Runs every shader generator: each rewrites its shader or, with `check`,
+/// compares it (printing a diff on a mismatch). All of them run even after a
+/// failure, so one pass shows every stale shader.
+fn run_generators(check: bool) -> Result {
+    let mut failed = Vec::new();
+    for &script in GENERATORS {
+        let mut cmd = Command::new("python3");
+        cmd.current_dir(workspace_root()).arg(script);
+        if check {
+            cmd.arg("--check");
+        }
+        if let Err(failure) = run(&mut cmd) {
+            eprintln!("xtask: error: {}", failure.message);
+            failed.push(script);
+        }
+    }
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let scripts = failed.join(", ");
+    Err(Failure::new(if check {
+        format!("generated shaders out of date ({scripts}); run `cargo xtask gen` to rewrite them")
+    } else {
+        format!("shader generators failed: {scripts}")
+    }))
+}
+
 fn ci() -> Result {
     let total = Instant::now();
     // Fail fast (or install the driver) before the long compiles.
@@ -176,6 +232,9 @@ fn ci() -> Result {
     step("rustfmt", || {
         run(cargo().args(["fmt", "--all", "--", "--check"]))
     })?;
+
+    // Before clippy: a stale generated shader fails in seconds, without a compile.
+    step("generated shaders", || run_generators(true))?;
 
     step("clippy", || {
         run(cargo().args([
