@@ -64,25 +64,23 @@ impl ContextOptions {
         if let Some(b) = self.backends {
             return b;
         }
-        match std::env::var("WGTILE_BACKEND") {
-            Ok(s) if !s.trim().is_empty() => wgpu::Backends::from_comma_list(&s),
-            _ => wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
+        match &crate::config::get().backend {
+            Some(s) => wgpu::Backends::from_comma_list(s),
+            None => wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all()),
         }
     }
 
     fn resolved_adapter(&self) -> Option<String> {
         self.adapter
             .clone()
-            .or_else(|| std::env::var("WGTILE_ADAPTER").ok())
+            .or_else(|| crate::config::get().adapter.clone())
             .filter(|s| !s.trim().is_empty())
     }
 
     fn resolved_cooperative_matrix(&self) -> bool {
-        self.cooperative_matrix.unwrap_or_else(|| {
-            std::env::var("WGTILE_COOPERATIVE_MATRIX")
-                .map(|v| matches!(v.trim(), "1" | "true" | "on" | "yes"))
-                .unwrap_or(false)
-        })
+        self.cooperative_matrix
+            .or(crate::config::get().cooperative_matrix)
+            .unwrap_or(false)
     }
 }
 

@@ -1004,11 +1004,7 @@ pub(crate) fn compile(
 /// `WGTILE_CHECKED_SHADERS=1` compiles every kernel with wgpu's runtime checks,
 /// to debug a suspected out-of-bounds access or to measure what trust buys.
 fn checked_shaders_forced() -> bool {
-    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| {
-        std::env::var("WGTILE_CHECKED_SHADERS")
-            .is_ok_and(|v| matches!(v.trim(), "1" | "true" | "on"))
-    })
+    crate::config::get().checked_shaders
 }
 
 /// One compute dispatch, ready to encode.

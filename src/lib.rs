@@ -25,7 +25,12 @@
 
 #![warn(missing_docs)]
 
+mod config;
 mod context;
+#[cfg(feature = "dev")]
+pub mod dev;
+#[cfg(not(feature = "dev"))]
+mod dev;
 mod dtype;
 mod error;
 pub mod fusion;

@@ -86,18 +86,13 @@ pub const SPLIT_PAD_FLOATS: usize = 4;
 /// `WGTILE_COOP_EDGES=0`, the switch that also keeps the kernel's edge
 /// checks in whole-block dimensions (to measure the two together).
 pub fn split_full_k() -> bool {
-    std::env::var("WGTILE_COOP_EDGES").as_deref() != Ok("0")
+    crate::dev::overrides().coop_edges
 }
 
 fn split_pad_floats() -> usize {
-    static FLOATS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *FLOATS.get_or_init(|| {
-        std::env::var("WGTILE_SPLIT_PAD_FLOATS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&f| f > 0 && f.is_multiple_of(4))
-            .unwrap_or(SPLIT_PAD_FLOATS)
-    })
+    crate::dev::overrides()
+        .split_pad_floats
+        .unwrap_or(SPLIT_PAD_FLOATS)
 }
 
 /// Throughput of a kernel family relative to the scalar-load tiled kernel, by

@@ -491,8 +491,7 @@ fn transposed_operands_on_tensor_cores() {
             );
         }
     }
-    // The dispatcher sends transposed f16 to tensor cores only once that is
-    // verified on such a GPU (`COOP_TRANSPOSED_IN_DISPATCH`).
+    // The dispatcher sends transposed f16 to tensor cores.
     let a = ctx.zeros([64, 128], DType::F16).unwrap();
     let b = ctx.zeros([256, 64], DType::F16).unwrap();
     let plan = ctx
@@ -503,12 +502,7 @@ fn transposed_operands_on_tensor_cores() {
             &MatmulOptions::default().transposed(true, true),
         )
         .unwrap();
-    assert_eq!(
-        plan.label().contains("coop"),
-        wgtile::tune::COOP_TRANSPOSED_IN_DISPATCH,
-        "{}",
-        plan.label()
-    );
+    assert!(plan.label().contains("coop"), "{}", plan.label());
 }
 
 #[test]

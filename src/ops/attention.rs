@@ -102,7 +102,6 @@
 
 use std::sync::Arc;
 
-use super::env_probe;
 use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -164,13 +163,6 @@ pub enum AttentionLayout {
         kv_heads: usize,
     },
 }
-
-/// Whether `AttentionKernel::Auto` picks the tensor-core flash kernel for
-/// the f16 and f32 problems it takes (on adapters with the cooperative
-/// matrix). On since session 4 for f16 (right on the H200 and 1.5-2.2x the
-/// scalar kernel there), since session 12 for f32 (split into halves:
-/// 1.2-1.6x the scalar f32 kernel).
-const COOP_IN_AUTO: bool = true;
 
 /// Which implementation runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1529,8 +1521,10 @@ impl Context {
     ) -> Result<Option<CoopChoice>> {
         let emulated = opts.kernel == AttentionKernel::FlashCoopEmulated;
         let forced = opts.kernel == AttentionKernel::FlashCoop || emulated;
-        let auto = COOP_IN_AUTO
-            && opts.kernel == AttentionKernel::Auto
+        // Auto takes the tensor-core kernel where it runs: 1.5-2.2x the
+        // scalar kernel for f16 on the H200, 1.2-1.6x for f32 split into
+        // halves (docs/perf/attention.md).
+        let auto = opts.kernel == AttentionKernel::Auto
             && opts.tiles.is_none()
             && opts.kv_splits.is_none()
             && q.seq > DECODE_MAX_ROWS;
@@ -1948,9 +1942,9 @@ impl Context {
             // barriers everywhere, to measure.
             let sub_barrier = profile.subgroup_barrier
                 && profile.vendor == 0x10de
-                && !std::env::var("WGTILE_SUB_BARRIER").is_ok_and(|v| v.trim() == "0");
+                && crate::dev::overrides().sub_barrier;
             // Timing probe (wrong results when set; 0 otherwise).
-            let probe = env_probe("WGTILE_COOP_BWD_PROBE");
+            let probe = crate::dev::overrides().coop_bwd_probe;
             let tiles = if kv_t == q_t {
                 kv_t.to_string()
             } else {
@@ -2230,5 +2224,5 @@ fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize)
 /// loads, the rescale check, and for f32 inputs 64 and 128 the split
 /// arithmetic of the K/V staging and of P (results wrong).
 fn coop_probe() -> u32 {
-    env_probe("WGTILE_COOP_ATTN_PROBE")
+    crate::dev::overrides().coop_attn_probe
 }

@@ -1108,7 +1108,7 @@ impl Context {
         }
         if coop {
             // Timing bits (results wrong): see the shader's PROBE.
-            let probe = super::env_probe("WGTILE_COOP_PROBE");
+            let probe = crate::dev::overrides().coop_probe;
             if probe != 0 {
                 spec = spec.constant("PROBE", probe);
             }
@@ -1843,56 +1843,29 @@ pub(crate) fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape
     }
 }
 
-/// The one-dispatch GEMV's workgroup: 16-byte words of columns x row slices,
-/// `WGTILE_GEMV_WIDE_SHAPE=LxS` (L 1, 2, 4 or 8; S a power of two from 16, L x S
-/// at most 256) to compare; default 4 x 64.
+/// The one-dispatch GEMV's workgroup: 16-byte words of columns x row
+/// slices, 4 x 64 (the dev overrides compare others).
 fn gemv_wide_shape() -> (u32, u32) {
-    static SHAPE: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
-    *SHAPE.get_or_init(|| {
-        std::env::var("WGTILE_GEMV_WIDE_SHAPE")
-            .ok()
-            .and_then(|v| {
-                let (l, s) = v.trim().split_once('x')?;
-                Some((l.parse::<u32>().ok()?, s.parse::<u32>().ok()?))
-            })
-            .filter(|&(l, s)| {
-                matches!(l, 1 | 2 | 4 | 8) && s.is_power_of_two() && s >= 16 && l * s <= 256
-            })
-            .unwrap_or((4, 64))
-    })
+    crate::dev::overrides().gemv_wide_shape.unwrap_or((4, 64))
 }
 
 /// Whether the coop kernel stages transposed operands as stored and reads
 /// them with the column-major cooperative load (the default: 240-248
-/// TFLOP/s at 4096 on the H200, session 4) or scatters them into row-major
-/// tiles (`WGTILE_COOP_COLMAJOR=0`: 184 with B^T, 45-47 with A^T).
+/// TFLOP/s at 4096 on the H200) rather than scattering them into row-major
+/// tiles (184 with B^T, 45-47 with A^T); docs/perf/matmul.md.
 fn coop_colmajor() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        !std::env::var("WGTILE_COOP_COLMAJOR").is_ok_and(|v| matches!(v.trim(), "0" | "off"))
-    })
+    crate::dev::overrides().coop_colmajor
 }
 
-/// `WGTILE_GEMV_WIDE`: `Some(false)` for 0/off, `Some(true)` for 1/on,
-/// `None` (the dispatcher decides) otherwise.
+/// The one-dispatch GEMV forced on or off; `None`: the dispatcher decides.
 fn gemv_wide_mode() -> Option<bool> {
-    static MODE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
-    *MODE.get_or_init(
-        || match std::env::var("WGTILE_GEMV_WIDE").as_deref().map(str::trim) {
-            Ok("0" | "off") => Some(false),
-            Ok("1" | "on") => Some(true),
-            _ => None,
-        },
-    )
+    crate::dev::overrides().gemv_wide
 }
 
-/// `WGTILE_GEMV_PAIRS=0` keeps the vector-matrix kernel at one column per
-/// load (for comparisons); on by default.
+/// The vector-matrix kernel reads column pairs where aligned (on unless a
+/// dev override turns it off for a comparison).
 fn gemv_pairs_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        !std::env::var("WGTILE_GEMV_PAIRS").is_ok_and(|v| matches!(v.trim(), "0" | "off"))
-    })
+    crate::dev::overrides().gemv_pairs
 }
 
 /// `shape` as a batch of matrices: a 1-D operand becomes `[1, K]` on the left

@@ -8,11 +8,3 @@ pub mod matmul;
 pub mod reduce;
 pub mod rowops;
 
-/// A timing or debugging probe from the environment: the number in `name`,
-/// 0 when unset or not a number.
-pub(crate) fn env_probe(name: &str) -> u32 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}

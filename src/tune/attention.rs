@@ -1400,10 +1400,7 @@ pub fn decode_shuffle_fits(p: &AdapterProfile, t: DecodeTiles) -> bool {
 /// P V math, bit 2 the epilogue, bit 3 the key loop (see
 /// `shaders/attention_decode.wgsl`), to see what each part costs.
 fn decode_probe() -> u32 {
-    std::env::var("WGTILE_DECODE_PROBE")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+    crate::dev::overrides().decode_probe
 }
 
 /// Value elements the decode kernel's epilogue sums per barrier pair (its
@@ -1416,10 +1413,7 @@ fn decode_probe() -> u32 {
 /// driver gave it 168 registers instead of 128, 3 workgroups per SM
 /// instead of 4, and 91-94 us. f32 (LK 8) stays at 128 registers with 4.
 fn decode_epilogue_chunk(dtype: DType, t: DecodeTiles) -> u32 {
-    let forced = std::env::var("WGTILE_DECODE_CE")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|ce| matches!(ce, 2 | 4));
+    let forced = crate::dev::overrides().decode_ce;
     let chunk = if dtype == DType::F16 { 2 } else { 4 };
     // 256 invocations: 2 (the tiles have at most 256).
     forced.unwrap_or(chunk).min(512 / t.threads.clamp(1, 256))

@@ -80,16 +80,12 @@ impl AutotuneMode {
     /// The mode `WGTILE_AUTOTUNE` asks for: unset means [`AutotuneMode::Fast`];
     /// an unknown value logs a warning and means [`AutotuneMode::Fast`].
     pub fn from_env() -> Self {
-        match std::env::var(AUTOTUNE_ENV) {
-            Ok(v) => Self::parse(&v).unwrap_or_else(|| {
+        match &crate::config::get().autotune {
+            Some(v) => Self::parse(v).unwrap_or_else(|| {
                 log::warn!("{AUTOTUNE_ENV}={v:?} is not one of off, fast, full; using fast");
                 Self::Fast
             }),
-            Err(std::env::VarError::NotPresent) => Self::Fast,
-            Err(e) => {
-                log::warn!("{AUTOTUNE_ENV}: {e}; using fast");
-                Self::Fast
-            }
+            None => Self::Fast,
         }
     }
 

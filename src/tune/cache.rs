@@ -311,9 +311,9 @@ impl TuneCache {
     /// `$WGTILE_CACHE_DIR/autotune.json` when the variable is set and not
     /// empty, else `<user cache dir>/wgtile/autotune.json`, else `None`.
     pub fn default_path() -> Option<PathBuf> {
-        match std::env::var_os(CACHE_DIR_ENV) {
-            Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir).join(CACHE_FILE_NAME)),
-            _ => dirs::cache_dir().map(|d| d.join("wgtile").join(CACHE_FILE_NAME)),
+        match &crate::config::get().cache_dir {
+            Some(dir) => Some(PathBuf::from(dir).join(CACHE_FILE_NAME)),
+            None => dirs::cache_dir().map(|d| d.join("wgtile").join(CACHE_FILE_NAME)),
         }
     }
 

@@ -99,7 +99,7 @@ pub const CPU_TILE_CONFIGS: [TileConfig; 1] = [TileConfig {
 }];
 
 /// Rows of C per workgroup of the subgroup-broadcast CPU kernel
-/// ([`MatmulKernel::Broadcast`]; fixed by `scripts/gen_matmul_broadcast.py`,
+/// ([`MatmulKernel::Broadcast`]; fixed by `tools/gen/matmul_broadcast_core.py`,
 /// which unrolls the kernel for it).
 pub const BROADCAST_ROWS: u32 = 32;
 
@@ -392,25 +392,11 @@ pub(crate) fn fastest_split(
         .or(first)
 }
 
-/// `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN` (e.g. `4x2x16x4`): the f32 split
-/// kernel's layout for every shape the split takes, to compare layouts
-/// through whole plans (padding, the last-row split); ignored when the
+/// One f32 split layout for every shape (a dev override, to compare layouts
+/// through whole plans: padding, the last-row split); ignored when the
 /// adapter cannot run it.
 fn split_layout_override() -> Option<(u32, u32, u32, u32)> {
-    static LAYOUT: std::sync::OnceLock<Option<(u32, u32, u32, u32)>> = std::sync::OnceLock::new();
-    *LAYOUT.get_or_init(|| {
-        let v = std::env::var("WGTILE_SPLIT_LAYOUT").ok()?;
-        let d: Vec<u32> = v
-            .trim()
-            .split('x')
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .ok()?;
-        match d[..] {
-            [wm, wn, bk, fnn] => Some((wm, wn, bk, fnn)),
-            _ => None,
-        }
-    })
+    crate::dev::overrides().split_layout
 }
 
 /// The tiled kernels guarded for the f32 split plan's fallback
@@ -925,14 +911,6 @@ pub fn choose_matmul_layout(
     choice
 }
 
-/// Whether the dispatcher sends transposed f16 operands to the coop kernel
-/// (which reads them in place: `TRANS_A` / `TRANS_B`, staged as stored and
-/// loaded column-major). On since session 4: the tests pass on the H200 and
-/// A^T, B^T and both run at 240-248 TFLOP/s at 4096, as fast as no
-/// transpose. `tests/matmul.rs::transposed_operands_on_tensor_cores`
-/// checks it on a GPU with cooperative matrices.
-pub const COOP_TRANSPOSED_IN_DISPATCH: bool = true;
-
 /// The dispatcher's rules; `transposes` (when some operand is stored
 /// transposed) keeps to the kernels that read such operands in place.
 fn choose(
@@ -975,7 +953,10 @@ fn choose(
                 .into(),
         );
     }
-    if dtype == DType::F16 && (COOP_TRANSPOSED_IN_DISPATCH || !strided) {
+    // Transposed f16 operands too: the coop kernel reads them in place
+    // (staged as stored, loaded column-major) at 240-248 TFLOP/s at 4096
+    // on the H200, as fast as row-major (docs/perf/matmul.md).
+    if dtype == DType::F16 {
         let coops: Vec<MatmulKernel> = COOP_CONFIGS
             .into_iter()
             .filter_map(|c| MatmulKernel::coop_for(p, c))
