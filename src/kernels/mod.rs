@@ -16,6 +16,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+pub mod codegen;
+
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -147,32 +149,34 @@ pub enum Kernel {
     MatmulBroadcastVec4,
 }
 
-const MATMUL_TILED_CORE: &str = include_str!("../shaders/matmul_tiled_core.wgsl");
-const MATMUL_TILED16_CORE: &str = include_str!("../shaders/matmul_tiled16_core.wgsl");
-const MATMUL_BROADCAST_CORE: &str = include_str!("../shaders/matmul_broadcast_core.wgsl");
-const MATMUL_EPILOGUE: &str = include_str!("../shaders/matmul_epilogue.wgsl");
-const MATMUL_PARAMS: &str = include_str!("../shaders/matmul_params.wgsl");
-const MATMUL_GEMV: &str = include_str!("../shaders/matmul_gemv.wgsl");
-const ROWOPS_COMMON: &str = include_str!("../shaders/rowops_common.wgsl");
-const ROWOPS_PLAIN: &str = include_str!("../shaders/rowops_plain.wgsl");
-const ROWOPS_SUBGROUP: &str = include_str!("../shaders/rowops_subgroup.wgsl");
-const ROWOPS_LOAD: &str = include_str!("../shaders/rowops_load.wgsl");
-const ROWOPS_STORE: &str = include_str!("../shaders/rowops_store.wgsl");
-const ROWOPS_WRITE: &str = include_str!("../shaders/rowops_write.wgsl");
-const REDUCE: &str = include_str!("../shaders/reduce.wgsl");
-const SOFTMAX: &str = include_str!("../shaders/softmax.wgsl");
-const NORM: &str = include_str!("../shaders/norm.wgsl");
-const ATTENTION_COMMON: &str = include_str!("../shaders/attention_common.wgsl");
-const ATTENTION_FLASH_COOP: &str = include_str!("../shaders/attention_flash_coop.wgsl");
+const MATMUL_TILED_CORE: &str = include_str!("../../shaders/matmul_tiled_core.wgsl");
+const MATMUL_TILED16_CORE: &str = include_str!("../../shaders/matmul_tiled16_core.wgsl");
+const MATMUL_BROADCAST_CORE: &str = include_str!("../../shaders/matmul_broadcast_core.wgsl");
+const MATMUL_EPILOGUE: &str = include_str!("../../shaders/matmul_epilogue.wgsl");
+const MATMUL_PARAMS: &str = include_str!("../../shaders/matmul_params.wgsl");
+const MATMUL_GEMV: &str = include_str!("../../shaders/matmul_gemv.wgsl");
+const ROWOPS_COMMON: &str = include_str!("../../shaders/rowops_common.wgsl");
+const ROWOPS_PLAIN: &str = include_str!("../../shaders/rowops_plain.wgsl");
+const ROWOPS_SUBGROUP: &str = include_str!("../../shaders/rowops_subgroup.wgsl");
+const ROWOPS_LOAD: &str = include_str!("../../shaders/rowops_load.wgsl");
+const ROWOPS_STORE: &str = include_str!("../../shaders/rowops_store.wgsl");
+const ROWOPS_WRITE: &str = include_str!("../../shaders/rowops_write.wgsl");
+const REDUCE: &str = include_str!("../../shaders/reduce.wgsl");
+const SOFTMAX: &str = include_str!("../../shaders/softmax.wgsl");
+const NORM: &str = include_str!("../../shaders/norm.wgsl");
+const ATTENTION_COMMON: &str = include_str!("../../shaders/attention_common.wgsl");
+const ATTENTION_FLASH_COOP: &str = include_str!("../../shaders/attention_flash_coop.wgsl");
 /// The f32 split arithmetic of the tensor-core kernels (SPLIT = 1).
-const SPLIT_F32: &str = include_str!("../shaders/split_f32.wgsl");
-const ATTENTION_DECODE_COOP: &str = include_str!("../shaders/attention_decode_coop.wgsl");
-const ATTENTION_COOP_ROWS: &str = include_str!("../shaders/attention_coop_rows.wgsl");
-const ATTENTION_COOP_MMA: &str = include_str!("../shaders/attention_coop_mma.wgsl");
-const ATTENTION_COOP_EMULATED: &str = include_str!("../shaders/attention_coop_emulated.wgsl");
-const ATTENTION_BACKWARD_COMMON: &str = include_str!("../shaders/attention_backward_common.wgsl");
-const ATTENTION_BWD_COOP_COMMON: &str = include_str!("../shaders/attention_bwd_coop_common.wgsl");
-const ATTENTION_NAIVE: &str = include_str!("../shaders/attention_naive.wgsl");
+const SPLIT_F32: &str = include_str!("../../shaders/split_f32.wgsl");
+const ATTENTION_DECODE_COOP: &str = include_str!("../../shaders/attention_decode_coop.wgsl");
+const ATTENTION_COOP_ROWS: &str = include_str!("../../shaders/attention_coop_rows.wgsl");
+const ATTENTION_COOP_MMA: &str = include_str!("../../shaders/attention_coop_mma.wgsl");
+const ATTENTION_COOP_EMULATED: &str = include_str!("../../shaders/attention_coop_emulated.wgsl");
+const ATTENTION_BACKWARD_COMMON: &str =
+    include_str!("../../shaders/attention_backward_common.wgsl");
+const ATTENTION_BWD_COOP_COMMON: &str =
+    include_str!("../../shaders/attention_bwd_coop_common.wgsl");
+const ATTENTION_NAIVE: &str = include_str!("../../shaders/attention_naive.wgsl");
 
 impl Kernel {
     /// All kernels, for validation sweeps.
@@ -232,63 +236,65 @@ impl Kernel {
     /// shared part it is built from (concatenated in this order).
     pub const fn parts(self) -> &'static [&'static str] {
         match self {
-            Kernel::Fill | Kernel::FillRandom => &[include_str!("../shaders/fill.wgsl")],
+            Kernel::Fill | Kernel::FillRandom => &[include_str!("../../shaders/fill.wgsl")],
             Kernel::MatmulNaive => &[
-                include_str!("../shaders/matmul_naive.wgsl"),
+                include_str!("../../shaders/matmul_naive.wgsl"),
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulTiled => &[
-                include_str!("../shaders/matmul_tiled.wgsl"),
+                include_str!("../../shaders/matmul_tiled.wgsl"),
                 MATMUL_TILED_CORE,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulTiledVec4 => &[
-                include_str!("../shaders/matmul_tiled_vec4.wgsl"),
+                include_str!("../../shaders/matmul_tiled_vec4.wgsl"),
                 MATMUL_TILED_CORE,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulTiled16 => &[
-                include_str!("../shaders/matmul_tiled.wgsl"),
+                include_str!("../../shaders/matmul_tiled.wgsl"),
                 MATMUL_TILED16_CORE,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulTiled16Vec4 => &[
-                include_str!("../shaders/matmul_tiled_vec4.wgsl"),
+                include_str!("../../shaders/matmul_tiled_vec4.wgsl"),
                 MATMUL_TILED16_CORE,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulBroadcast => &[
-                include_str!("../shaders/matmul_broadcast.wgsl"),
+                include_str!("../../shaders/matmul_broadcast.wgsl"),
                 MATMUL_BROADCAST_CORE,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulBroadcastVec4 => &[
-                include_str!("../shaders/matmul_broadcast_vec4.wgsl"),
+                include_str!("../../shaders/matmul_broadcast_vec4.wgsl"),
                 MATMUL_BROADCAST_CORE,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
             Kernel::MatmulCoop => &[
-                include_str!("../shaders/matmul_coop.wgsl"),
+                include_str!("../../shaders/matmul_coop.wgsl"),
                 SPLIT_F32,
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
-            Kernel::PadCopy | Kernel::PadCopyHalves => &[include_str!("../shaders/pad_copy.wgsl")],
+            Kernel::PadCopy | Kernel::PadCopyHalves => {
+                &[include_str!("../../shaders/pad_copy.wgsl")]
+            }
             Kernel::GemvVecmat
             | Kernel::GemvVecmatPairs
             | Kernel::GemvVecmatWide
             | Kernel::GemvReduce
             | Kernel::GemvMatvec => &[MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE],
-            Kernel::MatmulSplitScale => &[include_str!("../shaders/matmul_split_scale.wgsl")],
+            Kernel::MatmulSplitScale => &[include_str!("../../shaders/matmul_split_scale.wgsl")],
             Kernel::MatmulSplitKReduce => &[
-                include_str!("../shaders/matmul_splitk.wgsl"),
+                include_str!("../../shaders/matmul_splitk.wgsl"),
                 MATMUL_PARAMS,
                 MATMUL_EPILOGUE,
             ],
@@ -330,7 +336,7 @@ impl Kernel {
                 ROWOPS_WRITE,
             ],
             Kernel::RowCopy => &[
-                include_str!("../shaders/rowops_copy.wgsl"),
+                include_str!("../../shaders/rowops_copy.wgsl"),
                 ROWOPS_COMMON,
                 ROWOPS_PLAIN,
                 ROWOPS_LOAD,
@@ -338,7 +344,7 @@ impl Kernel {
                 ROWOPS_WRITE,
             ],
             Kernel::AttentionFlash => &[
-                include_str!("../shaders/attention_flash.wgsl"),
+                include_str!("../../shaders/attention_flash.wgsl"),
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionFlashCoop => &[
@@ -356,69 +362,69 @@ impl Kernel {
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionSplitScale => &[
-                include_str!("../shaders/attention_split_scale.wgsl"),
+                include_str!("../../shaders/attention_split_scale.wgsl"),
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionMerge => &[
-                include_str!("../shaders/attention_merge.wgsl"),
+                include_str!("../../shaders/attention_merge.wgsl"),
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionDecode => &[
-                include_str!("../shaders/attention_decode.wgsl"),
-                include_str!("../shaders/attention_decode_plain.wgsl"),
+                include_str!("../../shaders/attention_decode.wgsl"),
+                include_str!("../../shaders/attention_decode_plain.wgsl"),
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionDecodeShuffle => &[
-                include_str!("../shaders/attention_decode.wgsl"),
-                include_str!("../shaders/attention_decode_shuffle.wgsl"),
+                include_str!("../../shaders/attention_decode.wgsl"),
+                include_str!("../../shaders/attention_decode_shuffle.wgsl"),
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionScores | Kernel::AttentionSoftmax | Kernel::AttentionPv => {
                 &[ATTENTION_NAIVE, ATTENTION_COMMON]
             }
             Kernel::AttentionBwdPrepare | Kernel::AttentionBwdDkDv | Kernel::AttentionBwdDq => &[
-                include_str!("../shaders/attention_backward.wgsl"),
+                include_str!("../../shaders/attention_backward.wgsl"),
                 ATTENTION_BACKWARD_COMMON,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionDecodeCoop => &[
                 ATTENTION_COOP_MMA,
-                include_str!("../shaders/attention_decode_coop_mma.wgsl"),
+                include_str!("../../shaders/attention_decode_coop_mma.wgsl"),
                 ATTENTION_DECODE_COOP,
                 ATTENTION_COOP_ROWS,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionDecodeCoopEmulated => &[
                 ATTENTION_COOP_EMULATED,
-                include_str!("../shaders/attention_decode_coop_emulated.wgsl"),
+                include_str!("../../shaders/attention_decode_coop_emulated.wgsl"),
                 ATTENTION_DECODE_COOP,
                 ATTENTION_COOP_ROWS,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionBwdCoopDkDv => &[
                 ATTENTION_COOP_MMA,
-                include_str!("../shaders/attention_bwd_coop_dkdv.wgsl"),
+                include_str!("../../shaders/attention_bwd_coop_dkdv.wgsl"),
                 ATTENTION_BWD_COOP_COMMON,
                 ATTENTION_BACKWARD_COMMON,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionBwdCoopDq => &[
                 ATTENTION_COOP_MMA,
-                include_str!("../shaders/attention_bwd_coop_dq.wgsl"),
+                include_str!("../../shaders/attention_bwd_coop_dq.wgsl"),
                 ATTENTION_BWD_COOP_COMMON,
                 ATTENTION_BACKWARD_COMMON,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionBwdCoopDkDvEmulated => &[
                 ATTENTION_COOP_EMULATED,
-                include_str!("../shaders/attention_bwd_coop_dkdv.wgsl"),
+                include_str!("../../shaders/attention_bwd_coop_dkdv.wgsl"),
                 ATTENTION_BWD_COOP_COMMON,
                 ATTENTION_BACKWARD_COMMON,
                 ATTENTION_COMMON,
             ],
             Kernel::AttentionBwdCoopDqEmulated => &[
                 ATTENTION_COOP_EMULATED,
-                include_str!("../shaders/attention_bwd_coop_dq.wgsl"),
+                include_str!("../../shaders/attention_bwd_coop_dq.wgsl"),
                 ATTENTION_BWD_COOP_COMMON,
                 ATTENTION_BACKWARD_COMMON,
                 ATTENTION_COMMON,
@@ -687,25 +693,25 @@ impl Spec {
         // them).
         let blocks = match kernel {
             Kernel::AttentionFlashCoop => {
-                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128, false)
+                codegen::flash_coop::FLASH_COOP_TEXT_DEFAULT.blocks(128, 128, false)
             }
             Kernel::AttentionFlashCoopEmulated => {
-                crate::tune::attention::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128, false)
+                codegen::flash_coop::FLASH_COOP_TEXT_DEFAULT.blocks_looped(128, 128, false)
             }
             Kernel::AttentionDecodeCoop => {
-                crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, false)
+                codegen::coop_decode::decode_coop_blocks(1, 128, 128, false)
             }
             Kernel::AttentionDecodeCoopEmulated => {
-                crate::tune::attention::coop_decode::decode_coop_blocks(1, 128, 128, true)
+                codegen::coop_decode::decode_coop_blocks(1, 128, 128, true)
             }
             Kernel::MatmulTiled | Kernel::MatmulTiledVec4 | Kernel::AttentionFlash => {
                 vec![("guard_decl", String::new()), ("guard", String::new())]
             }
-            Kernel::MatmulCoop => crate::tune::COOP_PLAIN_BLOCKS
+            Kernel::MatmulCoop => codegen::matmul_coop::COOP_PLAIN_BLOCKS
                 .iter()
                 .map(|&(name, text)| (name, text.to_string()))
                 .collect(),
-            _ => crate::tune::attention::coop_backward::default_blocks(kernel).unwrap_or_default(),
+            _ => codegen::coop_backward::default_blocks(kernel).unwrap_or_default(),
         };
         Self {
             kernel,

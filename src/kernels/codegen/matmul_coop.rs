@@ -1,0 +1,68 @@
+//! Generated blocks of the tensor-core matmul (`shaders/matmul_coop.wgsl`):
+//! the plain kernel's empty blocks and the f32 split form's binding,
+//! exponents and per-slice products.
+
+/// `shaders/matmul_coop.wgsl`'s generated blocks without the split: no
+/// extra binding, no exponents, no extra products.
+pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 3] = [
+    ("split_decl", ""),
+    ("split_exps", ""),
+    ("split_products", ""),
+];
+
+/// The split's binding: the largest finite |A| and |B| as bits
+/// (matmul_split_scale.wgsl).
+pub(crate) const COOP_SPLIT_DECL: &str =
+    "@group(0) @binding(9) var<storage, read> split_max: array<u32, 2>;\n";
+
+/// The split's exponents (uniform: every invocation reads the same two
+/// words).
+pub(crate) const COOP_SPLIT_EXPS: &str = "    let ea = split_exponent(bitcast<f32>(split_max[0]));
+    let eb = split_exponent(bitcast<f32>(split_max[1]));
+    unscale = vec2<i32>(ea, eb);
+    split_scale = vec2<f32>(ldexp(1.0, ea), ldexp(1.0, eb));
+    var zc: coop_mat16x16<f32, C>;
+";
+
+/// The split's products of one 16-wide k slice, for `frags_n` B fragments
+/// per subgroup: per accumulator tile, lo*hi + hi*lo + hi*hi into a zeroed
+/// fragment, added to the accumulator in plain f32 (the kernel's common
+/// hi*hi products are skipped). The tensor cores truncate when they
+/// accumulate: three products a slice into the running sum made the
+/// error grow with K, 3.5-7x the tiled kernel's at K 1024-4096 (H200,
+/// session 12); summed per slice with rounded adds it stays near it.
+pub(crate) fn coop_split_products(frags_n: u32) -> String {
+    use std::fmt::Write as _;
+    let pad = "                ";
+    let mut out = String::new();
+    for i in 0..4 {
+        let row = if i == 0 {
+            "wr".to_string()
+        } else {
+            format!("wr + {}u", 16 * i)
+        };
+        writeln!(out, "{pad}let ah{i} = frag_a({row}, kk);").unwrap();
+        writeln!(out, "{pad}let al{i} = frag_a_lo({row}, kk);").unwrap();
+    }
+    for j in 0..frags_n {
+        let col = if j == 0 {
+            "wc".to_string()
+        } else {
+            format!("wc + {}u", 16 * j)
+        };
+        writeln!(out, "{pad}let bh{j} = frag_b(kk, {col});").unwrap();
+        writeln!(out, "{pad}let bl{j} = frag_b_lo(kk, {col});").unwrap();
+    }
+    for i in 0..4 {
+        for j in 0..frags_n {
+            writeln!(
+                out,
+                "{pad}let t{i}{j} = coopMultiplyAdd(ah{i}, bh{j}, coopMultiplyAdd(ah{i}, bl{j}, coopMultiplyAdd(al{i}, bh{j}, zc)));"
+            )
+            .unwrap();
+            writeln!(out, "{pad}acc{i}{j} = acc{i}{j} + t{i}{j};").unwrap();
+        }
+    }
+    writeln!(out, "{pad}continue;").unwrap();
+    out
+}
