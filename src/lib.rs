@@ -34,19 +34,21 @@ mod dev;
 mod dtype;
 mod error;
 pub mod fusion;
+mod gpu;
 pub mod kernels;
 pub mod ops;
 pub mod pad;
 mod plan;
-mod tensor;
 #[cfg(test)]
 mod snapshot_tests;
+mod tensor;
 pub mod timing;
 pub mod tune;
 
-pub use context::{AdapterProfile, Context, ContextOptions, CoopMatrixConfig};
+pub use context::{Context, ContextOptions};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
+pub use gpu::{AdapterProfile, CoopMatrixConfig};
 pub use ops::attention::{
     AttentionGrads, AttentionKernel, AttentionLayout, AttentionMask, AttentionOptions,
     AttentionOutput, DiagonalAlignment, KvCache,

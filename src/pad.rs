@@ -36,9 +36,10 @@
 
 use std::fmt;
 
-use crate::context::{AdapterProfile, Context};
+use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::gpu::AdapterProfile;
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::ops::matmul::Padding;
 use crate::tensor::Tensor;

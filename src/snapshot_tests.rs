@@ -11,8 +11,8 @@
 
 use std::fmt::Write as _;
 
-use crate::context::{AdapterProfile, CoopMatrixConfig};
 use crate::dtype::DType;
+use crate::gpu::{AdapterProfile, CoopMatrixConfig};
 use crate::kernels::{Kernel, Spec};
 use crate::ops::matmul::{MatmulOptions, MatmulShape, Padding};
 use crate::tune::{self, Layout, MatmulKernel, attention};
@@ -154,7 +154,14 @@ const MATMUL_SHAPES: [(usize, usize, usize, usize); 16] = [
     (64, 64, 65536, 1),
 ];
 
-fn kernel_line(p: &AdapterProfile, k: MatmulKernel, dtype: DType, m: usize, n: usize, b: usize) -> String {
+fn kernel_line(
+    p: &AdapterProfile,
+    k: MatmulKernel,
+    dtype: DType,
+    m: usize,
+    n: usize,
+    b: usize,
+) -> String {
     format!(
         "{k} grid={} [{}]",
         tune::workgroup_count(k, m, n, b),
@@ -227,7 +234,14 @@ fn matmul_section(out: &mut String, p: &AdapterProfile) {
 }
 
 fn attention_section(out: &mut String, p: &AdapterProfile) {
-    for (d, dv) in [(16, 16), (64, 64), (80, 80), (128, 128), (96, 64), (256, 256)] {
+    for (d, dv) in [
+        (16, 16),
+        (64, 64),
+        (80, 80),
+        (128, 128),
+        (96, 64),
+        (256, 256),
+    ] {
         let head = format!("{} attention d={d} dv={dv}", p.name);
         for sq in [1, 7, 128, 4096] {
             let t = attention::flash_tiles_for(p, sq, dv);
@@ -309,7 +323,9 @@ fn attention_section(out: &mut String, p: &AdapterProfile) {
 }
 
 fn rows_section(out: &mut String, p: &AdapterProfile) {
-    for n in [1u32, 3, 4, 31, 127, 128, 768, 1000, 4096, 4097, 32768, 50257] {
+    for n in [
+        1u32, 3, 4, 31, 127, 128, 768, 1000, 4096, 4097, 32768, 50257,
+    ] {
         let r = crate::ops::rowops::register_layout(p, n);
         let red = crate::ops::reduce::reduce_row_layout(p, n);
         writeln!(
@@ -333,7 +349,12 @@ fn specs_section(out: &mut String) {
     for kernel in Kernel::ALL {
         writeln!(out, "default {}", spec_line(&Spec::new(kernel))).unwrap();
         if kernel.is_dtype_generic() {
-            writeln!(out, "default {}", spec_line(&Spec::new(kernel).dtype(DType::F16))).unwrap();
+            writeln!(
+                out,
+                "default {}",
+                spec_line(&Spec::new(kernel).dtype(DType::F16))
+            )
+            .unwrap();
         }
     }
     let lists = [
@@ -405,7 +426,14 @@ fn kernels_and_decisions_match_the_snapshot() {
     for i in 0..old.len().max(new.len()) {
         let (o, n) = (old.get(i).copied(), new.get(i).copied());
         if o != n && shown < 20 {
-            writeln!(diff, "line {}:\n  - {}\n  + {}", i + 1, o.unwrap_or(""), n.unwrap_or("")).unwrap();
+            writeln!(
+                diff,
+                "line {}:\n  - {}\n  + {}",
+                i + 1,
+                o.unwrap_or(""),
+                n.unwrap_or("")
+            )
+            .unwrap();
             shown += 1;
         }
     }

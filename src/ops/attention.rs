@@ -2203,7 +2203,7 @@ pub const BACKWARD_COOP_AUTO_MAX_DIM: usize = 128;
 /// grid's z size (column chunks): 256 invocations (64 where the adapter
 /// allows fewer) over 32 columns, so 8 (2) split lanes read a row's splits
 /// in parallel.
-fn merge_spec(profile: &crate::context::AdapterProfile, dtype: DType, dv: usize) -> (Spec, u32) {
+fn merge_spec(profile: &crate::gpu::AdapterProfile, dtype: DType, dv: usize) -> (Spec, u32) {
     const CW: usize = 32;
     let wg = if profile.max_invocations >= 256 && profile.max_workgroup_size_x >= 256 {
         256

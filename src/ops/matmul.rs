@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
-use crate::context::{AdapterProfile, Context};
+use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::gpu::AdapterProfile;
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::pad::{PadChoice, PadCopy};
 use crate::plan::Plan;
@@ -120,7 +121,7 @@ impl MatmulOptions {
 /// `None` where the f16 dispatcher would not take the tensor cores for this
 /// shape and layout (tiny or matrix-vector problems, no tensor cores).
 pub(crate) fn f32_on_tensor_cores(
-    profile: &crate::context::AdapterProfile,
+    profile: &crate::gpu::AdapterProfile,
     options: &MatmulOptions,
     (m, n, k): (usize, usize, usize),
     batches: usize,

@@ -7,4 +7,3 @@ pub mod fused_rows;
 pub mod matmul;
 pub mod reduce;
 pub mod rowops;
-

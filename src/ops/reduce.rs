@@ -16,9 +16,10 @@
 //! each row is split over several workgroups writing f32 partials, which a
 //! second dispatch (`combine`) reduces.
 
-use crate::context::{AdapterProfile, Context};
+use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::gpu::AdapterProfile;
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::ops::rowops::{
     MIN_WORKGROUP, RowLayout, RowParams, RowSource, check_dtype, grid, row_spec, rows_of_shape,

@@ -38,9 +38,10 @@
 //! # Ok(()) }
 //! ```
 
-use crate::context::{AdapterProfile, Context};
+use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::gpu::AdapterProfile;
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::plan::Plan;
 use crate::tensor::Tensor;

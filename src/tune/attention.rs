@@ -5,8 +5,8 @@
 
 use std::fmt;
 
-use crate::context::AdapterProfile;
 use crate::dtype::DType;
+use crate::gpu::AdapterProfile;
 use crate::kernels::{Kernel, Spec};
 
 pub(crate) use crate::kernels::codegen::flash_coop::CoopLaunch;
@@ -451,7 +451,7 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     // produced here, so the shader tests never saw them).
     p.max_storage_buffers_per_stage = 16;
     p.cooperative_matrix = true;
-    p.coop_configs = vec![crate::context::CoopMatrixConfig {
+    p.coop_configs = vec![crate::gpu::CoopMatrixConfig {
         m: 16,
         n: 16,
         k: 16,

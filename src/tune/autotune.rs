@@ -26,9 +26,9 @@ use serde::{Deserialize, Serialize};
 
 use super::MatmulKernel;
 use super::cache::{Entry, Measurement, ShapeBucket, TuneCache, TuneKey};
-use crate::context::AdapterProfile;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::gpu::AdapterProfile;
 use crate::timing::TimingOptions;
 
 /// Environment variable selecting the [`AutotuneMode`].

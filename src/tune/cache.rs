@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use super::MatmulKernel;
 use super::autotune::AutotuneMode;
-use crate::context::AdapterProfile;
 use crate::dtype::DType;
+use crate::gpu::AdapterProfile;
 
 /// Version of the file format; a file with another version is ignored.
 pub const CACHE_FORMAT_VERSION: u32 = 1;

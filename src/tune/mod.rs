@@ -8,8 +8,8 @@
 
 use std::fmt;
 
-use crate::context::AdapterProfile;
 use crate::dtype::DType;
+use crate::gpu::AdapterProfile;
 use crate::kernels::codegen::matmul_coop as gen_coop;
 use crate::kernels::{Kernel, Spec};
 
@@ -1200,54 +1200,7 @@ pub fn matmul_specs() -> Vec<Spec> {
     specs
 }
 
-/// Estimated parallel compute units (SMs, CUs, cores) of an adapter, for wave
-/// quantisation. Known devices come from a table; otherwise a documented default
-/// per vendor and type:
-///
-/// | adapter | units |
-/// | --- | --- |
-/// | NVIDIA H100 / H200 | 132 SMs |
-/// | NVIDIA A100 | 108 SMs |
-/// | NVIDIA L4 / L40(S) | 58 / 142 SMs |
-/// | NVIDIA RTX 4090 / 3090 | 128 / 82 SMs |
-/// | other NVIDIA / AMD discrete | 64 |
-/// | Apple | 10 |
-/// | integrated GPUs | 24 |
-/// | CPU adapters (lavapipe, SwiftShader, WARP) | host threads |
-/// | anything else | 32 |
-pub fn estimate_compute_units(name: &str, device_type: wgpu::DeviceType, vendor: u32) -> u32 {
-    let name = name.to_lowercase();
-    const TABLE: [(&str, u32); 8] = [
-        ("h200", 132),
-        ("h100", 132),
-        ("a100", 108),
-        ("l40", 142),
-        ("l4", 58),
-        ("4090", 128),
-        ("3090", 82),
-        ("apple", 10),
-    ];
-    if let Some(&(_, units)) = TABLE.iter().find(|(key, _)| name.contains(key)) {
-        return units;
-    }
-    match device_type {
-        wgpu::DeviceType::Cpu => host_threads(),
-        wgpu::DeviceType::IntegratedGpu => 24,
-        wgpu::DeviceType::DiscreteGpu if matches!(vendor, 0x10de | 0x1002) => 64,
-        _ => 32,
-    }
-}
-
-fn host_threads() -> u32 {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        std::thread::available_parallelism().map_or(4, |n| n.get() as u32)
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        4
-    }
-}
+pub use crate::gpu::estimate_compute_units;
 
 /// The one-dispatch vector-matrix kernel for `dtype` operands (16-byte words
 /// of 8 halves or 4 floats).

@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use crate::context::AdapterProfile;
 use crate::dtype::DType;
+use crate::gpu::AdapterProfile;
 
 /// Tile shape of the tensor-core flash forward
 /// (`shaders/attention_flash_coop.wgsl`): a workgroup is `subgroups`

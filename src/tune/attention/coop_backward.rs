@@ -2,8 +2,8 @@
 //! (`shaders/attention_bwd_coop_dkdv.wgsl`, `shaders/attention_bwd_coop_dq.wgsl`).
 
 use super::CoopLaunch;
-use crate::context::AdapterProfile;
 use crate::dtype::DType;
+use crate::gpu::AdapterProfile;
 use crate::kernels::Spec;
 use crate::kernels::codegen::coop_backward::sub_barrier_text;
 pub use crate::kernels::codegen::coop_backward::{BackwardCoopPass, BackwardCoopTiles};

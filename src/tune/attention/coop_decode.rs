@@ -1,8 +1,8 @@
 //! The tensor-core decode kernel's specialisation
 //! (`shaders/attention_decode_coop.wgsl`): its generated blocks and splits.
 
-use crate::context::AdapterProfile;
 use crate::dtype::DType;
+use crate::gpu::AdapterProfile;
 pub use crate::kernels::codegen::coop_decode::decode_coop_blocks;
 use crate::kernels::{Kernel, Spec};
 
