@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
+mod deps;
+
 const USAGE: &str = "\
 Usage: cargo xtask <command> [args...]
 
@@ -29,6 +31,10 @@ Commands:
                     shaders/matmul_broadcast_core.wgsl. With --check nothing is
                     written; it fails, printing a diff, when either committed
                     shader differs from what its generator writes.
+  deps              The import rules of the library's layers (xtask/src/deps.rs):
+                    data flows down, ops families do not import each other,
+                    no import cycles; the edges still to move are listed in
+                    xtask/deps-allowed.txt, which may only shrink.
   ci                CI's checks besides the tests: rustfmt check, the
                     generated shaders (gen --check), clippy
                     (-D warnings), cross-target `cargo check` for
@@ -99,6 +105,8 @@ fn main() -> ExitCode {
         Some("tour") => tour(&rest),
         Some("test") => test(&rest),
         Some("gen") => generate(&rest),
+        Some("deps") if rest.is_empty() => deps::check(&workspace_root()).map_err(Failure::new),
+        Some("deps") => Err(Failure::new("`cargo xtask deps` takes no arguments")),
         Some("ci") if rest.is_empty() => ci(),
         Some("ci") => Err(Failure::new("`cargo xtask ci` takes no arguments")),
         Some(other) => {
@@ -235,6 +243,9 @@ fn ci() -> Result {
 
     // Before clippy: a stale generated shader fails in seconds, without a compile.
     step("generated shaders", || run_generators(true))?;
+    step("import rules", || {
+        deps::check(&workspace_root()).map_err(Failure::new)
+    })?;
 
     step("clippy", || {
         run(cargo().args([
