@@ -103,7 +103,10 @@ mod tests {
         ] {
             assert_eq!(parse_switch("X", v), want, "{v:?}");
         }
-        let c = config(&[("WGTILE_COOPERATIVE_MATRIX", "off"), ("WGTILE_CHECKED_SHADERS", "on")]);
+        let c = config(&[
+            ("WGTILE_COOPERATIVE_MATRIX", "off"),
+            ("WGTILE_CHECKED_SHADERS", "on"),
+        ]);
         assert_eq!(c.cooperative_matrix, Some(false));
         assert!(c.checked_shaders);
         let c = config(&[("WGTILE_CHECKED_SHADERS", "sure")]);
@@ -112,9 +115,16 @@ mod tests {
 
     #[test]
     fn empty_values_are_unset() {
-        let c = config(&[("WGTILE_BACKEND", "  "), ("WGTILE_ADAPTER", ""), ("WGTILE_CACHE_DIR", "")]);
+        let c = config(&[
+            ("WGTILE_BACKEND", "  "),
+            ("WGTILE_ADAPTER", ""),
+            ("WGTILE_CACHE_DIR", ""),
+        ]);
         assert!(c.backend.is_none() && c.adapter.is_none() && c.cache_dir.is_none());
-        let c = config(&[("WGTILE_ADAPTER", " llvmpipe "), ("WGTILE_AUTOTUNE", "full")]);
+        let c = config(&[
+            ("WGTILE_ADAPTER", " llvmpipe "),
+            ("WGTILE_AUTOTUNE", "full"),
+        ]);
         assert_eq!(c.adapter.as_deref(), Some("llvmpipe"));
         assert_eq!(c.autotune.as_deref(), Some("full"));
     }

@@ -116,13 +116,8 @@ impl DevOverrides {
                 .filter(|v| !v.is_empty())
         };
         let warn = |name: &str, v: &str| log::warn!("{name}={v:?} does not parse; ignored");
-        let number = |name: &str| {
-            text(name).and_then(|v| {
-                v.parse::<u32>()
-                    .map_err(|_| warn(name, &v))
-                    .ok()
-            })
-        };
+        let number =
+            |name: &str| text(name).and_then(|v| v.parse::<u32>().map_err(|_| warn(name, &v)).ok());
         let switch = |name: &str| text(name).and_then(|v| crate::config::parse_switch(name, &v));
         let dims = |name: &str, n: usize| {
             text(name).and_then(|v| {
@@ -137,7 +132,9 @@ impl DevOverrides {
         let d = Self::DEFAULT;
         let wide_shape = dims("WGTILE_GEMV_WIDE_SHAPE", 2)
             .map(|d| (d[0], d[1]))
-            .filter(|&(l, s)| matches!(l, 1 | 2 | 4 | 8) && s.is_power_of_two() && s >= 16 && l * s <= 256);
+            .filter(|&(l, s)| {
+                matches!(l, 1 | 2 | 4 | 8) && s.is_power_of_two() && s >= 16 && l * s <= 256
+            });
         Self {
             coop_probe: number("WGTILE_COOP_PROBE").unwrap_or(d.coop_probe),
             coop_attn_probe: number("WGTILE_COOP_ATTN_PROBE").unwrap_or(d.coop_attn_probe),

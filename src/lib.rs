@@ -39,6 +39,7 @@ pub mod kernels;
 pub mod ops;
 pub mod pad;
 mod plan;
+mod problem;
 #[cfg(test)]
 mod snapshot_tests;
 mod tensor;
@@ -54,13 +55,12 @@ pub use ops::attention::{
     AttentionOutput, DiagonalAlignment, KvCache,
 };
 pub use ops::elementwise::{BinaryOp, Expr, UnaryOp};
-pub use ops::matmul::{
-    Activation, Epilogue, MatmulExplanation, MatmulOptions, MatmulShape, Padding,
-};
+pub use ops::matmul::{Activation, Epilogue, MatmulExplanation, MatmulOptions};
 pub use ops::reduce::{Axis, Reduction};
 pub use ops::rowops::{RowOp, RowOptions};
 pub use pad::PadChoice;
 pub use plan::Plan;
+pub use problem::{MatmulShape, Padding};
 pub use tensor::{MAX_RANK, Tensor, uniform_values};
 pub use timing::{TimeSource, Timing, TimingOptions};
 pub use tune::attention::FlashTiles;

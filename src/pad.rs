@@ -41,7 +41,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::AdapterProfile;
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::ops::matmul::Padding;
+use crate::problem::Padding;
 use crate::tensor::Tensor;
 use crate::tune::{self, MatmulKernel};
 

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
 
 /// Highest rank a tensor may have.
-pub const MAX_RANK: usize = 4;
+pub use crate::problem::MAX_RANK;
 
 /// Buffers are allocated in multiples of this many bytes, so vec4 loads and
 /// 4-byte copy alignment never need a special case at the tail.

@@ -688,7 +688,7 @@ impl Layout {
     }
 
     /// The layout of a checked matmul shape (transposes and pitches).
-    pub fn of(shape: &crate::MatmulShape) -> Self {
+    pub fn of(shape: &crate::problem::MatmulShape) -> Self {
         Self {
             transpose_a: shape.transpose_a,
             transpose_b: shape.transpose_b,
