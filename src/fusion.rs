@@ -29,7 +29,7 @@
 //!   their strides (0 along broadcast dimensions).
 //! - math in f32 (`vec4<f32>` on the vec4 path) through small helper
 //!   functions for the ops with edge cases (see the module docs of
-//!   [`crate::ops::elementwise`] for the NaN/Inf rules); the result is
+//!   [`crate::Expr`] for the NaN/Inf rules); the result is
 //!   converted to the output dtype once, at the store.
 //!
 //! # Matmul epilogues
@@ -41,7 +41,7 @@
 //! # Row kernels
 //! [`rows`] generates the load and store hook parts of the row kernels
 //! (reductions, softmax, norms) from an input expression and an epilogue of
-//! [`Expr::acc`], for [`crate::ops::fused_rows`]; those pipelines share this
+//! [`Expr::acc`], for [`crate::ops::rows::fused`]; those pipelines share this
 //! cache, keyed by (kernel specialisation, structure key).
 //!
 //! # Cache key
@@ -55,15 +55,15 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::expr::{BinaryOp, Expr, Node, UnaryOp};
 use crate::kernels::Dispatch;
-use crate::ops::elementwise::{BinaryOp, Expr, Node, UnaryOp};
-use crate::plan::Plan;
-use crate::tensor::{MAX_RANK, Tensor};
+use crate::runtime::Context;
+use crate::runtime::Plan;
+use crate::runtime::{MAX_RANK, Tensor};
 
 pub mod rows;
 pub use rows::{RowHooks, generate_row_hooks};
@@ -75,8 +75,7 @@ pub const WORKGROUP_SIZE: u32 = 256;
 /// lowering recurses, and kernels this long are better split anyway.
 pub const MAX_DEPTH: usize = 256;
 
-/// Most fused pipelines kept per device; the least recently used goes first.
-pub const CACHE_CAPACITY: usize = 64;
+pub use crate::kernels::GENERATED_CACHE_CAPACITY as CACHE_CAPACITY;
 
 /// How a kernel input is addressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -847,9 +846,6 @@ fn emit(
     }
 }
 
-/// Pipelines by key, each with the clock tick of its last use.
-type LruMap = HashMap<String, (u64, Arc<wgpu::ComputePipeline>)>;
-
 /// Binding of output `r`: 2 for the first (so one-output kernels keep the
 /// layout in the module docs), after the inputs for the others.
 fn output_binding(r: usize, inputs: usize) -> usize {
@@ -1049,70 +1045,25 @@ pub fn generate_epilogue(expr: &Expr) -> Result<EpilogueCode> {
     })
 }
 
-/// Fused pipelines of one device: bounded, least recently used evicted first.
-#[derive(Default)]
-pub(crate) struct FusionCache {
-    map: Mutex<(u64, LruMap)>,
-}
-
-impl FusionCache {
-    fn get(&self, device: &wgpu::Device, g: &Generated) -> Result<Arc<wgpu::ComputePipeline>> {
-        self.get_or_compile(&g.key, || {
-            crate::kernels::compile(
-                device,
-                &format!("fused {}", g.key),
-                &g.wgsl,
-                "main",
-                &[],
-                // Trusted (no wgpu runtime bounds checks), as `Kernel::trusted`
-                // kernels: the store is guarded by `unit < count`, contiguous
-                // loads use the same unit (inputs hold at least as many
-                // elements), single-element loads index 0, and broadcast offsets
-                // are coordinates below the output dims dotted with the input's
-                // own strides, so below its element count. WGTILE_CHECKED_SHADERS=1
-                // turns the checks back on.
-                true,
-            )
-        })
-    }
-
-    /// The pipeline cached under `key`, compiled by `compile` on a miss.
-    pub(crate) fn get_or_compile(
-        &self,
-        key: &str,
-        compile: impl FnOnce() -> Result<wgpu::ComputePipeline>,
-    ) -> Result<Arc<wgpu::ComputePipeline>> {
-        {
-            let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            let (clock, map) = &mut *guard;
-            *clock += 1;
-            if let Some((used, p)) = map.get_mut(key) {
-                *used = *clock;
-                return Ok(p.clone());
-            }
-        }
-        // Compile outside the lock (slow on some drivers).
-        let pipeline = Arc::new(compile()?);
-        log::debug!("compiled fused kernel {key}");
-        let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let (clock, map) = &mut *guard;
-        if map.len() >= CACHE_CAPACITY {
-            let oldest = map
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                map.remove(&oldest);
-            }
-        }
-        map.insert(key.to_string(), (*clock, pipeline.clone()));
-        Ok(pipeline)
-    }
-
-    /// Number of pipelines held.
-    pub(crate) fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).1.len()
-    }
+/// The pipeline of a generated elementwise kernel, from the context's cache.
+fn fused_pipeline(ctx: &Context, g: &Generated) -> Result<Arc<wgpu::ComputePipeline>> {
+    ctx.inner.fused.get_or_compile(&g.key, || {
+        crate::kernels::compile(
+            &ctx.inner.device,
+            &format!("fused {}", g.key),
+            &g.wgsl,
+            "main",
+            &[],
+            // Trusted (no wgpu runtime bounds checks), as `Kernel::trusted`
+            // kernels: the store is guarded by `unit < count`, contiguous
+            // loads use the same unit (inputs hold at least as many
+            // elements), single-element loads index 0, and broadcast offsets
+            // are coordinates below the output dims dotted with the input's
+            // own strides, so below its element count. WGTILE_CHECKED_SHADERS=1
+            // turns the checks back on.
+            true,
+        )
+    })
 }
 
 impl Context {
@@ -1279,7 +1230,7 @@ pub(crate) fn plan_fused_many(
         &out_dtypes,
         vec4,
     );
-    let pipeline = ctx.inner.fused.get(&ctx.inner.device, &generated)?;
+    let pipeline = fused_pipeline(ctx, &generated)?;
 
     let units = if vec4 { n / 4 } else { n } as u32;
     let groups = units.div_ceil(WORKGROUP_SIZE);

@@ -26,44 +26,42 @@
 #![warn(missing_docs)]
 
 mod config;
-mod context;
 #[cfg(feature = "dev")]
 pub mod dev;
 #[cfg(not(feature = "dev"))]
 mod dev;
 mod dtype;
 mod error;
+mod expr;
 pub mod fusion;
 mod gpu;
 pub mod kernels;
 pub mod ops;
-pub mod pad;
-mod plan;
 mod problem;
+mod runtime;
 #[cfg(test)]
 mod snapshot_tests;
-mod tensor;
-pub mod timing;
 pub mod tune;
 
-pub use context::{Context, ContextOptions};
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
+pub use expr::{BinaryOp, Expr, UnaryOp};
 pub use gpu::{AdapterProfile, CoopMatrixConfig};
+pub use gpu::{TimeSource, TimingOptions};
 pub use ops::attention::{
     AttentionGrads, AttentionKernel, AttentionLayout, AttentionMask, AttentionOptions,
     AttentionOutput, DiagonalAlignment, KvCache,
 };
-pub use ops::elementwise::{BinaryOp, Expr, UnaryOp};
 pub use ops::matmul::{Activation, Epilogue, MatmulExplanation, MatmulOptions};
-pub use ops::reduce::{Axis, Reduction};
-pub use ops::rowops::{RowOp, RowOptions};
-pub use pad::PadChoice;
-pub use plan::Plan;
+pub use ops::rows::reduce::{Axis, Reduction};
+pub use ops::rows::{RowOp, RowOptions};
 pub use problem::{MatmulShape, Padding};
-pub use tensor::{MAX_RANK, Tensor, uniform_values};
-pub use timing::{TimeSource, Timing, TimingOptions};
+pub use runtime::Plan;
+pub use runtime::Timing;
+pub use runtime::{Context, ContextOptions};
+pub use runtime::{MAX_RANK, Tensor, uniform_values};
 pub use tune::attention::FlashTiles;
+pub use tune::pad::PadChoice;
 pub use tune::{MatmulChoice, MatmulKernel, TileConfig};
 
 /// Re-exported `half::f16`, the host type of [`DType::F16`].

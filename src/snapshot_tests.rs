@@ -213,7 +213,7 @@ fn matmul_section(out: &mut String, p: &AdapterProfile) {
                 }
                 let raw = c.kernel;
                 for policy in [Padding::Auto, Padding::Always] {
-                    let pad = crate::pad::choose_for(p, raw, dtype, (m, n, k), b, policy);
+                    let pad = crate::tune::pad::choose_for(p, raw, dtype, (m, n, k), b, policy);
                     if let Some(pad) = pad {
                         writeln!(out, "{head} pad {policy:?}: {pad}").unwrap();
                     }
@@ -326,8 +326,8 @@ fn rows_section(out: &mut String, p: &AdapterProfile) {
     for n in [
         1u32, 3, 4, 31, 127, 128, 768, 1000, 4096, 4097, 32768, 50257,
     ] {
-        let r = crate::ops::rowops::register_layout(p, n);
-        let red = crate::ops::reduce::reduce_row_layout(p, n);
+        let r = crate::ops::rows::register_layout(p, n);
+        let red = crate::ops::rows::reduce::reduce_row_layout(p, n);
         writeln!(
             out,
             "{} rows n={n}: register wg={} t={} r={} vec4={} subgroup_ok={}; reduce wg={} t={} vec4={}",
@@ -361,7 +361,7 @@ fn specs_section(out: &mut String) {
         ("matmul", tune::matmul_specs()),
         ("attention", attention::attention_specs()),
         ("attention coop", attention::attention_coop_specs()),
-        ("rows", crate::ops::rowops::rowops_specs()),
+        ("rows", crate::ops::rows::rowops_specs()),
     ];
     for (name, specs) in lists {
         for spec in specs {

@@ -57,11 +57,11 @@ use super::{
     Access, InputDesc, Leaf, Lowered, Op, broadcast, broadcast_strides, dims4, helpers_text,
     key_of, load_code, lower_roots, plan_access, unary_code,
 };
-use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::elementwise::Expr;
-use crate::tensor::Tensor;
+use crate::expr::Expr;
+use crate::runtime::Context;
+use crate::runtime::Tensor;
 
 /// Binding of the generated parts' uniform (`ew_p`).
 pub const ROW_UNIFORM_BINDING: u32 = 5;
@@ -496,7 +496,7 @@ impl RowFusion {
         words.extend(dims4(&l.shape).iter().map(|&d| d as u32));
         for leaf in &l.leaves {
             let strides = match leaf {
-                Leaf::Acc => [0; crate::tensor::MAX_RANK],
+                Leaf::Acc => [0; crate::runtime::MAX_RANK],
                 _ => broadcast_strides(leaf.shape(), &l.shape),
             };
             words.extend(strides.iter().map(|&s| s as u32));

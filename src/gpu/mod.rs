@@ -1,6 +1,8 @@
-//! The device layer: adapter facts ([`AdapterProfile`]). Knows no op and
-//! makes no choice.
+//! The device layer: adapter facts ([`AdapterProfile`]) and what a timing
+//! asks for. Knows no op and makes no choice.
 
 mod profile;
+mod timing;
 
 pub use profile::{AdapterProfile, CoopMatrixConfig, estimate_compute_units};
+pub use timing::{TimeSource, TimingOptions};

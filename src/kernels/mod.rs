@@ -950,6 +950,60 @@ impl PipelineCache {
     }
 }
 
+/// Most generated pipelines (fused elementwise kernels, fused row kernels)
+/// kept per device; the least recently used goes first.
+pub const GENERATED_CACHE_CAPACITY: usize = 64;
+
+/// Pipelines by key, each with the clock tick of its last use.
+type LruMap = HashMap<String, (u64, Arc<wgpu::ComputePipeline>)>;
+
+/// Pipelines of host-generated kernels, keyed by their generated text's key:
+/// bounded, least recently used evicted first.
+#[derive(Default)]
+pub(crate) struct GeneratedCache {
+    map: Mutex<(u64, LruMap)>,
+}
+
+impl GeneratedCache {
+    /// The pipeline cached under `key`, compiled by `compile` on a miss.
+    pub(crate) fn get_or_compile(
+        &self,
+        key: &str,
+        compile: impl FnOnce() -> Result<wgpu::ComputePipeline>,
+    ) -> Result<Arc<wgpu::ComputePipeline>> {
+        {
+            let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            let (clock, map) = &mut *guard;
+            *clock += 1;
+            if let Some((used, p)) = map.get_mut(key) {
+                *used = *clock;
+                return Ok(p.clone());
+            }
+        }
+        // Compile outside the lock (slow on some drivers).
+        let pipeline = Arc::new(compile()?);
+        log::debug!("compiled fused kernel {key}");
+        let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let (clock, map) = &mut *guard;
+        if map.len() >= GENERATED_CACHE_CAPACITY {
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                map.remove(&oldest);
+            }
+        }
+        map.insert(key.to_string(), (*clock, pipeline.clone()));
+        Ok(pipeline)
+    }
+
+    /// Number of pipelines held.
+    pub(crate) fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).1.len()
+    }
+}
+
 /// Seconds since the call, for log lines: NaN on wasm32, where
 /// `std::time::Instant` is not available.
 pub(crate) fn stopwatch() -> impl Fn() -> f64 {

@@ -102,12 +102,12 @@
 
 use std::sync::Arc;
 
-use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::plan::Plan;
-use crate::tensor::Tensor;
+use crate::runtime::Context;
+use crate::runtime::Plan;
+use crate::runtime::Tensor;
 use crate::tune::attention::{
     BackwardCoopPass, BackwardCoopTiles, BackwardTiles, DECODE_KERNEL_MAX_ROWS, DECODE_MAX_ROWS,
     DecodeTiles, FlashCoopTiles, FlashTiles, MAX_FLASH_DV, backward_coop_tiles, backward_tiles,

@@ -4,17 +4,18 @@
 
 use std::sync::Arc;
 
-use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::AdapterProfile;
+use crate::gpu::TimingOptions;
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::pad::{PadChoice, PadCopy};
-use crate::plan::Plan;
 pub use crate::problem::{MatmulShape, Padding};
-use crate::tensor::Tensor;
-use crate::timing::TimingOptions;
+use crate::runtime::Context;
+use crate::runtime::PadCopy;
+use crate::runtime::Plan;
+use crate::runtime::Tensor;
 use crate::tune::autotune::{AutotuneMode, Autotuner};
+use crate::tune::pad::PadChoice;
 use crate::tune::{self, MatmulChoice, MatmulKernel};
 
 /// Seconds of GPU work before the autotuner measures its first candidate.
@@ -68,7 +69,7 @@ pub struct MatmulOptions {
     pub out_dtype: Option<DType>,
     /// How many of the last rows of C the padding layer computes apart,
     /// each as a GEMV: `None`, the wave rule decides
-    /// ([`crate::pad::fringe_rows`]); `Some(0)` never; `Some(r)` forces r
+    /// ([`crate::tune::pad::fringe_rows`]); `Some(0)` never; `Some(r)` forces r
     /// rows (at most M - 1) for one matrix, with or without copies.
     pub fringe_rows: Option<usize>,
 }
@@ -495,7 +496,7 @@ impl Context {
                      (f32's accuracy; MatmulOptions::split_f32)"
                         .into(),
                 ),
-                padding: crate::pad::choose_for(
+                padding: crate::tune::pad::choose_for(
                     profile,
                     kernel,
                     dtype,
@@ -507,7 +508,7 @@ impl Context {
         }
         MatmulExplanation {
             choice: tune::choose_matmul(profile, dtype, m, n, k, batch),
-            padding: crate::pad::choose(profile, dtype, m, n, k, batch, Padding::Auto),
+            padding: crate::tune::pad::choose(profile, dtype, m, n, k, batch, Padding::Auto),
         }
     }
 
@@ -704,13 +705,20 @@ impl Context {
                 // is padded (the raw kernel on the rows before them).
                 let forced_split = || match options.fringe_rows {
                     Some(rows) if padding != Padding::Never && rows > 0 => {
-                        Some(crate::pad::PadChoice::split_only(raw(), k, n, rows))
+                        Some(crate::tune::pad::PadChoice::split_only(raw(), k, n, rows))
                     }
                     _ => None,
                 };
                 let choice = (padding != Padding::Never)
                     .then(|| {
-                        crate::pad::choose_for(profile, raw(), dtype, (m, n, k), batches, padding)
+                        crate::tune::pad::choose_for(
+                            profile,
+                            raw(),
+                            dtype,
+                            (m, n, k),
+                            batches,
+                            padding,
+                        )
                     })
                     .flatten();
                 if let Some(mut pad) = choice.or_else(forced_split) {
@@ -863,12 +871,12 @@ impl Context {
         // (session 17, run 114): 1024 / 2048 / 4096 30.7 / 61.4 / 71.6 ->
         // 33.2 / 65.2 / 75.4 TFLOP/s; the f16 kernel lost 1.5-2% the same
         // way and keeps its checks. The padding layer runs odd sizes on the
-        // padded K ([`crate::pad::PadChoice::full_k`]), so they drop the K
+        // padded K ([`crate::tune::pad::PadChoice::full_k`]), so they drop the K
         // checks too.
         if let MatmulKernel::Coop {
             bk, split: true, ..
         } = kernel
-            && crate::pad::split_full_k()
+            && crate::tune::pad::split_full_k()
         {
             let (bm, bn) = kernel.block();
             let blocks = [

@@ -1,9 +1,8 @@
-//! Operations, one module per family. Each op checks its inputs, asks `tune`
-//! which kernel to run, and builds a [`Plan`](crate::Plan) of dispatches.
+//! Operations, one folder or file per family. Each op checks its inputs, asks
+//! `tune` which kernel to run, and builds a [`Plan`](crate::Plan) of
+//! dispatches. Families do not import each other.
 
 pub mod attention;
 pub mod elementwise;
-pub mod fused_rows;
 pub mod matmul;
-pub mod reduce;
-pub mod rowops;
+pub mod rows;

@@ -29,7 +29,7 @@ use super::cache::{Entry, Measurement, ShapeBucket, TuneCache, TuneKey};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::AdapterProfile;
-use crate::timing::TimingOptions;
+use crate::gpu::TimingOptions;
 
 /// Environment variable selecting the [`AutotuneMode`].
 pub const AUTOTUNE_ENV: &str = "WGTILE_AUTOTUNE";

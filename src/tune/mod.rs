@@ -16,6 +16,7 @@ use crate::kernels::{Kernel, Spec};
 pub mod attention;
 pub mod autotune;
 pub mod cache;
+pub mod pad;
 
 /// Tile shape of the register-tiled matmul kernels (each invocation owns a
 /// `reg` x `reg` register tile of C, so the workgroup is `bn / reg` x

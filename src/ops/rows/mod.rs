@@ -1,6 +1,6 @@
 //! Row operations over the last axis: softmax, log-softmax, LayerNorm and
 //! RMSNorm (this module), plus the launch layout shared with the reductions
-//! ([`crate::ops::reduce`]) and a copy through the same load/store path that
+//! ([`crate::ops::rows::reduce`]) and a copy through the same load/store path that
 //! benchmarks use as their bandwidth reference.
 //!
 //! A tensor of shape `[.., n]` is `rows = numel / n` rows of `n` contiguous
@@ -18,7 +18,7 @@
 //! Fusion hooks: every row kernel reads its input only through `load_x` /
 //! `load_x4` (`shaders/rowops_load.wgsl`) and writes only through `store_y` /
 //! `store_y4` (`shaders/rowops_store.wgsl`), so generated elementwise code can
-//! replace those parts (see `shaders/README.md`); [`crate::ops::fused_rows`]
+//! replace those parts (see `shaders/README.md`); [`crate::ops::rows::fused`]
 //! (`ctx.softmax_of(&expr, epilogue)`, `ctx.sum_of(&expr, axis)`, ...) does.
 //!
 //! This module checks inputs and builds plans; it does not build WGSL.
@@ -38,13 +38,19 @@
 //! # Ok(()) }
 //! ```
 
-use crate::context::Context;
+pub mod fused;
+pub mod reduce;
+mod specs;
+
+pub use specs::rowops_specs;
+
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::AdapterProfile;
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::plan::Plan;
-use crate::tensor::Tensor;
+use crate::runtime::Context;
+use crate::runtime::Plan;
+use crate::runtime::Tensor;
 
 /// Most chunks of 4 elements one invocation keeps in registers (32 floats).
 pub(crate) const MAX_REGISTER_CHUNKS: u32 = 8;
@@ -735,9 +741,9 @@ impl Context {
 }
 
 /// The load hook part as shipped (`shaders/rowops_load.wgsl`).
-pub const LOAD_HOOK: &str = include_str!("../../shaders/rowops_load.wgsl");
+pub const LOAD_HOOK: &str = include_str!("../../../shaders/rowops_load.wgsl");
 /// The store hook part as shipped (`shaders/rowops_store.wgsl`).
-pub const STORE_HOOK: &str = include_str!("../../shaders/rowops_store.wgsl");
+pub const STORE_HOOK: &str = include_str!("../../../shaders/rowops_store.wgsl");
 
 /// The fusion entry point: the WGSL of a row-kernel specialisation with its
 /// load hook and/or store hook part replaced by generated text defining the
@@ -761,110 +767,13 @@ pub fn spliced_wgsl(spec: &Spec, load: Option<&str>, store: Option<&str>) -> Res
     Ok(text)
 }
 
-/// An NVIDIA-like profile allowing `invocations` per workgroup (layout sweeps
-/// and tests need no GPU).
-fn synthetic_profile(invocations: u32) -> AdapterProfile {
-    AdapterProfile {
-        name: "synthetic".into(),
-        backend: wgpu::Backend::Vulkan,
-        device_type: wgpu::DeviceType::DiscreteGpu,
-        vendor: 0x10de,
-        device: 0,
-        driver: String::new(),
-        driver_info: String::new(),
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        shader_f16: true,
-        subgroups: true,
-        subgroup_barrier: true,
-        timestamps: true,
-        cooperative_matrix: false,
-        coop_configs: Vec::new(),
-        max_workgroup_storage: 49152,
-        max_invocations: invocations,
-        max_workgroup_size_x: invocations,
-        max_workgroup_size_y: invocations,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        max_buffer_size: 1 << 31,
-        max_storage_buffers_per_stage: 8,
-        compute_units: 132,
-    }
-}
-
-/// Every specialisation the row-op and reduction dispatchers can produce,
-/// for `tests/shaders.rs`: the layouts chosen for every row length up to
-/// 40000 (past the longest register row) on adapters allowing 64, 256 and
-/// 1024 invocations, times kernels, dtypes and reduction ops.
-pub fn rowops_specs() -> Vec<Spec> {
-    let mut row_layouts = std::collections::BTreeSet::new();
-    let mut reduce_layouts = std::collections::BTreeSet::new();
-    for invocations in [64, 256, 1024] {
-        let profile = synthetic_profile(invocations);
-        for n in 1..=40_000 {
-            let l = register_layout(&profile, n);
-            row_layouts.insert((l.wg, l.t, l.r, l.vec4));
-            let l = crate::ops::reduce::reduce_row_layout(&profile, n);
-            reduce_layouts.insert((l.wg, l.t, l.vec4));
-        }
-    }
-    let mut specs = Vec::new();
-    for dtype in [DType::F32, DType::F16] {
-        for &(wg, t, r, vec4) in &row_layouts {
-            let layout = RowLayout { wg, t, r, vec4 };
-            let kernels: &[Kernel] = if r == 0 {
-                &[
-                    Kernel::SoftmaxOnline,
-                    Kernel::SoftmaxOnlineSubgroup,
-                    Kernel::NormStreaming,
-                ]
-            } else {
-                &[
-                    Kernel::Softmax,
-                    Kernel::SoftmaxSubgroup,
-                    Kernel::Norm,
-                    Kernel::NormSubgroup,
-                ]
-            };
-            for &kernel in kernels {
-                specs.push(row_spec(kernel, dtype, &layout));
-            }
-        }
-        for &(wg, t, vec4) in &reduce_layouts {
-            let layout = RowLayout { wg, t, r: 0, vec4 };
-            for op in [0, 1] {
-                for kernel in [Kernel::Reduce, Kernel::ReduceSubgroup] {
-                    specs.push(row_spec(kernel, dtype, &layout).constant("OP", op));
-                }
-                if t == wg {
-                    specs.push(crate::ops::reduce::combine_spec(dtype, op, wg));
-                }
-            }
-        }
-        for wg in [64, 256] {
-            for vec4 in [false, true] {
-                let layout = RowLayout {
-                    wg,
-                    t: wg,
-                    r: 0,
-                    vec4,
-                };
-                specs.push(row_spec(Kernel::RowCopy, dtype, &layout));
-            }
-        }
-    }
-    specs.sort_by_key(|s| format!("{s:?}"));
-    specs.dedup();
-    specs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
 
     fn profile(invocations: u32) -> AdapterProfile {
-        synthetic_profile(invocations)
+        specs::synthetic_profile(invocations)
     }
 
     #[test]
@@ -917,7 +826,7 @@ fn load_x4(row: u32, c: u32) -> vec4<f32> {
 "#;
         for n in [7usize, 1024] {
             let rows = 5;
-            let host = crate::tensor::uniform_values(rows * n, -8.0, 8.0, 3);
+            let host = crate::runtime::uniform_values(rows * n, -8.0, 8.0, 3);
             let mask: Vec<f32> = (0..n)
                 .map(|j| if j % 3 == 1 { f32::NEG_INFINITY } else { 0.0 })
                 .collect();

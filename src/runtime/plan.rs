@@ -3,10 +3,10 @@
 
 use std::fmt;
 
-use crate::context::Context;
 use crate::error::Result;
 use crate::kernels::Dispatch;
-use crate::tensor::Tensor;
+use crate::runtime::Context;
+use crate::runtime::Tensor;
 
 /// Prepared GPU work for one operation.
 ///

@@ -4,10 +4,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::context::Context;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::runtime::Context;
 
 /// Highest rank a tensor may have.
 pub use crate::problem::MAX_RANK;
@@ -409,7 +409,7 @@ impl Context {
         let out = self.alloc(t.shape(), t.dtype(), "wgtile contiguous")?;
         let last = last_dim(t.shape());
         let rows = t.numel() / last.max(1);
-        let dispatches = self.pad_copy_dispatches(&[crate::pad::PadCopy {
+        let dispatches = self.pad_copy_dispatches(&[crate::runtime::PadCopy {
             src: t,
             from: (rows, t.row_stride),
             dst: &out,

@@ -92,7 +92,7 @@ pub(crate) struct Inner {
     pub(crate) profile: AdapterProfile,
     pub(crate) pipelines: PipelineCache,
     /// Generated fused elementwise pipelines (see [`crate::fusion`]).
-    pub(crate) fused: crate::fusion::FusionCache,
+    pub(crate) fused: crate::kernels::GeneratedCache,
     /// Autotune decisions and their cache (see [`crate::tune::autotune`]).
     pub(crate) tuner: crate::tune::autotune::Autotuner,
     /// A 16-byte storage buffer bound where a kernel declares a binding the
@@ -227,7 +227,7 @@ impl Context {
                 queue,
                 profile,
                 pipelines: PipelineCache::default(),
-                fused: crate::fusion::FusionCache::default(),
+                fused: crate::kernels::GeneratedCache::default(),
                 tuner: crate::tune::autotune::Autotuner::from_env(),
                 dummy,
                 dummy_rw,

@@ -8,7 +8,7 @@
 //!   reductions of an expression (`sum_of(x*x)`: a sum of squares reading
 //!   `x` once).
 //! - `ctx.softmax_of(&e, epilogue)`, `log_softmax_of`, `layer_norm_of`,
-//!   `rms_norm_of`: the row ops of [`crate::ops::rowops`] over an
+//!   `rms_norm_of`: the row ops of [`crate::ops::rows`] over an
 //!   expression; `epilogue` (an expression of [`Expr::acc`], the row op's
 //!   f32 result at the element, and of tensors broadcasting to the output
 //!   shape) is applied before the store: `Some(&Expr::acc().gelu())`,
@@ -17,7 +17,7 @@
 //!   once (input expression and epilogue, a tensor in both counts once) +
 //!   the output written once (+ the norms' weight and bias); rows longer
 //!   than the registers hold are read twice by the streaming kernels, which
-//!   recompute the expression (see [`crate::ops::rowops`]).
+//!   recompute the expression (see [`crate::ops::rows`]).
 //!
 //! Semantics are those of evaluating the expression ([`Context::eval`]),
 //! then the row op on the result, then the epilogue, except that nothing is
@@ -48,14 +48,14 @@
 //! # Ok(()) }
 //! ```
 
-use crate::context::Context;
 use crate::error::Result;
+use crate::expr::Expr;
 use crate::fusion::rows::RowFusion;
-use crate::ops::elementwise::Expr;
-use crate::ops::reduce::{Axis, Reduction};
-use crate::ops::rowops::{RowOp, RowOptions, RowSource};
-use crate::plan::Plan;
-use crate::tensor::Tensor;
+use crate::ops::rows::reduce::{Axis, Reduction};
+use crate::ops::rows::{RowOp, RowOptions, RowSource};
+use crate::runtime::Context;
+use crate::runtime::Plan;
+use crate::runtime::Tensor;
 
 impl Context {
     /// The reduction `op` over `axis` of the expression `x`, as ONE kernel

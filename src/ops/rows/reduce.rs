@@ -16,17 +16,17 @@
 //! each row is split over several workgroups writing f32 partials, which a
 //! second dispatch (`combine`) reduces.
 
-use crate::context::Context;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::AdapterProfile;
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::ops::rowops::{
+use crate::ops::rows::{
     MIN_WORKGROUP, RowLayout, RowParams, RowSource, check_dtype, grid, row_spec, rows_of_shape,
     to_u32, workgroup_cap,
 };
-use crate::plan::Plan;
-use crate::tensor::Tensor;
+use crate::runtime::Context;
+use crate::runtime::Plan;
+use crate::runtime::Tensor;
 
 /// Which elements a reduction covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
