@@ -17,6 +17,7 @@ pub mod attention;
 pub mod autotune;
 pub mod cache;
 pub mod pad;
+pub mod route;
 
 /// Tile shape of the register-tiled matmul kernels (each invocation owns a
 /// `reg` x `reg` register tile of C, so the workgroup is `bn / reg` x

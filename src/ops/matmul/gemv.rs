@@ -1,0 +1,221 @@
+//! The GEMV (M = 1 or N = 1) dispatches and which GEMV kernels run.
+
+use super::*;
+
+impl Context {
+    /// Matrix-vector dispatches: `matvec` for N = 1, otherwise (M = 1)
+    /// `vecmat` with K split over enough workgroups to fill the GPU, then
+    /// `reduce` over the splits' f32 partial sums.
+    ///
+    /// Only the batches in `range` run (the padding layer's last row of C:
+    /// one batch of a [M, 1, K] view of A).
+    pub(crate) fn gemv_dispatches(
+        &self,
+        (dtype, out_dtype): (DType, DType),
+        shape: &MatmulShape,
+        (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+        epilogue: &Epilogue,
+        scratch: &mut Vec<Tensor>,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<Dispatch>> {
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let (bias, residual) = self.epilogue_buffers(epilogue);
+        let batches = range.len();
+        let max = self.profile().max_workgroups_per_dim as usize;
+        let device = &self.inner.device;
+        let per_dispatch = batches.min(max);
+        let dispatch_bases = range.clone().step_by(per_dispatch.max(1));
+        let params = |splits: usize, k_chunk: usize, base: usize| {
+            self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits))
+        };
+        let too_many = |groups: usize, what: &str| Error::LimitExceeded {
+            limit: "max_compute_workgroups_per_dimension",
+            requested: groups as u64,
+            max: max as u64,
+            what: what.to_string(),
+        };
+        let mut dispatches = Vec::new();
+        if n == 1 {
+            let groups = m.div_ceil(4);
+            if groups > max {
+                return Err(too_many(groups, "matrix-vector product along M"));
+            }
+            let pipeline = self.inner.pipelines.get(
+                device,
+                &epilogue.specialise(out_spec(Kernel::GemvMatvec, dtype, out_dtype)),
+            )?;
+            for base in dispatch_bases {
+                let count = per_dispatch.min(range.end - base);
+                let p = params(1, k, base);
+                dispatches.push(Dispatch::with_bindings(
+                    device,
+                    pipeline.clone(),
+                    &[(0, &p), (1, a), (2, b), (3, c), (5, bias), (6, residual)],
+                    [groups as u32, 1, count as u32],
+                ));
+            }
+            return Ok(dispatches);
+        }
+        // One dispatch, no partial sums, where N alone covers the compute
+        // units and B's rows split into 16-byte words
+        // (`WGTILE_GEMV_WIDE=0` turns it off, `=1` takes it whenever the
+        // alignment allows, to compare).
+        let (lanes, slices) = gemv_wide_shape();
+        let wide_groups = n.div_ceil(lanes as usize * (16 / dtype.size()));
+        let variant = gemv_variant(self.profile(), dtype, shape);
+        if variant == GemvVariant::Wide {
+            if wide_groups > max {
+                return Err(too_many(wide_groups, "vector-matrix product along N"));
+            }
+            let mut spec = out_spec(Kernel::GemvVecmatWide, dtype, out_dtype)
+                .constant("WIDE_HALF", u32::from(dtype == DType::F16));
+            if (lanes, slices) != (4, 64) {
+                spec = spec
+                    .constant("WIDE_LANES", lanes)
+                    .constant("WIDE_SLICES", slices);
+            }
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(device, &epilogue.specialise(spec))?;
+            for base in dispatch_bases {
+                let count = per_dispatch.min(range.end - base);
+                let p = params(1, k, base);
+                dispatches.push(Dispatch::with_bindings(
+                    device,
+                    pipeline.clone(),
+                    &[(0, &p), (1, a), (8, b), (3, c), (5, bias), (6, residual)],
+                    [wide_groups as u32, 1, count as u32],
+                ));
+            }
+            return Ok(dispatches);
+        }
+        // Two adjacent columns per load where B's rows, batches and N keep
+        // the pairs whole and aligned (`WGTILE_GEMV_PAIRS=0` turns it off, to
+        // compare).
+        let pairs = variant == GemvVariant::Split { pairs: true };
+        let columns_per_group = if pairs { 256 } else { 128 };
+        // Split K so the grid holds about four workgroups per compute unit,
+        // keeping at least 64 rows of B per split.
+        let col_groups = n.div_ceil(columns_per_group);
+        if col_groups > max {
+            return Err(too_many(col_groups, "vector-matrix product along N"));
+        }
+        let target = 4 * self.profile().compute_units.max(1) as usize;
+        let wanted = target.div_ceil(col_groups * batches).max(1);
+        let splits_max = k.div_ceil(64).clamp(1, max);
+        let k_chunk = k.div_ceil(wanted.min(splits_max));
+        let splits = k.div_ceil(k_chunk);
+        // Indexed by the dispatch's own workgroup z: one dispatch's batches.
+        let partials = self.alloc(
+            &[per_dispatch, splits, n],
+            DType::F32,
+            "wgtile gemv partials",
+        )?;
+        let vecmat_kernel = if pairs {
+            Kernel::GemvVecmatPairs
+        } else {
+            Kernel::GemvVecmat
+        };
+        let vecmat = self
+            .inner
+            .pipelines
+            .get(device, &Spec::new(vecmat_kernel).dtype(dtype))?;
+        let reduce = self.inner.pipelines.get(
+            device,
+            &epilogue.specialise(out_spec(Kernel::GemvReduce, dtype, out_dtype)),
+        )?;
+        for base in dispatch_bases {
+            let count = per_dispatch.min(range.end - base) as u32;
+            let p = params(splits, k_chunk, base);
+            let b_binding = if pairs { (7, b) } else { (2, b) };
+            dispatches.push(Dispatch::with_bindings(
+                device,
+                vecmat.clone(),
+                &[(0, &p), (1, a), b_binding, (4, &partials.buffer)],
+                [col_groups as u32, splits as u32, count],
+            ));
+            dispatches.push(Dispatch::with_bindings(
+                device,
+                reduce.clone(),
+                &[
+                    (0, &p),
+                    (3, c),
+                    (4, &partials.buffer),
+                    (5, bias),
+                    (6, residual),
+                ],
+                [n.div_ceil(256) as u32, 1, count],
+            ));
+        }
+        scratch.push(partials);
+        Ok(dispatches)
+    }
+}
+
+/// Which GEMV kernels run a matrix-vector product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GemvVariant {
+    /// N = 1: `matvec`.
+    Matvec,
+    /// M = 1 in one dispatch: `vecmat_wide`.
+    Wide,
+    /// M = 1 with K split over workgroups: `vecmat` or `vecmat_pairs`, then `reduce`.
+    Split { pairs: bool },
+}
+
+/// The GEMV kernels for `shape` (M = 1 or N = 1): the one-dispatch kernel
+/// when B's rows split into 16-byte words, N alone gives a workgroup per two
+/// compute units, and the matrix is short and narrow (K <= 8192, rows of at
+/// most 16 KiB); otherwise K is split, with column pairs where N and B's
+/// strides are even. Measured on the H200 (session 3, GB/s, one dispatch /
+/// split): 4096 x 4096 f32 2746 / 2430, f16 2477 / 2271 (a 32 MiB copy runs
+/// at 2774 there: the split's second dispatch is what it saves); 4096 x 14336
+/// f32 2809 / 3740, f16 2810 / 3052 (each workgroup's 64-byte runs per row
+/// spread over wide rows); 14336 x 4096 f32 3578 / 3648, f16 2058 / 2896
+/// (128 workgroups cannot keep enough loads in flight over a long K).
+pub(crate) fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape) -> GemvVariant {
+    let n = shape.n;
+    if n == 1 {
+        return GemvVariant::Matvec;
+    }
+    let aligned = |per: usize| {
+        n.is_multiple_of(per)
+            && shape.b_pitch.is_multiple_of(per)
+            && shape.b_strides.iter().all(|s| s.is_multiple_of(per))
+    };
+    let per_word = 16 / dtype.size();
+    let wide = match gemv_wide_mode() {
+        Some(on) => on && aligned(per_word),
+        None => {
+            aligned(per_word)
+                && 2 * n.div_ceil(4 * per_word) >= p.compute_units.max(1) as usize
+                && shape.k <= 8192
+                && n * dtype.size() <= 16 << 10
+        }
+    };
+    if wide {
+        GemvVariant::Wide
+    } else {
+        GemvVariant::Split {
+            pairs: gemv_pairs_enabled() && aligned(2),
+        }
+    }
+}
+
+/// The one-dispatch GEMV's workgroup: 16-byte words of columns x row
+/// slices, 4 x 64 (the dev overrides compare others).
+pub(crate) fn gemv_wide_shape() -> (u32, u32) {
+    crate::dev::overrides().gemv_wide_shape.unwrap_or((4, 64))
+}
+
+/// The one-dispatch GEMV forced on or off; `None`: the dispatcher decides.
+pub(crate) fn gemv_wide_mode() -> Option<bool> {
+    crate::dev::overrides().gemv_wide
+}
+
+/// The vector-matrix kernel reads column pairs where aligned (on unless a
+/// dev override turns it off for a comparison).
+pub(crate) fn gemv_pairs_enabled() -> bool {
+    crate::dev::overrides().gemv_pairs
+}

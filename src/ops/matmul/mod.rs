@@ -1,0 +1,475 @@
+//! Matrix multiplication: `[.., M, K] x [.., K, N] -> [.., M, N]` with NumPy
+//! `matmul` semantics (batch dimensions broadcast, 1-D operands promoted and the
+//! added dimension dropped), f32 or f16 (f16 accumulates in f32).
+
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::gpu::AdapterProfile;
+use crate::gpu::TimingOptions;
+use crate::kernels::{Dispatch, Kernel, Spec};
+pub use crate::problem::{MatmulShape, Padding};
+use crate::runtime::Context;
+use crate::runtime::PadCopy;
+use crate::runtime::Plan;
+use crate::runtime::Tensor;
+use crate::tune::autotune::{AutotuneMode, Autotuner};
+use crate::tune::pad::PadChoice;
+pub use crate::tune::route::MatmulOptions;
+pub(crate) use crate::tune::route::f32_on_tensor_cores;
+use crate::tune::{self, MatmulChoice, MatmulKernel};
+
+mod autotune;
+mod dispatch;
+mod gemv;
+mod padded;
+mod plan;
+
+pub(crate) use gemv::{GemvVariant, gemv_variant, gemv_wide_shape};
+
+/// The dispatcher's choice for the raw shape and, when the padding layer
+/// would pad, what it would run instead.
+#[derive(Clone, Debug)]
+pub struct MatmulExplanation {
+    /// The kernel for the shape as given.
+    pub choice: MatmulChoice,
+    /// The padding layer's decision (`None`: the raw shape runs).
+    pub padding: Option<PadChoice>,
+}
+
+impl MatmulExplanation {
+    /// The kernel that will run.
+    pub fn kernel(&self) -> MatmulKernel {
+        self.padding
+            .as_ref()
+            .map_or(self.choice.kernel, |p| p.kernel)
+    }
+}
+
+impl std::fmt::Display for MatmulExplanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.choice)?;
+        if let Some(p) = &self.padding {
+            write!(f, "; padding layer: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Activation applied in a matmul's epilogue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Activation {
+    /// None.
+    #[default]
+    None,
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU, tanh approximation: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    Gelu,
+    /// SiLU (swish): `x / (1 + exp(-x))`.
+    Silu,
+}
+
+impl Activation {
+    const fn code(self) -> u32 {
+        match self {
+            Activation::None => 0,
+            Activation::Relu => 1,
+            Activation::Gelu => 2,
+            Activation::Silu => 3,
+        }
+    }
+}
+
+/// Work fused into a matmul's store, in registers, before the single write:
+/// `C = act(alpha * (A @ B) + bias) + residual`, where `bias` has one value
+/// per output column (shape `[N]`) and `residual` has the output's shape.
+#[derive(Clone, Debug)]
+pub struct Epilogue {
+    alpha: f32,
+    bias: Option<Tensor>,
+    residual: Option<Tensor>,
+    activation: Activation,
+    /// Generated epilogue text ([`Epilogue::expr`]), or why it failed.
+    generated: Option<std::result::Result<String, String>>,
+}
+
+impl Default for Epilogue {
+    fn default() -> Self {
+        Self {
+            alpha: 1.0,
+            bias: None,
+            residual: None,
+            activation: Activation::None,
+            generated: None,
+        }
+    }
+}
+
+impl Epilogue {
+    /// The identity epilogue (`C = A @ B`).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Multiplies the product by `alpha`.
+    pub fn scale(mut self, alpha: f32) -> Self {
+        self.alpha = alpha;
+        self
+    }
+
+    /// Adds `bias[col]` (shape `[N]`, the operands' dtype).
+    pub fn bias(mut self, bias: &Tensor) -> Self {
+        self.bias = Some(bias.clone());
+        self
+    }
+
+    /// Adds a tensor of the output's shape after the activation.
+    pub fn residual(mut self, residual: &Tensor) -> Self {
+        self.residual = Some(residual.clone());
+        self
+    }
+
+    /// Applies `activation` after scale and bias.
+    pub fn activation(mut self, activation: Activation) -> Self {
+        self.activation = activation;
+        self
+    }
+
+    /// ReLU after scale and bias.
+    pub fn relu(self) -> Self {
+        self.activation(Activation::Relu)
+    }
+
+    /// GELU (tanh form) after scale and bias.
+    pub fn gelu(self) -> Self {
+        self.activation(Activation::Gelu)
+    }
+
+    /// SiLU after scale and bias.
+    pub fn silu(self) -> Self {
+        self.activation(Activation::Silu)
+    }
+
+    /// An epilogue generated from an elementwise expression of the
+    /// accumulator [`Expr::acc`](crate::Expr::acc) (f32), for example
+    /// `(Expr::acc() * 0.5 + bias.expr()).gelu_erf() + residual.expr()`. It
+    /// REPLACES the other settings (scale, activation, bias, residual): the
+    /// expression's tensors become the bias (a rank-1 tensor of `N` values,
+    /// one per output column) and the residual (a tensor of the output's
+    /// shape), at most one of each, in the operands' dtype. Scalars are baked
+    /// into the kernel text (each distinct expression, values included, is
+    /// its own pipeline). An expression that breaks these rules makes the
+    /// matmul return `Err`.
+    pub fn expr(mut self, expr: &crate::Expr) -> Self {
+        match crate::fusion::generate_epilogue(expr) {
+            Ok(code) => {
+                self.alpha = 1.0;
+                self.activation = Activation::None;
+                self.bias = code.bias;
+                self.residual = code.residual;
+                self.generated = Some(Ok(code.wgsl));
+            }
+            Err(e) => self.generated = Some(Err(e.to_string())),
+        }
+        self
+    }
+
+    /// True when it leaves `A @ B` unchanged.
+    pub fn is_identity(&self) -> bool {
+        self.generated.is_none()
+            && self.alpha == 1.0
+            && self.bias.is_none()
+            && self.residual.is_none()
+            && self.activation == Activation::None
+    }
+
+    /// Whether it reads tensors (which the padded path cannot index).
+    fn reads_tensors(&self) -> bool {
+        self.bias.is_some() || self.residual.is_some()
+    }
+
+    /// Adds the `EPI_*` specialisation of a kernel that has the epilogue part.
+    fn specialise(&self, spec: Spec) -> Spec {
+        if !spec.kernel.has_epilogue() {
+            return spec;
+        }
+        let mut spec = spec;
+        if let Some(Ok(text)) = &self.generated {
+            return spec.epilogue_text(text.clone());
+        }
+        if self.bias.is_some() {
+            spec = spec.constant("EPI_BIAS", 1);
+        }
+        if self.residual.is_some() {
+            spec = spec.constant("EPI_RESIDUAL", 1);
+        }
+        if self.activation != Activation::None {
+            spec = spec.constant("EPI_ACT", self.activation.code());
+        }
+        spec
+    }
+
+    fn check(&self, ctx: &Context, dtype: DType, n: usize, out_shape: &[usize]) -> Result<()> {
+        if let Some(Err(e)) = &self.generated {
+            return Err(Error::InvalidArgument(format!(
+                "matmul epilogue expression: {e}"
+            )));
+        }
+        if let Some(bias) = &self.bias {
+            if bias.shape() != [n] {
+                return Err(Error::shape(
+                    "matmul bias",
+                    bias.shape(),
+                    &[n],
+                    "the bias needs one value per output column",
+                ));
+            }
+            check_operand(ctx, bias, dtype, "matmul bias")?;
+        }
+        if let Some(residual) = &self.residual {
+            if residual.shape() != out_shape {
+                return Err(Error::shape(
+                    "matmul residual",
+                    residual.shape(),
+                    out_shape,
+                    "the residual needs the output's shape",
+                ));
+            }
+            check_operand(ctx, residual, dtype, "matmul residual")?;
+        }
+        Ok(())
+    }
+}
+
+fn check_operand(ctx: &Context, t: &Tensor, dtype: DType, op: &'static str) -> Result<()> {
+    if !Arc::ptr_eq(&t.ctx.inner, &ctx.inner) {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: tensors must live on the context that runs them"
+        )));
+    }
+    if t.dtype() != dtype {
+        return Err(Error::DTypeMismatch {
+            op,
+            expected: dtype,
+            got: t.dtype(),
+        });
+    }
+    Ok(())
+}
+
+fn u32_of(v: usize, what: &str) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::LimitExceeded {
+        limit: "u32 indexing",
+        requested: v as u64,
+        max: u64::from(u32::MAX),
+        what: what.to_string(),
+    })
+}
+
+impl Context {
+    /// `a @ b` with the kernel the dispatcher picks.
+    pub fn matmul(&self, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+        let plan = self.matmul_plan(a, b, None, &MatmulOptions::default())?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// `act(alpha * (a @ b) + bias) + residual` in one kernel (see [`Epilogue`]).
+    pub fn matmul_with(&self, a: &Tensor, b: &Tensor, epilogue: &Epilogue) -> Result<Tensor> {
+        let plan = self.matmul_plan_with(a, b, None, &MatmulOptions::default(), epilogue)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// `a @ b` written into `out` (whose shape and dtype must match the result).
+    pub fn matmul_into(&self, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+        self.matmul_plan(a, b, Some(out), &MatmulOptions::default())?
+            .run()
+    }
+
+    /// `a @ b` with a kernel chosen by the caller (for comparisons and tests).
+    pub fn matmul_with_kernel(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        kernel: MatmulKernel,
+    ) -> Result<Tensor> {
+        let plan = self.matmul_plan(a, b, None, &MatmulOptions::with_kernel(kernel))?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// The f32 split plan's passes around its tensor-core kernel, alone: the
+    /// largest finite |A| and |B| (`shaders/matmul_split_scale.wgsl`) over
+    /// the logical elements of `a @ b` as `options` read them (transposes,
+    /// padded rows, batches), then the f32 CUDA-core fallback that pass arms
+    /// when an operand holds an infinity or NaN, writing `out` (untouched
+    /// otherwise). Returns the two maxima and whether the fallback ran.
+    /// For tests: these passes run on any adapter, the split kernel only on
+    /// tensor cores.
+    #[doc(hidden)]
+    pub fn split_passes(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        out: &Tensor,
+        options: &MatmulOptions,
+    ) -> Result<([f32; 2], bool)> {
+        for t in [a, b, out] {
+            if t.dtype() != DType::F32 {
+                return Err(Error::DTypeMismatch {
+                    op: "split passes",
+                    expected: DType::F32,
+                    got: t.dtype(),
+                });
+            }
+        }
+        let shape = operand_shape(a, b, options)?;
+        if out.shape() != shape.out_shape.as_slice() || !out.is_contiguous() {
+            return Err(Error::shape(
+                "split passes output",
+                out.shape(),
+                &shape.out_shape,
+                "the output must be a dense tensor of the result's shape",
+            ));
+        }
+        let mut scratch = Vec::new();
+        let (maxima, passes) = self.split_scale_dispatches(&shape, &a.buffer, &b.buffer)?;
+        let mut dispatches: Vec<Dispatch> = passes.into();
+        dispatches.extend(self.split_fallback_dispatches(
+            (DType::F32, DType::F32),
+            &shape,
+            (&a.buffer, &b.buffer, &out.buffer),
+            &Epilogue::default(),
+            &mut scratch,
+            &maxima.buffer,
+        )?);
+        let plan = Plan {
+            ctx: self.clone(),
+            label: "split passes".into(),
+            dispatches,
+            output: maxima,
+            flops: 0,
+            bytes: (a.storage_len() + b.storage_len()) as u64 * 4,
+            scratch,
+        };
+        plan.run()?;
+        let words = plan.output().to_vec_blocking::<f32>()?;
+        Ok(([words[0], words[1]], words[2].to_bits() != 0))
+    }
+
+    /// What the dispatcher and the padding layer would do for
+    /// `[batch] x [m, k] x [k, n]` in `dtype` (with [`Padding::Auto`]), and why.
+    pub fn explain_matmul(
+        &self,
+        dtype: DType,
+        m: usize,
+        n: usize,
+        k: usize,
+        batch: usize,
+    ) -> MatmulExplanation {
+        let profile = self.profile();
+        let layout = tune::Layout::dense(m, n, k, false, false);
+        let split = (dtype == DType::F32)
+            .then(|| {
+                f32_on_tensor_cores(
+                    profile,
+                    &MatmulOptions::default(),
+                    (m, n, k),
+                    batch,
+                    layout,
+                    false,
+                )
+            })
+            .flatten();
+        if let Some(kernel) = split {
+            return MatmulExplanation {
+                choice: tune::MatmulChoice::new(
+                    profile,
+                    kernel,
+                    (m, n),
+                    batch,
+                    "f32 on tensor cores, each value split into two f16 halves \
+                     (f32's accuracy; MatmulOptions::split_f32)"
+                        .into(),
+                ),
+                padding: crate::tune::pad::choose_for(
+                    profile,
+                    kernel,
+                    dtype,
+                    (m, n, k),
+                    batch,
+                    Padding::Auto,
+                ),
+            };
+        }
+        MatmulExplanation {
+            choice: tune::choose_matmul(profile, dtype, m, n, k, batch),
+            padding: crate::tune::pad::choose(profile, dtype, m, n, k, batch, Padding::Auto),
+        }
+    }
+
+    /// Checks the operands, allocates (or checks) the output and encodes the
+    /// dispatches, without running them. `kernel: None` lets the dispatcher choose.
+    pub fn matmul_plan(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        out: Option<&Tensor>,
+        options: &MatmulOptions,
+    ) -> Result<Plan> {
+        self.matmul_plan_with(a, b, out, options, &Epilogue::default())
+    }
+}
+
+/// The shape of `a @ b` as `options` read the operands: transposes, and the
+/// row pitch of tensors stored with padded rows (read in place).
+pub(crate) fn operand_shape(
+    a: &Tensor,
+    b: &Tensor,
+    options: &MatmulOptions,
+) -> Result<MatmulShape> {
+    let shape = MatmulShape::with_transposes(
+        a.shape(),
+        b.shape(),
+        options.transpose_a,
+        options.transpose_b,
+    )?;
+    if a.is_contiguous() && b.is_contiguous() {
+        return Ok(shape);
+    }
+    let a_pitch = if a.is_contiguous() {
+        shape.a_pitch
+    } else {
+        a.row_stride()
+    };
+    let b_pitch = if b.is_contiguous() {
+        shape.b_pitch
+    } else {
+        b.row_stride()
+    };
+    shape.with_pitches(a_pitch, b_pitch)
+}
+
+/// `kernel` reading `dtype` operands and writing `out_dtype` results.
+pub(crate) fn out_spec(kernel: Kernel, dtype: DType, out_dtype: DType) -> Spec {
+    let spec = Spec::new(kernel).dtype(dtype);
+    if out_dtype == dtype {
+        spec
+    } else {
+        spec.output(out_dtype)
+    }
+}
+
+/// `shape` as a batch of matrices: a 1-D operand becomes `[1, K]` on the left
+/// (`lhs`) or `[K, 1]` on the right.
+pub(crate) fn matrix_dims(shape: &[usize], lhs: bool) -> Vec<usize> {
+    match (shape.len(), lhs) {
+        (1, true) => vec![1, shape[0]],
+        (1, false) => vec![shape[0], 1],
+        _ => shape.to_vec(),
+    }
+}
