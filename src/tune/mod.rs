@@ -16,6 +16,7 @@ use crate::kernels::{Kernel, Spec};
 pub mod attention;
 pub mod autotune;
 pub mod cache;
+pub mod gemv;
 pub mod pad;
 pub mod route;
 

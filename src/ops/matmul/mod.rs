@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::AdapterProfile;
 use crate::gpu::TimingOptions;
 use crate::kernels::{Dispatch, Kernel, Spec};
 pub use crate::problem::{MatmulShape, Padding};
@@ -26,7 +25,7 @@ mod gemv;
 mod padded;
 mod plan;
 
-pub(crate) use gemv::{GemvVariant, gemv_variant, gemv_wide_shape};
+pub(crate) use crate::tune::gemv::{GemvVariant, gemv_variant, gemv_wide_shape};
 
 /// The dispatcher's choice for the raw shape and, when the padding layer
 /// would pad, what it would run instead.
