@@ -208,6 +208,7 @@ fn matmul_section(out: &mut String, p: &AdapterProfile) {
                         .unwrap();
                     }
                 }
+                route_lines(out, p, &head, dtype, (m, n, k), b, layout);
                 if ta || tb {
                     continue;
                 }
@@ -229,6 +230,74 @@ fn matmul_section(out: &mut String, p: &AdapterProfile) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The plan's route under a few option sets, as `ops::matmul` takes it for
+/// dense operands of one dtype.
+fn route_lines(
+    out: &mut String,
+    p: &AdapterProfile,
+    head: &str,
+    dtype: DType,
+    mnk: (usize, usize, usize),
+    batches: usize,
+    layout: Layout,
+) {
+    use crate::tune::route::{RouteRequest, matmul_route};
+    let options = [
+        ("default", MatmulOptions::default()),
+        ("never", MatmulOptions::with_padding(Padding::Never)),
+        (
+            "split",
+            MatmulOptions {
+                split_f32: Some(true),
+                ..MatmulOptions::default()
+            },
+        ),
+        (
+            "reduced",
+            MatmulOptions {
+                reduced_precision: true,
+                ..MatmulOptions::default()
+            },
+        ),
+        (
+            "fringe1",
+            MatmulOptions {
+                fringe_rows: Some(1),
+                ..MatmulOptions::default()
+            },
+        ),
+    ];
+    for (name, o) in options {
+        let variants: &[(&str, bool, bool)] = if name == "default" {
+            &[
+                ("", false, false),
+                (" +bias", true, false),
+                (" mixed", false, true),
+            ]
+        } else {
+            &[("", false, false)]
+        };
+        for &(what, reads, mixed) in variants {
+            let r = RouteRequest {
+                dtype,
+                mnk,
+                batches,
+                layout,
+                epilogue_reads_tensors: reads,
+                padded_operands: false,
+                mixed,
+                one_matrix: batches == 1,
+            };
+            let route = match matmul_route(p, &o, &r) {
+                crate::tune::route::MatmulRoute::Padded(pad) => format!("padded: {pad}"),
+                crate::tune::route::MatmulRoute::Kernel(k) => format!("kernel: {k}"),
+                crate::tune::route::MatmulRoute::Autotune(k) => format!("autotune from: {k}"),
+            };
+            writeln!(out, "{head} route {name}{what}: {route}").unwrap();
         }
     }
 }
