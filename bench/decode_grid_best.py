@@ -1,6 +1,9 @@
 """The decode grid's fastest tiles per (dtype, cache length), from a device
 log (`attention --decode-grid` lines under "== decode_grid"; the whole log
-when it has no such section), with the dispatcher's own time ("decode")."""
+when it has no such section), with the dispatcher's own time ("decode").
+
+    python3 bench/decode_grid_best.py bench-out/all.log   # after bench/attention.sh decode
+"""
 import re
 import sys
 

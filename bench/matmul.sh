@@ -1,27 +1,26 @@
 #!/usr/bin/env bash
-# Matmul device pass after kernel changes: the GPU tests with tensor cores on
-# (the coop variants lavapipe cannot run), odd vs aligned sizes with and
-# without padding copies, coop layouts, and PyTorch at the same sizes.
-# Carry .bin (scripts/build-device.sh) and .gl.
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-[ -f .bin/bins.tar.xz ] && tar -C .bin -xJf .bin/bins.tar.xz
-export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp WGTILE_COOPERATIVE_MATRIX=1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-echo "== tests (coop on)"
-for t in matmul padded epilogue pad; do
-  [ -x .bin/test_$t ] && WGTILE_AUTOTUNE=off ./.bin/test_$t --test-threads=1 2>&1 | grep -E "test result|panicked|FAILED" -A1
+# How fast is matmul after a kernel change, at aligned and odd sizes, per
+# tensor-core layout and f32 tile, with and without the padding layer's
+# copies, next to PyTorch? The GPU tests with tensor cores on come first
+# (the coop variants lavapipe cannot run).
+#
+#   COOP=4x4x32x2,2x2x32x4 bash bench/matmul.sh   # layouts: WARPS_MxWARPS_NxBKxFN
+set -u
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source bench/env.sh || exit 1
+for t in matmul padded pad; do
+  [ -x "$B/test_$t" ] && LIMIT=300 TAIL=3 run "test_$t" "$B/test_$t" --test-threads=1
 done
-export WGTILE_AUTOTUNE=off
-echo "== coop layouts (f16)"
-./.bin/matmul_kernels --sizes 4096,2048 --dtype f16 --tiles 128x128x8 \
-  --coop ${COOP:-2x2x32x4,2x2x64x4,1x2x32x4,2x1x32x4,1x2x64x4} 2>&1 | grep -E "coop|skipped"
-echo "== f32 tiles"
-./.bin/matmul_kernels --sizes 4096 --dtype f32 --tiles 128x128x8,128x128x16,128x64x8,64x128x8 2>&1 | grep -E "tiled"
+LIMIT=120 TAIL=20 run "coop layouts f16" "$B/matmul_kernels" --sizes 4096,2048 --dtype f16 --tiles 128x128x8 \
+  --coop "${COOP:-4x4x32x2,2x4x32x4,2x2x32x4,4x2x32x4,2x4x32x2}"
+LIMIT=120 TAIL=12 run "f32 tiles" "$B/matmul_kernels" --sizes 4096 --dtype f32 --tiles 128x128x8,128x128x16,128x64x8,64x128x8
 for dt in f16 f32; do
-  echo "== $dt odd vs aligned (padded column: Padding::Auto)"
-  ./.bin/matmul_sweep --sizes 1792,1793,2048,4096,4097 --dtype $dt --repeats 10 2>&1 | grep -E "^ +[0-9]+ "
-  echo "== $dt with Padding::Always"
-  ./.bin/matmul_sweep --sizes 1793,4097 --dtype $dt --repeats 10 --always-pad 2>&1 | grep -E "^ +[0-9]+ "
+  LIMIT=120 TAIL=8 run "$dt padding auto" "$B/matmul_sweep" --sizes 1792,1793,2048,4096,4097 --dtype "$dt" --repeats 10
+  LIMIT=120 TAIL=8 run "$dt padding always" "$B/matmul_sweep" --sizes 1793,4097 --dtype "$dt" --repeats 10 --always-pad
 done
-echo "== torch"
-python3 scripts/torch_baseline.py --sizes 1792,1793,2048,4096,4097 2>&1 | grep -E "torch (copy|matmul)"
+if have_torch; then
+  LIMIT=120 TAIL=16 run "torch matmul" python3 bench/torch_matmul.py --sizes 1792,1793,2048,4096,4097
+else
+  skip "torch matmul" "no PyTorch with a GPU here"
+fi
+summary

@@ -8,11 +8,11 @@ allocates 8 registers per thread at a time (NVIDIA). A workgroup of W
 warps then runs floor(warps / W) to an SM.
 
 NVIDIA's "Local Memory Size" reads 2^36 plus the local memory in bytes
-(2^36 alone when nothing spills; BENCHMARKS.md runs 53 and 96); the
+(2^36 alone when nothing spills; docs/perf/log-2026-11.md, runs 53 and 96); the
 column shows what is over 2^36.
 
-    python3 scripts/pipeline_stats_table.py all.log
-    .bin/pipeline_stats --attention | python3 scripts/pipeline_stats_table.py
+    python3 bench/pipeline_stats_table.py all.log
+    .bin/pipeline_stats --attention | python3 bench/pipeline_stats_table.py
 """
 
 import re

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
-"""PyTorch baselines measured in the same device call as wgtile's benchmarks.
+"""PyTorch's matmul and GEMV at wgtile's benchmark sizes, run in the same call
+as wgtile's (bench/run-all.sh, bench/matmul.sh), with the copy bandwidth at
+1 GiB and at a GEMV matrix's size. fp32 with TF32 off, and fp16.
+
+    python3 bench/torch_matmul.py [--sizes 1792,1793,4096,4097]
 
 Prints one line per measurement: `torch <what> <size> <value> <unit>`.
 Times with CUDA events, median of repeats after warm-up, random data.

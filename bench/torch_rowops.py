@@ -8,7 +8,7 @@ GB/s counts the memory floor like wgtile's plans: input read once + output
 written once (+ the weight and bias vectors for the norms). Times are CUDA
 events around each call, median of repeats after warm-up.
 
-    python3 scripts/torch_rowops.py [--quick] [--dtype f32|f16|both] [--no-compile]
+    python3 bench/torch_rowops.py [--quick] [--dtype f32|f16|both] [--no-compile]
 """
 import argparse
 import statistics

@@ -18,7 +18,7 @@
 //! `rms_norm_of(x + residual)`; 16384 rows by default, 256 with `--quick`)
 //! against `eval` then the row op (two kernels, the expression's result
 //! written and read back), with the same columns.
-//! `scripts/torch_fusion.py` prints the same cases for PyTorch.
+//! `bench/torch_fusion.py` prints the same cases for PyTorch.
 
 use clap::Parser;
 use wgtile::{Context, DType, Expr, Plan, Tensor, TimingOptions};

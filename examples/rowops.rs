@@ -14,7 +14,7 @@
 //! reductions instead of subgroup ones. Every output is
 //! sanity-checked on the GPU (softmax rows sum to 1, normalised rows have mean
 //! 0 and variance 1) and the check's worst error is printed.
-//! Compare with `python3 scripts/torch_rowops.py` (same shapes).
+//! Compare with `python3 bench/torch_rowops.py` (same shapes).
 
 use clap::Parser;
 use wgtile::{

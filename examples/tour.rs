@@ -432,8 +432,9 @@ fn gemv_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Er
                     worst.max(err)
                 };
             }
-            // Min and max next to the median: session 9's tours measured
-            // the f32 4096^2 case at a third of its standalone speed.
+            // Min and max next to the median: the tours of runs 54-55
+            // (docs/perf/log-2026-11.md) measured the f32 4096^2 case at a
+            // third of its standalone speed.
             println!(
                 "  {dtype} [1, {k}] x [{k}, {n}]  {:>8.1} GB/s {:>9.3} ms (min {:.3}, max {:.3})  max |err| {worst:.2e}  ({})",
                 timing.gbps(plan.bytes()),

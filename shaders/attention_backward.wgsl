@@ -34,6 +34,7 @@
 //   10 dO, 11 stats, 12 dQ, 13 dK, 14 dV (also P and dS from the raw
 //   products: p_ds).
 // Limits: D, Dv <= NC * TD; `dkdv` binds 9 storage buffers.
+// Measurements: docs/perf/attention.md#backward.
 
 const BR: u32 = 32u;
 const NC: u32 = 16u;

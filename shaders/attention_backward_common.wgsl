@@ -36,9 +36,9 @@ fn p_ds(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32) -> vec2<f3
 
 // p_ds with query i's row_stats `st` already loaded (the tensor-core
 // kernels keep them in registers or workgroup memory: `stats` is a
-// read_write binding, and reading it per element cost them 15%, session
-// 10). The scalar kernels keep p_ds: loading their 4 rows' statistics once
-// per block measured 0.88-0.97x there (register pressure).
+// read_write binding, and reading it per element cost them 15%, run 59).
+// The scalar kernels keep p_ds: loading their 4 rows' statistics once per
+// block measured 0.88-0.97x there (register pressure, run 62).
 fn p_ds_with(b: u32, h: u32, i: u32, j: u32, keys: u32, dot: f32, dp: f32, st: vec2<f32>) -> vec2<f32> {
     if i >= params.sq || j >= keys {
         return vec2<f32>(0.0);

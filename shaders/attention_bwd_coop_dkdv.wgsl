@@ -46,6 +46,7 @@
 //   variant), as in attention_flash_coop.wgsl.
 // Matrix operations: attention_coop_mma.wgsl or attention_coop_emulated.wgsl
 //   (the part in front of this one), on kv_sh, p_sh and s_sh.
+// Measurements (tiles, probes, what lost): docs/perf/attention.md#backward.
 
 const W: u32 = 4u;
 const BQ: u32 = 16u;

@@ -42,11 +42,10 @@ const CH: u32 = 48u;
 // 0 skips the P/dS step, 1 the products (S, dP), 2 the gradient products,
 // 3 the next block's loads and puts.
 const PROBE: u32 = 0u;
-// Measured and dropped (H200, session 15): the next K/V block fetched
-// after the products instead of into registers before them. At D64 the
-// kernel went from 130 to 126 registers (4 workgroups per SM instead of
-// 3) and still slowed down: dQ at S4096 2869 -> 3582-3615 us; at D128
-// (204 -> 197 registers, 1 per SM either way) 4206 -> 5246 us.
+// The register prefetch stays: fetching the next K/V block after the
+// products instead (D64: 130 -> 126 registers, 4 workgroups per SM
+// instead of 3) ran the dQ pass at 0.79-0.80x (H200, run 100):
+// docs/perf/attention.md#backward.
 
 const THREADS: u32 = W * SG;
 const BR: u32 = W * 16u;

@@ -31,7 +31,7 @@
 //      FlashAttention-4's conditional rescaling): only when a logit passes
 //      it by more than TAU (a flag in workgroup memory holding the block's
 //      number, one per block parity); probabilities stay below 2^TAU, so
-//      nothing overflows between moves. H200 (session 7): shuffles took
+//      nothing overflows between moves. H200 (run 40): shuffles took
 //      f16 32k from 76 to 70 us, 128k from 201 to 188.
 //   3. P V: invocation (g, c) owns 16-byte word c of the value rows (WVP
 //      invocations per row, contiguous loads) and the keys g + G t of the
@@ -53,11 +53,10 @@
 //   with constant accumulator indices) and the split's state (O / l, m, l)
 //   goes to the scratch bound as `lse` in attention_merge.wgsl's layout;
 //   the merge kernel combines the splits (also when there is one). H200
-//   (session 15, f16 32k): the old epilogue (one element per barrier
-//   pair, a max and rescale over the groups: 20 barriers) took 7 of the
-//   split pass's 64.6 us; with CE 2 the pass takes 61.9. CE 4 and CE 1
-//   made the driver give the whole kernel 168 registers instead of 128
-//   (3 workgroups per SM instead of 4): 91-94 us. Measure every edit.
+//   (runs 94-96, f16 32k): the epilogue with CE 2 takes the split pass
+//   from 64.6 to 61.9 us; CE 4 and CE 1 made the driver give the whole
+//   kernel 168 registers instead of 128 (3 workgroups per SM instead of
+//   4): 91-94 us. Measure every edit.
 //   Registers per invocation: 2 blocks of KWPL K words and VPL V words
 //   (VPRE = 1; else 1 block of V), EPW * RQ accumulator vec4s, m and l.
 //   Masking: the common `logit` rule (causal in both alignments, windows,
@@ -95,23 +94,12 @@ const WG: u32 = 256u;
 // math by one add per V word; the loads, barriers and epilogue stay; bit
 // 2 replaces the epilogue by one store per invocation, bit 3 skips the key
 // loop (the prologue, launch and epilogue alone).
-// Measured and dropped (H200, session 14): f16 words widened by integer
-// operations (fields moved into an f32's, times 2^112) instead of
-// unpack2x16float: 32k 70.5 -> 78.4-79.2 us. The conversion is cheap here.
-// Session 17: an L2 prefetch two or three blocks ahead (each invocation
-// loading one word of a 128-byte line of that block's K or V rows, the
-// value folded in a block later): f16 32k 67.6-68.0 -> 77.9 / 79.6-80.3
-// us, 128k 181.8 -> 219-220 / 228; f32 32k 85.7 -> 100 / 105. The key
-// loop does not wait on DRAM latency with one block of register prefetch.
-// Session 18 (run 116): a kernel with no barrier in the key loop (commit
-// 9b9b4b5, reverted: LK = 16 lanes per key (32 for f32) owning the same
-// words of K and V, the query rows in registers, the logits summed by
-// shuffles in every lane of the key, each lane its own softmax state):
-// f16 32k 90.6 us against this kernel's 68.1 (76.6 with one key per lane
-// group and step, 4 workgroups per SM), f32 111 against 84.7, 128k f16
-// 213-265 against 184. Per key it pays log2(LK) x 4 rows shuffles and 4
-// exp2 in every lane (this kernel: LK = 4, and one row's logit per lane),
-// ~20-28 us of shuffle and MUFU time at 32k, as measured.
+// Why this kernel and not another (H200): it runs the f16 32k decode in
+// 67.6 us (51% of the copy rate); f16 widening by integer operations, an
+// L2 prefetch two or three blocks ahead, and a barrier-free kernel with
+// LK lanes per key and the query in registers all lost (the key loop does
+// not wait on DRAM latency; per-lane shuffles and exp2 cost more than the
+// barrier): docs/perf/attention.md#decode.
 const PROBE: u32 = 0u;
 // 1: the LK partial dots of a key are added by subgroup shuffles and each
 // of the key's LK invocations computes logits and probabilities of its own
@@ -383,7 +371,7 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
             // Invocation e for (quad, key) pair e: on NVIDIA warp 0 alone
             // while the others wait at the barrier. Spreading the pairs
             // over every warp (the first invocation of each key) measured
-            // slower (H200, session 7: f16 32k 78.0 against 76.0 us, 128k
+            // slower (H200, run 37: f16 32k 78.0 against 76.0 us, 128k
             // 210 against 202).
             for (var e = tid; e < RQ * KB; e += WG) {
                 let qd = e / KB;

@@ -49,6 +49,11 @@
 //   the emulated variant.
 // Matrix operations: attention_coop_mma.wgsl + attention_decode_coop_mma.wgsl
 //   (load_bt_k, load_b_v from storage) or their emulated twins.
+// Why forced only: cooperative loads from storage are slow on the H200's
+//   driver (32k f16 194 us against 102 for the scalar decode kernel of the
+//   time, run 29; that kernel now takes 67.6), and staging the blocks
+//   through workgroup memory was 2x slower still (run 65):
+//   docs/perf/attention.md#decode.
 
 const SG: u32 = 32u;
 const RF: u32 = 1u;

@@ -49,6 +49,9 @@
 // Types: Elem f32 or f16 (text); all arithmetic and statistics in f32.
 // Limits: any Sq, Sk, D; Dv <= NC * TD; every global access is checked
 //   against the logical shape (the host checks shapes against buffers).
+// Why these tiles: 4 query rows per invocation (8 spill, 11x slower) and
+//   the dispatcher's candidates measured per adapter:
+//   docs/perf/attention.md#scalar-flash-kernel.
 
 const BR: u32 = 64u;
 const TR: u32 = 4u;

@@ -24,10 +24,10 @@
 //      subgroup shuffles. P = exp2(t - m_ref) is written as f16 to the
 //      subgroup's `p_sh`, 4 halves per store; l sums the f32 values (NaN
 //      when a score is: a running sum of the scores catches it). K's
-//      next block is fetched into registers. Measured (H200, session 11,
+//      next block is fetched into registers. Measured (H200, run 66,
 //      timing probes at B4 H16 S4096 D128): the products are the smallest
 //      share of this kernel's time; the softmax, the loads and the barriers
-//      each cost more.
+//      each cost more (docs/perf/attention.md#tensor-core-forward).
 //   3. Conditional rescaling: the O accumulators are cooperative matrices
 //      and cannot be scaled per row in place, so each row keeps a reference
 //      max m_ref and moves it only when a block's max exceeds it by more than
@@ -54,14 +54,15 @@
 //   of rounding lo is ~2^-20 of the product; as CUTLASS's 3xTF32 does it),
 //   from a zero tile per 16-wide slice, added to S or O in f32: the tensor
 //   cores truncate when they accumulate, which in the running sums cost 4x
-//   the error (H200, session 13: 8e-7 against 2e-7 from the scalar kernel).
+//   the error (H200, run 83: 8e-7 against 2e-7 from the scalar kernel).
 //   P is split the same way (no scale: P <= 2^RESCALE). Q's fragments are
 //   held twice (hi and lo), the scores are divided by 2^(eq + ek) before the
 //   softmax and O by 2^ev at the end. Loads are 16 bytes, 4 floats; 8
-//   storage buffers. Measured (H200, session 13, S4096 D128): 65.7
-//   TFLOP/s with 4 subgroups, PyTorch's fp32 SDPA 46.2. The scale is a
-//   multiply by 2^e (split4): a vector ldexp per staged value held the
-//   kernel at 42 (session 12; timing probe 64 showed it).
+//   storage buffers. Measured (H200, run 84, S4096 D128): 65.7 TFLOP/s
+//   with 4 subgroups, PyTorch's fp32 SDPA 46.2. The scale is a multiply by
+//   2^e (split4): a vector ldexp per staged value held the kernel at 42
+//   (runs 72-81; timing probe 64 showed it). Measurements:
+//   docs/perf/attention.md#f32-on-tensor-cores.
 // Loads: 16 bytes (8 halves) per load: q, k, v are bound as vec4<u32> at
 //   bindings 10, 11, 12 (attention_common's f16 views at 1-3 stay unused, so
 //   the kernel needs 7 storage buffers). The host guarantees every stride of
@@ -88,7 +89,7 @@
 // Alignment: every workgroup variable is a multiple of 16 bytes, so each
 //   one starts 16-byte aligned, as cooperative loads and stores need (a u32
 //   flag among them shifted every coop access by 4 bytes on the H200: the
-//   wrong rows of session 3).
+//   wrong rows of runs 20-24).
 // Matrix operations: through the types MatA, MatB, MatC and the functions
 //   load_a_kv, load_bt_kv, load_b_kv, load_a_p, load_c_s,
 //   store_c_s, mma, subgroup_of, lane_of of the part in front of this one:
@@ -97,10 +98,11 @@
 //   holds row r of each A and C matrix and reads B from workgroup memory:
 //   slow, runs the same algorithm on adapters without tensor cores, for
 //   tests; SG = 16, LPR = 1).
-// Measured and dropped (H200, session 7): Q kept in workgroup memory, its
-//   fragments loaded for each product instead of held in registers (more
-//   workgroups per SM if registers limited them): 0.46x at S4096 D128 (60
-//   against 131 TFLOP/s), 0.6-0.7x on every other tile and shape.
+// Why these tiles (H200): 4 subgroups of 16 rows with 16-key blocks lead
+//   the f16 sweep at D128 (2 subgroups at D <= 64); Q in workgroup memory,
+//   separate K/V regions on subgroup barriers, D split between subgroup
+//   pairs and one barrier fewer per block all lost:
+//   docs/perf/attention.md#tensor-core-forward.
 // Backends: the cooperative-matrix module is Vulkan only (naga's MSL backend
 //   has 8 x 8 simdgroup matrices and its HLSL backend none); tests/shaders.rs
 //   checks it for SPIR-V, the emulated one for every backend.
@@ -171,7 +173,7 @@ var<workgroup> l_sh: array<f32, BR>;
 // bytes. The NVIDIA driver places them one after another, and cooperative
 // loads and stores need 16-byte-aligned addresses: with a 4-byte flag among
 // them, every coop access to the tiles after it was silently 4 bytes off
-// (the wrong rows of session 3; found with WGTILE_COOP_ATTN_PROBE=2).
+// (the wrong rows of runs 20-24; found with WGTILE_COOP_ATTN_PROBE=2).
 var<workgroup> rescale_flag: vec4<u32>;
 
 // SPLIT: the per-head maxima (attention_split_scale.wgsl), binding 13.
@@ -234,7 +236,7 @@ fn put(i: u32, width: u32, x: vec4<u32>, scale: f32) {
 // (attention_split_scale chooses e so that no hi overflows). A multiply by
 // the power of two, not ldexp: the same values (2^e is a normal f32), and
 // a vector ldexp per staged value cost the H200 kernel 40% of its time
-// (session 13, f32 S4096 D128: 13.1 against 7.5 ms without the split).
+// (run 80, f32 S4096 D128: 13.1 against 7.5 ms without the split).
 fn split4(x: vec4<u32>, scale: f32) -> array<vec4<f16>, 2> {
     return split_halves(bitcast<vec4<f32>>(x) * scale);
 }
@@ -506,7 +508,7 @@ fn main(
         }
 
         // 3. Conditional rescaling of O (uniform: one flag per workgroup).
-        // Measured and dropped (session 11): one flag per block parity read
+        // Measured and dropped (run 68): one flag per block parity read
         // plainly after a barrier that also publishes V (one barrier per
         // block fewer than this load's two) ran at 0.97-0.98x.
         if (PROBE & 32u) == 0u && workgroupUniformLoad(&rescale_flag).x != 0u {

@@ -23,7 +23,8 @@
 
 override WG: u32 = 256u;
 override CW: u32 = 32u;
-// Measured (H200, session 15): 8 was 1.1-1.3 us slower at 4k-128k caches.
+// Measured (H200, run 97): 8 was 1.1-1.3 us slower at 4k-128k caches
+// (docs/perf/attention.md#decode).
 const UNROLL: u32 = 4u;
 
 @group(0) @binding(8) var<storage, read_write> lse_out: array<f32>;

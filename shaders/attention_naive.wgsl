@@ -13,6 +13,7 @@
 //   with rows = B*Hq*Sq split over y when large; pv (ceil(Dv/16), ceil(Sq/16), B*Hq).
 // Limits: S must fit one storage binding (the host refuses with LimitExceeded).
 // Types: Elem f32 or f16 (text); S, P and statistics in f32.
+// Measurements (flash against naive): docs/perf/attention.md#scalar-flash-kernel.
 
 @group(0) @binding(9) var<storage, read_write> scores_buf: array<f32>;
 

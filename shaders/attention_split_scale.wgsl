@@ -31,8 +31,9 @@
 //   (attention_flash.wgsl's generated guard), which recomputes O and lse
 //   with IEEE's rules. A workgroup that sees one reduces +inf instead of its
 //   maximum and sets the flag.
-// Measured and replaced (H200, session 12): one workgroup per head and
-//   operand (192 at B4 H16), too few loads in flight for the bandwidth.
+// Why this grid (H200, runs 70-77): one workgroup per head and operand
+//   (192 at B4 H16) had too few loads in flight for the bandwidth
+//   (docs/perf/attention.md#f32-on-tensor-cores).
 // Params: attention_common's (appended by the registry): batch, hq, hkv,
 //   sq, d, dv, the q/k/v strides and the key lengths (key_count).
 

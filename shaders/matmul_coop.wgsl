@@ -14,50 +14,18 @@
 //   written to workgroup memory after them: the loads' latency hides behind
 //   the tensor-core work instead of stalling every subgroup at the barrier
 //   (one workgroup of 16 subgroups fills an SM, so nothing else would hide it).
-// Measured and dropped (H200, session 7, f16 4096): two workgroup-memory
-//   buffers per operand (the next step staged into the other buffer after
-//   the multiply-adds, one barrier per step) ran at 0.59x (2x2 subgroups of
-//   64x64, 125 against 211 TFLOP/s) to 0.71x (2x4, BK 16); walking the grid
-//   8 or 16 block rows at a time (grouped order for L2 reuse) changed
-//   nothing (242-245 against 244-248): A and B (48 MiB) stay in L2.
-//   Session 9: two buffers again with the K loop written out per buffer
-//   (constant offsets, one barrier per step), 0.55-0.98x; prefetch distance
-//   2 (two register sets), 0.89x; B fragments first and one A fragment at
-//   a time, no change. Session 17: the staging stores reordered against
-//   bank conflicts (by bank arithmetic the 8-byte stores of A put 3 lanes
-//   of 16 on one bank pair): lanes with bit 3 set storing their high half
-//   first (selects on the halves and the offset) ran at 0.77x (190 against
-//   248 TFLOP/s at 4096), with A's runs also remapped 8 rows by 4 per
-//   subgroup at 0.61x. Then A's runs alone in two new orders, no selects
-//   (runs 111-112): lane l taking row l % 8, run l / 8 (8 row segments per
-//   quarter of a subgroup instead of 2) 0.70x; each quarter on rows q and
-//   q + 4 instead of 2q and 2q + 1 (2 segments, and by bank arithmetic
-//   each 8-byte store of 16 lanes 2 lanes per bank pair instead of up to
-//   3) 0.95x at the same 125 registers, its index arithmetic ~5 more
-//   instructions per run: the staging is sensitive to instruction count,
-//   not visibly to these bank conflicts. And aligned f16 operands loaded
-//   as two vec4<f16> per run (8-byte loads, staged as loaded: 16
-//   conversions fewer per run) ran at 0.58x (run 113; 124 registers):
-//   f16-typed storage loads are slow on this driver, as session 3's
-//   mat2x4<f16> ones were. The driver gives this kernel 125
-//   of the 128 registers 512 invocations allow (examples/pipeline_stats).
-//   Moving the fetch/put loops into functions taking `ptr<function,
-//   array>` params cost 0.72x by itself, and even dead code of a variant
-//   cost ~5%: measure every edit here.
-//   Session 19 (runs 120-121; commit 45c9440, reverted): ping-pong, two
-//   groups of subgroups per workgroup, each with its own block and tiles,
-//   one barrier per phase, one group's products beside the other's staging
-//   (the overlap run 107's probes ask for, within 48 KiB and 128
-//   registers). Correct on the H200, but 65-90 TFLOP/s at 4096 against
-//   245. naga rejects cooperative operations under an `if` on the group,
-//   so the products sat under a loop whose bound is subgroup-uniform but
-//   not constant. That form alone costs this kernel 0.78x with no
-//   divergence at all (every subgroup takes the loop). With the groups
-//   really diverging, a phase took ~4000 clocks against ~550 for one
-//   group's products. Products in every phase for both groups, unguarded,
-//   ran 2x faster than the guarded form while doing twice the work.
-//   subgroupBroadcastFirst on the condition changed nothing. The driver's
-//   tensor-core path wants constant control flow.
+// Why this shape (H200): the 4x4x32x2 layout (256 x 128 blocks, 512
+//   invocations) leads every layout measured at 2048 and 4096; the driver
+//   gives it 125 of the 128 registers 512 invocations allow, so one
+//   workgroup fills an SM and its barriers separate the staging from the
+//   products (timing probes: products ~0.26 of 0.558 ms at 4096). Small
+//   edits move it by several percent (fetch/put moved into functions with
+//   pointer parameters alone: 0.72x; a variant's dead code: ~5%): measure
+//   every edit. Tried and lost here (double-buffered tiles, prefetch
+//   distance 2, grouped launch order, 48-deep K steps, staging orders
+//   against bank conflicts, f16-typed loads, ping-pong groups of subgroups,
+//   which lost because the driver's tensor-core path wants constant control
+//   flow): docs/perf/matmul.md#tensor-cores.
 // Epilogue: matmul_epilogue.wgsl, applied per element on the way out. Each
 //   accumulator goes through a per-subgroup 16 x 16 f32 scratch
 //   in workgroup memory (a cooperative store cannot convert to f16 nor skip
@@ -68,11 +36,10 @@
 //   WARPS * 256 f32 of scratch. 256 x 128 x 32 (4 x 4 subgroups): 44.8 KiB.
 //   The tiles are arrays of vec4<f16>: staging stores 8 bytes at a time, and
 //   the cooperative loads take their strides in vec4 units (LDA / 4).
-//   Measured (H200, session 3): loading aligned f16 operands as mat2x4<f16>
-//   words instead, to skip the unpack/convert (naga rejects bitcasts
-//   between u32 and f16 vectors), ran at 0.56x: keep the u32 loads. Tiles
-//   of vec4<u32> read by coopLoad do not validate: naga takes a cooperative
-//   load's element type from its pointer (session 9).
+//   Operands are loaded as u32 words: mat2x4<f16> loads ran at 0.56x
+//   (run 18), naga rejects bitcasts between u32 and f16 vectors, and tiles
+//   of vec4<u32> read by coopLoad do not validate (naga takes a cooperative
+//   load's element type from its pointer); docs/perf/matmul.md#tensor-cores.
 // Workgroup: WARPS_M * WARPS_N subgroups of SG invocations (text-specialised;
 //   the dispatcher runs this kernel only on adapters with one fixed subgroup
 //   size). Subgroup w owns rows (w / WARPS_N) * 64.. and columns
@@ -97,8 +64,8 @@
 //   divided by 2^(ea + eb) before the epilogue. The tensor cores truncate
 //   when they accumulate: with the three products accumulated into the
 //   running sum, the error was 3.5-7x the f32 tiled kernel's at K
-//   1024-4096 (H200, session 12). Scaling by a multiply with 2^e, not a
-//   vector ldexp, took 4096^3 from 46.3 to 92.8 TFLOP/s (session 13).
+//   1024-4096. The scale is a multiply by 2^e, not a vector ldexp (46.3 ->
+//   92.8 TFLOP/s at 4096^3). Measurements: docs/perf/matmul.md#f32-split.
 // Output and epilogue tensors: Elem (text-specialised, f16 or f32).
 // Transposed operands (TRANS_A, TRANS_B = 1: A stored [K, M], B stored
 //   [N, K], read in place): the 16-byte runs go along the stored rows (m for
@@ -147,25 +114,16 @@ const TRANS_COLMAJOR: u32 = 0u;
 // fragments once before the loop and reuses them; bit 2 issues the global
 // loads of the first step only; bit 3 skips the staging of every step
 // after the first (no global loads either); bit 4 drops the loop's two
-// barriers. Measured (H200, session 16, f16 4096, 4x4x32x2; the whole
-// kernel 0.558 ms, 246 TFLOP/s): 1: 0.575; 2: 0.514; 4: 0.485; 8: 0.396;
-// 16: 0.659; 8+16: 0.296; 2+8+16: 0.261 (527 TFLOP/s: the products and
-// nothing else); 1+2+8+16: 0.151. So the products take about half the
-// time; the staging (0.16 ms, of which the global loads 0.07) and the
-// barriers (0.10) do not overlap them: one workgroup fills the SM and its
-// barriers separate the phases. A probe that staged constants chosen by
-// the loaded words (no f16 conversions, the loads kept) gained nothing:
-// the conversions are free, and the probe is gone.
+// barriers. What each bit measured at 4096 (H200, run 103):
+// docs/perf/matmul.md#where-the-time-goes.
 const PROBE: u32 = 0u;
 // Edge checks per dimension (1, the default: any size; 0 when M, N or K
 // is a multiple of BM, BN or BK, so no run or element can pass it and the
 // compares go). The host sets 0 for the split kernel (the padding layer
 // runs it on a padded K of whole steps where it copies both operands;
-// WGTILE_COOP_EDGES=0 keeps every check). H200 (session 17, run 114): f32
-// split 1024 / 2048 / 4096 +8 / +6 / +5% (75.4 TFLOP/s at 4096); session
-// 18 (run 115): 1792 +3.5%, 1793 padded +1.3%, 4097 padded +6%. The f16
-// kernel at 4096 (run 115, ms): all checks 0.558-0.560, without M and N
-// 0.573, without K 0.638 (0.87x), without all three 0.570: keeps them.
+// WGTILE_COOP_EDGES=0 keeps every check). The split kernel gains 3.5-8%
+// (runs 114-115); the f16 kernel, at 125 of 128 registers, lost up to
+// 0.87x without them and keeps every check: docs/perf/matmul.md#f32-split.
 const EDGE_M: u32 = 1u;
 const EDGE_N: u32 = 1u;
 const EDGE_K: u32 = 1u;
@@ -403,7 +361,7 @@ fn fetch_b_tail(r: vec3<u32>) -> u32 {
 // times `scale` = 2^e as hi and lo halves (split_hi, split_f32.wgsl), packed
 // 8 to a vec4<u32> each. A multiply by the power of two, not ldexp: the
 // same values (2^e is a normal f32), and a vector ldexp per staged value
-// cost the tensor-core attention kernel 40% of its time (H200, session 13).
+// cost the tensor-core attention kernel 40% of its time (H200, run 80).
 fn run_split(r: vec3<u32>, v: vec4<u32>, hi: vec4<u32>, mask_k: bool, scale: f32) -> array<vec4<u32>, 2> {
     var x0 = bitcast<vec4<f32>>(v) * scale;
     var x1 = bitcast<vec4<f32>>(hi) * scale;
@@ -474,7 +432,7 @@ fn frag_b(kk: u32, c: u32) -> coop_mat16x16<f16, B> {
 }
 
 // SPLIT: the same fragments from the lo tiles. (Separate functions: a
-// parameter choosing the tile cost the f16 kernel 1.4%, H200 session 12.)
+// parameter choosing the tile cost the f16 kernel 1.4%, H200 run 73.)
 fn frag_a_lo(r: u32, kk: u32) -> coop_mat16x16<f16, A> {
     if CM_A {
         return coopLoad<coop_mat16x16<f16, A>>(&a_sh[(A_TILE + kk * LDA + r) / 4u], LDA / 4u);

@@ -27,14 +27,12 @@
 //   unit; otherwise K must be split over workgroups (vecmat + reduce).
 //   WIDE_HALF (text const): 1 for f16 words (unpack2x16float), 0 for f32.
 //   16 rows per step (16 loads in flight per invocation) first, then 8-row
-//   steps and single rows for the tail. H200 (session 7, two rounds): f16
-//   4096 x 4096 2610 / 2619 GB/s against 2531 / 2534 with 8-row steps
-//   only, the other shapes within 1%. Software-pipelined 16-row steps
-//   (the next step's 16 loads issued before this step's arithmetic) lost
-//   twice, in session 8 (run 44) and again in session 19 (run 123, not
-//   knowing about run 44). Run 123 at 4096 x 4096: f16 2585 -> 2559 GB/s,
-//   f32 2812 -> 2381. The pipelined kernel takes 158 registers, and f32's
-//   256 workgroups then fit one to an SM. The steps are not latency-bound.
+//   steps and single rows for the tail (H200, run 37: f16 4096 x 4096
+//   +3% over 8-row steps only). Software-pipelined 16-row steps (the next
+//   step's 16 loads issued before this step's arithmetic) lost twice (runs
+//   44 and 123: f32 -15%, 158 registers; f16 -1%): the steps are not
+//   latency-bound. At 4096 x 4096 the kernel reads W at 0.87-0.93x of a
+//   plain read of the same bytes: docs/perf/matmul.md#gemv.
 // - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
@@ -68,13 +66,9 @@ alias Out = Elem;
 const WIDE_HALF: u32 = 0u;
 // Words of columns per workgroup (1, 2, 4 or 8) and row slices (a power of
 // two; WIDE_LANES * WIDE_SLICES <= 256). Default 4 x 64; the others are
-// `WGTILE_GEMV_WIDE_SHAPE` experiments. More, narrower workgroups (2 x 64,
-// 2 x 128, 1 x 256) lost on the H200 (session 10: f16 4096 x 4096 2150-
-// 2270 and 1670 GB/s against 2590). Session 19 (run 125), both dtypes at
-// 4096 x 4096, every shape against the default 4 x 64 (f32 / f16 GB/s
-// 2781-2801 / 2619-2643): 2 x 64 2440 / 2150-2161, 2 x 128 2371-2384 /
-// 2246-2271, 4 x 32 2306-2324 / 2102-2119, 8 x 32 2288 / 2119-2237, 1 x 256
-// ~1627 / ~1674, 1 x 128 ~1768 / ~1763, 8 x 16 and 4 x 16 ~1545 / ~1420.
+// `WGTILE_GEMV_WIDE_SHAPE` experiments. Every other shape ran at 0.53-0.87x
+// of 4 x 64 on the H200 at 4096 x 4096, f32 and f16 (runs 56-57, 125):
+// docs/perf/matmul.md#gemv.
 const WIDE_LANES: u32 = 4u;
 const WIDE_SLICES: u32 = 64u;
 

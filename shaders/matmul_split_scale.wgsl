@@ -19,13 +19,10 @@
 // CUDA-core kernel's dispatches after the split kernel read it (their
 // guard, matmul_tiled_core.wgsl) and recompute C with IEEE semantics, or
 // return at once where it is 0.
-// Measured and replaced (H200, session 12): 64 workgroups per operand, each
-// with a grid-stride loop and two divisions per element: about 128 GB/s,
-// ~1 ms of a 4.2 ms f32 4096^3 matmul. Session 15: the R rows' loads
-// issued together lost, with the row starts in a `var` array (1792 14.4
-// -> 18.0 us, 4096 39.5 -> 46.9) and with 8 named ones for whole groups
-// (1792 unchanged, 4096 39.4 -> 48.9): the pass is not waiting on one
-// row's loads at a time, and 8 rows' streams at once cost at 4096.
+// Why this grid (H200): a workgroup per R rows with one atomic max each
+// replaced 64 workgroups per operand with a grid-stride loop (~128 GB/s,
+// ~1 ms of a 4.2 ms f32 4096^3 matmul); loading the R rows together lost:
+// docs/perf/matmul.md#f32-split.
 
 const WG: u32 = 256u;
 // Rows per workgroup.
@@ -102,7 +99,7 @@ fn main(
     let total_rows = op.batches * op.rows;
     // Rows of contiguous columns that all start on 16 bytes: 16-byte loads
     // for the whole words of each row, single loads for the rest (H200,
-    // session 14: single loads alone read ~1.3 TB/s at 1792).
+    // run 90: single loads alone read ~1.3 TB/s at 1792).
     let words = op.cs == 1u && ((op.rs | op.s0 | op.s1) & 3u) == 0u;
     if tid == 0u {
         atomicStore(&bad, 0u);

@@ -7,6 +7,7 @@
 // ceil(M / 16), batches). Params: matmul_params.wgsl (splits); epilogue:
 // matmul_epilogue.wgsl; both appended by the registry.
 // Types: Elem is f32 or f16 (text-specialised); the sum is f32.
+// Measurements: docs/perf/matmul.md#gemv.
 
 alias Elem = f32;
 // The output's element type (text-specialised when it differs from Elem).

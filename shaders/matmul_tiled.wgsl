@@ -13,6 +13,7 @@
 // Operands may be transposed (A stored [K, M], B stored [N, K]): addresses go
 // through the row and column strides in Params, and each load walks the
 // operand's contiguous dimension so it stays coalesced.
+// Measurements: docs/perf/matmul.md#tiled-kernels.
 
 alias Elem = f32;
 // The output's element type (text-specialised when it differs from Elem).

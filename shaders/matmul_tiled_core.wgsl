@@ -17,10 +17,11 @@
 //   their latency overlaps the arithmetic.
 //   Every global element is read N / BN (A) or M / BM (B) times instead of N
 //   or M times.
-//   Measured and dropped (H200): two workgroup-memory buffers (session 3,
-//   -1% to -17%); the operands of k + 1 read before the FMAs of k (session
-//   9, 0.86-0.91x). The driver gives 128x128x8 126 registers (vec4: 101):
-//   two workgroups, 16 warps per SM, as cuBLAS's 128x128 SGEMM.
+//   Why (H200): the prefetch took 128x128x8 from 27.4 to 33.5 TFLOP/s;
+//   the driver gives it 126 registers (vec4: 101): two workgroups, 16
+//   warps per SM, as cuBLAS's 128x128 SGEMM. Double-buffered tiles and
+//   the operands of k + 1 read before the FMAs of k lost:
+//   docs/perf/matmul.md#tiled-kernels.
 // Register tile: invocation (tx, ty) owns rows {4ty..4ty+3} and
 //   {BM/2 + 4ty..+3}, columns {4tx..4tx+3} and {BN/2 + 4tx..+3}: two vec4 per
 //   operand, so neighbouring invocations read neighbouring 16-byte words of

@@ -17,6 +17,7 @@
 // Transposed operands (A stored [K, M], B stored [N, K]) are read in place
 // with vec4 along their contiguous dimension: then M (for A^T) and K (for
 // B^T) must be multiples of 4 instead; N always (the stores).
+// Measurements: docs/perf/matmul.md#tiled-kernels.
 
 alias Elem = f32;
 // The output's element type (text-specialised when it differs from Elem).

@@ -18,6 +18,7 @@
 //   Traffic: 2n reads + n writes.
 // NaN anywhere in a row makes the row's output NaN (through the sums).
 // Workgroup: WG x 1 x 1 (override); red, red_mean, red_m2: WG floats each.
+// Measurements: docs/perf/rows.md.
 
 alias Elem = f32;
 const VEC: u32 = 4u;

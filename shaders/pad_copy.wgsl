@@ -27,9 +27,10 @@
 //   z < jobs[2].z copy job 0 (bindings 3, 4), the rest job 1 (bindings 6,
 //   7); a single copy binds placeholders for job 1 and launches none of its
 //   workgroups. The branch on the job is uniform per workgroup. H200
-//   (session 8): 4097 38.7 us against 21.9 + 22.0 timed alone, but whole
+//   (run 44): 4097 38.7 us against 21.9 + 22.0 timed alone, but whole
 //   plans gain only 0-5 us: wgpu puts no barrier between two copies into
-//   different buffers, so they already overlapped.
+//   different buffers, so they already overlapped
+//   (docs/perf/matmul.md#padding-layer).
 //   Grid: (ceil(max dst_cols / 256), ceil(max dst_rows / 8), batches of job 0
 //   + batches of job 1); each job checks its own shape.
 

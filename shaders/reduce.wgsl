@@ -20,6 +20,7 @@
 //   NaN); sums carry NaN arithmetically.
 // Workgroup: WG x 1 x 1 (override), red: WG floats of workgroup memory.
 // Limits: the host handles n == 0 (sum 0, mean NaN, max an error).
+// Measurements: docs/perf/rows.md.
 
 alias Elem = f32;
 const VEC: u32 = 4u;

@@ -8,6 +8,7 @@
 //   workgroup) before its 4 stores, like the row kernels' register loads.
 //   `load_chunk` / `store_chunk`: one vector access per chunk when VEC == 4.
 // Workgroup: WG x 1 x 1 (override); 2-D grid of ceil(chunks / (4 WG)) groups.
+// Measurements: docs/perf/rows.md.
 
 alias Elem = f32;
 const VEC: u32 = 4u;

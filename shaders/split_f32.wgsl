@@ -6,6 +6,8 @@
 // to 11 significant bits, exact in f16, and lo = x - hi, rounded to f16 when
 // stored. A product then takes three tensor-core products, lo*hi + hi*lo +
 // hi*hi: each within ~2^-20 of exact (3xTF32's idea on f16 tensor cores).
+// Measurements: docs/perf/matmul.md#f32-split,
+// docs/perf/attention.md#f32-on-tensor-cores.
 
 // The exponent e that puts m * 2^e in [2^14, 2^15) (0 for m = 0 or not
 // finite; clamped so that 2^e and 2^-e stay normal f32): with m an
@@ -23,7 +25,7 @@ fn split_exponent(m: f32) -> i32 {
 // the dropped range added to the bits, the 13 low mantissa bits cleared:
 // exact in f16 for |x| in [2^-14, 2^15]); lo = x - hi is exact in f32
 // (|lo| <= 2^-11 |x|). Not hi = f16(x), lo = x - f32(hi): the NVIDIA
-// compiler folds f32(f16(x)) into x (H200, session 12), which left every lo
+// compiler folds f32(f16(x)) into x (H200, run 71), which left every lo
 // 0 and the products with f16's error (6.5e-5 against f32's 1e-7).
 fn split_hi(x: vec4<f32>) -> vec4<f32> {
     return bitcast<vec4<f32>>((bitcast<vec4<u32>>(x) + vec4<u32>(0x1000u)) & vec4<u32>(0xffffe000u));
