@@ -21,7 +21,7 @@
 //   multiplied into 2 vec4 accumulators. Per lane and step: 32 + 64 vec4
 //   loads for 2048 vec4 fmas (64 vec4 accumulators per lane, named
 //   values); no workgroup memory, no barriers. lavapipe 512^3 f32: ~3x the
-//   16 x 16 register tile, 21-44x the naive kernel (BENCHMARKS.md, lavapipe).
+//   16 x 16 register tile, 21-44x the naive kernel (docs/perf/log-2026-11.md, lavapipe).
 // Epilogue: matmul_epilogue.wgsl's epilogue4 on each accumulator before its
 //   store (store4 drops what lies past M and N).
 // Edges: load_a / load_b return zeros past K and read clamped (valid)

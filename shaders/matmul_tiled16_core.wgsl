@@ -4,7 +4,7 @@
 // On llvmpipe each invocation is one lane of an 8-wide batch and every
 // barrier switches between the batches of the workgroup, so work per
 // invocation is what pays: at 512^3 the 8 x 8 core runs 159 ms, a 4 x 4 one
-// 296-346 ms, this one 91 ms (BENCHMARKS.md, lavapipe). Invocation (tx, ty)
+// 296-346 ms, this one 91 ms (docs/perf/log-2026-11.md, lavapipe). Invocation (tx, ty)
 // owns rows {q BM/4 + 4 ty .. + 3} and columns {p BN/4 + 4 tx .. + 3} for
 // q, p < 4: four vec4 of A and four of B per k, 64 vec4 fmas.
 // Workgroup: (BN / 16) x (BM / 16) invocations.

@@ -207,8 +207,8 @@ pub enum AttentionKernel {
     /// K and V fragments loaded straight from memory. f16, D and Dv
     /// multiples of 16 up to 256, K and V strides multiples of 8, adapters
     /// with the 16x16 f16/f32 cooperative matrix. Not in `Auto`: half the
-    /// speed of [`AttentionKernel::Decode`] on the H200 (BENCHMARKS.md,
-    /// session 6).
+    /// speed of [`AttentionKernel::Decode`] on the H200 (docs/perf/log-2026-11.md,
+    /// runs 29-36).
     DecodeCoop,
     /// The tensor-core decode kernel's algorithm with emulated matrix
     /// operations (f16 and subgroups only; tests).

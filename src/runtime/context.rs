@@ -148,7 +148,7 @@ impl Context {
     /// Picks an adapter and creates a device (see [`ContextOptions`] for how).
     pub async fn new(options: ContextOptions) -> Result<Self> {
         let backends = options.resolved_backends();
-        // wgpu's default instance flags. Measured (H200, session 16, run
+        // wgpu's default instance flags. Measured (H200, runs 103-108, run
         // 106): with the check of indirect dispatch arguments turned off
         // (wgtile dispatches nothing indirectly) the 4096 kernels ran
         // 1.5-3% slower (f16 coop 240-242 against 246-248 TFLOP/s), not

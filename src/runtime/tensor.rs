@@ -361,8 +361,8 @@ impl Context {
     /// A `multiple` that is not a power of two also moves rows off a
     /// power-of-two pitch: an f16 left operand `[M, K]` with K a power of
     /// two, stored with `multiple = K + 32`, ran the tensor-core kernel
-    /// 2-4.5% faster on the H200 (K = 2048, 4096, 8192; BENCHMARKS.md,
-    /// session 18, run 118). The padding layer does not copy for it: a copy
+    /// 2-4.5% faster on the H200 (K = 2048, 4096, 8192; docs/perf/log-2026-11.md,
+    /// run 118). The padding layer does not copy for it: a copy
     /// of A costs about what it saves.
     pub fn tensor_padded<T: Element>(
         &self,

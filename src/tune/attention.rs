@@ -312,7 +312,7 @@ impl FlashCoopTiles {
 }
 
 /// Tensor-core flash tiles, preferred first; the dispatcher takes the first
-/// that fits the adapter and head dims. Measured on the H200 (session 4,
+/// that fits the adapter and head dims. Measured on the H200 (runs 22-27,
 /// `attention --sweep-coop`, B4 H16 f16, TFLOP/s, K read column-major, vec4
 /// staging): at D = 128, S = 4096, 4 subgroups of 16 rows with 16-key
 /// blocks 138.3 (causal 123.0), with 32-key blocks 83.8, 8 x 16 rows with
@@ -413,10 +413,10 @@ pub fn flash_coop_tiles(
 
 /// The first tensor-core flash tile for f32 inputs (the split kernel, each
 /// value as two halves), at every head dim: 4 subgroups of 16 rows, 16-key
-/// blocks. Measured on the H200 (session 13, B4 H16, TFLOP/s, after the
+/// blocks. Measured on the H200 (runs 78-85, B4 H16, TFLOP/s, after the
 /// split's scale became a multiply; 8 / 4 / 2 subgroups): S4096 D128 full
 /// 63.7 / 69.4 / 51.5, causal 54.6 / 64.1 / 47.8; S1024 D128 47.1 / 56.3 /
-/// 39.9; S4096 D64 43.1 / 53.8 / 49.0. (Session 12, with a vector ldexp per
+/// 39.9; S4096 D64 43.1 / 53.8 / 49.0. (Runs 70-77, with a vector ldexp per
 /// staged value, 8 subgroups led: 41.8 against 35.0. The ldexp, not the
 /// registers, held the kernel back: 8 subgroups with D split between
 /// pairs, 145 registers instead of 246, ran at 25.4.)
@@ -427,7 +427,7 @@ pub const FLASH_COOP_F32: FlashCoopTiles = FlashCoopTiles {
 };
 
 /// The first tensor-core flash tile for head dims up to 64: 2 subgroups of
-/// 16 rows, 16-key blocks. Measured on the H200 (session 11, after the
+/// 16 rows, 16-key blocks. Measured on the H200 (runs 65-69, after the
 /// vectorised softmax; B4 H16 f16 D64, TFLOP/s, full / causal): S1024
 /// 88.6-88.9 / 65.5-66.2 against 79.7-80.2 / 55.7-55.8 for 4 subgroups,
 /// S4096 87.0-87.1 / 78.3-78.7 against 80.1 / 70.7-70.8. At D128 4
@@ -447,7 +447,7 @@ pub fn attention_coop_specs() -> Vec<Spec> {
     p.max_invocations = 1024;
     p.max_workgroup_size_x = 1024;
     // The H200's limit is far above; the backward kernels bind 9 (with 8,
-    // as before session 10, none of their tensor-core specialisations was
+    // as before run 56, none of their tensor-core specialisations was
     // produced here, so the shader tests never saw them).
     p.max_storage_buffers_per_stage = 16;
     p.cooperative_matrix = true;
@@ -764,7 +764,7 @@ impl DecodeTiles {
 /// block (f16 D = 128: LK = 4, 32 keys per block; f32 D = 128: LK = 8, 16
 /// keys), V loaded with its own block (not a block ahead), and key splits
 /// for 4 workgroups per compute unit: one wave.
-/// Measured on the H200 (session 6, `attention --decode-grid`, Hq 32, Hkv
+/// Measured on the H200 (runs 29-36, `attention --decode-grid`, Hq 32, Hkv
 /// 8, D 128): the grid of shapes against 2 to 8 workgroups per unit showed
 /// that the split count matters more than the shape. These tiles run 4
 /// workgroups (16 warps) per SM at once, so 4 per unit is one full wave:
@@ -775,7 +775,7 @@ impl DecodeTiles {
 /// words and a block of V words, 8 vec4 accumulators per row quad) with
 /// 16 KiB of loads per block and workgroup; f16 with V prefetched too
 /// (two blocks of V) ran slower at every split count. f32 prefetched V
-/// until session 15, whose grids (two calls, after the epilogue change)
+/// until run 93, whose grids (two calls, after the epilogue change)
 /// had it without at 84.4-85.0 us against 88.9-89.1 at 32k, 259.4-260.8
 /// against 264.0-264.4 at 128k.
 pub fn decode_kernel_tiles(dtype: DType, d: usize) -> DecodeTiles {
@@ -948,7 +948,7 @@ fn decode_probe() -> u32 {
 /// `CE`; at most 8 KiB of workgroup memory): 2 for f16, 4 for f32.
 /// `WGTILE_DECODE_CE` (2 or 4) overrides it for measurements.
 ///
-/// Measured on the H200 (session 15, D 128, 32k keys): the f16 kernel
+/// Measured on the H200 (runs 93-102, D 128, 32k keys): the f16 kernel
 /// (LK 4) split pass took 61.9 us with 2, against 64.6 for the old
 /// epilogue (one element per barrier pair, 20 barriers); with 4 or 1 the
 /// driver gave it 168 registers instead of 128, 3 workgroups per SM

@@ -19,7 +19,7 @@ pub(crate) enum GemvVariant {
 /// when B's rows split into 16-byte words, N alone gives a workgroup per two
 /// compute units, and the matrix is short and narrow (K <= 8192, rows of at
 /// most 16 KiB); otherwise K is split, with column pairs where N and B's
-/// strides are even. Measured on the H200 (session 3, GB/s, one dispatch /
+/// strides are even. Measured on the H200 (runs 17-21, GB/s, one dispatch /
 /// split): 4096 x 4096 f32 2746 / 2430, f16 2477 / 2271 (a 32 MiB copy runs
 /// at 2774 there: the split's second dispatch is what it saves); 4096 x 14336
 /// f32 2809 / 3740, f16 2810 / 3052 (each workgroup's 64-byte runs per row

@@ -92,7 +92,7 @@ pub const TILE_CONFIGS: [TileConfig; 3] = [
 /// Tile shapes for CPU adapters (llvmpipe): a 16 x 16 register tile per
 /// invocation, 64 invocations per workgroup. At 512^3 on lavapipe (2 cores):
 /// 91 ms against 159 for the best 8 x 8 tile and 1023 for the naive kernel
-/// (BENCHMARKS.md): there, work per invocation pays, not occupancy. CPU
+/// (docs/perf/log-2026-11.md): there, work per invocation pays, not occupancy. CPU
 /// adapters with subgroups of exactly 8 lanes take [`MatmulKernel::Broadcast`]
 /// instead (about 3x faster again); this is the fallback for the others.
 pub const CPU_TILE_CONFIGS: [TileConfig; 1] = [TileConfig {
@@ -216,7 +216,7 @@ pub const SPLIT_K_MAX: usize = 16;
 
 /// Cooperative-matrix workgroup shapes (warps_m, warps_n, bk, frags_n), in
 /// the dispatcher's order of preference: it takes the first whose grid fills
-/// a wave. Measured on the H200 (f16, 4096 / 2048, GFLOP/s, BENCHMARKS.md
+/// a wave. Measured on the H200 (f16, 4096 / 2048, GFLOP/s, docs/perf/log-2026-11.md
 /// run 14): 4x4x32x2 (256x128, subgroups of 64x32) 229696 / 206887,
 /// 2x2x32x4 (128x128, subgroups of 64x64) 215400 / 187914; run 12 also had
 /// 2x4x32x4 (128x256) and 4x2x32x4 (256x128) 3-8% behind. 128-invocation
@@ -271,15 +271,15 @@ impl MatmulKernel {
 /// B tiles twice, hi and lo, within 48 KiB; at most 256 invocations, so the
 /// accumulators plus twice the fragments stay under the 255 registers a
 /// thread may have), with [`COOP_SPLIT_TFLOPS`], their speed on a full
-/// grid, for [`coop_split_time`]. Measured on the H200 (session 13, each k
+/// grid, for [`coop_split_time`]. Measured on the H200 (runs 78-85, each k
 /// slice's products summed apart; f32 1024^3 / 2048^3 / 4096^3, TFLOP/s,
 /// first passes included): 2x4x16x4 (128x256) 13.2 / 57.7 / 70.3, 2x4x32x2
 /// (128x128) 24.3 / 57.7 / 69.4, 2x2x32x2 (128x64) 30.4 / 43.5 / 51.8; the
 /// f32 tiled kernel 12.4 / 32.6 / 33.0, PyTorch FP32 26.2 / 44.1 / 49.8.
-/// 4x2x16x4 (256x128, session 14) was added for shapes whose 256-row
+/// 4x2x16x4 (256x128, runs 86-92) was added for shapes whose 256-row
 /// blocks save rounds with the last rows apart (as the f16 kernel's do at
 /// 4097); at 4097 the model takes 128x128 blocks instead.
-/// 2x2x32x4 (128x128 on 4 subgroups) was dropped (session 14): 17.0 /
+/// 2x2x32x4 (128x128 on 4 subgroups) was dropped (runs 86-92): 17.0 /
 /// 41.8 / 50.8 TFLOP/s, behind 2x4x32x2's 128x128 blocks everywhere.
 pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 5] = [
     (2, 4, 16, 4),
@@ -290,7 +290,7 @@ pub const COOP_SPLIT_CONFIGS: [(u32, u32, u32, u32); 5] = [
 ];
 
 /// TFLOP/s of each of [`COOP_SPLIT_CONFIGS`] at 4096^3 (grids of 4-16
-/// waves), H200 session 14 (runs 86-87, the kernel alone with its first
+/// waves), H200 runs 86-92 (runs 86-87, the kernel alone with its first
 /// passes, the lower of two runs): 70.1, 68.9, 65.0, 49.7, 51.7.
 pub const COOP_SPLIT_TFLOPS: [f64; 5] = [70.1, 68.9, 65.0, 49.7, 51.7];
 
@@ -342,7 +342,7 @@ pub(crate) fn coop_split_layouts(p: &AdapterProfile) -> Vec<MatmulKernel> {
 
 /// Smallest problem (multiply-adds, batches included) the dispatcher sends
 /// to the f32 split kernel by default; below it the f32 tiled kernels run.
-/// H200 (session 13): at 1024^3 the split ran at 30.4 TFLOP/s (2x2x32x2)
+/// H200 (runs 78-85): at 1024^3 the split ran at 30.4 TFLOP/s (2x2x32x2)
 /// against 12.4 for the tiled kernel; smaller sizes were not measured.
 pub const COOP_SPLIT_MIN_MACS: u64 = 1 << 30;
 

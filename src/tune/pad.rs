@@ -43,7 +43,7 @@ use crate::tune::{self, MatmulKernel};
 
 /// Speed of the vec4 tiled kernel over the scalar-load one on the same
 /// shape. Measured on the H200 before the register prefetch: 1.09-1.19x;
-/// with it (session 3's f32 figure): 1.00-1.01x (4095 scalar loads 32.8
+/// with it (runs 17-21' f32 figure): 1.00-1.01x (4095 scalar loads 32.8
 /// TFLOP/s, 4096 vec4 33.0), and padding f32 for the 16-byte loads lost
 /// (padded / unpadded 0.94-0.97x at 1790-1795 and 4094-4099). So 1: padding
 /// the tiled kernels no longer pays on its own (`Padding::Always` still
@@ -62,18 +62,18 @@ pub const COOP_UNALIGNED: f64 = 0.6;
 
 /// Speed of the f32 split tensor-core kernel (f32 values as two f16 halves)
 /// over the scalar-load tiled f32 kernel: 70.3 against 33.0 TFLOP/s at
-/// 4096^3 on the H200 (session 13); the low end.
+/// 4096^3 on the H200 (runs 78-85); the low end.
 pub const COOP_SPLIT_GAIN: f64 = 2.0;
 
 /// Speed of the f32 split kernel's word-load variant (rows that do not
-/// start on 16 bytes) over its 16-byte-load form, H200 (session 13): 1793
+/// start on 16 bytes) over its 16-byte-load form, H200 (runs 78-85): 1793
 /// at 36.9 against 1792 at 44.7 TFLOP/s (0.83x, one wave either way). The
 /// high end, so a copy must clearly pay.
 pub const COOP_SPLIT_UNALIGNED: f64 = 0.8;
 
 /// Floats per padded row of the f32 split kernel's operands: 4, what its
 /// 16-byte loads need. Unlike the f16 kernel ([`COOP_PAD_HALVES`]), wider
-/// rows did not pay (H200, session 14, 256x128 blocks, TFLOP/s): 1793 at
+/// rows did not pay (H200, runs 86-92, 256x128 blocks, TFLOP/s): 1793 at
 /// 4 / 16 / 32 floats 37.4 / 36.7 / 36.1, 4097 61.0 / 59.9 / 59.2.
 /// `WGTILE_SPLIT_PAD_FLOATS` (a multiple of 4) overrides it, to measure.
 pub const SPLIT_PAD_FLOATS: usize = 4;
@@ -110,7 +110,7 @@ fn relative_speed(p: &AdapterProfile, kernel: MatmulKernel, aligned: bool) -> Op
             Some(VEC4_GAIN * COOP_GAIN * if aligned { 1.0 } else { COOP_UNALIGNED })
         }
         // The CPU kernel: its scalar and vec4 variants trade places on
-        // lavapipe (BENCHMARKS.md, session 4), so only `Padding::Always` pads.
+        // lavapipe (docs/perf/log-2026-11.md, runs 22-27), so only `Padding::Always` pads.
         MatmulKernel::Broadcast { .. } => Some(1.0),
         _ => None,
     }
@@ -162,8 +162,8 @@ pub const FRINGE_MAX_ROWS: usize = 3;
 /// 561 workgroups are 4.25 waves, a fifth wave that computes one row per
 /// workgroup; the other 4096 rows take 528, four whole waves, and the lone
 /// row is a GEMV over B (reading B once, memory-bound) that reads A's last
-/// row in place and writes C's. H200 (session 7): 4097 f16 at 0.87x of 4096, against 0.75x
-/// without the split. The same for the last column (session 8: the
+/// row in place and writes C's. H200 (runs 37-41): 4097 f16 at 0.87x of 4096, against 0.75x
+/// without the split. The same for the last column (runs 42-48: the
 /// kernel's last block column left out, a matrix-vector product over B's
 /// column and both fringes written to scratch so they could overlap the
 /// kernel) lost: 4097 667 us against 639, 1793 85 against 78. The kernel
@@ -172,9 +172,9 @@ pub const FRINGE_MAX_ROWS: usize = 3;
 ///
 /// The tiled kernels take the same split on GPUs, with or without copies:
 /// f32 4097 on 128 x 128 tiles is 1089 workgroups (8.25 waves) and 1056
-/// (8) without the last row: 0.99x of 4096 (session 9).
+/// (8) without the last row: 0.99x of 4096 (runs 49-55).
 ///
-/// Two or three rows past a block take as many GEMVs (session 14: M = 4098
+/// Two or three rows past a block take as many GEMVs (runs 86-92: M = 4098
 /// ran at 0.80x (f16) and 0.88x (f32) of 4096 on a fifth round).
 pub fn fringe_rows(
     p: &AdapterProfile,
@@ -238,7 +238,7 @@ impl fmt::Display for PadChoice {
 }
 
 /// Halves per padded row of the tensor-core kernel's operands: 32 (64-byte
-/// rows), where 16-byte loads would need only 8. H200 (session 8, f16,
+/// rows), where 16-byte loads would need only 8. H200 (runs 42-48, f16,
 /// whole plans, two rounds): 4097 at 8 halves (rows of 8208 bytes, every
 /// other one starting half a 32-byte sector off) 214.4 / 214.7 TFLOP/s, at
 /// 16 223.2 / 223.0, at 32 231.5 / 231.4 (0.93x of 4096's 247), at 64

@@ -32,7 +32,7 @@ pub struct MatmulOptions {
     /// scaled by its operand's power of two, as hi + lo; three products per
     /// fragment pair, each 16-wide k slice summed apart and added in f32):
     /// f32's accuracy, in practice a smaller error than the f32 CUDA-core
-    /// kernels' (H200, session 13: max |error| 5.6e-5 against 2.2e-4 at
+    /// kernels' (H200, runs 78-85: max |error| 5.6e-5 against 2.2e-4 at
     /// 4096^3 for values in [-1, 1]), and 2-2.5x faster from 1024^3 on (70
     /// against 33 TFLOP/s at 4096^3). `None` (the default): the dispatcher
     /// takes it on adapters with tensor cores for problems of at least

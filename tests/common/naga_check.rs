@@ -12,7 +12,7 @@ use wgtile::kernels::Spec;
 /// Validated without `subgroupBarrier()` (wgpu's native-only
 /// `SUBGROUP_BARRIER`, which wgtile does not request: missing on WebGPU and
 /// DX12): wgpu rejects a module that names it on a device without the feature
-/// even where the call sits behind a false constant, as session 7's
+/// even where the call sits behind a false constant, as runs 37-41'
 /// tensor-core attention kernel did on the H200.
 /// Panics with `label` and the compiler's message on the first failure.
 pub fn check_wgsl(

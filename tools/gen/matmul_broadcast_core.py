@@ -30,7 +30,7 @@ SG = 8  # lanes per subgroup = invocations per workgroup (llvmpipe on AVX2)
 # The committed block, which the Rust constants describe:
 # tune::BROADCAST_ROWS = 32 rows (48 run about 1.2x faster but take about
 # twice as long to compile cold on llvmpipe, which the test suite pays per
-# specialisation; BENCHMARKS.md) and tune::BROADCAST_COLS = 4 * SG * 2 = 64.
+# specialisation; docs/perf/log-2026-11.md) and tune::BROADCAST_COLS = 4 * SG * 2 = 64.
 DEFAULT_ROWS = 32
 DEFAULT_VEC4_PER_LANE = 2
 ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
@@ -66,7 +66,7 @@ def generate(rows, vec4_per_lane):
 //   multiplied into {CV} vec4 accumulators. Per lane and step: {ROWS} + {KSTEP * CV} vec4
 //   loads for {ROWS * KSTEP * CV} vec4 fmas ({ROWS * CV} vec4 accumulators per lane, named
 //   values); no workgroup memory, no barriers. lavapipe 512^3 f32: ~3x the
-//   16 x 16 register tile, 21-44x the naive kernel (BENCHMARKS.md, lavapipe).
+//   16 x 16 register tile, 21-44x the naive kernel (docs/perf/log-2026-11.md, lavapipe).
 // Epilogue: matmul_epilogue.wgsl's epilogue4 on each accumulator before its
 //   store (store4 drops what lies past M and N).
 // Edges: load_a / load_b return zeros past K and read clamped (valid)

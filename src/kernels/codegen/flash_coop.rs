@@ -423,7 +423,7 @@ pub(crate) fn split_blocks(split: bool) -> [(&'static str, String); 2] {
     let o_unscale = ldexp(1.0, -ev);
     // The scales as factors (2^e is a normal f32 for |e| <= 120): one
     // multiply per value where a vector ldexp cost the H200 kernel 40% of
-    // its time (session 13).
+    // its time (runs 78-85).
     let sq = ldexp(1.0, eq);
     let sk = ldexp(1.0, ek);
     let sv = ldexp(1.0, ev);

@@ -30,7 +30,7 @@ pub(crate) const COOP_SPLIT_EXPS: &str = "    let ea = split_exponent(bitcast<f3
 /// hi*hi products are skipped). The tensor cores truncate when they
 /// accumulate: three products a slice into the running sum made the
 /// error grow with K, 3.5-7x the tiled kernel's at K 1024-4096 (H200,
-/// session 12); summed per slice with rounded adds it stays near it.
+/// runs 70-77); summed per slice with rounded adds it stays near it.
 pub(crate) fn coop_split_products(frags_n: u32) -> String {
     use std::fmt::Write as _;
     let pad = "                ";

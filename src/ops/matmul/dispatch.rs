@@ -87,7 +87,7 @@ impl Context {
         }
         // The f32 split kernel without edge checks in dimensions that are
         // whole blocks (`WGTILE_COOP_EDGES=0` keeps them, to measure). H200
-        // (session 17, run 114): 1024 / 2048 / 4096 30.7 / 61.4 / 71.6 ->
+        // (run 114): 1024 / 2048 / 4096 30.7 / 61.4 / 71.6 ->
         // 33.2 / 65.2 / 75.4 TFLOP/s; the f16 kernel lost 1.5-2% the same
         // way and keeps its checks. The padding layer runs odd sizes on the
         // padded K ([`crate::tune::pad::PadChoice::full_k`]), so they drop the K
