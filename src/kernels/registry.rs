@@ -1,0 +1,334 @@
+//! The kernel table: one row per kernel (its file and shared parts in
+//! `shaders/`, entry point, fixed dtype, flags). Adding a kernel is adding a
+//! row here.
+
+use crate::dtype::DType;
+
+/// A file of `shaders/`, embedded.
+macro_rules! shader {
+    ($file:literal) => {
+        include_str!(concat!("../../shaders/", $file))
+    };
+}
+
+const MATMUL_TILED_CORE: &str = shader!("matmul_tiled_core.wgsl");
+const MATMUL_TILED16_CORE: &str = shader!("matmul_tiled16_core.wgsl");
+const MATMUL_BROADCAST_CORE: &str = shader!("matmul_broadcast_core.wgsl");
+const MATMUL_EPILOGUE: &str = shader!("matmul_epilogue.wgsl");
+const MATMUL_PARAMS: &str = shader!("matmul_params.wgsl");
+const MATMUL_GEMV: &str = shader!("matmul_gemv.wgsl");
+const ROWOPS_COMMON: &str = shader!("rowops_common.wgsl");
+const ROWOPS_PLAIN: &str = shader!("rowops_plain.wgsl");
+const ROWOPS_SUBGROUP: &str = shader!("rowops_subgroup.wgsl");
+const ROWOPS_LOAD: &str = shader!("rowops_load.wgsl");
+const ROWOPS_STORE: &str = shader!("rowops_store.wgsl");
+const ROWOPS_WRITE: &str = shader!("rowops_write.wgsl");
+const REDUCE: &str = shader!("reduce.wgsl");
+const SOFTMAX: &str = shader!("softmax.wgsl");
+const NORM: &str = shader!("norm.wgsl");
+const ATTENTION_COMMON: &str = shader!("attention_common.wgsl");
+const ATTENTION_FLASH_COOP: &str = shader!("attention_flash_coop.wgsl");
+/// The f32 split arithmetic of the tensor-core kernels (SPLIT = 1).
+const SPLIT_F32: &str = shader!("split_f32.wgsl");
+const ATTENTION_DECODE_COOP: &str = shader!("attention_decode_coop.wgsl");
+const ATTENTION_COOP_ROWS: &str = shader!("attention_coop_rows.wgsl");
+const ATTENTION_COOP_MMA: &str = shader!("attention_coop_mma.wgsl");
+const ATTENTION_COOP_EMULATED: &str = shader!("attention_coop_emulated.wgsl");
+const ATTENTION_BACKWARD_COMMON: &str = shader!("attention_backward_common.wgsl");
+const ATTENTION_BWD_COOP_COMMON: &str = shader!("attention_bwd_coop_common.wgsl");
+const ATTENTION_NAIVE: &str = shader!("attention_naive.wgsl");
+
+/// Ends with the fused matmul epilogue (bindings 5 and 6, `EPI_*` consts).
+const EPILOGUE: u8 = 1;
+/// Uses cooperative matrices (the experimental feature; naga translates it
+/// to SPIR-V only).
+const COOP_MATRIX: u8 = 2;
+/// Uses subgroup operations (the `subgroups` feature).
+const SUBGROUPS: u8 = 4;
+/// Compiled without wgpu's runtime checks (index clamping, forced loop
+/// bounds), which cost the tiled kernels 1.4-1.8x on the H200: every
+/// storage access is guarded by an explicit bounds check in the WGSL or in
+/// bounds by construction (workgroup tile indices, register arrays indexed
+/// below their const size), loops have constant or uniform trip counts, and
+/// the edge-shape tests cover them (tests/rowops.rs for the row kernels:
+/// n = 1, primes, partial chunks; tests/attention.rs for the attention
+/// kernels, whose strides and key lengths the host derives from and checks
+/// against the tensors' shapes, every global index guarded by the logical
+/// bounds; the tensor-core kernels' edge tests run on adapters with
+/// cooperative matrices). Never for kernels that index with
+/// user-controlled values.
+const TRUSTED: u8 = 8;
+
+/// One row of the table.
+struct Row {
+    name: &'static str,
+    entry: &'static str,
+    dtype: DType,
+    flags: u8,
+    parts: &'static [&'static str],
+}
+
+macro_rules! registry {
+    ($(
+        $(#[$doc:meta])*
+        $kernel:ident = $name:literal, entry $entry:literal, dtype $dtype:ident,
+        flags [$($flag:ident),*], parts [$($part:expr),+ $(,)?];
+    )*) => {
+        /// Every kernel family wgtile ships, one WGSL file each (plus shared parts).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Kernel {
+            $($(#[$doc])* $kernel,)*
+        }
+
+        impl Kernel {
+            /// All kernels, for validation sweeps.
+            pub const ALL: [Kernel; 0 $(+ { let _ = stringify!($kernel); 1 })*] =
+                [$(Kernel::$kernel),*];
+
+            const fn row(self) -> &'static Row {
+                match self {
+                    $(Kernel::$kernel => &Row {
+                        name: $name,
+                        entry: $entry,
+                        dtype: DType::$dtype,
+                        flags: 0 $(| $flag)*,
+                        parts: &[$($part),+],
+                    },)*
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    /// Fills a buffer with a 32-bit pattern (zeros, NaN poison, constants).
+    Fill = "fill", entry "main", dtype F32, flags [],
+        parts [shader!("fill.wgsl")];
+    /// Fills a buffer with hashed uniform values in [-1, 1) (f32 or f16 pairs).
+    FillRandom = "fill.random", entry "random", dtype F32, flags [],
+        parts [shader!("fill.wgsl")];
+    /// Matmul, one invocation per output element: the on-GPU reference.
+    MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
+        parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// Register-tiled matmul (workgroup tiles + 8x8 per invocation), scalar
+    /// global loads: any shape.
+    MatmulTiled = "matmul_tiled", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("matmul_tiled.wgsl"), MATMUL_TILED_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// The same compute core with 16-byte global loads and stores: K and N
+    /// multiples of 4.
+    MatmulTiledVec4 = "matmul_tiled_vec4", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("matmul_tiled_vec4.wgsl"), MATMUL_TILED_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// The scalar-load tiled kernel with a 16 x 16 register tile per
+    /// invocation (CPU adapters).
+    MatmulTiled16 = "matmul_tiled16", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("matmul_tiled.wgsl"), MATMUL_TILED16_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// The vec4 tiled kernel with a 16 x 16 register tile (CPU adapters).
+    MatmulTiled16Vec4 = "matmul_tiled16_vec4", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("matmul_tiled_vec4.wgsl"), MATMUL_TILED16_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// f16 matmul on tensor cores (cooperative matrices), f32 accumulation.
+    MatmulCoop = "matmul_coop", entry "main", dtype F32, flags [EPILOGUE, COOP_MATRIX, TRUSTED],
+        parts [shader!("matmul_coop.wgsl"), SPLIT_F32, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// Copies a batch of matrices into another row/column count, zero-filling
+    /// or cropping (the padding layer).
+    PadCopy = "pad_copy", entry "main", dtype F32, flags [],
+        parts [shader!("pad_copy.wgsl")];
+    /// The same as bit moves into rows of a multiple of 16 bytes, 16 bytes
+    /// per invocation (the padding layer's A and B, f16 or f32).
+    PadCopyHalves = "pad_copy.halves", entry "halves", dtype F32, flags [],
+        parts [shader!("pad_copy.wgsl")];
+    /// M = 1 matmul (vector times matrix), K split over workgroups into f32 partials.
+    GemvVecmat = "matmul_gemv.vecmat", entry "vecmat", dtype F32, flags [TRUSTED],
+        parts [MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// The same reading B two adjacent columns at a time (N and B's row and
+    /// batch strides even).
+    GemvVecmatPairs = "matmul_gemv.vecmat_pairs", entry "vecmat_pairs", dtype F32, flags [TRUSTED],
+        parts [MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// M = 1 in one dispatch: a workgroup owns a few 16-byte words of
+    /// columns over all of K (N and B's strides multiples of 16 bytes).
+    GemvVecmatWide = "matmul_gemv.vecmat_wide", entry "vecmat_wide", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// Sums the vecmat partials into the output.
+    GemvReduce = "matmul_gemv.reduce", entry "reduce", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// N = 1 matmul (matrix times vector).
+    GemvMatvec = "matmul_gemv.matvec", entry "matvec", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// Sums split-K partial sums and applies the epilogue.
+    MatmulSplitKReduce = "matmul_splitk", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("matmul_splitk.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// Partial maxima of |A| and |B| for the tensor-core matmul's f32 split
+    /// form (its per-operand power-of-two scales).
+    MatmulSplitScale = "matmul_split_scale", entry "main", dtype F32, flags [],
+        parts [shader!("matmul_split_scale.wgsl")];
+    /// Row sum/max (`OP` const) over the last axis, workgroup-memory tree;
+    /// with `split` > 1 writes f32 partials for [`Kernel::ReduceCombine`].
+    Reduce = "reduce", entry "main", dtype F32, flags [TRUSTED],
+        parts [REDUCE, ROWOPS_COMMON, ROWOPS_PLAIN, ROWOPS_LOAD];
+    /// [`Kernel::Reduce`] with subgroup reductions (needs `subgroups`).
+    ReduceSubgroup = "reduce.subgroup", entry "main", dtype F32, flags [SUBGROUPS, TRUSTED],
+        parts [ROWOPS_SUBGROUP, REDUCE, ROWOPS_COMMON, ROWOPS_LOAD];
+    /// Second pass of a split reduction: one workgroup per row sums (or
+    /// maxes) its partials.
+    ReduceCombine = "reduce.combine", entry "combine", dtype F32, flags [TRUSTED],
+        parts [REDUCE, ROWOPS_COMMON, ROWOPS_PLAIN, ROWOPS_LOAD];
+    /// Softmax / log-softmax of rows held in registers (one read).
+    Softmax = "softmax", entry "main", dtype F32, flags [TRUSTED],
+        parts [SOFTMAX, ROWOPS_COMMON, ROWOPS_PLAIN, ROWOPS_LOAD, ROWOPS_STORE, ROWOPS_WRITE];
+    /// [`Kernel::Softmax`] with subgroup reductions.
+    SoftmaxSubgroup = "softmax.subgroup", entry "main", dtype F32, flags [SUBGROUPS, TRUSTED],
+        parts [ROWOPS_SUBGROUP, SOFTMAX, ROWOPS_COMMON, ROWOPS_LOAD, ROWOPS_STORE, ROWOPS_WRITE];
+    /// Online softmax for rows longer than the registers hold (two reads).
+    SoftmaxOnline = "softmax.online", entry "online", dtype F32, flags [TRUSTED],
+        parts [SOFTMAX, ROWOPS_COMMON, ROWOPS_PLAIN, ROWOPS_LOAD, ROWOPS_STORE, ROWOPS_WRITE];
+    /// [`Kernel::SoftmaxOnline`] with subgroup reductions.
+    SoftmaxOnlineSubgroup = "softmax.online.subgroup", entry "online", dtype F32, flags [SUBGROUPS, TRUSTED],
+        parts [ROWOPS_SUBGROUP, SOFTMAX, ROWOPS_COMMON, ROWOPS_LOAD, ROWOPS_STORE, ROWOPS_WRITE];
+    /// LayerNorm / RMSNorm of rows held in registers (one read).
+    Norm = "norm", entry "main", dtype F32, flags [TRUSTED],
+        parts [NORM, ROWOPS_COMMON, ROWOPS_PLAIN, ROWOPS_LOAD, ROWOPS_STORE, ROWOPS_WRITE];
+    /// [`Kernel::Norm`] with subgroup reductions.
+    NormSubgroup = "norm.subgroup", entry "main", dtype F32, flags [SUBGROUPS, TRUSTED],
+        parts [ROWOPS_SUBGROUP, NORM, ROWOPS_COMMON, ROWOPS_LOAD, ROWOPS_STORE, ROWOPS_WRITE];
+    /// LayerNorm / RMSNorm of long rows: streamed Welford/Chan statistics,
+    /// then a second read to write.
+    NormStreaming = "norm.streaming", entry "streaming", dtype F32, flags [TRUSTED],
+        parts [NORM, ROWOPS_COMMON, ROWOPS_PLAIN, ROWOPS_LOAD, ROWOPS_STORE, ROWOPS_WRITE];
+    /// Copy through the row kernels' load/store hooks (the bandwidth reference).
+    RowCopy = "rowops_copy", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("rowops_copy.wgsl"), ROWOPS_COMMON, ROWOPS_PLAIN, ROWOPS_LOAD, ROWOPS_STORE, ROWOPS_WRITE];
+    /// FlashAttention forward (online softmax, K/V blocks streamed through
+    /// workgroup memory); with `SPLIT = 1` the split-KV (flash-decoding) pass.
+    AttentionFlash = "attention_flash", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("attention_flash.wgsl"), ATTENTION_COMMON];
+    /// FlashAttention forward on tensor cores (cooperative matrices, f16
+    /// inputs, Vulkan only).
+    AttentionFlashCoop = "attention_flash_coop", entry "main", dtype F32, flags [COOP_MATRIX, SUBGROUPS, TRUSTED],
+        parts [ATTENTION_COOP_MMA, ATTENTION_FLASH_COOP, ATTENTION_COOP_ROWS, SPLIT_F32, ATTENTION_COMMON];
+    /// The tensor-core flash kernel's algorithm with the matrix operations
+    /// emulated per invocation (no cooperative matrices; slow): tests the
+    /// algorithm on any adapter with f16 and subgroups.
+    AttentionFlashCoopEmulated = "attention_flash_coop_emulated", entry "main", dtype F32, flags [SUBGROUPS],
+        parts [ATTENTION_COOP_EMULATED, ATTENTION_FLASH_COOP, ATTENTION_COOP_ROWS, SPLIT_F32, ATTENTION_COMMON];
+    /// The per-head power-of-two exponents of q, k and v that the tensor-core
+    /// flash kernel's f32 (split) form scales its inputs by.
+    AttentionSplitScale = "attention_split_scale", entry "main", dtype F32, flags [],
+        parts [shader!("attention_split_scale.wgsl"), ATTENTION_COMMON];
+    /// Merges split-KV partial attention states into the output.
+    AttentionMerge = "attention_merge", entry "merge", dtype F32, flags [TRUSTED],
+        parts [shader!("attention_merge.wgsl"), ATTENTION_COMMON];
+    /// Naive attention, pass 1: the full score matrix S = mask(scale Q K^T).
+    AttentionScores = "attention_naive.scores", entry "scores", dtype F32, flags [],
+        parts [ATTENTION_NAIVE, ATTENTION_COMMON];
+    /// Naive attention, pass 2: row softmax of S in place, and logsumexp.
+    AttentionSoftmax = "attention_naive.softmax", entry "softmax", dtype F32, flags [],
+        parts [ATTENTION_NAIVE, ATTENTION_COMMON];
+    /// Naive attention, pass 3: O = P V.
+    AttentionPv = "attention_naive.pv", entry "pv", dtype F32, flags [],
+        parts [ATTENTION_NAIVE, ATTENTION_COMMON];
+    /// Attention backward: lse in log2 units and Delta = rowsum(dO * O).
+    AttentionBwdPrepare = "attention_backward.prepare", entry "prepare", dtype F32, flags [TRUSTED],
+        parts [shader!("attention_backward.wgsl"), ATTENTION_BACKWARD_COMMON, ATTENTION_COMMON];
+    /// Attention backward: dK and dV per key block (recomputing P).
+    AttentionBwdDkDv = "attention_backward.dkdv", entry "dkdv", dtype F32, flags [TRUSTED],
+        parts [shader!("attention_backward.wgsl"), ATTENTION_BACKWARD_COMMON, ATTENTION_COMMON];
+    /// Attention backward: dQ per query block (recomputing P).
+    AttentionBwdDq = "attention_backward.dq", entry "dq", dtype F32, flags [TRUSTED],
+        parts [shader!("attention_backward.wgsl"), ATTENTION_BACKWARD_COMMON, ATTENTION_COMMON];
+    /// Attention backward on tensor cores: dK and dV per block of keys
+    /// (cooperative matrices, f16, Vulkan only).
+    AttentionBwdCoopDkDv = "attention_bwd_coop_dkdv", entry "main", dtype F32, flags [COOP_MATRIX, SUBGROUPS, TRUSTED],
+        parts [ATTENTION_COOP_MMA, shader!("attention_bwd_coop_dkdv.wgsl"), ATTENTION_BWD_COOP_COMMON, ATTENTION_BACKWARD_COMMON, ATTENTION_COMMON];
+    /// Attention backward on tensor cores: dQ per block of query rows.
+    AttentionBwdCoopDq = "attention_bwd_coop_dq", entry "main", dtype F32, flags [COOP_MATRIX, SUBGROUPS, TRUSTED],
+        parts [ATTENTION_COOP_MMA, shader!("attention_bwd_coop_dq.wgsl"), ATTENTION_BWD_COOP_COMMON, ATTENTION_BACKWARD_COMMON, ATTENTION_COMMON];
+    /// The tensor-core dK/dV kernel's algorithm with emulated matrix
+    /// operations (tests, on any adapter with f16 and subgroups).
+    AttentionBwdCoopDkDvEmulated = "attention_bwd_coop_dkdv_emulated", entry "main", dtype F32, flags [SUBGROUPS],
+        parts [ATTENTION_COOP_EMULATED, shader!("attention_bwd_coop_dkdv.wgsl"), ATTENTION_BWD_COOP_COMMON, ATTENTION_BACKWARD_COMMON, ATTENTION_COMMON];
+    /// The tensor-core dQ kernel's algorithm with emulated matrix operations.
+    AttentionBwdCoopDqEmulated = "attention_bwd_coop_dq_emulated", entry "main", dtype F32, flags [SUBGROUPS],
+        parts [ATTENTION_COOP_EMULATED, shader!("attention_bwd_coop_dq.wgsl"), ATTENTION_BWD_COOP_COMMON, ATTENTION_BACKWARD_COMMON, ATTENTION_COMMON];
+    /// Split-KV decode on tensor cores: a subgroup per (KV head, 16 packed
+    /// rows, key split), K and V fragments loaded straight from memory.
+    AttentionDecodeCoop = "attention_decode_coop", entry "main", dtype F16, flags [COOP_MATRIX, SUBGROUPS],
+        parts [ATTENTION_COOP_MMA, shader!("attention_decode_coop_mma.wgsl"), ATTENTION_DECODE_COOP, ATTENTION_COOP_ROWS, ATTENTION_COMMON];
+    /// The tensor-core decode kernel's algorithm with emulated matrix
+    /// operations (tests).
+    AttentionDecodeCoopEmulated = "attention_decode_coop_emulated", entry "main", dtype F16, flags [SUBGROUPS],
+        parts [ATTENTION_COOP_EMULATED, shader!("attention_decode_coop_emulated.wgsl"), ATTENTION_DECODE_COOP, ATTENTION_COOP_ROWS, ATTENTION_COMMON];
+    /// Split-KV decode attention for few query rows (bandwidth-shaped;
+    /// writes the merge kernel's partial states).
+    AttentionDecode = "attention_decode", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("attention_decode.wgsl"), shader!("attention_decode_plain.wgsl"), ATTENTION_COMMON];
+    /// [`Kernel::AttentionDecode`] adding each key's partial dots with
+    /// subgroup shuffles (one barrier per block; `SHUFFLE = 1`).
+    AttentionDecodeShuffle = "attention_decode_shuffle", entry "main", dtype F32, flags [SUBGROUPS, TRUSTED],
+        parts [shader!("attention_decode.wgsl"), shader!("attention_decode_shuffle.wgsl"), ATTENTION_COMMON];
+    /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
+    /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
+    /// memory; strided scalar loads, any layout.
+    MatmulBroadcast = "matmul_broadcast", entry "main", dtype F32, flags [EPILOGUE, SUBGROUPS, TRUSTED],
+        parts [shader!("matmul_broadcast.wgsl"), MATMUL_BROADCAST_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// The same with 16-byte loads and stores (row-major operands, pitches
+    /// and N multiples of 4).
+    MatmulBroadcastVec4 = "matmul_broadcast_vec4", entry "main", dtype F32, flags [EPILOGUE, SUBGROUPS, TRUSTED],
+        parts [shader!("matmul_broadcast_vec4.wgsl"), MATMUL_BROADCAST_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+}
+
+impl Kernel {
+    /// The WGSL text as written in `shaders/`: the kernel's own file, then any
+    /// shared part it is built from (concatenated in this order).
+    pub const fn parts(self) -> &'static [&'static str] {
+        self.row().parts
+    }
+
+    /// File name under `shaders/`, also the pipeline label.
+    pub const fn name(self) -> &'static str {
+        self.row().name
+    }
+
+    /// Entry point name.
+    pub const fn entry_point(self) -> &'static str {
+        self.row().entry
+    }
+
+    /// The one dtype a kernel that is not dtype-generic works in (the fill
+    /// kernel is dtype-agnostic and listed as f32; the coop kernel's dtype is
+    /// its output's, its inputs are set by `INPUT_F32`), and the default
+    /// dtype of [`Spec::new`](super::Spec::new) (f16 for the tensor-core
+    /// decode kernel, which is f16 only).
+    pub const fn fixed_dtype(self) -> DType {
+        self.row().dtype
+    }
+
+    /// Whether the kernel ends with the fused matmul epilogue (bindings 5
+    /// and 6, `EPI_*` consts; `GemvVecmat` writes partial sums and has none).
+    pub const fn has_epilogue(self) -> bool {
+        self.row().flags & EPILOGUE != 0
+    }
+
+    /// Whether the kernel uses cooperative matrices (needs the experimental
+    /// feature; naga translates it to SPIR-V only).
+    pub const fn uses_cooperative_matrix(self) -> bool {
+        self.row().flags & COOP_MATRIX != 0
+    }
+
+    /// Whether the kernel uses subgroup operations (needs the `subgroups`
+    /// feature; the dispatcher picks these only when the adapter has it).
+    pub const fn uses_subgroups(self) -> bool {
+        self.row().flags & SUBGROUPS != 0
+    }
+
+    /// Whether the kernel is compiled without wgpu's runtime checks (see
+    /// `TRUSTED` in `src/kernels/registry.rs` for what that demands).
+    pub const fn trusted(self) -> bool {
+        self.row().flags & TRUSTED != 0
+    }
+
+    /// Whether the source declares `alias Elem = f32;` and so accepts a dtype.
+    pub fn is_dtype_generic(self) -> bool {
+        self.parts()
+            .iter()
+            .any(|p| p.lines().any(|l| l.trim() == super::ELEM_ALIAS))
+    }
+}
