@@ -1164,3 +1164,21 @@ fn permissive_profile() -> AdapterProfile {
         compute_units: 1,
     }
 }
+
+/// The split-merge kernel's specialisation for value head dim `dv` and its
+/// grid's z size (column chunks): 256 invocations (64 where the adapter
+/// allows fewer) over 32 columns, so 8 (2) split lanes read a row's splits
+/// in parallel.
+pub(crate) fn merge_spec(profile: &AdapterProfile, dtype: DType, dv: usize) -> (Spec, u32) {
+    const CW: usize = 32;
+    let wg = if profile.max_invocations >= 256 && profile.max_workgroup_size_x >= 256 {
+        256
+    } else {
+        64
+    };
+    let spec = Spec::new(Kernel::AttentionMerge)
+        .dtype(dtype)
+        .override_("WG", wg)
+        .override_("CW", CW as u32);
+    (spec, dv.div_ceil(CW).max(1) as u32)
+}

@@ -1,0 +1,834 @@
+//! The attention forward: the checked setup every kernel shares, the
+//! naive, flash, split-KV (flash-decoding) and decode plans.
+
+use super::*;
+
+impl Context {
+    /// Attention `softmax(scale * q k^T + mask) v` (see the module docs for
+    /// layouts and masking). Errors: [`Error::ShapeMismatch`] for head dims,
+    /// batch, head counts (`Hq % Hkv != 0`) or masks that disagree,
+    /// [`Error::DTypeMismatch`] when q, k, v or the mask differ in dtype,
+    /// [`Error::UnsupportedFeature`] for f16 without `shader-f16`,
+    /// [`Error::InvalidArgument`] for bad scale, soft-cap or key lengths.
+    pub fn attention(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<AttentionOutput> {
+        let (plan, out) = self.attention_plan(q, k, v, options)?;
+        plan.run()?;
+        Ok(out)
+    }
+
+    /// [`Context::attention`] through the naive three-kernel path (the
+    /// reference): fails with [`Error::LimitExceeded`] when the score matrix
+    /// does not fit the adapter's limits.
+    pub fn attention_naive(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<AttentionOutput> {
+        let options = options.clone().kernel(AttentionKernel::Naive);
+        self.attention(q, k, v, &options)
+    }
+
+    /// Attention over the filled part of a [`KvCache`] (prefill and decode
+    /// share this path; decoding usually wants
+    /// `causal(DiagonalAlignment::BottomRight)`). Heads-first layout only.
+    pub fn attention_cached(
+        &self,
+        q: &Tensor,
+        cache: &KvCache,
+        options: &AttentionOptions,
+    ) -> Result<AttentionOutput> {
+        let (plan, out) = self.attention_cached_plan(q, cache, options)?;
+        plan.run()?;
+        Ok(out)
+    }
+
+    /// The [`Plan`] of [`Context::attention_cached`] (valid while the cache
+    /// does not grow).
+    pub fn attention_cached_plan(
+        &self,
+        q: &Tensor,
+        cache: &KvCache,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionOutput)> {
+        if options.layout != AttentionLayout::HeadsFirst {
+            return Err(Error::InvalidArgument(
+                "attention_cached takes q as [B, Hq, Sq, D]".into(),
+            ));
+        }
+        let view = |t: &Tensor| {
+            let s = t.shape();
+            Operand {
+                buffer: t.buffer.clone(),
+                dtype: t.dtype(),
+                batch: s[0],
+                heads: s[1],
+                seq: cache.len,
+                dim: s[3],
+                strides: [s[1] * s[2] * s[3], s[2] * s[3], s[3]],
+            }
+        };
+        q.require_contiguous("attention")?;
+        if !Arc::ptr_eq(&q.ctx.inner, &self.inner) {
+            return Err(Error::InvalidArgument(
+                "attention operands must live on the context that runs them".into(),
+            ));
+        }
+        if let Some(mask) = &options.mask {
+            mask.tensor().require_contiguous("an attention mask")?;
+        }
+        let qo = operand(q, options.layout, 0, "q")?;
+        let bytes = (q.numel()
+            + cache.len
+                * cache.k.shape()[0]
+                * cache.k.shape()[1]
+                * (cache.k.shape()[3] + cache.v.shape()[3])) as u64
+            * q.dtype().size() as u64;
+        self.attention_impl(qo, view(&cache.k), view(&cache.v), options, bytes)
+    }
+
+    /// Checks the call and builds its [`Plan`] without running it; the plan's
+    /// output is `o`, and the returned [`AttentionOutput`] holds the tensors
+    /// the plan writes.
+    pub fn attention_plan(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionOutput)> {
+        for t in [q, k, v] {
+            if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
+                return Err(Error::InvalidArgument(
+                    "attention operands must live on the context that runs them".into(),
+                ));
+            }
+            t.require_contiguous("attention")?;
+        }
+        if let Some(mask) = &options.mask {
+            mask.tensor().require_contiguous("an attention mask")?;
+        }
+        let (hq, hkv) = match options.layout {
+            AttentionLayout::Packed { q_heads, kv_heads } => (q_heads, kv_heads),
+            AttentionLayout::HeadsFirst => (0, 0),
+        };
+        let qo = operand(q, options.layout, hq, "q")?;
+        let ko = operand(k, options.layout, hkv, "k")?;
+        let vo = operand(v, options.layout, hkv, "v")?;
+        let bytes = (q.numel() + k.numel() + v.numel()) as u64 * q.dtype().size() as u64;
+        self.attention_impl(qo, ko, vo, options, bytes)
+    }
+
+    /// Checks q, k, v and the options, and builds the kernels' parameters
+    /// (shared by the forward and backward passes).
+    pub(crate) fn attention_setup(
+        &self,
+        q: &Operand,
+        k: &Operand,
+        v: &Operand,
+        opts: &AttentionOptions,
+    ) -> Result<Setup> {
+        let op = "attention";
+        let dtype = q.dtype;
+        for t in [k, v] {
+            if t.dtype != dtype {
+                return Err(Error::DTypeMismatch {
+                    op,
+                    expected: dtype,
+                    got: t.dtype,
+                });
+            }
+        }
+        if let Some(m) = &opts.mask
+            && m.tensor().dtype() != dtype
+        {
+            return Err(Error::DTypeMismatch {
+                op: "attention mask",
+                expected: dtype,
+                got: m.tensor().dtype(),
+            });
+        }
+        if dtype == DType::F16 {
+            self.require_f16("f16 attention")?;
+        }
+        let qs = [q.batch, q.heads, q.seq, q.dim];
+        let ks = [k.batch, k.heads, k.seq, k.dim];
+        let vs = [v.batch, v.heads, v.seq, v.dim];
+        if k.batch != q.batch || v.batch != q.batch {
+            return Err(Error::shape(op, &qs, &ks, "batch sizes differ"));
+        }
+        if k.dim != q.dim {
+            return Err(Error::shape(op, &qs, &ks, "q and k head dims (D) differ"));
+        }
+        if v.heads != k.heads || v.seq != k.seq {
+            return Err(Error::shape(
+                op,
+                &ks,
+                &vs,
+                "k and v differ in head count or sequence length",
+            ));
+        }
+        if (k.heads == 0 && q.heads != 0) || (k.heads != 0 && !q.heads.is_multiple_of(k.heads)) {
+            return Err(Error::shape(
+                op,
+                &qs,
+                &ks,
+                format!(
+                    "query heads ({}) must be a multiple of key/value heads ({})",
+                    q.heads, k.heads
+                ),
+            ));
+        }
+        let (b, hq, sq, d) = (q.batch, q.heads, q.seq, q.dim);
+        let (hkv, sk, dv) = (k.heads, k.seq, v.dim);
+        let scale = opts.scale.unwrap_or(1.0 / (d.max(1) as f32).sqrt());
+        if !scale.is_finite() {
+            return Err(Error::InvalidArgument(format!(
+                "attention scale must be finite, got {scale}"
+            )));
+        }
+        let softcap = opts.softcap.unwrap_or(0.0);
+        if opts.softcap.is_some() && !(softcap.is_finite() && softcap > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "attention soft-cap must be finite and positive, got {softcap}"
+            )));
+        }
+        // Output layout follows q's.
+        let packed = matches!(opts.layout, AttentionLayout::Packed { .. });
+        let (o_shape, o_strides) = if packed {
+            (vec![b, sq, hq * dv], [sq * hq * dv, dv, hq * dv])
+        } else {
+            (vec![b, hq, sq, dv], [hq * sq * dv, sq * dv, dv])
+        };
+
+        // Mask broadcast strides over [B, Hq, Sq, Sk].
+        let (mask_kind, mask_strides, mask_buffer) = match &opts.mask {
+            None => (0u32, [0usize; 4], None),
+            Some(m) => {
+                let t = m.tensor();
+                let s = t.shape();
+                let dims: [usize; 4] = match s.len() {
+                    2 => [1, 1, s[0], s[1]],
+                    3 => [s[0], 1, s[1], s[2]],
+                    4 => [s[0], s[1], s[2], s[3]],
+                    _ => {
+                        return Err(Error::shape(
+                            "attention mask",
+                            s,
+                            &[b, hq, sq, sk],
+                            "a mask is [Sq, Sk], [B, Sq, Sk] or [B, H, Sq, Sk]",
+                        ));
+                    }
+                };
+                let target = [b, hq, sq, sk];
+                let mut strides = [0usize; 4];
+                let mut acc = 1;
+                for i in (0..4).rev() {
+                    if dims[i] != target[i] && dims[i] != 1 {
+                        return Err(Error::shape(
+                            "attention mask",
+                            s,
+                            &target,
+                            format!(
+                                "mask dimension {i} ({}) does not broadcast to {}",
+                                dims[i], target[i]
+                            ),
+                        ));
+                    }
+                    strides[i] = if dims[i] == 1 { 0 } else { acc };
+                    acc *= dims[i];
+                }
+                let kind = match m {
+                    AttentionMask::Boolean(_) => 1,
+                    AttentionMask::Additive(_) => 2,
+                };
+                (kind, strides, Some(t.buffer.clone()))
+            }
+        };
+        if let Some(lens) = &opts.key_lengths {
+            if lens.len() != b {
+                return Err(Error::shape(
+                    "attention key lengths",
+                    &[lens.len()],
+                    &[b],
+                    "one key length per batch element",
+                ));
+            }
+            if let Some(&bad) = lens.iter().find(|&&l| l as usize > sk) {
+                return Err(Error::InvalidArgument(format!(
+                    "attention key length {bad} exceeds Sk = {sk}"
+                )));
+            }
+        }
+
+        // Diagonal offsets of the visible band: i + lo <= j <= i + hi.
+        let offset = match opts.alignment {
+            DiagonalAlignment::TopLeft => 0,
+            DiagonalAlignment::BottomRight => sk as i64 - sq as i64,
+        };
+        let mut lo = opts
+            .window_left
+            .map_or(-BIG, |w| offset - w.min(BIG as usize) as i64);
+        let mut hi = opts
+            .window_right
+            .map_or(BIG, |w| offset + w.min(BIG as usize) as i64);
+        if opts.causal {
+            hi = hi.min(offset);
+        }
+        lo = lo.clamp(-BIG, BIG);
+        hi = hi.clamp(-BIG, BIG);
+        // Visible (row, key) pairs ignoring masks and padding: the useful FLOPs.
+        let pairs: u64 = (0..sq as i64)
+            .map(|i| {
+                let first = (i + lo).max(0);
+                let last = (i + hi).min(sk as i64 - 1);
+                (last - first + 1).max(0) as u64
+            })
+            .sum();
+        let flops = 2 * (b * hq) as u64 * pairs * (d + dv) as u64;
+
+        // Unused bindings get small private buffers (the read-only ones and the
+        // writable lse slot must differ: one buffer cannot be both in a dispatch).
+        let dummy = self.alloc(&[4], DType::F32, "wgtile attention unused")?;
+        let kv_len = match &opts.key_lengths {
+            Some(lens) => {
+                let bits: Vec<f32> = lens.iter().map(|&l| f32::from_bits(l)).collect();
+                self.tensor(&bits, [lens.len()])?
+            }
+            None => dummy.clone(),
+        };
+        let mut words = Vec::with_capacity(40);
+        for x in [b, hq, hkv, sq, sk, d, dv, hq / hkv.max(1)] {
+            words.push(u32_of(x, "dimension")?);
+        }
+        for s in [q.strides, k.strides, v.strides, o_strides] {
+            for x in s {
+                words.push(u32_of(x, "stride")?);
+            }
+        }
+        words.push(lo as i32 as u32);
+        words.push(hi as i32 as u32);
+        let log2e = std::f32::consts::LOG2_E;
+        for f in [scale, scale * log2e, softcap, softcap * log2e] {
+            words.push(f.to_bits());
+        }
+        words.push(mask_kind);
+        for x in mask_strides {
+            words.push(u32_of(x, "mask stride")?);
+        }
+        words.push(u32::from(opts.key_lengths.is_some()));
+        // Bottom-right alignment with key lengths: each batch's band ends at
+        // its own last key (FlashAttention-2's varlen rule), in the kernels.
+        let align_keys = opts.key_lengths.is_some()
+            && opts.alignment == DiagonalAlignment::BottomRight
+            && (opts.causal || opts.window_left.is_some() || opts.window_right.is_some());
+        words.push(u32::from(align_keys));
+        Ok(Setup {
+            dtype,
+            dims: [b, hq, hkv, sq, sk, d, dv],
+            o_shape,
+            words,
+            mask_buf: mask_buffer.unwrap_or_else(|| dummy.buffer.clone()),
+            kv_len,
+            dummy,
+            flops,
+        })
+    }
+
+    pub(crate) fn attention_impl(
+        &self,
+        q: Operand,
+        k: Operand,
+        v: Operand,
+        opts: &AttentionOptions,
+        in_bytes: u64,
+    ) -> Result<(Plan, AttentionOutput)> {
+        let Setup {
+            dtype,
+            dims: [b, hq, hkv, sq, sk, d, dv],
+            o_shape,
+            words,
+            mask_buf,
+            kv_len,
+            dummy,
+            flops,
+        } = self.attention_setup(&q, &k, &v, opts)?;
+        let dummy_lse = self.alloc(&[4], DType::F32, "wgtile attention unused lse")?;
+        let o = self.alloc(&o_shape, dtype, "wgtile attention out")?;
+        let lse = if opts.return_lse {
+            Some(self.alloc(&[b, hq, sq], DType::F32, "wgtile attention lse")?)
+        } else {
+            None
+        };
+        let out = AttentionOutput {
+            o: o.clone(),
+            lse: lse.clone(),
+        };
+        let bytes = in_bytes + o.size_bytes();
+        let mut plan = Plan {
+            ctx: self.clone(),
+            label: String::new(),
+            dispatches: Vec::new(),
+            output: o.clone(),
+            flops,
+            bytes,
+            scratch: Vec::new(),
+        };
+        if b * hq * sq == 0 {
+            plan.label = "attention (empty result)".into();
+            return Ok((plan, out));
+        }
+
+        let params_base = Params { words };
+
+        let lse_buf = lse.as_ref().unwrap_or(&dummy_lse).buffer.clone();
+        let device = &self.inner.device;
+        let profile = self.profile();
+        let max_groups = profile.max_workgroups_per_dim as usize;
+        let limit = |requested: usize, what: String| Error::LimitExceeded {
+            limit: "max_compute_workgroups_per_dimension",
+            requested: requested as u64,
+            max: max_groups as u64,
+            what,
+        };
+
+        if opts.kernel == AttentionKernel::Naive {
+            let scores = self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention scores")?;
+            let mut words = params_base.words.clone();
+            words.extend([0, 1, 0]);
+            let params = self.uniform(&words);
+            let z = b * hq;
+            if z > max_groups || sq.div_ceil(16) > max_groups || sk.div_ceil(16) > max_groups {
+                return Err(limit(
+                    z.max(sq.div_ceil(16)).max(sk.div_ceil(16)),
+                    "naive attention grid".into(),
+                ));
+            }
+            let get = |kernel: Kernel| {
+                self.inner
+                    .pipelines
+                    .get(device, &Spec::new(kernel).dtype(dtype))
+            };
+            let grid =
+                |x: usize, y: usize| [x.div_ceil(16) as u32, y.div_ceil(16) as u32, z as u32];
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                get(Kernel::AttentionScores)?,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                    (9, &scores.buffer),
+                ],
+                grid(sk, sq),
+            ));
+            let rows = (b * hq * sq).div_ceil(64);
+            let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                get(Kernel::AttentionSoftmax)?,
+                &[(0, &params), (5, &lse_buf), (9, &scores.buffer)],
+                [gx as u32, gy as u32, 1],
+            ));
+            if dv > 0 {
+                plan.dispatches.push(Dispatch::with_bindings(
+                    device,
+                    get(Kernel::AttentionPv)?,
+                    &[
+                        (0, &params),
+                        (3, &v.buffer),
+                        (4, &o.buffer),
+                        (7, &kv_len.buffer),
+                        (9, &scores.buffer),
+                    ],
+                    grid(dv, sq),
+                ));
+            }
+            plan.label = format!("attention naive (S = {b}x{hq}x{sq}x{sk} f32 in memory)");
+            plan.scratch.extend([scores, dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+
+        let group = hq / hkv.max(1);
+        let dtiles = opts
+            .decode_tiles
+            .unwrap_or_else(|| decode_kernel_tiles(dtype, d));
+        if !dtiles.valid() {
+            return Err(Error::InvalidArgument(format!(
+                "decode tiles {dtiles} are not a supported shape"
+            )));
+        }
+        let decode_ok = decode_fits(dtype, d, dv)
+            && decode_tiles_fit(dtype, dv, dtiles)
+            && profile.max_storage_buffers_per_stage >= 6
+            && profile.max_invocations >= dtiles.threads
+            && profile.max_workgroup_size_x >= dtiles.threads
+            && decode_workgroup_bytes(dtype, group * sq, d, dv, dtiles)
+                <= profile.max_workgroup_storage;
+        let use_decode = match opts.kernel {
+            AttentionKernel::Decode if !decode_ok => {
+                return Err(Error::InvalidArgument(format!(
+                    "the attention decode kernel needs D and Dv multiples of {} up to 256 \
+                     (got {d} and {dv}) and an adapter with {} invocations",
+                    16 / dtype.size(),
+                    dtiles.threads
+                )));
+            }
+            AttentionKernel::Decode => true,
+            AttentionKernel::Auto => decode_ok && group * sq <= DECODE_KERNEL_MAX_ROWS,
+            _ => false,
+        };
+        if matches!(
+            opts.kernel,
+            AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
+        ) {
+            let emulated = opts.kernel == AttentionKernel::DecodeCoopEmulated;
+            if dtype != DType::F16 {
+                return Err(Error::InvalidArgument(format!(
+                    "the tensor-core decode kernel takes f16 inputs, got {dtype}"
+                )));
+            }
+            let rows_kv = group * sq;
+            let rf = opts
+                .decode_coop_rf
+                .unwrap_or_else(|| decode_coop_rf(rows_kv));
+            if !decode_coop_fits(profile, 1, 16, 16, emulated) {
+                return Err(Error::UnsupportedFeature {
+                    feature: if emulated {
+                        "SHADER_F16 and SUBGROUP"
+                    } else {
+                        "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16 f16/f32, fixed subgroup size)"
+                    },
+                    what: "the tensor-core decode kernel".into(),
+                });
+            }
+            let aligned = [&k, &v]
+                .iter()
+                .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+            if !decode_coop_fits(profile, rf, d, dv, emulated) || !aligned {
+                return Err(Error::InvalidArgument(format!(
+                    "the tensor-core decode kernel needs D and Dv multiples of 16 up to 256, \
+                     K, V strides that are multiples of 8 and 1 or 2 row fragments that fit \
+                     the adapter (got D = {d}, Dv = {dv}, {rf} fragments)"
+                )));
+            }
+            let ys = hkv * rows_kv.div_ceil(16 * rf as usize);
+            if ys > max_groups || b > max_groups {
+                return Err(limit(
+                    ys.max(b),
+                    "tensor-core decode grid (heads, batch)".into(),
+                ));
+            }
+            let wanted = opts.kv_splits.map_or_else(
+                || decode_coop_splits(profile, (ys * b) as u64, sk),
+                |s| s as usize,
+            );
+            let rows = b * hq * sq;
+            let (splits, split_len, params, scratch) =
+                self.split_setup(params_base.words, wanted, 16, [sk, rows, dv])?;
+            let sg = profile.subgroup_max_size;
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(device, &decode_coop_spec(rf, d, dv, sg, emulated))?;
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (5, &scratch.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                ],
+                [splits as u32, ys as u32, b as u32],
+            ));
+            plan.dispatches.push(self.merge_dispatch(
+                (dtype, dv, rows),
+                &params,
+                &o.buffer,
+                &scratch.buffer,
+                &lse_buf,
+            )?);
+            plan.label = format!(
+                "attention decode on tensor cores{} ({rows_kv} rows per KV head, {} per workgroup, {splits} key splits of {split_len})",
+                if emulated { ", emulated" } else { "" },
+                16 * rf
+            );
+            plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+        if use_decode {
+            let rows_kv = group * sq;
+            let chunks = rows_kv.div_ceil(decode_chunk_rows(rows_kv));
+            let ys = hkv * chunks;
+            if ys > max_groups || b > max_groups {
+                return Err(limit(
+                    ys.max(b),
+                    "attention decode grid (heads, batch)".into(),
+                ));
+            }
+            let wanted = opts.kv_splits.map_or_else(
+                || decode_splits(profile, (ys * b) as u64, sk, dtiles) as usize,
+                |s| s as usize,
+            );
+            let rows = b * hq * sq;
+            let (splits, split_len, params, scratch) =
+                self.split_setup(params_base.words, wanted, dtiles.keys(), [sk, rows, dv])?;
+            let shuffle_ok = decode_shuffle_fits(profile, dtiles);
+            let shuffle = match opts.decode_shuffle {
+                Some(true) if !shuffle_ok => {
+                    return Err(Error::UnsupportedFeature {
+                        feature: "SUBGROUP",
+                        what: format!(
+                            "decode with subgroup shuffles (subgroups of at least {} lanes \
+                             dividing {} invocations; the adapter's are {}..{})",
+                            dtiles.lk,
+                            dtiles.threads,
+                            profile.subgroup_min_size,
+                            profile.subgroup_max_size
+                        ),
+                    });
+                }
+                Some(on) => on,
+                None => shuffle_ok,
+            };
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(device, &decode_spec(dtype, rows_kv, d, dv, dtiles, shuffle))?;
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (5, &scratch.buffer),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                    (12, &k.buffer),
+                    (13, &v.buffer),
+                ],
+                [splits as u32, ys as u32, b as u32],
+            ));
+            plan.dispatches.push(self.merge_dispatch(
+                (dtype, dv, rows),
+                &params,
+                &o.buffer,
+                &scratch.buffer,
+                &lse_buf,
+            )?);
+            plan.label = format!(
+                "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len}, {dtiles}{})",
+                if shuffle { ", shuffles" } else { "" }
+            );
+            plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+
+        if let Some(coop) = self.coop_choice(&q, &k, &v, opts, dtype)? {
+            self.flash_coop(
+                &mut plan,
+                coop,
+                [&q, &k, &v],
+                &o.buffer,
+                &params_base.words,
+                (&mask_buf, &kv_len.buffer, &lse_buf),
+            )?;
+            plan.scratch.extend([dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+
+        let chosen = match opts.tiles {
+            Some(t) => {
+                let t = t.for_value_dim(dv);
+                if !t.fits(profile, dv) {
+                    return Err(Error::InvalidArgument(format!(
+                        "flash tiles {t} do not fit this adapter or Dv = {dv}"
+                    )));
+                }
+                Some(t)
+            }
+            None => flash_tiles_for(profile, sq, dv),
+        };
+        let tiles: FlashTiles = chosen.ok_or_else(|| {
+            if dv > MAX_FLASH_DV {
+                Error::InvalidArgument(format!(
+                    "flash attention supports Dv up to {MAX_FLASH_DV}, got {dv} (use AttentionKernel::Naive)"
+                ))
+            } else {
+                Error::LimitExceeded {
+                    limit: "max_compute_workgroup_storage_size",
+                    requested: 0,
+                    max: u64::from(profile.max_workgroup_storage),
+                    what: "no flash attention tile shape fits this adapter".into(),
+                }
+            }
+        })?;
+        // Few query rows per head: the rows of one workgroup run over the
+        // query heads of a KV head (K and V read once per group).
+        let pack = group > 1 && sq < tiles.br as usize;
+        let (rows_per_slice, slices) = if pack { (group * sq, hkv) } else { (sq, hq) };
+        let q_blocks = rows_per_slice.div_ceil(tiles.br as usize);
+        if slices > max_groups || b > max_groups {
+            return Err(limit(slices.max(b), "attention grid (heads, batch)".into()));
+        }
+        let workgroups = (q_blocks * slices * b) as u64;
+        let mut splits = match (opts.kernel, opts.kv_splits) {
+            (AttentionKernel::Flash, _) => 1,
+            (_, Some(s)) => s.max(1),
+            _ => kv_splits(profile, workgroups, sk, tiles),
+        } as usize;
+        let bc = tiles.bc() as usize;
+        let split_len = if splits > 1 {
+            sk.div_ceil(splits).div_ceil(bc).max(1) * bc
+        } else {
+            sk
+        };
+        if splits > 1 {
+            splits = sk.div_ceil(split_len).max(1);
+        }
+        if q_blocks * splits > max_groups {
+            return Err(limit(
+                q_blocks * splits,
+                "attention grid (query blocks x splits)".into(),
+            ));
+        }
+        let split = splits > 1;
+        let mut words = params_base.words;
+        words.push(u32_of(split_len, "split length")?);
+        words.push(splits as u32);
+        words.push(u32::from(pack));
+        let params = self.uniform(&words);
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(device, &tiles.spec(dtype, split))?;
+        let grid = [(q_blocks * splits) as u32, slices as u32, b as u32];
+        if !split {
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, &q.buffer),
+                    (2, &k.buffer),
+                    (3, &v.buffer),
+                    (4, &o.buffer),
+                    (5, &lse_buf),
+                    (6, &mask_buf),
+                    (7, &kv_len.buffer),
+                ],
+                grid,
+            ));
+            plan.label = format!(
+                "attention flash ({tiles}{})",
+                if pack { ", GQA heads packed" } else { "" }
+            );
+            plan.scratch.extend([dummy, dummy_lse, kv_len]);
+            return Ok((plan, out));
+        }
+        let rows = b * hq * sq;
+        let scratch = self.alloc(
+            &[splits, rows, dv + 2],
+            DType::F32,
+            "wgtile attention split states",
+        )?;
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            pipeline,
+            &[
+                (0, &params),
+                (1, &q.buffer),
+                (2, &k.buffer),
+                (3, &v.buffer),
+                (4, &o.buffer),
+                (5, &scratch.buffer),
+                (6, &mask_buf),
+                (7, &kv_len.buffer),
+            ],
+            grid,
+        ));
+        plan.dispatches.push(self.merge_dispatch(
+            (dtype, dv, rows),
+            &params,
+            &o.buffer,
+            &scratch.buffer,
+            &lse_buf,
+        )?);
+        plan.label = format!(
+            "attention flash-decoding ({tiles}, {splits} key splits of {split_len}{})",
+            if pack { ", GQA heads packed" } else { "" }
+        );
+        plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
+        Ok((plan, out))
+    }
+
+    /// The key splits of a decode kernel: about `wanted` splits of `sk`
+    /// keys, each a multiple of `kb` keys long; returns the split count and
+    /// length, the parameters (`words` with the split fields) and the f32
+    /// scratch for the `rows` partial states of Dv columns plus (m, l).
+    pub(crate) fn split_setup(
+        &self,
+        mut words: Vec<u32>,
+        wanted: usize,
+        kb: usize,
+        [sk, rows, dv]: [usize; 3],
+    ) -> Result<(usize, usize, wgpu::Buffer, Tensor)> {
+        let split_len = sk.div_ceil(wanted.max(1)).div_ceil(kb).max(1) * kb;
+        let splits = sk.div_ceil(split_len).max(1);
+        let max_groups = self.profile().max_workgroups_per_dim as usize;
+        if splits > max_groups {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: splits as u64,
+                max: max_groups as u64,
+                what: "attention decode grid (splits)".into(),
+            });
+        }
+        words.push(u32_of(split_len, "split length")?);
+        words.push(splits as u32);
+        words.push(1);
+        let params = self.uniform(&words);
+        let scratch = self.alloc(
+            &[splits, rows, dv + 2],
+            DType::F32,
+            "wgtile attention decode states",
+        )?;
+        Ok((splits, split_len, params, scratch))
+    }
+
+    /// The merge pass of split-KV attention (decode kernel or flash-decoding):
+    /// combines the `splits` partial states in `scratch` into O (and lse)
+    /// for `rows` query rows of value dim `dv`.
+    pub(crate) fn merge_dispatch(
+        &self,
+        (dtype, dv, rows): (DType, usize, usize),
+        params: &wgpu::Buffer,
+        o: &wgpu::Buffer,
+        scratch: &wgpu::Buffer,
+        lse: &wgpu::Buffer,
+    ) -> Result<Dispatch> {
+        let max_groups = self.profile().max_workgroups_per_dim as usize;
+        let (spec, gz) = merge_spec(self.profile(), dtype, dv);
+        let merge = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
+        Ok(Dispatch::with_bindings(
+            &self.inner.device,
+            merge,
+            &[(0, params), (4, o), (5, scratch), (8, lse)],
+            [gx as u32, gy as u32, gz],
+        ))
+    }
+}
