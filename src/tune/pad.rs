@@ -39,44 +39,11 @@ use std::fmt;
 use crate::dtype::DType;
 use crate::gpu::AdapterProfile;
 use crate::problem::Padding;
+pub use crate::tune::matmul_cost::{
+    COOP_GAIN, COOP_PAD_HALVES, COOP_SPLIT_GAIN, COOP_SPLIT_UNALIGNED, COOP_UNALIGNED,
+    FRINGE_MAX_ROWS, SPLIT_PAD_FLOATS, VEC4_GAIN,
+};
 use crate::tune::{self, MatmulKernel};
-
-/// Speed of the vec4 tiled kernel over the scalar-load one on the same
-/// shape. Measured on the H200 before the register prefetch: 1.09-1.19x;
-/// with it (runs 17-21' f32 figure): 1.00-1.01x (4095 scalar loads 32.8
-/// TFLOP/s, 4096 vec4 33.0), and padding f32 for the 16-byte loads lost
-/// (padded / unpadded 0.94-0.97x at 1790-1795 and 4094-4099). So 1: padding
-/// the tiled kernels no longer pays on its own (`Padding::Always` still
-/// pads, to measure).
-pub const VEC4_GAIN: f64 = 1.0;
-
-/// Speed of the cooperative-matrix (tensor core) kernel over the best
-/// CUDA-core kernel in f16, measured on the H200 (1.8-2.8x); the low end.
-pub const COOP_GAIN: f64 = 1.8;
-
-/// Speed of the cooperative-matrix kernel's word-load variant (rows that do
-/// not start on 16 bytes: 4-5 word loads and a shift per 8 halves) over its
-/// 16-byte-load form, measured on the H200 in f16: 1793 vs 1792 0.62x, 4097
-/// vs 4096 0.53x (run 15). The high end, so a copy must clearly pay.
-pub const COOP_UNALIGNED: f64 = 0.6;
-
-/// Speed of the f32 split tensor-core kernel (f32 values as two f16 halves)
-/// over the scalar-load tiled f32 kernel: 70.3 against 33.0 TFLOP/s at
-/// 4096^3 on the H200 (runs 78-85); the low end.
-pub const COOP_SPLIT_GAIN: f64 = 2.0;
-
-/// Speed of the f32 split kernel's word-load variant (rows that do not
-/// start on 16 bytes) over its 16-byte-load form, H200 (runs 78-85): 1793
-/// at 36.9 against 1792 at 44.7 TFLOP/s (0.83x, one wave either way). The
-/// high end, so a copy must clearly pay.
-pub const COOP_SPLIT_UNALIGNED: f64 = 0.8;
-
-/// Floats per padded row of the f32 split kernel's operands: 4, what its
-/// 16-byte loads need. Unlike the f16 kernel ([`COOP_PAD_HALVES`]), wider
-/// rows did not pay (H200, runs 86-92, 256x128 blocks, TFLOP/s): 1793 at
-/// 4 / 16 / 32 floats 37.4 / 36.7 / 36.1, 4097 61.0 / 59.9 / 59.2.
-/// `WGTILE_SPLIT_PAD_FLOATS` (a multiple of 4) overrides it, to measure.
-pub const SPLIT_PAD_FLOATS: usize = 4;
 
 /// Whether the f32 split plan runs its kernel on the padded K
 /// ([`PadChoice::full_k`]) where it copies both operands: on unless
@@ -148,11 +115,6 @@ pub struct PadChoice {
     /// ([`split_full_k`]).
     pub full_k: bool,
 }
-
-/// Most rows of C the padding layer computes apart, each a GEMV that reads
-/// all of B: at M = 4096 + 3 three reads of B (f32 4096^2: ~25 us each on
-/// the H200) against a round of the kernel (~250 us there).
-pub const FRINGE_MAX_ROWS: usize = 3;
 
 /// How many of the last rows of C the padding layer computes apart: M - r
 /// rows a multiple of the kernel's block rows for r from 1 to
@@ -236,16 +198,6 @@ impl fmt::Display for PadChoice {
         )
     }
 }
-
-/// Halves per padded row of the tensor-core kernel's operands: 32 (64-byte
-/// rows), where 16-byte loads would need only 8. H200 (runs 42-48, f16,
-/// whole plans, two rounds): 4097 at 8 halves (rows of 8208 bytes, every
-/// other one starting half a 32-byte sector off) 214.4 / 214.7 TFLOP/s, at
-/// 16 223.2 / 223.0, at 32 231.5 / 231.4 (0.93x of 4096's 247), at 64
-/// 228.5 / 228.4, at 128 232.3 / 232.4; the kernel alone 582 -> 537 us (less
-/// than 4096's own 555 on rows of 8192 bytes). 1793: 146.3 / 146.8 at 8,
-/// 145.7 / 145.9 at 32 (its kernel is one wave either way).
-pub const COOP_PAD_HALVES: usize = 32;
 
 /// Decides whether to pad `[batch] x [m, k] x [k, n]` for the dispatcher's
 /// kernel: `None` runs the raw shape.

@@ -1,0 +1,152 @@
+//! Every specialisation the matmul dispatcher can produce, for the shader
+//! validation tests.
+
+use super::*;
+
+/// Every matmul specialisation the dispatcher can produce, for validation.
+pub fn matmul_specs() -> Vec<Spec> {
+    let mut specs = Vec::new();
+    for dtype in DType::ALL {
+        for (wg_x, wg_y) in NAIVE_WORKGROUPS {
+            specs.push(MatmulKernel::Naive { wg_x, wg_y }.spec(dtype));
+        }
+        for tile in TILE_CONFIGS.into_iter().chain(CPU_TILE_CONFIGS) {
+            for vec4 in [false, true] {
+                specs.push(MatmulKernel::Tiled { tile, vec4 }.spec(dtype));
+            }
+        }
+        for vec4 in [false, true] {
+            specs.push(MatmulKernel::Broadcast { vec4 }.spec(dtype));
+        }
+    }
+    for dtype in DType::ALL {
+        for vec4 in [false, true] {
+            let tile = TILE_CONFIGS[TILE_CONFIGS.len() - 1];
+            specs.push(
+                MatmulKernel::SplitK {
+                    tile,
+                    vec4,
+                    splits: 2,
+                }
+                .spec(dtype),
+            );
+        }
+        specs.push(Spec::new(Kernel::MatmulSplitKReduce).dtype(dtype));
+        for kernel in [
+            Kernel::GemvVecmat,
+            Kernel::GemvVecmatPairs,
+            Kernel::GemvReduce,
+            Kernel::GemvMatvec,
+        ] {
+            specs.push(Spec::new(kernel).dtype(dtype));
+        }
+        specs.push(gemv_wide_spec(dtype));
+        // WGTILE_GEMV_WIDE_SHAPE's other workgroups.
+        for (lanes, slices) in [(2, 64), (2, 128), (1, 256)] {
+            specs.push(
+                gemv_wide_spec(dtype)
+                    .constant("WIDE_LANES", lanes)
+                    .constant("WIDE_SLICES", slices),
+            );
+        }
+    }
+    // The tensor-core layouts (f16 and f32 rounded; the f32 split form and
+    // its first pass), every load variant.
+    specs.push(Spec::new(Kernel::MatmulSplitScale));
+    let layouts = COOP_CONFIGS
+        .map(|c| (c, false))
+        .into_iter()
+        .chain(COOP_SPLIT_CONFIGS.map(|c| (c, true)));
+    for ((warps_m, warps_n, bk, frags_n), split) in layouts {
+        for subgroup in [32, 64] {
+            let kernel = MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                bk,
+                frags_n,
+                subgroup,
+                split,
+            };
+            let dtypes: &[DType] = if split { &[DType::F32] } else { &DType::ALL };
+            for &dtype in dtypes {
+                specs.push(kernel.spec(dtype));
+                specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
+                for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
+                    for cm in [0, 1] {
+                        let t = kernel
+                            .spec(dtype)
+                            .constant("TRANS_A", ta)
+                            .constant("TRANS_B", tb)
+                            .constant("TRANS_COLMAJOR", cm);
+                        specs.push(t.clone());
+                        specs.push(t.constant("ALIGNED", 0));
+                    }
+                }
+            }
+        }
+    }
+    // The tiled kernels guarded for the f32 split plan's fallback.
+    for vec4 in [false, true] {
+        specs.push(tiled_guarded(
+            MatmulKernel::Tiled {
+                tile: TILE_CONFIGS[0],
+                vec4,
+            }
+            .spec(DType::F32),
+        ));
+    }
+    // WGTILE_COOP_PROBE's timing bits, on the default f16 layout.
+    let (warps_m, warps_n, bk, frags_n) = COOP_CONFIGS[0];
+    let kernel = MatmulKernel::Coop {
+        warps_m,
+        warps_n,
+        bk,
+        frags_n,
+        subgroup: 32,
+        split: false,
+    };
+    for probe in [1, 2, 4, 8, 16, 24, 31] {
+        specs.push(kernel.spec(DType::F16).constant("PROBE", probe));
+    }
+    // Whole-block dimensions without edge checks (the split kernel's
+    // specialisation; f16 checked too).
+    for (dtype, split) in [(DType::F16, false), (DType::F32, true)] {
+        let k = MatmulKernel::Coop {
+            warps_m,
+            warps_n,
+            bk,
+            frags_n,
+            subgroup: 32,
+            split,
+        };
+        let mut spec = k.spec(dtype).dtype(dtype);
+        for name in ["EDGE_M", "EDGE_N", "EDGE_K"] {
+            spec = spec.constant(name, 0);
+            specs.push(spec.clone());
+        }
+    }
+    // Results in the other dtype (MatmulOptions::out_dtype): every kernel
+    // with a separate `Out` type.
+    let mixed: Vec<Spec> = specs
+        .iter()
+        .filter(|s| s.kernel.has_epilogue() && s.kernel != Kernel::MatmulCoop)
+        .map(|s| {
+            let other = if s.dtype == DType::F32 {
+                DType::F16
+            } else {
+                DType::F32
+            };
+            s.clone().output(other)
+        })
+        .collect();
+    specs.extend(mixed);
+    specs
+}
+
+/// The one-dispatch vector-matrix kernel for `dtype` operands (16-byte words
+/// of 8 halves or 4 floats).
+pub fn gemv_wide_spec(dtype: DType) -> Spec {
+    Spec::new(Kernel::GemvVecmatWide)
+        .dtype(dtype)
+        .constant("WIDE_HALF", u32::from(dtype == DType::F16))
+}
