@@ -16,6 +16,7 @@ mod matmul;
 pub mod matmul_cost;
 pub mod pad;
 pub mod route;
+pub mod rows;
 
 pub use crate::gpu::estimate_compute_units;
 pub use matmul::*;

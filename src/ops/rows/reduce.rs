@@ -18,15 +18,12 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::AdapterProfile;
-use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::ops::rows::{
-    MIN_WORKGROUP, RowLayout, RowParams, RowSource, check_dtype, grid, row_spec, rows_of_shape,
-    to_u32, workgroup_cap,
-};
+use crate::kernels::{Dispatch, Kernel};
+use crate::ops::rows::{RowParams, RowSource, check_dtype, grid, row_spec, rows_of_shape, to_u32};
 use crate::runtime::Context;
 use crate::runtime::Plan;
 use crate::runtime::Tensor;
+pub(crate) use crate::tune::rows::{combine_spec, reduce_layout, reduce_row_layout};
 
 /// Which elements a reduction covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,72 +60,6 @@ impl Reduction {
             Reduction::Sum | Reduction::Mean => 0,
             Reduction::Max => 1,
         }
-    }
-}
-
-/// Chunks of 4 elements each invocation accumulates (32 elements).
-const CHUNKS_PER_INVOCATION: u32 = 8;
-
-/// The spec of the second (combine) pass.
-pub(crate) fn combine_spec(dtype: DType, op: u32, wg: u32) -> Spec {
-    Spec::new(Kernel::ReduceCombine)
-        .dtype(dtype)
-        .constant("OP", op)
-        .override_("WG", wg)
-        .override_("T", wg)
-}
-
-/// How a reduction launches: the row layout and the split (1: no split).
-#[derive(Clone, Copy, Debug)]
-struct ReduceLayout {
-    row: RowLayout,
-    split: u32,
-    seg: u32,
-}
-
-/// The row layout of the reduction kernel for rows of `n` (before any split).
-pub(crate) fn reduce_row_layout(profile: &AdapterProfile, n: u32) -> RowLayout {
-    let chunks = n.div_ceil(4).max(1);
-    let small = workgroup_cap(profile, 256);
-    let t = chunks
-        .div_ceil(CHUNKS_PER_INVOCATION)
-        .next_power_of_two()
-        .min(small);
-    RowLayout {
-        wg: t.max(MIN_WORKGROUP.min(small)),
-        t,
-        r: 0,
-        vec4: n.is_multiple_of(4),
-    }
-}
-
-fn reduce_layout(profile: &AdapterProfile, rows: u32, n: u32) -> ReduceLayout {
-    let chunks = n.div_ceil(4).max(1);
-    let small = workgroup_cap(profile, 256);
-    let row = reduce_row_layout(profile, n);
-    let t = row.t;
-    let groups = u64::from(rows).div_ceil(u64::from(row.rows_per_group()));
-    // Enough workgroups to fill the GPU a few times over.
-    let target = u64::from(profile.compute_units.max(4)) * 4;
-    let per_group = u64::from(small) * u64::from(CHUNKS_PER_INVOCATION);
-    if t == small && groups < target && u64::from(chunks) > per_group {
-        let split = target
-            .div_ceil(u64::from(rows))
-            .min(u64::from(chunks).div_ceil(per_group));
-        let seg = u64::from(chunks).div_ceil(split);
-        let split = u64::from(chunks).div_ceil(seg);
-        if split > 1 {
-            return ReduceLayout {
-                row,
-                split: split as u32,
-                seg: seg as u32,
-            };
-        }
-    }
-    ReduceLayout {
-        row,
-        split: 1,
-        seg: 0,
     }
 }
 
