@@ -11,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/env.sh || exit 1
 S=${SIZES:-1024,4096}
 D=${DIMS:-128,64}
-LIMIT=300 TAIL=30 run "flash tiles" "$B/attention" --sweep-tiles --sweep-only --sizes "$S" --dims "$D" --repeats 5
-LIMIT=300 TAIL=40 run "coop tiles" "$B/attention" --sweep-coop --sweep-only --coop-dtypes f16,f32 --sizes "$S" --dims "$D" --repeats 5
-LIMIT=300 TAIL=40 run "backward tiles" "$B/attention" --sweep-backward --sizes "$S" --dims "$D" --repeats 5
+LIMIT=300 TAIL=30 run "flash tiles" "$B/attention_sweep" --sweep-tiles --sweep-only --sizes "$S" --dims "$D" --repeats 5
+LIMIT=300 TAIL=40 run "coop tiles" "$B/attention_sweep" --sweep-coop --sweep-only --coop-dtypes f16,f32 --sizes "$S" --dims "$D" --repeats 5
+LIMIT=300 TAIL=40 run "backward tiles" "$B/attention_sweep" --sweep-backward --sizes "$S" --dims "$D" --repeats 5
 summary

@@ -20,13 +20,13 @@ torch() {
 case "${1:-all}" in
 all)
   LIMIT=600 TAIL=6 run "test_attention" "$B/test_attention" --test-threads=1
-  LIMIT=600 TAIL=80 run "attention" "$B/attention" --sweep-tiles
+  LIMIT=600 TAIL=80 run "attention tiles" "$B/attention_sweep" --sweep-tiles
   LIMIT=300 TAIL=60 torch "torch attention" bench/torch_attention.py
   ;;
 decode)
   LIMIT=300 TAIL=6 run "decode tests" "$B/test_attention" --test-threads=1 decode kv_cache nan_ all_masked
-  LIMIT=300 TAIL=30 run "decode sweep" "$B/attention" --decode-sweep
-  LIMIT=600 TAIL=10 run "decode_grid" "$B/attention" --decode-grid --decode-lens 32768,131072
+  LIMIT=300 TAIL=30 run "decode sweep" "$B/attention_sweep" --decode-sweep
+  LIMIT=600 TAIL=10 run "decode_grid" "$B/attention_sweep" --decode-grid --decode-lens 32768,131072
   LIMIT=120 TAIL=20 run "decode" "$B/attention" --decode-only
   LIMIT=120 TAIL=20 torch "torch decode" bench/torch_attention.py --decode-only
   ;;

@@ -31,7 +31,7 @@ use crate::dtype::DType;
 use crate::runtime::Tensor;
 
 /// Operations of one operand. See [`Expr`] for the NaN/Inf
-/// rules and [`crate::fusion`] for the WGSL each becomes.
+/// rules and `crate::fusion` for the WGSL each becomes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum UnaryOp {
@@ -192,7 +192,7 @@ impl Expr {
 
     /// A symbolic input of `shape` and `dtype`, identified by `id` (the same
     /// id is the same input). For generating and checking kernels without a
-    /// GPU ([`crate::fusion::generate`]); [`Context::eval`](crate::Context::eval) refuses it.
+    /// GPU (`crate::fusion::generate`); [`Context::eval`](crate::Context::eval) refuses it.
     pub fn input(id: u32, shape: impl AsRef<[usize]>, dtype: DType) -> Self {
         Self::node(Node::Input {
             id,

@@ -17,31 +17,41 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Data flows one way: user → `ops` (checks, output allocation) → [`tune`]
-//! (which kernel, which tiles) → [`kernels`] (specialised, cached pipelines) →
-//! [`Context`] (encode, submit) → [`Tensor`].
+//! Data flows one way: the [`Context`] methods (`ops`: checks, output
+//! allocation) ask `tune` which kernel and tiles run, `kernels` specialises
+//! and caches the pipelines, the runtime encodes and submits, and a
+//! [`Tensor`] holds the result. `cargo xtask deps` checks that no module
+//! imports a layer above its own.
 //!
 //! The library logs through `log`; it never installs a logger.
 
 #![warn(missing_docs)]
 
+/// Declares an internal module: crate-private in a default build, public
+/// (and hidden from the docs) with the `dev` feature, for the wgtile-dev
+/// crate and the tests that check kernels and decisions without a GPU.
+macro_rules! internal {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "dev")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "dev"))]
+        #[allow(dead_code, unused_imports)]
+        mod $name;
+    )*};
+}
+
+internal!(dev, fusion, kernels, ops, tune);
+
 mod config;
-#[cfg(feature = "dev")]
-pub mod dev;
-#[cfg(not(feature = "dev"))]
-mod dev;
 mod dtype;
 mod error;
 mod expr;
-pub mod fusion;
 mod gpu;
-pub mod kernels;
-pub mod ops;
 mod problem;
 mod runtime;
 #[cfg(test)]
 mod snapshot_tests;
-pub mod tune;
 
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
@@ -60,7 +70,9 @@ pub use runtime::Plan;
 pub use runtime::Timing;
 pub use runtime::{Context, ContextOptions};
 pub use runtime::{MAX_RANK, Tensor, uniform_values};
-pub use tune::attention::FlashTiles;
+pub use tune::attention::{
+    BackwardCoopTiles, BackwardTiles, DecodeTiles, FlashCoopTiles, FlashTiles,
+};
 pub use tune::pad::PadChoice;
 pub use tune::{MatmulChoice, MatmulKernel, TileConfig};
 

@@ -11,7 +11,7 @@ pub const MAX_RANK: usize = 4;
 pub(crate) const MAX_BATCH_DIMS: usize = MAX_RANK - 2;
 
 /// How the padding layer may treat shapes that are not aligned for the fastest
-/// kernel (see [`crate::pad`]). Results are identical whichever is chosen.
+/// kernel (see `crate::pad`). Results are identical whichever is chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Padding {
     /// Copy into aligned scratch buffers (and slice the result back) when the

@@ -224,7 +224,7 @@ fn check_row_module(label: &str, source: &str, spec: &wgtile::kernels::Spec) {
 fn row_kernels_with_generated_hooks() {
     use wgtile::fusion::generate_row_hooks;
     use wgtile::kernels::Kernel;
-    use wgtile::ops::rowops::{rowops_specs, spliced_row_module};
+    use wgtile::ops::rows::{rowops_specs, spliced_row_module};
     let mut families = std::collections::BTreeMap::new();
     for spec in rowops_specs() {
         if matches!(spec.kernel, Kernel::ReduceCombine) {
@@ -262,10 +262,7 @@ fn row_kernels_with_generated_hooks() {
             &x * &single - &single,
             x.clone(),
         ];
-        let store = spec
-            .kernel
-            .parts()
-            .contains(&wgtile::ops::rowops::STORE_HOOK);
+        let store = spec.kernel.parts().contains(&wgtile::ops::rows::STORE_HOOK);
         let epilogues: Vec<Option<Expr>> = if store {
             vec![
                 None,

@@ -91,7 +91,7 @@ fn profile(gpu: bool) -> AdapterProfile {
 
 #[test]
 fn cost_model_decisions() {
-    use wgtile::pad::choose;
+    use wgtile::tune::pad::choose;
     let gpu = profile(true);
     // Aligned shapes, tiny shapes and the Never policy: no padding.
     assert_eq!(
@@ -178,7 +178,7 @@ fn cost_model_decisions() {
     let tiled = choose(&gpu, DType::F32, 4097, 4097, 4097, 1, Padding::Always).unwrap();
     assert!(tiled.copies && tiled.fringe_rows == 1, "{tiled}");
     assert_eq!(
-        wgtile::pad::fringe_rows(&profile(false), tiled.kernel, 4097, 4097, 1),
+        wgtile::tune::pad::fringe_rows(&profile(false), tiled.kernel, 4097, 4097, 1),
         0
     );
     // Two and three rows past a block: as many GEMVs (each reads B once)
@@ -191,13 +191,13 @@ fn cost_model_decisions() {
     let coop = choose(&gpu, DType::F16, 4097, 4097, 4097, 1, Padding::Auto)
         .unwrap()
         .kernel;
-    assert_eq!(wgtile::pad::fringe_rows(&gpu, coop, 4097, 4097, 1), 1);
-    assert_eq!(wgtile::pad::fringe_rows(&gpu, coop, 4097, 4097, 3), 0);
+    assert_eq!(wgtile::tune::pad::fringe_rows(&gpu, coop, 4097, 4097, 1), 1);
+    assert_eq!(wgtile::tune::pad::fringe_rows(&gpu, coop, 4097, 4097, 3), 0);
 }
 
 #[test]
 fn split_kernel_padding_decisions() {
-    use wgtile::pad::choose_for;
+    use wgtile::tune::pad::choose_for;
     let gpu = profile(true);
     let split = |(m, n, k)| {
         wgtile::tune::coop_split_for_shape(&gpu, (m, n, k), 1, false).expect("tensor cores")
@@ -412,7 +412,7 @@ fn f16_operands_padded_in_one_dispatch() {
         // Padded rows: multiples of 4 halves, or of COOP_PAD_HALVES for the
         // tensor-core kernel (the H200 pads N = 53 to 64).
         let np = if wgtile::tune::has_coop_f16(ctx.profile()) {
-            53usize.next_multiple_of(wgtile::pad::COOP_PAD_HALVES)
+            53usize.next_multiple_of(wgtile::tune::pad::COOP_PAD_HALVES)
         } else {
             56
         };

@@ -72,7 +72,7 @@ fn const_specialisation_rewrites_only_the_named_line() {
 
 #[test]
 fn every_row_op_specialisation() {
-    let specs = wgtile::ops::rowops::rowops_specs();
+    let specs = wgtile::ops::rows::rowops_specs();
     assert!(specs.len() >= 100, "{} row-op specs", specs.len());
     eprintln!("{} row-op specialisations", specs.len());
     for spec in &specs {
@@ -88,7 +88,7 @@ fn every_row_op_specialisation() {
 
 #[test]
 fn row_kernels_accept_generated_load_and_store_parts() {
-    use wgtile::ops::rowops::spliced_wgsl;
+    use wgtile::ops::rows::spliced_wgsl;
     // What the elementwise code generator will produce: softmax of a scaled,
     // masked input (two extra bindings), sum of squares, and a norm whose
     // store adds a residual.
@@ -142,7 +142,7 @@ fn store_y4(row: u32, c: u32, v: vec4<f32>) {
             let spec = Spec::new(kernel).dtype(dtype);
             let text = spliced_wgsl(&spec, load, store).unwrap();
             if let Some(load) = load {
-                assert!(text.contains(load) && !text.contains(wgtile::ops::rowops::LOAD_HOOK));
+                assert!(text.contains(load) && !text.contains(wgtile::ops::rows::LOAD_HOOK));
             }
             check_source(&format!("{kernel:?} spliced {dtype}"), &text, &spec);
         }

@@ -26,7 +26,7 @@ pub(crate) fn fused_pipeline(ctx: &Context, g: &Generated) -> Result<Arc<wgpu::C
 
 impl Context {
     /// Number of fused elementwise pipelines this context holds (at most
-    /// [`CACHE_CAPACITY`]): how many distinct expression structures it has
+    /// 64): how many distinct expression structures it has
     /// compiled recently.
     pub fn fused_kernel_count(&self) -> usize {
         self.inner.fused.len()

@@ -70,7 +70,7 @@ pub struct AdapterProfile {
     /// `max_storage_buffers_per_shader_stage`.
     pub max_storage_buffers_per_stage: u32,
     /// Estimated parallel compute units (SMs / CUs / cores), used for wave
-    /// quantisation; see [`estimate_compute_units`].
+    /// quantisation; see `estimate_compute_units`.
     pub compute_units: u32,
 }
 

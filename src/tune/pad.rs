@@ -1,38 +1,5 @@
-//! The padding layer: keeps awkward shapes off the slow path.
-//!
-//! A dimension one past an alignment multiple (K or N = 1793, 4097, 50257)
-//! rules out the fast kernels: 16-byte loads need rows that start on 16-byte
-//! boundaries (K and N multiples of 4 in f32, 8 for the f16 tensor-core
-//! kernel, whose padded rows go to multiples of 32 halves:
-//! [`COOP_PAD_HALVES`]). The lecture's fix is padding (nanoGPT: vocabulary 50257 -> 50304).
-//! wgtile has three tools, chosen by cost:
-//! 1. bounds-checked kernels run any shape as it is ([`Padding::Never`]);
-//! 2. this module's copy of A and/or B into scratch buffers whose rows are
-//!    padded to the alignment (the logical K and N stay: the kernels read
-//!    the rows through their pitch, zero the part of a load past K and
-//!    never store past N), when the cost model says the aligned kernel's gain
-//!    beats the copies ([`Padding::Auto`]). The f32 split kernel, where both
-//!    operands are copied, runs on the padded K instead (a whole number of
-//!    its K steps, B copied with zero rows past K: [`PadChoice::full_k`]),
-//!    so it needs no K checks. The tensor-core kernel writes C
-//!    directly; the vec4 tiled kernel, whose stores need N a multiple of 4,
-//!    computes N rounded up into scratch and the result is cropped back;
-//! 3. tensors allocated padded from the start ([`Context::tensor_padded`]):
-//!    matmul reads them in place, no copies at all.
-//!
-//! One more step against wave quantisation, with or without copies: when M
-//! is one to [`FRINGE_MAX_ROWS`] past a multiple of the kernel's block rows
-//! (tensor-core or tiled, on a GPU) and the grid without those rows is a
-//! whole wave shorter (M = 4097: 4 waves instead of 5 on tensor cores), the
-//! kernel runs the rows before them and each of the last rows of C is a
-//! GEMV ([`fringe_rows`]; `MatmulOptions::fringe_rows` forces a count). Such
-//! plans bypass the autotuner: they run the heuristic's kernel.
-//!
-//! No result changes: the products past K are zeroed in the kernels, and
-//! columns past N are dropped (the last rows' GEMVs add the same products
-//! in another order: equal up to f32 rounding of the sums).
-//!
-//! This module decides and encodes the copies; the matmul op calls it.
+//! The padding layer's decisions: whether to copy operands into aligned
+//! scratch, which rows to compute apart. Documented on [`PadChoice`].
 
 use std::fmt;
 
@@ -91,6 +58,42 @@ fn flops_per_byte(p: &AdapterProfile) -> f64 {
 }
 
 /// The padding layer's decision for one matmul.
+///
+/// The padding layer: keeps awkward shapes off the slow path.
+///
+/// A dimension one past an alignment multiple (K or N = 1793, 4097, 50257)
+/// rules out the fast kernels: 16-byte loads need rows that start on 16-byte
+/// boundaries (K and N multiples of 4 in f32, 8 for the f16 tensor-core
+/// kernel, whose padded rows go to multiples of 32 halves:
+/// `COOP_PAD_HALVES`). The lecture's fix is padding (nanoGPT: vocabulary 50257 -> 50304).
+/// wgtile has three tools, chosen by cost:
+/// 1. bounds-checked kernels run any shape as it is ([`Padding::Never`]);
+/// 2. this module's copy of A and/or B into scratch buffers whose rows are
+///    padded to the alignment (the logical K and N stay: the kernels read
+///    the rows through their pitch, zero the part of a load past K and
+///    never store past N), when the cost model says the aligned kernel's gain
+///    beats the copies ([`Padding::Auto`]). The f32 split kernel, where both
+///    operands are copied, runs on the padded K instead (a whole number of
+///    its K steps, B copied with zero rows past K: [`PadChoice::full_k`]),
+///    so it needs no K checks. The tensor-core kernel writes C
+///    directly; the vec4 tiled kernel, whose stores need N a multiple of 4,
+///    computes N rounded up into scratch and the result is cropped back;
+/// 3. tensors allocated padded from the start (`Context::tensor_padded`):
+///    matmul reads them in place, no copies at all.
+///
+/// One more step against wave quantisation, with or without copies: when M
+/// is one to `FRINGE_MAX_ROWS` past a multiple of the kernel's block rows
+/// (tensor-core or tiled, on a GPU) and the grid without those rows is a
+/// whole wave shorter (M = 4097: 4 waves instead of 5 on tensor cores), the
+/// kernel runs the rows before them and each of the last rows of C is a
+/// GEMV (`fringe_rows`; `MatmulOptions::fringe_rows` forces a count). Such
+/// plans bypass the autotuner: they run the heuristic's kernel.
+///
+/// No result changes: the products past K are zeroed in the kernels, and
+/// columns past N are dropped (the last rows' GEMVs add the same products
+/// in another order: equal up to f32 rounding of the sums).
+///
+/// This module decides and encodes the copies; the matmul op calls it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PadChoice {
     /// Padded contracted dimension (K rounded up).
@@ -107,12 +110,12 @@ pub struct PadChoice {
     /// Estimated time of the copies over the estimated kernel time saved.
     pub cost_ratio: f64,
     /// The last `fringe_rows` rows of C come from GEMVs (one each) and the
-    /// kernel runs the rows before them (see [`fringe_rows`]); 0: none.
+    /// kernel runs the rows before them (see `fringe_rows`); 0: none.
     pub fringe_rows: usize,
     /// The kernel runs the padded `k` as its K: B is copied with `k` rows
     /// (zero past the logical K, as A's padded columns are), so every K
     /// step is whole and the f32 split kernel drops its K checks
-    /// ([`split_full_k`]).
+    /// (`split_full_k`).
     pub full_k: bool,
 }
 

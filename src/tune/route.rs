@@ -36,8 +36,8 @@ pub struct MatmulOptions {
     /// 4096^3 for values in [-1, 1]), and 2-2.5x faster from 1024^3 on (70
     /// against 33 TFLOP/s at 4096^3). `None` (the default): the dispatcher
     /// takes it on adapters with tensor cores for problems of at least
-    /// [`crate::tune::COOP_SPLIT_MIN_MACS`] multiply-adds with K >=
-    /// [`crate::tune::COOP_SPLIT_MIN_K`] whose result is f32; `Some(true)`:
+    /// `crate::tune::COOP_SPLIT_MIN_MACS` multiply-adds with K >=
+    /// `crate::tune::COOP_SPLIT_MIN_K` whose result is f32; `Some(true)`:
     /// wherever the tensor cores run the shape; `Some(false)`: never (the
     /// f32 CUDA-core kernels). `reduced_precision` wins when set.
     /// Infinities and NaN: the halves cannot carry them (an infinity's are
@@ -57,7 +57,7 @@ pub struct MatmulOptions {
     pub out_dtype: Option<DType>,
     /// How many of the last rows of C the padding layer computes apart,
     /// each as a GEMV: `None`, the wave rule decides
-    /// ([`crate::tune::pad::fringe_rows`]); `Some(0)` never; `Some(r)` forces r
+    /// (`crate::tune::pad::fringe_rows`); `Some(0)` never; `Some(r)` forces r
     /// rows (at most M - 1) for one matrix, with or without copies.
     pub fringe_rows: Option<usize>,
 }

@@ -6,7 +6,7 @@
 //! VK_EXT_shader_atomic_float); not part of the library.
 //!
 //! ```text
-//! cargo run --release --example atomics_probe -- --heads 64 --seq 4096 --key-block 128
+//! cargo run -p wgtile-dev --release --bin atomics_probe -- --heads 64 --seq 4096 --key-block 128
 //! ```
 //!
 //! Three kernels over the same grid ((S / key block, heads) workgroups of
@@ -18,6 +18,7 @@
 //! are wall clock around a submit and a wait, best of the repeats.
 
 use clap::Parser;
+use wgtile::wgpu;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -80,6 +81,8 @@ fn store(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) t
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // After the logger: a variable that does not parse logs a warning.
+    wgtile::dev::set_overrides(wgtile::dev::DevOverrides::from_env());
     let args = Args::parse();
     if args.seq % 16 != 0 || (16 * args.dim) % 256 != 0 || args.seq % args.key_block != 0 {
         return Err("seq must be a multiple of 16 and of --key-block, 16 x dim of 256".into());

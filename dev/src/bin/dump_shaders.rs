@@ -2,7 +2,7 @@
 //! registry builds them, to a folder, for reading or for the naga CLI:
 //!
 //! ```text
-//! cargo run --example dump_shaders -- target/shaders && for f in target/shaders/*.wgsl; do naga "$f"; done
+//! cargo run -p wgtile-dev --bin dump_shaders -- target/shaders && for f in target/shaders/*.wgsl; do naga "$f"; done
 //! ```
 //!
 //! Files under `shaders/` are the sources: some are parts (shared Params, the
@@ -16,6 +16,7 @@ use wgtile::DType;
 use wgtile::kernels::{Kernel, Spec};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    wgtile::dev::set_overrides(wgtile::dev::DevOverrides::from_env());
     let dir = PathBuf::from(
         std::env::args()
             .nth(1)

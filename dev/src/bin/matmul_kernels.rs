@@ -3,7 +3,7 @@
 //! result's error against an f64 reference (sampled on large sizes).
 //!
 //! ```text
-//! cargo run --release --example matmul_kernels -- [--sizes 512,1024] [--dtype f32|f16] [--repeats N]
+//! cargo run -p wgtile-dev --release --bin matmul_kernels -- [--sizes 512,1024] [--dtype f32|f16] [--repeats N]
 //! ```
 //! `WGTILE_CHECKED_SHADERS=1` compiles every kernel with wgpu's runtime bounds
 //! checks, to see what the trusted (unchecked) modules buy.
@@ -12,8 +12,7 @@ use clap::Parser;
 use wgtile::tune::{COOP_CONFIGS, CPU_TILE_CONFIGS, TILE_CONFIGS, TileConfig};
 use wgtile::{Context, DType, MatmulKernel, MatmulOptions, TimingOptions};
 
-#[path = "common/mod.rs"]
-mod common;
+use wgtile_dev::matrix;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -76,6 +75,8 @@ struct Args {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    // After the logger: a variable that does not parse logs a warning.
+    wgtile::dev::set_overrides(wgtile::dev::DevOverrides::from_env());
     let args = Args::parse();
     let dtype = match args.dtype.as_str() {
         "f32" => DType::F32,
@@ -170,13 +171,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         other => return Err(format!("--transpose must be none, a, b or ab, not {other}").into()),
     };
     for &n in &sizes {
-        let (mut a, ha) = common::random_matrix(&ctx, n, 1, dtype)?;
-        let (mut b, hb) = common::random_matrix(&ctx, n, 2, dtype)?;
+        let (mut a, ha) = matrix::random_matrix(&ctx, n, 1, dtype)?;
+        let (mut b, hb) = matrix::random_matrix(&ctx, n, 2, dtype)?;
         if ta {
-            a = common::stored_transposed(&ctx, &ha, n, dtype)?;
+            a = matrix::stored_transposed(&ctx, &ha, n, dtype)?;
         }
         if tb {
-            b = common::stored_transposed(&ctx, &hb, n, dtype)?;
+            b = matrix::stored_transposed(&ctx, &hb, n, dtype)?;
         }
         for round in 0..args.rounds {
             let order: Vec<MatmulKernel> = if round % 2 == 0 {
@@ -206,7 +207,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     timing.gflops(plan.flops()),
                     timing.median() * 1e3,
                     100.0 * (timing.max() - timing.min()) / timing.median(),
-                    common::max_error(&ha, &hb, &c, n)
+                    matrix::max_error(&ha, &hb, &c, n)
                 );
             }
         }

@@ -2,15 +2,15 @@
 //! spills, workgroup memory and the like, from
 //! `VK_KHR_pipeline_executable_properties` (NVIDIA reports them; lavapipe
 //! reports a few LLVM counts). wgpu does not expose the extension, so this
-//! example compiles each kernel's WGSL to SPIR-V with naga (as wgpu does for a
+//! program compiles each kernel's WGSL to SPIR-V with naga (as wgpu does for a
 //! trusted module: no bounds checks, no forced loop bounds) and builds the
 //! compute pipeline on its own Vulkan device through `ash`.
 //!
 //! ```text
-//! cargo run --release --example pipeline_stats                 # the matmul kernels
-//! cargo run --release --example pipeline_stats -- --all        # every dispatcher specialisation
-//! cargo run --release --example pipeline_stats -- --filter coop
-//! cargo run --release --example pipeline_stats -- --attention   # the attention kernels this adapter gets
+//! cargo run -p wgtile-dev --release --bin pipeline_stats                 # the matmul kernels
+//! cargo run -p wgtile-dev --release --bin pipeline_stats -- --all        # every dispatcher specialisation
+//! cargo run -p wgtile-dev --release --bin pipeline_stats -- --filter Coop
+//! cargo run -p wgtile-dev --release --bin pipeline_stats -- --attention   # the attention kernels this adapter gets
 //! ```
 //! Why: a register count over 65536 / (workgroup size x workgroups per unit)
 //! halves a kernel's occupancy without any error, and no other tool reaches
@@ -47,6 +47,7 @@ struct Args {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    wgtile::dev::set_overrides(wgtile::dev::DevOverrides::from_env());
     let args = Args::parse();
     let specs = if args.attention {
         attention_specs()?

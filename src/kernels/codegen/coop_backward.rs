@@ -170,7 +170,7 @@ impl BackwardCoopTiles {
 
     /// The generated blocks of `pass` for head dims `d`, `dv`: every loop
     /// over fragments unrolled, each fragment a named variable (as
-    /// [`super::FlashCoopTiles::blocks`]).
+    /// `super::FlashCoopTiles::blocks`).
     pub fn blocks(self, pass: BackwardCoopPass, d: u32, dv: u32) -> Vec<(&'static str, String)> {
         let t = pass.text();
         let dim = |name: &str| if name == "D" { d / 16 } else { dv / 16 };

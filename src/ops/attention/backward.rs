@@ -9,7 +9,7 @@ impl Context {
     /// and the forward's logsumexp `lse` (`[B, Hq, Sq]` f32, from
     /// [`AttentionOptions::with_lse`]), returns dq, dk, dv. The options must
     /// be the forward's (masks, window, soft-cap, scale, layout). Never stores
-    /// an Sq x Sk matrix. D and Dv up to [`MAX_BACKWARD_DIM`].
+    /// an Sq x Sk matrix. D and Dv up to 256.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward(
         &self,

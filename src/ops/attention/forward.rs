@@ -4,7 +4,7 @@
 use super::*;
 
 impl Context {
-    /// Attention `softmax(scale * q k^T + mask) v` (see the module docs for
+    /// Attention `softmax(scale * q k^T + mask) v` (see [`AttentionOptions`] for
     /// layouts and masking). Errors: [`Error::ShapeMismatch`] for head dims,
     /// batch, head counts (`Hq % Hkv != 0`) or masks that disagree,
     /// [`Error::DTypeMismatch`] when q, k, v or the mask differ in dtype,

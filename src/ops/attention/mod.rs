@@ -1,104 +1,5 @@
-//! Attention: `O = softmax(scale * Q K^T + mask) V`, FlashAttention style.
-//!
-//! This module owns the attention op's checks, its options and its launch
-//! code; `tune::attention` picks tiles and key splits, `shaders/attention_*`
-//! hold the kernels.
-//!
-//! # Algorithm
-//! The flash kernel (`shaders/attention_flash.wgsl`) never writes the Sq x Sk
-//! score matrix to memory. A workgroup owns a block of query rows of one
-//! (batch, head) and streams blocks of keys and values through workgroup
-//! memory, keeping per row a running maximum `m` and sum `l` of the softmax
-//! (the *online softmax*): when a block raises the maximum, the accumulated
-//! output and sum are rescaled by `exp(m_old - m_new)`, and the output is
-//! divided by `l` once at the end. Key blocks that the causal diagonal, the
-//! sliding window or the key-padding length hide entirely are skipped
-//! without being loaded. The row logsumexp `m + ln l` is what the backward
-//! pass needs to recompute the probabilities.
-//!
-//! For decoding (few query rows) the key sequence is split over workgroups
-//! (flash-decoding): each writes a partial state `(O_s, m_s, l_s)` and a
-//! small merge kernel combines them, so one query row still fills the GPU.
-//! When the query rows of a KV head (`group * Sq`) are few (at most
-//! [`DECODE_KERNEL_MAX_ROWS`]) and the head dims are whole 16-byte words (D,
-//! Dv multiples of 4 f32 or 8 f16, up to 256), `Auto` runs the dedicated
-//! decode kernel (`shaders/attention_decode.wgsl`) instead of the flash tile:
-//! one workgroup per (batch, KV head, key split) reads K and V once, in
-//! coalesced 16-byte words, for all those rows, with no arithmetic spent on
-//! absent rows (query rows packed four to a vec4; its tile, a
-//! [`DecodeTiles`], is the host's choice and can be forced with
-//! [`AttentionOptions::decode_tiles`]); the flash path remains for everything else (and as
-//! [`AttentionKernel::FlashSplit`]). Every option (masks, windows, key
-//! lengths, soft-cap, lse) is supported by both.
-//!
-//! A tensor-core flash kernel (`shaders/attention_flash_coop.wgsl`, forced
-//! with [`AttentionKernel::FlashCoop`] on adapters with the 16x16 f16/f32
-//! cooperative matrix) runs the same algorithm with Q K^T and P V on
-//! cooperative matrices, the output rescaled only when a row's maximum grows
-//! by more than 2^8 (the accumulators cannot be scaled per row in place).
-//! `Auto` picks it for f16 and f32 problems with D and Dv multiples of 16 up
-//! to 256 that are not decode-shaped. For f32 a first pass
-//! (`shaders/attention_split_scale.wgsl`) finds each head's largest |q|,
-//! |k|, |v|; the kernel scales each value by its head's power of two, splits
-//! it into two f16 halves and takes three products per fragment pair
-//! (3xTF32's idea on f16 tensor cores), each 16-wide slice's products summed
-//! from zero and added in f32: on the H200 1.4x PyTorch's fp32 SDPA at S4096
-//! D128 (65.7 against 46.2 TFLOP/s), results within ~2e-7 of the f32 flash
-//! kernel. Halves cannot carry an infinity or NaN, so that first pass also
-//! flags them, and the plan ends with the f32 flash kernel guarded by the
-//! flag: it recomputes O and lse when set (IEEE's result, as the f32 flash
-//! kernel gives it) and returns at once otherwise.
-//!
-//! The naive path (`AttentionKernel::Naive`) materialises S in three kernels
-//! and is kept as the reference and the "before" of the comparison.
-//!
-//! The backward pass ([`Context::attention_backward`], FlashAttention-2
-//! style) stores no Sq x Sk matrix either: from Q, K and the forward's
-//! logsumexp it recomputes P tile by tile, once in a kernel that owns a key
-//! block (dK, dV, summed over the query heads sharing a KV head) and once in
-//! a kernel that owns a query block (dQ), so no float atomics are needed.
-//! For f16 with D and Dv multiples of 16 (up to 128 in `Auto`) both kernels
-//! run on tensor cores (`shaders/attention_bwd_coop_dkdv.wgsl`,
-//! `attention_bwd_coop_dq.wgsl`; [`BackwardCoopTiles`]): a subgroup keeps
-//! its 16 keys' K and V (or its 16 rows' Q and dO) as cooperative matrices,
-//! S^T and dP^T (S and dP) come from the tensor cores, P^T and dS^T pass
-//! through workgroup memory as f16, and the gradient products run on the
-//! tensor cores too. `AttentionKernel::Flash` keeps the scalar kernels.
-//!
-//! A tensor-core decode kernel (`shaders/attention_decode_coop.wgsl`,
-//! [`AttentionKernel::DecodeCoop`], forced only) packs the query rows of a
-//! KV head into 16-row fragments and loads K and V fragments straight from
-//! memory with no workgroup staging. On the H200 it ran at half the speed
-//! of the scalar decode kernel (32k f16 cache: 194 us against 102;
-//! cooperative loads from storage are slow there), so `Auto` never takes it.
-//!
-//! [`KvCache`] keeps growable K/V buffers on the GPU; prefill and decode both
-//! go through [`Context::attention_cached`].
-//!
-//! # Layouts
-//! `q` is `[B, Hq, Sq, D]`, `k` `[B, Hkv, Sk, D]`, `v` `[B, Hkv, Sk, Dv]`
-//! with `Hq` a multiple of `Hkv` (MHA, GQA, MQA); or, with
-//! [`AttentionLayout::Packed`], `[B, S, H * D]` (the output then is
-//! `[B, Sq, Hq * Dv]`), read in place through strides.
-//!
-//! # Masking
-//! Key `j` is visible to query `i` when it passes every configured rule:
-//! causal (`j <= i + offset`), sliding window (`i + offset - left <= j <= i +
-//! offset + right`), where `offset` is 0 for [`DiagonalAlignment::TopLeft`]
-//! (PyTorch `is_causal`) and `Sk - Sq` for [`DiagonalAlignment::BottomRight`]
-//! (FlashAttention-2, KV-cache decoding) — with key lengths, `key_lengths[b] -
-//! Sq` for batch `b`, so each sequence is aligned to its own last key (as
-//! FlashAttention-2's variable-length path does); key padding (`j < key_lengths[b]`);
-//! and a boolean mask (nonzero = visible). An additive mask is added to the
-//! logit after soft-capping (`cap * tanh(s / cap)`). Rows that see no key at
-//! all give zeros and `lse = -inf`.
-//!
-//! NaN: a NaN in q, k or the mask makes exactly the rows it reaches NaN
-//! (tracked explicitly, since drivers may fold NaN checks and software exp2
-//! clamps NaN away). Values past a key-padding length are never read into
-//! the output; a NaN in a V row hidden by another rule (causal, window,
-//! mask) still reaches rows whose key block it shares, through `0 * NaN`,
-//! as in PyTorch.
+//! Attention: options and the types of its inputs and outputs; the plans in
+//! the submodules. The semantics are documented on [`AttentionOptions`].
 
 use std::sync::Arc;
 
@@ -175,7 +76,7 @@ pub enum AttentionLayout {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AttentionKernel {
     /// The decode kernel for few packed query rows (`group * Sq <=`
-    /// [`DECODE_KERNEL_MAX_ROWS`]
+    /// `DECODE_KERNEL_MAX_ROWS`
     /// and head dims it takes), else the flash kernel (split-KV for
     /// decode-shaped problems).
     #[default]
@@ -224,6 +125,108 @@ pub enum AttentionKernel {
 
 /// Options of [`Context::attention`]; build with the methods, e.g.
 /// `AttentionOptions::new().causal(DiagonalAlignment::BottomRight).with_lse()`.
+///
+/// Attention: `O = softmax(scale * Q K^T + mask) V`, FlashAttention style.
+///
+/// This module owns the attention op's checks, its options and its launch
+/// code; `tune::attention` picks tiles and key splits, `shaders/attention_*`
+/// hold the kernels.
+///
+/// # Algorithm
+/// The flash kernel (`shaders/attention_flash.wgsl`) never writes the Sq x Sk
+/// score matrix to memory. A workgroup owns a block of query rows of one
+/// (batch, head) and streams blocks of keys and values through workgroup
+/// memory, keeping per row a running maximum `m` and sum `l` of the softmax
+/// (the *online softmax*): when a block raises the maximum, the accumulated
+/// output and sum are rescaled by `exp(m_old - m_new)`, and the output is
+/// divided by `l` once at the end. Key blocks that the causal diagonal, the
+/// sliding window or the key-padding length hide entirely are skipped
+/// without being loaded. The row logsumexp `m + ln l` is what the backward
+/// pass needs to recompute the probabilities.
+///
+/// For decoding (few query rows) the key sequence is split over workgroups
+/// (flash-decoding): each writes a partial state `(O_s, m_s, l_s)` and a
+/// small merge kernel combines them, so one query row still fills the GPU.
+/// When the query rows of a KV head (`group * Sq`) are few (at most
+/// `DECODE_KERNEL_MAX_ROWS`) and the head dims are whole 16-byte words (D,
+/// Dv multiples of 4 f32 or 8 f16, up to 256), `Auto` runs the dedicated
+/// decode kernel (`shaders/attention_decode.wgsl`) instead of the flash tile:
+/// one workgroup per (batch, KV head, key split) reads K and V once, in
+/// coalesced 16-byte words, for all those rows, with no arithmetic spent on
+/// absent rows (query rows packed four to a vec4; its tile, a
+/// [`DecodeTiles`], is the host's choice and can be forced with
+/// [`AttentionOptions::decode_tiles`]); the flash path remains for everything else (and as
+/// [`AttentionKernel::FlashSplit`]). Every option (masks, windows, key
+/// lengths, soft-cap, lse) is supported by both.
+///
+/// A tensor-core flash kernel (`shaders/attention_flash_coop.wgsl`, forced
+/// with [`AttentionKernel::FlashCoop`] on adapters with the 16x16 f16/f32
+/// cooperative matrix) runs the same algorithm with Q K^T and P V on
+/// cooperative matrices, the output rescaled only when a row's maximum grows
+/// by more than 2^8 (the accumulators cannot be scaled per row in place).
+/// `Auto` picks it for f16 and f32 problems with D and Dv multiples of 16 up
+/// to 256 that are not decode-shaped. For f32 a first pass
+/// (`shaders/attention_split_scale.wgsl`) finds each head's largest |q|,
+/// |k|, |v|; the kernel scales each value by its head's power of two, splits
+/// it into two f16 halves and takes three products per fragment pair
+/// (3xTF32's idea on f16 tensor cores), each 16-wide slice's products summed
+/// from zero and added in f32: on the H200 1.4x PyTorch's fp32 SDPA at S4096
+/// D128 (65.7 against 46.2 TFLOP/s), results within ~2e-7 of the f32 flash
+/// kernel. Halves cannot carry an infinity or NaN, so that first pass also
+/// flags them, and the plan ends with the f32 flash kernel guarded by the
+/// flag: it recomputes O and lse when set (IEEE's result, as the f32 flash
+/// kernel gives it) and returns at once otherwise.
+///
+/// The naive path (`AttentionKernel::Naive`) materialises S in three kernels
+/// and is kept as the reference and the "before" of the comparison.
+///
+/// The backward pass ([`Context::attention_backward`], FlashAttention-2
+/// style) stores no Sq x Sk matrix either: from Q, K and the forward's
+/// logsumexp it recomputes P tile by tile, once in a kernel that owns a key
+/// block (dK, dV, summed over the query heads sharing a KV head) and once in
+/// a kernel that owns a query block (dQ), so no float atomics are needed.
+/// For f16 with D and Dv multiples of 16 (up to 128 in `Auto`) both kernels
+/// run on tensor cores (`shaders/attention_bwd_coop_dkdv.wgsl`,
+/// `attention_bwd_coop_dq.wgsl`; [`BackwardCoopTiles`]): a subgroup keeps
+/// its 16 keys' K and V (or its 16 rows' Q and dO) as cooperative matrices,
+/// S^T and dP^T (S and dP) come from the tensor cores, P^T and dS^T pass
+/// through workgroup memory as f16, and the gradient products run on the
+/// tensor cores too. `AttentionKernel::Flash` keeps the scalar kernels.
+///
+/// A tensor-core decode kernel (`shaders/attention_decode_coop.wgsl`,
+/// [`AttentionKernel::DecodeCoop`], forced only) packs the query rows of a
+/// KV head into 16-row fragments and loads K and V fragments straight from
+/// memory with no workgroup staging. On the H200 it ran at half the speed
+/// of the scalar decode kernel (32k f16 cache: 194 us against 102;
+/// cooperative loads from storage are slow there), so `Auto` never takes it.
+///
+/// [`KvCache`] keeps growable K/V buffers on the GPU; prefill and decode both
+/// go through [`Context::attention_cached`].
+///
+/// # Layouts
+/// `q` is `[B, Hq, Sq, D]`, `k` `[B, Hkv, Sk, D]`, `v` `[B, Hkv, Sk, Dv]`
+/// with `Hq` a multiple of `Hkv` (MHA, GQA, MQA); or, with
+/// [`AttentionLayout::Packed`], `[B, S, H * D]` (the output then is
+/// `[B, Sq, Hq * Dv]`), read in place through strides.
+///
+/// # Masking
+/// Key `j` is visible to query `i` when it passes every configured rule:
+/// causal (`j <= i + offset`), sliding window (`i + offset - left <= j <= i +
+/// offset + right`), where `offset` is 0 for [`DiagonalAlignment::TopLeft`]
+/// (PyTorch `is_causal`) and `Sk - Sq` for [`DiagonalAlignment::BottomRight`]
+/// (FlashAttention-2, KV-cache decoding) — with key lengths, `key_lengths[b] -
+/// Sq` for batch `b`, so each sequence is aligned to its own last key (as
+/// FlashAttention-2's variable-length path does); key padding (`j < key_lengths[b]`);
+/// and a boolean mask (nonzero = visible). An additive mask is added to the
+/// logit after soft-capping (`cap * tanh(s / cap)`). Rows that see no key at
+/// all give zeros and `lse = -inf`.
+///
+/// NaN: a NaN in q, k or the mask makes exactly the rows it reaches NaN
+/// (tracked explicitly, since drivers may fold NaN checks and software exp2
+/// clamps NaN away). Values past a key-padding length are never read into
+/// the output; a NaN in a V row hidden by another rule (causal, window,
+/// mask) still reaches rows whose key block it shares, through `0 * NaN`,
+/// as in PyTorch.
 #[derive(Clone, Debug, Default)]
 pub struct AttentionOptions {
     /// Softmax scale; `None` = `1 / sqrt(D)`.
@@ -271,15 +274,15 @@ pub struct AttentionOptions {
     pub backward_coop_dq_tiles: Option<BackwardCoopTiles>,
     /// Row fragments (16 rows each) per workgroup of
     /// [`AttentionKernel::DecodeCoop`]: 1 or 2. `None` = the dispatcher's
-    /// ([`decode_coop_rf`]: 1 for up to 16 rows per KV head, else 2).
+    /// (`decode_coop_rf`: 1 for up to 16 rows per KV head, else 2).
     pub decode_coop_rf: Option<u32>,
     /// Force the decode kernel's tile (tests and tuning). `None` = the
-    /// dispatcher's ([`decode_kernel_tiles`]).
+    /// dispatcher's (`decode_kernel_tiles`).
     pub decode_tiles: Option<DecodeTiles>,
     /// The decode kernel adds each key's partial dots by subgroup shuffles
     /// (one barrier per key block) or through workgroup memory (two).
     /// `None` = shuffles where the adapter allows them
-    /// ([`decode_shuffle_fits`]; on the H200 they took f16 32k from 76 to
+    /// (`decode_shuffle_fits`; on the H200 they took f16 32k from 76 to
     /// 70 us); `Some(true)` on an adapter without them is an error.
     pub decode_shuffle: Option<bool>,
 }

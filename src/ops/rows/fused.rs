@@ -1,52 +1,5 @@
-//! Row operations and reductions of elementwise expressions, fused: the
-//! expression is computed inside the row kernel as it loads its input, and
-//! an optional epilogue is applied to each output element before the store,
-//! so `softmax(x * scale + mask) * keep` is ONE kernel reading `x`, `mask`
-//! and `keep` once and writing the result once.
-//!
-//! - `ctx.sum_of(&e, axis)`, `max_of`, `mean_of`, [`Context::reduce_of`]:
-//!   reductions of an expression (`sum_of(x*x)`: a sum of squares reading
-//!   `x` once).
-//! - `ctx.softmax_of(&e, epilogue)`, `log_softmax_of`, `layer_norm_of`,
-//!   `rms_norm_of`: the row ops of [`crate::ops::rows`] over an
-//!   expression; `epilogue` (an expression of [`Expr::acc`], the row op's
-//!   f32 result at the element, and of tensors broadcasting to the output
-//!   shape) is applied before the store: `Some(&Expr::acc().gelu())`,
-//!   `Some(&(Expr::acc() * &keep))`.
-//! - each has a `*_plan` variant; `Plan::bytes` = every distinct tensor read
-//!   once (input expression and epilogue, a tensor in both counts once) +
-//!   the output written once (+ the norms' weight and bias); rows longer
-//!   than the registers hold are read twice by the streaming kernels, which
-//!   recompute the expression (see [`crate::ops::rows`]).
-//!
-//! Semantics are those of evaluating the expression ([`Context::eval`]),
-//! then the row op on the result, then the epilogue, except that nothing is
-//! rounded in between: the expression's value enters the row op in f32 and
-//! the row op's f32 result enters the epilogue (an unfused f16 pipeline
-//! rounds to f16 twice more). Dtypes: the row op's output has the
-//! expression's dtype (f32 if any tensor of the *input* expression is f32,
-//! f16 if all are); the epilogue's tensors may be either. Shapes: the
-//! expression's broadcast shape; the epilogue must broadcast to it without
-//! enlarging it ([`Error::ShapeMismatch`](crate::Error::ShapeMismatch) named
-//! `row-op epilogue` otherwise). Tensors must be contiguous (padded ones are
-//! refused, as by every row op). Reductions take no epilogue (their kernel
-//! writes one value per row itself).
-//!
-//! How: [`crate::fusion::rows`] generates the kernels' load and store hook
-//! parts; pipelines are cached by (kernel specialisation, expression
-//! structure), so `sum_of(x * 2)` and `sum_of(y * 3)` share one.
-//!
-//! ```no_run
-//! # fn main() -> wgtile::Result<()> {
-//! use wgtile::{Axis, Context, DType, Expr};
-//! let ctx = Context::new_blocking(Default::default())?;
-//! let x = ctx.rand_uniform([2, 8, 64, 64], -1.0, 1.0, DType::F32, 1)?;
-//! let mask = ctx.rand_uniform([64, 64], -1.0, 0.0, DType::F32, 2)?;
-//! let sq = ctx.sum_of(&(x.expr() * x.expr()), Axis::Last)?; // [2, 8, 64]
-//! let p = ctx.softmax_of(&(x.expr() * 0.125 + &mask), None)?; // attention scores
-//! let g = ctx.layer_norm_of(&x.expr(), None, None, 1e-5, Some(&Expr::acc().gelu()))?;
-//! # Ok(()) }
-//! ```
+//! Row ops of elementwise expressions fused into the row kernels
+//! (reductions, softmax, norms): documented on [`Context::row_op_of_plan`].
 
 use crate::error::Result;
 use crate::expr::Expr;
@@ -59,7 +12,7 @@ use crate::runtime::Tensor;
 
 impl Context {
     /// The reduction `op` over `axis` of the expression `x`, as ONE kernel
-    /// (see the [module docs](self)); as [`Context::reduce_plan`] otherwise.
+    /// (see [`Context::row_op_of_plan`]); as [`Context::reduce_plan`] otherwise.
     pub fn reduce_of_plan(&self, x: &Expr, op: Reduction, axis: Axis) -> Result<Plan> {
         let fusion = RowFusion::new(self, x, None)?;
         self.reduce_source_plan(RowSource::Fused(&fusion), op, axis)
@@ -90,8 +43,59 @@ impl Context {
     }
 
     /// Any row op of the expression `x` with an optional `epilogue` as ONE
-    /// kernel (see the [module docs](self)); `weight`, `bias` and `eps` as
-    /// [`Context::row_op_plan`] (`weight`/`bias` must have `x`'s result dtype).
+    /// kernel; `weight`, `bias` and `eps` as [`Context::row_op_plan`]
+    /// (`weight`/`bias` must have `x`'s result dtype).
+    ///
+    /// Row operations and reductions of elementwise expressions, fused: the
+    /// expression is computed inside the row kernel as it loads its input, and
+    /// an optional epilogue is applied to each output element before the store,
+    /// so `softmax(x * scale + mask) * keep` is ONE kernel reading `x`, `mask`
+    /// and `keep` once and writing the result once.
+    ///
+    /// - `ctx.sum_of(&e, axis)`, `max_of`, `mean_of`, [`Context::reduce_of`]:
+    ///   reductions of an expression (`sum_of(x*x)`: a sum of squares reading
+    ///   `x` once).
+    /// - `ctx.softmax_of(&e, epilogue)`, `log_softmax_of`, `layer_norm_of`,
+    ///   `rms_norm_of`: [`Context::softmax`], [`Context::log_softmax`], [`Context::layer_norm`] and
+    ///   [`Context::rms_norm`] over an
+    ///   expression; `epilogue` (an expression of [`Expr::acc`], the row op's
+    ///   f32 result at the element, and of tensors broadcasting to the output
+    ///   shape) is applied before the store: `Some(&Expr::acc().gelu())`,
+    ///   `Some(&(Expr::acc() * &keep))`.
+    /// - each has a `*_plan` variant; `Plan::bytes` = every distinct tensor read
+    ///   once (input expression and epilogue, a tensor in both counts once) +
+    ///   the output written once (+ the norms' weight and bias); rows longer
+    ///   than the registers hold are read twice by the streaming kernels, which
+    ///   recompute the expression.
+    ///
+    /// Semantics are those of evaluating the expression ([`Context::eval`]),
+    /// then the row op on the result, then the epilogue, except that nothing is
+    /// rounded in between: the expression's value enters the row op in f32 and
+    /// the row op's f32 result enters the epilogue (an unfused f16 pipeline
+    /// rounds to f16 twice more). Dtypes: the row op's output has the
+    /// expression's dtype (f32 if any tensor of the *input* expression is f32,
+    /// f16 if all are); the epilogue's tensors may be either. Shapes: the
+    /// expression's broadcast shape; the epilogue must broadcast to it without
+    /// enlarging it ([`Error::ShapeMismatch`](crate::Error::ShapeMismatch) named
+    /// `row-op epilogue` otherwise). Tensors must be contiguous (padded ones are
+    /// refused, as by every row op). Reductions take no epilogue (their kernel
+    /// writes one value per row itself).
+    ///
+    /// How: the kernels' load and store hook parts are generated from the
+    /// expressions; pipelines are cached by (kernel specialisation, expression
+    /// structure), so `sum_of(x * 2)` and `sum_of(y * 3)` share one.
+    ///
+    /// ```no_run
+    /// # fn main() -> wgtile::Result<()> {
+    /// use wgtile::{Axis, Context, DType, Expr};
+    /// let ctx = Context::new_blocking(Default::default())?;
+    /// let x = ctx.rand_uniform([2, 8, 64, 64], -1.0, 1.0, DType::F32, 1)?;
+    /// let mask = ctx.rand_uniform([64, 64], -1.0, 0.0, DType::F32, 2)?;
+    /// let sq = ctx.sum_of(&(x.expr() * x.expr()), Axis::Last)?; // [2, 8, 64]
+    /// let p = ctx.softmax_of(&(x.expr() * 0.125 + &mask), None)?; // attention scores
+    /// let g = ctx.layer_norm_of(&x.expr(), None, None, 1e-5, Some(&Expr::acc().gelu()))?;
+    /// # Ok(()) }
+    /// ```
     pub fn row_op_of_plan(
         &self,
         op: RowOp,

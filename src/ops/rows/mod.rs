@@ -1,42 +1,5 @@
-//! Row operations over the last axis: softmax, log-softmax, LayerNorm and
-//! RMSNorm (this module), plus the launch layout shared with the reductions
-//! ([`crate::ops::rows::reduce`]) and a copy through the same load/store path that
-//! benchmarks use as their bandwidth reference.
-//!
-//! A tensor of shape `[.., n]` is `rows = numel / n` rows of `n` contiguous
-//! elements. Every kernel computes in f32 whatever the dtype (f16 inputs are
-//! widened on load, results narrowed on store) and writes the input's dtype.
-//!
-//! Layout rule (see `shaders/rowops_common.wgsl`): rows are walked in chunks
-//! of 4 elements, one 16-byte (f32) access per chunk when `n % 4 == 0`; `T`
-//! invocations per row hold `R` chunks each in registers, so a row is read
-//! once when `n <= 4 * R * T` (up to 8192 elements with 256 invocations, 32768
-//! with 1024); longer rows stream twice (online softmax, Welford/Chan
-//! statistics). Short rows share a workgroup (`WG / T` rows). The subgroup
-//! kernels run when the adapter has `subgroups` and a row fills its workgroup.
-//!
-//! Fusion hooks: every row kernel reads its input only through `load_x` /
-//! `load_x4` (`shaders/rowops_load.wgsl`) and writes only through `store_y` /
-//! `store_y4` (`shaders/rowops_store.wgsl`), so generated elementwise code can
-//! replace those parts (see `shaders/README.md`); [`crate::ops::rows::fused`]
-//! (`ctx.softmax_of(&expr, epilogue)`, `ctx.sum_of(&expr, axis)`, ...) does.
-//!
-//! This module checks inputs and builds plans; it does not build WGSL.
-//!
-//! ```no_run
-//! # fn main() -> wgtile::Result<()> {
-//! use wgtile::{Axis, Context, DType};
-//! let ctx = Context::new_blocking(Default::default())?;
-//! let x = ctx.rand_uniform([8, 4096], -1.0, 1.0, DType::F32, 1)?;
-//! let gamma = ctx.full([4096], 1.0, DType::F32)?;
-//! let beta = ctx.zeros([4096], DType::F32)?;
-//! let p = ctx.softmax(&x)?; // [8, 4096], rows sum to 1
-//! let y = ctx.layer_norm(&x, Some(&gamma), Some(&beta), 1e-5)?;
-//! let r = ctx.rms_norm(&x, Some(&gamma), 1e-6)?;
-//! let row_sums = ctx.sum(&x, Axis::Last)?; // [8]
-//! let total = ctx.max(&x, Axis::All)?; // rank 0
-//! # Ok(()) }
-//! ```
+//! Row ops over the last axis (softmax, log-softmax, layer and RMS norm),
+//! reductions and fused row kernels. The semantics are documented on [`RowOp`].
 
 pub mod fused;
 pub mod reduce;
@@ -242,6 +205,46 @@ pub(crate) fn check_dtype(ctx: &Context, op: &str, dtype: DType) -> Result<()> {
 }
 
 /// A row operation over the last axis (for [`Context::row_op_plan`]).
+///
+/// Row operations over the last axis: softmax, log-softmax, LayerNorm and
+/// RMSNorm (this module), plus the launch layout shared with the reductions
+/// (`crate::ops::rows::reduce`) and a copy through the same load/store path that
+/// benchmarks use as their bandwidth reference.
+///
+/// A tensor of shape `[.., n]` is `rows = numel / n` rows of `n` contiguous
+/// elements. Every kernel computes in f32 whatever the dtype (f16 inputs are
+/// widened on load, results narrowed on store) and writes the input's dtype.
+///
+/// Layout rule (see `shaders/rowops_common.wgsl`): rows are walked in chunks
+/// of 4 elements, one 16-byte (f32) access per chunk when `n % 4 == 0`; `T`
+/// invocations per row hold `R` chunks each in registers, so a row is read
+/// once when `n <= 4 * R * T` (up to 8192 elements with 256 invocations, 32768
+/// with 1024); longer rows stream twice (online softmax, Welford/Chan
+/// statistics). Short rows share a workgroup (`WG / T` rows). The subgroup
+/// kernels run when the adapter has `subgroups` and a row fills its workgroup.
+///
+/// Fusion hooks: every row kernel reads its input only through `load_x` /
+/// `load_x4` (`shaders/rowops_load.wgsl`) and writes only through `store_y` /
+/// `store_y4` (`shaders/rowops_store.wgsl`), so generated elementwise code can
+/// replace those parts (see `shaders/README.md`); `crate::ops::rows::fused`
+/// (`ctx.softmax_of(&expr, epilogue)`, `ctx.sum_of(&expr, axis)`, ...) does.
+///
+/// This module checks inputs and builds plans; it does not build WGSL.
+///
+/// ```no_run
+/// # fn main() -> wgtile::Result<()> {
+/// use wgtile::{Axis, Context, DType};
+/// let ctx = Context::new_blocking(Default::default())?;
+/// let x = ctx.rand_uniform([8, 4096], -1.0, 1.0, DType::F32, 1)?;
+/// let gamma = ctx.full([4096], 1.0, DType::F32)?;
+/// let beta = ctx.zeros([4096], DType::F32)?;
+/// let p = ctx.softmax(&x)?; // [8, 4096], rows sum to 1
+/// let y = ctx.layer_norm(&x, Some(&gamma), Some(&beta), 1e-5)?;
+/// let r = ctx.rms_norm(&x, Some(&gamma), 1e-6)?;
+/// let row_sums = ctx.sum(&x, Axis::Last)?; // [8]
+/// let total = ctx.max(&x, Axis::All)?; // rank 0
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RowOp {
     /// [`Context::softmax`].

@@ -1,20 +1,5 @@
-//! Reductions: sum, max and mean over the last axis or over all elements
-//! (`shaders/reduce.wgsl`).
-//!
-//! Accumulation is in f32 whatever the input dtype; **the output has the
-//! input's dtype** (an f16 sum that exceeds 65504 becomes `inf`, as f16
-//! arithmetic would). Over the last axis the output shape is the input's
-//! without its last dimension; over all elements it is rank 0 (`[]`).
-//!
-//! Empty reductions follow NumPy: the sum of nothing is 0, the mean of
-//! nothing is NaN, and the max of nothing is an [`Error::InvalidArgument`]
-//! (NumPy raises: `maximum` has no identity). NaN propagates through all three.
-//!
-//! Launch: `T` invocations per row, each accumulating about 8 chunks of 4
-//! elements (vec4 loads when `n % 4 == 0`), short rows sharing a workgroup;
-//! when few long rows would leave the GPU idle (a whole-tensor reduction),
-//! each row is split over several workgroups writing f32 partials, which a
-//! second dispatch (`combine`) reduces.
+//! Reductions (sum, max, mean) over the last axis or all elements:
+//! documented on [`Reduction`].
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -35,6 +20,24 @@ pub enum Axis {
 }
 
 /// Which reduction to compute.
+///
+/// Reductions: sum, max and mean over the last axis or over all elements
+/// (`shaders/reduce.wgsl`).
+///
+/// Accumulation is in f32 whatever the input dtype; **the output has the
+/// input's dtype** (an f16 sum that exceeds 65504 becomes `inf`, as f16
+/// arithmetic would). Over the last axis the output shape is the input's
+/// without its last dimension; over all elements it is rank 0 (`[]`).
+///
+/// Empty reductions follow NumPy: the sum of nothing is 0, the mean of
+/// nothing is NaN, and the max of nothing is an [`Error::InvalidArgument`]
+/// (NumPy raises: `maximum` has no identity). NaN propagates through all three.
+///
+/// Launch: `T` invocations per row, each accumulating about 8 chunks of 4
+/// elements (vec4 loads when `n % 4 == 0`), short rows sharing a workgroup;
+/// when few long rows would leave the GPU idle (a whole-tensor reduction),
+/// each row is split over several workgroups writing f32 partials, which a
+/// second dispatch (`combine`) reduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reduction {
     /// Sum (0 for an empty reduction).
@@ -244,7 +247,7 @@ impl Context {
         Ok(plan)
     }
 
-    /// The reduction `op` of `x` over `axis` (see the [module docs](self) for
+    /// The reduction `op` of `x` over `axis` (see [`Reduction`] for
     /// dtypes, shapes and empty inputs).
     pub fn reduce(&self, x: &Tensor, op: Reduction, axis: Axis) -> Result<Tensor> {
         let plan = self.reduce_plan(x, op, axis)?;

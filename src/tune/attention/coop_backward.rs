@@ -10,7 +10,7 @@ pub use crate::kernels::codegen::coop_backward::{BackwardCoopPass, BackwardCoopT
 
 /// Tensor-core backward tiles, preferred first (the dispatcher takes the
 /// first that fits; [`backward_coop_tiles`] puts 8 subgroups first for head
-/// dims above 64). Measured on the H200 (run 28, `attention
+/// dims above 64). Measured on the H200 (run 28, `attention_sweep
 /// --sweep-backward`, f16 B4 H16 S4096, TFLOP/s at 2.5x the forward FLOPs):
 /// at D = 128 8 subgroups 80.2 (causal 71.6), 4 subgroups 62.0, 2
 /// subgroups 54.0; at D = 64 4 subgroups 55.0, 2 subgroups 48.4, 8

@@ -76,7 +76,7 @@ impl DecodeTiles {
 /// block (f16 D = 128: LK = 4, 32 keys per block; f32 D = 128: LK = 8, 16
 /// keys), V loaded with its own block (not a block ahead), and key splits
 /// for 4 workgroups per compute unit: one wave.
-/// Measured on the H200 (runs 29-36, `attention --decode-grid`, Hq 32, Hkv
+/// Measured on the H200 (runs 29-36, `attention_sweep --decode-grid`, Hq 32, Hkv
 /// 8, D 128): the grid of shapes against 2 to 8 workgroups per unit showed
 /// that the split count matters more than the shape. These tiles run 4
 /// workgroups (16 warps) per SM at once, so 4 per unit is one full wave:

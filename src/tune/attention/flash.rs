@@ -132,7 +132,7 @@ impl fmt::Display for FlashTiles {
 /// invocation (512 invocations, for GPUs with 48 KiB of workgroup memory like
 /// the H200), 64 rows with 4 per invocation (lavapipe's 32 KiB), then a
 /// 64-invocation shape for small adapters. `td`/`vk` are set per value head
-/// dimension. Measured on the H200 (`attention --sweep-tiles`, B=4 H=16
+/// dimension. Measured on the H200 (`attention_sweep --sweep-tiles`, B=4 H=16
 /// S=1024, TFLOP/s, D=128 full f32/f16, D=64 full f32): 128x4 23.7 / 22.2 /
 /// 19.5; 64x4 18.2 / 14.6 / 15.0; the 8-rows-per-invocation tiles (8 x 4
 /// scores and 8 x 8 outputs in registers) 2.1 / 2.1 / 2.2: they spill.

@@ -74,7 +74,7 @@ impl FlashCoopTiles {
 
 /// Tensor-core flash tiles, preferred first; the dispatcher takes the first
 /// that fits the adapter and head dims. Measured on the H200 (runs 22-27,
-/// `attention --sweep-coop`, B4 H16 f16, TFLOP/s, K read column-major, vec4
+/// `attention_sweep --sweep-coop`, B4 H16 f16, TFLOP/s, K read column-major, vec4
 /// staging): at D = 128, S = 4096, 4 subgroups of 16 rows with 16-key
 /// blocks 138.3 (causal 123.0), with 32-key blocks 83.8, 8 x 16 rows with
 /// 32-key blocks 75.7; at D = 64 84.3, 45.0 and 39.9. Smaller blocks mean

@@ -57,7 +57,7 @@ pub const FLASH_COOP_TEST_TILES: [FlashCoopTiles; 1] = [FlashCoopTiles {
     bc: 32,
 }];
 
-/// Variants the benchmark sweeps (`examples/attention.rs --decode-sweep`).
+/// Variants the benchmark sweeps (`attention_sweep --decode-sweep` in wgtile-dev).
 /// 0: the previous engineer's shape (256 invocations, 4 per unit); 1: the
 /// default for f16 D = 128; 2: the default for f32 D = 128 (LK = 8); 3: V
 /// loaded in its own block (fewer registers); 4: 64 invocations, 16 per

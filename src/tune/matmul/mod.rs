@@ -175,8 +175,8 @@ pub enum MatmulKernel {
     /// For M = 1, K is split over workgroups into f32 partial sums.
     Gemv,
     /// CPU adapters (llvmpipe): a workgroup is one subgroup of
-    /// [`BROADCAST_SUBGROUP`] lanes owning [`BROADCAST_ROWS`] x
-    /// [`BROADCAST_COLS`] of C; the lanes load a tile of A together and
+    /// `BROADCAST_SUBGROUP` lanes owning `BROADCAST_ROWS` x
+    /// `BROADCAST_COLS` of C; the lanes load a tile of A together and
     /// share it with subgroupBroadcast, each lane loads its own columns of B.
     /// No workgroup memory and no barriers: on llvmpipe every non-constant
     /// load costs a loop over the lanes, and this layout needs the fewest.

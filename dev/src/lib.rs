@@ -1,0 +1,6 @@
+//! Helpers shared by the `wgtile-dev` programs (see `README.md` next to
+//! this crate's manifest): seeded matrices with an f64 check of a product,
+//! and the timing and comparison helpers of the attention programs.
+
+pub mod attention;
+pub mod matrix;

@@ -1,0 +1,75 @@
+//! Seeded matrices and a sampled f64 check of a product.
+
+use wgtile::{Context, DType, Tensor};
+
+/// Outputs compared with the f64 reference per matrix: all of them up to this
+/// many, else this many spread over the matrix (the reference costs 2K flops each).
+pub const CHECKED_OUTPUTS: usize = 1 << 16;
+
+/// A seeded `n x n` matrix uniform in [-1, 1) as `dtype`, and the values it
+/// holds (after rounding to f16 where asked) widened to f32.
+pub fn random_matrix(
+    ctx: &Context,
+    n: usize,
+    seed: u64,
+    dtype: DType,
+) -> wgtile::Result<(Tensor, Vec<f32>)> {
+    let host = wgtile::uniform_values(n * n, -1.0, 1.0, seed);
+    match dtype {
+        DType::F32 => Ok((ctx.tensor(&host, [n, n])?, host)),
+        DType::F16 => {
+            let h: Vec<wgtile::f16> = host.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
+            let widened = h.iter().map(|v| v.to_f32()).collect();
+            Ok((ctx.tensor(&h, [n, n])?, widened))
+        }
+    }
+}
+
+/// `values` (an `n x n` matrix, as `random_matrix` returns them) stored
+/// transposed as a `dtype` tensor: the operand for a product that reads it
+/// with a transpose flag, giving the same logical matrix.
+pub fn stored_transposed(
+    ctx: &Context,
+    values: &[f32],
+    n: usize,
+    dtype: DType,
+) -> wgtile::Result<Tensor> {
+    let t: Vec<f32> = (0..n * n).map(|i| values[(i % n) * n + i / n]).collect();
+    match dtype {
+        DType::F32 => ctx.tensor(&t, [n, n]),
+        DType::F16 => {
+            let h: Vec<wgtile::f16> = t.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
+            ctx.tensor(&h, [n, n])
+        }
+    }
+}
+
+/// Largest |C - A B| over all outputs (small n) or an even spread of outputs
+/// plus the whole last row and column (where the padding layer's split
+/// fringe lands), against f64 dot products.
+pub fn max_error(a: &[f32], b: &[f32], c: &[f32], n: usize) -> f64 {
+    let total = n * n;
+    let step = total.div_ceil(CHECKED_OUTPUTS).max(1);
+    // An odd stride visits every column over the rows instead of one column.
+    let step = if step > 1 && step.is_multiple_of(2) {
+        step + 1
+    } else {
+        step
+    };
+    let last_row = (n - 1) * n..total;
+    let last_col = (0..n).map(|i| i * n + n - 1);
+    let mut worst = 0.0f64;
+    for idx in (0..total).step_by(step).chain(last_row).chain(last_col) {
+        let (i, j) = (idx / n, idx % n);
+        let reference: f64 = (0..n)
+            .map(|p| f64::from(a[i * n + p]) * f64::from(b[p * n + j]))
+            .sum();
+        let err = (f64::from(c[idx]) - reference).abs();
+        worst = if err.is_nan() {
+            f64::INFINITY
+        } else {
+            worst.max(err)
+        };
+    }
+    worst
+}
