@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use crate::dtype::DType;
-use crate::gpu::{AdapterProfile, CoopMatrixConfig};
+use crate::gpu::AdapterProfile;
 use crate::kernels::{Kernel, Spec};
 use crate::ops::matmul::{MatmulOptions, MatmulShape, Padding};
 use crate::tune::{self, Layout, MatmulKernel, attention};
@@ -73,66 +73,13 @@ fn spec_label(spec: &Spec) -> String {
 /// adapter (256 invocations, subgroups of 4, no f16), an AMD-like GPU with
 /// 64-wide subgroups.
 fn profiles() -> Vec<AdapterProfile> {
-    let gpu = |name: &str, units: u32, sg: (u32, u32)| AdapterProfile {
-        name: name.into(),
-        backend: wgpu::Backend::Vulkan,
-        device_type: wgpu::DeviceType::DiscreteGpu,
-        vendor: 0x10de,
-        device: 0,
-        driver: String::new(),
-        driver_info: String::new(),
-        subgroup_min_size: sg.0,
-        subgroup_max_size: sg.1,
-        shader_f16: true,
-        subgroups: true,
-        subgroup_barrier: true,
-        timestamps: true,
-        cooperative_matrix: false,
-        coop_configs: Vec::new(),
-        max_workgroup_storage: 48 << 10,
-        max_invocations: 1024,
-        max_workgroup_size_x: 1024,
-        max_workgroup_size_y: 1024,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        max_buffer_size: 1 << 31,
-        max_storage_buffers_per_stage: 8,
-        compute_units: units,
-    };
-    let mut h200 = gpu("h200-like", 132, (32, 32));
-    h200.cooperative_matrix = true;
-    h200.max_storage_buffers_per_stage = 524_288;
-    h200.coop_configs = vec![CoopMatrixConfig {
-        m: 16,
-        n: 16,
-        k: 16,
-        ab_type: "f16",
-        cr_type: "f32",
-    }];
-    let plain = gpu("gpu-no-coop", 132, (32, 32));
-    let mut lavapipe = gpu("lavapipe-like", 2, (8, 8));
-    lavapipe.device_type = wgpu::DeviceType::Cpu;
-    lavapipe.vendor = 0x10005;
-    lavapipe.shader_f16 = false;
-    lavapipe.max_workgroup_storage = 32 << 10;
-    lavapipe.max_invocations = 256;
-    lavapipe.max_workgroup_size_x = 256;
-    lavapipe.max_workgroup_size_y = 256;
-    let mut swiftshader = gpu("swiftshader-like", 4, (4, 4));
-    swiftshader.device_type = wgpu::DeviceType::Cpu;
-    swiftshader.backend = wgpu::Backend::BrowserWebGpu;
-    swiftshader.vendor = 0x1ae0;
-    swiftshader.shader_f16 = false;
-    swiftshader.subgroup_barrier = false;
-    swiftshader.timestamps = false;
-    swiftshader.max_workgroup_storage = 32 << 10;
-    swiftshader.max_invocations = 256;
-    swiftshader.max_workgroup_size_x = 256;
-    swiftshader.max_workgroup_size_y = 256;
-    let mut amd = gpu("amd-like", 96, (32, 64));
-    amd.vendor = 0x1002;
-    amd.max_workgroup_storage = 64 << 10;
-    vec![h200, plain, lavapipe, swiftshader, amd]
+    vec![
+        AdapterProfile::fake_h200(),
+        AdapterProfile::fake_gpu().named("gpu-no-coop"),
+        AdapterProfile::fake_lavapipe(),
+        AdapterProfile::fake_swiftshader(),
+        AdapterProfile::fake_amd(),
+    ]
 }
 
 const MATMUL_SHAPES: [(usize, usize, usize, usize); 16] = [
