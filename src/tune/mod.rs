@@ -17,6 +17,8 @@ pub mod matmul_cost;
 pub mod pad;
 pub mod route;
 pub mod rows;
+#[cfg(test)]
+mod tests;
 
 pub use crate::gpu::estimate_compute_units;
 pub use matmul::*;

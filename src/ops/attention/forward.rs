@@ -3,6 +3,35 @@
 
 use super::*;
 
+/// What every attention path of one call binds and reads.
+pub(crate) struct Launch<'a> {
+    pub(crate) dtype: DType,
+    /// `[B, Hq, Hkv, Sq, Sk, D, Dv]`.
+    pub(crate) dims: [usize; 7],
+    /// The parameter words without the split fields.
+    pub(crate) words: &'a [u32],
+    pub(crate) mask_buf: &'a wgpu::Buffer,
+    pub(crate) kv_len: &'a Tensor,
+    pub(crate) lse_buf: &'a wgpu::Buffer,
+    pub(crate) o: &'a Tensor,
+    pub(crate) q: &'a Operand,
+    pub(crate) k: &'a Operand,
+    pub(crate) v: &'a Operand,
+    pub(crate) max_groups: usize,
+}
+
+impl Launch<'_> {
+    /// The error for a grid past the adapter's workgroups per dimension.
+    fn limit(&self, requested: usize, what: String) -> Error {
+        Error::LimitExceeded {
+            limit: "max_compute_workgroups_per_dimension",
+            requested: requested as u64,
+            max: self.max_groups as u64,
+            what,
+        }
+    }
+}
+
 impl Context {
     /// Attention `softmax(scale * q k^T + mask) v` (see [`AttentionOptions`] for
     /// layouts and masking). Errors: [`Error::ShapeMismatch`] for head dims,
@@ -350,18 +379,10 @@ impl Context {
         opts: &AttentionOptions,
         in_bytes: u64,
     ) -> Result<(Plan, AttentionOutput)> {
-        let Setup {
-            dtype,
-            dims: [b, hq, hkv, sq, sk, d, dv],
-            o_shape,
-            words,
-            mask_buf,
-            kv_len,
-            dummy,
-            flops,
-        } = self.attention_setup(&q, &k, &v, opts)?;
+        let setup = self.attention_setup(&q, &k, &v, opts)?;
+        let [b, hq, _, sq, ..] = setup.dims;
         let dummy_lse = self.alloc(&[4], DType::F32, "wgtile attention unused lse")?;
-        let o = self.alloc(&o_shape, dtype, "wgtile attention out")?;
+        let o = self.alloc(&setup.o_shape, setup.dtype, "wgtile attention out")?;
         let lse = if opts.return_lse {
             Some(self.alloc(&[b, hq, sq], DType::F32, "wgtile attention lse")?)
         } else {
@@ -371,93 +392,137 @@ impl Context {
             o: o.clone(),
             lse: lse.clone(),
         };
-        let bytes = in_bytes + o.size_bytes();
         let mut plan = Plan {
             ctx: self.clone(),
             label: String::new(),
             dispatches: Vec::new(),
             output: o.clone(),
-            flops,
-            bytes,
+            flops: setup.flops,
+            bytes: in_bytes + o.size_bytes(),
             scratch: Vec::new(),
         };
         if b * hq * sq == 0 {
             plan.label = "attention (empty result)".into();
             return Ok((plan, out));
         }
-
-        let params_base = Params { words };
-
         let lse_buf = lse.as_ref().unwrap_or(&dummy_lse).buffer.clone();
-        let device = &self.inner.device;
-        let profile = self.profile();
-        let max_groups = profile.max_workgroups_per_dim as usize;
-        let limit = |requested: usize, what: String| Error::LimitExceeded {
-            limit: "max_compute_workgroups_per_dimension",
-            requested: requested as u64,
-            max: max_groups as u64,
-            what,
+        let launch = Launch {
+            dtype: setup.dtype,
+            dims: setup.dims,
+            words: &setup.words,
+            mask_buf: &setup.mask_buf,
+            kv_len: &setup.kv_len,
+            lse_buf: &lse_buf,
+            o: &o,
+            q: &q,
+            k: &k,
+            v: &v,
+            max_groups: self.profile().max_workgroups_per_dim as usize,
         };
+        self.attention_path(&mut plan, &launch, opts)?;
+        plan.scratch.extend([setup.dummy, dummy_lse, setup.kv_len]);
+        Ok((plan, out))
+    }
 
+    /// The path `opts` and the shape take (naive, tensor-core decode,
+    /// decode, tensor-core flash, flash or flash-decoding), its dispatches
+    /// and label written into `plan`.
+    fn attention_path(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
         if opts.kernel == AttentionKernel::Naive {
-            let scores = self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention scores")?;
-            let mut words = params_base.words.clone();
-            words.extend([0, 1, 0]);
-            let params = self.uniform(&words);
-            let z = b * hq;
-            if z > max_groups || sq.div_ceil(16) > max_groups || sk.div_ceil(16) > max_groups {
-                return Err(limit(
-                    z.max(sq.div_ceil(16)).max(sk.div_ceil(16)),
-                    "naive attention grid".into(),
-                ));
-            }
-            let get = |kernel: Kernel| {
-                self.inner
-                    .pipelines
-                    .get(device, &Spec::new(kernel).dtype(dtype))
-            };
-            let grid =
-                |x: usize, y: usize| [x.div_ceil(16) as u32, y.div_ceil(16) as u32, z as u32];
+            return self.naive_attention(plan, l);
+        }
+        let decode = self.decode_choice(l, opts)?;
+        if matches!(
+            opts.kernel,
+            AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
+        ) {
+            return self.decode_coop_attention(plan, l, opts);
+        }
+        if let Some(dtiles) = decode {
+            return self.decode_attention(plan, l, opts, dtiles);
+        }
+        if let Some(coop) = self.coop_choice(l.q, l.k, l.v, opts, l.dtype)? {
+            return self.flash_coop(
+                plan,
+                coop,
+                [l.q, l.k, l.v],
+                &l.o.buffer,
+                l.words,
+                (l.mask_buf, &l.kv_len.buffer, l.lse_buf),
+            );
+        }
+        self.flash_attention(plan, l, opts)
+    }
+
+    /// The naive path: S = mask(scale Q K^T) in memory, its row softmax in
+    /// place, then P V.
+    fn naive_attention(&self, plan: &mut Plan, l: &Launch<'_>) -> Result<()> {
+        let [b, hq, _, sq, sk, _, dv] = l.dims;
+        let (dtype, max_groups, device) = (l.dtype, l.max_groups, &self.inner.device);
+        let scores = self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention scores")?;
+        let mut words = l.words.to_vec();
+        words.extend([0, 1, 0]);
+        let params = self.uniform(&words);
+        let z = b * hq;
+        if z > max_groups || sq.div_ceil(16) > max_groups || sk.div_ceil(16) > max_groups {
+            return Err(l.limit(
+                z.max(sq.div_ceil(16)).max(sk.div_ceil(16)),
+                "naive attention grid".into(),
+            ));
+        }
+        let get = |kernel: Kernel| {
+            self.inner
+                .pipelines
+                .get(device, &Spec::new(kernel).dtype(dtype))
+        };
+        let grid =
+            |x: usize, y: usize| [x.div_ceil(16) as u32, y.div_ceil(16) as u32, z as u32];
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            get(Kernel::AttentionScores)?,
+            &[
+                (0, &params),
+                (1, &l.q.buffer),
+                (2, &l.k.buffer),
+                (6, l.mask_buf),
+                (7, &l.kv_len.buffer),
+                (9, &scores.buffer),
+            ],
+            grid(sk, sq),
+        ));
+        let rows = (b * hq * sq).div_ceil(64);
+        let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            get(Kernel::AttentionSoftmax)?,
+            &[(0, &params), (5, l.lse_buf), (9, &scores.buffer)],
+            [gx as u32, gy as u32, 1],
+        ));
+        if dv > 0 {
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
-                get(Kernel::AttentionScores)?,
+                get(Kernel::AttentionPv)?,
                 &[
                     (0, &params),
-                    (1, &q.buffer),
-                    (2, &k.buffer),
-                    (6, &mask_buf),
-                    (7, &kv_len.buffer),
+                    (3, &l.v.buffer),
+                    (4, &l.o.buffer),
+                    (7, &l.kv_len.buffer),
                     (9, &scores.buffer),
                 ],
-                grid(sk, sq),
+                grid(dv, sq),
             ));
-            let rows = (b * hq * sq).div_ceil(64);
-            let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
-            plan.dispatches.push(Dispatch::with_bindings(
-                device,
-                get(Kernel::AttentionSoftmax)?,
-                &[(0, &params), (5, &lse_buf), (9, &scores.buffer)],
-                [gx as u32, gy as u32, 1],
-            ));
-            if dv > 0 {
-                plan.dispatches.push(Dispatch::with_bindings(
-                    device,
-                    get(Kernel::AttentionPv)?,
-                    &[
-                        (0, &params),
-                        (3, &v.buffer),
-                        (4, &o.buffer),
-                        (7, &kv_len.buffer),
-                        (9, &scores.buffer),
-                    ],
-                    grid(dv, sq),
-                ));
-            }
-            plan.label = format!("attention naive (S = {b}x{hq}x{sq}x{sk} f32 in memory)");
-            plan.scratch.extend([scores, dummy, dummy_lse, kv_len]);
-            return Ok((plan, out));
         }
+        plan.label = format!("attention naive (S = {b}x{hq}x{sq}x{sk} f32 in memory)");
+        plan.scratch.push(scores);
+        Ok(())
+    }
 
+    /// The decode kernel's tiles when the decode path runs (forced, or
+    /// `Auto` on few query rows per KV head), checking forced tiles and a
+    /// forced decode kernel against the shape and the adapter.
+    fn decode_choice(&self, l: &Launch<'_>, opts: &AttentionOptions) -> Result<Option<DecodeTiles>> {
+        let [_, hq, hkv, sq, _, d, dv] = l.dims;
+        let (dtype, profile) = (l.dtype, self.profile());
         let group = hq / hkv.max(1);
         let dtiles = opts
             .decode_tiles
@@ -487,169 +552,187 @@ impl Context {
             AttentionKernel::Auto => decode_ok && group * sq <= DECODE_KERNEL_MAX_ROWS,
             _ => false,
         };
-        if matches!(
-            opts.kernel,
-            AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
-        ) {
-            let emulated = opts.kernel == AttentionKernel::DecodeCoopEmulated;
-            if dtype != DType::F16 {
-                return Err(Error::InvalidArgument(format!(
-                    "the tensor-core decode kernel takes f16 inputs, got {dtype}"
-                )));
-            }
-            let rows_kv = group * sq;
-            let rf = opts
-                .decode_coop_rf
-                .unwrap_or_else(|| decode_coop_rf(rows_kv));
-            if !decode_coop_fits(profile, 1, 16, 16, emulated) {
+        Ok(use_decode.then_some(dtiles))
+    }
+
+    /// The tensor-core decode path (forced only): a subgroup per KV head,
+    /// 16 packed rows and key split, then the merge.
+    fn decode_coop_attention(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
+        let [b, hq, hkv, sq, sk, d, dv] = l.dims;
+        let dtype = l.dtype;
+        let device = &self.inner.device;
+        let profile = self.profile();
+        let max_groups = profile.max_workgroups_per_dim as usize;
+        let group = hq / hkv.max(1);
+        let emulated = opts.kernel == AttentionKernel::DecodeCoopEmulated;
+        if dtype != DType::F16 {
+            return Err(Error::InvalidArgument(format!(
+                "the tensor-core decode kernel takes f16 inputs, got {dtype}"
+            )));
+        }
+        let rows_kv = group * sq;
+        let rf = opts
+            .decode_coop_rf
+            .unwrap_or_else(|| decode_coop_rf(rows_kv));
+        if !decode_coop_fits(profile, 1, 16, 16, emulated) {
+            return Err(Error::UnsupportedFeature {
+                feature: if emulated {
+                    "SHADER_F16 and SUBGROUP"
+                } else {
+                    "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16 f16/f32, fixed subgroup size)"
+                },
+                what: "the tensor-core decode kernel".into(),
+            });
+        }
+        let aligned = [l.k, l.v]
+            .iter()
+            .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+        if !decode_coop_fits(profile, rf, d, dv, emulated) || !aligned {
+            return Err(Error::InvalidArgument(format!(
+                "the tensor-core decode kernel needs D and Dv multiples of 16 up to 256, \
+                 K, V strides that are multiples of 8 and 1 or 2 row fragments that fit \
+                 the adapter (got D = {d}, Dv = {dv}, {rf} fragments)"
+            )));
+        }
+        let ys = hkv * rows_kv.div_ceil(16 * rf as usize);
+        if ys > max_groups || b > max_groups {
+            return Err(l.limit(
+                ys.max(b),
+                "tensor-core decode grid (heads, batch)".into(),
+            ));
+        }
+        let wanted = opts.kv_splits.map_or_else(
+            || decode_coop_splits(profile, (ys * b) as u64, sk),
+            |s| s as usize,
+        );
+        let rows = b * hq * sq;
+        let (splits, split_len, params, scratch) =
+            self.split_setup(l.words.to_vec(), wanted, 16, [sk, rows, dv])?;
+        let sg = profile.subgroup_max_size;
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(device, &decode_coop_spec(rf, d, dv, sg, emulated))?;
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            pipeline,
+            &[
+                (0, &params),
+                (1, &l.q.buffer),
+                (2, &l.k.buffer),
+                (3, &l.v.buffer),
+                (5, &scratch.buffer),
+                (6, l.mask_buf),
+                (7, &l.kv_len.buffer),
+            ],
+            [splits as u32, ys as u32, b as u32],
+        ));
+        plan.dispatches.push(self.merge_dispatch(
+            (dtype, dv, rows),
+            &params,
+            &l.o.buffer,
+            &scratch.buffer,
+            l.lse_buf,
+        )?);
+        plan.label = format!(
+            "attention decode on tensor cores{} ({rows_kv} rows per KV head, {} per workgroup, {splits} key splits of {split_len})",
+            if emulated { ", emulated" } else { "" },
+            16 * rf
+        );
+        plan.scratch.push(scratch);
+        Ok(())
+    }
+
+    /// The decode path: split-KV decode kernel, then the merge.
+    fn decode_attention(
+        &self,
+        plan: &mut Plan,
+        l: &Launch<'_>,
+        opts: &AttentionOptions,
+        dtiles: DecodeTiles,
+    ) -> Result<()> {
+        let [b, hq, hkv, sq, sk, d, dv] = l.dims;
+        let dtype = l.dtype;
+        let device = &self.inner.device;
+        let profile = self.profile();
+        let max_groups = profile.max_workgroups_per_dim as usize;
+        let group = hq / hkv.max(1);
+        let rows_kv = group * sq;
+        let chunks = rows_kv.div_ceil(decode_chunk_rows(rows_kv));
+        let ys = hkv * chunks;
+        if ys > max_groups || b > max_groups {
+            return Err(l.limit(
+                ys.max(b),
+                "attention decode grid (heads, batch)".into(),
+            ));
+        }
+        let wanted = opts.kv_splits.map_or_else(
+            || decode_splits(profile, (ys * b) as u64, sk, dtiles) as usize,
+            |s| s as usize,
+        );
+        let rows = b * hq * sq;
+        let (splits, split_len, params, scratch) =
+            self.split_setup(l.words.to_vec(), wanted, dtiles.keys(), [sk, rows, dv])?;
+        let shuffle_ok = decode_shuffle_fits(profile, dtiles);
+        let shuffle = match opts.decode_shuffle {
+            Some(true) if !shuffle_ok => {
                 return Err(Error::UnsupportedFeature {
-                    feature: if emulated {
-                        "SHADER_F16 and SUBGROUP"
-                    } else {
-                        "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16 f16/f32, fixed subgroup size)"
-                    },
-                    what: "the tensor-core decode kernel".into(),
+                    feature: "SUBGROUP",
+                    what: format!(
+                        "decode with subgroup shuffles (subgroups of at least {} lanes \
+                         dividing {} invocations; the adapter's are {}..{})",
+                        dtiles.lk,
+                        dtiles.threads,
+                        profile.subgroup_min_size,
+                        profile.subgroup_max_size
+                    ),
                 });
             }
-            let aligned = [&k, &v]
-                .iter()
-                .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
-            if !decode_coop_fits(profile, rf, d, dv, emulated) || !aligned {
-                return Err(Error::InvalidArgument(format!(
-                    "the tensor-core decode kernel needs D and Dv multiples of 16 up to 256, \
-                     K, V strides that are multiples of 8 and 1 or 2 row fragments that fit \
-                     the adapter (got D = {d}, Dv = {dv}, {rf} fragments)"
-                )));
-            }
-            let ys = hkv * rows_kv.div_ceil(16 * rf as usize);
-            if ys > max_groups || b > max_groups {
-                return Err(limit(
-                    ys.max(b),
-                    "tensor-core decode grid (heads, batch)".into(),
-                ));
-            }
-            let wanted = opts.kv_splits.map_or_else(
-                || decode_coop_splits(profile, (ys * b) as u64, sk),
-                |s| s as usize,
-            );
-            let rows = b * hq * sq;
-            let (splits, split_len, params, scratch) =
-                self.split_setup(params_base.words, wanted, 16, [sk, rows, dv])?;
-            let sg = profile.subgroup_max_size;
-            let pipeline = self
-                .inner
-                .pipelines
-                .get(device, &decode_coop_spec(rf, d, dv, sg, emulated))?;
-            plan.dispatches.push(Dispatch::with_bindings(
-                device,
-                pipeline,
-                &[
-                    (0, &params),
-                    (1, &q.buffer),
-                    (2, &k.buffer),
-                    (3, &v.buffer),
-                    (5, &scratch.buffer),
-                    (6, &mask_buf),
-                    (7, &kv_len.buffer),
-                ],
-                [splits as u32, ys as u32, b as u32],
-            ));
-            plan.dispatches.push(self.merge_dispatch(
-                (dtype, dv, rows),
-                &params,
-                &o.buffer,
-                &scratch.buffer,
-                &lse_buf,
-            )?);
-            plan.label = format!(
-                "attention decode on tensor cores{} ({rows_kv} rows per KV head, {} per workgroup, {splits} key splits of {split_len})",
-                if emulated { ", emulated" } else { "" },
-                16 * rf
-            );
-            plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
-            return Ok((plan, out));
-        }
-        if use_decode {
-            let rows_kv = group * sq;
-            let chunks = rows_kv.div_ceil(decode_chunk_rows(rows_kv));
-            let ys = hkv * chunks;
-            if ys > max_groups || b > max_groups {
-                return Err(limit(
-                    ys.max(b),
-                    "attention decode grid (heads, batch)".into(),
-                ));
-            }
-            let wanted = opts.kv_splits.map_or_else(
-                || decode_splits(profile, (ys * b) as u64, sk, dtiles) as usize,
-                |s| s as usize,
-            );
-            let rows = b * hq * sq;
-            let (splits, split_len, params, scratch) =
-                self.split_setup(params_base.words, wanted, dtiles.keys(), [sk, rows, dv])?;
-            let shuffle_ok = decode_shuffle_fits(profile, dtiles);
-            let shuffle = match opts.decode_shuffle {
-                Some(true) if !shuffle_ok => {
-                    return Err(Error::UnsupportedFeature {
-                        feature: "SUBGROUP",
-                        what: format!(
-                            "decode with subgroup shuffles (subgroups of at least {} lanes \
-                             dividing {} invocations; the adapter's are {}..{})",
-                            dtiles.lk,
-                            dtiles.threads,
-                            profile.subgroup_min_size,
-                            profile.subgroup_max_size
-                        ),
-                    });
-                }
-                Some(on) => on,
-                None => shuffle_ok,
-            };
-            let pipeline = self
-                .inner
-                .pipelines
-                .get(device, &decode_spec(dtype, rows_kv, d, dv, dtiles, shuffle))?;
-            plan.dispatches.push(Dispatch::with_bindings(
-                device,
-                pipeline,
-                &[
-                    (0, &params),
-                    (1, &q.buffer),
-                    (5, &scratch.buffer),
-                    (6, &mask_buf),
-                    (7, &kv_len.buffer),
-                    (12, &k.buffer),
-                    (13, &v.buffer),
-                ],
-                [splits as u32, ys as u32, b as u32],
-            ));
-            plan.dispatches.push(self.merge_dispatch(
-                (dtype, dv, rows),
-                &params,
-                &o.buffer,
-                &scratch.buffer,
-                &lse_buf,
-            )?);
-            plan.label = format!(
-                "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len}, {dtiles}{})",
-                if shuffle { ", shuffles" } else { "" }
-            );
-            plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
-            return Ok((plan, out));
-        }
+            Some(on) => on,
+            None => shuffle_ok,
+        };
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(device, &decode_spec(dtype, rows_kv, d, dv, dtiles, shuffle))?;
+        plan.dispatches.push(Dispatch::with_bindings(
+            device,
+            pipeline,
+            &[
+                (0, &params),
+                (1, &l.q.buffer),
+                (5, &scratch.buffer),
+                (6, l.mask_buf),
+                (7, &l.kv_len.buffer),
+                (12, &l.k.buffer),
+                (13, &l.v.buffer),
+            ],
+            [splits as u32, ys as u32, b as u32],
+        ));
+        plan.dispatches.push(self.merge_dispatch(
+            (dtype, dv, rows),
+            &params,
+            &l.o.buffer,
+            &scratch.buffer,
+            l.lse_buf,
+        )?);
+        plan.label = format!(
+            "attention decode ({rows_kv} rows per KV head, {splits} key splits of {split_len}, {dtiles}{})",
+            if shuffle { ", shuffles" } else { "" }
+        );
+        plan.scratch.push(scratch);
+        Ok(())
+    }
 
-        if let Some(coop) = self.coop_choice(&q, &k, &v, opts, dtype)? {
-            self.flash_coop(
-                &mut plan,
-                coop,
-                [&q, &k, &v],
-                &o.buffer,
-                &params_base.words,
-                (&mask_buf, &kv_len.buffer, &lse_buf),
-            )?;
-            plan.scratch.extend([dummy, dummy_lse, kv_len]);
-            return Ok((plan, out));
-        }
-
+    /// The flash path: one pass, or split-KV passes (flash-decoding) and the
+    /// merge when few workgroups would leave the GPU idle.
+    fn flash_attention(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
+        let [b, hq, hkv, sq, sk, _, dv] = l.dims;
+        let dtype = l.dtype;
+        let device = &self.inner.device;
+        let profile = self.profile();
+        let max_groups = profile.max_workgroups_per_dim as usize;
+        let group = hq / hkv.max(1);
         let chosen = match opts.tiles {
             Some(t) => {
                 let t = t.for_value_dim(dv);
@@ -682,7 +765,7 @@ impl Context {
         let (rows_per_slice, slices) = if pack { (group * sq, hkv) } else { (sq, hq) };
         let q_blocks = rows_per_slice.div_ceil(tiles.br as usize);
         if slices > max_groups || b > max_groups {
-            return Err(limit(slices.max(b), "attention grid (heads, batch)".into()));
+            return Err(l.limit(slices.max(b), "attention grid (heads, batch)".into()));
         }
         let workgroups = (q_blocks * slices * b) as u64;
         let mut splits = match (opts.kernel, opts.kv_splits) {
@@ -700,13 +783,13 @@ impl Context {
             splits = sk.div_ceil(split_len).max(1);
         }
         if q_blocks * splits > max_groups {
-            return Err(limit(
+            return Err(l.limit(
                 q_blocks * splits,
                 "attention grid (query blocks x splits)".into(),
             ));
         }
         let split = splits > 1;
-        let mut words = params_base.words;
+        let mut words = l.words.to_vec();
         words.push(u32_of(split_len, "split length")?);
         words.push(splits as u32);
         words.push(u32::from(pack));
@@ -722,13 +805,13 @@ impl Context {
                 pipeline,
                 &[
                     (0, &params),
-                    (1, &q.buffer),
-                    (2, &k.buffer),
-                    (3, &v.buffer),
-                    (4, &o.buffer),
-                    (5, &lse_buf),
-                    (6, &mask_buf),
-                    (7, &kv_len.buffer),
+                    (1, &l.q.buffer),
+                    (2, &l.k.buffer),
+                    (3, &l.v.buffer),
+                    (4, &l.o.buffer),
+                    (5, l.lse_buf),
+                    (6, l.mask_buf),
+                    (7, &l.kv_len.buffer),
                 ],
                 grid,
             ));
@@ -736,8 +819,7 @@ impl Context {
                 "attention flash ({tiles}{})",
                 if pack { ", GQA heads packed" } else { "" }
             );
-            plan.scratch.extend([dummy, dummy_lse, kv_len]);
-            return Ok((plan, out));
+            return Ok(());
         }
         let rows = b * hq * sq;
         let scratch = self.alloc(
@@ -750,29 +832,29 @@ impl Context {
             pipeline,
             &[
                 (0, &params),
-                (1, &q.buffer),
-                (2, &k.buffer),
-                (3, &v.buffer),
-                (4, &o.buffer),
+                (1, &l.q.buffer),
+                (2, &l.k.buffer),
+                (3, &l.v.buffer),
+                (4, &l.o.buffer),
                 (5, &scratch.buffer),
-                (6, &mask_buf),
-                (7, &kv_len.buffer),
+                (6, l.mask_buf),
+                (7, &l.kv_len.buffer),
             ],
             grid,
         ));
         plan.dispatches.push(self.merge_dispatch(
             (dtype, dv, rows),
             &params,
-            &o.buffer,
+            &l.o.buffer,
             &scratch.buffer,
-            &lse_buf,
+            l.lse_buf,
         )?);
         plan.label = format!(
             "attention flash-decoding ({tiles}, {splits} key splits of {split_len}{})",
             if pack { ", GQA heads packed" } else { "" }
         );
-        plan.scratch.extend([scratch, dummy, dummy_lse, kv_len]);
-        Ok((plan, out))
+        plan.scratch.push(scratch);
+        Ok(())
     }
 
     /// The key splits of a decode kernel: about `wanted` splits of `sk`

@@ -474,11 +474,6 @@ fn operand(t: &Tensor, layout: AttentionLayout, heads: usize, what: &str) -> Res
     })
 }
 
-/// The dispatches' uniform parameters, in `attention_common.wgsl`'s order.
-pub(crate) struct Params {
-    pub(crate) words: Vec<u32>,
-}
-
 /// A checked attention call: dimensions `[B, Hq, Hkv, Sq, Sk, D, Dv]`, the
 /// output shape, the parameter words (without the split fields) and the
 /// buffers every kernel binds.
