@@ -79,6 +79,8 @@ pub(crate) fn lower_many_raw(exprs: &[Expr]) -> Result<Lowered> {
 
 /// [`lower_many_raw`], with the result shape of each root; `same_shape`
 /// requires them equal (`Lowered::shape` is the first root's shape).
+// Long on purpose: one recursive walk that deduplicates leaves and subexpressions and checks
+// depth and broadcasting as it goes.
 pub(crate) fn lower_roots(exprs: &[Expr], same_shape: bool) -> Result<(Lowered, Vec<Vec<usize>>)> {
     struct State {
         ops: Vec<Op>,

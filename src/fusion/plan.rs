@@ -41,6 +41,8 @@ pub(crate) fn plan_fused(ctx: &Context, expr: &Expr, out: Option<&Tensor>) -> Re
 /// One kernel computing every expression of `exprs` (same result shape),
 /// into `out` (one expression only) or new tensors: the plan (its output is
 /// the first) and all outputs.
+// Long on purpose: checks of every leaf (context, dtype, shape, aliasing with the output) and
+// the kernel's bindings, which must agree input by input with the generated text.
 pub(crate) fn plan_fused_many(
     ctx: &Context,
     exprs: &[Expr],

@@ -204,6 +204,8 @@ fn lines_for(ops: &[Op], root: usize, load: &dyn Fn(usize) -> String) -> String 
     s
 }
 
+// Long on purpose: the load and store hook parts written in one pass over the lowered
+// expression, in the order the row kernels call them.
 fn emit_rows(rl: &RowLowered, row_vec4: bool) -> RowHooks {
     let lowered = &rl.lowered;
     let (plan_vec4, inputs) = plan_access(lowered, &[]);

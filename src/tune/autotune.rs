@@ -333,6 +333,8 @@ impl Autotuner {
     /// (`(transpose_a, transpose_b)`): the flags are part of the cache key, so
     /// each layout is tuned and remembered on its own.
     #[allow(clippy::too_many_arguments)] // decide's arguments plus the layout
+    // Long on purpose: cache lookup, candidate timing and cache update in one place, so the
+    // lock that serialises tuning covers all three.
     pub fn decide_transposed(
         &self,
         profile: &AdapterProfile,

@@ -99,6 +99,8 @@ impl FlashCoopTiles {
     /// (f32 inputs as hi and lo halves): every loop over cooperative-matrix
     /// fragments unrolled, so each fragment is a named variable (`// @gen
     /// NAME` markers of `shaders/attention_flash_coop.wgsl`).
+    // Long on purpose: one emitter per generated block of the shader, in the shader's order,
+    // so the text reads as the kernel it writes.
     pub fn blocks(self, d: u32, dv: u32, split: bool) -> Vec<(&'static str, String)> {
         use std::fmt::Write as _;
         let (rf, d16, dv16, bc16) = (self.rf, d / 16, dv / 16, self.bc / 16);

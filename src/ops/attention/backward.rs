@@ -28,6 +28,9 @@ impl Context {
 
     /// The [`Plan`] of [`Context::attention_backward`] (its output is dq).
     #[allow(clippy::too_many_arguments)]
+    // Long on purpose: every check of the backward's extra inputs (o, d_o, lse) against the
+    // forward's shapes, then the prepare, dK/dV and dQ launches in run order; the tensor-core
+    // choice is apart (backward_coop_choice).
     pub fn attention_backward_plan(
         &self,
         q: &Tensor,

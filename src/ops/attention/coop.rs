@@ -129,6 +129,8 @@ impl Context {
     }
 
     /// Encodes the tensor-core flash kernel into `plan`.
+    // Long on purpose: the f16 and the f32 split forms share the launch; the split adds the
+    // scale pass and the guarded fallback in between.
     pub(crate) fn flash_coop(
         &self,
         plan: &mut Plan,

@@ -157,6 +157,8 @@ impl Context {
 
     /// Checks q, k, v and the options, and builds the kernels' parameters
     /// (shared by the forward and backward passes).
+    // Long on purpose: the checks of q, k, v, masks, key lengths, window, soft-cap and layout,
+    // in the order their errors are documented, and the parameter words they fill.
     pub(crate) fn attention_setup(
         &self,
         q: &Operand,

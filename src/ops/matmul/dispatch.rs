@@ -6,6 +6,9 @@ use super::*;
 impl Context {
     /// The matmul dispatches of `kernel` on dense buffers of `shape`; scratch
     /// tensors they need are pushed to `scratch` (the plan keeps them alive).
+    // Long on purpose: one arm per kernel family (naive, tiled, broadcast, coop and its f32
+    // split, split-K, GEMV), each the family's grid and bindings over the same parameter and
+    // epilogue buffers.
     pub(crate) fn matmul_dispatches(
         &self,
         kernel: MatmulKernel,

@@ -9,6 +9,8 @@ impl Context {
     ///
     /// Only the batches in `range` run (the padding layer's last row of C:
     /// one batch of a [M, 1, K] view of A).
+    // Long on purpose: the three GEMV kernels (matvec, one-dispatch vecmat, split vecmat and
+    // its reduce) share the parameter block and the batch range.
     pub(crate) fn gemv_dispatches(
         &self,
         (dtype, out_dtype): (DType, DType),

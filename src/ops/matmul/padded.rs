@@ -6,6 +6,8 @@ use super::*;
 impl Context {
     /// The padding layer's plan: copy A and B into zero-padded scratch
     /// buffers, run the aligned kernel, copy the result back into the output.
+    // Long on purpose: the copies in, the aligned kernel, the last rows apart as GEMVs and the
+    // copy out, in run order, each with its scratch.
     pub(crate) fn padded_matmul_plan(
         &self,
         a: &Tensor,

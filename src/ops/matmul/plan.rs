@@ -6,6 +6,8 @@ use crate::tune::route::MatmulRoute;
 
 impl Context {
     /// [`Context::matmul_plan`] with a fused [`Epilogue`].
+    // Long on purpose: operand, output and epilogue checks in the order of their errors, then
+    // the route (tune::route) and the plan; each step is a few lines.
     pub fn matmul_plan_with(
         &self,
         a: &Tensor,

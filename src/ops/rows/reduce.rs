@@ -75,6 +75,8 @@ impl Context {
     }
 
     /// The reduction `op` over `axis` of `x` (a tensor or a fused expression).
+    // Long on purpose: the last-axis and whole-tensor reductions share checks, the split
+    // decision (tune::rows) and the combine pass; their launches differ in a few bindings.
     pub(crate) fn reduce_source_plan(
         &self,
         x: RowSource<'_>,

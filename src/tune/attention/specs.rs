@@ -7,6 +7,8 @@ use super::*;
 /// Every tensor-core flash specialisation the dispatcher (and the sweep) can
 /// produce on an H200-like profile (subgroup size 32, 48 KiB), plus the
 /// default tile at subgroup sizes 16 and 64.
+// Long on purpose: a flat list of every tensor-core attention specialisation (head dims,
+// tiles, subgroup sizes), for the shader tests.
 pub fn attention_coop_specs() -> Vec<Spec> {
     let mut p = permissive_profile();
     p.max_workgroup_storage = 48 * 1024;

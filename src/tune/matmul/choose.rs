@@ -95,6 +95,8 @@ pub fn choose_matmul_layout(
 
 /// The dispatcher's rules; `transposes` (when some operand is stored
 /// transposed) keeps to the kernels that read such operands in place.
+// Long on purpose: the dispatcher's rules in the order they apply (tiny, GEMV, tensor cores,
+// CPU kernels, tiles by wave fill), each with the reason it reports.
 pub(crate) fn choose(
     p: &AdapterProfile,
     dtype: DType,

@@ -4,6 +4,8 @@
 use super::*;
 
 /// Every matmul specialisation the dispatcher can produce, for validation.
+// Long on purpose: a flat list of every specialisation the dispatcher can produce, family by
+// family, for the shader tests.
 pub fn matmul_specs() -> Vec<Spec> {
     let mut specs = Vec::new();
     for dtype in DType::ALL {
