@@ -21,7 +21,7 @@ for e in "${examples[@]}"; do cp "target/release/examples/$e" .bin/stage/; done
 for e in "${dev_bins[@]}"; do cp "target/release/$e" .bin/stage/; done
 # The GPU test suites, to run the kernels lavapipe cannot (cooperative
 # matrices) with WGTILE_COOPERATIVE_MATRIX=1.
-tests=(matmul padded pad attention)
+tests=(matmul attention)
 for t in "${tests[@]}"; do
     exe=$(cargo test --release -p wgtile --no-run --test "$t" --message-format=json 2>/dev/null \
         | python3 -c 'import json,sys

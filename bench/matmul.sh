@@ -8,8 +8,8 @@
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source bench/env.sh || exit 1
-for t in matmul padded pad; do
-  [ -x "$B/test_$t" ] && LIMIT=300 TAIL=3 run "test_$t" "$B/test_$t" --test-threads=1
+for t in matmul; do
+  [ -x "$B/test_$t" ] && LIMIT=600 TAIL=3 run "test_$t" "$B/test_$t" --test-threads=1
 done
 LIMIT=120 TAIL=20 run "coop layouts f16" "$B/matmul_kernels" --sizes 4096,2048 --dtype f16 --tiles 128x128x8 \
   --coop "${COOP:-4x4x32x2,2x4x32x4,2x2x32x4,4x2x32x4,2x4x32x2}"

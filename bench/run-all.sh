@@ -25,8 +25,8 @@ torch() {
 }
 
 # 1. correctness of the kernels lavapipe cannot run (tensor cores)
-for t in matmul padded pad attention; do
-  [ -x "$B/test_$t" ] && LIMIT=300 TAIL=3 run "test_$t" "$B/test_$t" --test-threads=1
+for t in matmul attention; do
+  [ -x "$B/test_$t" ] && LIMIT=600 TAIL=3 run "test_$t" "$B/test_$t" --test-threads=1
 done
 # 2. matmul: aligned and odd sizes through the dispatcher and the padding
 #    layer, the GEMV, PyTorch at the same sizes

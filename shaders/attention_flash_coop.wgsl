@@ -104,7 +104,7 @@
 //   pairs and one barrier fewer per block all lost:
 //   docs/perf/attention.md#tensor-core-forward.
 // Backends: the cooperative-matrix module is Vulkan only (naga's MSL backend
-//   has 8 x 8 simdgroup matrices and its HLSL backend none); tests/shaders.rs
+//   has 8 x 8 simdgroup matrices and its HLSL backend none); tests/shaders/kernels.rs
 //   checks it for SPIR-V, the emulated one for every backend.
 
 const W: u32 = 4u;

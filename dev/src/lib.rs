@@ -3,4 +3,7 @@
 //! and the timing and comparison helpers of the attention programs.
 
 pub mod attention;
+/// Seeded matrices and a sampled f64 check of a product: the examples' own
+/// helpers, shared rather than copied.
+#[path = "../../examples/common/mod.rs"]
 pub mod matrix;

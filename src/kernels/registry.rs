@@ -50,8 +50,8 @@ const SUBGROUPS: u8 = 4;
 /// storage access is guarded by an explicit bounds check in the WGSL or in
 /// bounds by construction (workgroup tile indices, register arrays indexed
 /// below their const size), loops have constant or uniform trip counts, and
-/// the edge-shape tests cover them (tests/rowops.rs for the row kernels:
-/// n = 1, primes, partial chunks; tests/attention.rs for the attention
+/// the edge-shape tests cover them (tests/rows/rowops.rs for the row kernels:
+/// n = 1, primes, partial chunks; tests/attention/ for the attention
 /// kernels, whose strides and key lengths the host derives from and checks
 /// against the tensors' shapes, every global index guarded by the logical
 /// bounds; the tensor-core kernels' edge tests run on adapters with

@@ -7,9 +7,7 @@ pub mod naga_check;
 
 use std::sync::OnceLock;
 
-use wgtile::{
-    AdapterProfile, Context, ContextOptions, CoopMatrixConfig, DType, MatmulShape, Tensor, wgpu,
-};
+use wgtile::{Context, ContextOptions, DType, MatmulShape, Tensor};
 
 /// The shared test context: the default adapter (the software one, lavapipe,
 /// when no GPU is present). `None` (test skipped) only when there is no
@@ -122,52 +120,6 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f64], bound: impl Fn(usize)
             bound(i)
         );
     }
-}
-
-/// A GPU-like adapter profile for dispatcher tests that need no GPU: NVIDIA
-/// vendor, discrete, subgroups of 32, f16, no cooperative matrix.
-pub fn synthetic_profile(units: u32, invocations: u32, storage: u32) -> AdapterProfile {
-    AdapterProfile {
-        name: "synthetic".into(),
-        backend: wgpu::Backend::Vulkan,
-        device_type: wgpu::DeviceType::DiscreteGpu,
-        vendor: 0x10de,
-        device: 0,
-        driver: String::new(),
-        driver_info: String::new(),
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        shader_f16: true,
-        subgroups: true,
-        subgroup_barrier: true,
-        timestamps: true,
-        cooperative_matrix: false,
-        coop_configs: Vec::new(),
-        max_workgroup_storage: storage,
-        max_invocations: invocations,
-        max_workgroup_size_x: invocations,
-        max_workgroup_size_y: invocations,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        max_buffer_size: 1 << 31,
-        max_storage_buffers_per_stage: 8,
-        compute_units: units,
-    }
-}
-
-/// [`synthetic_profile`] with the H200's 16x16x16 f16 -> f32 cooperative
-/// matrix (and its Vulkan binding limit: 524288 storage buffers per stage).
-pub fn with_tensor_cores(mut p: AdapterProfile) -> AdapterProfile {
-    p.cooperative_matrix = true;
-    p.max_storage_buffers_per_stage = 524_288;
-    p.coop_configs = vec![CoopMatrixConfig {
-        m: 16,
-        n: 16,
-        k: 16,
-        ab_type: "f16",
-        cr_type: "f32",
-    }];
-    p
 }
 
 /// Each output matrix's (A offset, B offset), following the batch strides.

@@ -1,7 +1,7 @@
 //! Fused matmul epilogues against an f64 reference: scale, bias, activations
 //! and residual on every kernel, odd and batched shapes, K = 0, bad input.
 
-mod common;
+use crate::common;
 
 use wgtile::{Activation, DType, Epilogue, Error, MatmulKernel, MatmulOptions, MatmulShape};
 

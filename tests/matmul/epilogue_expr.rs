@@ -6,7 +6,7 @@
 //! the result (and 2e-7 relative for the erfc fit), plus one f16 rounding
 //! for f16 outputs.
 
-mod common;
+use crate::common;
 
 use wgtile::{DType, Epilogue, Error, Expr, MatmulKernel, MatmulOptions, MatmulShape};
 

@@ -2,7 +2,7 @@
 //! tile multiples +-1, rectangular, batched with broadcasting, 1-D operands,
 //! f16, zero-sized dimensions. Outputs are NaN-poisoned before each run.
 
-mod common;
+use crate::common;
 
 use wgtile::tune::{NAIVE_WORKGROUPS, TILE_CONFIGS};
 use wgtile::{Context, DType, MatmulKernel, MatmulOptions, MatmulShape};
@@ -527,8 +527,9 @@ fn split_k_long_contractions() {
         }
     }
     // The dispatcher splits K when M x N gives too few tiles for the adapter.
-    let mut p = common::synthetic_profile(132, 1024, 48 << 10);
-    p.compute_units = 132;
+    let p = wgtile::AdapterProfile::fake_gpu()
+        .named("synthetic")
+        .with_units(132);
     let c = wgtile::tune::choose_matmul(&p, DType::F32, 128, 128, 65536, 1);
     assert!(
         matches!(c.kernel, MatmulKernel::SplitK { splits: 16, .. }),

@@ -3,7 +3,7 @@
 //! place on every kernel that accepts the layout, and the padding is never
 //! read as a value (it is poisoned with NaN here).
 
-mod common;
+use crate::common;
 
 use wgtile::tune::{Layout, NAIVE_WORKGROUPS, TILE_CONFIGS};
 use wgtile::{Context, DType, Error, MatmulKernel, MatmulOptions, MatmulShape, Tensor, f16};

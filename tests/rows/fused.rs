@@ -5,11 +5,11 @@
 //! References: the elementwise part is computed on the host in f32 exactly
 //! as the kernel computes it (+, -, *, |.| are correctly rounded, the scales
 //! used are powers of two), then the row op in f64. Tolerances are those of
-//! `tests/rowops.rs` plus what the fused part adds (stated per test), plus
+//! `tests/rows/rowops.rs` plus what the fused part adds (stated per test), plus
 //! one rounding of the output for f16 (2^-11 relative). Row lengths 1, 7,
 //! 127, 1031, 5003 (and a streaming length) with broadcast operands.
 
-mod common;
+use crate::common;
 
 use wgtile::{Axis, Context, DType, Error, Expr, Plan, Reduction, Tensor};
 
@@ -42,7 +42,7 @@ fn log2(n: usize) -> f64 {
 }
 
 /// Reduces `vals` (rows of `n`) the way `op` does, with the error bound of
-/// an f32 accumulation (as tests/rowops.rs) plus one f32 rounding per term
+/// an f32 accumulation (as tests/rows/rowops.rs) plus one f32 rounding per term
 /// (a product contracted into an fma may differ by that).
 fn reduce_ref(vals: &[f64], n: usize, op: Reduction, dtype: DType) -> (Vec<f64>, Vec<f64>) {
     let mut want = Vec::new();
@@ -236,7 +236,7 @@ fn attention_softmax_with_broadcast_mask_and_dropout_epilogue() {
                         };
                         let w = p[e] * scale;
                         let d = if zj.is_finite() { (zj - mx).abs() } else { 0.0 };
-                        // tests/rowops.rs's softmax bound, + the product.
+                        // tests/rows/rowops.rs's softmax bound, + the product.
                         let b = w * (17.0 + 2.0 * d.min(1e3) + 2.0 * log2(sk)) * U;
                         want.push(w);
                         bound.push(b + out_rounding(dtype, w) + 1e-38);
@@ -328,7 +328,7 @@ fn norms_of_a_residual_sum_with_gelu_epilogue() {
                         } else {
                             mean.abs() / std * log2(n) * gw.abs()
                         };
-                        // tests/rowops.rs's norm bound.
+                        // tests/rows/rowops.rs's norm bound.
                         let b = (32.0 + 4.0 * log2(n))
                             * U
                             * ((xhat * gw).abs() + gb.abs() + 1.0 + cancel);

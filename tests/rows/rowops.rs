@@ -15,7 +15,7 @@
 //! Outputs are poisoned with NaN before each kernel runs (the plan's output is
 //! filled, then the plan runs), so an element the kernel skips fails.
 
-mod common;
+use crate::common;
 
 use wgtile::{
     Axis, Context, ContextOptions, DType, Error, Plan, Reduction, RowOp, RowOptions, Tensor, wgpu,

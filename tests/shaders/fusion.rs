@@ -2,9 +2,9 @@
 //! translate to SPIR-V, MSL and HLSL, for expressions covering every op, both
 //! dtypes, both paths (vec4 and scalar) and every input access kind. No GPU.
 
-mod common;
+use crate::common;
 
-use common::naga_check::{check_spec, check_spec_source};
+use crate::common::naga_check::{check_spec, check_spec_source};
 use wgtile::fusion::{Access, generate};
 use wgtile::{BinaryOp, DType, Expr, UnaryOp};
 

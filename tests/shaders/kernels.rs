@@ -2,9 +2,7 @@
 //! produce, parses and validates with naga and translates to SPIR-V, MSL and
 //! HLSL. Needs no GPU: a shader that would break Metal or DX12 fails here.
 
-mod common;
-
-use common::naga_check::{check_spec as check, check_spec_source as check_source};
+use crate::common::naga_check::{check_spec as check, check_spec_source as check_source};
 use wgtile::DType;
 use wgtile::kernels::{Kernel, Spec};
 

@@ -9,7 +9,7 @@ values in SIMD registers while an array indexed in a loop goes to memory.
 To change the block, change DEFAULT_ROWS / DEFAULT_VEC4_PER_LANE below
 together with the Rust constants tune::BROADCAST_ROWS / BROADCAST_COLS and
 re-run it (`cargo xtask gen --check` compares against the defaults);
-tests/shaders.rs validates the result.
+tests/shaders/kernels.rs validates the result.
 
 Usage: tools/gen/matmul_broadcast_core.py [--rows N] [--vec4-per-lane N]
                                           [--check] [--out PATH]

@@ -3,7 +3,7 @@
 the same compute core with a 16 x 16 register tile per invocation (64 named
 vec4 accumulators: WGSL has no unroll directive or macros, and an array of
 accumulators indexed in loops may live in slow memory). Run it after editing
-the 8 x 8 core; tests/shaders.rs validates the result.
+the 8 x 8 core; tests/shaders/kernels.rs validates the result.
 
 Two parts of the 8 x 8 core are left out:
 - its "Why (H200)" notes, which record experiments on the

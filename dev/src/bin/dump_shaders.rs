@@ -7,7 +7,7 @@
 //!
 //! Files under `shaders/` are the sources: some are parts (shared Params, the
 //! epilogue, the tiled core) that only validate once assembled; these dumps
-//! are what the tests validate and translate (tests/shaders.rs). Pipeline
+//! are what the tests validate and translate (tests/shaders/kernels.rs). Pipeline
 //! `override` values are listed in a comment at the top of each dump.
 
 use std::path::PathBuf;

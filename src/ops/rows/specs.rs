@@ -39,7 +39,7 @@ pub(super) fn synthetic_profile(invocations: u32) -> AdapterProfile {
 }
 
 /// Every specialisation the row-op and reduction dispatchers can produce,
-/// for `tests/shaders.rs`: the layouts chosen for every row length up to
+/// for `tests/shaders/kernels.rs`: the layouts chosen for every row length up to
 /// 40000 (past the longest register row) on adapters allowing 64, 256 and
 /// 1024 invocations, times kernels, dtypes and reduction ops.
 pub fn rowops_specs() -> Vec<Spec> {

@@ -1,0 +1,332 @@
+//! The decode kernel (few query rows over a long cache): edge shapes, the
+//! swept tile variants, where it falls back or refuses, and the KV cache
+//! from prefill through decode steps.
+
+use crate::common;
+use crate::helpers::{Case, HostMask, check_decode, mask_values, reference};
+
+use wgtile::{AttentionKernel, AttentionOptions, DType, DiagonalAlignment, Error, KvCache};
+
+#[test]
+fn decode_kernel_edge_shapes() {
+    let Some(ctx) = common::ctx() else { return };
+    let br = DiagonalAlignment::BottomRight;
+    let f16 = |mut c: Case| {
+        c.dtype = DType::F16;
+        c
+    };
+    // GQA 4:1, one key, causal bottom-right.
+    check_decode(
+        &ctx,
+        &Case::new(1, 8, 2, 1, 1, 64, 64),
+        &AttentionOptions::new().causal(br),
+        None,
+        200,
+    );
+    // MQA, Dv != D, a split shorter than a block.
+    check_decode(
+        &ctx,
+        &Case::new(1, 4, 1, 1, 17, 80, 48),
+        &AttentionOptions::new(),
+        None,
+        201,
+    );
+    // Several batches, key lengths incl. 0 and 1, bottom-right causal, a
+    // prime cache length over many blocks and splits.
+    check_decode(
+        &ctx,
+        &Case::new(3, 8, 2, 1, 1031, 128, 64),
+        &AttentionOptions::new()
+            .causal(br)
+            .key_lengths(&[1031, 0, 1]),
+        None,
+        202,
+    );
+    // Sq = 3 with bottom-right causal (speculative decoding) and a window.
+    check_decode(
+        &ctx,
+        &Case::new(1, 4, 1, 3, 129, 64, 64),
+        &AttentionOptions::new().causal(br).window(Some(40), None),
+        None,
+        203,
+    );
+    // 32 packed rows (4 row chunks; Auto would take the flash path).
+    check_decode(
+        &ctx,
+        &Case::new(1, 16, 1, 2, 200, 32, 32),
+        &AttentionOptions::new().causal(br),
+        None,
+        204,
+    );
+    // Boolean mask per (batch, key), additive mask [Sq, Sk].
+    let c = Case::new(2, 4, 2, 1, 300, 64, 64);
+    check_decode(
+        &ctx,
+        &c,
+        &AttentionOptions::new(),
+        Some(HostMask {
+            additive: false,
+            dims: [2, 1, 1, 300],
+            shape: vec![2, 1, 1, 300],
+            data: mask_values(600, 205, false),
+        }),
+        206,
+    );
+    let c = Case::new(1, 6, 2, 3, 150, 64, 64);
+    check_decode(
+        &ctx,
+        &c,
+        &AttentionOptions::new().causal(br),
+        Some(HostMask {
+            additive: true,
+            dims: [1, 1, 3, 150],
+            shape: vec![3, 150],
+            data: mask_values(450, 207, true),
+        }),
+        208,
+    );
+    if ctx.profile().shader_f16 {
+        // f16: GQA, Sq = 3, soft-cap, prime cache, D = 128 and D = 80 / Dv = 256.
+        check_decode(
+            &ctx,
+            &f16(Case::new(1, 8, 2, 3, 1031, 128, 128)),
+            &AttentionOptions::new().causal(br).softcap(5.0),
+            None,
+            209,
+        );
+        check_decode(
+            &ctx,
+            &f16(Case::new(2, 5, 1, 1, 129, 80, 256)),
+            &AttentionOptions::new().key_lengths(&[129, 0]),
+            None,
+            210,
+        );
+        check_decode(
+            &ctx,
+            &f16(Case::new(1, 4, 1, 1, 17, 64, 64)),
+            &AttentionOptions::new().causal(br),
+            None,
+            211,
+        );
+    }
+    // f32 at the largest head dims (D = Dv = 256).
+    check_decode(
+        &ctx,
+        &Case::new(1, 2, 1, 1, 70, 256, 256),
+        &AttentionOptions::new(),
+        None,
+        212,
+    );
+    // Logits climbing along the cache (an additive ramp of 0.4 per key,
+    // about 10 per 16-key block in log2 units): the kernel's running max
+    // moves at every block (its lazy-rescale path), then a sawtooth (a climb
+    // and a drop every 40 keys) and a falling ramp (the max set by the
+    // first block, later probabilities tiny), in f32 and f16.
+    let ramps: [fn(usize) -> f32; 3] = [
+        |j| 0.4 * j as f32,
+        |j| 0.6 * (j % 40) as f32 - 20.0 * (j / 40) as f32,
+        |j| -0.4 * j as f32,
+    ];
+    for (i, ramp) in ramps.into_iter().enumerate() {
+        for dtype in [DType::F32, DType::F16] {
+            if dtype == DType::F16 && !ctx.profile().shader_f16 {
+                continue;
+            }
+            let mut c = Case::new(1, 8, 2, 1, 300, 64, 64);
+            c.dtype = dtype;
+            // f32 with the dispatcher's reduction (shuffles where the
+            // adapter has subgroups), f16 through workgroup memory: the
+            // rescale path of both.
+            let mut opts = AttentionOptions::new();
+            if dtype == DType::F16 {
+                opts = opts.decode_shuffle(false);
+            }
+            check_decode(
+                &ctx,
+                &c,
+                &opts,
+                Some(key_bias((0..300).map(ramp).collect())),
+                213 + i as u64,
+            );
+        }
+    }
+}
+
+/// An additive mask of one value per key ([1, Sk], broadcast over batches,
+/// heads and query rows).
+fn key_bias(data: Vec<f32>) -> HostMask {
+    let sk = data.len();
+    HostMask {
+        additive: true,
+        dims: [1, 1, 1, sk],
+        shape: vec![1, sk],
+        data,
+    }
+}
+
+#[test]
+fn decode_tile_variants() {
+    let Some(ctx) = common::ctx() else { return };
+    use wgtile::tune::attention::{DECODE_SWEEP, DecodeTiles, decode_shuffle_fits};
+    let br = DiagonalAlignment::BottomRight;
+    // The variants the benchmark sweeps that together take every value of
+    // each parameter (workgroups of 256, 128, 64 and 32; 2, 4 and 8 lanes
+    // per key; V prefetched or not; each variant is one more kernel to
+    // compile, slow on a cold lavapipe cache), on 12 packed rows (two row
+    // quads of a 6-row chunk, the last two lanes absent), key lengths and
+    // bottom-right causal over a prime cache crossing blocks and splits.
+    let mut c = Case::new(2, 8, 2, 3, 263, 64, 64);
+    if ctx.profile().shader_f16 {
+        c.dtype = DType::F16;
+    }
+    for (i, t) in DECODE_SWEEP.iter().enumerate() {
+        if !matches!(i, 2 | 3 | 4 | 6 | 7) || t.threads > ctx.profile().max_invocations {
+            continue;
+        }
+        // Both partial-dot reductions: subgroup shuffles (where the adapter
+        // allows them) on every other variant, workgroup memory on the rest.
+        let shuffle = i % 2 == 0 && decode_shuffle_fits(ctx.profile(), *t);
+        let opts = AttentionOptions::new()
+            .causal(br)
+            .key_lengths(&[263, 70])
+            .decode_tiles(*t)
+            .decode_shuffle(shuffle);
+        check_decode(&ctx, &c, &opts, None, 300 + i as u64);
+    }
+    // f32 with an additive mask on two of them, through workgroup memory.
+    let c = Case::new(1, 4, 1, 1, 97, 32, 32);
+    for (i, t) in DECODE_SWEEP.iter().take(3).enumerate().skip(1) {
+        let opts = AttentionOptions::new()
+            .decode_tiles(*t)
+            .decode_shuffle(false);
+        check_decode(
+            &ctx,
+            &c,
+            &opts,
+            Some(key_bias(mask_values(97, 320 + i as u64, true))),
+            330 + i as u64,
+        );
+    }
+    // A shape the kernel does not support is an error, not a guess.
+    let q = ctx.zeros([1, 2, 1, 64], DType::F32).unwrap();
+    let k = ctx.zeros([1, 1, 30, 64], DType::F32).unwrap();
+    let bad = DecodeTiles {
+        threads: 96,
+        lk: 4,
+        prefetch_v: true,
+        per_unit: 4,
+    };
+    let err = ctx
+        .attention_plan(&q, &k, &k, &AttentionOptions::new().decode_tiles(bad))
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+}
+
+#[test]
+fn decode_kernel_falls_back_or_refuses() {
+    let Some(ctx) = common::ctx() else { return };
+    // D = 7 is not a multiple of 4 f32 elements: Auto takes the flash path
+    // (and stays correct: check() covers it in value_dim_differs), Decode
+    // refuses with an error.
+    let q = ctx.zeros([1, 2, 1, 7], DType::F32).unwrap();
+    let k = ctx.zeros([1, 1, 9, 7], DType::F32).unwrap();
+    let (plan, _) = ctx
+        .attention_plan(&q, &k, &k, &AttentionOptions::new())
+        .unwrap();
+    assert!(
+        plan.label().starts_with("attention flash"),
+        "{}",
+        plan.label()
+    );
+    let err = ctx
+        .attention_plan(
+            &q,
+            &k,
+            &k,
+            &AttentionOptions::new().kernel(AttentionKernel::Decode),
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    // FlashSplit keeps the flash-decoding path.
+    let q = ctx.zeros([1, 2, 1, 64], DType::F32).unwrap();
+    let k = ctx.zeros([1, 1, 300, 64], DType::F32).unwrap();
+    let (plan, _) = ctx
+        .attention_plan(
+            &q,
+            &k,
+            &k,
+            &AttentionOptions::new()
+                .kernel(AttentionKernel::FlashSplit)
+                .kv_splits(2),
+        )
+        .unwrap();
+    assert!(
+        plan.label().starts_with("attention flash-decoding"),
+        "{}",
+        plan.label()
+    );
+}
+
+#[test]
+fn kv_cache_prefill_then_decode_equals_full_attention() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, hq, hkv, d) = (1, 4, 2, 32);
+    let total = 70;
+    let kh = common::random(b * hkv * total * d, 110);
+    let vh = common::random(b * hkv * total * d, 111);
+    let slice = |x: &[f32], from: usize, n: usize| {
+        let mut out = Vec::new();
+        for z in 0..b * hkv {
+            out.extend_from_slice(&x[(z * total + from) * d..(z * total + from + n) * d]);
+        }
+        ctx.tensor(&out, [b, hkv, n, d]).unwrap()
+    };
+    let mut cache = KvCache::new(&ctx, b, hkv, d, d, 8, DType::F32).unwrap();
+    let opts = AttentionOptions::new()
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    // Prefill 60 positions (grows 8 -> 60), then 10 decode steps of one.
+    let mut pos = 0;
+    for step in std::iter::once(60).chain(std::iter::repeat_n(1, 10)) {
+        cache
+            .append(&slice(&kh, pos, step), &slice(&vh, pos, step))
+            .unwrap();
+        pos += step;
+        let qh = common::random(b * hq * step * d, 120 + pos as u64);
+        let q = ctx.tensor(&qh, [b, hq, step, d]).unwrap();
+        let (plan, got) = ctx.attention_cached_plan(&q, &cache, &opts).unwrap();
+        // Decode steps (2 rows per KV head) run the decode kernel, the
+        // 60-position prefill (120 rows) the flash kernel.
+        let want_kernel = if step == 1 {
+            "attention decode"
+        } else {
+            "attention flash"
+        };
+        assert!(plan.label().starts_with(want_kernel), "{}", plan.label());
+        ctx.fill(&got.o, f32::NAN).unwrap();
+        ctx.fill(got.lse.as_ref().unwrap(), f32::NAN).unwrap();
+        plan.run().unwrap();
+        let c = Case::new(b, hq, hkv, step, pos, d, d);
+        let kc: Vec<f32> = (0..b * hkv)
+            .flat_map(|z| kh[z * total * d..(z * total + pos) * d].to_vec())
+            .collect();
+        let vc: Vec<f32> = (0..b * hkv)
+            .flat_map(|z| vh[z * total * d..(z * total + pos) * d].to_vec())
+            .collect();
+        let (want, want_lse) = reference(&c, &qh, &kc, &vc, &opts, None);
+        common::assert_close(
+            "kv cache O",
+            &got.o.to_vec_blocking::<f32>().unwrap(),
+            &want,
+            |_| 2e-5,
+        );
+        common::assert_close(
+            "kv cache lse",
+            &got.lse.unwrap().to_vec_blocking::<f32>().unwrap(),
+            &want_lse,
+            |_| 2e-5,
+        );
+    }
+    assert_eq!(cache.len(), 70);
+    assert!(cache.capacity() >= 70);
+}

@@ -1,0 +1,194 @@
+//! Which keys a query row sees: causal masks in both diagonal alignments,
+//! sliding windows and soft-cap, boolean and additive masks of every
+//! broadcast shape, key lengths (0 included), and rows that see no key.
+
+use crate::common;
+use crate::helpers::{Case, HostMask, check, mask_values, run_poisoned};
+
+use wgtile::{AttentionKernel, AttentionOptions, DType, DiagonalAlignment};
+
+#[test]
+fn causal_both_alignments() {
+    let Some(ctx) = common::ctx() else { return };
+    for align in [DiagonalAlignment::TopLeft, DiagonalAlignment::BottomRight] {
+        for (sq, sk) in [(100, 100), (17, 129), (129, 64), (1, 100)] {
+            check(
+                &ctx,
+                &Case::new(1, 2, 1, sq, sk, 64, 64),
+                &AttentionOptions::new().causal(align),
+                None,
+                7,
+            );
+        }
+    }
+}
+
+#[test]
+fn sliding_windows_and_softcap() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = Case::new(1, 2, 1, 100, 129, 32, 32);
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new().window(Some(20), Some(5)),
+        None,
+        11,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .window(Some(10), None)
+            .causal(DiagonalAlignment::BottomRight),
+        None,
+        12,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .window(None, Some(0))
+            .alignment(DiagonalAlignment::BottomRight),
+        None,
+        13,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new().softcap(0.5).scale(3.0),
+        None,
+        14,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .softcap(30.0)
+            .causal(DiagonalAlignment::TopLeft),
+        None,
+        15,
+    );
+}
+
+#[test]
+fn masks_of_every_broadcast_shape() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = Case::new(2, 2, 1, 17, 100, 32, 32);
+    let shapes: [(Vec<usize>, [usize; 4]); 5] = [
+        (vec![17, 100], [1, 1, 17, 100]),
+        (vec![2, 17, 100], [2, 1, 17, 100]),
+        (vec![1, 2, 17, 100], [1, 2, 17, 100]),
+        (vec![2, 2, 17, 100], [2, 2, 17, 100]),
+        (vec![2, 1, 1, 100], [2, 1, 1, 100]),
+    ];
+    for (n, (shape, dims)) in shapes.into_iter().enumerate() {
+        for additive in [false, true] {
+            let data = mask_values(dims.iter().product(), 40 + n as u64, additive);
+            let m = HostMask {
+                additive,
+                dims,
+                shape: shape.clone(),
+                data,
+            };
+            let opts = if n == 3 {
+                AttentionOptions::new().causal(DiagonalAlignment::BottomRight)
+            } else {
+                AttentionOptions::new()
+            };
+            check(&ctx, &c, &opts, Some(m), 20 + n as u64);
+        }
+    }
+}
+
+#[test]
+fn key_padding_lengths_including_zero() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = Case::new(3, 2, 1, 65, 100, 32, 32);
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new().key_lengths(&[100, 0, 37]),
+        None,
+        50,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .key_lengths(&[64, 1, 0])
+            .causal(DiagonalAlignment::TopLeft),
+        None,
+        51,
+    );
+    // Bottom-right with key lengths: each batch aligned to its own last key
+    // (variable-length decoding), with and without a window.
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .key_lengths(&[64, 37, 0])
+            .causal(DiagonalAlignment::BottomRight),
+        None,
+        52,
+    );
+    check(
+        &ctx,
+        &c,
+        &AttentionOptions::new()
+            .key_lengths(&[50, 100, 7])
+            .causal(DiagonalAlignment::BottomRight)
+            .window(Some(9), Some(0)),
+        None,
+        53,
+    );
+}
+
+#[test]
+fn all_masked_rows_give_zeros_and_minus_infinity() {
+    let Some(ctx) = common::ctx() else { return };
+    // Top-left causal with a window entirely to the right: rows see nothing
+    // when the window [i + 3, i + 5] starts past the last key.
+    let c = Case::new(1, 1, 1, 40, 20, 16, 16);
+    let opts = AttentionOptions::new().window(Some(0), Some(5)).with_lse();
+    let q = ctx
+        .rand_uniform([1, 1, 40, 16], -1.0, 1.0, DType::F32, 1)
+        .unwrap();
+    let k = ctx
+        .rand_uniform([1, 1, 20, 16], -1.0, 1.0, DType::F32, 2)
+        .unwrap();
+    let v = ctx
+        .rand_uniform([1, 1, 20, 16], -1.0, 1.0, DType::F32, 3)
+        .unwrap();
+    // Rows i >= 20 see no key (window [i, i + 5] past Sk = 20).
+    let opts = opts.clone();
+    for kernel in [
+        AttentionKernel::Flash,
+        AttentionKernel::Naive,
+        AttentionKernel::Auto,
+    ] {
+        let (o, lse) = run_poisoned(&ctx, &q, &k, &v, &opts.clone().kernel(kernel).kv_splits(2));
+        for i in 20..40 {
+            assert!(
+                o[i * 16..(i + 1) * 16].iter().all(|&x| x == 0.0),
+                "{kernel:?} row {i}: {:?}",
+                &o[i * 16..(i + 1) * 16]
+            );
+            assert_eq!(lse[i], f32::NEG_INFINITY, "{kernel:?} row {i}");
+        }
+        assert!(o[..20 * 16].iter().all(|x| x.is_finite()));
+    }
+    check(&ctx, &c, &opts, None, 80);
+    // Sk = 0: zeros and -inf, as a sum over nothing.
+    let k0 = ctx.zeros([1, 1, 0, 16], DType::F32).unwrap();
+    for kernel in [AttentionKernel::Flash, AttentionKernel::Naive] {
+        let (o, lse) = run_poisoned(
+            &ctx,
+            &q,
+            &k0,
+            &k0,
+            &AttentionOptions::new().with_lse().kernel(kernel),
+        );
+        assert!(o.iter().all(|&x| x == 0.0));
+        assert!(lse.iter().all(|&x| x == f32::NEG_INFINITY));
+    }
+}
