@@ -36,7 +36,8 @@ Commands:
                     no import cycles; the edges still to move are listed in
                     xtask/deps-allowed.txt, which may only shrink.
   ci                CI's checks besides the tests: rustfmt check, the
-                    generated shaders (gen --check), clippy
+                    generated shaders (gen --check), the import rules
+                    (deps), the default build and its docs, clippy
                     (-D warnings), cross-target `cargo check` for
                     x86_64-pc-windows-msvc (DX12) and aarch64-apple-darwin
                     (Metal). `.ci/run` runs this, then `cargo xtask test`.
@@ -245,6 +246,18 @@ fn ci() -> Result {
     step("generated shaders", || run_generators(true))?;
     step("import rules", || {
         deps::check(&workspace_root()).map_err(Failure::new)
+    })?;
+
+    // The tests turn the `dev` feature on; the library as users build it
+    // (internals private, no experiment overrides) must compile and
+    // document cleanly on its own.
+    step("default build", || {
+        run(cargo().args(["check", "-p", "wgtile", "--lib"]))
+    })?;
+    step("docs", || {
+        run(cargo()
+            .args(["doc", "--no-deps", "-p", "wgtile"])
+            .env("RUSTDOCFLAGS", "-D warnings"))
     })?;
 
     step("clippy", || {

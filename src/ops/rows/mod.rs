@@ -3,8 +3,10 @@
 
 pub mod fused;
 pub mod reduce;
+#[cfg(any(test, feature = "dev"))]
 mod specs;
 
+#[cfg(any(test, feature = "dev"))]
 pub use specs::rowops_specs;
 
 use crate::dtype::DType;

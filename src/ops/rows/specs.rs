@@ -10,32 +10,9 @@ use crate::ops::rows::{RowLayout, register_layout, row_spec};
 /// An NVIDIA-like profile allowing `invocations` per workgroup (layout sweeps
 /// and tests need no GPU).
 pub(super) fn synthetic_profile(invocations: u32) -> AdapterProfile {
-    AdapterProfile {
-        name: "synthetic".into(),
-        backend: wgpu::Backend::Vulkan,
-        device_type: wgpu::DeviceType::DiscreteGpu,
-        vendor: 0x10de,
-        device: 0,
-        driver: String::new(),
-        driver_info: String::new(),
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        shader_f16: true,
-        subgroups: true,
-        subgroup_barrier: true,
-        timestamps: true,
-        cooperative_matrix: false,
-        coop_configs: Vec::new(),
-        max_workgroup_storage: 49152,
-        max_invocations: invocations,
-        max_workgroup_size_x: invocations,
-        max_workgroup_size_y: invocations,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        max_buffer_size: 1 << 31,
-        max_storage_buffers_per_stage: 8,
-        compute_units: 132,
-    }
+    AdapterProfile::fake_gpu()
+        .named("synthetic")
+        .with_invocations(invocations)
 }
 
 /// Every specialisation the row-op and reduction dispatchers can produce,

@@ -233,30 +233,11 @@ pub fn attention_specs() -> Vec<Spec> {
 }
 
 pub(crate) fn permissive_profile() -> AdapterProfile {
-    AdapterProfile {
-        name: String::new(),
-        backend: wgpu::Backend::Vulkan,
-        device_type: wgpu::DeviceType::DiscreteGpu,
-        vendor: 0,
-        device: 0,
-        driver: String::new(),
-        driver_info: String::new(),
-        subgroup_min_size: 32,
-        subgroup_max_size: 32,
-        shader_f16: true,
-        subgroups: true,
-        subgroup_barrier: true,
-        timestamps: true,
-        cooperative_matrix: false,
-        coop_configs: Vec::new(),
-        max_workgroup_storage: 32 * 1024,
-        max_invocations: 256,
-        max_workgroup_size_x: 256,
-        max_workgroup_size_y: 256,
-        max_workgroups_per_dim: 65535,
-        max_storage_binding: 1 << 31,
-        max_buffer_size: 1 << 31,
-        max_storage_buffers_per_stage: 8,
-        compute_units: 1,
-    }
+    let mut p = AdapterProfile::fake_gpu()
+        .named("")
+        .with_units(1)
+        .with_invocations(256)
+        .with_workgroup_storage(32 * 1024);
+    p.vendor = 0;
+    p
 }
