@@ -11,6 +11,7 @@ use crate::runtime::Plan;
 use crate::runtime::Tensor;
 mod backward;
 mod coop;
+mod decode;
 mod forward;
 mod kv_cache;
 
