@@ -7,6 +7,10 @@
 //! With the `dev` feature, [`set_overrides`] replaces them for the process
 //! (before the first op that reads them), and [`DevOverrides::from_env`]
 //! reads the `WGTILE_*` experiment variables the benchmark scripts set.
+//!
+//! The probes' shader branches test a `const PROBE` that is 0 unless set
+//! here; removing them from the text changed no speed on the H200 (runs
+//! 127-128 of docs/perf/log-2026-12.md), so they stay.
 
 /// Every probe and A/B switch the library's kernels and plans read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
