@@ -28,7 +28,7 @@ use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::runtime::Tensor;
+use crate::gpu::Tensor;
 
 /// Operations of one operand. See [`Expr`] for the NaN/Inf
 /// rules and `crate::fusion` for the WGSL each becomes.

@@ -56,7 +56,9 @@ mod snapshot_tests;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use expr::{BinaryOp, Expr, UnaryOp};
+pub use gpu::Plan;
 pub use gpu::{AdapterProfile, CoopMatrixConfig};
+pub use gpu::{MAX_RANK, Tensor, uniform_values};
 pub use gpu::{TimeSource, TimingOptions};
 pub use ops::attention::{
     AttentionGrads, AttentionKernel, AttentionLayout, AttentionMask, AttentionOptions,
@@ -66,10 +68,8 @@ pub use ops::matmul::{Activation, Epilogue, MatmulExplanation, MatmulOptions};
 pub use ops::rows::reduce::{Axis, Reduction};
 pub use ops::rows::{RowOp, RowOptions};
 pub use problem::{MatmulShape, Padding};
-pub use runtime::Plan;
 pub use runtime::Timing;
 pub use runtime::{Context, ContextOptions};
-pub use runtime::{MAX_RANK, Tensor, uniform_values};
 pub use tune::attention::{
     BackwardCoopTiles, BackwardTiles, DecodeTiles, FlashCoopTiles, FlashTiles,
 };

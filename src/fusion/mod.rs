@@ -62,8 +62,8 @@ use crate::error::{Error, Result};
 use crate::expr::{BinaryOp, Expr, Node, UnaryOp};
 use crate::kernels::Dispatch;
 use crate::runtime::Context;
-use crate::runtime::Plan;
-use crate::runtime::{MAX_RANK, Tensor};
+use crate::gpu::Plan;
+use crate::gpu::{MAX_RANK, Tensor};
 
 mod codegen;
 mod lower;

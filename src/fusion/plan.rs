@@ -58,7 +58,7 @@ pub(crate) fn plan_fused_many(
     for leaf in &lowered.leaves {
         match leaf {
             Leaf::Tensor(t) => {
-                if !Arc::ptr_eq(&t.ctx.inner, &ctx.inner) {
+                if !Arc::ptr_eq(&t.gpu, &ctx.inner.gpu) {
                     return Err(Error::InvalidArgument(
                         "elementwise operands must live on the context that evaluates them".into(),
                     ));
@@ -86,7 +86,7 @@ pub(crate) fn plan_fused_many(
     }
     let mut alias = Vec::new();
     if let Some(o) = out {
-        if !Arc::ptr_eq(&o.ctx.inner, &ctx.inner) {
+        if !Arc::ptr_eq(&o.gpu, &ctx.inner.gpu) {
             return Err(Error::InvalidArgument(
                 "the output must live on the context that evaluates the expression".into(),
             ));
@@ -146,7 +146,7 @@ pub(crate) fn plan_fused_many(
         .collect::<Vec<_>>()
         .join(", ");
     let mut plan = Plan {
-        ctx: ctx.clone(),
+        gpu: ctx.inner.gpu.clone(),
         label: format!("fused {label}"),
         dispatches: Vec::new(),
         output,
@@ -329,7 +329,7 @@ pub(crate) fn plan_unfused(ctx: &Context, expr: &Expr) -> Result<Plan> {
         _ => return plan_fused(ctx, expr, None),
     };
     Ok(Plan {
-        ctx: ctx.clone(),
+        gpu: ctx.inner.gpu.clone(),
         label: format!("unfused {expr} ({} kernels)", st.dispatches.len()),
         dispatches: st.dispatches,
         output,

@@ -61,7 +61,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::expr::Expr;
 use crate::runtime::Context;
-use crate::runtime::Tensor;
+use crate::gpu::Tensor;
 
 /// Binding of the generated parts' uniform (`ew_p`).
 pub const ROW_UNIFORM_BINDING: u32 = 5;
@@ -418,7 +418,7 @@ impl RowFusion {
         for (j, leaf) in rl.lowered.leaves.iter().enumerate() {
             match leaf {
                 Leaf::Tensor(t) => {
-                    if !Arc::ptr_eq(&t.ctx.inner, &ctx.inner) {
+                    if !Arc::ptr_eq(&t.gpu, &ctx.inner.gpu) {
                         return Err(Error::InvalidArgument(
                             "fused row-op operands must live on the context that runs them".into(),
                         ));
@@ -498,7 +498,7 @@ impl RowFusion {
         words.extend(dims4(&l.shape).iter().map(|&d| d as u32));
         for leaf in &l.leaves {
             let strides = match leaf {
-                Leaf::Acc => [0; crate::runtime::MAX_RANK],
+                Leaf::Acc => [0; crate::gpu::MAX_RANK],
                 _ => broadcast_strides(leaf.shape(), &l.shape),
             };
             words.extend(strides.iter().map(|&s| s as u32));

@@ -1,10 +1,21 @@
-//! The device layer: adapter facts ([`AdapterProfile`]) and what a timing
+//! The device layer: the device and queue ([`Gpu`]), adapter facts
+//! ([`AdapterProfile`]), tensors, dispatches and plans, and what a timing
 //! asks for. Knows no op and makes no choice.
 
+mod device;
+mod dispatch;
 #[cfg(any(test, feature = "dev"))]
 mod fake;
+mod plan;
 mod profile;
+mod tensor;
 mod timing;
+
+pub(crate) use device::Gpu;
+pub(crate) use dispatch::Dispatch;
+pub use plan::Plan;
+pub use tensor::{MAX_RANK, Tensor, uniform_values};
+pub(crate) use tensor::{check_rank, last_dim, numel};
 
 pub use profile::{AdapterProfile, CoopMatrixConfig, estimate_compute_units};
 pub use timing::{TimeSource, TimingOptions};

@@ -21,6 +21,7 @@ mod registry;
 
 pub use registry::Kernel;
 
+pub(crate) use crate::gpu::Dispatch;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -433,61 +434,4 @@ pub(crate) fn compile(
 /// to debug a suspected out-of-bounds access or to measure what trust buys.
 fn checked_shaders_forced() -> bool {
     crate::config::get().checked_shaders
-}
-
-/// One compute dispatch, ready to encode.
-#[derive(Clone, Debug)]
-pub(crate) struct Dispatch {
-    pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
-    pub(crate) bind_group: wgpu::BindGroup,
-    pub(crate) workgroups: [u32; 3],
-}
-
-impl Dispatch {
-    /// Binds `buffers` in order at group 0, bindings 0.. (auto layout).
-    pub(crate) fn new(
-        device: &wgpu::Device,
-        pipeline: Arc<wgpu::ComputePipeline>,
-        buffers: &[&wgpu::Buffer],
-        workgroups: [u32; 3],
-    ) -> Self {
-        let numbered: Vec<(u32, &wgpu::Buffer)> = (0u32..).zip(buffers.iter().copied()).collect();
-        Self::with_bindings(device, pipeline, &numbered, workgroups)
-    }
-
-    /// Binds each buffer at its own binding index of group 0 (for entry
-    /// points that use only some of a module's bindings: wgpu derives each
-    /// entry point's layout from the bindings it uses).
-    pub(crate) fn with_bindings(
-        device: &wgpu::Device,
-        pipeline: Arc<wgpu::ComputePipeline>,
-        buffers: &[(u32, &wgpu::Buffer)],
-        workgroups: [u32; 3],
-    ) -> Self {
-        let layout = pipeline.get_bind_group_layout(0);
-        let entries: Vec<wgpu::BindGroupEntry> = buffers
-            .iter()
-            .map(|&(binding, b)| wgpu::BindGroupEntry {
-                binding,
-                resource: b.as_entire_binding(),
-            })
-            .collect();
-        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &layout,
-            entries: &entries,
-        });
-        Self {
-            pipeline,
-            bind_group,
-            workgroups,
-        }
-    }
-
-    pub(crate) fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
-        pass.set_pipeline(&self.pipeline);
-        pass.set_bind_group(0, &self.bind_group, &[]);
-        let [x, y, z] = self.workgroups;
-        pass.dispatch_workgroups(x, y, z);
-    }
 }

@@ -5,8 +5,8 @@
 use crate::error::Result;
 pub use crate::expr::{BinaryOp, Expr, UnaryOp};
 use crate::runtime::Context;
-use crate::runtime::Plan;
-use crate::runtime::Tensor;
+use crate::gpu::Plan;
+use crate::gpu::Tensor;
 
 impl Context {
     /// Evaluates `expr` as one fused kernel into a new tensor (shape: the

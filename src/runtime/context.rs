@@ -9,8 +9,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::AdapterProfile;
+use crate::gpu::{AdapterProfile, Dispatch, Gpu, Tensor};
 use crate::kernels::PipelineCache;
 
 /// Features wgtile asks for whenever the adapter has them.
@@ -86,23 +87,69 @@ impl ContextOptions {
 }
 
 pub(crate) struct Inner {
-    pub(crate) adapter: wgpu::Adapter,
-    pub(crate) device: wgpu::Device,
-    pub(crate) queue: wgpu::Queue,
-    pub(crate) profile: AdapterProfile,
+    /// The device, shared with every tensor and plan made on it.
+    pub(crate) gpu: Arc<Gpu>,
     pub(crate) pipelines: PipelineCache,
     /// Generated fused elementwise pipelines (see [`crate::fusion`]).
     pub(crate) fused: crate::kernels::GeneratedCache,
     /// Autotune decisions and their cache (see [`crate::tune::autotune`]).
     pub(crate) tuner: crate::tune::autotune::Autotuner,
-    /// A 16-byte storage buffer bound where a kernel declares a binding the
-    /// launch does not use (an epilogue term that is off).
-    pub(crate) dummy: wgpu::Buffer,
-    /// The same for read-write bindings (a buffer may not be bound read-only
-    /// and read-write in one dispatch).
-    pub(crate) dummy_rw: wgpu::Buffer,
-    /// Set by wgpu's device-lost callback; every submission checks it.
-    lost: Arc<AtomicBool>,
+}
+
+/// The runtime's caches sit on one device: its fields read through.
+impl std::ops::Deref for Inner {
+    type Target = Gpu;
+    fn deref(&self) -> &Gpu {
+        &self.gpu
+    }
+}
+
+/// The device-level work, as the ops call it.
+impl Context {
+    pub(crate) fn require_f16(&self, what: &str) -> Result<()> {
+        self.inner.gpu.require_f16(what)
+    }
+
+    pub(crate) fn wait(&self) -> Result<()> {
+        self.inner.gpu.wait()
+    }
+
+    pub(crate) fn submit(
+        &self,
+        during: &str,
+        f: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) -> Result<wgpu::SubmissionIndex> {
+        self.inner.gpu.submit(during, f)
+    }
+
+    pub(crate) fn create_buffer(
+        &self,
+        label: &str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
+        self.inner.gpu.create_buffer(label, size, usage)
+    }
+
+    pub(crate) fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
+        self.inner.gpu.uniform(words)
+    }
+
+    pub(crate) fn storage_u32(&self, words: &[u32]) -> wgpu::Buffer {
+        self.inner.gpu.storage_u32(words)
+    }
+
+    pub(crate) fn alloc(&self, shape: &[usize], dtype: DType, label: &str) -> Result<Tensor> {
+        self.inner.gpu.alloc(shape, dtype, label)
+    }
+
+    pub(crate) fn run_dispatches(&self, during: &str, dispatches: &[Dispatch]) -> Result<()> {
+        self.inner.gpu.run_dispatches(during, dispatches)
+    }
+
+    pub(crate) async fn read_bytes(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        self.inner.gpu.read_bytes(buffer, bytes).await
+    }
 }
 
 /// A GPU device ready for wgtile's kernels. Cheap to clone (an `Arc` inside),
@@ -222,16 +269,18 @@ impl Context {
         );
         Ok(Self {
             inner: Arc::new(Inner {
-                adapter,
-                device,
-                queue,
-                profile,
+                gpu: Arc::new(Gpu {
+                    adapter,
+                    device,
+                    queue,
+                    profile,
+                    dummy,
+                    dummy_rw,
+                    lost,
+                }),
                 pipelines: PipelineCache::default(),
                 fused: crate::kernels::GeneratedCache::default(),
                 tuner: crate::tune::autotune::Autotuner::from_env(),
-                dummy,
-                dummy_rw,
-                lost,
             }),
         })
     }
@@ -326,66 +375,6 @@ impl Context {
         &self.inner.adapter
     }
 
-    /// Fails with [`Error::UnsupportedFeature`] unless the device has `shader-f16`.
-    pub(crate) fn require_f16(&self, what: &str) -> Result<()> {
-        if self.inner.profile.shader_f16 {
-            Ok(())
-        } else {
-            Err(Error::UnsupportedFeature {
-                feature: "shader-f16",
-                what: what.to_string(),
-            })
-        }
-    }
-
-    /// Fails with [`Error::DeviceLost`] once the device is gone (driver
-    /// reset, `Device::destroy`), so later calls fail fast instead of queueing
-    /// work that never runs.
-    pub(crate) fn ensure_alive(&self) -> Result<()> {
-        if self.inner.lost.load(Ordering::Acquire) {
-            Err(Error::DeviceLost(format!(
-                "the device of {} was lost; create a new Context",
-                self.inner.profile.name
-            )))
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Blocks until all submitted work is done.
-    pub(crate) fn wait(&self) -> Result<()> {
-        self.ensure_alive()?;
-        self.inner
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|e| Error::DeviceLost(e.to_string()))
-    }
-
-    /// Encodes with `f` and submits, turning validation and out-of-memory
-    /// errors into `Err` instead of wgpu's uncaptured-error path.
-    pub(crate) fn submit(
-        &self,
-        during: &str,
-        f: impl FnOnce(&mut wgpu::CommandEncoder),
-    ) -> Result<wgpu::SubmissionIndex> {
-        self.ensure_alive()?;
-        let device = &self.inner.device;
-        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some(during),
-        });
-        f(&mut encoder);
-        let index = self.inner.queue.submit([encoder.finish()]);
-        let validation = pollster::block_on(validation.pop());
-        let oom = pollster::block_on(oom.pop());
-        match validation.or(oom) {
-            Some(e) => Err(Error::gpu(during, e)),
-            None => Ok(index),
-        }
-    }
-
     /// Compiles a WGSL module and its compute pipeline on this device without
     /// running it, returning [`Error::Shader`] with the compiler's message when
     /// it fails. Useful to check user kernels (and wgtile's own) on an adapter.
@@ -395,33 +384,4 @@ impl Context {
     }
 }
 
-impl Context {
-    /// Copies the first `bytes` bytes of `buffer` (which needs `COPY_SRC`) to the host.
-    pub(crate) async fn read_bytes(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
-        let copy = bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
-        let staging = self.create_buffer(
-            "wgtile readback",
-            copy,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        )?;
-        self.submit("read back", |enc| {
-            enc.copy_buffer_to_buffer(buffer, 0, &staging, 0, Some(copy));
-        })?;
-        let (tx, rx) = futures::channel::oneshot::channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| {
-            let _ = tx.send(r);
-        });
-        #[cfg(not(target_arch = "wasm32"))]
-        self.wait()?;
-        rx.await
-            .map_err(|_| Error::BufferMapping("the map callback was dropped".into()))?
-            .map_err(|e| Error::BufferMapping(e.to_string()))?;
-        let view = staging
-            .get_mapped_range(..)
-            .map_err(|e| Error::BufferMapping(e.to_string()))?;
-        let out = view[..bytes as usize].to_vec();
-        drop(view);
-        staging.unmap();
-        Ok(out)
-    }
-}
+impl Context {}

@@ -4,8 +4,9 @@
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::gpu::Tensor;
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::runtime::{Context, Tensor};
+use crate::runtime::Context;
 
 /// One matrix copy of the padding layer: `batches` matrices of `from` (rows,
 /// columns) in `src` into `dst` as `to`, zero-filled where `to` is larger

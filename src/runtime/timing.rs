@@ -6,9 +6,9 @@ use std::fmt;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::gpu::Plan;
 pub use crate::gpu::{TimeSource, TimingOptions};
 use crate::runtime::Context;
-use crate::runtime::Plan;
 
 /// Samples of one measurement, in seconds.
 #[derive(Clone, Debug)]

@@ -43,7 +43,7 @@ impl Context {
     ) -> Result<(Plan, AttentionGrads)> {
         let op = "attention backward";
         for t in [q, k, v, o, d_o, lse] {
-            if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
+            if !Arc::ptr_eq(&t.gpu, &self.inner.gpu) {
                 return Err(Error::InvalidArgument(
                     "attention operands must live on the context that runs them".into(),
                 ));
@@ -126,7 +126,7 @@ impl Context {
         };
         let rows = b * hq * sq;
         let mut plan = Plan {
-            ctx: self.clone(),
+            gpu: self.inner.gpu.clone(),
             label: String::new(),
             dispatches: Vec::new(),
             output: dq.clone(),

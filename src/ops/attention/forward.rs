@@ -105,7 +105,7 @@ impl Context {
             }
         };
         q.require_contiguous("attention")?;
-        if !Arc::ptr_eq(&q.ctx.inner, &self.inner) {
+        if !Arc::ptr_eq(&q.gpu, &self.inner.gpu) {
             return Err(Error::InvalidArgument(
                 "attention operands must live on the context that runs them".into(),
             ));
@@ -134,7 +134,7 @@ impl Context {
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionOutput)> {
         for t in [q, k, v] {
-            if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
+            if !Arc::ptr_eq(&t.gpu, &self.inner.gpu) {
                 return Err(Error::InvalidArgument(
                     "attention operands must live on the context that runs them".into(),
                 ));
@@ -395,7 +395,7 @@ impl Context {
             lse: lse.clone(),
         };
         let mut plan = Plan {
-            ctx: self.clone(),
+            gpu: self.inner.gpu.clone(),
             label: String::new(),
             dispatches: Vec::new(),
             output: o.clone(),

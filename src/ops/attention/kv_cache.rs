@@ -113,7 +113,7 @@ impl KvCache {
         if n == 0 {
             return Ok(());
         }
-        let ctx = self.k.ctx.clone();
+        let ctx = self.k.gpu.clone();
         let needed = self.len + n;
         if needed > self.capacity() {
             let cap = needed.max(2 * self.capacity());

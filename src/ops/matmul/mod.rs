@@ -11,8 +11,8 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 pub use crate::problem::{MatmulShape, Padding};
 use crate::runtime::Context;
 use crate::runtime::PadCopy;
-use crate::runtime::Plan;
-use crate::runtime::Tensor;
+use crate::gpu::Plan;
+use crate::gpu::Tensor;
 use crate::tune::autotune::{AutotuneMode, Autotuner};
 use crate::tune::pad::PadChoice;
 pub use crate::tune::route::MatmulOptions;
@@ -244,7 +244,7 @@ impl Epilogue {
 }
 
 fn check_operand(ctx: &Context, t: &Tensor, dtype: DType, op: &'static str) -> Result<()> {
-    if !Arc::ptr_eq(&t.ctx.inner, &ctx.inner) {
+    if !Arc::ptr_eq(&t.gpu, &ctx.inner.gpu) {
         return Err(Error::InvalidArgument(format!(
             "{op}: tensors must live on the context that runs them"
         )));
@@ -347,7 +347,7 @@ impl Context {
             &maxima.buffer,
         )?);
         let plan = Plan {
-            ctx: self.clone(),
+            gpu: self.inner.gpu.clone(),
             label: "split passes".into(),
             dispatches,
             output: maxima,

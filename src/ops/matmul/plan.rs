@@ -18,7 +18,7 @@ impl Context {
     ) -> Result<Plan> {
         let mut kernel = options.kernel;
         for t in [Some(a), Some(b), out].into_iter().flatten() {
-            if !Arc::ptr_eq(&t.ctx.inner, &self.inner) {
+            if !Arc::ptr_eq(&t.gpu, &self.inner.gpu) {
                 return Err(Error::InvalidArgument(
                     "matmul operands must live on the context that runs them".into(),
                 ));
@@ -95,7 +95,7 @@ impl Context {
         let bytes = (a.numel() + b.numel()) as u64 * dtype.size() as u64
             + output.numel() as u64 * out_dtype.size() as u64;
         let mut plan = Plan {
-            ctx: self.clone(),
+            gpu: self.inner.gpu.clone(),
             label: String::new(),
             dispatches: Vec::new(),
             output,

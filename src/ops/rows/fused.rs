@@ -7,8 +7,8 @@ use crate::fusion::rows::RowFusion;
 use crate::ops::rows::reduce::{Axis, Reduction};
 use crate::ops::rows::{RowOp, RowOptions, RowSource};
 use crate::runtime::Context;
-use crate::runtime::Plan;
-use crate::runtime::Tensor;
+use crate::gpu::Plan;
+use crate::gpu::Tensor;
 
 impl Context {
     /// The reduction `op` over `axis` of the expression `x`, as ONE kernel

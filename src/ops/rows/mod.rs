@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 use crate::gpu::AdapterProfile;
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::runtime::Context;
-use crate::runtime::Plan;
-use crate::runtime::Tensor;
+use crate::gpu::Plan;
+use crate::gpu::Tensor;
 pub(crate) use crate::tune::rows::{
     RowLayout, register_layout, row_spec, streaming_layout, workgroup_cap,
 };
@@ -429,7 +429,7 @@ impl Context {
             RowSource::Tensor(_) => 0,
         };
         let mut plan = Plan {
-            ctx: self.clone(),
+            gpu: self.inner.gpu.clone(),
             label: format!("{name} (empty)"),
             dispatches: Vec::new(),
             output,
@@ -602,7 +602,7 @@ impl Context {
         let output = self.alloc(x.shape(), x.dtype(), "wgtile copy out")?;
         let numel = x.numel();
         let mut plan = Plan {
-            ctx: self.clone(),
+            gpu: self.inner.gpu.clone(),
             label: "copy (empty)".into(),
             dispatches: Vec::new(),
             output,
@@ -737,7 +737,7 @@ fn load_x4(row: u32, c: u32) -> vec4<f32> {
 "#;
         for n in [7usize, 1024] {
             let rows = 5;
-            let host = crate::runtime::uniform_values(rows * n, -8.0, 8.0, 3);
+            let host = crate::gpu::uniform_values(rows * n, -8.0, 8.0, 3);
             let mask: Vec<f32> = (0..n)
                 .map(|j| if j % 3 == 1 { f32::NEG_INFINITY } else { 0.0 })
                 .collect();

@@ -6,8 +6,8 @@ use crate::error::{Error, Result};
 use crate::kernels::{Dispatch, Kernel};
 use crate::ops::rows::{RowParams, RowSource, check_dtype, grid, row_spec, rows_of_shape, to_u32};
 use crate::runtime::Context;
-use crate::runtime::Plan;
-use crate::runtime::Tensor;
+use crate::gpu::Plan;
+use crate::gpu::Tensor;
 pub(crate) use crate::tune::rows::{combine_spec, reduce_layout, reduce_row_layout};
 
 /// Which elements a reduction covers.
@@ -106,7 +106,7 @@ impl Context {
             RowSource::Tensor(_) => 0,
         };
         let mut plan = Plan {
-            ctx: self.clone(),
+            gpu: self.inner.gpu.clone(),
             label: format!("{name} (empty)"),
             dispatches: Vec::new(),
             flops: (1 + fused_ops) * x.numel() as u64,

@@ -3,10 +3,11 @@
 
 use std::fmt;
 
+use super::Dispatch;
+use super::Gpu;
+use super::Tensor;
 use crate::error::Result;
-use crate::kernels::Dispatch;
-use crate::runtime::Context;
-use crate::runtime::Tensor;
+use std::sync::Arc;
 
 /// Prepared GPU work for one operation.
 ///
@@ -14,7 +15,7 @@ use crate::runtime::Tensor;
 /// does no validation work: this is what benchmarks and the tour time.
 #[derive(Clone)]
 pub struct Plan {
-    pub(crate) ctx: Context,
+    pub(crate) gpu: Arc<Gpu>,
     pub(crate) label: String,
     pub(crate) dispatches: Vec<Dispatch>,
     pub(crate) output: Tensor,
@@ -39,7 +40,7 @@ impl fmt::Debug for Plan {
 impl Plan {
     /// Submits the work (it runs asynchronously; reading the output waits for it).
     pub fn run(&self) -> Result<()> {
-        self.ctx.run_dispatches(&self.label, &self.dispatches)
+        self.gpu.run_dispatches(&self.label, &self.dispatches)
     }
 
     /// The tensor the work writes.
@@ -89,7 +90,7 @@ impl Plan {
             .iter()
             .enumerate()
             .map(|(i, d)| Plan {
-                ctx: self.ctx.clone(),
+                gpu: self.gpu.clone(),
                 label: format!("{} [stage {} of {n}]", self.label, i + 1),
                 dispatches: vec![d.clone()],
                 output: self.output.clone(),

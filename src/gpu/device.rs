@@ -1,0 +1,255 @@
+//! [`Gpu`]: the adapter, device and queue with the facts wgtile reads from
+//! them, and the device-level work every layer above shares: buffers,
+//! tensors, submission inside error scopes, read-back. Knows no op and makes
+//! no choice.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::tensor::{BUFFER_ALIGN, check_rank, last_dim, numel};
+use super::{AdapterProfile, Dispatch, Tensor};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// One device and its queue, shared by a context and every tensor and plan
+/// made on it.
+pub(crate) struct Gpu {
+    pub(crate) adapter: wgpu::Adapter,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) profile: AdapterProfile,
+    /// A 16-byte storage buffer bound where a kernel declares a binding the
+    /// launch does not use (an epilogue term that is off).
+    pub(crate) dummy: wgpu::Buffer,
+    /// The same for read-write bindings (a buffer may not be bound read-only
+    /// and read-write in one dispatch).
+    pub(crate) dummy_rw: wgpu::Buffer,
+    /// Set by wgpu's device-lost callback; every submission checks it.
+    pub(crate) lost: Arc<AtomicBool>,
+}
+
+impl Gpu {
+    /// Fails with [`Error::UnsupportedFeature`] unless the device has `shader-f16`.
+    pub(crate) fn require_f16(&self, what: &str) -> Result<()> {
+        if self.profile.shader_f16 {
+            Ok(())
+        } else {
+            Err(Error::UnsupportedFeature {
+                feature: "shader-f16",
+                what: what.to_string(),
+            })
+        }
+    }
+
+    /// Fails with [`Error::DeviceLost`] once the device is gone (driver
+    /// reset, `Device::destroy`), so later calls fail fast instead of queueing
+    /// work that never runs.
+    pub(crate) fn ensure_alive(&self) -> Result<()> {
+        if self.lost.load(Ordering::Acquire) {
+            Err(Error::DeviceLost(format!(
+                "the device of {} was lost; create a new Context",
+                self.profile.name
+            )))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Blocks until all submitted work is done.
+    pub(crate) fn wait(&self) -> Result<()> {
+        self.ensure_alive()?;
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::DeviceLost(e.to_string()))
+    }
+
+    /// Encodes with `f` and submits, turning validation and out-of-memory
+    /// errors into `Err` instead of wgpu's uncaptured-error path.
+    pub(crate) fn submit(
+        &self,
+        during: &str,
+        f: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) -> Result<wgpu::SubmissionIndex> {
+        self.ensure_alive()?;
+        let device = &self.device;
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some(during),
+        });
+        f(&mut encoder);
+        let index = self.queue.submit([encoder.finish()]);
+        let validation = pollster::block_on(validation.pop());
+        let oom = pollster::block_on(oom.pop());
+        match validation.or(oom) {
+            Some(e) => Err(Error::gpu(during, e)),
+            None => Ok(index),
+        }
+    }
+
+    /// Copies the first `bytes` bytes of `buffer` (which needs `COPY_SRC`) to the host.
+    pub(crate) async fn read_bytes(&self, buffer: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>> {
+        let copy = bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let staging = self.create_buffer(
+            "wgtile readback",
+            copy,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )?;
+        self.submit("read back", |enc| {
+            enc.copy_buffer_to_buffer(buffer, 0, &staging, 0, Some(copy));
+        })?;
+        let (tx, rx) = futures::channel::oneshot::channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.wait()?;
+        rx.await
+            .map_err(|_| Error::BufferMapping("the map callback was dropped".into()))?
+            .map_err(|e| Error::BufferMapping(e.to_string()))?;
+        let view = staging
+            .get_mapped_range(..)
+            .map_err(|e| Error::BufferMapping(e.to_string()))?;
+        let out = view[..bytes as usize].to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// Allocates a raw buffer inside an out-of-memory error scope.
+    pub(crate) fn create_buffer(
+        &self,
+        label: &str,
+        size: u64,
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
+        self.ensure_alive()?;
+        let device = &self.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: false,
+        });
+        match pollster::block_on(scope.pop()) {
+            Some(e) => Err(Error::gpu(format!("allocating {size} bytes"), e)),
+            None => Ok(buffer),
+        }
+    }
+
+    /// A small uniform buffer holding `words` (padded to 16 bytes).
+    pub(crate) fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
+        let mut data = words.to_vec();
+        data.resize(words.len().next_multiple_of(4).max(4), 0);
+        self.buffer_of("wgtile params", wgpu::BufferUsages::UNIFORM, &data)
+    }
+
+    /// A read-only storage buffer holding `words` (at least one: a storage
+    /// binding cannot be empty).
+    pub(crate) fn storage_u32(&self, words: &[u32]) -> wgpu::Buffer {
+        debug_assert!(!words.is_empty(), "a storage binding cannot be empty");
+        self.buffer_of("wgtile storage words", wgpu::BufferUsages::STORAGE, words)
+    }
+
+    /// A buffer of `usage` created holding `words`.
+    pub(crate) fn buffer_of(
+        &self,
+        label: &str,
+        usage: wgpu::BufferUsages,
+        words: &[u32],
+    ) -> wgpu::Buffer {
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: (words.len() * 4) as u64,
+            usage,
+            mapped_at_creation: true,
+        });
+        buffer
+            .slice(..)
+            .get_mapped_range_mut()
+            .expect("a buffer mapped at creation maps")
+            .copy_from_slice(bytemuck::cast_slice(words));
+        buffer.unmap();
+        buffer
+    }
+
+    /// Allocates an uninitialised-by-us (wgpu zeroes it) tensor, checking the
+    /// adapter's limits first.
+    pub(crate) fn alloc(
+        self: &Arc<Self>,
+        shape: &[usize],
+        dtype: DType,
+        label: &str,
+    ) -> Result<Tensor> {
+        self.alloc_strided(shape, last_dim(shape), dtype, label)
+    }
+
+    /// [`Gpu::alloc`] with rows of `row_stride` elements.
+    pub(crate) fn alloc_strided(
+        self: &Arc<Self>,
+        shape: &[usize],
+        row_stride: usize,
+        dtype: DType,
+        label: &str,
+    ) -> Result<Tensor> {
+        check_rank(shape)?;
+        let logical = numel(shape)?;
+        let rows = if shape.is_empty() {
+            1
+        } else {
+            numel(&shape[..shape.len() - 1])?
+        };
+        let n = if logical == 0 {
+            0
+        } else {
+            rows.checked_mul(row_stride)
+                .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} overflows usize")))?
+        };
+        let bytes = (n as u64)
+            .checked_mul(dtype.size() as u64)
+            .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} overflows u64")))?;
+        let (max, limit) = self.profile.max_tensor_bytes();
+        if bytes > max {
+            return Err(Error::LimitExceeded {
+                limit,
+                requested: bytes,
+                max,
+                what: format!("a {dtype} tensor of shape {shape:?}"),
+            });
+        }
+        let size = bytes.next_multiple_of(BUFFER_ALIGN).max(BUFFER_ALIGN);
+        let buffer = self.create_buffer(
+            label,
+            size,
+            wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+        )?;
+        Ok(Tensor {
+            gpu: self.clone(),
+            buffer: Arc::new(buffer),
+            shape: shape.to_vec(),
+            dtype,
+            row_stride,
+        })
+    }
+
+    /// Encodes `dispatches` in one compute pass and submits them.
+    pub(crate) fn run_dispatches(&self, during: &str, dispatches: &[Dispatch]) -> Result<()> {
+        if dispatches.is_empty() {
+            return Ok(());
+        }
+        self.submit(during, |enc| {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(during),
+                timestamp_writes: None,
+            });
+            for d in dispatches {
+                d.encode(&mut pass);
+            }
+        })
+        .map(|_| ())
+    }
+}
