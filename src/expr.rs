@@ -192,7 +192,7 @@ impl Expr {
 
     /// A symbolic input of `shape` and `dtype`, identified by `id` (the same
     /// id is the same input). For generating and checking kernels without a
-    /// GPU (`crate::fusion::generate`); [`Context::eval`](crate::Context::eval) refuses it.
+    /// GPU (`crate::kernels::codegen::fusion::generate`); [`Context::eval`](crate::Context::eval) refuses it.
     pub fn input(id: u32, shape: impl AsRef<[usize]>, dtype: DType) -> Self {
         Self::node(Node::Input {
             id,

@@ -41,7 +41,7 @@ macro_rules! internal {
     )*};
 }
 
-internal!(dev, fusion, kernels, ops, tune);
+internal!(dev, kernels, ops, tune);
 
 mod config;
 mod dtype;

@@ -400,13 +400,15 @@ fn fusion_section(out: &mut String) {
                 Expr::where_(x.clone().gt(0.0), &x, y.clone() * 2.0),
             ];
             for e in &exprs {
-                let line = match crate::fusion::generate(e) {
+                let line = match crate::kernels::codegen::fusion::generate(e) {
                     Ok(g) => format!("{} vec4={} {}", g.key, g.vec4, code_hash(&g.wgsl)),
                     Err(err) => format!("error: {err}"),
                 };
                 writeln!(out, "fusion {dtype} {shape:?} {e}: {line}").unwrap();
             }
-            if let Ok(epi) = crate::fusion::generate_epilogue(&(x.clone().tanh() * 0.5)) {
+            if let Ok(epi) =
+                crate::kernels::codegen::fusion::generate_epilogue(&(x.clone().tanh() * 0.5))
+            {
                 writeln!(out, "epilogue {dtype} {shape:?}: {}", code_hash(&epi.wgsl)).unwrap();
             }
         }

@@ -898,7 +898,7 @@ fn more_elements_than_one_grid_row() {
     // Odd count: the scalar path, one element per invocation, so the grid
     // needs a second row of workgroups past 65535 x 256 elements.
     let max = ctx.profile().max_workgroups_per_dim as usize;
-    let n = max * wgtile::fusion::WORKGROUP_SIZE as usize + 4099;
+    let n = max * wgtile::kernels::codegen::fusion::WORKGROUP_SIZE as usize + 4099;
     let x = ctx.zeros([n], DType::F32).unwrap();
     ctx.fill_random(&x, 11).unwrap();
     let y = ctx.eval(&(x.expr() * 2.0 + 1.0)).unwrap();
@@ -963,7 +963,7 @@ fn pipeline_cache_stays_bounded() {
     let data = common::random(5, 31);
     let x = ctx.tensor(&data, [5]).unwrap();
     // More distinct structures than the cache holds: x + 1 under 0..k negations.
-    let structures = wgtile::fusion::CACHE_CAPACITY + 6;
+    let structures = wgtile::kernels::codegen::fusion::CACHE_CAPACITY + 6;
     let mut e = x.expr() + 1.0;
     for k in 0..structures {
         let got = ctx.eval(&e).unwrap().to_vec_blocking::<f32>().unwrap();
@@ -971,7 +971,7 @@ fn pipeline_cache_stays_bounded() {
         for (g, v) in got.iter().zip(&data) {
             assert_eq!(*g, sign * (v + 1.0), "{k} negations");
         }
-        assert!(ctx.fused_kernel_count() <= wgtile::fusion::CACHE_CAPACITY);
+        assert!(ctx.fused_kernel_count() <= wgtile::kernels::codegen::fusion::CACHE_CAPACITY);
         e = -e;
     }
     // The first structure was evicted (least recently used) and compiles again.
@@ -1002,7 +1002,7 @@ fn deep_and_shared_expressions() {
     // The deepest accepted expression runs (fused and unfused); one more
     // level is an error, not a stack overflow.
     let mut deep = x.expr();
-    for _ in 0..wgtile::fusion::MAX_DEPTH {
+    for _ in 0..wgtile::kernels::codegen::fusion::MAX_DEPTH {
         deep = deep.abs();
     }
     let fused = ctx.eval(&deep).unwrap().to_vec_blocking::<f32>().unwrap();

@@ -42,7 +42,7 @@ pub struct Spec {
     /// Generated WGSL replacing the matmul epilogue (kernels with
     /// [`Kernel::has_epilogue`] only): it defines `fn epilogue(acc: f32, z:
     /// u32, row: u32, col: u32) -> f32`, and the built-in one is renamed
-    /// `epilogue_builtin`. Made by [`crate::fusion::generate_epilogue`].
+    /// `epilogue_builtin`. Made by [`crate::kernels::codegen::fusion::generate_epilogue`].
     pub epilogue: Option<String>,
     /// The output's element type where it differs from `dtype`: substituted
     /// for `Out` in the kernels that declare `alias Out = Elem;` (the matmul

@@ -5,7 +5,7 @@
 use crate::common;
 
 use crate::common::naga_check::{check_spec, check_spec_source};
-use wgtile::fusion::{Access, generate};
+use wgtile::kernels::codegen::fusion::{Access, generate};
 use wgtile::{BinaryOp, DType, Expr, UnaryOp};
 
 const UNARY: [UnaryOp; 15] = [
@@ -47,7 +47,7 @@ fn check_wgsl(label: &str, source: &str) {
     common::naga_check::check_wgsl(label, source, "main", &[], false);
 }
 
-fn check(e: &Expr) -> wgtile::fusion::Generated {
+fn check(e: &Expr) -> wgtile::kernels::codegen::fusion::Generated {
     let g = generate(e).unwrap_or_else(|err| panic!("{e}: {err}"));
     check_wgsl(&format!("{e} [{}]", g.key), &g.wgsl);
     g
@@ -161,7 +161,7 @@ fn generated_epilogues_in_every_matmul_kernel() {
         Expr::apply_unary(UnaryOp::Rsqrt, acc.clone().square() + 1.0).max(&residual),
     ];
     for e in &exprs {
-        let code = wgtile::fusion::generate_epilogue(e).unwrap();
+        let code = wgtile::kernels::codegen::fusion::generate_epilogue(e).unwrap();
         for kernel in Kernel::ALL.into_iter().filter(|k| k.has_epilogue()) {
             let dtypes: &[DType] = if kernel.is_dtype_generic() {
                 &DType::ALL
@@ -185,7 +185,7 @@ fn generated_epilogues_in_every_matmul_kernel() {
             .is_err()
     );
     let two = Expr::acc() + Expr::input(1, [8], DType::F32) + Expr::input(3, [8], DType::F32);
-    assert!(wgtile::fusion::generate_epilogue(&two).is_err());
+    assert!(wgtile::kernels::codegen::fusion::generate_epilogue(&two).is_err());
     assert!(generate(&(Expr::acc() + 1.0)).is_err());
 }
 
@@ -195,7 +195,9 @@ fn several_outputs_in_one_kernel() {
         let x = Expr::input(0, shape, dtype);
         let y = Expr::input(1, shape, DType::F32);
         let s = x.clone().sin();
-        let g = wgtile::fusion::generate_many(&[s.clone(), s * &y, x.clone().exp()]).unwrap();
+        let g =
+            wgtile::kernels::codegen::fusion::generate_many(&[s.clone(), s * &y, x.clone().exp()])
+                .unwrap();
         check_wgsl(&g.key, &g.wgsl);
         assert_eq!(g.wgsl.matches("sin(").count(), 1);
         assert_eq!(g.wgsl.matches("ew_in0[").count(), 1);
@@ -203,7 +205,7 @@ fn several_outputs_in_one_kernel() {
     let a = Expr::input(0, [3, 4], DType::F32);
     let b = Expr::input(1, [4], DType::F32);
     assert!(matches!(
-        wgtile::fusion::generate_many(&[a.clone(), b]),
+        wgtile::kernels::codegen::fusion::generate_many(&[a.clone(), b]),
         Err(wgtile::Error::ShapeMismatch { .. })
     ));
 }
@@ -222,8 +224,8 @@ fn check_row_module(label: &str, source: &str, spec: &wgtile::kernels::Spec) {
 /// epilogues; as `Context::softmax_of` & co. splice and compile them.
 #[test]
 fn row_kernels_with_generated_hooks() {
-    use wgtile::fusion::generate_row_hooks;
     use wgtile::kernels::Kernel;
+    use wgtile::kernels::codegen::fusion::generate_row_hooks;
     use wgtile::ops::rows::{rowops_specs, spliced_row_module};
     let mut families = std::collections::BTreeMap::new();
     for spec in rowops_specs() {

@@ -7,9 +7,8 @@
 //!
 //! | rank | layer | modules |
 //! | --- | --- | --- |
-//! | 8 | api | `api` |
-//! | 7 | ops | `ops` (one folder per family) |
-//! | 6 | fusion | `fusion` (kernels generated from expressions, and their plans) |
+//! | 7 | api | `api` |
+//! | 6 | ops | `ops` (one folder per family) |
 //! | 5 | runtime | `runtime`, `context` (the context: device, pipeline caches, autotuner) |
 //! | 4 | tune | `tune`, `pad` |
 //! | 3 | kernels | `kernels` |
@@ -36,9 +35,8 @@ const ALLOWED: &str = "xtask/deps-allowed.txt";
 /// and test-only modules, which the rules do not cover.
 fn layer(top: &str) -> Option<(u8, &'static str)> {
     Some(match top {
-        "api" => (8, "api"),
-        "ops" => (7, "ops"),
-        "fusion" => (6, "fusion"),
+        "api" => (7, "api"),
+        "ops" => (6, "ops"),
         "runtime" | "context" => (5, "runtime"),
         "tune" | "pad" => (4, "tune"),
         "kernels" => (3, "kernels"),

@@ -5,4 +5,5 @@
 pub mod coop_backward;
 pub mod coop_decode;
 pub mod flash_coop;
+pub mod fusion;
 pub(crate) mod matmul_coop;

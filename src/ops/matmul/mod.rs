@@ -163,7 +163,7 @@ impl Epilogue {
     /// its own pipeline). An expression that breaks these rules makes the
     /// matmul return `Err`.
     pub fn expr(mut self, expr: &crate::Expr) -> Self {
-        match crate::fusion::generate_epilogue(expr) {
+        match crate::kernels::codegen::fusion::generate_epilogue(expr) {
             Ok(code) => {
                 self.alpha = 1.0;
                 self.activation = Activation::None;

@@ -2,8 +2,8 @@
 //! (reductions, softmax, norms): documented on [`Context::row_op_of_plan`].
 
 use crate::error::Result;
+use crate::ops::rows::source::RowFusion;
 use crate::expr::Expr;
-use crate::fusion::rows::RowFusion;
 use crate::ops::rows::reduce::{Axis, Reduction};
 use crate::ops::rows::{RowOp, RowOptions, RowSource};
 use crate::runtime::Context;

@@ -3,6 +3,7 @@
 
 pub mod fused;
 pub mod reduce;
+mod source;
 #[cfg(any(test, feature = "dev"))]
 mod specs;
 
@@ -42,11 +43,11 @@ pub(crate) fn rows_of_shape(op: &str, shape: &[usize]) -> Result<(usize, usize)>
 pub(crate) type SourceBindings = Vec<(u32, wgpu::Buffer)>;
 
 /// What a row kernel reads: a tensor through the stock load hook, or an
-/// expression fused into generated hook parts ([`crate::fusion::rows`]).
+/// expression fused into generated hook parts ([`crate::kernels::codegen::fusion::rows`]).
 #[derive(Clone, Copy)]
 pub(crate) enum RowSource<'a> {
     Tensor(&'a Tensor),
-    Fused(&'a crate::fusion::rows::RowFusion),
+    Fused(&'a crate::ops::rows::source::RowFusion),
 }
 
 impl RowSource<'_> {
@@ -78,7 +79,7 @@ impl RowSource<'_> {
 
     /// The pipeline of `spec` reading this source, and the source's
     /// bindings: `x` at 1, or the generated parts' uniform, constants and
-    /// tensors (see [`crate::fusion::rows`]), after checking that the
+    /// tensors (see [`crate::kernels::codegen::fusion::rows`]), after checking that the
     /// kernel's `own_storage` storage buffers plus the generated ones fit
     /// the adapter. Spliced pipelines are cached by (spec, structure key).
     pub(crate) fn prepare(
@@ -116,17 +117,17 @@ impl RowSource<'_> {
                 spec.kernel.entry_point(),
                 &spec.pipeline_constants(),
                 // Trusted like the row kernels: the generated parts clamp
-                // every index they compute (see crate::fusion::rows).
+                // every index they compute (see crate::kernels::codegen::fusion::rows).
                 true,
             )
         })?;
         let (uniform, consts) = fusion.buffers(ctx, &hooks);
         let mut binds = Vec::new();
         if hooks.uniform {
-            binds.push((crate::fusion::rows::ROW_UNIFORM_BINDING, uniform));
+            binds.push((crate::kernels::codegen::fusion::rows::ROW_UNIFORM_BINDING, uniform));
         }
         if let Some(c) = consts {
-            binds.push((crate::fusion::rows::ROW_CONSTANTS_BINDING, c));
+            binds.push((crate::kernels::codegen::fusion::rows::ROW_CONSTANTS_BINDING, c));
         }
         for (b, t) in fusion.tensors() {
             binds.push((*b, (*t.buffer).clone()));
@@ -137,7 +138,7 @@ impl RowSource<'_> {
 
 /// The spliced module `prepare` compiles, for shader validation without a
 /// GPU: `spec` with `hooks`' parts (and `enable f16;` when they need it).
-pub fn spliced_row_module(spec: &Spec, hooks: &crate::fusion::RowHooks) -> Result<String> {
+pub fn spliced_row_module(spec: &Spec, hooks: &crate::kernels::codegen::fusion::RowHooks) -> Result<String> {
     let mut text = spliced_wgsl(spec, Some(&hooks.load), hooks.store.as_deref())?;
     if hooks.f16 && !text.starts_with("enable f16;") {
         text.insert_str(0, "enable f16;\n");

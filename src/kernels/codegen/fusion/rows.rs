@@ -51,17 +51,14 @@
 //! compiles them checked, as every other kernel.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use super::{
-    Access, InputDesc, Leaf, Lowered, Op, broadcast, broadcast_strides, dims4, helpers_text,
+    Access, InputDesc, Leaf, Lowered, Op, broadcast, helpers_text,
     key_of, load_code, lower_roots, plan_access, unary_code,
 };
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::expr::Expr;
-use crate::runtime::Context;
-use crate::gpu::Tensor;
 
 /// Binding of the generated parts' uniform (`ew_p`).
 pub const ROW_UNIFORM_BINDING: u32 = 5;
@@ -99,14 +96,14 @@ pub struct RowHooks {
 }
 
 /// The load expression and the optional epilogue lowered together.
-struct RowLowered {
-    lowered: Lowered,
-    epilogue: bool,
+pub(crate) struct RowLowered {
+    pub(crate) lowered: Lowered,
+    pub(crate) epilogue: bool,
     /// `Display` of the load expression and of the epilogue.
-    names: Vec<String>,
+    pub(crate) names: Vec<String>,
 }
 
-fn lower_rows(x: &Expr, epilogue: Option<&Expr>) -> Result<RowLowered> {
+pub(crate) fn lower_rows(x: &Expr, epilogue: Option<&Expr>) -> Result<RowLowered> {
     let exprs: Vec<Expr> = std::iter::once(x.clone())
         .chain(epilogue.cloned())
         .collect();
@@ -206,7 +203,7 @@ fn lines_for(ops: &[Op], root: usize, load: &dyn Fn(usize) -> String) -> String 
 
 // Long on purpose: the load and store hook parts written in one pass over the lowered
 // expression, in the order the row kernels call them.
-fn emit_rows(rl: &RowLowered, row_vec4: bool) -> RowHooks {
+pub(crate) fn emit_rows(rl: &RowLowered, row_vec4: bool) -> RowHooks {
     let lowered = &rl.lowered;
     let (plan_vec4, inputs) = plan_access(lowered, &[]);
     let vec4 = row_vec4 && plan_vec4;
@@ -398,121 +395,5 @@ fn emit_rows(rl: &RowLowered, row_vec4: bool) -> RowHooks {
         constants: lowered.constants.len(),
         dtype,
         shape: lowered.shape.clone(),
-    }
-}
-
-/// An expression (and optional epilogue) checked for running in a row
-/// kernel on a context: what the row-op plans need besides the hooks.
-pub(crate) struct RowFusion {
-    rl: RowLowered,
-    /// `(binding, tensor)` of every tensor leaf.
-    tensors: Vec<(u32, Tensor)>,
-}
-
-impl RowFusion {
-    /// Lowers and checks `x` (and `epilogue`) for `ctx`: tensors on `ctx`,
-    /// contiguous, no symbolic inputs, f16 only with `shader-f16`.
-    pub(crate) fn new(ctx: &Context, x: &Expr, epilogue: Option<&Expr>) -> Result<Self> {
-        let rl = lower_rows(x, epilogue)?;
-        let mut tensors = Vec::new();
-        for (j, leaf) in rl.lowered.leaves.iter().enumerate() {
-            match leaf {
-                Leaf::Tensor(t) => {
-                    if !Arc::ptr_eq(&t.gpu, &ctx.inner.gpu) {
-                        return Err(Error::InvalidArgument(
-                            "fused row-op operands must live on the context that runs them".into(),
-                        ));
-                    }
-                    if t.dtype() == DType::F16 {
-                        ctx.require_f16("a fused row-op expression with f16 tensors")?;
-                    }
-                    tensors.push((ROW_FIRST_INPUT_BINDING + j as u32, t.clone()));
-                }
-                Leaf::Symbol { .. } => {
-                    return Err(Error::InvalidArgument(
-                        "an expression with symbolic inputs (Expr::input) cannot be evaluated"
-                            .into(),
-                    ));
-                }
-                Leaf::Acc => {}
-            }
-        }
-        Ok(Self { rl, tensors })
-    }
-
-    /// The load expression's result shape.
-    pub(crate) fn shape(&self) -> &[usize] {
-        &self.rl.lowered.shape
-    }
-
-    /// The row op's output dtype (the load expression's dtype rule).
-    pub(crate) fn dtype(&self) -> DType {
-        self.rl.lowered.dtype_of(self.rl.lowered.roots[0])
-    }
-
-    /// Bytes of the distinct tensors read (each once).
-    pub(crate) fn read_bytes(&self) -> u64 {
-        self.tensors.iter().map(|(_, t)| t.size_bytes()).sum()
-    }
-
-    /// Storage buffers the generated parts bind (tensors and constants).
-    pub(crate) fn storage_bindings(&self) -> usize {
-        self.tensors.len() + usize::from(!self.rl.lowered.constants.is_empty())
-    }
-
-    /// Operation nodes per element (for plans' `flops`).
-    pub(crate) fn ops_per_element(&self) -> u64 {
-        self.rl
-            .lowered
-            .ops
-            .iter()
-            .filter(|o| !matches!(o, Op::Load(_) | Op::Const(_)))
-            .count() as u64
-    }
-
-    /// The generated parts for a kernel with `VEC == 4` when `row_vec4`.
-    pub(crate) fn hooks(&self, row_vec4: bool) -> RowHooks {
-        emit_rows(&self.rl, row_vec4)
-    }
-
-    /// A short description for plan labels.
-    pub(crate) fn describe(&self) -> String {
-        self.rl.names.join(" -> ")
-    }
-
-    /// The uniform (`ew_p`) and constants (`ew_k`) buffers for `hooks`.
-    pub(crate) fn buffers(
-        &self,
-        ctx: &Context,
-        hooks: &RowHooks,
-    ) -> (wgpu::Buffer, Option<wgpu::Buffer>) {
-        let l = &self.rl.lowered;
-        let n: usize = l.shape.iter().product();
-        let units = if hooks.vec4 { n / 4 } else { n };
-        let mut words: Vec<u32> = vec![
-            units as u32,
-            n as u32,
-            f32::NAN.to_bits(),
-            f32::INFINITY.to_bits(),
-        ];
-        words.extend(dims4(&l.shape).iter().map(|&d| d as u32));
-        for leaf in &l.leaves {
-            let strides = match leaf {
-                Leaf::Acc => [0; crate::gpu::MAX_RANK],
-                _ => broadcast_strides(leaf.shape(), &l.shape),
-            };
-            words.extend(strides.iter().map(|&s| s as u32));
-        }
-        let uniform = ctx.uniform(&words);
-        let consts = (!l.constants.is_empty()).then(|| {
-            let bits: Vec<u32> = l.constants.iter().map(|c| c.to_bits()).collect();
-            super::storage_words(ctx, &bits)
-        });
-        (uniform, consts)
-    }
-
-    /// The tensor leaves with their bindings.
-    pub(crate) fn tensors(&self) -> &[(u32, Tensor)] {
-        &self.tensors
     }
 }

@@ -8,6 +8,10 @@ use crate::runtime::Context;
 use crate::gpu::Plan;
 use crate::gpu::Tensor;
 
+mod plan;
+
+pub(crate) use plan::{plan_fused, plan_fused_many, plan_unfused};
+
 impl Context {
     /// Evaluates `expr` as one fused kernel into a new tensor (shape: the
     /// broadcast of its leaves; dtype: see [`Expr`]).
@@ -23,7 +27,7 @@ impl Context {
     /// and dtype (in place: each element is read before it is written, by
     /// the same invocation); any other overlap is an error.
     pub fn eval_into(&self, expr: &Expr, out: &Tensor) -> Result<()> {
-        crate::fusion::plan_fused(self, expr, Some(out))?.run()
+        plan_fused(self, expr, Some(out))?.run()
     }
 
     /// The fused kernel for `expr`, checked and encoded, with a new output
@@ -32,12 +36,12 @@ impl Context {
     /// [`Expr::op_count`] per output element (each op counts one, a
     /// transcendental too).
     pub fn eval_plan(&self, expr: &Expr) -> Result<Plan> {
-        crate::fusion::plan_fused(self, expr, None)
+        plan_fused(self, expr, None)
     }
 
     /// [`Context::eval_plan`] writing into `out` (checked as [`Context::eval_into`]).
     pub fn eval_into_plan(&self, expr: &Expr, out: &Tensor) -> Result<Plan> {
-        crate::fusion::plan_fused(self, expr, Some(out))
+        plan_fused(self, expr, Some(out))
     }
 
     /// Evaluates several expressions of the same result shape in ONE kernel
@@ -46,7 +50,7 @@ impl Context {
     /// with its own dtype rule. For example `sin(x)` and `cos(x)` together
     /// read `x` once.
     pub fn eval_many(&self, exprs: &[Expr]) -> Result<Vec<Tensor>> {
-        let (plan, outputs) = crate::fusion::plan_fused_many(self, exprs, None)?;
+        let (plan, outputs) = plan_fused_many(self, exprs, None)?;
         plan.run()?;
         Ok(outputs)
     }
@@ -54,7 +58,7 @@ impl Context {
     /// [`Context::eval_many`] as a plan (whose `output` is the first result)
     /// and all the outputs. `Plan::bytes` counts every output.
     pub fn eval_many_plan(&self, exprs: &[Expr]) -> Result<(Plan, Vec<Tensor>)> {
-        crate::fusion::plan_fused_many(self, exprs, None)
+        plan_fused_many(self, exprs, None)
     }
 
     /// Evaluates `expr` the naive way, one kernel per operation node with an
@@ -70,6 +74,6 @@ impl Context {
     /// The unfused kernels as one plan. `Plan::bytes` counts what they really
     /// move: every kernel's inputs and output, intermediates included.
     pub fn eval_unfused_plan(&self, expr: &Expr) -> Result<Plan> {
-        crate::fusion::plan_unfused(self, expr)
+        plan_unfused(self, expr)
     }
 }

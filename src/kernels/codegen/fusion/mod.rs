@@ -60,20 +60,15 @@ use std::sync::Arc;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::expr::{BinaryOp, Expr, Node, UnaryOp};
-use crate::kernels::Dispatch;
-use crate::runtime::Context;
-use crate::gpu::Plan;
 use crate::gpu::{MAX_RANK, Tensor};
 
 mod codegen;
 mod lower;
-mod plan;
 pub mod rows;
 
 pub(crate) use codegen::*;
 pub use codegen::{EpilogueCode, generate, generate_epilogue, generate_many};
 pub(crate) use lower::*;
-pub(crate) use plan::*;
 pub use rows::{RowHooks, generate_row_hooks};
 
 /// Invocations per workgroup.

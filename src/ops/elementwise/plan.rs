@@ -1,7 +1,15 @@
 //! Fused plans: the generated kernel's pipeline from the context's cache,
 //! its buffers and grid; and the unfused form, a kernel per node.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::expr::{Expr, Node};
+use crate::gpu::{Dispatch, Plan, Tensor};
+use crate::kernels::codegen::fusion::*;
+use crate::runtime::Context;
 
 /// The pipeline of a generated elementwise kernel, from the context's cache.
 pub(crate) fn fused_pipeline(ctx: &Context, g: &Generated) -> Result<Arc<wgpu::ComputePipeline>> {
@@ -220,7 +228,7 @@ pub(crate) fn plan_fused_many(
     let params = ctx.uniform(&words);
     let consts = (!lowered.constants.is_empty()).then(|| {
         let bits: Vec<u32> = lowered.constants.iter().map(|c| c.to_bits()).collect();
-        storage_words(ctx, &bits)
+        ctx.storage_words(&bits)
     });
     let mut binds: Vec<(u32, &wgpu::Buffer)> = vec![(0, &params), (2, plan.output.buffer())];
     if let Some(c) = &consts {
@@ -243,12 +251,6 @@ pub(crate) fn plan_fused_many(
     Ok((plan, outputs))
 }
 
-/// A small read-only storage buffer holding `words` (padded to 16 bytes).
-pub(crate) fn storage_words(ctx: &Context, words: &[u32]) -> wgpu::Buffer {
-    let mut data = words.to_vec();
-    data.resize(words.len().next_multiple_of(4).max(4), 0);
-    ctx.storage_u32(&data)
-}
 
 /// One kernel per operation node, intermediates in memory.
 pub(crate) fn plan_unfused(ctx: &Context, expr: &Expr) -> Result<Plan> {
