@@ -273,3 +273,182 @@ fn outputs_aliasing_inputs_are_refused() {
     let plan = ctx.matmul_plan_with(&a, &b, Some(&out), &Default::default(), &epi);
     assert!(matches!(plan, Err(Error::InvalidArgument(_))));
 }
+
+/// Every public entry point refuses a tensor made on another context with
+/// `InvalidArgument`, whichever argument it is (operand, output, mask,
+/// weight, bias, cache, plan), and the context still works after each
+/// refusal. Without the check wgpu panics on the foreign buffer, or reads a
+/// buffer of this context that has the same id.
+#[test]
+fn tensors_of_another_context_are_refused_everywhere() {
+    use wgtile::{AttentionOptions, Axis, Epilogue, Expr, KvCache, Reduction, Tensor};
+    let Some(ctx) = common::ctx() else { return };
+    let other = private_context(&ctx);
+    let ours = |shape: &[usize]| ctx.rand_uniform(shape, -1.0, 1.0, DType::F32, 3).unwrap();
+    let theirs = |shape: &[usize]| other.rand_uniform(shape, -1.0, 1.0, DType::F32, 4).unwrap();
+    let (a, b, c) = (ours(&[4, 8]), ours(&[8, 5]), ours(&[4, 5]));
+    let (fa, fb, fc) = (theirs(&[4, 8]), theirs(&[8, 5]), theirs(&[4, 5]));
+    let (row, frow) = (ours(&[8]), theirs(&[8]));
+    let qkv = |f: &dyn Fn(&[usize]) -> Tensor| f(&[1, 2, 6, 8]);
+    let (q, k, v) = (qkv(&ours), qkv(&ours), qkv(&ours));
+    let (fq, fk) = (qkv(&theirs), qkv(&theirs));
+    let fmask = other.zeros([6, 6], DType::F32).unwrap();
+    let opts = AttentionOptions::new();
+    let masked = AttentionOptions::new().additive_mask(&fmask);
+    let fwd = ctx
+        .attention(&q, &k, &v, &AttentionOptions::new().with_lse())
+        .unwrap();
+    let (o, lse) = (fwd.o.clone(), fwd.lse.clone().unwrap());
+    let fo = qkv(&theirs);
+    let mut cache = KvCache::new(&ctx, 1, 2, 8, 8, 4, DType::F32).unwrap();
+    let fcache = KvCache::new(&other, 1, 2, 8, 8, 4, DType::F32).unwrap();
+    let foreign_plan = other.copy_plan(&theirs(&[4, 4])).unwrap();
+    type Case<'a> = (&'a str, Box<dyn Fn() -> wgtile::Result<()> + 'a>);
+    let cases: Vec<Case> = vec![
+        ("matmul A", Box::new(|| ctx.matmul(&fa, &b).map(drop))),
+        ("matmul B", Box::new(|| ctx.matmul(&a, &fb).map(drop))),
+        ("matmul out", Box::new(|| ctx.matmul_into(&a, &b, &fc))),
+        (
+            "matmul bias",
+            Box::new(|| {
+                ctx.matmul_with(&a, &b, &Epilogue::new().bias(&theirs(&[5])))
+                    .map(drop)
+            }),
+        ),
+        (
+            "matmul residual",
+            Box::new(|| {
+                ctx.matmul_with(&a, &b, &Epilogue::new().residual(&fc))
+                    .map(drop)
+            }),
+        ),
+        (
+            "eval leaf",
+            Box::new(|| ctx.eval(&(fa.expr() + 1.0)).map(drop)),
+        ),
+        (
+            "eval out",
+            Box::new(|| ctx.eval_into(&(c.expr() * 2.0), &fc)),
+        ),
+        (
+            "eval_many leaf",
+            Box::new(|| ctx.eval_many(&[a.expr(), fa.expr()]).map(drop)),
+        ),
+        (
+            "eval_unfused leaf",
+            Box::new(|| ctx.eval_unfused(&(fa.expr() + 1.0)).map(drop)),
+        ),
+        ("contiguous", Box::new(|| ctx.contiguous(&fa).map(drop))),
+        ("fill", Box::new(|| ctx.fill(&fa, 1.0))),
+        ("fill_random", Box::new(|| ctx.fill_random(&fa, 1))),
+        ("sum", Box::new(|| ctx.sum(&fa, Axis::Last).map(drop))),
+        (
+            "reduce all",
+            Box::new(|| ctx.reduce(&fa, Reduction::Max, Axis::All).map(drop)),
+        ),
+        (
+            "sum_of leaf",
+            Box::new(|| ctx.sum_of(&(fa.expr() * 2.0), Axis::Last).map(drop)),
+        ),
+        ("softmax", Box::new(|| ctx.softmax(&fa).map(drop))),
+        ("log_softmax", Box::new(|| ctx.log_softmax(&fa).map(drop))),
+        (
+            "softmax_of leaf",
+            Box::new(|| ctx.softmax_of(&fa.expr(), None).map(drop)),
+        ),
+        (
+            "softmax_of epilogue",
+            Box::new(|| {
+                ctx.softmax_of(&a.expr(), Some(&(Expr::acc() * &frow)))
+                    .map(drop)
+            }),
+        ),
+        (
+            "layer_norm x",
+            Box::new(|| ctx.layer_norm(&fa, None, None, 1e-5).map(drop)),
+        ),
+        (
+            "layer_norm weight",
+            Box::new(|| ctx.layer_norm(&a, Some(&frow), None, 1e-5).map(drop)),
+        ),
+        (
+            "layer_norm bias",
+            Box::new(|| ctx.layer_norm(&a, Some(&row), Some(&frow), 1e-5).map(drop)),
+        ),
+        (
+            "rms_norm weight",
+            Box::new(|| ctx.rms_norm(&a, Some(&frow), 1e-5).map(drop)),
+        ),
+        (
+            "layer_norm_of weight",
+            Box::new(|| {
+                ctx.layer_norm_of(&a.expr(), Some(&frow), None, 1e-5, None)
+                    .map(drop)
+            }),
+        ),
+        ("copy", Box::new(|| ctx.copy_plan(&fa).map(drop))),
+        (
+            "attention q",
+            Box::new(|| ctx.attention(&fq, &k, &v, &opts).map(drop)),
+        ),
+        (
+            "attention k",
+            Box::new(|| ctx.attention(&q, &fk, &v, &opts).map(drop)),
+        ),
+        (
+            "attention mask",
+            Box::new(|| ctx.attention(&q, &k, &v, &masked).map(drop)),
+        ),
+        (
+            "attention bool mask",
+            Box::new(|| {
+                let m = other.zeros([6, 6], DType::F32).unwrap();
+                ctx.attention(&q, &k, &v, &AttentionOptions::new().bool_mask(&m))
+                    .map(drop)
+            }),
+        ),
+        (
+            "attention_backward o",
+            Box::new(|| {
+                ctx.attention_backward(&q, &k, &v, &fo, &o, &lse, &opts)
+                    .map(drop)
+            }),
+        ),
+        (
+            "attention_backward mask",
+            Box::new(|| {
+                ctx.attention_backward(&q, &k, &v, &o, &o, &lse, &masked)
+                    .map(drop)
+            }),
+        ),
+        (
+            "attention_cached cache",
+            Box::new(|| ctx.attention_cached(&q, &fcache, &opts).map(drop)),
+        ),
+        (
+            "time",
+            Box::new(|| ctx.time(&foreign_plan, &Default::default()).map(drop)),
+        ),
+    ];
+    for (what, case) in &cases {
+        match case() {
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("another Context"), "{what}: {msg}")
+            }
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+        // The context is still usable after the refusal.
+        let s = ctx
+            .sum(&row, Axis::All)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap();
+        assert_eq!(s.len(), 1, "{what}");
+    }
+    let appended = cache.append(&theirs(&[1, 2, 1, 8]), &theirs(&[1, 2, 1, 8]));
+    assert!(
+        matches!(appended, Err(Error::InvalidArgument(_))),
+        "{appended:?}"
+    );
+    assert_eq!(cache.len(), 0);
+}

@@ -106,6 +106,25 @@ impl std::ops::Deref for Inner {
 
 /// The device-level work, as the ops call it.
 impl Context {
+    /// The one check that `t` was made on this context's device, for every
+    /// tensor an op takes (operands, outputs, masks, weights, caches): wgpu
+    /// would panic on a foreign buffer, or silently read one of this
+    /// device's own buffers that has the same id. `what` names the argument.
+    pub(crate) fn check_owned(&self, t: &Tensor, what: &str) -> Result<()> {
+        t.check_device(&self.inner.gpu, what)
+    }
+
+    /// [`Context::check_owned`] for each of `tensors`.
+    pub(crate) fn check_all_owned<'t>(
+        &self,
+        tensors: impl IntoIterator<Item = &'t Tensor>,
+        what: &str,
+    ) -> Result<()> {
+        tensors
+            .into_iter()
+            .try_for_each(|t| self.check_owned(t, what))
+    }
+
     pub(crate) fn require_f16(&self, what: &str) -> Result<()> {
         self.inner.gpu.require_f16(what)
     }

@@ -64,6 +64,7 @@ impl Context {
 
     /// A contiguous copy of `t` (the tensor itself, shared, when it already is).
     pub fn contiguous(&self, t: &Tensor) -> Result<Tensor> {
+        self.check_owned(t, "contiguous")?;
         if t.is_contiguous() {
             return Ok(t.clone());
         }
@@ -116,6 +117,7 @@ impl Context {
 
     /// Overwrites every element of `t` with `value` (NaN to poison outputs).
     pub fn fill(&self, t: &Tensor, value: f32) -> Result<()> {
+        self.check_owned(t, "fill")?;
         let pattern = match t.dtype {
             DType::F32 => value.to_bits(),
             DType::F16 => {
@@ -139,6 +141,7 @@ impl Context {
     /// host, reproducible with [`uniform_values`]); this one is for large
     /// inputs where speed matters (the autotuner's timing inputs).
     pub fn fill_random(&self, t: &Tensor, seed: u32) -> Result<()> {
+        self.check_owned(t, "fill_random")?;
         let half = u32::from(t.dtype() == DType::F16);
         let d = self.fill_dispatch_with(Kernel::FillRandom, &t.buffer, seed, half)?;
         self.run_dispatches("random fill", std::slice::from_ref(&d))

@@ -330,3 +330,68 @@ fn kv_cache_prefill_then_decode_equals_full_attention() {
     assert_eq!(cache.len(), 70);
     assert!(cache.capacity() >= 70);
 }
+
+/// A cloned KV cache owns its buffers: appends to the clone and to the
+/// original each land only in their own cache, and the positions copied at
+/// clone time are equal.
+#[test]
+fn kv_cache_clones_do_not_alias() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, h, d) = (1, 2, 8);
+    let rows = |n: usize, seed: u64| {
+        let data = common::random(b * h * n * d, seed);
+        let t = ctx.tensor(&data, [b, h, n, d]).unwrap();
+        (t, data)
+    };
+    let mut original = KvCache::new(&ctx, b, h, d, d, 4, DType::F32).unwrap();
+    let (k0, k0_host) = rows(3, 1);
+    let (v0, _) = rows(3, 2);
+    original.append(&k0, &v0).unwrap();
+    let mut clone = original.try_clone().unwrap();
+    let (k1, k1_host) = rows(1, 3);
+    let (v1, _) = rows(1, 4);
+    let (k2, k2_host) = rows(2, 5);
+    let (v2, _) = rows(2, 6);
+    clone.append(&k1, &v1).unwrap();
+    original.append(&k2, &v2).unwrap();
+    assert_eq!((original.len(), clone.len()), (5, 4));
+    let keys = |c: &KvCache| {
+        let cap = c.capacity();
+        let all: Vec<f32> = c.keys().to_vec_blocking().unwrap();
+        // Position p of head hh: all[(hh * cap + p) * d..][..d].
+        move |hh: usize, p: usize| all[(hh * cap + p) * d..(hh * cap + p + 1) * d].to_vec()
+    };
+    let (ko, kc) = (keys(&original), keys(&clone));
+    let host = |data: &[f32], n: usize, hh: usize, p: usize| {
+        data[(hh * n + p) * d..(hh * n + p + 1) * d].to_vec()
+    };
+    for hh in 0..h {
+        for p in 0..3 {
+            assert_eq!(
+                ko(hh, p),
+                host(&k0_host, 3, hh, p),
+                "original head {hh} position {p}"
+            );
+            assert_eq!(
+                kc(hh, p),
+                host(&k0_host, 3, hh, p),
+                "clone head {hh} position {p}"
+            );
+        }
+        assert_eq!(
+            kc(hh, 3),
+            host(&k1_host, 1, hh, 0),
+            "clone head {hh}: its own append"
+        );
+        assert_eq!(
+            ko(hh, 3),
+            host(&k2_host, 2, hh, 0),
+            "original head {hh}: its own append"
+        );
+        assert_eq!(
+            ko(hh, 4),
+            host(&k2_host, 2, hh, 1),
+            "original head {hh}: its own append"
+        );
+    }
+}

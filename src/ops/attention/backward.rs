@@ -43,11 +43,7 @@ impl Context {
     ) -> Result<(Plan, AttentionGrads)> {
         let op = "attention backward";
         for t in [q, k, v, o, d_o, lse] {
-            if !Arc::ptr_eq(&t.gpu, &self.inner.gpu) {
-                return Err(Error::InvalidArgument(
-                    "attention operands must live on the context that runs them".into(),
-                ));
-            }
+            self.check_owned(t, "an attention backward operand")?;
             t.require_contiguous(op)?;
         }
         if let Some(mask) = &options.mask {

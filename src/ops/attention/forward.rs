@@ -92,6 +92,7 @@ impl Context {
                 "attention_cached takes q as [B, Hq, Sq, D]".into(),
             ));
         }
+        self.check_all_owned([q, &cache.k, &cache.v], "attention_cached's query or cache")?;
         let view = |t: &Tensor| {
             let s = t.shape();
             Operand {
@@ -105,11 +106,7 @@ impl Context {
             }
         };
         q.require_contiguous("attention")?;
-        if !Arc::ptr_eq(&q.gpu, &self.inner.gpu) {
-            return Err(Error::InvalidArgument(
-                "attention operands must live on the context that runs them".into(),
-            ));
-        }
+        self.check_owned(q, "the attention query")?;
         if let Some(mask) = &options.mask {
             mask.tensor().require_contiguous("an attention mask")?;
         }
@@ -134,11 +131,7 @@ impl Context {
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionOutput)> {
         for t in [q, k, v] {
-            if !Arc::ptr_eq(&t.gpu, &self.inner.gpu) {
-                return Err(Error::InvalidArgument(
-                    "attention operands must live on the context that runs them".into(),
-                ));
-            }
+            self.check_owned(t, "an attention operand")?;
             t.require_contiguous("attention")?;
         }
         if let Some(mask) = &options.mask {
@@ -176,6 +169,9 @@ impl Context {
                     got: t.dtype,
                 });
             }
+        }
+        if let Some(m) = &opts.mask {
+            self.check_owned(m.tensor(), "the attention mask")?;
         }
         if let Some(m) = &opts.mask
             && m.tensor().dtype() != dtype

@@ -8,7 +8,10 @@ use super::*;
 /// positions are filled. [`KvCache::append`] writes new positions in place
 /// with GPU copies, doubling the capacity (GPU-side copy) when full, and
 /// [`Context::attention_cached`] reads the filled part through strides.
-#[derive(Clone, Debug)]
+///
+/// Not `Clone`: a clone sharing the buffers would see the other's appends.
+/// [`KvCache::try_clone`] copies the filled positions into new buffers.
+#[derive(Debug)]
 pub struct KvCache {
     pub(crate) k: Tensor,
     pub(crate) v: Tensor,
@@ -83,6 +86,7 @@ impl KvCache {
         let ks = self.k.shape().to_vec();
         let vs = self.v.shape().to_vec();
         for (t, s, what) in [(k_new, &ks, "keys"), (v_new, &vs, "values")] {
+            t.check_device(&self.k.gpu, "a tensor appended to the KV cache")?;
             t.require_contiguous("KvCache::append")?;
             if t.dtype() != self.k.dtype() {
                 return Err(Error::DTypeMismatch {
@@ -143,6 +147,21 @@ impl KvCache {
         })?;
         self.len = needed;
         Ok(())
+    }
+
+    /// An independent copy: new buffers of the same capacity holding the
+    /// filled positions (a GPU-side copy), so appends to either never show
+    /// in the other.
+    pub fn try_clone(&self) -> Result<KvCache> {
+        let gpu = self.k.gpu.clone();
+        let k = gpu.alloc(self.k.shape(), self.k.dtype(), "wgtile kv cache k")?;
+        let v = gpu.alloc(self.v.shape(), self.v.dtype(), "wgtile kv cache v")?;
+        let len = self.len;
+        gpu.submit("KvCache clone", |enc| {
+            copy_rows(enc, &self.k, &k, 0, len, 0);
+            copy_rows(enc, &self.v, &v, 0, len, 0);
+        })?;
+        Ok(KvCache { k, v, len })
     }
 }
 

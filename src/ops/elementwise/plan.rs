@@ -66,11 +66,7 @@ pub(crate) fn plan_fused_many(
     for leaf in &lowered.leaves {
         match leaf {
             Leaf::Tensor(t) => {
-                if !Arc::ptr_eq(&t.gpu, &ctx.inner.gpu) {
-                    return Err(Error::InvalidArgument(
-                        "elementwise operands must live on the context that evaluates them".into(),
-                    ));
-                }
+                ctx.check_owned(t, "a tensor of the expression")?;
                 tensors.push(t);
             }
             Leaf::Symbol { .. } => {
@@ -94,11 +90,7 @@ pub(crate) fn plan_fused_many(
     }
     let mut alias = Vec::new();
     if let Some(o) = out {
-        if !Arc::ptr_eq(&o.gpu, &ctx.inner.gpu) {
-            return Err(Error::InvalidArgument(
-                "the output must live on the context that evaluates the expression".into(),
-            ));
-        }
+        ctx.check_owned(o, "the output")?;
         if o.shape() != lowered.shape.as_slice() {
             return Err(Error::shape(
                 "eval_into",

@@ -244,11 +244,7 @@ impl Epilogue {
 }
 
 fn check_operand(ctx: &Context, t: &Tensor, dtype: DType, op: &'static str) -> Result<()> {
-    if !Arc::ptr_eq(&t.gpu, &ctx.inner.gpu) {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: tensors must live on the context that runs them"
-        )));
-    }
+    ctx.check_owned(t, op)?;
     if t.dtype() != dtype {
         return Err(Error::DTypeMismatch {
             op,

@@ -17,13 +17,7 @@ impl Context {
         epilogue: &Epilogue,
     ) -> Result<Plan> {
         let mut kernel = options.kernel;
-        for t in [Some(a), Some(b), out].into_iter().flatten() {
-            if !Arc::ptr_eq(&t.gpu, &self.inner.gpu) {
-                return Err(Error::InvalidArgument(
-                    "matmul operands must live on the context that runs them".into(),
-                ));
-            }
-        }
+        self.check_all_owned([Some(a), Some(b), out].into_iter().flatten(), "a matmul operand")?;
         if a.dtype() != b.dtype() {
             return Err(Error::DTypeMismatch {
                 op: "matmul",

@@ -403,8 +403,10 @@ impl Context {
     ) -> Result<Plan> {
         let name = op.name();
         if let RowSource::Tensor(x) = src {
+            self.check_owned(x, name)?;
             x.require_contiguous(name)?;
         }
+        self.check_all_owned(weight.into_iter().chain(bias), "a row-op weight or bias")?;
         for t in [weight, bias].into_iter().flatten() {
             t.require_contiguous(name)?;
         }
@@ -598,6 +600,7 @@ impl Context {
     /// bandwidth reference the row-op benchmarks report their fraction of.
     /// `bytes` = read + write.
     pub fn copy_plan(&self, x: &Tensor) -> Result<Plan> {
+        self.check_owned(x, "copy")?;
         check_dtype(self, "copy", x.dtype())?;
         x.require_contiguous("copy")?;
         let output = self.alloc(x.shape(), x.dtype(), "wgtile copy out")?;

@@ -84,6 +84,9 @@ impl Context {
         axis: Axis,
     ) -> Result<Plan> {
         let name = op.name();
+        if let RowSource::Tensor(t) = x {
+            self.check_owned(t, name)?;
+        }
         check_dtype(self, name, x.dtype())?;
         let (rows, n, out_shape) = match axis {
             Axis::Last => {

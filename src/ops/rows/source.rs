@@ -2,8 +2,6 @@
 //! kernel, lowered once: its generated load and store hooks, the tensors
 //! they bind and the parameter words. Shared by the row ops and reductions.
 
-use std::sync::Arc;
-
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::expr::Expr;
@@ -31,11 +29,7 @@ impl RowFusion {
         for (j, leaf) in rl.lowered.leaves.iter().enumerate() {
             match leaf {
                 Leaf::Tensor(t) => {
-                    if !Arc::ptr_eq(&t.gpu, &ctx.inner.gpu) {
-                        return Err(Error::InvalidArgument(
-                            "fused row-op operands must live on the context that runs them".into(),
-                        ));
-                    }
+                    ctx.check_owned(t, "a tensor of the fused row op")?;
                     if t.dtype() == DType::F16 {
                         ctx.require_f16("a fused row-op expression with f16 tensors")?;
                     }
