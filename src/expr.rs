@@ -131,6 +131,49 @@ pub(crate) enum Node {
     Where(Expr, Expr, Expr),
 }
 
+/// A leaf that stands in for a child moved out of a node being dropped.
+fn placeholder() -> Arc<Node> {
+    static LEAF: std::sync::OnceLock<Arc<Node>> = std::sync::OnceLock::new();
+    LEAF.get_or_init(|| Arc::new(Node::Acc)).clone()
+}
+
+impl Node {
+    /// Moves the node's children out onto `stack` (leaving placeholders).
+    fn take_children(&mut self, stack: &mut Vec<Arc<Node>>) {
+        let mut take = |e: &mut Expr| stack.push(std::mem::replace(&mut e.0, placeholder()));
+        match self {
+            Node::Unary(_, a) => take(a),
+            Node::Binary(_, a, b) => {
+                take(a);
+                take(b);
+            }
+            Node::Where(c, a, b) => {
+                take(c);
+                take(a);
+                take(b);
+            }
+            Node::Tensor(_) | Node::Input { .. } | Node::Scalar(_) | Node::Acc => {}
+        }
+    }
+}
+
+/// Drops a tree in a loop instead of recursing: a chain of 300,000 `e + 1`
+/// would overflow the stack. Only nodes this is the last owner of are taken
+/// apart; shared subtrees stay whole for their other owners.
+impl Drop for Expr {
+    fn drop(&mut self) {
+        let mut stack = Vec::new();
+        if let Some(node) = Arc::get_mut(&mut self.0) {
+            node.take_children(&mut stack);
+        }
+        while let Some(mut child) = stack.pop() {
+            if let Some(node) = Arc::get_mut(&mut child) {
+                node.take_children(&mut stack);
+            }
+        }
+    }
+}
+
 /// An elementwise expression over tensors and scalars, evaluated lazily by
 /// [`Context::eval`](crate::Context::eval) as one fused kernel. Cheap to clone (shared nodes).
 ///

@@ -1021,3 +1021,24 @@ fn deep_and_shared_expressions() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Dropping a very deep expression does not overflow the stack (it used to
+/// abort the process), and dropping one owner of a shared subtree leaves
+/// the subtree whole for the others. No GPU needed.
+#[test]
+fn deep_expressions_drop_without_recursion() {
+    let mut e = Expr::scalar(0.0);
+    for _ in 0..300_000 {
+        e = e + 1.0;
+    }
+    drop(e);
+    let x = Expr::input(0, [4], DType::F32);
+    let shared = x.clone().exp() + 1.0;
+    let a = &shared * 2.0;
+    let b = shared.clone().sqrt();
+    drop(shared);
+    drop(a);
+    let text = b.to_string();
+    assert_eq!(text, "Sqrt(Add(Exp(in0:f32[4]), 1.0))");
+    assert_eq!(b.op_count(), 3, "{text}");
+}

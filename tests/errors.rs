@@ -452,3 +452,27 @@ fn tensors_of_another_context_are_refused_everywhere() {
     );
     assert_eq!(cache.len(), 0);
 }
+
+/// A huge random tensor is refused by its size before any host value is
+/// generated (it used to abort with "capacity overflow").
+#[test]
+fn huge_random_tensors_are_refused_before_generating() {
+    let Some(ctx) = common::ctx() else { return };
+    for shape in [
+        vec![1usize << 40, 1 << 10],
+        vec![1 << 31, 1 << 31],
+        vec![usize::MAX, 2],
+    ] {
+        let r = ctx.rand_uniform(&shape, -1.0, 1.0, DType::F32, 1);
+        assert!(
+            matches!(
+                r,
+                Err(Error::LimitExceeded { .. } | Error::InvalidArgument(_))
+            ),
+            "{shape:?}: {r:?}"
+        );
+    }
+    // And the context still works.
+    let t = ctx.rand_uniform([3, 5], -1.0, 1.0, DType::F32, 1).unwrap();
+    assert_eq!(t.to_vec_blocking::<f32>().unwrap().len(), 15);
+}

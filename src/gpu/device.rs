@@ -186,14 +186,15 @@ impl Gpu {
         self.alloc_strided(shape, last_dim(shape), dtype, label)
     }
 
-    /// [`Gpu::alloc`] with rows of `row_stride` elements.
-    pub(crate) fn alloc_strided(
-        self: &Arc<Self>,
+    /// The bytes a tensor of `shape` with rows of `row_stride` elements
+    /// takes, or the error naming the rank, overflow or adapter limit it
+    /// breaks: checked before anything is allocated or generated.
+    pub(crate) fn tensor_bytes(
+        &self,
         shape: &[usize],
         row_stride: usize,
         dtype: DType,
-        label: &str,
-    ) -> Result<Tensor> {
+    ) -> Result<u64> {
         check_rank(shape)?;
         let logical = numel(shape)?;
         let rows = if shape.is_empty() {
@@ -219,6 +220,18 @@ impl Gpu {
                 what: format!("a {dtype} tensor of shape {shape:?}"),
             });
         }
+        Ok(bytes)
+    }
+
+    /// [`Gpu::alloc`] with rows of `row_stride` elements.
+    pub(crate) fn alloc_strided(
+        self: &Arc<Self>,
+        shape: &[usize],
+        row_stride: usize,
+        dtype: DType,
+        label: &str,
+    ) -> Result<Tensor> {
+        let bytes = self.tensor_bytes(shape, row_stride, dtype)?;
         let size = bytes.next_multiple_of(BUFFER_ALIGN).max(BUFFER_ALIGN);
         let buffer = self.create_buffer(
             label,

@@ -189,7 +189,9 @@ impl Context {
         seed: u64,
     ) -> Result<Tensor> {
         let shape = shape.as_ref();
-        check_rank(shape)?;
+        // The size check first: the host values of a huge shape would not fit
+        // in host memory either.
+        self.inner.gpu.tensor_bytes(shape, last_dim(shape), dtype)?;
         let values = uniform_values(numel(shape)?, low, high, seed);
         match dtype {
             DType::F32 => self.tensor(&values, shape),
