@@ -476,3 +476,59 @@ fn huge_random_tensors_are_refused_before_generating() {
     let t = ctx.rand_uniform([3, 5], -1.0, 1.0, DType::F32, 1).unwrap();
     assert_eq!(t.to_vec_blocking::<f32>().unwrap().len(), 15);
 }
+
+/// Forced kernels and tiles with zero or malformed sizes are refused with
+/// `InvalidArgument` naming the field (they used to divide by zero).
+#[test]
+fn malformed_forced_configurations_are_named_errors() {
+    use wgtile::{AttentionOptions, FlashTiles, MatmulKernel, MatmulOptions, TileConfig};
+    let Some(ctx) = common::ctx() else { return };
+    let a = ctx.zeros([8, 8], DType::F32).unwrap();
+    let b = ctx.zeros([8, 8], DType::F32).unwrap();
+    let tile = TileConfig::new(64, 64, 8);
+    for (kernel, field) in [
+        (MatmulKernel::Naive { wg_x: 0, wg_y: 16 }, "naive workgroup"),
+        (
+            MatmulKernel::Tiled {
+                tile: TileConfig::new(0, 64, 8),
+                vec4: false,
+            },
+            "tile bm",
+        ),
+        (
+            MatmulKernel::Tiled {
+                tile: TileConfig::new(64, 64, 0),
+                vec4: false,
+            },
+            "tile bk",
+        ),
+        (
+            MatmulKernel::SplitK {
+                tile,
+                vec4: false,
+                splits: 0,
+            },
+            "splits",
+        ),
+    ] {
+        let r = ctx.matmul_plan(&a, &b, None, &MatmulOptions::with_kernel(kernel));
+        match r {
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains(field), "{kernel:?}: {msg}"),
+            other => panic!("{kernel:?}: {other:?}"),
+        }
+    }
+    let q = ctx.zeros([1, 1, 4, 8], DType::F32).unwrap();
+    let zeros = FlashTiles {
+        br: 0,
+        tr: 0,
+        nc: 0,
+        td: 0,
+        dk: 0,
+        vk: 0,
+    };
+    let r = ctx.attention(&q, &q, &q, &AttentionOptions::new().tiles(zeros));
+    assert!(
+        matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("flash tiles")),
+        "{r:?}"
+    );
+}

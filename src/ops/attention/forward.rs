@@ -426,6 +426,10 @@ impl Context {
     /// decode, tensor-core flash, flash or flash-decoding), its dispatches
     /// and label written into `plan`.
     fn attention_path(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
+        // Malformed forced tiles are an error whichever path runs.
+        if let Some(why) = opts.tiles.and_then(FlashTiles::invalid_reason) {
+            return Err(Error::InvalidArgument(format!("forced {why}")));
+        }
         if opts.kernel == AttentionKernel::Naive {
             return self.naive_attention(plan, l);
         }

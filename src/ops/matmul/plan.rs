@@ -116,6 +116,9 @@ impl Context {
         let profile = self.profile();
         let kernel = match kernel {
             Some(kernel) => {
+                if let Some(why) = kernel.invalid_reason() {
+                    return Err(Error::InvalidArgument(format!("forced matmul kernel: {why}")));
+                }
                 if !kernel.fits(profile) {
                     return Err(Error::LimitExceeded {
                         limit: "max_compute_invocations_per_workgroup",

@@ -28,6 +28,39 @@ pub struct FlashTiles {
 pub const MAX_FLASH_DV: usize = 256;
 
 impl FlashTiles {
+    /// Why these tiles cannot be the flash kernel's, naming the field
+    /// (`None`: well formed; whether the adapter runs them is `fits`).
+    pub fn invalid_reason(self) -> Option<String> {
+        if !matches!(self.tr, 4 | 8) {
+            return Some(format!("flash tiles tr = {} (must be 4 or 8)", self.tr));
+        }
+        if self.br == 0 || !self.br.is_multiple_of(self.tr) {
+            return Some(format!(
+                "flash tiles br = {} (must be a positive multiple of tr = {})",
+                self.br, self.tr
+            ));
+        }
+        if self.nc == 0 {
+            return Some("flash tiles nc = 0 (must be at least 1)".into());
+        }
+        if !matches!(self.td, 4 | 8 | 16) {
+            return Some(format!("flash tiles td = {} (must be 4, 8 or 16)", self.td));
+        }
+        if self.dk == 0 || !self.dk.is_multiple_of(4) {
+            return Some(format!("flash tiles dk = {} (must be a positive multiple of 4)", self.dk));
+        }
+        if self.vk == 0 || !self.vk.is_multiple_of(4) || !(4 * self.nc).is_multiple_of(self.vk) {
+            return Some(format!(
+                "flash tiles vk = {} (must be a positive multiple of 4 dividing 4 nc = {})",
+                self.vk,
+                4 * self.nc
+            ));
+        }
+        None
+    }
+}
+
+impl FlashTiles {
     /// Keys per block.
     pub const fn bc(self) -> u32 {
         4 * self.nc

@@ -211,6 +211,69 @@ pub const COOP_CONFIGS: [(u32, u32, u32, u32); 6] = [
     (1, 2, 32, 2),
 ];
 
+impl TileConfig {
+    /// Why this tile cannot be a kernel's, naming the field: a register
+    /// tile of 8 or 16, whole register tiles in `bm` and `bn`, a K step
+    /// that is a positive multiple of 4.
+    pub fn invalid_reason(self) -> Option<String> {
+        if !matches!(self.reg, 8 | 16) {
+            return Some(format!("tile reg = {} (must be 8 or 16)", self.reg));
+        }
+        for (name, v) in [("bm", self.bm), ("bn", self.bn)] {
+            if v == 0 || !v.is_multiple_of(self.reg) {
+                return Some(format!(
+                    "tile {name} = {v} (must be a positive multiple of reg = {})",
+                    self.reg
+                ));
+            }
+        }
+        if self.bk == 0 || !self.bk.is_multiple_of(4) {
+            return Some(format!("tile bk = {} (must be a positive multiple of 4)", self.bk));
+        }
+        None
+    }
+}
+
+impl MatmulKernel {
+    /// Why a forced kernel's parameters cannot run, naming the field
+    /// (`None`: well formed; whether the adapter runs it is `fits`).
+    pub fn invalid_reason(self) -> Option<String> {
+        match self {
+            MatmulKernel::Naive { wg_x, wg_y } => (wg_x == 0 || wg_y == 0)
+                .then(|| format!("naive workgroup {wg_x} x {wg_y} (both must be at least 1)")),
+            MatmulKernel::Tiled { tile, .. } => tile.invalid_reason(),
+            MatmulKernel::SplitK { tile, splits, .. } => tile.invalid_reason().or_else(|| {
+                (splits < 2).then(|| format!("split-K splits = {splits} (must be at least 2)"))
+            }),
+            MatmulKernel::Coop {
+                warps_m,
+                warps_n,
+                bk,
+                frags_n,
+                subgroup,
+                ..
+            } => {
+                if warps_m == 0 || warps_n == 0 {
+                    Some(format!(
+                        "coop warps {warps_m} x {warps_n} (both must be at least 1)"
+                    ))
+                } else if bk == 0 || !bk.is_multiple_of(16) {
+                    Some(format!("coop bk = {bk} (must be a positive multiple of 16)"))
+                } else if !matches!(frags_n, 2 | 4) {
+                    Some(format!("coop frags_n = {frags_n} (must be 2 or 4)"))
+                } else if subgroup == 0 || !subgroup.is_multiple_of(16) {
+                    Some(format!(
+                        "coop subgroup = {subgroup} (must be a positive multiple of 16)"
+                    ))
+                } else {
+                    None
+                }
+            }
+            MatmulKernel::Gemv | MatmulKernel::Broadcast { .. } => None,
+        }
+    }
+}
+
 impl MatmulKernel {
     /// The cooperative-matrix kernel `(warps_m, warps_n, bk, frags_n)` laid out for the
     /// adapter's subgroup size, when the adapter can run it at all.

@@ -304,3 +304,38 @@ fn cpu_adapters_with_subgroups_of_8_take_the_broadcast_kernel() {
             .any(|k| matches!(k, MatmulKernel::Broadcast { .. }))
     );
 }
+
+#[test]
+fn every_shipped_configuration_is_well_formed_and_zeros_are_not() {
+    use crate::tune::attention::{
+        DECODE_TILES, FLASH_CANDIDATES, FlashTiles, SWEEP_TILES, TEST_TILES,
+    };
+    use crate::tune::{CPU_TILE_CONFIGS, TileConfig};
+    let p = h200_like();
+    for tile in TILE_CONFIGS.into_iter().chain(CPU_TILE_CONFIGS) {
+        for vec4 in [false, true] {
+            assert_eq!(MatmulKernel::Tiled { tile, vec4 }.invalid_reason(), None, "{tile}");
+            let split = MatmulKernel::SplitK { tile, vec4, splits: 2 };
+            assert_eq!(split.invalid_reason(), None, "{split}");
+        }
+    }
+    for c in COOP_CONFIGS {
+        let k = MatmulKernel::coop_for(&p, c).expect("the H200 runs every coop layout");
+        assert_eq!(k.invalid_reason(), None, "{k}");
+    }
+    for t in FLASH_CANDIDATES.into_iter().chain(SWEEP_TILES).chain(TEST_TILES).chain([DECODE_TILES]) {
+        assert_eq!(t.invalid_reason(), None, "{t}");
+    }
+    let zero = TileConfig { bm: 0, bn: 0, bk: 0, reg: 8 };
+    for bad in [
+        MatmulKernel::Naive { wg_x: 0, wg_y: 16 },
+        MatmulKernel::Tiled { tile: zero, vec4: false },
+        MatmulKernel::Tiled { tile: TileConfig { reg: 0, ..TILE_CONFIGS[0] }, vec4: false },
+        MatmulKernel::SplitK { tile: TILE_CONFIGS[0], vec4: false, splits: 0 },
+        MatmulKernel::SplitK { tile: TILE_CONFIGS[0], vec4: false, splits: 1 },
+    ] {
+        assert!(bad.invalid_reason().is_some(), "{bad:?}");
+    }
+    let zeros = FlashTiles { br: 0, tr: 0, nc: 0, td: 0, dk: 0, vk: 0 };
+    assert!(zeros.invalid_reason().is_some());
+}
