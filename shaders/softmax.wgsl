@@ -39,7 +39,9 @@ fn softmax_out(v: vec4<f32>, mx: f32, total: f32) -> vec4<f32> {
         return select(vec4<f32>(0.0), vec4<f32>(neg_inf()), log_out);
     }
     if log_out {
-        return v - vec4<f32>(mx + log(total));
+        // (x - max) - ln sum: at |max| far above ln sum, max + ln sum would
+        // absorb ln sum (all-equal logits of 1e8 gave 0).
+        return (v - vec4<f32>(mx)) - vec4<f32>(log(total));
     }
     return exp(v - vec4<f32>(mx)) / total;
 }

@@ -881,3 +881,37 @@ fn kernel_choice_follows_the_shape_and_the_adapter() {
         }
     }
 }
+
+/// log_softmax at large logits keeps ln(sum) (computed as (x - max) - ln
+/// sum, not x - (max + ln sum), where ln sum vanishes next to a large max):
+/// all-equal rows give -ln n at every magnitude, and rows far from zero
+/// match an f64 reference, in the register kernel and the streaming one.
+#[test]
+fn log_softmax_at_large_logits() {
+    let Some(ctx) = common::ctx() else { return };
+    for n in [5usize, 1000, 40_000] {
+        for level in [1e4f32, 1e6, 1e8, -3e38, 3e38] {
+            let data = vec![level; 2 * n];
+            let x = ctx.tensor(&data, [2, n]).unwrap();
+            let got = run_poisoned(&ctx, &ctx.log_softmax_plan(&x).unwrap());
+            let want = -(n as f64).ln();
+            for (i, &g) in got.iter().enumerate() {
+                let err = (f64::from(g) - want).abs();
+                assert!(err <= 2e-6 * want.abs(), "n {n} level {level} element {i}: {g} vs {want}");
+            }
+        }
+        // Random offsets around a large logit: exact differences, so the f64
+        // reference of the f32 inputs is the answer to f32 rounding.
+        let noise = common::random(n, 7);
+        let data: Vec<f32> = noise.iter().map(|&r| 1e6 + 64.0 * r).collect();
+        let x = ctx.tensor(&data, [1, n]).unwrap();
+        let got = run_poisoned(&ctx, &ctx.log_softmax_plan(&x).unwrap());
+        let mx = data.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        let lse = data.iter().map(|&v| (f64::from(v) - mx).exp()).sum::<f64>().ln();
+        for (i, (&g, &v)) in got.iter().zip(&data).enumerate() {
+            let want = (f64::from(v) - mx) - lse;
+            let err = (f64::from(g) - want).abs();
+            assert!(err <= 1e-5 * (1.0 + want.abs()), "n {n} element {i}: {g} vs {want}");
+        }
+    }
+}
