@@ -279,10 +279,80 @@ impl Spec {
     }
 }
 
+/// Most pipelines of specialisations (`Spec`) kept per device; the least
+/// recently used goes first. Every kernel the dispatcher picks for a run of
+/// ordinary shapes is a few dozen; the bound matters for epilogues with a new
+/// scalar each call (each value is its own text) and for sweeps.
+pub const PIPELINE_CACHE_CAPACITY: usize = 512;
+
+/// Most generated pipelines (fused elementwise kernels, fused row kernels)
+/// kept per device; the least recently used goes first.
+pub const GENERATED_CACHE_CAPACITY: usize = 64;
+
+/// A map of at most `capacity` pipelines; a miss compiles outside the lock
+/// (slow on some drivers, and the autotuner compiles candidates on threads
+/// at once), and when full the least recently used entry goes.
+pub(crate) struct Lru<K, V = Arc<wgpu::ComputePipeline>> {
+    capacity: usize,
+    map: Mutex<Clocked<K, V>>,
+}
+
+/// The use clock and each entry with the tick of its last use.
+type Clocked<K, V> = (u64, HashMap<K, (u64, V)>);
+
+impl<K: std::hash::Hash + Eq + Clone, V: Clone> Lru<K, V> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            map: Mutex::new((0, HashMap::new())),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Clocked<K, V>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The value under `key`, made by `make` on a miss. Two threads missing
+    /// the same key both make it; the first insert wins.
+    pub(crate) fn get_or_compile(&self, key: &K, make: impl FnOnce() -> Result<V>) -> Result<V> {
+        {
+            let mut guard = self.lock();
+            let (clock, map) = &mut *guard;
+            *clock += 1;
+            if let Some((used, p)) = map.get_mut(key) {
+                *used = *clock;
+                return Ok(p.clone());
+            }
+        }
+        let value = make()?;
+        let mut guard = self.lock();
+        let (clock, map) = &mut *guard;
+        if !map.contains_key(key) && map.len() >= self.capacity {
+            let oldest = map
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                map.remove(&oldest);
+            }
+        }
+        let now = *clock;
+        Ok(map.entry(key.clone()).or_insert((now, value)).1.clone())
+    }
+
+    /// Number of pipelines held.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().1.len()
+    }
+}
+
 /// Compiled pipelines of one device, keyed by specialisation.
-#[derive(Default)]
-pub(crate) struct PipelineCache {
-    map: Mutex<HashMap<Spec, Arc<wgpu::ComputePipeline>>>,
+pub(crate) struct PipelineCache(Lru<Spec>);
+
+impl Default for PipelineCache {
+    fn default() -> Self {
+        Self(Lru::new(PIPELINE_CACHE_CAPACITY))
+    }
 }
 
 impl PipelineCache {
@@ -292,45 +362,39 @@ impl PipelineCache {
         device: &wgpu::Device,
         spec: &Spec,
     ) -> Result<Arc<wgpu::ComputePipeline>> {
-        let lock = || self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = lock().get(spec) {
-            return Ok(p.clone());
-        }
-        // Compiled without the lock held, so threads compile different
-        // kernels at once (the autotuner builds its candidates in parallel);
-        // two threads after the same spec both compile it and the first
-        // insert wins.
-        let elapsed = stopwatch();
-        let source = spec.wgsl()?;
-        let pipeline = Arc::new(compile(
-            device,
-            &spec.label(),
-            &source,
-            spec.kernel.entry_point(),
-            &spec.pipeline_constants(),
-            spec.kernel.trusted(),
-        )?);
-        log::debug!(
-            "compiled pipeline {} in {:.1} ms",
-            spec.label(),
-            elapsed() * 1e3
-        );
-        Ok(lock().entry(spec.clone()).or_insert(pipeline).clone())
+        self.0.get_or_compile(spec, || {
+            let elapsed = stopwatch();
+            let source = spec.wgsl()?;
+            let pipeline = compile(
+                device,
+                &spec.label(),
+                &source,
+                spec.kernel.entry_point(),
+                &spec.pipeline_constants(),
+                spec.kernel.trusted(),
+            )?;
+            log::debug!(
+                "compiled pipeline {} in {:.1} ms",
+                spec.label(),
+                elapsed() * 1e3
+            );
+            Ok(Arc::new(pipeline))
+        })
+    }
+
+    /// Number of pipelines held.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
     }
 }
 
-/// Most generated pipelines (fused elementwise kernels, fused row kernels)
-/// kept per device; the least recently used goes first.
-pub const GENERATED_CACHE_CAPACITY: usize = 64;
+/// Pipelines of host-generated kernels, keyed by their generated text's key.
+pub(crate) struct GeneratedCache(Lru<String>);
 
-/// Pipelines by key, each with the clock tick of its last use.
-type LruMap = HashMap<String, (u64, Arc<wgpu::ComputePipeline>)>;
-
-/// Pipelines of host-generated kernels, keyed by their generated text's key:
-/// bounded, least recently used evicted first.
-#[derive(Default)]
-pub(crate) struct GeneratedCache {
-    map: Mutex<(u64, LruMap)>,
+impl Default for GeneratedCache {
+    fn default() -> Self {
+        Self(Lru::new(GENERATED_CACHE_CAPACITY))
+    }
 }
 
 impl GeneratedCache {
@@ -340,36 +404,15 @@ impl GeneratedCache {
         key: &str,
         compile: impl FnOnce() -> Result<wgpu::ComputePipeline>,
     ) -> Result<Arc<wgpu::ComputePipeline>> {
-        {
-            let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            let (clock, map) = &mut *guard;
-            *clock += 1;
-            if let Some((used, p)) = map.get_mut(key) {
-                *used = *clock;
-                return Ok(p.clone());
-            }
-        }
-        // Compile outside the lock (slow on some drivers).
-        let pipeline = Arc::new(compile()?);
-        log::debug!("compiled fused kernel {key}");
-        let mut guard = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let (clock, map) = &mut *guard;
-        if map.len() >= GENERATED_CACHE_CAPACITY {
-            let oldest = map
-                .iter()
-                .min_by_key(|(_, (used, _))| *used)
-                .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                map.remove(&oldest);
-            }
-        }
-        map.insert(key.to_string(), (*clock, pipeline.clone()));
-        Ok(pipeline)
+        self.0.get_or_compile(&key.to_string(), || {
+            log::debug!("compiling fused kernel {key}");
+            compile().map(Arc::new)
+        })
     }
 
     /// Number of pipelines held.
     pub(crate) fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).1.len()
+        self.0.len()
     }
 }
 
@@ -434,4 +477,40 @@ pub(crate) fn compile(
 /// to debug a suspected out-of-bounds access or to measure what trust buys.
 fn checked_shaders_forced() -> bool {
     crate::config::get().checked_shaders
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lru;
+    use std::cell::Cell;
+
+    #[test]
+    fn the_cache_is_bounded_and_evicts_the_least_recently_used() {
+        let made = Cell::new(0);
+        let lru: Lru<u32, u32> = Lru::new(3);
+        let get = |k: u32| {
+            lru.get_or_compile(&k, || {
+                made.set(made.get() + 1);
+                Ok(k * 10)
+            })
+            .unwrap()
+        };
+        assert_eq!((get(1), get(2), get(3)), (10, 20, 30));
+        assert_eq!(get(1), 10); // a hit: 1 is now the most recent
+        assert_eq!(made.get(), 3);
+        get(4); // full: 2, the least recently used, goes
+        assert_eq!(lru.len(), 3);
+        get(1);
+        get(3);
+        assert_eq!(made.get(), 4, "1 and 3 stayed");
+        get(2);
+        assert_eq!(made.get(), 5, "2 was evicted and made again");
+        for k in 100..1000 {
+            get(k);
+            assert!(lru.len() <= 3);
+        }
+        // A failed make inserts nothing.
+        assert!(lru.get_or_compile(&7, || Err(crate::Error::InvalidArgument("no".into()))).is_err());
+        assert!(lru.len() <= 3);
+    }
 }

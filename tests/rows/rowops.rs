@@ -897,7 +897,10 @@ fn log_softmax_at_large_logits() {
             let want = -(n as f64).ln();
             for (i, &g) in got.iter().enumerate() {
                 let err = (f64::from(g) - want).abs();
-                assert!(err <= 2e-6 * want.abs(), "n {n} level {level} element {i}: {g} vs {want}");
+                assert!(
+                    err <= 2e-6 * want.abs(),
+                    "n {n} level {level} element {i}: {g} vs {want}"
+                );
             }
         }
         // Random offsets around a large logit: exact differences, so the f64
@@ -907,11 +910,18 @@ fn log_softmax_at_large_logits() {
         let x = ctx.tensor(&data, [1, n]).unwrap();
         let got = run_poisoned(&ctx, &ctx.log_softmax_plan(&x).unwrap());
         let mx = data.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-        let lse = data.iter().map(|&v| (f64::from(v) - mx).exp()).sum::<f64>().ln();
+        let lse = data
+            .iter()
+            .map(|&v| (f64::from(v) - mx).exp())
+            .sum::<f64>()
+            .ln();
         for (i, (&g, &v)) in got.iter().zip(&data).enumerate() {
             let want = (f64::from(v) - mx) - lse;
             let err = (f64::from(g) - want).abs();
-            assert!(err <= 1e-5 * (1.0 + want.abs()), "n {n} element {i}: {g} vs {want}");
+            assert!(
+                err <= 1e-5 * (1.0 + want.abs()),
+                "n {n} element {i}: {g} vs {want}"
+            );
         }
     }
 }

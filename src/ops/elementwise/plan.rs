@@ -39,6 +39,13 @@ impl Context {
     pub fn fused_kernel_count(&self) -> usize {
         self.inner.fused.len()
     }
+
+    /// Number of pipelines of wgtile's own kernels this context holds (at
+    /// most 512, the least recently used dropped first): every
+    /// specialisation it has compiled recently.
+    pub fn pipeline_count(&self) -> usize {
+        self.inner.pipelines.len()
+    }
 }
 
 /// Builds the fused plan of `expr`, into `out` or a new tensor.
