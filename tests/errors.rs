@@ -127,6 +127,42 @@ fn f16_without_shader_f16_is_unsupported() {
         Error::UnsupportedFeature { feature, .. } => assert_eq!(feature, "shader-f16"),
         e => panic!("wrong variant: {e}"),
     }
+    // A padded f16 tensor made into a contiguous one: the feature, not a
+    // shader compiler message.
+    let host = vec![wgtile::f16::from_f32(1.0); 12];
+    let padded = weak.tensor_padded(&host, [3, 4], 8).unwrap();
+    match weak.contiguous(&padded).unwrap_err() {
+        Error::UnsupportedFeature { feature, .. } => assert_eq!(feature, "shader-f16"),
+        e => panic!("wrong variant: {e}"),
+    }
+}
+
+/// The tensor-core kernel forced on an adapter without cooperative
+/// matrices names the missing feature (it used to report an invocation
+/// limit).
+#[test]
+fn forced_tensor_cores_without_them_name_the_feature() {
+    use wgtile::{MatmulKernel, MatmulOptions};
+    let Some(ctx) = common::ctx() else { return };
+    if ctx.profile().cooperative_matrix {
+        return;
+    }
+    let a = ctx.zeros([64, 64], DType::F16).unwrap();
+    let kernel = MatmulKernel::Coop {
+        warps_m: 2,
+        warps_n: 2,
+        bk: 32,
+        frags_n: 2,
+        subgroup: 32,
+        split: false,
+    };
+    let r = ctx.matmul_plan(&a, &a, None, &MatmulOptions::with_kernel(kernel));
+    match r {
+        Err(Error::UnsupportedFeature { feature, .. }) => {
+            assert!(feature.contains("COOPERATIVE_MATRIX"), "{feature}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -65,6 +65,10 @@ impl Context {
     /// A contiguous copy of `t` (the tensor itself, shared, when it already is).
     pub fn contiguous(&self, t: &Tensor) -> Result<Tensor> {
         self.check_owned(t, "contiguous")?;
+        if t.dtype() == DType::F16 && !t.is_contiguous() {
+            // The copy kernel works in the element type.
+            self.require_f16("contiguous copies of f16 tensors")?;
+        }
         if t.is_contiguous() {
             return Ok(t.clone());
         }

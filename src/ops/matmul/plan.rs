@@ -119,6 +119,12 @@ impl Context {
                 if let Some(why) = kernel.invalid_reason() {
                     return Err(Error::InvalidArgument(format!("forced matmul kernel: {why}")));
                 }
+                if matches!(kernel, MatmulKernel::Coop { .. }) && !tune::has_coop_f16(profile) {
+                    return Err(Error::UnsupportedFeature {
+                        feature: "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16x16 f16 -> f32, one subgroup size)",
+                        what: format!("matmul kernel {kernel}"),
+                    });
+                }
                 if !kernel.fits(profile) {
                     return Err(Error::LimitExceeded {
                         limit: "max_compute_invocations_per_workgroup",
