@@ -1042,3 +1042,28 @@ fn deep_expressions_drop_without_recursion() {
     assert_eq!(text, "Sqrt(Add(Exp(in0:f32[4]), 1.0))");
     assert_eq!(b.op_count(), 3, "{text}");
 }
+
+/// `eval_into` a padded output is refused (it used to return Ok with a
+/// third of the logical values unwritten); into a contiguous one it writes
+/// every element.
+#[test]
+fn eval_into_a_padded_output_is_refused() {
+    let Some(ctx) = common::ctx() else { return };
+    let x = ctx.rand_uniform([3, 5], -1.0, 1.0, DType::F32, 9).unwrap();
+    let padded = ctx.tensor_padded(&[0.0f32; 15], [3, 5], 8).unwrap();
+    let r = ctx.eval_into(&(x.expr() * 2.0), &padded);
+    assert!(
+        matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("contiguous")),
+        "{r:?}"
+    );
+    let out = ctx.zeros([3, 5], DType::F32).unwrap();
+    ctx.fill(&out, f32::NAN).unwrap();
+    ctx.eval_into(&(x.expr() * 2.0), &out).unwrap();
+    let (xs, ys) = (
+        x.to_vec_blocking::<f32>().unwrap(),
+        out.to_vec_blocking::<f32>().unwrap(),
+    );
+    for (i, (a, y)) in xs.iter().zip(&ys).enumerate() {
+        assert_eq!(*y, a * 2.0, "element {i}");
+    }
+}

@@ -98,6 +98,9 @@ pub(crate) fn plan_fused_many(
     let mut alias = Vec::new();
     if let Some(o) = out {
         ctx.check_owned(o, "the output")?;
+        // The kernel writes the logical elements in order: a padded output's
+        // rows would be half written.
+        o.require_contiguous("eval_into (the output)")?;
         if o.shape() != lowered.shape.as_slice() {
             return Err(Error::shape(
                 "eval_into",

@@ -42,9 +42,14 @@ pub enum Axis {
 pub enum Reduction {
     /// Sum (0 for an empty reduction).
     Sum,
-    /// Maximum (NaN if any element is NaN; an error for an empty reduction).
+    /// Maximum (NaN if any element is NaN; an error for an empty reduction,
+    /// as NumPy's `max` raises: the maximum has no identity. ONNX's
+    /// `ReduceMax` and some frameworks answer -inf instead; reduce a
+    /// non-empty axis, or handle the empty case before calling, for that).
     Max,
-    /// Arithmetic mean: the f32 sum times `1 / n` (NaN for an empty reduction).
+    /// Arithmetic mean: the f32 sum times `1 / n` (NaN for an empty
+    /// reduction). The sum is formed first, so values whose sum overflows
+    /// f32 (near +-3.4e38, times n) give +-inf.
     Mean,
 }
 
