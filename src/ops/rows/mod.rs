@@ -551,6 +551,10 @@ impl Context {
     /// (beta) are optional, shape `[n]`, `x`'s dtype
     /// ([`Error::ShapeMismatch`] / [`Error::DTypeMismatch`] otherwise). `eps`
     /// must be finite and >= 0.
+    ///
+    /// Range: the squared deviations are summed in f32, so rows whose
+    /// deviations pass about 1.8e19 in magnitude overflow the variance to
+    /// +inf and normalise to 0 (not +-1); scale such rows first.
     pub fn layer_norm(
         &self,
         x: &Tensor,
@@ -584,6 +588,11 @@ impl Context {
 
     /// RMSNorm over the last axis: `x / sqrt(mean(x^2) + eps) * weight`, with
     /// an optional `weight` of shape `[n]` in `x`'s dtype.
+    ///
+    /// Range: the squares are summed in f32, so values past about 1.8e19 in
+    /// magnitude overflow the mean square (the result is 0), and with
+    /// `eps = 0` rows of values below about 1e-19 underflow it (the result
+    /// is +-inf); scale such rows first, or use an `eps > 0`.
     pub fn rms_norm(&self, x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Tensor> {
         let plan = self.rms_norm_plan(x, weight, eps)?;
         plan.run()?;
