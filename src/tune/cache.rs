@@ -262,6 +262,11 @@ struct FileIn {
     entries: Vec<StoredEntry>,
 }
 
+/// Most entries a cache holds (in memory and in its file): shape buckets are
+/// coarse, so real programs use a few dozen; past the bound an older entry
+/// goes, and its bucket is tuned again if it comes back.
+pub const MAX_TUNE_ENTRIES: usize = 4096;
+
 /// Autotune results in memory, backed by a JSON file when there is a path.
 #[derive(Debug, Default)]
 pub struct TuneCache {
@@ -331,8 +336,20 @@ impl TuneCache {
     /// Records `entry` for `key` and saves the file.
     pub fn insert(&mut self, key: TuneKey, entry: Entry) {
         self.ensure_loaded();
+        if !self.entries.contains_key(&key) {
+            self.make_room(MAX_TUNE_ENTRIES - 1);
+        }
         self.entries.insert(key, entry);
         self.save();
+    }
+
+    /// Drops entries (in no particular order) until at most `keep` remain.
+    fn make_room(&mut self, keep: usize) {
+        let excess = self.entries.len().saturating_sub(keep);
+        let drop: Vec<TuneKey> = self.entries.keys().take(excess).cloned().collect();
+        for key in drop {
+            self.entries.remove(&key);
+        }
     }
 
     /// Number of entries in memory.
@@ -372,6 +389,7 @@ impl TuneCache {
                 for (key, entry) in entries {
                     self.entries.entry(key).or_insert(entry);
                 }
+                self.make_room(MAX_TUNE_ENTRIES);
             }
             Err(LoadError::Missing) => {
                 log::debug!("autotune: no cache file at {} yet", path.display());

@@ -720,3 +720,29 @@ fn transposed_layouts_are_tuned_and_cached_apart() {
     assert_eq!(tune((false, true)), DecisionSource::Tuned);
     assert!(measured >= 4, "{measured}");
 }
+
+#[test]
+fn tune_cache_is_bounded() {
+    use crate::tune::cache::MAX_TUNE_ENTRIES;
+    let p = gpu();
+    let c = big_candidates(&p);
+    let bucket = ShapeBucket::new(256, 256, 256, 1);
+    let entry = Entry {
+        kernel: c[0],
+        measured: Vec::new(),
+        mode: AutotuneMode::Fast,
+        tuning_seconds: 0.0,
+    };
+    let mut cache = TuneCache::new(None);
+    let key = |i: usize| TuneKey::new(&p, &format!("op{i}"), DType::F32, bucket, &c);
+    for i in 0..MAX_TUNE_ENTRIES + 50 {
+        cache.insert(key(i), entry.clone());
+        assert!(cache.len() <= MAX_TUNE_ENTRIES);
+    }
+    assert_eq!(cache.len(), MAX_TUNE_ENTRIES);
+    // The newest entry is kept; re-inserting a present key evicts nothing.
+    let last = key(MAX_TUNE_ENTRIES + 49);
+    assert!(cache.get(&last).is_some());
+    cache.insert(last.clone(), entry.clone());
+    assert_eq!(cache.len(), MAX_TUNE_ENTRIES);
+}
