@@ -9,6 +9,7 @@
 // alpha: the epilogue's scale (1.0 when unset).
 // k_chunk, splits: rows of B per split and the number of splits (split-K
 //   GEMV only; 0 elsewhere).
+// epi_k: a generated epilogue's scalars (zeros otherwise).
 // *_row_stride, *_col_stride: operand layouts (dense, transposed, or rows
 //   padded by `tensor_padded`); every kernel addresses A and B through them.
 //   C is always dense: C[z, r, c] at (z * m + r) * n + c.
@@ -33,6 +34,10 @@ struct Params {
     a_col_stride: u32,
     b_row_stride: u32,
     b_col_stride: u32,
+    // The first 8 scalar constants of a generated epilogue
+    // (`Epilogue::expr`): data, so epilogues that differ only in their
+    // scalars share one pipeline.
+    epi_k: array<vec4<f32>, 2>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

@@ -191,3 +191,61 @@ fn expression_epilogue_errors() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Epilogues that differ only in their scalars share one pipeline (the
+/// scalars are data) and each gives its own result; past the data slots
+/// the scalars are baked into the text and still exact.
+#[test]
+fn epilogue_scalars_are_data() {
+    let Some(ctx) = common::ctx() else { return };
+    let (m, k, n) = (7, 9, 5);
+    let a_host = common::random(m * k, 11);
+    let b_host = common::random(k * n, 12);
+    let a = ctx.tensor(&a_host, [m, k]).unwrap();
+    let b = ctx.tensor(&b_host, [k, n]).unwrap();
+    let kernel = MatmulOptions::with_kernel(MatmulKernel::Naive { wg_x: 8, wg_y: 8 });
+    let product: Vec<f64> = (0..m * n)
+        .map(|i| {
+            let (r, c) = (i / n, i % n);
+            (0..k)
+                .map(|j| f64::from(a_host[r * k + j]) * f64::from(b_host[j * n + c]))
+                .sum()
+        })
+        .collect();
+    let run = |e: &Expr| {
+        let plan = ctx
+            .matmul_plan_with(&a, &b, None, &kernel, &Epilogue::new().expr(e))
+            .unwrap();
+        plan.run().unwrap();
+        plan.output().to_vec_blocking::<f32>().unwrap()
+    };
+    let before = ctx.pipeline_count();
+    for (i, s) in [2.0f32, 3.5, -0.25, 1e-3].into_iter().enumerate() {
+        let got = run(&(Expr::acc() * s + (s - 1.0)));
+        for (j, (&g, &p)) in got.iter().zip(&product).enumerate() {
+            let want = p * f64::from(s) + f64::from(s - 1.0);
+            assert!(
+                (f64::from(g) - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                "scalar {s} element {j}: {g} vs {want}"
+            );
+        }
+        assert_eq!(
+            ctx.pipeline_count(),
+            before + 1,
+            "scalar {s} (call {i}) compiled a new pipeline"
+        );
+    }
+    // Ten scalars: eight are data, two baked in.
+    let mut e = Expr::acc();
+    for s in 1..=10 {
+        e = e + s as f32 * 0.5;
+    }
+    let got = run(&e);
+    for (j, (&g, &p)) in got.iter().zip(&product).enumerate() {
+        let want = p + 27.5;
+        assert!(
+            (f64::from(g) - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "element {j}: {g} vs {want}"
+        );
+    }
+}

@@ -152,7 +152,7 @@ impl Context {
         let per_dispatch = groups_z.min(max_groups as usize);
         for base in (0..groups_z).step_by(per_dispatch) {
             let count = per_dispatch.min(groups_z - base);
-            let params = self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits));
+            let params = self.matmul_params(shape, base, epilogue, (k_chunk, splits));
             let mut bindings = vec![
                 (0, &params),
                 (1, a),
@@ -205,7 +205,7 @@ impl Context {
             let per_dispatch = batches.min(max_groups as usize);
             for base in (0..batches).step_by(per_dispatch) {
                 let count = per_dispatch.min(batches - base);
-                let params = self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits));
+                let params = self.matmul_params(shape, base, epilogue, (k_chunk, splits));
                 dispatches.push(Dispatch::with_bindings(
                     device,
                     reduce.clone(),
@@ -333,11 +333,16 @@ impl Context {
         &self,
         shape: &MatmulShape,
         base: usize,
-        alpha: f32,
+        epilogue: &Epilogue,
         (k_chunk, splits): (usize, usize),
     ) -> wgpu::Buffer {
         let [a_rs, a_cs, b_rs, b_cs] = shape.operand_strides();
-        self.uniform(&[
+        let alpha = epilogue.alpha;
+        let mut epi_k = [0u32; EPILOGUE_DATA_CONSTANTS];
+        for (slot, c) in epi_k.iter_mut().zip(epilogue.data_constants()) {
+            *slot = c.to_bits();
+        }
+        let mut words = vec![
             shape.m as u32,
             shape.n as u32,
             shape.k as u32,
@@ -354,7 +359,9 @@ impl Context {
             a_cs,
             b_rs,
             b_cs,
-        ])
+        ];
+        words.extend(epi_k);
+        self.uniform(&words)
     }
 
     /// The buffers bound for the epilogue's bias and residual: the tensors,

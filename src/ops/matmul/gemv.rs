@@ -28,7 +28,7 @@ impl Context {
         let per_dispatch = batches.min(max);
         let dispatch_bases = range.clone().step_by(per_dispatch.max(1));
         let params = |splits: usize, k_chunk: usize, base: usize| {
-            self.matmul_params(shape, base, epilogue.alpha, (k_chunk, splits))
+            self.matmul_params(shape, base, epilogue, (k_chunk, splits))
         };
         let too_many = |groups: usize, what: &str| Error::LimitExceeded {
             limit: "max_compute_workgroups_per_dimension",

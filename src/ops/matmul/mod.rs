@@ -16,6 +16,7 @@ use crate::gpu::Tensor;
 use crate::tune::autotune::{AutotuneMode, Autotuner};
 use crate::tune::pad::PadChoice;
 pub use crate::tune::route::MatmulOptions;
+use crate::kernels::codegen::fusion::EPILOGUE_DATA_CONSTANTS;
 pub(crate) use crate::tune::route::f32_on_tensor_cores;
 use crate::tune::{self, MatmulChoice, MatmulKernel};
 
@@ -91,8 +92,9 @@ pub struct Epilogue {
     bias: Option<Tensor>,
     residual: Option<Tensor>,
     activation: Activation,
-    /// Generated epilogue text ([`Epilogue::expr`]), or why it failed.
-    generated: Option<std::result::Result<String, String>>,
+    /// Generated epilogue text ([`Epilogue::expr`]) and the scalars it reads
+    /// from the parameters, or why it failed.
+    generated: Option<std::result::Result<(String, Vec<f32>), String>>,
 }
 
 impl Default for Epilogue {
@@ -169,7 +171,7 @@ impl Epilogue {
                 self.activation = Activation::None;
                 self.bias = code.bias;
                 self.residual = code.residual;
-                self.generated = Some(Ok(code.wgsl));
+                self.generated = Some(Ok((code.wgsl, code.data_constants)));
             }
             Err(e) => self.generated = Some(Err(e.to_string())),
         }
@@ -191,12 +193,20 @@ impl Epilogue {
     }
 
     /// Adds the `EPI_*` specialisation of a kernel that has the epilogue part.
+    /// The scalars of a generated epilogue passed as data (`epi_k`).
+    pub(crate) fn data_constants(&self) -> &[f32] {
+        match &self.generated {
+            Some(Ok((_, k))) => k,
+            _ => &[],
+        }
+    }
+
     fn specialise(&self, spec: Spec) -> Spec {
         if !spec.kernel.has_epilogue() {
             return spec;
         }
         let mut spec = spec;
-        if let Some(Ok(text)) = &self.generated {
+        if let Some(Ok((text, _))) = &self.generated {
             return spec.epilogue_text(text.clone());
         }
         if self.bias.is_some() {
