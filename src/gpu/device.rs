@@ -29,6 +29,19 @@ pub(crate) struct Gpu {
 }
 
 impl Gpu {
+    /// Fails with [`Error::InvalidArgument`] unless `ours` and `theirs` are
+    /// one device: the check behind every "made on this context" rule
+    /// (tensors, plans). `what` names the argument.
+    pub(crate) fn check_same(theirs: &Arc<Gpu>, ours: &Arc<Gpu>, what: &str) -> Result<()> {
+        if Arc::ptr_eq(theirs, ours) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "{what} was made on another Context: it works only with the context that made it"
+            )))
+        }
+    }
+
     /// Fails with [`Error::UnsupportedFeature`] unless the device has `shader-f16`.
     pub(crate) fn require_f16(&self, what: &str) -> Result<()> {
         if self.profile.shader_f16 {
@@ -141,16 +154,20 @@ impl Gpu {
 
     /// A small uniform buffer holding `words` (padded to 16 bytes).
     pub(crate) fn uniform(&self, words: &[u32]) -> wgpu::Buffer {
-        let mut data = words.to_vec();
-        data.resize(words.len().next_multiple_of(4).max(4), 0);
-        self.buffer_of("wgtile params", wgpu::BufferUsages::UNIFORM, &data)
+        self.padded_buffer("wgtile params", wgpu::BufferUsages::UNIFORM, words)
     }
 
-    /// A read-only storage buffer holding `words` (at least one: a storage
-    /// binding cannot be empty).
-    pub(crate) fn storage_u32(&self, words: &[u32]) -> wgpu::Buffer {
-        debug_assert!(!words.is_empty(), "a storage binding cannot be empty");
-        self.buffer_of("wgtile storage words", wgpu::BufferUsages::STORAGE, words)
+    /// A small read-only storage buffer holding `words` (padded to 16
+    /// bytes, so never empty).
+    pub(crate) fn storage_words(&self, words: &[u32]) -> wgpu::Buffer {
+        self.padded_buffer("wgtile storage words", wgpu::BufferUsages::STORAGE, words)
+    }
+
+    /// `words` zero-padded to whole 16-byte words (at least one) in a buffer of `usage`.
+    fn padded_buffer(&self, label: &str, usage: wgpu::BufferUsages, words: &[u32]) -> wgpu::Buffer {
+        let mut data = words.to_vec();
+        data.resize(words.len().next_multiple_of(4).max(4), 0);
+        self.buffer_of(label, usage, &data)
     }
 
     /// A buffer of `usage` created holding `words`.

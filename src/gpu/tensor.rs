@@ -56,13 +56,7 @@ impl Tensor {
     /// Fails with [`Error::InvalidArgument`] unless this tensor lives on
     /// `gpu`'s device (`what` names the argument).
     pub(crate) fn check_device(&self, gpu: &Arc<Gpu>, what: &str) -> Result<()> {
-        if Arc::ptr_eq(&self.gpu, gpu) {
-            Ok(())
-        } else {
-            Err(Error::InvalidArgument(format!(
-                "{what} was made on another Context: a tensor works only with the context that made it"
-            )))
-        }
+        Gpu::check_same(&self.gpu, gpu, what)
     }
 
     /// The shape, outermost dimension first.

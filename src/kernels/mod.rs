@@ -313,8 +313,13 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Lru<K, V> {
     }
 
     /// The value under `key`, made by `make` on a miss. Two threads missing
-    /// the same key both make it; the first insert wins.
-    pub(crate) fn get_or_compile(&self, key: &K, make: impl FnOnce() -> Result<V>) -> Result<V> {
+    /// the same key both make it; the first insert wins. The key is looked
+    /// up borrowed and cloned only to insert.
+    pub(crate) fn get_or_compile<Q>(&self, key: &Q, make: impl FnOnce() -> Result<V>) -> Result<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         {
             let mut guard = self.lock();
             let (clock, map) = &mut *guard;
@@ -333,11 +338,11 @@ impl<K: std::hash::Hash + Eq + Clone, V: Clone> Lru<K, V> {
                 .min_by_key(|(_, (used, _))| *used)
                 .map(|(k, _)| k.clone());
             if let Some(oldest) = oldest {
-                map.remove(&oldest);
+                map.remove::<K>(&oldest);
             }
         }
         let now = *clock;
-        Ok(map.entry(key.clone()).or_insert((now, value)).1.clone())
+        Ok(map.entry(key.to_owned()).or_insert((now, value)).1.clone())
     }
 
     /// Number of pipelines held.
@@ -404,7 +409,7 @@ impl GeneratedCache {
         key: &str,
         compile: impl FnOnce() -> Result<wgpu::ComputePipeline>,
     ) -> Result<Arc<wgpu::ComputePipeline>> {
-        self.0.get_or_compile(&key.to_string(), || {
+        self.0.get_or_compile(key, || {
             log::debug!("compiling fused kernel {key}");
             compile().map(Arc::new)
         })

@@ -154,11 +154,8 @@ impl Context {
         self.inner.gpu.uniform(words)
     }
 
-    /// A small read-only storage buffer holding `words` (padded to 16 bytes).
     pub(crate) fn storage_words(&self, words: &[u32]) -> wgpu::Buffer {
-        let mut data = words.to_vec();
-        data.resize(words.len().next_multiple_of(4).max(4), 0);
-        self.inner.gpu.storage_u32(&data)
+        self.inner.gpu.storage_words(words)
     }
 
     pub(crate) fn alloc(&self, shape: &[usize], dtype: DType, label: &str) -> Result<Tensor> {

@@ -81,12 +81,7 @@ const MAX_QUERIES: u32 = 4096;
 impl Context {
     /// Times `plan`: `warmup` runs, then `repeats` measured runs.
     pub fn time(&self, plan: &Plan, options: &TimingOptions) -> Result<Timing> {
-        if !std::sync::Arc::ptr_eq(&plan.gpu, &self.inner.gpu) {
-            return Err(Error::InvalidArgument(
-                "the plan was built on another Context: time it with the context that built it"
-                    .into(),
-            ));
-        }
+        crate::gpu::Gpu::check_same(&plan.gpu, &self.inner.gpu, "the plan")?;
         let repeats = options.repeats.max(1);
         let start = Instant::now();
         for _ in 0..options.warmup {
