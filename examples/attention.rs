@@ -23,10 +23,11 @@
 //! (`cargo run -p wgtile-dev --release --bin attention_sweep -- --help`).
 
 use clap::Parser;
-use wgtile::{
-    AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, KvCache, Plan,
-    TimingOptions,
-};
+
+#[path = "common/attention.rs"]
+mod bench;
+use bench::{Forward, copy_bandwidth, fa_flops, forward_cases, max_diff, time};
+use wgtile::{AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, KvCache};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -78,46 +79,6 @@ struct Args {
     forward_only: bool,
 }
 
-struct Forward {
-    b: usize,
-    h: usize,
-    s: usize,
-    d: usize,
-    causal: bool,
-    dtype: DType,
-}
-
-impl Forward {
-    /// "B,H,S,D causal|full dtype", the case's name in every table.
-    fn label(&self) -> String {
-        format!(
-            "{},{},{},{} {} {}",
-            self.b,
-            self.h,
-            self.s,
-            self.d,
-            if self.causal { "causal" } else { "full" },
-            self.dtype
-        )
-    }
-}
-
-fn fa_flops(b: usize, h: usize, sq: usize, sk: usize, d: usize, causal: bool) -> f64 {
-    let f = 4.0 * (b * h) as f64 * sq as f64 * sk as f64 * d as f64;
-    if causal { f / 2.0 } else { f }
-}
-
-fn time(ctx: &Context, plan: &Plan, repeats: u32) -> wgtile::Result<f64> {
-    let t = ctx.time(
-        plan,
-        &TimingOptions {
-            repeats,
-            ..Default::default()
-        },
-    )?;
-    Ok(t.median())
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();
@@ -136,37 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     // Forward: flash vs naive.
-    let (b, h, mut sizes, mut dims): (usize, usize, Vec<usize>, Vec<usize>) = if args.quick {
-        (1, 2, vec![128, 256], vec![64])
-    } else {
-        (4, 16, vec![1024, 4096], vec![128, 64])
-    };
-    if !args.sizes.is_empty() {
-        sizes = args.sizes.clone();
-    }
-    if !args.dims.is_empty() {
-        dims = args.dims.clone();
-    }
-    let mut cases = Vec::new();
-    for &d in &dims {
-        for &s in &sizes {
-            for causal in [false, true] {
-                for dtype in [DType::F32, DType::F16] {
-                    if dtype == DType::F16 && !f16 {
-                        continue;
-                    }
-                    cases.push(Forward {
-                        b,
-                        h,
-                        s,
-                        d,
-                        causal,
-                        dtype,
-                    });
-                }
-            }
-        }
-    }
+    let mut cases = forward_cases(args.quick, &args.sizes, &args.dims, f16);
     if !args.quick && !args.no_long && !args.backward_only {
         for causal in [false, true] {
             for dtype in [DType::F32, DType::F16] {
@@ -508,28 +439,4 @@ fn decode(ctx: &Context, args: &Args, f16: bool) -> Result<(), Box<dyn std::erro
         }
     }
     Ok(())
-}
-
-/// Largest |a - b| over two same-shaped outputs (NaN counts as infinite).
-fn max_diff(a: &wgtile::Tensor, b: &wgtile::Tensor) -> Result<f32, Box<dyn std::error::Error>> {
-    let (a, b) = (a.to_f32_vec_blocking()?, b.to_f32_vec_blocking()?);
-    Ok(a.iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(
-            0.0f32,
-            |m, d| {
-                if d.is_nan() { f32::INFINITY } else { m.max(d) }
-            },
-        ))
-}
-
-/// Device copy bandwidth (bytes read + written per second): the row kernels'
-/// copy of a `bytes`-sized f32 tensor, timed with GPU timestamps like every
-/// other number here.
-fn copy_bandwidth(ctx: &Context, bytes: u64) -> Result<f64, Box<dyn std::error::Error>> {
-    let x = ctx.zeros([(bytes / 4) as usize], DType::F32)?;
-    let plan = ctx.copy_plan(&x)?;
-    let t = time(ctx, &plan, 20)?;
-    Ok(plan.bytes() as f64 / t)
 }

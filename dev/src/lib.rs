@@ -2,6 +2,9 @@
 //! this crate's manifest): seeded matrices with an f64 check of a product,
 //! and the timing and comparison helpers of the attention programs.
 
+/// The attention programs' shared cases and helpers, the `attention`
+/// example's own.
+#[path = "../../examples/common/attention.rs"]
 pub mod attention;
 /// Seeded matrices and a sampled f64 check of a product: the examples' own
 /// helpers, shared rather than copied.

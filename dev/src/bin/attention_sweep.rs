@@ -34,7 +34,8 @@ use wgtile::tune::attention::{
 };
 use wgtile::{AttentionKernel, AttentionOptions, Context, DType, DiagonalAlignment, KvCache};
 use wgtile_dev::attention::{
-    BoxError, copy_bandwidth, fa_flops, max_diff, max_diff_values, random_qkv, time,
+    BoxError, Forward, copy_bandwidth, fa_flops, forward_cases, max_diff, max_diff_values,
+    random_qkv, time,
 };
 
 #[derive(Parser, Debug)]
@@ -90,39 +91,6 @@ struct Args {
     sweep_only: bool,
 }
 
-struct Forward {
-    b: usize,
-    h: usize,
-    s: usize,
-    d: usize,
-    causal: bool,
-    dtype: DType,
-}
-
-impl Forward {
-    /// "B,H,S,D causal|full dtype", the case's name in every table.
-    fn label(&self) -> String {
-        format!(
-            "{},{},{},{} {} {}",
-            self.b,
-            self.h,
-            self.s,
-            self.d,
-            if self.causal { "causal" } else { "full" },
-            self.dtype
-        )
-    }
-
-    fn options(&self) -> AttentionOptions {
-        let opts = AttentionOptions::new();
-        if self.causal {
-            opts.causal(DiagonalAlignment::TopLeft)
-        } else {
-            opts
-        }
-    }
-}
-
 fn main() -> Result<(), BoxError> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     // After the logger: a variable that does not parse logs a warning.
@@ -153,7 +121,7 @@ fn main() -> Result<(), BoxError> {
     } else {
         (1e12, "TFLOP/s")
     };
-    let cases = forward_cases(&args, f16);
+    let cases = forward_cases(args.quick, &args.sizes, &args.dims, f16);
     if args.sweep_coop {
         sweep_coop(&ctx, &args, unit)?;
     }
@@ -164,44 +132,6 @@ fn main() -> Result<(), BoxError> {
         sweep_backward(&ctx, &args, &cases, unit)?;
     }
     Ok(())
-}
-
-/// The `attention` example's forward cases (without its S = 65536 ones):
-/// every head dim, sequence length, causal and not, f32 and (where the
-/// adapter has it) f16.
-fn forward_cases(args: &Args, f16: bool) -> Vec<Forward> {
-    let (b, h, mut sizes, mut dims): (usize, usize, Vec<usize>, Vec<usize>) = if args.quick {
-        (1, 2, vec![128, 256], vec![64])
-    } else {
-        (4, 16, vec![1024, 4096], vec![128, 64])
-    };
-    if !args.sizes.is_empty() {
-        sizes = args.sizes.clone();
-    }
-    if !args.dims.is_empty() {
-        dims = args.dims.clone();
-    }
-    let mut cases = Vec::new();
-    for &d in &dims {
-        for &s in &sizes {
-            for causal in [false, true] {
-                for dtype in [DType::F32, DType::F16] {
-                    if dtype == DType::F16 && !f16 {
-                        continue;
-                    }
-                    cases.push(Forward {
-                        b,
-                        h,
-                        s,
-                        d,
-                        causal,
-                        dtype,
-                    });
-                }
-            }
-        }
-    }
-    cases
 }
 
 /// `--sweep-tiles`: every scalar flash tile that fits, at the cases up to
