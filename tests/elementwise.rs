@@ -24,39 +24,7 @@ use wgtile::{BinaryOp, Context, DType, Error, Expr, Tensor, UnaryOp};
 
 const U: f64 = 1.0 / (1u64 << 24) as f64;
 
-const UNARY: [UnaryOp; 15] = [
-    UnaryOp::Neg,
-    UnaryOp::Exp,
-    UnaryOp::Log,
-    UnaryOp::Sqrt,
-    UnaryOp::Rsqrt,
-    UnaryOp::Sin,
-    UnaryOp::Cos,
-    UnaryOp::Tanh,
-    UnaryOp::Sigmoid,
-    UnaryOp::Relu,
-    UnaryOp::Gelu,
-    UnaryOp::GeluErf,
-    UnaryOp::Silu,
-    UnaryOp::Abs,
-    UnaryOp::Square,
-];
-
-const BINARY: [BinaryOp; 13] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Pow,
-    BinaryOp::Min,
-    BinaryOp::Max,
-    BinaryOp::Lt,
-    BinaryOp::Le,
-    BinaryOp::Gt,
-    BinaryOp::Ge,
-    BinaryOp::Eq,
-    BinaryOp::Ne,
-];
+use common::{BINARY, UNARY};
 
 // ---------------------------------------------------------------- f64 math
 

@@ -7,7 +7,7 @@ pub mod naga_check;
 
 use std::sync::OnceLock;
 
-use wgtile::{Context, ContextOptions, DType, MatmulShape, Tensor};
+use wgtile::{BinaryOp, Context, ContextOptions, DType, MatmulShape, Tensor, UnaryOp};
 
 /// The shared test context: the default adapter (the software one, lavapipe,
 /// when no GPU is present). `None` (test skipped) only when there is no
@@ -163,3 +163,39 @@ pub fn epilogue_kernels(ctx: &Context) -> Vec<Option<wgtile::MatmulKernel>> {
     );
     ks
 }
+
+/// Every unary op of the expression IR, for the elementwise tests.
+pub const UNARY: [UnaryOp; 15] = [
+    UnaryOp::Neg,
+    UnaryOp::Exp,
+    UnaryOp::Log,
+    UnaryOp::Sqrt,
+    UnaryOp::Rsqrt,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+    UnaryOp::Tanh,
+    UnaryOp::Sigmoid,
+    UnaryOp::Relu,
+    UnaryOp::Gelu,
+    UnaryOp::GeluErf,
+    UnaryOp::Silu,
+    UnaryOp::Abs,
+    UnaryOp::Square,
+];
+
+/// Every binary op of the expression IR.
+pub const BINARY: [BinaryOp; 13] = [
+    BinaryOp::Add,
+    BinaryOp::Sub,
+    BinaryOp::Mul,
+    BinaryOp::Div,
+    BinaryOp::Pow,
+    BinaryOp::Min,
+    BinaryOp::Max,
+    BinaryOp::Lt,
+    BinaryOp::Le,
+    BinaryOp::Gt,
+    BinaryOp::Ge,
+    BinaryOp::Eq,
+    BinaryOp::Ne,
+];

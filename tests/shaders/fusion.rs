@@ -6,41 +6,9 @@ use crate::common;
 
 use crate::common::naga_check::{check_spec, check_spec_source};
 use wgtile::kernels::codegen::fusion::{Access, generate};
-use wgtile::{BinaryOp, DType, Expr, UnaryOp};
+use wgtile::{DType, Expr, UnaryOp};
 
-const UNARY: [UnaryOp; 15] = [
-    UnaryOp::Neg,
-    UnaryOp::Exp,
-    UnaryOp::Log,
-    UnaryOp::Sqrt,
-    UnaryOp::Rsqrt,
-    UnaryOp::Sin,
-    UnaryOp::Cos,
-    UnaryOp::Tanh,
-    UnaryOp::Sigmoid,
-    UnaryOp::Relu,
-    UnaryOp::Gelu,
-    UnaryOp::GeluErf,
-    UnaryOp::Silu,
-    UnaryOp::Abs,
-    UnaryOp::Square,
-];
-
-const BINARY: [BinaryOp; 13] = [
-    BinaryOp::Add,
-    BinaryOp::Sub,
-    BinaryOp::Mul,
-    BinaryOp::Div,
-    BinaryOp::Pow,
-    BinaryOp::Min,
-    BinaryOp::Max,
-    BinaryOp::Lt,
-    BinaryOp::Le,
-    BinaryOp::Gt,
-    BinaryOp::Ge,
-    BinaryOp::Eq,
-    BinaryOp::Ne,
-];
+use crate::common::{BINARY, UNARY};
 
 /// A generated elementwise kernel (entry `main`, no overrides).
 fn check_wgsl(label: &str, source: &str) {
