@@ -131,7 +131,7 @@ fn matmul_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::
     for &n in &sizes {
         let (a, ha) = random_matrix(ctx, n, 1, wgtile::DType::F32)?;
         let (b, hb) = random_matrix(ctx, n, 2, wgtile::DType::F32)?;
-        let choice = ctx.explain_matmul(wgtile::DType::F32, n, n, n, 1);
+        let choice = ctx.explain_matmul(wgtile::DType::F32, n, n, n, 1)?;
         println!("\nn = {n}: dispatcher -> {choice}");
         let naive = MatmulOptions::with_kernel(MatmulKernel::naive_for(profile));
         // The last run is whatever the library does by itself: the
@@ -239,7 +239,7 @@ fn low_precision_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::
     for dtype in [DType::F32, DType::F16] {
         let (a, ha) = random_matrix(ctx, n, 1, dtype)?;
         let (b, hb) = random_matrix(ctx, n, 2, dtype)?;
-        let choice = ctx.explain_matmul(dtype, n, n, n, 1);
+        let choice = ctx.explain_matmul(dtype, n, n, n, 1)?;
         let mut runs = vec![(MatmulOptions::default(), choice.kernel().to_string())];
         if dtype == DType::F32 && wgtile::tune::has_coop_f16(profile) {
             // f32 operands on the tensor cores, rounded to f16 on the way in:
@@ -375,7 +375,7 @@ fn padding_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error:
         for &n in sizes {
             let (a, ha) = random_matrix(ctx, n, 5, dtype)?;
             let (b, hb) = random_matrix(ctx, n, 6, dtype)?;
-            println!("  n = {n}: {}", ctx.explain_matmul(dtype, n, n, n, 1));
+            println!("  n = {n}: {}", ctx.explain_matmul(dtype, n, n, n, 1)?);
             for (name, padding) in [
                 ("unpadded", Padding::Never),
                 ("padding layer", Padding::Auto),

@@ -183,7 +183,9 @@ impl Context {
 
     /// Uniform random values in `[low, high)` from `seed` (SplitMix64 on the
     /// host, so the same seed gives the same tensor on every adapter; see
-    /// [`uniform_values`]).
+    /// [`uniform_values`]). `low == high` gives that value everywhere;
+    /// `low > high`, a non-finite bound or a range `high - low` beyond f32
+    /// is [`Error::InvalidArgument`].
     pub fn rand_uniform(
         &self,
         shape: impl AsRef<[usize]>,
@@ -193,6 +195,12 @@ impl Context {
         seed: u64,
     ) -> Result<Tensor> {
         let shape = shape.as_ref();
+        if !(low <= high && (high - low).is_finite()) {
+            return Err(Error::InvalidArgument(format!(
+                "rand_uniform needs finite bounds with low <= high (and a finite high - low), \
+                 got [{low}, {high})"
+            )));
+        }
         // The size check first: the host values of a huge shape would not fit
         // in host memory either.
         self.inner.gpu.tensor_bytes(shape, last_dim(shape), dtype)?;

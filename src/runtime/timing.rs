@@ -80,9 +80,22 @@ const MAX_QUERIES: u32 = 4096;
 
 impl Context {
     /// Times `plan`: `warmup` runs, then `repeats` measured runs.
+    /// [`Error::InvalidArgument`] for `repeats = 0` or a `warmup_seconds`
+    /// that is negative or not finite.
     pub fn time(&self, plan: &Plan, options: &TimingOptions) -> Result<Timing> {
         crate::gpu::Gpu::check_same(&plan.gpu, &self.inner.gpu, "the plan")?;
-        let repeats = options.repeats.max(1);
+        if options.repeats == 0 {
+            return Err(Error::InvalidArgument(
+                "timing needs at least one measured run (repeats = 0)".into(),
+            ));
+        }
+        if !(options.warmup_seconds.is_finite() && options.warmup_seconds >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "warmup_seconds must be finite and >= 0, got {}",
+                options.warmup_seconds
+            )));
+        }
+        let repeats = options.repeats;
         let start = Instant::now();
         for _ in 0..options.warmup {
             plan.run()?;

@@ -160,12 +160,18 @@ impl Epilogue {
     /// REPLACES the other settings (scale, activation, bias, residual): the
     /// expression's tensors become the bias (a rank-1 tensor of `N` values,
     /// one per output column) and the residual (a tensor of the output's
-    /// shape), at most one of each, in the operands' dtype. Scalars are baked
-    /// into the kernel text (each distinct expression, values included, is
-    /// its own pipeline). An expression that breaks these rules makes the
-    /// matmul return `Err`.
+    /// shape), at most one of each, in the operands' dtype. The first
+    /// eight scalars are data (expressions that differ only in them share a
+    /// pipeline); any further ones are baked into the kernel text. An
+    /// expression that breaks these rules (or has a symbolic
+    /// [`Expr::input`](crate::Expr::input)) makes the matmul return `Err`.
     pub fn expr(mut self, expr: &crate::Expr) -> Self {
         match crate::kernels::codegen::fusion::generate_epilogue(expr) {
+            Ok(code) if code.symbolic => {
+                self.generated = Some(Err(
+                    "an expression with symbolic inputs (Expr::input) cannot be evaluated".into(),
+                ))
+            }
             Ok(code) => {
                 self.alpha = 1.0;
                 self.activation = Activation::None;
@@ -368,6 +374,8 @@ impl Context {
 
     /// What the dispatcher and the padding layer would do for
     /// `[batch] x [m, k] x [k, n]` in `dtype` (with [`Padding::Auto`]), and why.
+    /// [`Error::InvalidArgument`] for sizes whose products pass 2^56
+    /// elements per operand (or 2^60 multiply-adds).
     pub fn explain_matmul(
         &self,
         dtype: DType,
@@ -375,7 +383,24 @@ impl Context {
         n: usize,
         k: usize,
         batch: usize,
-    ) -> MatmulExplanation {
+    ) -> Result<MatmulExplanation> {
+        // Bounds under which the cost model's arithmetic cannot overflow
+        // (far beyond any tensor an adapter can hold).
+        let mnk = [m, n, k, batch]
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+        let operand = |x: usize, y: usize| {
+            (x as u64)
+                .checked_mul(y as u64)
+                .and_then(|e| e.checked_mul(batch as u64))
+        };
+        let fits = |v: Option<u64>, bits: u32| v.is_some_and(|v| v < 1u64 << bits);
+        if !(fits(mnk, 60) && fits(operand(m, k), 56) && fits(operand(k, n), 56) && fits(operand(m, n), 56))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "matmul of M = {m}, N = {n}, K = {k}, batch = {batch} is too large to plan"
+            )));
+        }
         let profile = self.profile();
         let layout = tune::Layout::dense(m, n, k, false, false);
         let split = (dtype == DType::F32)
@@ -391,7 +416,7 @@ impl Context {
             })
             .flatten();
         if let Some(kernel) = split {
-            return MatmulExplanation {
+            return Ok(MatmulExplanation {
                 choice: tune::MatmulChoice::new(
                     profile,
                     kernel,
@@ -409,12 +434,12 @@ impl Context {
                     batch,
                     Padding::Auto,
                 ),
-            };
+            });
         }
-        MatmulExplanation {
+        Ok(MatmulExplanation {
             choice: tune::choose_matmul(profile, dtype, m, n, k, batch),
             padding: crate::tune::pad::choose(profile, dtype, m, n, k, batch, Padding::Auto),
-        }
+        })
     }
 
     /// Checks the operands, allocates (or checks) the output and encodes the

@@ -513,6 +513,9 @@ pub struct EpilogueCode {
     pub residual: Option<Tensor>,
     /// The scalars the text reads from the parameters' `epi_k`, in order.
     pub data_constants: Vec<f32>,
+    /// Whether a leaf is a symbolic input (text for validation only: it has
+    /// no tensor to bind).
+    pub symbolic: bool,
 }
 
 /// Scalars of a generated matmul epilogue passed as data (`epi_k` in
@@ -605,5 +608,9 @@ pub fn generate_epilogue(expr: &Expr) -> Result<EpilogueCode> {
         bias: bias.and_then(|b| b.1),
         residual: residual.and_then(|r| r.1),
         data_constants,
+        symbolic: lowered
+            .leaves
+            .iter()
+            .any(|l| matches!(l, Leaf::Symbol { .. })),
     })
 }

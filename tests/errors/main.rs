@@ -1,7 +1,10 @@
 //! Every error path returns its exact `Error` variant: never a panic, a hang
 //! or a wgpu validation error.
 
+#[path = "../common/mod.rs"]
 mod common;
+
+mod table;
 
 use wgtile::{Context, ContextOptions, DType, Error, wgpu};
 
