@@ -13,8 +13,8 @@
 // Entry `streaming`, longer rows (T == WG): each invocation streams its
 //   chunks keeping (count, mean, M2) and merges each chunk's own statistics
 //   with Chan et al.'s pairwise update; the invocations' triples then merge
-//   the same way through a workgroup-memory tree; RMSNorm uses mean(x^2) =
-//   M2 / n + mean^2. A second pass re-reads the row and writes.
+//   the same way through a workgroup-memory tree; RMSNorm holds the mean at
+//   0, so M2 / n is mean(x^2). A second pass re-reads the row and writes.
 //   Traffic: 2n reads + n writes.
 // NaN anywhere in a row makes the row's output NaN (through the sums).
 // Workgroup: WG x 1 x 1 (override); red, red_mean, red_m2: WG floats each.
@@ -118,6 +118,7 @@ fn streaming(ids: Ids) {
     let row = group_index();
     let live = row < params.rows;
     let chunks = chunk_count();
+    let rms = (params.flags & FLAG_RMS) != 0u;
     var cnt = 0.0;
     var mean = 0.0;
     var m2 = 0.0;
@@ -126,7 +127,9 @@ fn streaming(ids: Ids) {
             let mask = lane_mask(c);
             let k = dot(select(vec4<f32>(0.0), vec4<f32>(1.0), mask), vec4<f32>(1.0));
             let x = select(vec4<f32>(0.0), load_chunk(row, c, 0.0), mask);
-            let cm = hsum(x) / k;
+            // RMSNorm accumulates the squares themselves (mean held at 0):
+            // mean(x^2) then has no cancellation and an infinity stays one.
+            let cm = select(hsum(x) / k, 0.0, rms);
             let d = select(vec4<f32>(0.0), x - vec4<f32>(cm), mask);
             // Chan et al.: merge (k, cm, |d|^2) into (cnt, mean, m2).
             let total = cnt + k;
@@ -154,16 +157,11 @@ fn streaming(ids: Ids) {
     }
     let row_mean = red_mean[0];
     let variance = red_m2[0] / f32(params.n);
-    var centre = row_mean;
-    var ms = variance;
-    if (params.flags & FLAG_RMS) != 0u {
-        centre = 0.0;
-        ms = variance + row_mean * row_mean;
-    }
-    let inv = inverseSqrt(ms + params.eps);
+    // For RMSNorm the mean is 0 and the "variance" is mean(x^2).
+    let inv = inverseSqrt(variance + params.eps);
     if live {
         for (var c = lid; c < chunks; c += WG) {
-            store_chunk(row, c, norm_out(load_chunk(row, c, 0.0), c, centre, inv));
+            store_chunk(row, c, norm_out(load_chunk(row, c, 0.0), c, row_mean, inv));
         }
     }
 }

@@ -31,12 +31,16 @@ enum Kind {
 enum Want {
     Err(Kind),
     /// Each returned tensor's shape and values (NaN matches NaN, infinities
-    /// and zeros exactly, other values within a relative 2e-6 unless `tol`
-    /// says otherwise).
+    /// exactly, other values within `tol` times max(|want|, 1): 2e-6 unless
+    /// the row says otherwise).
     Values(Vec<(Vec<usize>, Vec<f32>)>, f32),
     /// Success with these output shapes (values checked elsewhere).
     Shapes(Vec<Vec<usize>>),
 }
+
+/// An op's name, its expression and its host value.
+type UnaryCase = (&'static str, fn(Expr) -> Expr, fn(f32) -> f32);
+type BinaryCase = (&'static str, fn(Expr, Expr) -> Expr, fn(f32, f32) -> f32);
 
 type Run<'a> = Box<dyn Fn() -> Result<Vec<Tensor>> + 'a>;
 
@@ -102,10 +106,11 @@ fn same(got: f32, want: f32, tol: f32) -> bool {
     if want.is_nan() {
         return got.is_nan();
     }
-    if want.is_infinite() || want == 0.0 {
-        return got == want || (want == 0.0 && got.abs() <= tol * 1e-30);
+    if want.is_infinite() {
+        return got == want;
     }
-    (got - want).abs() <= tol * want.abs().max(1e-30)
+    // Relative for large values, absolute below 1.
+    (got - want).abs() <= tol * want.abs().max(1.0)
 }
 
 /// Runs one row; `None` when it gave what it should.
@@ -456,7 +461,6 @@ fn tensors_and_reads() {
             repeats: 0,
             warmup: 0,
             warmup_seconds: 0.0,
-            ..Default::default()
         };
         ctx.time(&plan, &opts).map(|_| vec![])
     });
@@ -1046,18 +1050,12 @@ fn elementwise_arguments() {
     t.err(
         "eval_many with a symbolic input",
         Kind::Invalid,
-        move || {
-            ctx.eval_many(&[rnd(ctx, &[3]).expr(), Expr::input(1, [3], DType::F32)])
-                .map(|v| v)
-        },
+        move || ctx.eval_many(&[rnd(ctx, &[3]).expr(), Expr::input(1, [3], DType::F32)]),
     );
     t.err(
         "eval_many of shapes that do not broadcast",
         Kind::Shape,
-        move || {
-            ctx.eval_many(&[rnd(ctx, &[3]).expr() + &rnd(ctx, &[4])])
-                .map(|v| v)
-        },
+        move || ctx.eval_many(&[rnd(ctx, &[3]).expr() + &rnd(ctx, &[4])]),
     );
     t.err("eval_many of no expressions", Kind::Invalid, || {
         ctx.eval_many(&[])
@@ -1116,7 +1114,7 @@ fn elementwise_arguments() {
     });
     // IEEE values at the edges, as the Expr docs promise.
     let edges = [0.0f32, -0.0, 1.0, -1.0, INF, -INF, NAN];
-    let unary: [(&str, fn(Expr) -> Expr, fn(f32) -> f32); 16] = [
+    let unary: [UnaryCase; 16] = [
         ("neg", |e| -e, |x| -x),
         ("exp", Expr::exp, f32::exp),
         ("log", Expr::log, f32::ln),
@@ -1164,7 +1162,7 @@ fn elementwise_arguments() {
         .iter()
         .flat_map(|&a| edges.iter().map(move |&b| (a, b)))
         .collect();
-    let binary: [(&str, fn(Expr, Expr) -> Expr, fn(f32, f32) -> f32); 11] = [
+    let binary: [BinaryCase; 11] = [
         ("add", |a, b| a + b, |a, b| a + b),
         ("sub", |a, b| a - b, |a, b| a - b),
         ("mul", |a, b| a * b, |a, b| a * b),
@@ -1320,4 +1318,1267 @@ fn broadcast_add(
     (0..n)
         .map(|i| a[index(i, ashape)] + b[index(i, bshape)])
         .collect()
+}
+
+/// Host row ops in f64 with IEEE arithmetic (NaN and inf as they fall).
+fn host_rows(
+    op: wgtile::RowOp,
+    x: &[f32],
+    n: usize,
+    w: Option<&[f32]>,
+    b: Option<&[f32]>,
+    eps: f64,
+) -> Vec<f32> {
+    use wgtile::RowOp;
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(n.max(1)) {
+        let r: Vec<f64> = row.iter().map(|&v| f64::from(v)).collect();
+        let nf = r.len() as f64;
+        let y: Vec<f64> = match op {
+            RowOp::Softmax | RowOp::LogSoftmax => {
+                let m = r.iter().copied().fold(f64::NEG_INFINITY, |a, v| {
+                    if v.is_nan() || a.is_nan() {
+                        f64::NAN
+                    } else {
+                        a.max(v)
+                    }
+                });
+                let s: f64 = r.iter().map(|v| (v - m).exp()).sum();
+                if m == f64::NEG_INFINITY {
+                    // Documented: a row of only -inf is fully masked.
+                    let fill = if op == RowOp::Softmax {
+                        0.0
+                    } else {
+                        f64::NEG_INFINITY
+                    };
+                    vec![fill; r.len()]
+                } else if op == RowOp::Softmax {
+                    r.iter().map(|v| (v - m).exp() / s).collect()
+                } else {
+                    r.iter().map(|v| (v - m) - s.ln()).collect()
+                }
+            }
+            RowOp::LayerNorm => {
+                let mean = r.iter().sum::<f64>() / nf;
+                let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / nf;
+                r.iter().map(|v| (v - mean) / (var + eps).sqrt()).collect()
+            }
+            RowOp::RmsNorm => {
+                let ms = r.iter().map(|v| v * v).sum::<f64>() / nf;
+                r.iter().map(|v| v / (ms + eps).sqrt()).collect()
+            }
+        };
+        for (j, v) in y.into_iter().enumerate() {
+            let v = v * w.map_or(1.0, |w| f64::from(w[j])) + b.map_or(0.0, |b| f64::from(b[j]));
+            out.push(v as f32);
+        }
+    }
+    out
+}
+
+#[test]
+fn row_op_arguments() {
+    use wgtile::{RowOp, RowOptions};
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = &ctx;
+    let mut t = Table { rows: Vec::new() };
+    let ops = [
+        RowOp::Softmax,
+        RowOp::LogSoftmax,
+        RowOp::LayerNorm,
+        RowOp::RmsNorm,
+    ];
+    let run = move |op: RowOp,
+                    x: &Tensor,
+                    w: Option<&Tensor>,
+                    b: Option<&Tensor>,
+                    eps: f32,
+                    streaming: bool|
+          -> Result<Vec<Tensor>> {
+        let plan = ctx.row_op_plan(op, x, w, b, eps, RowOptions { streaming })?;
+        plan.run()?;
+        Ok(one(plan.into_output()))
+    };
+    // Shapes and values, both row layouts, against the host.
+    for op in ops {
+        for streaming in [false, true] {
+            let tag = format!("{op:?}{}", if streaming { " streaming" } else { "" });
+            for shape in [
+                vec![0usize, 5],
+                vec![5, 0],
+                vec![0],
+                vec![1],
+                vec![1, 1],
+                vec![3, 7],
+                vec![2, 3, 13],
+                vec![2, 1031],
+            ] {
+                let x = rnd(ctx, &shape);
+                let xv = x.to_vec_blocking::<f32>().unwrap();
+                let n = *shape.last().unwrap();
+                let want = host_rows(op, &xv, n, None, None, 1e-5);
+                t.close(
+                    format!("{tag} {shape:?}"),
+                    val(&shape, &want),
+                    2e-5,
+                    move || run(op, &x, None, None, 1e-5, streaming),
+                );
+            }
+            t.err(format!("{tag} of rank 0"), Kind::Invalid, move || {
+                run(op, &rnd(ctx, &[]), None, None, 1e-5, streaming)
+            });
+            t.err(
+                format!("{tag} of a padded tensor"),
+                Kind::Invalid,
+                move || {
+                    run(
+                        op,
+                        &ctx.tensor_padded(&[1.0f32; 6], [2, 3], 4)?,
+                        None,
+                        None,
+                        1e-5,
+                        streaming,
+                    )
+                },
+            );
+            // IEEE rows: inf, -inf, NaN, and all-equal rows.
+            for row in [
+                [INF, 0.0, 1.0],
+                [-INF, 0.0, 1.0],
+                [NAN, 0.0, 1.0],
+                [-INF, -INF, -INF],
+                [2.0, 2.0, 2.0],
+                [1e30, -1e30, 0.0],
+            ] {
+                if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) && row[0] == 1e30 {
+                    continue; // past the documented range of the norms
+                }
+                let want = host_rows(op, &row, 3, None, None, 1e-5);
+                let x = vals(ctx, &row, &[1, 3]);
+                t.close(
+                    format!("{tag} of {row:?}"),
+                    val(&[1, 3], &want),
+                    2e-5,
+                    move || run(op, &x, None, None, 1e-5, streaming),
+                );
+            }
+        }
+        let takes = match op {
+            RowOp::Softmax | RowOp::LogSoftmax => (false, false),
+            RowOp::LayerNorm => (true, true),
+            RowOp::RmsNorm => (true, false),
+        };
+        let x = rnd(ctx, &[3, 7]);
+        // Affine parameters: refused where the op takes none, checked where it does.
+        for (what, w, b) in [
+            ("weight [7]", Some(vec![7usize]), None),
+            ("bias [7]", None, Some(vec![7usize])),
+            ("weight [6]", Some(vec![6]), None),
+            ("weight [1, 7]", Some(vec![1, 7]), None),
+            ("weight [3, 7]", Some(vec![3, 7]), None),
+            ("weight rank 0", Some(vec![]), None),
+            ("bias [8]", None, Some(vec![8])),
+        ] {
+            let given = (w.is_some(), b.is_some());
+            let wrong_shape =
+                w.as_ref().is_some_and(|s| s != &[7]) || b.as_ref().is_some_and(|s| s != &[7]);
+            let kind = if (given.0 && !takes.0) || (given.1 && !takes.1) {
+                Kind::Invalid
+            } else if wrong_shape {
+                Kind::Shape
+            } else {
+                // Accepted: checked against the host.
+                let (wt, bt) = (
+                    w.as_ref().map(|s| rnd(ctx, s)),
+                    b.as_ref().map(|s| rnd(ctx, s)),
+                );
+                let (wv, bv) = (
+                    wt.as_ref().map(|t| t.to_vec_blocking::<f32>().unwrap()),
+                    bt.as_ref().map(|t| t.to_vec_blocking::<f32>().unwrap()),
+                );
+                let xv = x.to_vec_blocking::<f32>().unwrap();
+                let want = host_rows(op, &xv, 7, wv.as_deref(), bv.as_deref(), 1e-5);
+                let x = x.clone();
+                t.close(
+                    format!("{op:?} with {what}"),
+                    val(&[3, 7], &want),
+                    2e-5,
+                    move || run(op, &x, wt.as_ref(), bt.as_ref(), 1e-5, false),
+                );
+                continue;
+            };
+            let (wt, bt, x) = (
+                w.as_ref().map(|s| rnd(ctx, s)),
+                b.as_ref().map(|s| rnd(ctx, s)),
+                x.clone(),
+            );
+            t.err(format!("{op:?} with {what}"), kind, move || {
+                run(op, &x, wt.as_ref(), bt.as_ref(), 1e-5, false)
+            });
+        }
+        if takes.0 {
+            let (x2, w16) = (x.clone(), rnd16(ctx, &[7]));
+            t.err(
+                format!("{op:?} with an f16 weight"),
+                Kind::DType,
+                move || run(op, &x2, Some(&w16), None, 1e-5, false),
+            );
+            for eps in [-1e-5f32, NAN, INF] {
+                let x2 = x.clone();
+                t.err(format!("{op:?} with eps {eps}"), Kind::Invalid, move || {
+                    run(op, &x2, None, None, eps, false)
+                });
+            }
+            // Zero variance with eps 0: 0 / 0 (PyTorch's NaN).
+            let zeros = ctx.zeros([2, 4], DType::F32).unwrap();
+            t.values(
+                format!("{op:?} of zeros with eps 0"),
+                val(&[2, 4], &[NAN; 8]),
+                move || run(op, &zeros, None, None, 0.0, false),
+            );
+        }
+    }
+    // The convenience calls and the fused forms check the same things.
+    let x = rnd(ctx, &[3, 7]);
+    {
+        let (x1, x2, x3) = (x.clone(), x.clone(), x.clone());
+        t.err("layer_norm weight [6]", Kind::Shape, move || {
+            ctx.layer_norm(&x1, Some(&rnd(ctx, &[6])), None, 1e-5)
+                .map(one)
+        });
+        t.err("rms_norm eps -1", Kind::Invalid, move || {
+            ctx.rms_norm(&x2, None, -1.0).map(one)
+        });
+        t.err(
+            "softmax_of with an epilogue of [6]",
+            Kind::Shape,
+            move || {
+                ctx.softmax_of(&x3.expr(), Some(&(Expr::acc() * &rnd(ctx, &[6]))))
+                    .map(one)
+            },
+        );
+        let x4 = x.clone();
+        t.err(
+            "softmax_of of shapes that do not broadcast",
+            Kind::Shape,
+            move || {
+                ctx.softmax_of(&(x4.expr() + &rnd(ctx, &[3])), None)
+                    .map(one)
+            },
+        );
+        let x5 = x.clone();
+        t.err("layer_norm_of bias [8]", Kind::Shape, move || {
+            ctx.layer_norm_of(&x5.expr(), None, Some(&rnd(ctx, &[8])), 1e-5, None)
+                .map(one)
+        });
+        t.err("rms_norm_of a symbolic input", Kind::Invalid, move || {
+            ctx.rms_norm_of(&Expr::input(0, [3, 7], DType::F32), None, 1e-5, None)
+                .map(one)
+        });
+        t.err(
+            "log_softmax_of a scalar expression",
+            Kind::Invalid,
+            move || {
+                ctx.log_softmax_of(&(Expr::scalar(1.0) + 1.0), None)
+                    .map(one)
+            },
+        );
+        let x6 = x.clone();
+        let xv: Vec<f32> = x
+            .to_vec_blocking::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v * 2.0)
+            .collect();
+        let want = host_rows(RowOp::LogSoftmax, &xv, 7, None, None, 0.0);
+        t.close("log_softmax_of 2x", val(&[3, 7], &want), 2e-5, move || {
+            ctx.log_softmax_of(&(x6.expr() * 2.0), None).map(one)
+        });
+        t.values("softmax_of over [0, 4]", val(&[0, 4], &[]), move || {
+            ctx.softmax_of(&ctx.zeros([0, 4], DType::F32)?.expr().exp(), None)
+                .map(one)
+        });
+    }
+    run_table(ctx, t);
+}
+
+#[test]
+fn reduction_arguments() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = &ctx;
+    let mut t = Table { rows: Vec::new() };
+    let host = |op: Reduction, v: &[f32]| -> Option<f32> {
+        let d: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+        match op {
+            Reduction::Sum => Some(d.iter().sum::<f64>() as f32),
+            Reduction::Mean => Some((d.iter().sum::<f64>() / d.len() as f64) as f32),
+            Reduction::Max => (!d.is_empty()).then(|| {
+                d.iter().copied().fold(f64::NEG_INFINITY, |a, x| {
+                    if a.is_nan() || x.is_nan() {
+                        f64::NAN
+                    } else {
+                        a.max(x)
+                    }
+                }) as f32
+            }),
+        }
+    };
+    for op in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
+        for shape in [
+            vec![],
+            vec![0usize],
+            vec![1],
+            vec![3, 0],
+            vec![0, 3],
+            vec![2, 0, 3],
+            vec![5],
+            vec![3, 7],
+            vec![2, 3, 10007],
+            vec![1, 65537],
+        ] {
+            let x = rnd(ctx, &shape);
+            let xv = x.to_vec_blocking::<f32>().unwrap();
+            for axis in [Axis::Last, Axis::All] {
+                let name = format!("{op:?} {axis:?} of {shape:?}");
+                let (out_shape, groups): (Vec<usize>, Vec<&[f32]>) = match axis {
+                    Axis::All => (vec![], vec![&xv[..]]),
+                    Axis::Last if shape.is_empty() => {
+                        // NumPy: axis -1 of a scalar is out of bounds.
+                        let x = x.clone();
+                        t.err(name, Kind::Invalid, move || {
+                            ctx.reduce(&x, op, axis).map(one)
+                        });
+                        continue;
+                    }
+                    Axis::Last => {
+                        let n = *shape.last().unwrap();
+                        let rows = shape[..shape.len() - 1].iter().product::<usize>();
+                        (
+                            shape[..shape.len() - 1].to_vec(),
+                            (0..rows).map(|r| &xv[r * n..(r + 1) * n]).collect(),
+                        )
+                    }
+                };
+                let want: Option<Vec<f32>> = groups.iter().map(|g| host(op, g)).collect();
+                let x = x.clone();
+                match want {
+                    // The max of an empty set (NumPy's rule, documented).
+                    None => t.err(name, Kind::Invalid, move || {
+                        ctx.reduce(&x, op, axis).map(one)
+                    }),
+                    Some(w) => t.close(name, val(&out_shape, &w), 1e-5, move || {
+                        ctx.reduce(&x, op, axis).map(one)
+                    }),
+                }
+            }
+        }
+        for row in [
+            [INF, -INF, 1.0],
+            [NAN, 1.0, 2.0],
+            [-INF, -INF, -INF],
+            [INF, 1.0, 2.0],
+            [3e38, 3e38, 3e38],
+        ] {
+            // f32 sums overflow as NumPy's do (the documented range).
+            let want = if row[0] == 3e38 && op != Reduction::Max {
+                INF
+            } else {
+                host(op, &row).unwrap()
+            };
+            let x = vals(ctx, &row, &[1, 3]);
+            t.values(
+                format!("{op:?} of {row:?}"),
+                val(&[1], &[want]),
+                move || ctx.reduce(&x, op, Axis::Last).map(one),
+            );
+        }
+    }
+    let x = rnd(ctx, &[3, 7]);
+    {
+        let x1 = x.clone();
+        t.err(
+            "sum_of of shapes that do not broadcast",
+            Kind::Shape,
+            move || {
+                ctx.sum_of(&(x1.expr() + &rnd(ctx, &[3])), Axis::Last)
+                    .map(one)
+            },
+        );
+        t.err("max_of a symbolic input", Kind::Invalid, || {
+            ctx.max_of(&Expr::input(0, [4], DType::F32), Axis::All)
+                .map(one)
+        });
+        t.err("mean_of scalars only", Kind::Invalid, || {
+            ctx.mean_of(&Expr::scalar(2.0), Axis::All).map(one)
+        });
+        t.err("sum of a padded tensor", Kind::Invalid, || {
+            ctx.sum(&ctx.tensor_padded(&[1.0f32; 6], [2, 3], 4)?, Axis::All)
+                .map(one)
+        });
+        let xv: Vec<f32> = x.to_vec_blocking::<f32>().unwrap();
+        let want: Vec<f32> = xv
+            .chunks(7)
+            .map(|r| r.iter().map(|&v| f64::from(v).exp()).sum::<f64>() as f32)
+            .collect();
+        let x2 = x.clone();
+        t.close("sum_of exp", val(&[3], &want), 1e-5, move || {
+            ctx.sum_of(&x2.expr().exp(), Axis::Last).map(one)
+        });
+    }
+    if ctx.profile().shader_f16 {
+        let ones: Vec<f16> = vec![f16::from_f32(100.0); 2000];
+        let x = ctx.tensor(&ones, [2000]).unwrap();
+        t.values(
+            "f16 sum past the f16 range is inf",
+            val(&[], &[INF]),
+            move || ctx.sum(&x, Axis::All).map(one),
+        );
+        let x = ctx.tensor(&ones, [2000]).unwrap();
+        t.values(
+            "f16 mean past the f16 range of the sum",
+            val(&[], &[100.0]),
+            move || ctx.mean(&x, Axis::All).map(one),
+        );
+    }
+    run_table(ctx, t);
+}
+
+/// Host attention in f64 over `[B, H, S, D]` data (GQA by `hq / hkv`), with
+/// optional top-left causal masking; rows that see no key give zeros and
+/// lse -inf (wgtile's documented rule).
+#[allow(clippy::too_many_arguments)]
+fn host_attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    (b, hq, hkv): (usize, usize, usize),
+    (sq, sk): (usize, usize),
+    (d, dv): (usize, usize),
+    scale: f64,
+    causal: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let mut o = vec![0.0f32; b * hq * sq * dv];
+    let mut lse = vec![0.0f32; b * hq * sq];
+    for z in 0..b {
+        for h in 0..hq {
+            let kh = h / (hq / hkv);
+            for i in 0..sq {
+                let qi = &q[((z * hq + h) * sq + i) * d..][..d];
+                let s: Vec<f64> = (0..sk)
+                    .map(|j| {
+                        if causal && j > i {
+                            return f64::NEG_INFINITY;
+                        }
+                        let kj = &k[((z * hkv + kh) * sk + j) * d..][..d];
+                        scale
+                            * (0..d)
+                                .map(|t| f64::from(qi[t]) * f64::from(kj[t]))
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let row = (z * hq + h) * sq + i;
+                if m == f64::NEG_INFINITY {
+                    lse[row] = f32::NEG_INFINITY;
+                    continue;
+                }
+                let p: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let l: f64 = p.iter().sum();
+                lse[row] = (m + l.ln()) as f32;
+                for t in 0..dv {
+                    let acc: f64 = (0..sk)
+                        .map(|j| p[j] * f64::from(v[((z * hkv + kh) * sk + j) * dv + t]))
+                        .sum();
+                    o[row * dv + t] = (acc / l) as f32;
+                }
+            }
+        }
+    }
+    (o, lse)
+}
+
+#[test]
+fn attention_arguments() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = &ctx;
+    let mut t = Table { rows: Vec::new() };
+    let opts = AttentionOptions::new;
+    let fwd = move |q: &Tensor, k: &Tensor, v: &Tensor, o: &AttentionOptions| {
+        ctx.attention(q, k, v, o).map(|r| one(r.o))
+    };
+    // Shapes of q, k and v (heads-first: [B, H, S, D]), by position.
+    for (what, qs, ks, vs, kind) in [
+        (
+            "q rank 3",
+            vec![2usize, 5, 8],
+            vec![1usize, 2, 7, 8],
+            vec![1usize, 2, 7, 8],
+            Kind::Invalid,
+        ),
+        (
+            "q rank 0",
+            vec![],
+            vec![1, 2, 7, 8],
+            vec![1, 2, 7, 8],
+            Kind::Invalid,
+        ),
+        (
+            "k rank 2",
+            vec![1, 2, 5, 8],
+            vec![7, 8],
+            vec![1, 2, 7, 8],
+            Kind::Invalid,
+        ),
+        (
+            "v rank 3",
+            vec![1, 2, 5, 8],
+            vec![1, 2, 7, 8],
+            vec![2, 7, 8],
+            Kind::Invalid,
+        ),
+        (
+            "batch 2 vs 1",
+            vec![2, 2, 5, 8],
+            vec![1, 2, 7, 8],
+            vec![1, 2, 7, 8],
+            Kind::Shape,
+        ),
+        (
+            "v batch 2",
+            vec![1, 2, 5, 8],
+            vec![1, 2, 7, 8],
+            vec![2, 2, 7, 8],
+            Kind::Shape,
+        ),
+        (
+            "Hq 3 over Hkv 2",
+            vec![1, 3, 5, 8],
+            vec![1, 2, 7, 8],
+            vec![1, 2, 7, 8],
+            Kind::Shape,
+        ),
+        (
+            "Hq 2 over Hkv 4",
+            vec![1, 2, 5, 8],
+            vec![1, 4, 7, 8],
+            vec![1, 4, 7, 8],
+            Kind::Shape,
+        ),
+        (
+            "v heads 1 vs k heads 2",
+            vec![1, 2, 5, 8],
+            vec![1, 2, 7, 8],
+            vec![1, 1, 7, 8],
+            Kind::Shape,
+        ),
+        (
+            "D 8 vs 6",
+            vec![1, 2, 5, 8],
+            vec![1, 2, 7, 6],
+            vec![1, 2, 7, 8],
+            Kind::Shape,
+        ),
+        (
+            "v Sk 6 vs 7",
+            vec![1, 2, 5, 8],
+            vec![1, 2, 7, 8],
+            vec![1, 2, 6, 8],
+            Kind::Shape,
+        ),
+    ] {
+        let (q, k, v) = (rnd(ctx, &qs), rnd(ctx, &ks), rnd(ctx, &vs));
+        t.err(format!("attention {what}"), kind, move || {
+            fwd(&q, &k, &v, &opts())
+        });
+        let (q, k, v) = (rnd(ctx, &qs), rnd(ctx, &ks), rnd(ctx, &vs));
+        t.err(format!("attention_naive {what}"), kind, move || {
+            ctx.attention_naive(&q, &k, &v, &opts()).map(|r| one(r.o))
+        });
+    }
+    for (dq, dk, dv) in [
+        (DType::F16, DType::F32, DType::F32),
+        (DType::F32, DType::F16, DType::F32),
+        (DType::F32, DType::F32, DType::F16),
+    ] {
+        let mk = |dt: DType, s: &[usize]| {
+            if dt == DType::F32 {
+                rnd(ctx, s)
+            } else {
+                rnd16(ctx, s)
+            }
+        };
+        let (q, k, v) = (
+            mk(dq, &[1, 2, 5, 8]),
+            mk(dk, &[1, 2, 7, 8]),
+            mk(dv, &[1, 2, 7, 8]),
+        );
+        t.err(
+            format!("attention dtypes {dq:?} {dk:?} {dv:?}"),
+            Kind::DType,
+            move || fwd(&q, &k, &v, &opts()),
+        );
+    }
+    // Values against the host: MHA, GQA, MQA, Dv != D, causal, odd sizes,
+    // and the zero-sized and no-key cases.
+    for (b, hq, hkv, sq, sk, d, dv, causal) in [
+        (
+            1usize, 2usize, 2usize, 5usize, 7usize, 8usize, 8usize, false,
+        ),
+        (2, 4, 2, 3, 11, 8, 4, false),
+        (1, 3, 1, 13, 13, 4, 12, true),
+        (1, 2, 2, 7, 1, 8, 8, false),
+        (1, 1, 1, 1, 31, 16, 16, true),
+        (1, 2, 2, 0, 7, 8, 8, false),
+        (0, 2, 2, 5, 7, 8, 8, false),
+        (1, 2, 2, 5, 0, 8, 8, false),
+        (1, 2, 2, 5, 7, 8, 0, false),
+    ] {
+        let (q, k, v) = (
+            rnd(ctx, &[b, hq, sq, d]),
+            rnd(ctx, &[b, hkv, sk, d]),
+            rnd(ctx, &[b, hkv, sk, dv]),
+        );
+        let (qv, kv, vv) = (
+            q.to_vec_blocking::<f32>().unwrap(),
+            k.to_vec_blocking::<f32>().unwrap(),
+            v.to_vec_blocking::<f32>().unwrap(),
+        );
+        let scale = 1.0 / (d as f64).sqrt();
+        let (o, lse) = host_attention(
+            &qv,
+            &kv,
+            &vv,
+            (b, hq, hkv),
+            (sq, sk),
+            (d, dv),
+            scale,
+            causal,
+        );
+        let want = vec![(vec![b, hq, sq, dv], o), (vec![b, hq, sq], lse)];
+        let mut o2 = opts().with_lse();
+        if causal {
+            o2 = o2.causal(DiagonalAlignment::TopLeft);
+        }
+        for kernel in [
+            AttentionKernel::Auto,
+            AttentionKernel::Flash,
+            AttentionKernel::Naive,
+        ] {
+            let (q, k, v, o2) = (q.clone(), k.clone(), v.clone(), o2.clone().kernel(kernel));
+            t.close(
+                format!(
+                    "attention {kernel:?} B{b} Hq{hq} Hkv{hkv} Sq{sq} Sk{sk} D{d} Dv{dv}{}",
+                    if causal { " causal" } else { "" }
+                ),
+                want.clone(),
+                2e-5,
+                move || {
+                    let r = ctx.attention(&q, &k, &v, &o2)?;
+                    Ok(vec![r.o, r.lse.unwrap()])
+                },
+            );
+        }
+    }
+    // Masks: shape, dtype, and a mask that hides every key.
+    let (q, k, v) = (
+        rnd(ctx, &[1, 2, 5, 8]),
+        rnd(ctx, &[1, 2, 7, 8]),
+        rnd(ctx, &[1, 2, 7, 8]),
+    );
+    for (what, shape, kind) in [
+        ("[5, 6]", vec![5usize, 6], Some(Kind::Shape)),
+        ("[7, 5]", vec![7, 5], Some(Kind::Shape)),
+        ("[2, 5, 7]", vec![2, 5, 7], Some(Kind::Shape)),
+        ("[1, 3, 5, 7]", vec![1, 3, 5, 7], Some(Kind::Shape)),
+        ("rank 0", vec![], Some(Kind::Shape)),
+        ("[7]", vec![7], Some(Kind::Shape)),
+        ("[5, 7]", vec![5, 7], None),
+        ("[1, 5, 7]", vec![1, 5, 7], None),
+        ("[1, 2, 5, 7]", vec![1, 2, 5, 7], None),
+        ("[1, 1, 1, 7]", vec![1, 1, 1, 7], None),
+        ("[1, 2, 5, 1]", vec![1, 2, 5, 1], None),
+    ] {
+        for boolean in [false, true] {
+            let m = rnd(ctx, &shape);
+            let o = if boolean {
+                opts().bool_mask(&m)
+            } else {
+                opts().additive_mask(&m)
+            };
+            let (q, k, v) = (q.clone(), k.clone(), v.clone());
+            let name = format!(
+                "attention {} mask {what}",
+                if boolean { "bool" } else { "additive" }
+            );
+            match kind {
+                Some(kind) => t.err(name, kind, move || fwd(&q, &k, &v, &o)),
+                None => t.shapes(name, vec![vec![1, 2, 5, 8]], move || fwd(&q, &k, &v, &o)),
+            }
+        }
+    }
+    {
+        let (q1, k1, v1) = (q.clone(), k.clone(), v.clone());
+        let m16 = rnd16(ctx, &[5, 7]);
+        t.err("attention mask f16 on f32", Kind::DType, move || {
+            fwd(&q1, &k1, &v1, &opts().additive_mask(&m16))
+        });
+        let (q1, k1, v1) = (q.clone(), k.clone(), v.clone());
+        let hidden = ctx.zeros([5, 7], DType::F32).unwrap();
+        t.values(
+            "attention bool mask hiding every key",
+            vec![
+                (vec![1, 2, 5, 8], vec![0.0; 80]),
+                (vec![1, 2, 5], vec![-INF; 10]),
+            ],
+            move || {
+                let r = ctx.attention(&q1, &k1, &v1, &opts().bool_mask(&hidden).with_lse())?;
+                Ok(vec![r.o, r.lse.unwrap()])
+            },
+        );
+        let (q1, k1, v1) = (q.clone(), k.clone(), v.clone());
+        let minus_inf = ctx.full([5, 7], -INF, DType::F32).unwrap();
+        t.values(
+            "attention additive mask of -inf",
+            val(&[1, 2, 5, 8], &[0.0; 80]),
+            move || fwd(&q1, &k1, &v1, &opts().additive_mask(&minus_inf)),
+        );
+    }
+    // Scalar options.
+    for (what, o, kind) in [
+        ("scale NaN", opts().scale(NAN), Kind::Invalid),
+        ("scale inf", opts().scale(INF), Kind::Invalid),
+        ("softcap 0", opts().softcap(0.0), Kind::Invalid),
+        ("softcap -1", opts().softcap(-1.0), Kind::Invalid),
+        ("softcap NaN", opts().softcap(NAN), Kind::Invalid),
+        (
+            "key_lengths of 2 for batch 1",
+            opts().key_lengths(&[3, 4]),
+            Kind::Shape,
+        ),
+        (
+            "key_lengths past Sk",
+            opts().key_lengths(&[8]),
+            Kind::Invalid,
+        ),
+        ("kv_splits 0", opts().kv_splits(0), Kind::Invalid),
+    ] {
+        let (q, k, v) = (q.clone(), k.clone(), v.clone());
+        t.err(format!("attention {what}"), kind, move || {
+            fwd(&q, &k, &v, &o)
+        });
+    }
+    {
+        // Scale 0: every key weighs the same, O is the mean of V's rows.
+        let vv = v.to_vec_blocking::<f32>().unwrap();
+        let mut want = Vec::new();
+        for h in 0..2 {
+            let mean: Vec<f32> = (0..8)
+                .map(|t| {
+                    (0..7)
+                        .map(|j| f64::from(vv[(h * 7 + j) * 8 + t]))
+                        .sum::<f64>() as f32
+                        / 7.0
+                })
+                .collect();
+            for _ in 0..5 {
+                want.extend(&mean);
+            }
+        }
+        let (q1, k1, v1) = (q.clone(), k.clone(), v.clone());
+        t.close(
+            "attention scale 0 averages V",
+            val(&[1, 2, 5, 8], &want),
+            2e-6,
+            move || fwd(&q1, &k1, &v1, &opts().scale(0.0)),
+        );
+        let (q1, k1, v1) = (q.clone(), k.clone(), v.clone());
+        t.values(
+            "attention key_lengths 0 sees no key",
+            val(&[1, 2, 5, 8], &[0.0; 80]),
+            move || fwd(&q1, &k1, &v1, &opts().key_lengths(&[0])),
+        );
+        // A NaN in one query row makes exactly that row NaN.
+        let mut qv = q.to_vec_blocking::<f32>().unwrap();
+        qv[3] = NAN;
+        let qn = vals(ctx, &qv, &[1, 2, 5, 8]);
+        let (kv, vv2) = (k.to_vec_blocking::<f32>().unwrap(), vv.clone());
+        let (mut o, _) = host_attention(
+            &qv,
+            &kv,
+            &vv2,
+            (1, 2, 2),
+            (5, 7),
+            (8, 8),
+            1.0 / 8f64.sqrt(),
+            false,
+        );
+        o[..8].fill(NAN);
+        let (k1, v1) = (k.clone(), v.clone());
+        t.close(
+            "attention NaN in one query row",
+            val(&[1, 2, 5, 8], &o),
+            2e-5,
+            move || fwd(&qn, &k1, &v1, &opts()),
+        );
+    }
+    // The packed layout [B, S, H * D].
+    for (what, qs, ks, heads, kind) in [
+        (
+            "q width 15 over 2 heads",
+            vec![1usize, 5, 15],
+            vec![1usize, 7, 16],
+            (2usize, 2usize),
+            Some(Kind::Shape),
+        ),
+        (
+            "k head dim 6 vs 8",
+            vec![1, 5, 16],
+            vec![1, 7, 12],
+            (2, 2),
+            Some(Kind::Shape),
+        ),
+        (
+            "q rank 4",
+            vec![1, 2, 5, 8],
+            vec![1, 7, 16],
+            (2, 2),
+            Some(Kind::Invalid),
+        ),
+        (
+            "q heads 0",
+            vec![1, 5, 16],
+            vec![1, 7, 16],
+            (0, 2),
+            Some(Kind::Invalid),
+        ),
+        (
+            "kv heads 0",
+            vec![1, 5, 16],
+            vec![1, 7, 16],
+            (2, 0),
+            Some(Kind::Invalid),
+        ),
+        (
+            "3 q heads over 2",
+            vec![1, 5, 24],
+            vec![1, 7, 16],
+            (3, 2),
+            Some(Kind::Shape),
+        ),
+        ("GQA 4 over 2", vec![1, 5, 32], vec![1, 7, 16], (4, 2), None),
+    ] {
+        let (q, k, v) = (rnd(ctx, &qs), rnd(ctx, &ks), rnd(ctx, &ks));
+        let o = opts().packed(heads.0, heads.1);
+        let name = format!("attention packed {what}");
+        match kind {
+            Some(kind) => t.err(name, kind, move || fwd(&q, &k, &v, &o)),
+            None => t.shapes(name, vec![vec![1, 5, 32]], move || fwd(&q, &k, &v, &o)),
+        }
+    }
+    // Forced kernels and tiles.
+    let (q6, k6, v6) = (
+        rnd(ctx, &[1, 2, 1, 6]),
+        rnd(ctx, &[1, 2, 7, 6]),
+        rnd(ctx, &[1, 2, 7, 6]),
+    );
+    {
+        let (a, b, c) = (q6.clone(), k6.clone(), v6.clone());
+        t.err(
+            "attention forced decode with D 6",
+            Kind::Invalid,
+            move || fwd(&a, &b, &c, &opts().kernel(AttentionKernel::Decode)),
+        );
+    }
+    if !ctx.profile().cooperative_matrix {
+        for kernel in [AttentionKernel::FlashCoop, AttentionKernel::DecodeCoop] {
+            let (q1, k1, v1) = (
+                rnd16(ctx, &[1, 2, 16, 16]),
+                rnd16(ctx, &[1, 2, 16, 16]),
+                rnd16(ctx, &[1, 2, 16, 16]),
+            );
+            t.err(
+                format!("attention forced {kernel:?} without tensor cores"),
+                Kind::Unsupported("COOPERATIVE_MATRIX"),
+                move || fwd(&q1, &k1, &v1, &opts().kernel(kernel)),
+            );
+        }
+    }
+    let flash = FlashTiles {
+        br: 16,
+        tr: 2,
+        nc: 16,
+        td: 4,
+        dk: 8,
+        vk: 8,
+    };
+    for field in 0..6 {
+        let mut f = [flash.br, flash.tr, flash.nc, flash.td, flash.dk, flash.vk];
+        f[field] = 0;
+        let tiles = FlashTiles {
+            br: f[0],
+            tr: f[1],
+            nc: f[2],
+            td: f[3],
+            dk: f[4],
+            vk: f[5],
+        };
+        let (q1, k1, v1) = (q.clone(), k.clone(), v.clone());
+        t.err(
+            format!("attention flash tiles {tiles:?}"),
+            Kind::Invalid,
+            move || fwd(&q1, &k1, &v1, &opts().tiles(tiles)),
+        );
+    }
+    let decode = DecodeTiles {
+        threads: 64,
+        lk: 4,
+        prefetch_v: false,
+        per_unit: 2,
+    };
+    for (what, tiles) in [
+        (
+            "threads 0",
+            DecodeTiles {
+                threads: 0,
+                ..decode
+            },
+        ),
+        (
+            "threads 48",
+            DecodeTiles {
+                threads: 48,
+                ..decode
+            },
+        ),
+        ("lk 0", DecodeTiles { lk: 0, ..decode }),
+        ("lk 3", DecodeTiles { lk: 3, ..decode }),
+        ("lk 128", DecodeTiles { lk: 128, ..decode }),
+        (
+            "per_unit 0",
+            DecodeTiles {
+                per_unit: 0,
+                ..decode
+            },
+        ),
+    ] {
+        let (q1, k1, v1) = (rnd(ctx, &[1, 2, 1, 8]), k.clone(), v.clone());
+        t.err(
+            format!("attention decode tiles {what}"),
+            Kind::Invalid,
+            move || fwd(&q1, &k1, &v1, &opts().decode_tiles(tiles)),
+        );
+    }
+    // Malformed tensor-core settings are named before any feature check.
+    {
+        use wgtile::{BackwardCoopTiles, FlashCoopTiles};
+        let coop = FlashCoopTiles {
+            subgroups: 4,
+            rf: 1,
+            bc: 64,
+        };
+        let mut o_rf = opts();
+        o_rf.decode_coop_rf = Some(3);
+        let mut o_bwd = opts();
+        o_bwd.backward_coop_tiles = Some(BackwardCoopTiles {
+            subgroups: 4,
+            block: 0,
+        });
+        for (what, o) in [
+            (
+                "coop tiles subgroups 0",
+                opts().coop_tiles(FlashCoopTiles {
+                    subgroups: 0,
+                    ..coop
+                }),
+            ),
+            (
+                "coop tiles rf 3",
+                opts().coop_tiles(FlashCoopTiles { rf: 3, ..coop }),
+            ),
+            (
+                "coop tiles bc 8",
+                opts().coop_tiles(FlashCoopTiles { bc: 8, ..coop }),
+            ),
+            ("decode_coop_rf 3", o_rf),
+            ("backward coop block 0", o_bwd),
+        ] {
+            let (q1, k1, v1) = (
+                rnd16(ctx, &[1, 2, 16, 16]),
+                rnd16(ctx, &[1, 2, 16, 16]),
+                rnd16(ctx, &[1, 2, 16, 16]),
+            );
+            t.err(format!("attention {what}"), Kind::Invalid, move || {
+                fwd(&q1, &k1, &v1, &o)
+            });
+        }
+    }
+    // The backward pass: each tensor's shape and dtype.
+    let r = ctx.attention(&q, &k, &v, &opts().with_lse()).unwrap();
+    let (o, lse) = (r.o, r.lse.unwrap());
+    let bwd = move |q: &Tensor,
+                    k: &Tensor,
+                    v: &Tensor,
+                    o: &Tensor,
+                    d_o: &Tensor,
+                    lse: &Tensor,
+                    opt: &AttentionOptions| {
+        ctx.attention_backward(q, k, v, o, d_o, lse, opt)
+            .map(|g| vec![g.dq, g.dk, g.dv])
+    };
+    for (what, which, shape) in [
+        ("o [1, 2, 4, 8]", 0usize, vec![1usize, 2, 4, 8]),
+        ("o [1, 2, 5, 7]", 0, vec![1, 2, 5, 7]),
+        ("d_o [1, 2, 5, 7]", 1, vec![1, 2, 5, 7]),
+        ("d_o [2, 2, 5, 8]", 1, vec![2, 2, 5, 8]),
+        ("lse [1, 2, 4]", 2, vec![1, 2, 4]),
+        ("lse [1, 2, 5, 1]", 2, vec![1, 2, 5, 1]),
+        ("lse [2, 5]", 2, vec![2, 5]),
+    ] {
+        let (q1, k1, v1, o1, lse1) = (q.clone(), k.clone(), v.clone(), o.clone(), lse.clone());
+        let bad = rnd(ctx, &shape);
+        t.err(
+            format!("attention_backward {what}"),
+            Kind::Shape,
+            move || match which {
+                0 => bwd(&q1, &k1, &v1, &bad, &o1, &lse1, &opts()),
+                1 => bwd(&q1, &k1, &v1, &o1, &bad, &lse1, &opts()),
+                _ => bwd(&q1, &k1, &v1, &o1, &o1, &bad, &opts()),
+            },
+        );
+    }
+    {
+        let (q1, k1, v1, o1, lse1) = (q.clone(), k.clone(), v.clone(), o.clone(), lse.clone());
+        let d16 = rnd16(ctx, &[1, 2, 5, 8]);
+        t.err("attention_backward d_o f16", Kind::DType, move || {
+            bwd(&q1, &k1, &v1, &o1, &d16, &lse1, &opts())
+        });
+        let (q1, k1, v1, o1) = (q.clone(), k.clone(), v.clone(), o.clone());
+        let l16 = rnd16(ctx, &[1, 2, 5]);
+        t.err("attention_backward lse f16", Kind::DType, move || {
+            bwd(&q1, &k1, &v1, &o1, &o1, &l16, &opts())
+        });
+        let (q1, v1, o1, lse1) = (q.clone(), v.clone(), o.clone(), lse.clone());
+        let k5 = rnd(ctx, &[1, 2, 7, 6]);
+        t.err("attention_backward k D 6", Kind::Shape, move || {
+            bwd(&q1, &k5, &v1, &o1, &o1, &lse1, &opts())
+        });
+        let (q1, k1, v1, o1, lse1) = (q.clone(), k.clone(), v.clone(), o.clone(), lse.clone());
+        let zero = BackwardTiles {
+            br: 0,
+            nc: 0,
+            td: 0,
+            dk: 0,
+            vk: 0,
+        };
+        t.err("attention_backward zero tiles", Kind::Invalid, move || {
+            let mut o = opts();
+            o.backward_tiles = Some(zero);
+            bwd(&q1, &k1, &v1, &o1, &o1, &lse1, &o)
+        });
+    }
+    // Backward of zero-sized problems: empty gradients, or zeros for the
+    // side that has elements.
+    for (sq, sk) in [(0usize, 7usize), (5, 0)] {
+        let (q0, k0, v0) = (
+            rnd(ctx, &[1, 2, sq, 8]),
+            rnd(ctx, &[1, 2, sk, 8]),
+            rnd(ctx, &[1, 2, sk, 8]),
+        );
+        let want = vec![
+            (vec![1, 2, sq, 8], vec![0.0; 2 * sq * 8]),
+            (vec![1, 2, sk, 8], vec![0.0; 2 * sk * 8]),
+            (vec![1, 2, sk, 8], vec![0.0; 2 * sk * 8]),
+        ];
+        t.values(
+            format!("attention_backward Sq {sq} Sk {sk}"),
+            want,
+            move || {
+                let r = ctx.attention(&q0, &k0, &v0, &opts().with_lse())?;
+                let d_o = ctx.full(r.o.shape(), 1.0, DType::F32)?;
+                bwd(&q0, &k0, &v0, &r.o, &d_o, r.lse.as_ref().unwrap(), &opts())
+            },
+        );
+    }
+    run_table(ctx, t);
+}
+
+#[test]
+fn kv_cache_arguments() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = &ctx;
+    let mut t = Table { rows: Vec::new() };
+    let cache = move || KvCache::new(ctx, 1, 2, 8, 8, 4, DType::F32);
+    for (what, k, v, kind) in [
+        (
+            "k D 6",
+            vec![1usize, 2, 1, 6],
+            vec![1usize, 2, 1, 8],
+            Kind::Shape,
+        ),
+        ("v Dv 6", vec![1, 2, 1, 8], vec![1, 2, 1, 6], Kind::Shape),
+        ("k heads 3", vec![1, 3, 1, 8], vec![1, 3, 1, 8], Kind::Shape),
+        ("batch 2", vec![2, 2, 1, 8], vec![2, 2, 1, 8], Kind::Shape),
+        (
+            "k 2 rows, v 1",
+            vec![1, 2, 2, 8],
+            vec![1, 2, 1, 8],
+            Kind::Shape,
+        ),
+        ("k rank 3", vec![2, 1, 8], vec![1, 2, 1, 8], Kind::Shape),
+    ] {
+        t.err(format!("KvCache::append {what}"), kind, move || {
+            let mut c = cache()?;
+            let r = c.append(&rnd(ctx, &k), &rnd(ctx, &v));
+            assert_eq!(c.len(), 0, "a refused append leaves the cache as it was");
+            r.map(|_| vec![])
+        });
+    }
+    t.err(
+        "KvCache::append f16 to an f32 cache",
+        Kind::DType,
+        move || {
+            let mut c = cache()?;
+            c.append(&rnd16(ctx, &[1, 2, 1, 8]), &rnd16(ctx, &[1, 2, 1, 8]))
+                .map(|_| vec![])
+        },
+    );
+    t.err("KvCache f16 with odd head dim", Kind::Invalid, move || {
+        KvCache::new(ctx, 1, 2, 7, 8, 4, DType::F16).map(|_| vec![])
+    });
+    t.err(
+        "KvCache over the binding limit",
+        Kind::Limit(ctx.profile().max_tensor_bytes().1),
+        move || KvCache::new(ctx, 1, 64, 128, 128, 1 << 22, DType::F32).map(|_| vec![]),
+    );
+    t.values(
+        "attention_cached on an empty cache sees no key",
+        val(&[1, 2, 3, 8], &[0.0; 48]),
+        move || {
+            let c = cache()?;
+            ctx.attention_cached(&rnd(ctx, &[1, 2, 3, 8]), &c, &AttentionOptions::new())
+                .map(|r| one(r.o))
+        },
+    );
+    for (what, qs, kind) in [
+        ("q heads 3", vec![1usize, 3, 1, 8], Kind::Shape),
+        ("q D 6", vec![1, 2, 1, 6], Kind::Shape),
+        ("q batch 2", vec![2, 2, 1, 8], Kind::Shape),
+    ] {
+        t.err(format!("attention_cached {what}"), kind, move || {
+            let mut c = cache()?;
+            c.append(&rnd(ctx, &[1, 2, 3, 8]), &rnd(ctx, &[1, 2, 3, 8]))?;
+            ctx.attention_cached(&rnd(ctx, &qs), &c, &AttentionOptions::new())
+                .map(|r| one(r.o))
+        });
+    }
+    // Appends past the initial capacity grow the cache; the keys stay in order.
+    t.close(
+        "KvCache grows past its capacity",
+        val(&[1, 1, 1, 8], &[1.0; 8]),
+        1e-6,
+        move || {
+            let mut c = KvCache::new(ctx, 1, 1, 8, 8, 1, DType::F32)?;
+            for _ in 0..5 {
+                c.append(
+                    &rnd(ctx, &[1, 1, 3, 8]),
+                    &ctx.full([1, 1, 3, 8], 1.0, DType::F32)?,
+                )?;
+            }
+            assert_eq!(c.len(), 15);
+            ctx.attention_cached(&rnd(ctx, &[1, 1, 1, 8]), &c, &AttentionOptions::new())
+                .map(|r| one(r.o))
+        },
+    );
+    run_table(ctx, t);
+}
+
+/// Every op on f16 tensors, on a context without `shader-f16`: the missing
+/// feature by name, whatever the op.
+#[test]
+fn f16_without_the_feature() {
+    let Some(ctx) = common::ctx() else { return };
+    let weak = Context::new_blocking(ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        disabled_features: wgpu::Features::SHADER_F16,
+        ..Default::default()
+    })
+    .unwrap();
+    let weak = &weak;
+    let h = move |s: &[usize]| rnd16(weak, s);
+    let mut t = Table { rows: Vec::new() };
+    let f16 = Kind::Unsupported("shader-f16");
+    t.err("matmul", f16, move || {
+        weak.matmul(&h(&[3, 5]), &h(&[5, 7])).map(one)
+    });
+    t.err("GEMV", f16, move || {
+        weak.matmul(&h(&[1, 64]), &h(&[64, 7])).map(one)
+    });
+    t.err("matmul with bias", f16, move || {
+        weak.matmul_with(&h(&[3, 5]), &h(&[5, 7]), &Epilogue::new().bias(&h(&[7])))
+            .map(one)
+    });
+    t.err("eval", f16, move || {
+        weak.eval(&(h(&[4]).expr() + 1.0)).map(one)
+    });
+    t.err("eval mixed with f32", f16, move || {
+        weak.eval(&(h(&[4]).expr() + &rnd(weak, &[4]))).map(one)
+    });
+    t.err("eval_unfused", f16, move || {
+        weak.eval_unfused(&h(&[4]).expr().exp()).map(one)
+    });
+    t.err("contiguous of padded", f16, move || {
+        weak.contiguous(&weak.tensor_padded(&[f16::ONE; 6], [2, 3], 8)?)
+            .map(one)
+    });
+    t.err("sum", f16, move || {
+        weak.sum(&h(&[4, 3]), Axis::Last).map(one)
+    });
+    t.err("max all", f16, move || {
+        weak.max(&h(&[4, 3]), Axis::All).map(one)
+    });
+    t.err("softmax", f16, move || weak.softmax(&h(&[4, 3])).map(one));
+    t.err("layer_norm", f16, move || {
+        weak.layer_norm(&h(&[4, 3]), None, None, 1e-5).map(one)
+    });
+    t.err("rms_norm_of", f16, move || {
+        weak.rms_norm_of(&h(&[4, 3]).expr(), None, 1e-5, None)
+            .map(one)
+    });
+    t.err("attention", f16, move || {
+        weak.attention(
+            &h(&[1, 1, 4, 8]),
+            &h(&[1, 1, 4, 8]),
+            &h(&[1, 1, 4, 8]),
+            &AttentionOptions::new(),
+        )
+        .map(|r| one(r.o))
+    });
+    t.err("decode attention", f16, move || {
+        weak.attention(
+            &h(&[1, 1, 1, 8]),
+            &h(&[1, 1, 64, 8]),
+            &h(&[1, 1, 64, 8]),
+            &AttentionOptions::new(),
+        )
+        .map(|r| one(r.o))
+    });
+    t.err("KvCache", f16, move || {
+        KvCache::new(weak, 1, 1, 8, 8, 4, DType::F16).map(|_| vec![])
+    });
+    // Fills write bit patterns, which need no f16 arithmetic.
+    t.values("fill", val(&[4], &[1.5; 4]), move || {
+        let x = h(&[4]);
+        weak.fill(&x, 1.5)?;
+        Ok(one(x))
+    });
+    t.values("full", val(&[5], &[-2.0; 5]), move || {
+        weak.full([5], -2.0, DType::F16).map(one)
+    });
+    // Uploads and reads need no shader: they work.
+    t.values("upload and read back", val(&[2], &[1.0, -2.0]), move || {
+        weak.tensor(&[f16::from_f32(1.0), f16::from_f32(-2.0)], [2])
+            .map(one)
+    });
+    run_table(weak, t);
 }

@@ -27,6 +27,23 @@ pub struct BackwardCoopTiles {
     pub block: u32,
 }
 
+impl BackwardCoopTiles {
+    /// Why these tiles cannot be the tensor-core backward kernels', naming
+    /// the field.
+    pub fn invalid_reason(self) -> Option<String> {
+        if self.subgroups == 0 {
+            return Some("tensor-core backward tiles subgroups = 0 (must be at least 1)".into());
+        }
+        if self.block == 0 || !self.block.is_multiple_of(16) {
+            return Some(format!(
+                "tensor-core backward tiles block = {} (must be a positive multiple of 16)",
+                self.block
+            ));
+        }
+        None
+    }
+}
+
 /// The fragment names and operands of one pass: (staged operand 1, its
 /// dim, staged operand 2, its dim) and the accumulators.
 struct PassText {

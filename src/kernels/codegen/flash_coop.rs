@@ -23,6 +23,26 @@ pub struct FlashCoopTiles {
     pub bc: u32,
 }
 
+impl FlashCoopTiles {
+    /// Why these tiles cannot be the tensor-core flash kernel's, naming the
+    /// field.
+    pub fn invalid_reason(self) -> Option<String> {
+        if self.subgroups == 0 {
+            return Some("tensor-core flash tiles subgroups = 0 (must be at least 1)".into());
+        }
+        if !matches!(self.rf, 1 | 2) {
+            return Some(format!("tensor-core flash tiles rf = {} (must be 1 or 2)", self.rf));
+        }
+        if self.bc == 0 || !self.bc.is_multiple_of(16) {
+            return Some(format!(
+                "tensor-core flash tiles bc = {} (must be a positive multiple of 16)",
+                self.bc
+            ));
+        }
+        None
+    }
+}
+
 /// Largest head dimension (D and Dv) of the tensor-core flash kernel.
 pub const MAX_FLASH_COOP_DIM: usize = 256;
 

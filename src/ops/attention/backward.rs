@@ -42,6 +42,7 @@ impl Context {
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionGrads)> {
         let op = "attention backward";
+        options.check_forced()?;
         for t in [q, k, v, o, d_o, lse] {
             self.check_owned(t, "an attention backward operand")?;
             t.require_contiguous(op)?;

@@ -87,6 +87,7 @@ impl Context {
         cache: &KvCache,
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionOutput)> {
+        options.check_forced()?;
         if options.layout != AttentionLayout::HeadsFirst {
             return Err(Error::InvalidArgument(
                 "attention_cached takes q as [B, Hq, Sq, D]".into(),
@@ -130,6 +131,7 @@ impl Context {
         v: &Tensor,
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionOutput)> {
+        options.check_forced()?;
         for t in [q, k, v] {
             self.check_owned(t, "an attention operand")?;
             t.require_contiguous("attention")?;
@@ -426,10 +428,6 @@ impl Context {
     /// decode, tensor-core flash, flash or flash-decoding), its dispatches
     /// and label written into `plan`.
     fn attention_path(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
-        // Malformed forced tiles are an error whichever path runs.
-        if let Some(why) = opts.tiles.and_then(FlashTiles::invalid_reason) {
-            return Err(Error::InvalidArgument(format!("forced {why}")));
-        }
         if opts.kernel == AttentionKernel::Naive {
             return self.naive_attention(plan, l);
         }

@@ -289,6 +289,38 @@ pub struct AttentionOptions {
 }
 
 impl AttentionOptions {
+    /// Refuses malformed forced settings, naming the field, whichever path
+    /// would run (they used to divide by zero or be ignored).
+    pub(crate) fn check_forced(&self) -> Result<()> {
+        let invalid = |why: String| Err(Error::InvalidArgument(format!("attention: {why}")));
+        if let AttentionLayout::Packed { q_heads, kv_heads } = self.layout
+            && (q_heads == 0 || kv_heads == 0)
+        {
+            return invalid(format!(
+                "the packed layout needs at least one head, got q_heads = {q_heads}, kv_heads = {kv_heads}"
+            ));
+        }
+        if self.kv_splits == Some(0) {
+            return invalid("kv_splits = 0 (must be at least 1)".into());
+        }
+        if let Some(rf) = self.decode_coop_rf
+            && !matches!(rf, 1 | 2)
+        {
+            return invalid(format!("decode_coop_rf = {rf} (must be 1 or 2)"));
+        }
+        let reasons = [
+            self.tiles.and_then(FlashTiles::invalid_reason),
+            self.backward_tiles.and_then(BackwardTiles::invalid_reason),
+            self.coop_tiles.and_then(FlashCoopTiles::invalid_reason),
+            self.backward_coop_tiles.and_then(BackwardCoopTiles::invalid_reason),
+            self.backward_coop_dq_tiles.and_then(BackwardCoopTiles::invalid_reason),
+        ];
+        match reasons.into_iter().flatten().next() {
+            Some(why) => invalid(format!("forced {why}")),
+            None => Ok(()),
+        }
+    }
+
     /// Defaults: scale `1/sqrt(D)`, no masking, heads-first layout.
     pub fn new() -> Self {
         Self::default()

@@ -21,6 +21,21 @@ pub struct BackwardTiles {
 }
 
 impl BackwardTiles {
+    /// Why these tiles cannot be the backward kernels', naming the field
+    /// (`td` and `vk` are derived from the head dims and not checked).
+    pub fn invalid_reason(self) -> Option<String> {
+        if self.br == 0 || !self.br.is_multiple_of(4) {
+            return Some(format!("backward tiles br = {} (must be a positive multiple of 4)", self.br));
+        }
+        if self.nc == 0 {
+            return Some("backward tiles nc = 0 (must be at least 1)".into());
+        }
+        if self.dk == 0 || !self.dk.is_multiple_of(4) {
+            return Some(format!("backward tiles dk = {} (must be a positive multiple of 4)", self.dk));
+        }
+        None
+    }
+
     /// Invocations per workgroup.
     pub const fn threads(self) -> u32 {
         self.br / 4 * self.nc
