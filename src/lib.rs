@@ -49,6 +49,7 @@ mod error;
 mod expr;
 mod gpu;
 mod problem;
+pub mod quant;
 mod runtime;
 #[cfg(test)]
 mod snapshot_tests;
@@ -65,9 +66,11 @@ pub use ops::attention::{
     AttentionOutput, DiagonalAlignment, KvCache,
 };
 pub use ops::matmul::{Activation, Epilogue, MatmulExplanation, MatmulOptions};
+pub use ops::quant::QuantTensor;
 pub use ops::rows::reduce::{Axis, Reduction};
 pub use ops::rows::{RowOp, RowOptions};
 pub use problem::{MatmulShape, Padding};
+pub use quant::{QuantAxis, QuantFormat};
 pub use runtime::Timing;
 pub use runtime::{Context, ContextOptions};
 pub use tune::attention::{

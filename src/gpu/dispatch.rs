@@ -59,3 +59,23 @@ impl Dispatch {
         pass.dispatch_workgroups(x, y, z);
     }
 }
+
+/// A 2-D grid of `groups` workgroups (x first), within the adapter's limit.
+pub(crate) fn grid(
+    profile: &crate::gpu::AdapterProfile,
+    groups: u64,
+    what: &str,
+) -> crate::error::Result<[u32; 3]> {
+    let max = u64::from(profile.max_workgroups_per_dim.max(1));
+    let gx = groups.clamp(1, max);
+    let gy = groups.div_ceil(gx).max(1);
+    if gy > max {
+        return Err(crate::error::Error::LimitExceeded {
+            limit: "max_compute_workgroups_per_dimension",
+            requested: gy,
+            max,
+            what: format!("{what}: {groups} workgroups"),
+        });
+    }
+    Ok([gx as u32, gy as u32, 1])
+}

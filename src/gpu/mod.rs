@@ -12,7 +12,7 @@ mod tensor;
 mod timing;
 
 pub(crate) use device::Gpu;
-pub(crate) use dispatch::Dispatch;
+pub(crate) use dispatch::{Dispatch, grid};
 pub use plan::Plan;
 pub use tensor::{MAX_RANK, Tensor, uniform_values};
 pub(crate) use tensor::{check_rank, last_dim, numel};

@@ -37,6 +37,8 @@ const ATTENTION_COOP_EMULATED: &str = shader!("attention_coop_emulated.wgsl");
 const ATTENTION_BACKWARD_COMMON: &str = shader!("attention_backward_common.wgsl");
 const ATTENTION_BWD_COOP_COMMON: &str = shader!("attention_bwd_coop_common.wgsl");
 const ATTENTION_NAIVE: &str = shader!("attention_naive.wgsl");
+const QUANT: &str = shader!("quant.wgsl");
+const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
 
 /// Ends with the fused matmul epilogue (bindings 5 and 6, `EPI_*` consts).
 const EPILOGUE: u8 = 1;
@@ -264,6 +266,18 @@ registry! {
     /// subgroup shuffles (one barrier per block; `SHUFFLE = 1`).
     AttentionDecodeShuffle = "attention_decode_shuffle", entry "main", dtype F32, flags [SUBGROUPS, TRUSTED],
         parts [shader!("attention_decode.wgsl"), shader!("attention_decode_shuffle.wgsl"), ATTENTION_COMMON];
+    /// The largest finite |x| of a tensor (NVFP4's per-tensor scale).
+    QuantAmax = "quant.amax", entry "amax", dtype F32, flags [],
+        parts [QUANT, QUANT_CODEC];
+    /// Block-scaled quantisation: one invocation per 4 blocks (`FORMAT`).
+    Quantize = "quant.quantize", entry "quantize", dtype F32, flags [],
+        parts [QUANT, QUANT_CODEC];
+    /// Dequantisation to f32, one invocation per element.
+    Dequantize = "quant.dequantize", entry "dequantize", dtype F32, flags [],
+        parts [QUANT, QUANT_CODEC];
+    /// `x @ W^T` with a row-blocked quantised W, decoded in registers (M <= 8).
+    QuantGemv = "quant_gemv", entry "main", dtype F32, flags [],
+        parts [shader!("quant_gemv.wgsl"), QUANT_CODEC];
     /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
     /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
     /// memory; strided scalar loads, any layout.

@@ -5,4 +5,5 @@
 pub mod attention;
 pub mod elementwise;
 pub mod matmul;
+pub mod quant;
 pub mod rows;

@@ -212,3 +212,12 @@ fn broadcast_core_matches_the_dispatcher_constants() {
         );
     }
 }
+
+#[test]
+fn every_quantisation_specialisation() {
+    let specs = wgtile::ops::quant::quant_specs();
+    assert!(specs.len() >= 40, "{} quantisation specs", specs.len());
+    for spec in &specs {
+        check(spec);
+    }
+}

@@ -14,7 +14,7 @@
 //! | 3 | kernels | `kernels` |
 //! | 2 | expr | `expr` (the elementwise tree, whose leaves are tensors) |
 //! | 1 | gpu | `gpu` (device, queue, tensors, dispatches, plans) |
-//! | 0 | plain data | `problem`, `config`, `dev`, `dtype`, `error` |
+//! | 0 | plain data | `problem`, `quant`, `config`, `dev`, `dtype`, `error` |
 //!
 //! Two more rules: `gpu` and `kernels` never name `ops` or `tune` (they make
 //! no choice and know no op), and the families under `ops/` never name each
@@ -42,7 +42,7 @@ fn layer(top: &str) -> Option<(u8, &'static str)> {
         "kernels" => (3, "kernels"),
         "expr" => (2, "expr"),
         "gpu" | "tensor" | "plan" | "timing" => (1, "gpu"),
-        "problem" | "config" | "dev" | "dtype" | "error" => (0, "plain data"),
+        "problem" | "quant" | "config" | "dev" | "dtype" | "error" => (0, "plain data"),
         _ => return None,
     })
 }

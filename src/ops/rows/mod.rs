@@ -155,21 +155,7 @@ pub(crate) fn to_u32(what: &str, value: usize) -> Result<u32> {
     })
 }
 
-/// A 2-D grid of `groups` workgroups (x first), within the adapter's limit.
-pub(crate) fn grid(profile: &AdapterProfile, groups: u64, what: &str) -> Result<[u32; 3]> {
-    let max = u64::from(profile.max_workgroups_per_dim.max(1));
-    let gx = groups.clamp(1, max);
-    let gy = groups.div_ceil(gx).max(1);
-    if gy > max {
-        return Err(Error::LimitExceeded {
-            limit: "max_compute_workgroups_per_dimension",
-            requested: gy,
-            max,
-            what: format!("{what}: {groups} workgroups"),
-        });
-    }
-    Ok([gx as u32, gy as u32, 1])
-}
+pub(crate) use crate::gpu::grid;
 
 /// The parameter block of `shaders/rowops_common.wgsl`.
 #[derive(Clone, Copy, Debug, Default)]

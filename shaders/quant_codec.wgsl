@@ -1,0 +1,234 @@
+// quant_codec: the element and scale codecs of the block-scaled formats
+// (src/quant.rs is the host mirror; both round to nearest even of the
+// exact value and must agree bit for bit).
+//
+// Scaling by a power of two (MX) rounds straight from the f32 bits
+// (`round_bits`). Dividing by any other scale (NVFP4, the integer formats)
+// takes the f32 quotient as a candidate and settles it against the exact
+// midpoints of its two neighbours (`Ex`: significand x 2^exponent, products
+// kept within 32 bits), so WGSL's 2.5-ulp division cannot change a result.
+// Subnormal inputs are read as bits, so a device that flushes them in
+// arithmetic still encodes them exactly.
+
+// A sign-magnitude float: mantissa bits, exponent bias, largest finite
+// magnitude code.
+struct Mini {
+    mbits: u32,
+    bias: i32,
+    max_code: u32,
+}
+
+const E4M3 = Mini(3u, 7, 0x7Eu);
+const E5M2 = Mini(2u, 15, 0x7Bu);
+const E2M1 = Mini(1u, 1, 0x7u);
+const F16S = Mini(10u, 15, 0x7BFFu);
+
+// An exact non-negative number sig * 2^e.
+struct Ex {
+    sig: u32,
+    e: i32,
+}
+
+fn finite_bits(bits: u32) -> bool {
+    return (bits & 0x7f800000u) != 0x7f800000u;
+}
+
+// sig / 2^shift rounded to nearest even (shift >= 1).
+fn rne_shift(sig: u32, shift: u32) -> u32 {
+    if shift > 25u {
+        return 0u;
+    }
+    let q = sig >> shift;
+    let rem = sig & ((1u << shift) - 1u);
+    let half = 1u << (shift - 1u);
+    if rem > half || (rem == half && (q & 1u) == 1u) {
+        return q + 1u;
+    }
+    return q;
+}
+
+// The magnitude code of |x| * 2^-k (|x| finite, given by its bits),
+// saturated at the largest finite magnitude.
+fn round_bits(bits: u32, k: i32, f: Mini) -> u32 {
+    if bits == 0u {
+        return 0u;
+    }
+    let ef = bits >> 23u;
+    let m = bits & 0x7fffffu;
+    var sig = m | 0x800000u;
+    var e = i32(ef) - 127;
+    if ef == 0u {
+        let lz = countLeadingZeros(m) - 8u;
+        sig = m << lz;
+        e = -126 - i32(lz);
+    }
+    e -= k;
+    let e_eff = max(e, 1 - f.bias);
+    let shift = 23 - i32(f.mbits) + (e_eff - e);
+    let q = rne_shift(sig, u32(shift));
+    let hi = u32(max(e_eff + f.bias - 1, 0));
+    return min((hi << f.mbits) + q, f.max_code);
+}
+
+fn ex_f32(bits: u32) -> Ex {
+    let b = bits & 0x7fffffffu;
+    let ef = b >> 23u;
+    let m = b & 0x7fffffu;
+    if ef == 0u {
+        return Ex(m, -149);
+    }
+    return Ex(m | 0x800000u, i32(ef) - 150);
+}
+
+fn ex_reduced(a: Ex) -> Ex {
+    if a.sig == 0u {
+        return a;
+    }
+    let tz = countTrailingZeros(a.sig);
+    return Ex(a.sig >> tz, a.e + i32(tz));
+}
+
+fn ex_mul(a: Ex, b: Ex) -> Ex {
+    let x = ex_reduced(a);
+    let y = ex_reduced(b);
+    return Ex(x.sig * y.sig, x.e + y.e);
+}
+
+// -1, 0 or 1 as a < b, a == b, a > b.
+fn ex_cmp(a: Ex, b: Ex) -> i32 {
+    if a.sig == 0u || b.sig == 0u {
+        return select(select(0, -1, a.sig < b.sig), 1, a.sig > b.sig);
+    }
+    let la = countLeadingZeros(a.sig);
+    let lb = countLeadingZeros(b.sig);
+    let ta = 31 - i32(la) + a.e;
+    let tb = 31 - i32(lb) + b.e;
+    if ta != tb {
+        return select(-1, 1, ta > tb);
+    }
+    let na = a.sig << la;
+    let nb = b.sig << lb;
+    return select(select(0, -1, na < nb), 1, na > nb);
+}
+
+fn mini_exact(code: u32, f: Mini) -> Ex {
+    let ef = code >> f.mbits;
+    let m = code & ((1u << f.mbits) - 1u);
+    if ef == 0u {
+        return Ex(m, 1 - f.bias - i32(f.mbits));
+    }
+    return Ex(m | (1u << f.mbits), i32(ef) - f.bias - i32(f.mbits));
+}
+
+// The midpoint of magnitude codes c and c + 1.
+fn mini_mid(c: u32, f: Mini) -> Ex {
+    let a = mini_exact(c, f);
+    let b = mini_exact(c + 1u, f);
+    let e = min(a.e, b.e);
+    return Ex((a.sig << u32(a.e - e)) + (b.sig << u32(b.e - e)), e - 1);
+}
+
+fn goes_down(x: Ex, m: Ex, c: u32) -> bool {
+    let o = ex_cmp(x, m);
+    return o < 0 || (o == 0 && (c & 1u) == 1u);
+}
+
+fn goes_up(x: Ex, m: Ex, c: u32) -> bool {
+    let o = ex_cmp(x, m);
+    return o > 0 || (o == 0 && (c & 1u) == 1u);
+}
+
+// The magnitude code nearest |x| / y (ties to even), saturated; y > 0 finite.
+fn round_div_mini(xb: u32, y: f32, f: Mini) -> u32 {
+    let ax = ex_f32(xb);
+    let ey = ex_f32(bitcast<u32>(y));
+    let t = bitcast<f32>(xb & 0x7fffffffu) / y;
+    var c = f.max_code;
+    if finite_bits(bitcast<u32>(t)) {
+        c = round_bits(bitcast<u32>(t) & 0x7fffffffu, 0, f);
+    }
+    if c > 0u && goes_down(ax, ex_mul(mini_mid(c - 1u, f), ey), c) {
+        c -= 1u;
+    } else if c < f.max_code && goes_up(ax, ex_mul(mini_mid(c, f), ey), c) {
+        c += 1u;
+    }
+    return c;
+}
+
+// The integer in [0, top] nearest |x| / y (ties to even); y > 0 finite.
+fn round_div_int(xb: u32, y: f32, top: u32) -> u32 {
+    let ax = ex_f32(xb);
+    let ey = ex_f32(bitcast<u32>(y));
+    let t = bitcast<f32>(xb & 0x7fffffffu) / y;
+    var c = top;
+    if finite_bits(bitcast<u32>(t)) {
+        c = u32(min(round(t), f32(top)));
+    }
+    if c > 0u && goes_down(ax, ex_mul(Ex(2u * c - 1u, -1), ey), c) {
+        c -= 1u;
+    } else if c < top && goes_up(ax, ex_mul(Ex(2u * c + 1u, -1), ey), c) {
+        c += 1u;
+    }
+    return c;
+}
+
+// floor(log2 |x|) of a finite nonzero f32 given by its bits.
+fn floor_log2_bits(bits: u32) -> i32 {
+    let b = bits & 0x7fffffffu;
+    let e = i32(b >> 23u);
+    if e == 0 {
+        return i32(firstLeadingBit(b)) - 149;
+    }
+    return e - 127;
+}
+
+// Magnitudes as f32 without passing through subnormal f32 arithmetic.
+fn e4m3_value(code: u32) -> f32 {
+    let mag = code & 0x7fu;
+    var v: f32;
+    if mag == 0x7fu {
+        v = bitcast<f32>(0x7fc00000u);
+    } else if (mag >> 3u) == 0u {
+        v = f32(mag) * 0.001953125;
+    } else {
+        v = bitcast<f32>((((mag >> 3u) + 120u) << 23u) | ((mag & 7u) << 20u));
+    }
+    return select(v, -v, (code & 0x80u) != 0u);
+}
+
+fn e5m2_value(code: u32) -> f32 {
+    let mag = code & 0x7fu;
+    var v: f32;
+    if mag >= 0x7cu {
+        v = select(bitcast<f32>(0x7fc00000u), bitcast<f32>(0x7f800000u), mag == 0x7cu);
+    } else if (mag >> 2u) == 0u {
+        v = f32(mag) * 0.0000152587890625;
+    } else {
+        v = bitcast<f32>((((mag >> 2u) + 112u) << 23u) | ((mag & 3u) << 21u));
+    }
+    return select(v, -v, (code & 0x80u) != 0u);
+}
+
+fn e2m1_value(code: u32) -> f32 {
+    let mag = code & 7u;
+    var v = f32(mag) * 0.5;
+    if mag >= 2u {
+        v = bitcast<f32>((((mag >> 1u) + 126u) << 23u) | ((mag & 1u) << 22u));
+    }
+    return select(v, -v, (code & 8u) != 0u);
+}
+
+fn f16_value(code: u32) -> f32 {
+    return unpack2x16float(code & 0xffffu).x;
+}
+
+// 2^(code - 127) for an E8M0 scale; NaN for 0xFF.
+fn e8m0_value(code: u32) -> f32 {
+    if code == 0xffu {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if code == 0u {
+        return bitcast<f32>(0x00400000u);
+    }
+    return bitcast<f32>(code << 23u);
+}

@@ -1,0 +1,191 @@
+//! `x @ W` with a quantised `W`: the fused GEMV (weights decoded in
+//! registers, `shaders/quant_gemv.wgsl`) for few rows of x, else the weight
+//! dequantised once and the matmul engine.
+
+use super::{QuantTensor, format_code};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::gpu::{Plan, Tensor, grid};
+use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::quant::{QuantAxis, QuantFormat};
+use crate::runtime::Context;
+use crate::tune::route::MatmulOptions;
+
+/// Rows of x the fused GEMV takes (more go through dequantise + matmul).
+pub const QUANT_GEMV_MAX_ROWS: usize = 8;
+
+/// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
+const WG: u32 = 256;
+const ROWS: u32 = 8;
+
+/// The GEMV's specialisation for `format` and `mr` rows of x.
+pub(crate) fn gemv_spec(format: QuantFormat, mr: u32) -> Spec {
+    Spec::new(Kernel::QuantGemv)
+        .constant("FORMAT", format_code(format))
+        .constant("MR", mr)
+        .constant("ROWS", ROWS)
+        .override_("WG", WG)
+}
+
+/// Every GEMV specialisation of `format`.
+pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
+    [1, 2, 4, 8].map(|mr| gemv_spec(format, mr)).to_vec()
+}
+
+/// Why the fused GEMV cannot take this problem (`None`: it can).
+fn gemv_unfit(w: &QuantTensor, m: usize, k: usize) -> Option<&'static str> {
+    let lay = w.layout();
+    let chunk = 128 / w.format.element_bits() as usize;
+    if w.axis != QuantAxis::Rows {
+        return Some("blocks down columns");
+    }
+    if m > QUANT_GEMV_MAX_ROWS {
+        return Some("more than 8 rows of x");
+    }
+    if !k.is_multiple_of(chunk) || !(lay.blocks_per_line() * lay.words_per_block()).is_multiple_of(4) {
+        return Some("K not a multiple of the 16-byte chunk");
+    }
+    None
+}
+
+impl Context {
+    /// `x @ W` for a quantised weight whose blocks run along K: a weight
+    /// stored `[N, K]` blocked along rows ([`QuantAxis::Rows`], PyTorch's
+    /// `Linear` layout) gives `x @ Wᵀ`; one stored `[K, N]` blocked down
+    /// columns gives `x @ W`. `x` is `[.., K]` in f32 (f16 activations are
+    /// [`Error::DTypeMismatch`] for now); the result is `[.., N]` in f32,
+    /// accumulated in f32.
+    ///
+    /// Up to 8 rows of `x` with K a multiple of 32 (4-bit) or 16 (8-bit
+    /// formats) and a row-blocked weight run the fused GEMV, which reads the
+    /// packed weight once and never writes it wider; anything else
+    /// dequantises the weight to f32 and runs [`Context::matmul`]'s engine
+    /// (correct, not fused).
+    pub fn matmul_quantized(&self, x: &Tensor, w: &QuantTensor) -> Result<Tensor> {
+        let plan = self.matmul_quantized_plan(x, w)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// The plan of [`Context::matmul_quantized`].
+    pub fn matmul_quantized_plan(&self, x: &Tensor, w: &QuantTensor) -> Result<Plan> {
+        let op = "matmul_quantized";
+        self.check_owned(x, op)?;
+        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
+        x.require_contiguous(op)?;
+        if w.shape.len() != 2 {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: the quantised weight must be rank 2, got {:?}",
+                w.shape
+            )));
+        }
+        let (k, n) = match w.axis {
+            QuantAxis::Rows => (w.shape[1], w.shape[0]),
+            QuantAxis::Columns => (w.shape[0], w.shape[1]),
+        };
+        let Some((&xk, lead)) = x.shape().split_last() else {
+            return Err(Error::shape(op, x.shape(), &w.shape, "x must have rank >= 1"));
+        };
+        if xk != k {
+            return Err(Error::shape(
+                op,
+                x.shape(),
+                &w.shape,
+                format!("x has K = {xk}, the weight K = {k} (its blocks run along K)"),
+            ));
+        }
+        if x.dtype() != DType::F32 {
+            return Err(Error::DTypeMismatch {
+                op: "matmul_quantized (activations)",
+                expected: DType::F32,
+                got: x.dtype(),
+            });
+        }
+        let m: usize = lead.iter().product();
+        let mut out_shape = lead.to_vec();
+        out_shape.push(n);
+        if let Some(why) = gemv_unfit(w, m, k) {
+            log::debug!("{op}: dequantise + matmul ({why})");
+            return self.dequantized_matmul(x, w, &out_shape);
+        }
+        let out = self.alloc(&out_shape, DType::F32, "wgtile quantized matmul out")?;
+        let lay = w.layout();
+        let u = |what: &str, v: usize| {
+            u32::try_from(v)
+                .map_err(|_| Error::InvalidArgument(format!("{op}: {what} {v} does not fit in u32")))
+        };
+        let mut dispatches = Vec::new();
+        if m > 0 && n > 0 {
+            let groups = (n as u64).div_ceil(u64::from(ROWS));
+            let g = grid(self.profile(), groups, op)?;
+            let mr = (m as u32).next_power_of_two();
+            let chunks = lay.blocks_per_line() * lay.words_per_block() / 4;
+            let params = self.uniform(&[
+                u("N", n)?,
+                u("K", k)?,
+                u("M", m)?,
+                u("blocks per row", lay.blocks_per_line())?,
+                lay.words_per_block() as u32,
+                u("chunks per row", chunks)?,
+                g[0],
+                0,
+            ]);
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(&self.inner.device, &gemv_spec(w.format, mr))?;
+            dispatches.push(Dispatch::with_bindings(
+                &self.inner.device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, x.buffer()),
+                    (2, w.data.buffer()),
+                    (3, w.scales.buffer()),
+                    (4, w.zeros.buffer()),
+                    (5, w.globals.buffer()),
+                    (6, out.buffer()),
+                ],
+                g,
+            ));
+        }
+        Ok(Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!("quantized GEMV ({}, M = {m})", w.format),
+            dispatches,
+            output: out,
+            flops: 2 * (m * n * k) as u64,
+            bytes: w.packed_bytes() + (m * k * 4 + m * n * 4) as u64,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The fallback: the weight dequantised to f32, then the matmul engine
+    /// (the dequantised weight is the plan's scratch).
+    fn dequantized_matmul(&self, x: &Tensor, w: &QuantTensor, out_shape: &[usize]) -> Result<Plan> {
+        let deq = self.dequantize_plan(w)?;
+        let wf = deq.output().clone();
+        let k = *x.shape().last().unwrap_or(&0);
+        let x2 = x.reshape([x.numel() / k.max(1), k])?;
+        let transposed = w.axis == QuantAxis::Rows;
+        let mm = self.matmul_plan(
+            &x2,
+            &wf,
+            None,
+            &MatmulOptions::default().transposed(false, transposed),
+        )?;
+        let mut dispatches = deq.dispatches;
+        dispatches.extend(mm.dispatches);
+        let mut scratch = mm.scratch;
+        scratch.push(wf);
+        Ok(Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!("dequantize {} + {}", w.format, mm.label),
+            dispatches,
+            output: mm.output.reshape(out_shape)?,
+            flops: mm.flops,
+            bytes: w.packed_bytes() + mm.bytes,
+            scratch,
+        })
+    }
+}

@@ -1,0 +1,354 @@
+//! Block-quantised tensors: quantise and dequantise on the GPU, upload the
+//! packed bytes of a checkpoint, read them back. Formats, rounding and the
+//! packed layout: [`crate::quant`]; kernels: `shaders/quant.wgsl`.
+
+pub mod gemv;
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::gpu::{Plan, Tensor, grid};
+use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::quant::{HostQuant, QuantAxis, QuantFormat, QuantLayout};
+use crate::runtime::Context;
+
+/// Invocations per workgroup of the quantisation kernels.
+const WG: u32 = 256;
+
+/// A block-quantised tensor on the GPU: packed element codes, one scale
+/// per block (and a zero point for [`QuantFormat::Int4Zp`]), NVFP4's
+/// per-tensor scale, the logical shape and the block axis. Made by
+/// [`Context::quantize`] or [`Context::upload_quantized`]; read back with
+/// [`QuantTensor::to_host_blocking`]. The parts follow [`HostQuant`]'s
+/// layout word for word.
+#[derive(Clone, Debug)]
+pub struct QuantTensor {
+    pub(crate) format: QuantFormat,
+    pub(crate) axis: QuantAxis,
+    pub(crate) block: usize,
+    pub(crate) shape: Vec<usize>,
+    /// u32 words held in f32 tensors (the kernels read them as bits).
+    pub(crate) data: Tensor,
+    pub(crate) scales: Tensor,
+    pub(crate) zeros: Tensor,
+    /// `[amax bits, per-tensor scale bits, 0, 0]`.
+    pub(crate) globals: Tensor,
+}
+
+impl QuantTensor {
+    /// The format.
+    pub fn format(&self) -> QuantFormat {
+        self.format
+    }
+
+    /// Which way the blocks run.
+    pub fn axis(&self) -> QuantAxis {
+        self.axis
+    }
+
+    /// Elements per block.
+    pub fn block(&self) -> usize {
+        self.block
+    }
+
+    /// The logical shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The packed geometry.
+    pub fn layout(&self) -> QuantLayout {
+        QuantLayout::new(&self.shape, self.axis, self.block, self.format.element_bits())
+            .expect("a QuantTensor's shape was checked when it was made")
+    }
+
+    /// Bytes of element codes, scales and zero points (what a kernel reads).
+    pub fn packed_bytes(&self) -> u64 {
+        let lay = self.layout();
+        let blocks = lay.blocks() as u64;
+        let f = self.format;
+        blocks * (lay.words_per_block() as u64 * 4)
+            + (blocks * u64::from(f.scale_bits() + f.zero_bits())).div_ceil(8)
+    }
+
+    /// The packed parts on the host (blocking; native only).
+    pub fn to_host_blocking(&self) -> Result<HostQuant> {
+        let words = |t: &Tensor, n: usize| -> Result<Vec<u32>> {
+            let v = t.to_vec_blocking::<f32>()?;
+            Ok(v[..n].iter().map(|x| x.to_bits()).collect())
+        };
+        let lay = self.layout();
+        let f = self.format;
+        let blocks = lay.blocks();
+        let globals = words(&self.globals, 4)?;
+        Ok(HostQuant {
+            format: f,
+            axis: self.axis,
+            block: self.block,
+            shape: self.shape.clone(),
+            data: words(&self.data, blocks * lay.words_per_block())?,
+            scales: words(&self.scales, blocks.div_ceil((32 / f.scale_bits()) as usize))?,
+            zeros: if f.zero_bits() > 0 {
+                words(&self.zeros, blocks.div_ceil(4))?
+            } else {
+                Vec::new()
+            },
+            global_scale: if f == QuantFormat::Nvfp4 {
+                f32::from_bits(globals[1])
+            } else {
+                1.0
+            },
+        })
+    }
+}
+
+/// The kernels' parameter block (`Params` in `shaders/quant.wgsl`).
+fn params(lay: &QuantLayout, gx: u32, n: u32) -> Result<[u32; 8]> {
+    let u = |what: &str, v: usize| {
+        u32::try_from(v).map_err(|_| {
+            Error::InvalidArgument(format!("quantised tensor: {what} {v} does not fit in u32"))
+        })
+    };
+    Ok([
+        u("rows", lay.rows)?,
+        u("cols", lay.cols)?,
+        u("block", lay.block)?,
+        u32::from(lay.axis == QuantAxis::Columns),
+        u("blocks per line", lay.blocks_per_line())?,
+        u("blocks", lay.blocks())?,
+        gx,
+        n,
+    ])
+}
+
+/// The format's code in `shaders/quant.wgsl` (`FORMAT`).
+pub(crate) fn format_code(f: QuantFormat) -> u32 {
+    QuantFormat::ALL
+        .iter()
+        .position(|&g| g == f)
+        .expect("every format is in ALL") as u32
+}
+
+/// The kernels' specialisation for `format` (and an f16 input).
+pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, in_half: bool) -> Spec {
+    Spec::new(kernel)
+        .constant("FORMAT", format_code(format))
+        .constant("IN_HALF", u32::from(in_half))
+        .override_("WG", WG)
+}
+
+/// Every specialisation the quantisation kernels run in.
+pub fn quant_specs() -> Vec<Spec> {
+    let mut out = Vec::new();
+    for f in QuantFormat::ALL {
+        for half in [false, true] {
+            out.push(quant_spec(Kernel::Quantize, f, half));
+            if f == QuantFormat::Nvfp4 {
+                out.push(quant_spec(Kernel::QuantAmax, f, half));
+            }
+        }
+        out.push(quant_spec(Kernel::Dequantize, f, false));
+        out.extend(gemv::specs_for(f));
+    }
+    out
+}
+
+impl Context {
+    /// Quantises `t` (f32 or f16, contiguous) to `format` with the
+    /// format's block size ([`QuantFormat::default_block`]) along `axis`;
+    /// bit for bit what [`crate::quant::quantize`] gives on the host.
+    ///
+    /// Rounding is to nearest even everywhere, saturating at the element's
+    /// largest finite value. MX formats: the block's E8M0 scale is
+    /// `2^(floor(log2(amax)) - emax)` (OCP MX v1.0; all-zero blocks get
+    /// 2^-127), a block holding a NaN or infinity gets the NaN scale (0xFF)
+    /// and zero codes. NVFP4: the per-tensor scale is `amax * (1 / 2688)`
+    /// over the finite values, each block's E4M3 scale the rounded
+    /// `amax_block / (6 * global)`, non-finite blocks the NaN scale. Integer
+    /// formats: f16 scales `amax / 127` (int8) or `amax / 7` (int4), or
+    /// `(max - min) / 15` with a zero point for [`QuantFormat::Int4Zp`] (the
+    /// range widened to hold 0); a non-finite block gets a NaN scale.
+    pub fn quantize(&self, t: &Tensor, format: QuantFormat, axis: QuantAxis) -> Result<QuantTensor> {
+        self.quantize_with_block(t, format, axis, format.default_block())
+    }
+
+    /// [`Context::quantize`] with a block size (the integer formats take any
+    /// multiple of 8 (int4) or 4 (int8) up to 1024; MX and NVFP4 only theirs).
+    pub fn quantize_with_block(
+        &self,
+        t: &Tensor,
+        format: QuantFormat,
+        axis: QuantAxis,
+        block: usize,
+    ) -> Result<QuantTensor> {
+        let (plan, q) = self.quantize_plan(t, format, axis, block)?;
+        plan.run()?;
+        Ok(q)
+    }
+
+    /// The plan of [`Context::quantize_with_block`] and the tensor it fills.
+    pub fn quantize_plan(
+        &self,
+        t: &Tensor,
+        format: QuantFormat,
+        axis: QuantAxis,
+        block: usize,
+    ) -> Result<(Plan, QuantTensor)> {
+        self.check_owned(t, "quantize")?;
+        t.require_contiguous("quantize")?;
+        format.check_block(block)?;
+        let lay = QuantLayout::new(t.shape(), axis, block, format.element_bits())?;
+        let q = self.alloc_quant(format, axis, block, t.shape())?;
+        let n = u32::try_from(t.numel()).map_err(|_| {
+            Error::InvalidArgument(format!("quantize: {} elements do not fit in u32", t.numel()))
+        })?;
+        let in_half = t.dtype() == DType::F16;
+        let mut dispatches = Vec::new();
+        let bind = |kernel: Kernel, gx: u32, count: u32, workgroups: [u32; 3]| -> Result<Dispatch> {
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(&self.inner.device, &quant_spec(kernel, format, in_half))?;
+            let params = self.uniform(&params(&lay, gx, count)?);
+            let mut buffers = vec![
+                (0, &params),
+                (1, t.buffer()),
+                (5, q.globals.buffer()),
+            ];
+            if kernel == Kernel::Quantize {
+                buffers.extend([
+                    (2, q.data.buffer()),
+                    (3, q.scales.buffer()),
+                    (4, q.zeros.buffer()),
+                ]);
+            }
+            Ok(Dispatch::with_bindings(
+                &self.inner.device,
+                pipeline,
+                &buffers,
+                workgroups,
+            ))
+        };
+        if lay.blocks() > 0 {
+            if format == QuantFormat::Nvfp4 {
+                dispatches.push(self.fill_dispatch(q.globals.buffer(), 0)?);
+                let g = grid(self.profile(), u64::from(n).div_ceil(u64::from(WG)), "quantize")?;
+                dispatches.push(bind(Kernel::QuantAmax, g[0], n, g)?);
+            }
+            let groups = lay.blocks().div_ceil(4) as u64;
+            let g = grid(self.profile(), groups.div_ceil(u64::from(WG)), "quantize")?;
+            dispatches.push(bind(Kernel::Quantize, g[0], n, g)?);
+        }
+        let elem = t.dtype().size() as u64;
+        let plan = Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!("quantize to {format} ({axis:?})"),
+            dispatches,
+            output: q.data.clone(),
+            flops: 0,
+            bytes: t.numel() as u64 * elem + q.packed_bytes(),
+            scratch: Vec::new(),
+        };
+        Ok((plan, q))
+    }
+
+    /// The values of `q` as an f32 tensor of its shape.
+    pub fn dequantize(&self, q: &QuantTensor) -> Result<Tensor> {
+        let plan = self.dequantize_plan(q)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// The plan of [`Context::dequantize`] (its output is the plan's).
+    pub fn dequantize_plan(&self, q: &QuantTensor) -> Result<Plan> {
+        self.check_all_owned([&q.data, &q.scales, &q.zeros, &q.globals], "dequantize")?;
+        let lay = q.layout();
+        let out = self.alloc(&q.shape, DType::F32, "wgtile dequantized")?;
+        let n = u32::try_from(out.numel()).map_err(|_| {
+            Error::InvalidArgument(format!("dequantize: {} elements do not fit in u32", out.numel()))
+        })?;
+        let mut dispatches = Vec::new();
+        if n > 0 {
+            let g = grid(self.profile(), u64::from(n).div_ceil(u64::from(WG)), "dequantize")?;
+            let pipeline = self
+                .inner
+                .pipelines
+                .get(&self.inner.device, &quant_spec(Kernel::Dequantize, q.format, false))?;
+            let params = self.uniform(&params(&lay, g[0], n)?);
+            dispatches.push(Dispatch::with_bindings(
+                &self.inner.device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (2, q.data.buffer()),
+                    (3, q.scales.buffer()),
+                    (4, q.zeros.buffer()),
+                    (5, q.globals.buffer()),
+                    (6, out.buffer()),
+                ],
+                g,
+            ));
+        }
+        Ok(Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!("dequantize {}", q.format),
+            dispatches,
+            bytes: q.packed_bytes() + u64::from(n) * 4,
+            output: out,
+            flops: 0,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// A quantised tensor from packed host parts (a checkpoint's bytes as
+    /// [`HostQuant`] words), checked for size and format first.
+    pub fn upload_quantized(&self, host: &HostQuant) -> Result<QuantTensor> {
+        host.check()?;
+        let q = self.alloc_quant(host.format, host.axis, host.block, &host.shape)?;
+        let write = |t: &Tensor, words: &[u32]| {
+            if !words.is_empty() {
+                self.queue()
+                    .write_buffer(t.buffer(), 0, bytemuck::cast_slice(words));
+            }
+        };
+        write(&q.data, &host.data);
+        write(&q.scales, &host.scales);
+        write(&q.zeros, &host.zeros);
+        write(&q.globals, &[0, host.global_scale.to_bits(), 0, 0]);
+        Ok(q)
+    }
+
+    /// Buffers for a quantised tensor of `shape` (limits checked).
+    fn alloc_quant(
+        &self,
+        format: QuantFormat,
+        axis: QuantAxis,
+        block: usize,
+        shape: &[usize],
+    ) -> Result<QuantTensor> {
+        format.check_block(block)?;
+        let lay = QuantLayout::new(shape, axis, block, format.element_bits())?;
+        let blocks = lay.blocks();
+        let words = |n: usize, what: &str| self.alloc(&[n.max(1)], DType::F32, what);
+        Ok(QuantTensor {
+            format,
+            axis,
+            block,
+            shape: shape.to_vec(),
+            data: words(
+                blocks
+                    .checked_mul(lay.words_per_block())
+                    .ok_or_else(|| Error::InvalidArgument(format!("shape {shape:?} overflows")))?,
+                "wgtile quant data",
+            )?,
+            scales: words(
+                blocks.div_ceil((32 / format.scale_bits()) as usize),
+                "wgtile quant scales",
+            )?,
+            zeros: words(
+                if format.zero_bits() > 0 { blocks.div_ceil(4) } else { 1 },
+                "wgtile quant zeros",
+            )?,
+            globals: words(4, "wgtile quant globals")?,
+        })
+    }
+}

@@ -1,0 +1,385 @@
+//! Block-scaled quantisation on the GPU against the host reference
+//! (`wgtile::quant`): quantise and dequantise bit for bit on random blocks,
+//! outliers, all-zero, NaN and Inf blocks, subnormal inputs, exact ties,
+//! odd shapes and both block axes; the quantised matmul against an f64
+//! product of the dequantised weight.
+
+mod common;
+
+use wgtile::quant::{self, E2M1, E4M3, E5M2, HostQuant};
+use wgtile::{Context, DType, Error, QuantAxis, QuantFormat, Tensor, f16};
+
+/// Seeded values with the edge cases each block kind needs: random
+/// magnitudes over many binades, outliers, all-zero blocks, exact ties of
+/// the element grids, subnormal f32, and (when `bad`) NaN and Inf.
+fn edge_values(n: usize, seed: u64, bad: bool) -> Vec<f32> {
+    let r = common::random(n * 3 + 8, seed);
+    let ties: Vec<f32> = [E4M3, E5M2, E2M1]
+        .iter()
+        .flat_map(|f| (0..f.max_code).map(move |c| (f.decode(c) + f.decode(c + 1)) / 2.0))
+        .collect();
+    (0..n)
+        .map(|i| {
+            let kind = (r[3 * i].abs() * 16.0) as usize;
+            let u = r[3 * i + 1];
+            let block = i / 16;
+            match (kind, block % 7) {
+                (_, 3) => 0.0,
+                (0, _) => u * 1e4,
+                (1, _) => {
+                    ties[(r[3 * i + 2].abs() * ties.len() as f32) as usize % ties.len()]
+                        * if u < 0.0 { -1.0 } else { 1.0 }
+                }
+                (2, _) => f32::from_bits(((u.abs() * 1e6) as u32) % 0x7f_ffff + 1),
+                (3, _) if bad => [f32::NAN, f32::INFINITY, f32::NEG_INFINITY][i % 3],
+                (4, _) => u * 1e-30,
+                (5, _) => -0.0,
+                _ => u * 2f32.powi((r[3 * i + 2] * 20.0) as i32),
+            }
+        })
+        .collect()
+}
+
+fn cases() -> Vec<(Vec<usize>, QuantAxis)> {
+    vec![
+        (vec![7, 45], QuantAxis::Rows),
+        (vec![45, 7], QuantAxis::Columns),
+        (vec![3, 2, 64], QuantAxis::Rows),
+        (vec![1], QuantAxis::Rows),
+        (vec![33, 100], QuantAxis::Rows),
+        (vec![100, 33], QuantAxis::Columns),
+        (vec![0, 5], QuantAxis::Rows),
+        (vec![5, 0], QuantAxis::Columns),
+    ]
+}
+
+fn same_bits(what: &str, got: &[u32], want: &[u32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+        panic!(
+            "{what}: word {i} of {}: GPU {:#010x}, host {:#010x}",
+            got.len(),
+            got[i],
+            want[i]
+        );
+    }
+}
+
+#[test]
+fn quantize_matches_the_host_bit_for_bit() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut checked = 0;
+    for format in QuantFormat::ALL {
+        for (shape, axis) in cases() {
+            let n: usize = shape.iter().product();
+            let values = edge_values(n, 17 + n as u64, true);
+            let t = ctx.tensor(&values, &shape).unwrap();
+            let q = ctx.quantize(&t, format, axis).unwrap();
+            let got = q.to_host_blocking().unwrap();
+            let want =
+                quant::quantize(&values, &shape, format, axis, format.default_block()).unwrap();
+            let what = format!("{format} {shape:?} {axis:?}");
+            same_bits(&format!("{what} data"), &got.data, &want.data);
+            same_bits(&format!("{what} scales"), &got.scales, &want.scales);
+            same_bits(&format!("{what} zeros"), &got.zeros, &want.zeros);
+            assert_eq!(
+                got.global_scale.to_bits(),
+                want.global_scale.to_bits(),
+                "{what}"
+            );
+            checked += want.data.len();
+        }
+    }
+    assert!(checked > 1000);
+}
+
+#[test]
+fn f16_inputs_and_other_block_sizes() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        return;
+    }
+    for format in QuantFormat::ALL {
+        let blocks: &[usize] = if format.block_is_free() {
+            &[8, 16, 64, 200]
+        } else {
+            &[format.default_block()]
+        };
+        for &block in blocks {
+            if format.check_block(block).is_err() {
+                continue;
+            }
+            let shape = [9usize, 130];
+            let values: Vec<f32> = edge_values(9 * 130, 3, false)
+                .iter()
+                .map(|&v| f16::from_f32(v).to_f32())
+                .collect();
+            let h: Vec<f16> = values.iter().map(|&v| f16::from_f32(v)).collect();
+            let t = ctx.tensor(&h, shape).unwrap();
+            let q = ctx
+                .quantize_with_block(&t, format, QuantAxis::Rows, block)
+                .unwrap();
+            let got = q.to_host_blocking().unwrap();
+            let want = quant::quantize(&values, &shape, format, QuantAxis::Rows, block).unwrap();
+            same_bits(
+                &format!("{format} f16 block {block} data"),
+                &got.data,
+                &want.data,
+            );
+            same_bits(
+                &format!("{format} f16 block {block} scales"),
+                &got.scales,
+                &want.scales,
+            );
+            same_bits(
+                &format!("{format} f16 block {block} zeros"),
+                &got.zeros,
+                &want.zeros,
+            );
+        }
+    }
+}
+
+#[test]
+fn dequantize_matches_the_host() {
+    let Some(ctx) = common::ctx() else { return };
+    for format in QuantFormat::ALL {
+        for (shape, axis) in cases() {
+            let n: usize = shape.iter().product();
+            let values = edge_values(n, 5 + n as u64, true);
+            let host =
+                quant::quantize(&values, &shape, format, axis, format.default_block()).unwrap();
+            let q = ctx.upload_quantized(&host).unwrap();
+            assert_eq!(q.to_host_blocking().unwrap(), host, "upload round trip");
+            let poison = ctx.dequantize(&q).unwrap();
+            let got = poison.to_vec_blocking::<f32>().unwrap();
+            let want = host.dequantize().unwrap();
+            assert_eq!(poison.shape(), &shape[..]);
+            for i in 0..n {
+                // Results below f32's normal range may be flushed to zero
+                // by the adapter (WGSL allows it).
+                let flushed = want[i].abs() < f32::MIN_POSITIVE && got[i] == 0.0;
+                assert!(
+                    got[i].to_bits() == want[i].to_bits()
+                        || (got[i].is_nan() && want[i].is_nan())
+                        || flushed,
+                    "{format} {shape:?} {axis:?} [{i}]: GPU {}, host {}",
+                    got[i],
+                    want[i]
+                );
+            }
+        }
+    }
+}
+
+/// f64 product `x @ Wᵀ` (Rows) or `x @ W` (Columns) of the dequantised
+/// weight, and the sum of |terms| for the error bound.
+fn reference(
+    x: &[f32],
+    w: &[f32],
+    m: usize,
+    k: usize,
+    n: usize,
+    rows: bool,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut y = vec![0.0; m * n];
+    let mut mag = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for p in 0..k {
+                let wv = if rows { w[j * k + p] } else { w[p * n + j] };
+                let t = f64::from(x[i * k + p]) * f64::from(wv);
+                y[i * n + j] += t;
+                mag[i * n + j] += t.abs();
+            }
+        }
+    }
+    (y, mag)
+}
+
+fn check_matmul(ctx: &Context, format: QuantFormat, m: usize, k: usize, n: usize, axis: QuantAxis) {
+    let wshape = if axis == QuantAxis::Rows {
+        [n, k]
+    } else {
+        [k, n]
+    };
+    let wv = common::random(n * k, (m * 7 + k + n) as u64);
+    let wt = ctx.tensor(&wv, wshape).unwrap();
+    let q = ctx.quantize(&wt, format, axis).unwrap();
+    let wd = q.to_host_blocking().unwrap().dequantize().unwrap();
+    let xv = common::random(m * k, 99 + m as u64);
+    let x = ctx.tensor(&xv, [m, k]).unwrap();
+    let plan = ctx.matmul_quantized_plan(&x, &q).unwrap();
+    ctx.fill(plan.output(), f32::NAN).unwrap();
+    plan.run().unwrap();
+    let got = plan.output().to_vec_blocking::<f32>().unwrap();
+    let (want, mag) = reference(&xv, &wd, m, k, n, axis == QuantAxis::Rows);
+    // f32 accumulation: a few roundings per term, relative to sum |terms|.
+    let bound = |i: usize| 4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i] + 1e-30;
+    common::assert_close(
+        &format!("{format} {axis:?} M{m} K{k} N{n} ({})", plan.label()),
+        &got,
+        &want,
+        bound,
+    );
+    // And against the unquantised product, loosely: the format's own error.
+    let (exact, emag) = reference(&xv, &wv, m, k, n, axis == QuantAxis::Rows);
+    let rel = match format {
+        QuantFormat::Mxfp8E4m3 | QuantFormat::Int8 => 0.1,
+        QuantFormat::Mxfp8E5m2 => 0.2,
+        _ => 0.5,
+    };
+    for i in 0..got.len() {
+        assert!(
+            (f64::from(got[i]) - exact[i]).abs() <= rel * emag[i] / (k as f64).sqrt() * 2.0 + 1e-6,
+            "{format}: {} vs unquantised {}",
+            got[i],
+            exact[i]
+        );
+    }
+}
+
+#[test]
+fn quantized_gemv_against_f64() {
+    let Some(ctx) = common::ctx() else { return };
+    for format in QuantFormat::ALL {
+        for (m, k, n) in [
+            (1, 256, 37),
+            (3, 96, 64),
+            (8, 512, 13),
+            (1, 32, 1),
+            (5, 4096, 8),
+        ] {
+            if format.element_bits() == 4 && k % 32 != 0 {
+                continue;
+            }
+            check_matmul(&ctx, format, m, k, n, QuantAxis::Rows);
+        }
+    }
+}
+
+#[test]
+fn quantized_matmul_fallbacks_against_f64() {
+    let Some(ctx) = common::ctx() else { return };
+    for format in [
+        QuantFormat::Mxfp4,
+        QuantFormat::Nvfp4,
+        QuantFormat::Int4Zp,
+        QuantFormat::Mxfp8E4m3,
+    ] {
+        // K off the chunk, more than 8 rows, blocks down columns.
+        check_matmul(&ctx, format, 2, 45, 17, QuantAxis::Rows);
+        check_matmul(&ctx, format, 9, 64, 11, QuantAxis::Rows);
+        check_matmul(&ctx, format, 3, 70, 19, QuantAxis::Columns);
+    }
+}
+
+#[test]
+fn quantized_matmul_shapes_and_errors() {
+    let Some(ctx) = common::ctx() else { return };
+    let w = ctx
+        .rand_uniform([16, 64], -1.0, 1.0, DType::F32, 1)
+        .unwrap();
+    let q = ctx
+        .quantize(&w, QuantFormat::Mxfp4, QuantAxis::Rows)
+        .unwrap();
+    // Rank-1 and batched x.
+    let x1 = ctx.rand_uniform([64], -1.0, 1.0, DType::F32, 2).unwrap();
+    assert_eq!(ctx.matmul_quantized(&x1, &q).unwrap().shape(), [16]);
+    let x3 = ctx
+        .rand_uniform([2, 3, 64], -1.0, 1.0, DType::F32, 2)
+        .unwrap();
+    assert_eq!(ctx.matmul_quantized(&x3, &q).unwrap().shape(), [2, 3, 16]);
+    let x0 = ctx.zeros([0, 64], DType::F32).unwrap();
+    assert_eq!(ctx.matmul_quantized(&x0, &q).unwrap().shape(), [0, 16]);
+    // Errors, each named.
+    let bad = ctx.zeros([3, 63], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.matmul_quantized(&bad, &q),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    if ctx.profile().shader_f16 {
+        let h = ctx.zeros([3, 64], DType::F16).unwrap();
+        assert!(matches!(
+            ctx.matmul_quantized(&h, &q),
+            Err(Error::DTypeMismatch { .. })
+        ));
+    }
+    let w3 = ctx.zeros([2, 4, 64], DType::F32).unwrap();
+    let q3 = ctx
+        .quantize(&w3, QuantFormat::Int8, QuantAxis::Rows)
+        .unwrap();
+    assert!(matches!(
+        ctx.matmul_quantized(&x1, &q3),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.quantize(&w3, QuantFormat::Int8, QuantAxis::Columns),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.quantize_with_block(&w, QuantFormat::Mxfp4, QuantAxis::Rows, 16),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.quantize_with_block(&w, QuantFormat::Int4, QuantAxis::Rows, 12),
+        Err(Error::InvalidArgument(_))
+    ));
+    let scalar = ctx.zeros([], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.quantize(&scalar, QuantFormat::Int8, QuantAxis::Rows),
+        Err(Error::InvalidArgument(_))
+    ));
+    // A checkpoint's parts of the wrong size.
+    let mut host = q.to_host_blocking().unwrap();
+    host.data.pop();
+    assert!(matches!(
+        ctx.upload_quantized(&host),
+        Err(Error::InvalidArgument(_))
+    ));
+    let mut host = q.to_host_blocking().unwrap();
+    host.scales.push(0);
+    assert!(matches!(
+        ctx.upload_quantized(&host),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Another context's tensors.
+    let other = Context::new_blocking(wgtile::ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        ..Default::default()
+    })
+    .unwrap();
+    let foreign = other
+        .rand_uniform([16, 64], -1.0, 1.0, DType::F32, 1)
+        .unwrap();
+    assert!(matches!(
+        ctx.quantize(&foreign, QuantFormat::Int8, QuantAxis::Rows),
+        Err(Error::InvalidArgument(_))
+    ));
+    let fq = other
+        .quantize(&foreign, QuantFormat::Int8, QuantAxis::Rows)
+        .unwrap();
+    assert!(matches!(
+        ctx.dequantize(&fq),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.matmul_quantized(&x1, &fq),
+        Err(Error::InvalidArgument(_))
+    ));
+    // Packed sizes: the documented bytes per element.
+    let big = ctx.zeros([64, 1024], DType::F32).unwrap();
+    for (format, most) in [
+        (QuantFormat::Mxfp8E4m3, 1.04),
+        (QuantFormat::Mxfp4, 0.54),
+        (QuantFormat::Nvfp4, 0.57),
+        (QuantFormat::Int4, 0.57),
+    ] {
+        let q = ctx.quantize(&big, format, QuantAxis::Rows).unwrap();
+        let per = q.packed_bytes() as f64 / (64.0 * 1024.0);
+        assert!(per <= most, "{format}: {per} bytes per element");
+    }
+    let _ = Tensor::shape;
+    let _: Option<HostQuant> = None;
+}
