@@ -1,0 +1,230 @@
+//! Low precision, measured: a weight quantised to each block-scaled format
+//! and multiplied by a vector (the decode step of a language model), next
+//! to the f32 and f16 GEMVs of the same shape, with the quantisation
+//! kernels' own speed and each format's error.
+//!
+//! ```text
+//! cargo run --release --example quantization -- [--quick] [--shapes 4096x14336,...] [--rows 1,4,8]
+//! ```
+//! Per shape `KxN` (x[M, K] times a weight of N outputs, stored [N, K] and
+//! blocked along K, as checkpoints store it): median time (GPU timestamps),
+//! GB/s of the bytes the kernel must read (packed weight with its scales,
+//! x, y), the fraction of a large copy's GB/s measured in the same run,
+//! the speedup over wgtile's f16 GEMV, and the largest error against the
+//! f32 product relative to its largest magnitude. Then quantise and
+//! dequantise at the same size, in GB/s of input plus packed output.
+//! Compare with `python3 bench/torch_quant.py` (same shapes).
+
+use clap::Parser;
+use wgtile::{
+    Context, ContextOptions, DType, MatmulOptions, Plan, QuantAxis, QuantFormat, TimingOptions,
+};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Small shapes (seconds on a software adapter).
+    #[arg(long)]
+    quick: bool,
+    /// Shapes as KxN.
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<String>,
+    /// Rows of x (M) for the quantised GEMV.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    rows: Vec<usize>,
+    /// Measured runs per case.
+    #[arg(long, default_value_t = 50)]
+    repeats: u32,
+}
+
+fn parse_shape(s: &str) -> Result<(usize, usize), String> {
+    let (k, n) = s
+        .split_once('x')
+        .ok_or_else(|| format!("shape {s:?} is not KxN"))?;
+    Ok((
+        k.trim().parse().map_err(|e| format!("{s}: {e}"))?,
+        n.trim().parse().map_err(|e| format!("{s}: {e}"))?,
+    ))
+}
+
+/// The largest |a - b| over the largest |b|.
+fn rel_error(a: &[f32], b: &[f32]) -> f64 {
+    let scale = b.iter().fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
+    let worst = a
+        .iter()
+        .zip(b)
+        .fold(0.0f64, |m, (&x, &y)| m.max((f64::from(x) - f64::from(y)).abs()));
+    worst / scale.max(f64::MIN_POSITIVE)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    env_logger::init();
+    let args = Args::parse();
+    let ctx = Context::new_blocking(ContextOptions::default())?;
+    println!("adapter: {}", ctx.profile().name);
+    let shapes: Vec<(usize, usize)> = if args.shapes.is_empty() {
+        if args.quick {
+            vec![(1024, 1024)]
+        } else {
+            vec![(4096, 4096), (4096, 14336)]
+        }
+    } else {
+        args.shapes
+            .iter()
+            .map(|s| parse_shape(s))
+            .collect::<Result<_, _>>()?
+    };
+    let opts = TimingOptions {
+        warmup: 3,
+        warmup_seconds: if args.quick { 0.0 } else { 0.3 },
+        repeats: args.repeats.max(1),
+    };
+    let time = |plan: &Plan| -> wgtile::Result<f64> { Ok(ctx.time(plan, &opts)?.median()) };
+    // The copy ceiling: a large tensor read and written once.
+    let big = ctx.rand_uniform(
+        [if args.quick { 1 << 20 } else { 1 << 26 }],
+        -1.0,
+        1.0,
+        DType::F32,
+        1,
+    )?;
+    let copy = ctx.copy_plan(&big)?;
+    let copy_gbps = copy.bytes() as f64 / time(&copy)? / 1e9;
+    drop(big);
+    println!("copy ceiling: {copy_gbps:.1} GB/s\n");
+    let mut rows = Vec::new();
+    for &(k, n) in &shapes {
+        let w = ctx.rand_uniform([n, k], -1.0, 1.0, DType::F32, 2)?;
+        for &m in &args.rows {
+            let x = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F32, 3)?;
+            // The f32 product for the errors (x @ W^T), untimed.
+            let reference = ctx.matmul_plan(
+                &x,
+                &w,
+                None,
+                &MatmulOptions::default().transposed(false, true),
+            )?;
+            reference.run()?;
+            let want = reference.output().to_vec_blocking::<f32>()?;
+            drop(reference);
+            // The f32 and f16 GEMVs of the same shape (weight [K, N]: the
+            // GEMV kernels' layout).
+            let wkn = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
+            let f32_plan = ctx.matmul_plan(&x, &wkn, None, &MatmulOptions::default())?;
+            let t32 = time(&f32_plan)?;
+            rows.push(Row::new("f32", k, n, m, t32, f32_plan.bytes(), copy_gbps, None, f64::NAN));
+            drop((f32_plan, wkn));
+            let mut t16 = None;
+            if ctx.profile().shader_f16 {
+                let x16 = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F16, 3)?;
+                let w16 = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F16, 2)?;
+                let p = ctx.matmul_plan(&x16, &w16, None, &MatmulOptions::default())?;
+                let t = time(&p)?;
+                t16 = Some(t);
+                rows.push(Row::new("f16", k, n, m, t, p.bytes(), copy_gbps, t16, f64::NAN));
+            }
+            for format in QuantFormat::ALL {
+                let q = ctx.quantize(&w, format, QuantAxis::Rows)?;
+                let p = ctx.matmul_quantized_plan(&x, &q)?;
+                p.run()?;
+                let got = p.output().to_vec_blocking::<f32>()?;
+                let err = rel_error(&got, &want);
+                let t = time(&p)?;
+                rows.push(Row::new(format.name(), k, n, m, t, p.bytes(), copy_gbps, t16, err));
+            }
+        }
+        println!(
+            "{:<32} {:>11} {:>3} {:>10} {:>9} {:>6} {:>8} {:>9}",
+            "weight", "KxN", "M", "time us", "GB/s", "copy%", "vs f16", "rel err"
+        );
+        for r in rows.drain(..) {
+            println!("{r}");
+        }
+        // Quantise and dequantise the weight.
+        println!(
+            "\n{:<32} {:>11} {:>10} {:>9} {:>6}",
+            "kernel", "KxN", "time us", "GB/s", "copy%"
+        );
+        for format in QuantFormat::ALL {
+            let (qp, q) = ctx.quantize_plan(&w, format, QuantAxis::Rows, format.default_block())?;
+            let t = time(&qp)?;
+            let gbps = qp.bytes() as f64 / t / 1e9;
+            println!(
+                "{:<32} {:>11} {:>10.1} {:>9.1} {:>5.0}%",
+                format!("quantize {}", format.name()),
+                format!("{k}x{n}"),
+                t * 1e6,
+                gbps,
+                100.0 * gbps / copy_gbps
+            );
+            qp.run()?;
+            let dp = ctx.dequantize_plan(&q)?;
+            let t = time(&dp)?;
+            let gbps = dp.bytes() as f64 / t / 1e9;
+            println!(
+                "{:<32} {:>11} {:>10.1} {:>9.1} {:>5.0}%",
+                format!("dequantize {}", format.name()),
+                format!("{k}x{n}"),
+                t * 1e6,
+                gbps,
+                100.0 * gbps / copy_gbps
+            );
+        }
+        println!();
+    }
+    Ok(())
+}
+
+struct Row {
+    name: String,
+    shape: String,
+    m: usize,
+    time: f64,
+    gbps: f64,
+    copy_pct: f64,
+    vs_f16: Option<f64>,
+    err: f64,
+}
+
+impl Row {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        name: &str,
+        k: usize,
+        n: usize,
+        m: usize,
+        time: f64,
+        bytes: u64,
+        copy_gbps: f64,
+        f16_time: Option<f64>,
+        err: f64,
+    ) -> Self {
+        let gbps = bytes as f64 / time / 1e9;
+        Row {
+            name: name.to_string(),
+            shape: format!("{k}x{n}"),
+            m,
+            time,
+            gbps,
+            copy_pct: 100.0 * gbps / copy_gbps,
+            vs_f16: f16_time.map(|t| t / time),
+            err,
+        }
+    }
+}
+
+impl std::fmt::Display for Row {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:<32} {:>11} {:>3} {:>10.1} {:>9.1} {:>5.0}% {:>8} {:>9.2e}",
+            self.name,
+            self.shape,
+            self.m,
+            self.time * 1e6,
+            self.gbps,
+            self.copy_pct,
+            self.vs_f16.map_or("-".to_string(), |s| format!("{s:.2}x")),
+            self.err
+        )
+    }
+}
