@@ -49,10 +49,9 @@ fn parse_shape(s: &str) -> Result<(usize, usize), String> {
 /// The largest |a - b| over the largest |b|.
 fn rel_error(a: &[f32], b: &[f32]) -> f64 {
     let scale = b.iter().fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
-    let worst = a
-        .iter()
-        .zip(b)
-        .fold(0.0f64, |m, (&x, &y)| m.max((f64::from(x) - f64::from(y)).abs()));
+    let worst = a.iter().zip(b).fold(0.0f64, |m, (&x, &y)| {
+        m.max((f64::from(x) - f64::from(y)).abs())
+    });
     worst / scale.max(f64::MIN_POSITIVE)
 }
 
@@ -108,11 +107,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             drop(reference);
             // The f32 and f16 GEMVs of the same shape (weight [K, N]: the
             // GEMV kernels' layout).
-            let wkn = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
+            let wkn = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 4)?;
             let f32_plan = ctx.matmul_plan(&x, &wkn, None, &MatmulOptions::default())?;
+            f32_plan.run()?;
+            let want_kn = f32_plan.output().to_vec_blocking::<f32>()?;
             let t32 = time(&f32_plan)?;
-            rows.push(Row::new("f32", k, n, m, t32, f32_plan.bytes(), copy_gbps, None, f64::NAN));
-            drop((f32_plan, wkn));
+            rows.push(Row::new(
+                "f32",
+                k,
+                n,
+                m,
+                t32,
+                f32_plan.bytes(),
+                copy_gbps,
+                None,
+                f64::NAN,
+            ));
+            drop(f32_plan);
             let mut t16 = None;
             if ctx.profile().shader_f16 {
                 let x16 = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F16, 3)?;
@@ -120,20 +131,40 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let p = ctx.matmul_plan(&x16, &w16, None, &MatmulOptions::default())?;
                 let t = time(&p)?;
                 t16 = Some(t);
-                rows.push(Row::new("f16", k, n, m, t, p.bytes(), copy_gbps, t16, f64::NAN));
+                rows.push(Row::new(
+                    "f16",
+                    k,
+                    n,
+                    m,
+                    t,
+                    p.bytes(),
+                    copy_gbps,
+                    t16,
+                    f64::NAN,
+                ));
             }
-            for format in QuantFormat::ALL {
-                let q = ctx.quantize(&w, format, QuantAxis::Rows)?;
-                let p = ctx.matmul_quantized_plan(&x, &q)?;
-                p.run()?;
-                let got = p.output().to_vec_blocking::<f32>()?;
-                let err = rel_error(&got, &want);
-                let t = time(&p)?;
-                rows.push(Row::new(format.name(), k, n, m, t, p.bytes(), copy_gbps, t16, err));
+            // Each format in both layouts: blocks down the columns of a
+            // [K, N] weight (the fast GEMV), and along the rows of an [N, K]
+            // one (a Linear layer's layout, as checkpoints store it).
+            for (axis, weight, reference, tag) in [
+                (QuantAxis::Columns, &wkn, &want_kn, "[K,N]"),
+                (QuantAxis::Rows, &w, &want, "[N,K]"),
+            ] {
+                for format in QuantFormat::ALL {
+                    let q = ctx.quantize(weight, format, axis)?;
+                    let p = ctx.matmul_quantized_plan(&x, &q)?;
+                    p.run()?;
+                    let got = p.output().to_vec_blocking::<f32>()?;
+                    let err = rel_error(&got, reference);
+                    let t = time(&p)?;
+                    let name = format!("{} {tag}", format.name());
+                    rows.push(Row::new(&name, k, n, m, t, p.bytes(), copy_gbps, t16, err));
+                }
             }
+            drop(wkn);
         }
         println!(
-            "{:<32} {:>11} {:>3} {:>10} {:>9} {:>6} {:>8} {:>9}",
+            "{:<38} {:>11} {:>3} {:>10} {:>9} {:>6} {:>8} {:>9}",
             "weight", "KxN", "M", "time us", "GB/s", "copy%", "vs f16", "rel err"
         );
         for r in rows.drain(..) {
@@ -216,7 +247,7 @@ impl std::fmt::Display for Row {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{:<32} {:>11} {:>3} {:>10.1} {:>9.1} {:>5.0}% {:>8} {:>9.2e}",
+            "{:<38} {:>11} {:>3} {:>10.1} {:>9.1} {:>5.0}% {:>8} {:>9.2e}",
             self.name,
             self.shape,
             self.m,

@@ -29,6 +29,8 @@ struct Params {
     rows: u32,
     cols: u32,
     block: u32,
+    // 0 blocks along rows, 1 down columns, 2 down the columns of the
+    // input's transpose (quantize only)
     axis: u32,
     // blocks per line
     nb: u32,
@@ -91,6 +93,10 @@ fn element_index(l: u32, j: u32, t: u32) -> u32 {
     }
     if pos >= params.rows {
         return 0xffffffffu;
+    }
+    if params.axis == 2u {
+        // Columns of the transpose of a row-major [cols, rows] input.
+        return l * params.rows + pos;
     }
     return pos * params.cols + l;
 }

@@ -39,6 +39,7 @@ const ATTENTION_BWD_COOP_COMMON: &str = shader!("attention_bwd_coop_common.wgsl"
 const ATTENTION_NAIVE: &str = shader!("attention_naive.wgsl");
 const QUANT: &str = shader!("quant.wgsl");
 const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
+const QUANT_GEMV_COMMON: &str = shader!("quant_gemv_common.wgsl");
 
 /// Ends with the fused matmul epilogue (bindings 5 and 6, `EPI_*` consts).
 const EPILOGUE: u8 = 1;
@@ -57,7 +58,9 @@ const SUBGROUPS: u8 = 4;
 /// kernels, whose strides and key lengths the host derives from and checks
 /// against the tensors' shapes, every global index guarded by the logical
 /// bounds; the tensor-core kernels' edge tests run on adapters with
-/// cooperative matrices). Never for kernels that index with
+/// cooperative matrices; tests/quant.rs for the quantisation kernels, whose
+/// indices come from host-checked shapes, never from the packed codes).
+/// Never for kernels that index with
 /// user-controlled values.
 const TRUSTED: u8 = 8;
 
@@ -267,17 +270,21 @@ registry! {
     AttentionDecodeShuffle = "attention_decode_shuffle", entry "main", dtype F32, flags [SUBGROUPS, TRUSTED],
         parts [shader!("attention_decode.wgsl"), shader!("attention_decode_shuffle.wgsl"), ATTENTION_COMMON];
     /// The largest finite |x| of a tensor (NVFP4's per-tensor scale).
-    QuantAmax = "quant.amax", entry "amax", dtype F32, flags [],
+    QuantAmax = "quant.amax", entry "amax", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];
     /// Block-scaled quantisation: one invocation per 4 blocks (`FORMAT`).
-    Quantize = "quant.quantize", entry "quantize", dtype F32, flags [],
+    Quantize = "quant.quantize", entry "quantize", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];
     /// Dequantisation to f32, one invocation per element.
-    Dequantize = "quant.dequantize", entry "dequantize", dtype F32, flags [],
+    Dequantize = "quant.dequantize", entry "dequantize", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];
     /// `x @ W^T` with a row-blocked quantised W, decoded in registers (M <= 8).
-    QuantGemv = "quant_gemv", entry "main", dtype F32, flags [],
-        parts [shader!("quant_gemv.wgsl"), QUANT_CODEC];
+    QuantGemv = "quant_gemv", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("quant_gemv.wgsl"), QUANT_GEMV_COMMON, QUANT_CODEC];
+    /// `x @ W` with a column-blocked quantised W [K, N]: adjacent columns on
+    /// adjacent invocations, x broadcast (M <= 8).
+    QuantGemvCols = "quant_gemv_cols", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_CODEC];
     /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
     /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
     /// memory; strided scalar loads, any layout.

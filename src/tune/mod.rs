@@ -15,6 +15,7 @@ pub mod gemv;
 mod matmul;
 pub mod matmul_cost;
 pub mod pad;
+pub mod quant;
 pub mod route;
 pub mod rows;
 #[cfg(test)]

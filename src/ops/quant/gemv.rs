@@ -11,42 +11,43 @@ use crate::quant::{QuantAxis, QuantFormat};
 use crate::runtime::Context;
 use crate::tune::route::MatmulOptions;
 
-/// Rows of x the fused GEMV takes (more go through dequantise + matmul).
-pub const QUANT_GEMV_MAX_ROWS: usize = 8;
+pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
+use crate::tune::quant::{QuantRoute, quant_cols_workgroup, quant_route};
 
 /// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
 const WG: u32 = 256;
 const ROWS: u32 = 8;
 
 /// The GEMV's specialisation for `format` and `mr` rows of x.
-pub(crate) fn gemv_spec(format: QuantFormat, mr: u32) -> Spec {
+pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32) -> Spec {
     Spec::new(Kernel::QuantGemv)
         .constant("FORMAT", format_code(format))
         .constant("MR", mr)
         .constant("ROWS", ROWS)
+        .constant("WPB", words_per_block)
         .override_("WG", WG)
 }
 
-/// Every GEMV specialisation of `format`.
-pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
-    [1, 2, 4, 8].map(|mr| gemv_spec(format, mr)).to_vec()
+/// The column-blocked GEMV's specialisation (`wg` invocations, a multiple of 32).
+pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, wg: u32) -> Spec {
+    Spec::new(Kernel::QuantGemvCols)
+        .constant("FORMAT", format_code(format))
+        .constant("MR", mr)
+        .constant("WPB", words_per_block)
+        .override_("WG", wg)
 }
 
-/// Why the fused GEMV cannot take this problem (`None`: it can).
-fn gemv_unfit(w: &QuantTensor, m: usize, k: usize) -> Option<&'static str> {
-    let lay = w.layout();
-    let chunk = 128 / w.format.element_bits() as usize;
-    if w.axis != QuantAxis::Rows {
-        return Some("blocks down columns");
+/// Every GEMV specialisation of `format` at its default block.
+pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
+    let wpb = (format.default_block() * format.element_bits() as usize / 32) as u32;
+    let mut out: Vec<Spec> = [1, 2, 4, 8].map(|mr| gemv_spec(format, mr, wpb)).to_vec();
+    for wg in [256, 1024] {
+        out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, wg)));
     }
-    if m > QUANT_GEMV_MAX_ROWS {
-        return Some("more than 8 rows of x");
-    }
-    if !k.is_multiple_of(chunk) || !(lay.blocks_per_line() * lay.words_per_block()).is_multiple_of(4) {
-        return Some("K not a multiple of the 16-byte chunk");
-    }
-    None
+    out
 }
+
+
 
 impl Context {
     /// `x @ W` for a quantised weight whose blocks run along K: a weight
@@ -56,11 +57,13 @@ impl Context {
     /// [`Error::DTypeMismatch`] for now); the result is `[.., N]` in f32,
     /// accumulated in f32.
     ///
-    /// Up to 8 rows of `x` with K a multiple of 32 (4-bit) or 16 (8-bit
-    /// formats) and a row-blocked weight run the fused GEMV, which reads the
-    /// packed weight once and never writes it wider; anything else
-    /// dequantises the weight to f32 and runs [`Context::matmul`]'s engine
-    /// (correct, not fused).
+    /// Up to 8 rows of `x` run a fused GEMV, which reads the packed weight
+    /// once and never writes it wider: for a column-blocked `[K, N]` weight
+    /// (the fast layout: adjacent columns on adjacent invocations) when K is
+    /// a multiple of the block, for a row-blocked one when K is a multiple
+    /// of 8 (4-bit) or 4 (8-bit formats). Anything else dequantises the
+    /// weight to f32 and runs [`Context::matmul`]'s engine (correct, not
+    /// fused).
     pub fn matmul_quantized(&self, x: &Tensor, w: &QuantTensor) -> Result<Tensor> {
         let plan = self.matmul_quantized_plan(x, w)?;
         plan.run()?;
@@ -104,36 +107,65 @@ impl Context {
         let m: usize = lead.iter().product();
         let mut out_shape = lead.to_vec();
         out_shape.push(n);
-        if let Some(why) = gemv_unfit(w, m, k) {
+        let lay = w.layout();
+        let route = quant_route(w.format, &lay, m, k);
+        if let QuantRoute::Dequantize(why) = route {
             log::debug!("{op}: dequantise + matmul ({why})");
             return self.dequantized_matmul(x, w, &out_shape);
         }
         let out = self.alloc(&out_shape, DType::F32, "wgtile quantized matmul out")?;
-        let lay = w.layout();
         let u = |what: &str, v: usize| {
             u32::try_from(v)
                 .map_err(|_| Error::InvalidArgument(format!("{op}: {what} {v} does not fit in u32")))
         };
         let mut dispatches = Vec::new();
-        if m > 0 && n > 0 {
+        if m > 0 && n > 0 && route == QuantRoute::GemvColumns {
+            let wg = quant_cols_workgroup(self.profile().max_invocations);
+            let g = grid(self.profile(), (n as u64).div_ceil(32), op)?;
+            let mr = (m as u32).next_power_of_two();
+            let params = self.uniform(&[
+                u("N", n)?,
+                u("K", k)?,
+                u("M", m)?,
+                u("blocks per column", lay.blocks_per_line())?,
+                g[0],
+                0,
+                0,
+                0,
+            ]);
+            let spec = gemv_cols_spec(w.format, mr, lay.words_per_block() as u32, wg);
+            let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+            dispatches.push(Dispatch::with_bindings(
+                &self.inner.device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, x.buffer()),
+                    (2, w.data.buffer()),
+                    (3, w.scales.buffer()),
+                    (4, w.zeros.buffer()),
+                    (5, w.globals.buffer()),
+                    (6, out.buffer()),
+                ],
+                g,
+            ));
+        } else if m > 0 && n > 0 {
             let groups = (n as u64).div_ceil(u64::from(ROWS));
             let g = grid(self.profile(), groups, op)?;
             let mr = (m as u32).next_power_of_two();
-            let chunks = lay.blocks_per_line() * lay.words_per_block() / 4;
+            let per_word = 32 / w.format.element_bits() as usize;
             let params = self.uniform(&[
                 u("N", n)?,
                 u("K", k)?,
                 u("M", m)?,
                 u("blocks per row", lay.blocks_per_line())?,
-                lay.words_per_block() as u32,
-                u("chunks per row", chunks)?,
+                u("words per row", k / per_word)?,
+                0,
                 g[0],
                 0,
             ]);
-            let pipeline = self
-                .inner
-                .pipelines
-                .get(&self.inner.device, &gemv_spec(w.format, mr))?;
+            let spec = gemv_spec(w.format, mr, lay.words_per_block() as u32);
+            let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
                 pipeline,
@@ -151,7 +183,11 @@ impl Context {
         }
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
-            label: format!("quantized GEMV ({}, M = {m})", w.format),
+            label: format!(
+                "quantized GEMV ({}, blocks along {}, M = {m})",
+                w.format,
+                if w.axis == QuantAxis::Columns { "columns" } else { "rows" }
+            ),
             dispatches,
             output: out,
             flops: 2 * (m * n * k) as u64,

@@ -1,0 +1,125 @@
+// quant_gemv_cols: y[M, N] = x[M, K] @ W for a quantised weight W [K, N]
+// with blocks down the columns (QuantAxis::Columns: block j of column n is
+// stored at j * N + n), M <= MR, f32 activations and accumulation.
+//
+// Algorithm: a workgroup owns COLS = 32 adjacent columns and splits K into
+//   S = WG / COLS slices, one per run of 32 invocations: invocation (s, c)
+//   takes blocks s, s + S, ... of column c. The 32 invocations of a run
+//   read 32 adjacent columns' blocks, contiguous in memory (one coalesced
+//   load of 8 bytes each per step), and the same x values (a broadcast):
+//   the access pattern of the f16 GEMV (`matmul_gemv.vecmat_wide`), with
+//   4 or 8 bits per weight instead of 16. Each word is decoded as in
+//   quant_gemv.wgsl and scaled by its block's scale once per block; the
+//   S slices' sums meet in workgroup memory.
+// Needs K a multiple of the block and an even number of words per block
+//   (every default block); the host falls back to dequantise + matmul
+//   otherwise.
+// Workgroup: WG x 1 x 1 (override, a multiple of 32); grid of ceil(N / 32)
+//   workgroups (2-D).
+// Bindings: 0 params, 1 x (vec4 f32), 2 data (vec2 u32), 3 scales, 4 zero
+//   points, 5 globals, 6 out.
+
+// Words per block (block * bits / 32), even.
+const WPB: u32 = 4u;
+const COLS: u32 = 32u;
+
+struct Params {
+    n: u32,
+    k: u32,
+    m: u32,
+    // blocks per column (K / block)
+    nb: u32,
+    // workgroups per grid row
+    gx: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> data: array<vec2<u32>>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+
+override WG: u32 = 256u;
+override S: u32 = WG / COLS;
+
+var<workgroup> red: array<f32, MR * WG>;
+
+// The dot of word `w` with row m of x from vec4 index `xo`, unscaled.
+fn word_dot_cols(w: u32, xo: u32, m: u32, offset: f32) -> f32 {
+    let base = m * (params.k / 4u) + xo;
+    if four_bit() {
+        let xa = x[base];
+        let xb = x[base + 1u];
+        var s = 0.0;
+        for (var i = 0u; i < 4u; i++) {
+            let p = pair(w, i) - vec2<f32>(offset);
+            s += p.x * xa[i] + p.y * xb[i];
+        }
+        return s;
+    }
+    let xa = x[base];
+    let p0 = pair(w, 0u) - vec2<f32>(offset);
+    let p1 = pair(w, 1u) - vec2<f32>(offset);
+    return p0.x * xa.x + p1.x * xa.y + p0.y * xa.z + p1.y * xa.w;
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let c = lid % COLS;
+    let s = lid / COLS;
+    let col = (wg.y * params.gx + wg.x) * COLS + c;
+    let live = col < params.n;
+    var acc: array<f32, MR>;
+    for (var m = 0u; m < MR; m++) {
+        acc[m] = 0.0;
+    }
+    // x vec4s per word: 2 (8 elements) or 1 (4 elements).
+    let xw = select(1u, 2u, four_bit());
+    if live {
+        for (var j = s; j < params.nb; j += S) {
+            let id = j * params.n + col;
+            var words: array<vec2<u32>, WPB / 2u>;
+            for (var h = 0u; h < WPB / 2u; h++) {
+                words[h] = data[id * (WPB / 2u) + h];
+            }
+            let scale = block_scale(id);
+            var offset = 0.0;
+            if FORMAT >= 4u {
+                offset = int_offset(id);
+            }
+            var part: array<f32, MR>;
+            for (var m = 0u; m < MR; m++) {
+                part[m] = 0.0;
+            }
+            for (var w = 0u; w < WPB; w++) {
+                let word = words[w / 2u][w % 2u];
+                let xo = (j * WPB + w) * xw;
+                for (var m = 0u; m < MR; m++) {
+                    if m < params.m {
+                        part[m] += word_dot_cols(word, xo, m, offset);
+                    }
+                }
+            }
+            for (var m = 0u; m < MR; m++) {
+                acc[m] += part[m] * scale;
+            }
+        }
+    }
+    for (var m = 0u; m < MR; m++) {
+        red[m * WG + lid] = acc[m];
+    }
+    workgroupBarrier();
+    if live && s == 0u {
+        for (var m = 0u; m < MR; m++) {
+            if m < params.m {
+                var total = 0.0;
+                for (var t = 0u; t < S; t++) {
+                    total += red[m * WG + t * COLS + c];
+                }
+                out[m * params.n + col] = total;
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! Which kernel multiplies by a quantised weight: the fused GEMV for its
+//! block axis, or dequantise + matmul (a pure function of the problem).
+
+use crate::quant::{QuantAxis, QuantFormat, QuantLayout};
+
+/// Rows of x the fused GEMVs take (more go through dequantise + matmul).
+pub const QUANT_GEMV_MAX_ROWS: usize = 8;
+
+/// The route of `x[M, K] @ W` for a quantised `W`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantRoute {
+    /// `shaders/quant_gemv_cols.wgsl` (blocks down the columns of `[K, N]`).
+    GemvColumns,
+    /// `shaders/quant_gemv.wgsl` (blocks along the rows of `[N, K]`).
+    GemvRows,
+    /// Dequantise to f32, then the matmul engine; the reason is logged.
+    Dequantize(&'static str),
+}
+
+/// The route for `m` rows of x against a weight of `format` laid out as `lay`.
+pub fn quant_route(format: QuantFormat, lay: &QuantLayout, m: usize, k: usize) -> QuantRoute {
+    if m > QUANT_GEMV_MAX_ROWS {
+        return QuantRoute::Dequantize("more than 8 rows of x");
+    }
+    match lay.axis {
+        QuantAxis::Columns => {
+            if !k.is_multiple_of(lay.block) || !lay.words_per_block().is_multiple_of(2) {
+                QuantRoute::Dequantize("K not a multiple of the block, or an odd number of words per block")
+            } else {
+                QuantRoute::GemvColumns
+            }
+        }
+        QuantAxis::Rows => {
+            if !k.is_multiple_of(32 / format.element_bits() as usize) {
+                QuantRoute::Dequantize("K not a multiple of a word's elements")
+            } else {
+                QuantRoute::GemvRows
+            }
+        }
+    }
+}
+
+/// Invocations per workgroup of the column-blocked GEMV: 1024 (32 slices
+/// of K) where the adapter allows, else its largest power of two.
+pub fn quant_cols_workgroup(max_invocations: u32) -> u32 {
+    let wg = max_invocations.clamp(32, 1024);
+    1 << (31 - wg.leading_zeros())
+}
