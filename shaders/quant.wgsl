@@ -8,8 +8,13 @@
 //   block finds amax (min and max for Int4Zp) and whether every value is
 //   finite, a second encodes and packs the element codes a word at a time.
 //   Blocks down columns (AXIS 1) put adjacent columns on adjacent
-//   invocations, so each load is coalesced; blocks along rows read each
-//   block's row segment in order.
+//   invocations, so each load is coalesced.
+// Entry `quantize_words` (blocks along rows, 4 * words per block <= WG):
+//   one invocation per packed word, so a subgroup reads a contiguous run
+//   of the row and writes contiguous words; each invocation's statistics
+//   meet their block's in workgroup memory, every invocation of a block
+//   derives the same scale from them, and one invocation per 4 blocks
+//   packs the scale (and zero-point) words.
 // Entry `dequantize`: one invocation per output element (row-major).
 // Workgroup: WG x 1 x 1 (override); 2-D grid.
 // Bindings: 0 params, 1 x (input words: f32, or f16 pairs when IN_HALF),
@@ -126,27 +131,50 @@ struct BlockScale {
     y: f32,
 }
 
+// What a block's scale depends on: the largest finite magnitude (bits),
+// whether every value is finite, and the smallest and largest value (with
+// 0: Int4Zp's range).
+struct Stats {
+    amax_b: u32,
+    finite: bool,
+    lo: f32,
+    hi: f32,
+}
+
+fn stats_add(st: ptr<function, Stats>, b: u32) {
+    let a = b & 0x7fffffffu;
+    if finite_bits(a) {
+        (*st).amax_b = max((*st).amax_b, a);
+        let v = bitcast<f32>(b);
+        (*st).lo = min((*st).lo, v);
+        (*st).hi = max((*st).hi, v);
+    } else {
+        (*st).finite = false;
+    }
+}
+
+fn stats_merge(a: Stats, b: Stats) -> Stats {
+    return Stats(max(a.amax_b, b.amax_b), a.finite && b.finite, min(a.lo, b.lo), max(a.hi, b.hi));
+}
+
 fn block_scale(l: u32, j: u32) -> BlockScale {
-    var amax_b = 0u;
-    var finite = true;
-    var lo = 0.0;
-    var hi = 0.0;
+    var st = Stats(0u, true, 0.0, 0.0);
     for (var t = 0u; t < params.block; t++) {
         let i = element_index(l, j, t);
         var b = 0u;
         if i != 0xffffffffu {
             b = load_bits(i);
         }
-        let a = b & 0x7fffffffu;
-        if finite_bits(a) {
-            amax_b = max(amax_b, a);
-            let v = bitcast<f32>(b);
-            lo = min(lo, v);
-            hi = max(hi, v);
-        } else {
-            finite = false;
-        }
+        stats_add(&st, b);
     }
+    return scale_of(st);
+}
+
+fn scale_of(st: Stats) -> BlockScale {
+    let amax_b = st.amax_b;
+    let finite = st.finite;
+    let lo = st.lo;
+    let hi = st.hi;
     var r = BlockScale(0u, 0u, 0, 0.0);
     if is_mx() {
         if !finite {
@@ -345,4 +373,95 @@ fn dequantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_in
     let wpb = params.block / per_word;
     let q = (data[id * wpb + t / per_word] >> (bits * (t % per_word))) & ((1u << bits) - 1u);
     out[i] = element_value(q, id);
+}
+
+var<workgroup> sh_stats: array<Stats, WG>;
+var<workgroup> sh_scale: array<u32, WG>;
+var<workgroup> sh_zero: array<u32, WG>;
+
+@compute @workgroup_size(WG, 1, 1)
+fn quantize_words(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let bits = elem_bits();
+    let per_word = 32u / bits;
+    let wpb = params.block / per_word;
+    // Whole groups of 4 blocks per workgroup.
+    let bpw = (WG / (4u * wpb)) * 4u;
+    let group = wg.y * params.gx + wg.x;
+    let first_block = group * bpw;
+    let local_block = lid / wpb;
+    let id = first_block + local_block;
+    let live = lid < bpw * wpb && id < params.blocks;
+    let l = id / params.nb;
+    let j = id % params.nb;
+    let t0 = (lid % wpb) * per_word;
+    var st = Stats(0u, true, 0.0, 0.0);
+    var b: array<u32, 8>;
+    for (var f = 0u; f < 8u; f++) {
+        b[f] = 0u;
+        if live && f < per_word {
+            let i = element_index(l, j, t0 + f);
+            if i != 0xffffffffu {
+                b[f] = load_bits(i);
+            }
+            stats_add(&st, b[f]);
+        }
+    }
+    sh_stats[lid] = st;
+    workgroupBarrier();
+    var s = BlockScale(0u, 0u, 0, 0.0);
+    if live {
+        var all = sh_stats[local_block * wpb];
+        for (var w = 1u; w < wpb; w++) {
+            all = stats_merge(all, sh_stats[local_block * wpb + w]);
+        }
+        s = scale_of(all);
+        var word = 0u;
+        for (var f = 0u; f < per_word; f++) {
+            word |= encode(b[f], s) << (bits * f);
+        }
+        data[id * wpb + lid % wpb] = word;
+        if lid % wpb == 0u {
+            sh_scale[local_block] = s.scale;
+            sh_zero[local_block] = s.zero;
+        }
+    }
+    workgroupBarrier();
+    // One invocation per 4 blocks writes their packed scale and zero words.
+    let g = first_block / 4u + lid;
+    if lid < bpw / 4u && g * 4u < params.blocks {
+        let q0 = lid * 4u;
+        if FORMAT >= 4u {
+            var w0 = 0u;
+            var w1 = 0u;
+            for (var q = 0u; q < 4u; q++) {
+                let sc = select(0u, sh_scale[q0 + q], g * 4u + q < params.blocks);
+                if q < 2u {
+                    w0 |= sc << (16u * q);
+                } else {
+                    w1 |= sc << (16u * (q - 2u));
+                }
+            }
+            scales[g * 2u] = w0;
+            if g * 2u + 1u < arrayLength(&scales) {
+                scales[g * 2u + 1u] = w1;
+            }
+        } else {
+            var w0 = 0u;
+            for (var q = 0u; q < 4u; q++) {
+                w0 |= select(0u, sh_scale[q0 + q], g * 4u + q < params.blocks) << (8u * q);
+            }
+            scales[g] = w0;
+        }
+        if FORMAT == 6u {
+            var z = 0u;
+            for (var q = 0u; q < 4u; q++) {
+                z |= select(0u, sh_zero[q0 + q], g * 4u + q < params.blocks) << (8u * q);
+            }
+            zeros[g] = z;
+        }
+    }
+    if FORMAT == 3u && group == 0u && lid == 0u {
+        let gs = bitcast<f32>(atomicLoad(&globals[0])) * NVFP4_GLOBAL_FACTOR;
+        atomicStore(&globals[1], bitcast<u32>(gs));
+    }
 }

@@ -101,7 +101,7 @@ fn f16_inputs_and_other_block_sizes() {
     }
     for format in QuantFormat::ALL {
         let blocks: &[usize] = if format.block_is_free() {
-            &[8, 16, 64, 200]
+            &[8, 16, 64, 200, 512]
         } else {
             &[format.default_block()]
         };

@@ -275,6 +275,10 @@ registry! {
     /// Block-scaled quantisation: one invocation per 4 blocks (`FORMAT`).
     Quantize = "quant.quantize", entry "quantize", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];
+    /// Block-scaled quantisation along rows, one invocation per packed word
+    /// (coalesced; 4 words per block at most WG / 4).
+    QuantizeWords = "quant.quantize_words", entry "quantize_words", dtype F32, flags [TRUSTED],
+        parts [QUANT, QUANT_CODEC];
     /// Dequantisation to f32, one invocation per element.
     Dequantize = "quant.dequantize", entry "dequantize", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];

@@ -151,6 +151,7 @@ pub fn quant_specs() -> Vec<Spec> {
     for f in QuantFormat::ALL {
         for half in [false, true] {
             out.push(quant_spec(Kernel::Quantize, f, half));
+            out.push(quant_spec(Kernel::QuantizeWords, f, half));
             if f == QuantFormat::Nvfp4 {
                 out.push(quant_spec(Kernel::QuantAmax, f, half));
             }
@@ -256,7 +257,7 @@ impl Context {
                 (1, t.buffer()),
                 (5, q.globals.buffer()),
             ];
-            if kernel == Kernel::Quantize {
+            if kernel != Kernel::QuantAmax {
                 buffers.extend([
                     (2, q.data.buffer()),
                     (3, q.scales.buffer()),
@@ -276,9 +277,18 @@ impl Context {
                 let g = grid(self.profile(), u64::from(n).div_ceil(u64::from(WG)), "quantize")?;
                 dispatches.push(bind(Kernel::QuantAmax, g[0], n, g)?);
             }
-            let groups = lay.blocks().div_ceil(4) as u64;
-            let g = grid(self.profile(), groups.div_ceil(u64::from(WG)), "quantize")?;
-            dispatches.push(bind(Kernel::Quantize, g[0], n, g)?);
+            let wpb = lay.words_per_block() as u32;
+            if axis == QuantAxis::Rows && !transposed && 4 * wpb <= WG {
+                // One invocation per word: whole groups of 4 blocks per workgroup.
+                let per_group = (WG / (4 * wpb)) * 4;
+                let groups = (lay.blocks() as u64).div_ceil(u64::from(per_group));
+                let g = grid(self.profile(), groups, "quantize")?;
+                dispatches.push(bind(Kernel::QuantizeWords, g[0], n, g)?);
+            } else {
+                let groups = lay.blocks().div_ceil(4) as u64;
+                let g = grid(self.profile(), groups.div_ceil(u64::from(WG)), "quantize")?;
+                dispatches.push(bind(Kernel::Quantize, g[0], n, g)?);
+            }
         }
         let elem = t.dtype().size() as u64;
         let plan = Plan {
