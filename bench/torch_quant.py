@@ -10,25 +10,10 @@ Prints one line per measurement: `torch <what> <KxN> M<m> <us> us <GB/s> GB/s`.
 Times with CUDA events, median of repeats after warm-up, random data.
 """
 import argparse
-import statistics
 
 import torch
 
-
-def bench(fn, warmup=10, repeats=200):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3)
-    return statistics.median(times)
+from torch_matmul import bench  # CUDA-event median; bench/ is on sys.path
 
 
 def main():
@@ -51,7 +36,7 @@ def main():
             for dtype, name in [(torch.float16, "f16"), (torch.bfloat16, "bf16"), (torch.float32, "f32")]:
                 x = torch.rand(m, k, device=dev, dtype=dtype) * 2 - 1
                 w = torch.rand(n, k, device=dev, dtype=dtype) * 2 - 1
-                t = bench(lambda: torch.nn.functional.linear(x, w))
+                t = bench(lambda: torch.nn.functional.linear(x, w), warmup=10, repeats=200)
                 nbytes = (n * k + m * k + m * n) * x.element_size()
                 print(f"torch gemv_{name} {k}x{n} M{m} {t*1e6:.1f} us {nbytes/t/1e9:.1f} GB/s")
 

@@ -119,52 +119,30 @@ impl Context {
                 .map_err(|_| Error::InvalidArgument(format!("{op}: {what} {v} does not fit in u32")))
         };
         let mut dispatches = Vec::new();
-        if m > 0 && n > 0 && route == QuantRoute::GemvColumns {
-            let wg = quant_cols_workgroup(self.profile().max_invocations);
-            let g = grid(self.profile(), (n as u64).div_ceil(32), op)?;
+        if m > 0 && n > 0 {
             let mr = (m as u32).next_power_of_two();
+            let wpb = lay.words_per_block() as u32;
+            // Both GEMVs take the same parameter slots but the fifth and
+            // seventh, and the same bindings.
+            let (spec, g, fifth, seventh) = if route == QuantRoute::GemvColumns {
+                let wg = quant_cols_workgroup(self.profile().max_invocations);
+                let g = grid(self.profile(), (n as u64).div_ceil(32), op)?;
+                (gemv_cols_spec(w.format, mr, wpb, wg), g, g[0], 0)
+            } else {
+                let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
+                let per_word = 32 / w.format.element_bits() as usize;
+                (gemv_spec(w.format, mr, wpb), g, u("words per row", k / per_word)?, g[0])
+            };
             let params = self.uniform(&[
                 u("N", n)?,
                 u("K", k)?,
                 u("M", m)?,
-                u("blocks per column", lay.blocks_per_line())?,
-                g[0],
+                u("blocks per line", lay.blocks_per_line())?,
+                fifth,
                 0,
-                0,
-                0,
-            ]);
-            let spec = gemv_cols_spec(w.format, mr, lay.words_per_block() as u32, wg);
-            let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-            dispatches.push(Dispatch::with_bindings(
-                &self.inner.device,
-                pipeline,
-                &[
-                    (0, &params),
-                    (1, x.buffer()),
-                    (2, w.data.buffer()),
-                    (3, w.scales.buffer()),
-                    (4, w.zeros.buffer()),
-                    (5, w.globals.buffer()),
-                    (6, out.buffer()),
-                ],
-                g,
-            ));
-        } else if m > 0 && n > 0 {
-            let groups = (n as u64).div_ceil(u64::from(ROWS));
-            let g = grid(self.profile(), groups, op)?;
-            let mr = (m as u32).next_power_of_two();
-            let per_word = 32 / w.format.element_bits() as usize;
-            let params = self.uniform(&[
-                u("N", n)?,
-                u("K", k)?,
-                u("M", m)?,
-                u("blocks per row", lay.blocks_per_line())?,
-                u("words per row", k / per_word)?,
-                0,
-                g[0],
+                seventh,
                 0,
             ]);
-            let spec = gemv_spec(w.format, mr, lay.words_per_block() as u32);
             let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
