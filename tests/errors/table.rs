@@ -2582,3 +2582,155 @@ fn f16_without_the_feature() {
     });
     run_table(weak, t);
 }
+
+#[test]
+fn quantisation_arguments() {
+    use wgtile::quant::{self, HostQuant};
+    use wgtile::{QuantAxis, QuantFormat};
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = &ctx;
+    let mut t = Table { rows: Vec::new() };
+    for format in QuantFormat::ALL {
+        let name = format.name();
+        t.err(
+            format!("quantize {name} rank 0"),
+            Kind::Invalid,
+            move || {
+                ctx.quantize(&rnd(ctx, &[]), format, QuantAxis::Rows)
+                    .map(|_| vec![])
+            },
+        );
+        t.err(
+            format!("quantize {name} columns of rank 3"),
+            Kind::Invalid,
+            move || {
+                ctx.quantize(&rnd(ctx, &[2, 3, 4]), format, QuantAxis::Columns)
+                    .map(|_| vec![])
+            },
+        );
+        t.err(
+            format!("quantize {name} a padded tensor"),
+            Kind::Invalid,
+            move || {
+                let p = ctx.tensor_padded(&[1.0f32; 64], [2, 32], 40)?;
+                ctx.quantize(&p, format, QuantAxis::Rows).map(|_| vec![])
+            },
+        );
+        for block in [0usize, 3, 2048] {
+            t.err(
+                format!("quantize {name} block {block}"),
+                Kind::Invalid,
+                move || {
+                    ctx.quantize_with_block(&rnd(ctx, &[4, 64]), format, QuantAxis::Rows, block)
+                        .map(|_| vec![])
+                },
+            );
+        }
+        // Zero-sized: empty parts, an empty dequantisation, an empty product.
+        for (shape, axis) in [
+            (vec![0usize, 64], QuantAxis::Rows),
+            (vec![64, 0], QuantAxis::Columns),
+        ] {
+            let s2 = shape.clone();
+            t.values(
+                format!("dequantize {name} {shape:?}"),
+                val(&shape, &[]),
+                move || {
+                    let q = ctx.quantize(&ctx.zeros(&s2, DType::F32)?, format, axis)?;
+                    ctx.dequantize(&q).map(one)
+                },
+            );
+        }
+        t.values(
+            format!("matmul_quantized {name} of 0 rows"),
+            val(&[0, 16], &[]),
+            move || {
+                let q = ctx.quantize(&rnd(ctx, &[16, 64]), format, QuantAxis::Rows)?;
+                ctx.matmul_quantized(&ctx.zeros([0, 64], DType::F32)?, &q)
+                    .map(one)
+            },
+        );
+        for (what, xs, kind) in [
+            ("x K 63", vec![3usize, 63], Kind::Shape),
+            ("x rank 0", vec![], Kind::Shape),
+            ("x K 16 (the weight's N)", vec![2, 16], Kind::Shape),
+        ] {
+            t.err(format!("matmul_quantized {name} {what}"), kind, move || {
+                let q = ctx.quantize(&rnd(ctx, &[16, 64]), format, QuantAxis::Rows)?;
+                ctx.matmul_quantized(&rnd(ctx, &xs), &q).map(one)
+            });
+        }
+        if ctx.profile().shader_f16 {
+            t.err(
+                format!("matmul_quantized {name} f16 x"),
+                Kind::DType,
+                move || {
+                    let q = ctx.quantize(&rnd(ctx, &[16, 64]), format, QuantAxis::Rows)?;
+                    ctx.matmul_quantized(&rnd16(ctx, &[2, 64]), &q).map(one)
+                },
+            );
+        }
+        // A checkpoint's packed parts with a part of the wrong size, or a
+        // block the format does not have.
+        let host = quant::quantize(
+            &common::random(8 * 64, 3),
+            &[8, 64],
+            format,
+            QuantAxis::Rows,
+            format.default_block(),
+        )
+        .unwrap();
+        type Spoil = fn(&mut HostQuant);
+        let spoils: [(&str, Spoil); 5] = [
+            ("data short", |h| {
+                h.data.pop();
+            }),
+            ("scales long", |h| h.scales.push(0)),
+            ("zeros of a format without them", |h| {
+                if h.zeros.is_empty() {
+                    h.zeros.push(0)
+                } else {
+                    h.zeros.clear()
+                }
+            }),
+            ("shape grown", |h| h.shape[0] += 1),
+            ("block halved", |h| h.block /= 2),
+        ];
+        for (what, spoil) in spoils {
+            let mut h = host.clone();
+            spoil(&mut h);
+            t.err(
+                format!("upload_quantized {name} {what}"),
+                Kind::Invalid,
+                move || ctx.upload_quantized(&h).map(|_| vec![]),
+            );
+        }
+        if format == QuantFormat::Nvfp4 {
+            for g in [f32::NAN, -1.0, f32::INFINITY] {
+                let mut h = host.clone();
+                h.global_scale = g;
+                t.err(
+                    format!("upload_quantized NVFP4 global scale {g}"),
+                    Kind::Invalid,
+                    move || ctx.upload_quantized(&h).map(|_| vec![]),
+                );
+            }
+        }
+        // Values: a NaN block dequantises to NaN, an all-zero block to 0.
+        let mut x = vec![0.0f32; 64];
+        x[5] = f32::NAN;
+        let xs = x.clone();
+        let want: Vec<f32> = (0..64)
+            .map(|i| if i < format.default_block() { NAN } else { 0.0 })
+            .collect();
+        t.values(
+            format!("dequantize {name} a NaN block"),
+            val(&[1, 64], &want),
+            move || {
+                let q = ctx.quantize(&vals(ctx, &xs, &[1, 64]), format, QuantAxis::Rows)?;
+                ctx.dequantize(&q).map(one)
+            },
+        );
+    }
+    run_table(ctx, t);
+}
