@@ -4,9 +4,10 @@
 //
 // Scaling by a power of two (MX) rounds straight from the f32 bits
 // (`round_bits`). Dividing by any other scale (NVFP4, the integer formats)
-// takes the f32 quotient as a candidate and settles it against the exact
-// midpoints of its two neighbours (`Ex`: significand x 2^exponent, products
-// kept within 32 bits), so WGSL's 2.5-ulp division cannot change a result.
+// takes the f32 quotient as a candidate and, unless it is clear of both
+// neighbouring midpoints by more than the division's error, settles it
+// against their exact values (`Ex`: significand x 2^exponent, products kept
+// within 32 bits), so WGSL's 2.5-ulp division cannot change a result.
 // Subnormal inputs are read as bits, so a device that flushes them in
 // arithmetic still encodes them exactly.
 
@@ -68,6 +69,16 @@ fn round_bits(bits: u32, k: i32, f: Mini) -> u32 {
     let q = rne_shift(sig, u32(shift));
     let hi = u32(max(e_eff + f.bias - 1, 0));
     return min((hi << f.mbits) + q, f.max_code);
+}
+
+// Margins around a midpoint beyond which an f32 quotient (2.5 ulp, 1.5e-7
+// relative) cannot be on the wrong side: 2^-20 relative.
+const CLEAR_UP: f32 = 1.00000095367431640625;
+const CLEAR_DOWN: f32 = 0.99999904632568359375;
+
+// The value of an exact number whose significand and exponent fit an f32.
+fn ex_value(a: Ex) -> f32 {
+    return ldexp(f32(a.sig), a.e);
 }
 
 fn ex_f32(bits: u32) -> Ex {
@@ -147,6 +158,13 @@ fn round_div_mini(xb: u32, y: f32, f: Mini) -> u32 {
     if finite_bits(bitcast<u32>(t)) {
         c = round_bits(bitcast<u32>(t) & 0x7fffffffu, 0, f);
     }
+    // Clear of both midpoints by more than the division's error: c is the
+    // exact quotient's code, no exact comparison needed.
+    let lo_clear = c == 0u || t > ex_value(mini_mid(c - 1u, f)) * CLEAR_UP;
+    let hi_clear = c == f.max_code || t < ex_value(mini_mid(c, f)) * CLEAR_DOWN;
+    if lo_clear && hi_clear {
+        return c;
+    }
     if c > 0u && goes_down(ax, ex_mul(mini_mid(c - 1u, f), ey), c) {
         c -= 1u;
     } else if c < f.max_code && goes_up(ax, ex_mul(mini_mid(c, f), ey), c) {
@@ -163,6 +181,11 @@ fn round_div_int(xb: u32, y: f32, top: u32) -> u32 {
     var c = top;
     if finite_bits(bitcast<u32>(t)) {
         c = u32(min(round(t), f32(top)));
+    }
+    let lo_clear = c == 0u || t > (f32(c) - 0.5) * CLEAR_UP;
+    let hi_clear = c == top || t < (f32(c) + 0.5) * CLEAR_DOWN;
+    if lo_clear && hi_clear {
+        return c;
     }
     if c > 0u && goes_down(ax, ex_mul(Ex(2u * c - 1u, -1), ey), c) {
         c -= 1u;

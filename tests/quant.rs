@@ -432,3 +432,74 @@ fn quantize_transposed_is_the_transpose_quantised() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Exact ties of the formats whose scale is not a power of two (the
+/// integers, NVFP4's elements): the GPU must round them to even exactly as
+/// the host does, which only the exact comparisons can decide.
+#[test]
+fn division_ties_round_to_even_on_the_gpu() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut cases: Vec<(QuantFormat, Vec<f32>)> = Vec::new();
+    // Integers: a block whose scale comes out exactly 0.5, the rest on
+    // half-integer multiples of it.
+    for (format, top, lo) in [
+        (QuantFormat::Int8, 127i32, -127i32),
+        (QuantFormat::Int4, 7, -7),
+        (QuantFormat::Int4Zp, 15, 0),
+    ] {
+        let mut x = vec![top as f32 * 0.5];
+        let mut k = lo;
+        while x.len() < 64 {
+            x.push((k as f32 + 0.5) * 0.5);
+            k = if k + 1 >= top { lo } else { k + 1 };
+        }
+        if format == QuantFormat::Int4Zp {
+            x[32] = top as f32 * 0.5;
+        }
+        cases.push((format, x));
+    }
+    // NVFP4: a tensor amax whose element divisor has trailing zero bits, so
+    // that midpoints of the E2M1 grid times it are exact f32 values.
+    let mids = [0.25f32, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0];
+    let amax = (0..4096)
+        .map(|i| 1.0 + i as f32 / 1024.0)
+        .find(|&a| {
+            let mut x = vec![0.0f32; 16];
+            x[0] = a;
+            let h = quant::quantize(&x, &[16], QuantFormat::Nvfp4, QuantAxis::Rows, 16).unwrap();
+            let y = E4M3.decode(h.scales[0] & 0xff) * h.global_scale;
+            y.to_bits().trailing_zeros() >= 4
+        })
+        .expect("an amax with a short divisor");
+    let mut x = vec![0.0f32; 64];
+    for b in 0..4 {
+        x[b * 16] = amax;
+    }
+    let h = quant::quantize(&x, &[64], QuantFormat::Nvfp4, QuantAxis::Rows, 16).unwrap();
+    let y = E4M3.decode(h.scales[0] & 0xff) * h.global_scale;
+    for (i, v) in x.iter_mut().enumerate() {
+        if i % 16 != 0 {
+            *v = mids[i % mids.len()] * y * if i % 3 == 0 { -1.0 } else { 1.0 };
+        }
+    }
+    cases.push((QuantFormat::Nvfp4, x));
+    for (format, values) in cases {
+        let n = values.len();
+        let want = quant::quantize(
+            &values,
+            &[n],
+            format,
+            QuantAxis::Rows,
+            format.default_block(),
+        )
+        .unwrap();
+        let t = ctx.tensor(&values, [n]).unwrap();
+        let got = ctx
+            .quantize(&t, format, QuantAxis::Rows)
+            .unwrap()
+            .to_host_blocking()
+            .unwrap();
+        same_bits(&format!("{format} ties data"), &got.data, &want.data);
+        same_bits(&format!("{format} ties scales"), &got.scales, &want.scales);
+    }
+}

@@ -157,6 +157,7 @@ pub fn quant_specs() -> Vec<Spec> {
             }
         }
         out.push(quant_spec(Kernel::Dequantize, f, false));
+        out.push(quant_spec(Kernel::DequantizeWords, f, false));
         out.extend(gemv::specs_for(f));
     }
     out
@@ -320,11 +321,17 @@ impl Context {
         })?;
         let mut dispatches = Vec::new();
         if n > 0 {
-            let g = grid(self.profile(), u64::from(n).div_ceil(u64::from(WG)), "dequantize")?;
+            // Along rows one invocation per word, else one per element.
+            let (kernel, count) = if q.axis == QuantAxis::Rows {
+                (Kernel::DequantizeWords, (lay.blocks() * lay.words_per_block()) as u64)
+            } else {
+                (Kernel::Dequantize, u64::from(n))
+            };
+            let g = grid(self.profile(), count.div_ceil(u64::from(WG)), "dequantize")?;
             let pipeline = self
                 .inner
                 .pipelines
-                .get(&self.inner.device, &quant_spec(Kernel::Dequantize, q.format, false))?;
+                .get(&self.inner.device, &quant_spec(kernel, q.format, false))?;
             let params = self.uniform(&params(&lay, g[0], n)?);
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
