@@ -466,28 +466,3 @@ fn quantize_words(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocatio
     }
 }
 
-// Entry `dequantize_words` (blocks along rows): one invocation per packed
-// word, so the divisions that find an element's block are paid once per
-// word, and a subgroup writes a contiguous run of the row.
-@compute @workgroup_size(WG, 1, 1)
-fn dequantize_words(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let gw = linear_id(wg, lid);
-    let bits = elem_bits();
-    let per_word = 32u / bits;
-    let wpb = params.block / per_word;
-    if gw >= params.blocks * wpb {
-        return;
-    }
-    let id = gw / wpb;
-    let l = id / params.nb;
-    let j = id % params.nb;
-    let t0 = (gw % wpb) * per_word;
-    let word = data[gw];
-    for (var f = 0u; f < per_word; f++) {
-        let i = element_index(l, j, t0 + f);
-        if i != 0xffffffffu {
-            let q = (word >> (bits * f)) & ((1u << bits) - 1u);
-            out[i] = element_value(q, id);
-        }
-    }
-}

@@ -279,9 +279,6 @@ registry! {
     /// (coalesced; 4 words per block at most WG / 4).
     QuantizeWords = "quant.quantize_words", entry "quantize_words", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];
-    /// Dequantisation to f32 along rows, one invocation per packed word.
-    DequantizeWords = "quant.dequantize_words", entry "dequantize_words", dtype F32, flags [TRUSTED],
-        parts [QUANT, QUANT_CODEC];
     /// Dequantisation to f32, one invocation per element.
     Dequantize = "quant.dequantize", entry "dequantize", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];

@@ -157,7 +157,6 @@ pub fn quant_specs() -> Vec<Spec> {
             }
         }
         out.push(quant_spec(Kernel::Dequantize, f, false));
-        out.push(quant_spec(Kernel::DequantizeWords, f, false));
         out.extend(gemv::specs_for(f));
     }
     out
@@ -321,12 +320,9 @@ impl Context {
         })?;
         let mut dispatches = Vec::new();
         if n > 0 {
-            // Along rows one invocation per word, else one per element.
-            let (kernel, count) = if q.axis == QuantAxis::Rows {
-                (Kernel::DequantizeWords, (lay.blocks() * lay.words_per_block()) as u64)
-            } else {
-                (Kernel::Dequantize, u64::from(n))
-            };
+            // One invocation per element: each store is coalesced (one per
+            // word lost 2x for 4-bit formats, docs/perf/quant.md).
+            let (kernel, count) = (Kernel::Dequantize, u64::from(n));
             let g = grid(self.profile(), count.div_ceil(u64::from(WG)), "dequantize")?;
             let pipeline = self
                 .inner
