@@ -301,12 +301,37 @@ fn quantized_matmul_shapes_and_errors() {
         ctx.matmul_quantized(&bad, &q),
         Err(Error::ShapeMismatch { .. })
     ));
+    // f16 activations give exactly the product of their f32 widening, on
+    // the GEMV and on the fallback, in both layouts.
     if ctx.profile().shader_f16 {
-        let h = ctx.zeros([3, 64], DType::F16).unwrap();
-        assert!(matches!(
-            ctx.matmul_quantized(&h, &q),
-            Err(Error::DTypeMismatch { .. })
-        ));
+        let qc = ctx.quantize_transposed(&w, QuantFormat::Mxfp4).unwrap();
+        for rows in [3usize, 11] {
+            let hv: Vec<f16> = common::random(rows * 64, 8)
+                .iter()
+                .map(|&v| f16::from_f32(v))
+                .collect();
+            let h = ctx.tensor(&hv, [rows, 64]).unwrap();
+            let wide: Vec<f32> = hv.iter().map(|v| v.to_f32()).collect();
+            let f = ctx.tensor(&wide, [rows, 64]).unwrap();
+            for qq in [&q, &qc] {
+                let a = ctx
+                    .matmul_quantized(&h, qq)
+                    .unwrap()
+                    .to_vec_blocking::<f32>()
+                    .unwrap();
+                let b = ctx
+                    .matmul_quantized(&f, qq)
+                    .unwrap()
+                    .to_vec_blocking::<f32>()
+                    .unwrap();
+                assert_eq!(
+                    a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    b.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "f16 x, {rows} rows, {:?}",
+                    qq.axis()
+                );
+            }
+        }
     }
     let w3 = ctx.zeros([2, 4, 64], DType::F32).unwrap();
     let q3 = ctx

@@ -53,9 +53,9 @@ impl Context {
     /// `x @ W` for a quantised weight whose blocks run along K: a weight
     /// stored `[N, K]` blocked along rows ([`QuantAxis::Rows`], PyTorch's
     /// `Linear` layout) gives `x @ Wᵀ`; one stored `[K, N]` blocked down
-    /// columns gives `x @ W`. `x` is `[.., K]` in f32 (f16 activations are
-    /// [`Error::DTypeMismatch`] for now); the result is `[.., N]` in f32,
-    /// accumulated in f32.
+    /// columns gives `x @ W`. `x` is `[.., K]` in f32 or f16 (widened to f32
+    /// by a small kernel first); the result is `[.., N]` in f32, accumulated
+    /// in f32.
     ///
     /// Up to 8 rows of `x` run a fused GEMV, which reads the packed weight
     /// once and never writes it wider: for a column-blocked `[K, N]` weight
@@ -97,23 +97,44 @@ impl Context {
                 format!("x has K = {xk}, the weight K = {k} (its blocks run along K)"),
             ));
         }
-        if x.dtype() != DType::F32 {
-            return Err(Error::DTypeMismatch {
-                op: "matmul_quantized (activations)",
-                expected: DType::F32,
-                got: x.dtype(),
-            });
-        }
         let m: usize = lead.iter().product();
         let mut out_shape = lead.to_vec();
         out_shape.push(n);
+        if x.dtype() == DType::F16 {
+            // f16 activations widen to f32 first (x + an f32 zero: one small
+            // fused kernel; x is M x K, small next to the weight).
+            self.require_f16("f16 activations")?;
+            let zero = self.zeros([1], DType::F32)?;
+            let widen = self.eval_plan(&(x.expr() + &zero))?;
+            let xf = widen.output().clone();
+            let mut plan = self.quantized_plan_f32(&xf, w, (m, k, n), &out_shape)?;
+            let mut dispatches = widen.dispatches;
+            dispatches.append(&mut plan.dispatches);
+            plan.dispatches = dispatches;
+            plan.scratch.extend(widen.scratch);
+            plan.scratch.extend([xf, zero]);
+            plan.bytes += (m * k * 2) as u64;
+            return Ok(plan);
+        }
+        self.quantized_plan_f32(x, w, (m, k, n), &out_shape)
+    }
+
+    /// [`Context::matmul_quantized_plan`] for a checked f32 `x`.
+    fn quantized_plan_f32(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        (m, k, n): (usize, usize, usize),
+        out_shape: &[usize],
+    ) -> Result<Plan> {
+        let op = "matmul_quantized";
         let lay = w.layout();
         let route = quant_route(w.format, &lay, m, k);
         if let QuantRoute::Dequantize(why) = route {
             log::debug!("{op}: dequantise + matmul ({why})");
-            return self.dequantized_matmul(x, w, &out_shape);
+            return self.dequantized_matmul(x, w, out_shape);
         }
-        let out = self.alloc(&out_shape, DType::F32, "wgtile quantized matmul out")?;
+        let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let u = |what: &str, v: usize| {
             u32::try_from(v)
                 .map_err(|_| Error::InvalidArgument(format!("{op}: {what} {v} does not fit in u32")))
