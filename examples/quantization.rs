@@ -175,30 +175,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "\n{:<32} {:>11} {:>10} {:>9} {:>6}",
             "kernel", "KxN", "time us", "GB/s", "copy%"
         );
+        let kernel_row = |name: String, plan: &Plan| -> wgtile::Result<()> {
+            let t = time(plan)?;
+            let gbps = plan.bytes() as f64 / t / 1e9;
+            println!(
+                "{:<32} {:>11} {:>10.1} {:>9.1} {:>5.0}%",
+                name,
+                format!("{k}x{n}"),
+                t * 1e6,
+                gbps,
+                100.0 * gbps / copy_gbps
+            );
+            Ok(())
+        };
         for format in QuantFormat::ALL {
             let (qp, q) = ctx.quantize_plan(&w, format, QuantAxis::Rows, format.default_block())?;
-            let t = time(&qp)?;
-            let gbps = qp.bytes() as f64 / t / 1e9;
-            println!(
-                "{:<32} {:>11} {:>10.1} {:>9.1} {:>5.0}%",
-                format!("quantize {}", format.name()),
-                format!("{k}x{n}"),
-                t * 1e6,
-                gbps,
-                100.0 * gbps / copy_gbps
-            );
+            kernel_row(format!("quantize {}", format.name()), &qp)?;
             qp.run()?;
-            let dp = ctx.dequantize_plan(&q)?;
-            let t = time(&dp)?;
-            let gbps = dp.bytes() as f64 / t / 1e9;
-            println!(
-                "{:<32} {:>11} {:>10.1} {:>9.1} {:>5.0}%",
+            kernel_row(
                 format!("dequantize {}", format.name()),
-                format!("{k}x{n}"),
-                t * 1e6,
-                gbps,
-                100.0 * gbps / copy_gbps
-            );
+                &ctx.dequantize_plan(&q)?,
+            )?;
         }
         println!();
     }

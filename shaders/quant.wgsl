@@ -253,6 +253,27 @@ fn encode(b: u32, s: BlockScale) -> u32 {
     return u32(select(m, -m, neg && mag != 0u)) & mask;
 }
 
+// Writes the packed scale words (and zero-point word) of blocks 4g..4g+3
+// (`sc`, `z`: 0 past the last block), and for NVFP4 (group 0) the
+// per-tensor scale.
+fn store_group(g: u32, sc: array<u32, 4>, z: array<u32, 4>) {
+    if FORMAT >= 4u {
+        scales[g * 2u] = sc[0] | (sc[1] << 16u);
+        if g * 2u + 1u < arrayLength(&scales) {
+            scales[g * 2u + 1u] = sc[2] | (sc[3] << 16u);
+        }
+    } else {
+        scales[g] = sc[0] | (sc[1] << 8u) | (sc[2] << 16u) | (sc[3] << 24u);
+    }
+    if FORMAT == 6u {
+        zeros[g] = z[0] | (z[1] << 8u) | (z[2] << 16u) | (z[3] << 24u);
+    }
+    if FORMAT == 3u && g == 0u {
+        let gs = bitcast<f32>(atomicLoad(&globals[0])) * NVFP4_GLOBAL_FACTOR;
+        atomicStore(&globals[1], bitcast<u32>(gs));
+    }
+}
+
 @compute @workgroup_size(WG, 1, 1)
 fn quantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let group = linear_id(wg, lid);
@@ -263,8 +284,8 @@ fn quantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_inde
     let bits = elem_bits();
     let per_word = 32u / bits;
     let wpb = params.block / per_word;
-    var scale_words = array<u32, 2>(0u, 0u);
-    var zero_word = 0u;
+    var sc = array<u32, 4>(0u, 0u, 0u, 0u);
+    var z = array<u32, 4>(0u, 0u, 0u, 0u);
     for (var q = 0u; q < 4u; q++) {
         let id = first + q;
         if id >= params.blocks {
@@ -292,28 +313,10 @@ fn quantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_inde
             }
             data[id * wpb + w] = word;
         }
-        if FORMAT >= 4u {
-            scale_words[q / 2u] |= s.scale << (16u * (q % 2u));
-        } else {
-            scale_words[0] |= s.scale << (8u * q);
-        }
-        zero_word |= s.zero << (8u * q);
+        sc[q] = s.scale;
+        z[q] = s.zero;
     }
-    if FORMAT >= 4u {
-        scales[group * 2u] = scale_words[0];
-        if group * 2u + 1u < arrayLength(&scales) {
-            scales[group * 2u + 1u] = scale_words[1];
-        }
-    } else {
-        scales[group] = scale_words[0];
-    }
-    if FORMAT == 6u {
-        zeros[group] = zero_word;
-    }
-    if FORMAT == 3u && group == 0u {
-        let g = bitcast<f32>(atomicLoad(&globals[0])) * NVFP4_GLOBAL_FACTOR;
-        atomicStore(&globals[1], bitcast<u32>(g));
-    }
+    store_group(group, sc, z);
 }
 
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
@@ -429,40 +432,15 @@ fn quantize_words(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocatio
     // One invocation per 4 blocks writes their packed scale and zero words.
     let g = first_block / 4u + lid;
     if lid < bpw / 4u && g * 4u < params.blocks {
-        let q0 = lid * 4u;
-        if FORMAT >= 4u {
-            var w0 = 0u;
-            var w1 = 0u;
-            for (var q = 0u; q < 4u; q++) {
-                let sc = select(0u, sh_scale[q0 + q], g * 4u + q < params.blocks);
-                if q < 2u {
-                    w0 |= sc << (16u * q);
-                } else {
-                    w1 |= sc << (16u * (q - 2u));
-                }
+        var sc = array<u32, 4>(0u, 0u, 0u, 0u);
+        var z = array<u32, 4>(0u, 0u, 0u, 0u);
+        for (var q = 0u; q < 4u; q++) {
+            if g * 4u + q < params.blocks {
+                sc[q] = sh_scale[lid * 4u + q];
+                z[q] = sh_zero[lid * 4u + q];
             }
-            scales[g * 2u] = w0;
-            if g * 2u + 1u < arrayLength(&scales) {
-                scales[g * 2u + 1u] = w1;
-            }
-        } else {
-            var w0 = 0u;
-            for (var q = 0u; q < 4u; q++) {
-                w0 |= select(0u, sh_scale[q0 + q], g * 4u + q < params.blocks) << (8u * q);
-            }
-            scales[g] = w0;
         }
-        if FORMAT == 6u {
-            var z = 0u;
-            for (var q = 0u; q < 4u; q++) {
-                z |= select(0u, sh_zero[q0 + q], g * 4u + q < params.blocks) << (8u * q);
-            }
-            zeros[g] = z;
-        }
-    }
-    if FORMAT == 3u && group == 0u && lid == 0u {
-        let gs = bitcast<f32>(atomicLoad(&globals[0])) * NVFP4_GLOBAL_FACTOR;
-        atomicStore(&globals[1], bitcast<u32>(gs));
+        store_group(g, sc, z);
     }
 }
 

@@ -37,7 +37,6 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> data: array<vec2<u32>>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
@@ -45,25 +44,6 @@ override WG: u32 = 256u;
 override S: u32 = WG / COLS;
 
 var<workgroup> red: array<f32, MR * WG>;
-
-// The dot of word `w` with row m of x from vec4 index `xo`, unscaled.
-fn word_dot_cols(w: u32, xo: u32, m: u32, offset: f32) -> f32 {
-    let base = m * (params.k / 4u) + xo;
-    if four_bit() {
-        let xa = x[base];
-        let xb = x[base + 1u];
-        var s = 0.0;
-        for (var i = 0u; i < 4u; i++) {
-            let p = pair(w, i) - vec2<f32>(offset);
-            s += p.x * xa[i] + p.y * xb[i];
-        }
-        return s;
-    }
-    let xa = x[base];
-    let p0 = pair(w, 0u) - vec2<f32>(offset);
-    let p1 = pair(w, 1u) - vec2<f32>(offset);
-    return p0.x * xa.x + p1.x * xa.y + p0.y * xa.z + p1.y * xa.w;
-}
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -98,7 +78,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 let xo = (j * WPB + w) * xw;
                 for (var m = 0u; m < MR; m++) {
                     if m < params.m {
-                        part[m] += word_dot_cols(word, xo, m, offset);
+                        part[m] += word_dot(word, m * (params.k / 4u) + xo, offset);
                     }
                 }
             }

@@ -917,11 +917,8 @@ impl HostQuant {
                 };
                 for t in 0..self.block {
                     if let Some(i) = lay.element_index(l, j, t) {
-                        let q = unpack(
-                            &self.data,
-                            bits,
-                            id * lay.words_per_block() * (32 / bits as usize) + t,
-                        );
+                        // Block `id`'s codes are fields id * block.. of the data.
+                        let q = unpack(&self.data, bits, id * self.block + t);
                         out[i] = dequantize_code(self.format, q, s, z, self.global_scale);
                     }
                 }

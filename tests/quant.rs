@@ -372,12 +372,7 @@ fn quantized_matmul_shapes_and_errors() {
         Err(Error::InvalidArgument(_))
     ));
     // Another context's tensors.
-    let other = Context::new_blocking(wgtile::ContextOptions {
-        adapter: Some(ctx.profile().name.clone()),
-        backends: Some(ctx.profile().backend.into()),
-        ..Default::default()
-    })
-    .unwrap();
+    let other = common::context_without(&ctx, wgtile::wgpu::Features::empty());
     let foreign = other
         .rand_uniform([16, 64], -1.0, 1.0, DType::F32, 1)
         .unwrap();

@@ -7,7 +7,7 @@ pub mod naga_check;
 
 use std::sync::OnceLock;
 
-use wgtile::{BinaryOp, Context, ContextOptions, DType, MatmulShape, Tensor, UnaryOp};
+use wgtile::{BinaryOp, Context, ContextOptions, DType, MatmulShape, Tensor, UnaryOp, wgpu};
 
 /// The shared test context: the default adapter (the software one, lavapipe,
 /// when no GPU is present). `None` (test skipped) only when there is no
@@ -35,6 +35,19 @@ pub fn ctx() -> Option<Context> {
         }
     })
     .clone()
+}
+
+/// A second context on `ctx`'s adapter with `disabled` features turned off
+/// (`wgpu::Features::empty()`: just another context, for foreign tensors or
+/// a device a test may break).
+pub fn context_without(ctx: &Context, disabled: wgpu::Features) -> Context {
+    Context::new_blocking(ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        disabled_features: disabled,
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 /// Seeded uniform data in [-1, 1): never zeros, reproducible.

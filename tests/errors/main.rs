@@ -116,13 +116,7 @@ fn invalid_arguments() {
 #[test]
 fn f16_without_shader_f16_is_unsupported() {
     let Some(ctx) = common::ctx() else { return };
-    let weak = Context::new_blocking(ContextOptions {
-        adapter: Some(ctx.profile().name.clone()),
-        backends: Some(ctx.profile().backend.into()),
-        disabled_features: wgpu::Features::SHADER_F16,
-        ..Default::default()
-    })
-    .unwrap();
+    let weak = common::context_without(&ctx, wgpu::Features::SHADER_F16);
     assert!(!weak.profile().shader_f16);
     let a = weak.zeros([3, 4], DType::F16).unwrap();
     let b = weak.zeros([4, 5], DType::F16).unwrap();
@@ -258,12 +252,7 @@ fn forced_vec4_kernel_on_unaligned_shapes_is_refused() {
 
 /// A second context on the same adapter, for tests that break their device.
 fn private_context(ctx: &Context) -> Context {
-    Context::new_blocking(ContextOptions {
-        adapter: Some(ctx.profile().name.clone()),
-        backends: Some(ctx.profile().backend.into()),
-        ..Default::default()
-    })
-    .unwrap()
+    common::context_without(ctx, wgpu::Features::empty())
 }
 
 #[test]

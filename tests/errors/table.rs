@@ -9,9 +9,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use wgtile::{
-    AttentionKernel, AttentionOptions, Axis, BackwardTiles, Context, ContextOptions, DType,
-    DecodeTiles, DiagonalAlignment, Epilogue, Error, Expr, FlashTiles, KvCache, MatmulKernel,
-    MatmulOptions, Reduction, Result, Tensor, TileConfig, TimingOptions, f16, wgpu,
+    AttentionKernel, AttentionOptions, Axis, BackwardTiles, Context, DType, DecodeTiles,
+    DiagonalAlignment, Epilogue, Error, Expr, FlashTiles, KvCache, MatmulKernel, MatmulOptions,
+    Reduction, Result, Tensor, TileConfig, TimingOptions, f16, wgpu,
 };
 
 use crate::common;
@@ -2497,13 +2497,7 @@ fn kv_cache_arguments() {
 #[test]
 fn f16_without_the_feature() {
     let Some(ctx) = common::ctx() else { return };
-    let weak = Context::new_blocking(ContextOptions {
-        adapter: Some(ctx.profile().name.clone()),
-        backends: Some(ctx.profile().backend.into()),
-        disabled_features: wgpu::Features::SHADER_F16,
-        ..Default::default()
-    })
-    .unwrap();
+    let weak = common::context_without(&ctx, wgpu::Features::SHADER_F16);
     let weak = &weak;
     let h = move |s: &[usize]| rnd16(weak, s);
     let mut t = Table { rows: Vec::new() };

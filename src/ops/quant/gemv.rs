@@ -2,7 +2,7 @@
 //! registers, `shaders/quant_gemv.wgsl`) for few rows of x, else the weight
 //! dequantised once and the matmul engine.
 
-use super::{QuantTensor, format_code};
+use super::{QuantTensor, format_code, u32_of};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Plan, Tensor, grid};
@@ -46,8 +46,6 @@ pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
     }
     out
 }
-
-
 
 impl Context {
     /// `x @ W` for a quantised weight whose blocks run along K: a weight
@@ -135,10 +133,7 @@ impl Context {
             return self.dequantized_matmul(x, w, out_shape);
         }
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
-        let u = |what: &str, v: usize| {
-            u32::try_from(v)
-                .map_err(|_| Error::InvalidArgument(format!("{op}: {what} {v} does not fit in u32")))
-        };
+        let u = u32_of;
         let mut dispatches = Vec::new();
         if m > 0 && n > 0 {
             let mr = (m as u32).next_power_of_two();

@@ -106,13 +106,16 @@ fn params(lay: &QuantLayout, gx: u32, n: u32) -> Result<[u32; 8]> {
     params_read(lay, gx, n, false)
 }
 
+/// A count the quantisation kernels index with, as u32 (`what` names it).
+pub(crate) fn u32_of(what: &str, v: usize) -> Result<u32> {
+    u32::try_from(v).map_err(|_| {
+        Error::InvalidArgument(format!("quantised tensor: {what} {v} does not fit in u32"))
+    })
+}
+
 /// [`params`], reading the input transposed (`[cols, rows]` row-major).
 fn params_read(lay: &QuantLayout, gx: u32, n: u32, transposed: bool) -> Result<[u32; 8]> {
-    let u = |what: &str, v: usize| {
-        u32::try_from(v).map_err(|_| {
-            Error::InvalidArgument(format!("quantised tensor: {what} {v} does not fit in u32"))
-        })
-    };
+    let u = u32_of;
     Ok([
         u("rows", lay.rows)?,
         u("cols", lay.cols)?,
@@ -241,9 +244,7 @@ impl Context {
         };
         let lay = QuantLayout::new(&shape, axis, block, format.element_bits())?;
         let q = self.alloc_quant(format, axis, block, &shape)?;
-        let n = u32::try_from(t.numel()).map_err(|_| {
-            Error::InvalidArgument(format!("quantize: {} elements do not fit in u32", t.numel()))
-        })?;
+        let n = u32_of("elements", t.numel())?;
         let in_half = t.dtype() == DType::F16;
         let mut dispatches = Vec::new();
         let bind = |kernel: Kernel, gx: u32, count: u32, workgroups: [u32; 3]| -> Result<Dispatch> {
@@ -315,19 +316,16 @@ impl Context {
         self.check_all_owned([&q.data, &q.scales, &q.zeros, &q.globals], "dequantize")?;
         let lay = q.layout();
         let out = self.alloc(&q.shape, DType::F32, "wgtile dequantized")?;
-        let n = u32::try_from(out.numel()).map_err(|_| {
-            Error::InvalidArgument(format!("dequantize: {} elements do not fit in u32", out.numel()))
-        })?;
+        let n = u32_of("elements", out.numel())?;
         let mut dispatches = Vec::new();
         if n > 0 {
             // One invocation per element: each store is coalesced (one per
             // word lost 2x for 4-bit formats, docs/perf/quant.md).
-            let (kernel, count) = (Kernel::Dequantize, u64::from(n));
-            let g = grid(self.profile(), count.div_ceil(u64::from(WG)), "dequantize")?;
+            let g = grid(self.profile(), u64::from(n).div_ceil(u64::from(WG)), "dequantize")?;
             let pipeline = self
                 .inner
                 .pipelines
-                .get(&self.inner.device, &quant_spec(kernel, q.format, false))?;
+                .get(&self.inner.device, &quant_spec(Kernel::Dequantize, q.format, false))?;
             let params = self.uniform(&params(&lay, g[0], n)?);
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
