@@ -94,23 +94,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let host = |len: usize, seed: u64, low: f32, high: f32| {
         let v = wgtile::uniform_values(len, low, high, seed);
-        match dtype {
-            DType::F32 => v,
-            DType::F16 => v
-                .iter()
-                .map(|&x| wgtile::f16::from_f32(x).to_f32())
-                .collect(),
-        }
+        v.iter().map(|&x| dtype.round(x)).collect::<Vec<f32>>()
     };
     let upload = |values: &[f32], shape: &[usize]| -> wgtile::Result<Tensor> {
-        match dtype {
-            DType::F32 => ctx.tensor(values, shape),
-            DType::F16 => {
-                let h: Vec<wgtile::f16> =
-                    values.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
-                ctx.tensor(&h, shape)
-            }
-        }
+        ctx.tensor_from_f32(values, shape, dtype)
     };
     let xs = std::sync::Arc::new(host(n, 1, -4.0, 4.0));
     let x = upload(&xs, &[n])?;

@@ -8,7 +8,7 @@
 // Used for zeros, constants and NaN poison in tests.
 // Entry `random`: uniform values in [-1, 1) from a counter-based integer hash
 //   of (seed, word index), identical on every adapter; `pattern` is the seed
-//   and `half` = 1 writes two f16 values per word. For inputs the library
+//   and `half` = 1 writes two f16 values per word, 2 two bf16 values. For inputs the library
 //   generates itself (autotuning), where a host generator and upload would
 //   cost more than the kernels being timed.
 
@@ -57,6 +57,11 @@ fn random(
         let h = hash(i ^ hash(params.pattern));
         if params.half == 1u {
             data[i] = pack2x16float(vec2<f32>(signed_unit(h), signed_unit(hash(h))));
+        } else if params.half == 2u {
+            // bf16 pairs: 8 random significant bits each (the top of the f32).
+            let lo = bitcast<u32>(signed_unit(h)) >> 16u;
+            let hi = bitcast<u32>(signed_unit(hash(h))) & 0xffff0000u;
+            data[i] = lo | hi;
         } else {
             data[i] = bitcast<u32>(signed_unit(h));
         }

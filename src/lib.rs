@@ -80,7 +80,7 @@ pub use tune::pad::PadChoice;
 pub use tune::{MatmulChoice, MatmulKernel, TileConfig};
 
 /// Re-exported `half::f16`, the host type of [`DType::F16`].
-pub use half::f16;
+pub use half::{bf16, f16};
 /// The README's example runs as a doctest.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -17,14 +17,8 @@ pub fn random_matrix(
     dtype: DType,
 ) -> wgtile::Result<(Tensor, Vec<f32>)> {
     let host = wgtile::uniform_values(n * n, -1.0, 1.0, seed);
-    match dtype {
-        DType::F32 => Ok((ctx.tensor(&host, [n, n])?, host)),
-        DType::F16 => {
-            let h: Vec<wgtile::f16> = host.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
-            let widened = h.iter().map(|v| v.to_f32()).collect();
-            Ok((ctx.tensor(&h, [n, n])?, widened))
-        }
-    }
+    let widened = host.iter().map(|&v| dtype.round(v)).collect();
+    Ok((ctx.tensor_from_f32(&host, [n, n], dtype)?, widened))
 }
 
 /// `values` (an `n x n` matrix, as `random_matrix` returns them) stored
@@ -37,13 +31,7 @@ pub fn stored_transposed(
     dtype: DType,
 ) -> wgtile::Result<Tensor> {
     let t: Vec<f32> = (0..n * n).map(|i| values[(i % n) * n + i / n]).collect();
-    match dtype {
-        DType::F32 => ctx.tensor(&t, [n, n]),
-        DType::F16 => {
-            let h: Vec<wgtile::f16> = t.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
-            ctx.tensor(&h, [n, n])
-        }
-    }
+    ctx.tensor_from_f32(&t, [n, n], dtype)
 }
 
 /// Largest |C - A B| over all outputs (small n) or an even spread of outputs

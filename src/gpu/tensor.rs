@@ -184,12 +184,17 @@ impl Tensor {
         pollster::block_on(self.to_vec())
     }
 
-    /// The data as `f32` whatever the dtype (`f16` widens exactly).
+    /// The data as `f32` whatever the dtype (`f16` and `bf16` widen exactly).
     pub fn to_f32_vec_blocking(&self) -> Result<Vec<f32>> {
         match self.dtype {
             DType::F32 => self.to_vec_blocking::<f32>(),
             DType::F16 => Ok(self
                 .to_vec_blocking::<half::f16>()?
+                .into_iter()
+                .map(f32::from)
+                .collect()),
+            DType::BF16 => Ok(self
+                .to_vec_blocking::<half::bf16>()?
                 .into_iter()
                 .map(f32::from)
                 .collect()),

@@ -16,10 +16,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+pub mod cast;
 pub mod codegen;
 mod registry;
 
 pub use registry::Kernel;
+pub(crate) use registry::HALF_BITS;
 
 pub(crate) use crate::gpu::Dispatch;
 use crate::dtype::DType;

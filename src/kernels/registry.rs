@@ -40,6 +40,8 @@ const ATTENTION_NAIVE: &str = shader!("attention_naive.wgsl");
 const QUANT: &str = shader!("quant.wgsl");
 const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
 const QUANT_GEMV_COMMON: &str = shader!("quant_gemv_common.wgsl");
+/// 16-bit float patterns to and from f32 bits in integer arithmetic.
+pub(crate) const HALF_BITS: &str = shader!("half_bits.wgsl");
 
 /// Ends with the fused matmul epilogue (bindings 5 and 6, `EPI_*` consts).
 const EPILOGUE: u8 = 1;
@@ -112,6 +114,10 @@ registry! {
     /// Fills a buffer with hashed uniform values in [-1, 1) (f32 or f16 pairs).
     FillRandom = "fill.random", entry "random", dtype F32, flags [],
         parts [shader!("fill.wgsl")];
+    /// Converts between f32, f16 and bf16 bit-exactly (one output word per
+    /// invocation; padded source rows read in place).
+    Cast = "cast", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("cast.wgsl"), HALF_BITS];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

@@ -3,11 +3,13 @@
 //! layer's copies. Encodes and submits; never decides
 //! which kernel runs (that is `tune`'s job).
 
+mod cast;
 mod context;
 mod pad_copy;
 mod tensor;
 mod timing;
 
+pub(crate) use cast::*;
 pub use context::*;
 pub(crate) use pad_copy::*;
 pub use timing::*;

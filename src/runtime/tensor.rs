@@ -72,6 +72,10 @@ impl Context {
         if t.is_contiguous() {
             return Ok(t.clone());
         }
+        if t.dtype() == DType::BF16 {
+            // The cast kernel copies bit patterns (no element arithmetic).
+            return self.cast(t, DType::BF16);
+        }
         let out = self.alloc(t.shape(), t.dtype(), "wgtile contiguous")?;
         let last = last_dim(t.shape());
         let rows = t.numel() / last.max(1);
@@ -122,14 +126,7 @@ impl Context {
     /// Overwrites every element of `t` with `value` (NaN to poison outputs).
     pub fn fill(&self, t: &Tensor, value: f32) -> Result<()> {
         self.check_owned(t, "fill")?;
-        let pattern = match t.dtype {
-            DType::F32 => value.to_bits(),
-            DType::F16 => {
-                let h = u32::from(half::f16::from_f32(value).to_bits());
-                h | (h << 16)
-            }
-        };
-        self.fill_words(&t.buffer, pattern)
+        self.fill_words(&t.buffer, t.dtype.fill_word(value))
     }
 
     /// Fills the whole buffer with a 32-bit pattern.
@@ -146,7 +143,11 @@ impl Context {
     /// inputs where speed matters (the autotuner's timing inputs).
     pub fn fill_random(&self, t: &Tensor, seed: u32) -> Result<()> {
         self.check_owned(t, "fill_random")?;
-        let half = u32::from(t.dtype() == DType::F16);
+        let half = match t.dtype() {
+            DType::F32 => 0,
+            DType::F16 => 1,
+            DType::BF16 => 2,
+        };
         let d = self.fill_dispatch_with(Kernel::FillRandom, &t.buffer, seed, half)?;
         self.run_dispatches("random fill", std::slice::from_ref(&d))
     }
@@ -205,10 +206,26 @@ impl Context {
         // in host memory either.
         self.inner.gpu.tensor_bytes(shape, last_dim(shape), dtype)?;
         let values = uniform_values(numel(shape)?, low, high, seed);
+        self.tensor_from_f32(&values, shape, dtype)
+    }
+
+    /// Uploads f32 host values as a `dtype` tensor of `shape`, rounded to
+    /// nearest even on the host for `f16` and `bf16` (what the `half`
+    /// crate's `from_f32` gives; NaN stays NaN).
+    pub fn tensor_from_f32(
+        &self,
+        data: &[f32],
+        shape: impl AsRef<[usize]>,
+        dtype: DType,
+    ) -> Result<Tensor> {
         match dtype {
-            DType::F32 => self.tensor(&values, shape),
+            DType::F32 => self.tensor(data, shape),
             DType::F16 => {
-                let h: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
+                let h: Vec<half::f16> = data.iter().map(|&v| half::f16::from_f32(v)).collect();
+                self.tensor(&h, shape)
+            }
+            DType::BF16 => {
+                let h: Vec<half::bf16> = data.iter().map(|&v| half::bf16::from_f32(v)).collect();
                 self.tensor(&h, shape)
             }
         }

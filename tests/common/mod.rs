@@ -55,17 +55,11 @@ pub fn random(n: usize, seed: u64) -> Vec<f32> {
     wgtile::uniform_values(n, -1.0, 1.0, seed)
 }
 
-/// Uploads `data` as `dtype` (rounded to f16 when asked) and returns the tensor
+/// Uploads `data` as `dtype` (rounded to f16 or bf16 when asked) and returns the tensor
 /// with the values it actually holds, widened to f32.
 pub fn upload(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType) -> (Tensor, Vec<f32>) {
-    match dtype {
-        DType::F32 => (ctx.tensor(data, shape).unwrap(), data.to_vec()),
-        DType::F16 => {
-            let h: Vec<wgtile::f16> = data.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
-            let back = h.iter().map(|v| v.to_f32()).collect();
-            (ctx.tensor(&h, shape).unwrap(), back)
-        }
-    }
+    let back = data.iter().map(|&v| dtype.round(v)).collect();
+    (ctx.tensor_from_f32(data, shape, dtype).unwrap(), back)
 }
 
 /// Reference batched matmul in f64: returns (C, sum_k |a_ik * b_kj|) per output,
@@ -99,13 +93,15 @@ pub fn matmul_ref(
 }
 
 /// Error bound for one matmul output with f32 accumulation over `k` terms:
-/// |got - ref| <= 2 k u32 sum|a b| (+ one f16 rounding of the result for f16),
-/// where u32 = 2^-24 and u16 = 2^-11 are the unit roundoffs.
+/// |got - ref| <= 2 k u32 sum|a b| (+ one f16 or bf16 rounding of the
+/// result), where u32 = 2^-24, u16 = 2^-11 and ubf16 = 2^-8 are the unit
+/// roundoffs.
 pub fn matmul_tolerance(dtype: DType, k: usize, reference: f64, magnitude: f64) -> f64 {
     let accumulate = 2.0 * k.max(1) as f64 * 2f64.powi(-24) * magnitude;
     match dtype {
         DType::F32 => accumulate + 1e-30,
         DType::F16 => accumulate + 2f64.powi(-11) * reference.abs() + 6e-8,
+        DType::BF16 => accumulate + 2f64.powi(-8) * reference.abs() + 1e-38,
     }
 }
 

@@ -28,6 +28,11 @@ fn padded_poisoned(
             let held = h.iter().map(|v| v.to_f32()).collect();
             (ctx.tensor_padded(&h, shape, multiple).unwrap(), held)
         }
+        DType::BF16 => {
+            let h: Vec<wgtile::bf16> = data.iter().map(|&v| wgtile::bf16::from_f32(v)).collect();
+            let held = h.iter().map(|v| v.to_f32()).collect();
+            (ctx.tensor_padded(&h, shape, multiple).unwrap(), held)
+        }
     };
     let stride = t.row_stride();
     assert_eq!(stride, last.next_multiple_of(multiple));
@@ -39,6 +44,7 @@ fn padded_poisoned(
             match dtype {
                 DType::F32 => storage.extend_from_slice(&v.to_le_bytes()),
                 DType::F16 => storage.extend_from_slice(&f16::from_f32(v).to_le_bytes()),
+                DType::BF16 => storage.extend_from_slice(&wgtile::bf16::from_f32(v).to_le_bytes()),
             }
         }
     }

@@ -34,6 +34,7 @@ fn out_rounding(dtype: DType, reference: f64) -> f64 {
     match dtype {
         DType::F32 => 0.0,
         DType::F16 => 2f64.powi(-11) * reference.abs() + 2f64.powi(-24),
+        DType::BF16 => 2f64.powi(-8) * reference.abs() + 2f64.powi(-133),
     }
 }
 
@@ -261,6 +262,9 @@ fn attention_softmax_with_broadcast_mask_and_dropout_epilogue() {
                         2.0 * bound[i]
                             + want[i] * (3.0 * 2f64.powi(-11) + 8.0 * 2f64.powi(-11) * 9.0)
                     }
+                    DType::BF16 => {
+                        2.0 * bound[i] + want[i] * (3.0 * 2f64.powi(-8) + 8.0 * 2f64.powi(-8) * 9.0)
+                    }
                 };
                 common::assert_close(&format!("{what} vs unfused"), &got, &un, slack);
             }
@@ -364,6 +368,7 @@ fn norms_of_a_residual_sum_with_gelu_epilogue() {
                     // Unfused f16 rounds h and y to f16 on the way (the
                     // normalised row then moves by up to 2^-11 |h| / std).
                     DType::F16 => 2.0 * bound[i] + 64.0 * 2f64.powi(-11) * (want[i].abs() + 1.0),
+                    DType::BF16 => 2.0 * bound[i] + 64.0 * 2f64.powi(-8) * (want[i].abs() + 1.0),
                 };
                 common::assert_close(&format!("{what} vs unfused"), &got, &un, slack);
             }

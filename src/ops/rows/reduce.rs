@@ -127,13 +127,7 @@ impl Context {
         }
         if n == 0 {
             let value = if op == Reduction::Mean { f32::NAN } else { 0.0 };
-            let pattern = match dtype {
-                DType::F32 => value.to_bits(),
-                DType::F16 => {
-                    let h = u32::from(half::f16::from_f32(value).to_bits());
-                    h | (h << 16)
-                }
-            };
+            let pattern = dtype.fill_word(value);
             plan.label = format!("{name} of empty rows (fill)");
             plan.dispatches
                 .push(self.fill_dispatch(&plan.output.buffer, pattern)?);

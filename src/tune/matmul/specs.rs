@@ -8,7 +8,7 @@ use super::*;
 // family, for the shader tests.
 pub fn matmul_specs() -> Vec<Spec> {
     let mut specs = Vec::new();
-    for dtype in DType::ALL {
+    for dtype in DType::COMPUTE {
         for (wg_x, wg_y) in NAIVE_WORKGROUPS {
             specs.push(MatmulKernel::Naive { wg_x, wg_y }.spec(dtype));
         }
@@ -21,7 +21,7 @@ pub fn matmul_specs() -> Vec<Spec> {
             specs.push(MatmulKernel::Broadcast { vec4 }.spec(dtype));
         }
     }
-    for dtype in DType::ALL {
+    for dtype in DType::COMPUTE {
         for vec4 in [false, true] {
             let tile = TILE_CONFIGS[TILE_CONFIGS.len() - 1];
             specs.push(
@@ -69,7 +69,7 @@ pub fn matmul_specs() -> Vec<Spec> {
                 subgroup,
                 split,
             };
-            let dtypes: &[DType] = if split { &[DType::F32] } else { &DType::ALL };
+            let dtypes: &[DType] = if split { &[DType::F32] } else { &DType::COMPUTE };
             for &dtype in dtypes {
                 specs.push(kernel.spec(dtype));
                 specs.push(kernel.spec(dtype).constant("ALIGNED", 0));

@@ -238,16 +238,14 @@ impl Lowered {
         leaves
     }
 
-    /// Output dtype of `root`: f32 if any tensor it reads is f32, f16 if all are f16.
+    /// Output dtype of `root`: the tensors' dtype when they all share one,
+    /// f32 otherwise (any f32 tensor, or f16 with bf16, as PyTorch promotes).
     pub(crate) fn dtype_of(&self, root: usize) -> DType {
-        if self
-            .leaves_of(root)
-            .iter()
-            .all(|&l| self.leaves[l].dtype() == DType::F16)
-        {
-            DType::F16
-        } else {
-            DType::F32
+        let leaves = self.leaves_of(root);
+        let mut dtypes = leaves.iter().map(|&l| self.leaves[l].dtype());
+        match dtypes.next() {
+            Some(first) if dtypes.all(|d| d == first) => first,
+            _ => DType::F32,
         }
     }
 }

@@ -54,7 +54,7 @@ use std::fmt::Write as _;
 
 use super::{
     Access, InputDesc, Leaf, Lowered, Op, broadcast, helpers_text,
-    key_of, load_code, lower_roots, plan_access, unary_code,
+    input_elem, key_of, load_code, lower_roots, plan_access, unary_code,
 };
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -264,12 +264,7 @@ pub(crate) fn emit_rows(rl: &RowLowered, row_vec4: bool) -> RowHooks {
         if Some(j) == acc_leaf {
             continue;
         }
-        let elem = match input.access {
-            Access::Contiguous | Access::Broadcast { inner_unit: true } if vec4 => {
-                format!("vec4<{}>", input.dtype.wgsl())
-            }
-            _ => input.dtype.wgsl().to_string(),
-        };
+        let elem = input_elem(*input, vec4);
         let _ = writeln!(
             s,
             "@group(0) @binding({}) var<storage, read> ew_in{j}: array<{elem}>;",

@@ -1,0 +1,82 @@
+// cast: converts a tensor between f32, f16 and bf16, or copies one into a
+// contiguous tensor of the same dtype, bit-exactly (half_bits.wgsl).
+//
+// Algorithm: one invocation per output word: one element for an f32 output,
+//   two (low half first) for a 16-bit one; a last odd element leaves the
+//   word's high half zero. Values travel as bit patterns: no float
+//   arithmetic, so nothing is flushed or canonicalised and no shader-f16 is
+//   needed. The source may have padded rows (`stride` >= `row`).
+// Workgroup: WG x 1 x 1 (override, default 256). Grid: 2-D,
+//   word = (y * groups_x + x) * WG + local.
+// IN / OUT: 0 f32, 1 f16, 2 bf16.
+
+struct Params {
+    elements: u32,
+    words: u32,
+    row: u32,
+    stride: u32,
+    groups_x: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+}
+
+const IN: u32 = 0u;
+const OUT: u32 = 0u;
+override WG: u32 = 256u;
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+
+// The stored bits of logical element e.
+fn raw(e: u32) -> u32 {
+    var s = e;
+    if params.stride != params.row {
+        s = (e / params.row) * params.stride + e % params.row;
+    }
+    if IN == 0u {
+        return src[s];
+    }
+    return (src[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
+}
+
+fn convert(b: u32) -> u32 {
+    if IN == OUT {
+        return b;
+    }
+    var x = b;
+    if IN == 1u {
+        x = f16_to_f32_bits(b);
+    } else if IN == 2u {
+        x = bf16_to_f32_bits(b);
+    }
+    if OUT == 1u {
+        return f32_bits_to_f16(x);
+    }
+    if OUT == 2u {
+        return f32_bits_to_bf16(x);
+    }
+    return x;
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let w = (wid.y * params.groups_x + wid.x) * WG + lid;
+    if w >= params.words {
+        return;
+    }
+    if OUT == 0u {
+        dst[w] = convert(raw(w));
+        return;
+    }
+    let e = 2u * w;
+    var word = convert(raw(e));
+    if e + 1u < params.elements {
+        word |= convert(raw(e + 1u)) << 16u;
+    }
+    dst[w] = word;
+}

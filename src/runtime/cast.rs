@@ -1,0 +1,148 @@
+//! Casts between f32, f16 and bf16 (`shaders/cast.wgsl`), and the bf16
+//! staging the ops use: bf16 operands become scratch tensors of a compute
+//! dtype in front of an op's plan, and a bf16 result is rounded behind it.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::gpu::{Dispatch, Plan, Tensor, grid, last_dim};
+use crate::kernels::cast::{CAST_WG, cast_spec};
+use crate::runtime::Context;
+
+/// bf16 operands staged for an op's kernels: the tensors the kernels read
+/// (bf16 ones replaced by casts), the cast dispatches that make them and
+/// the scratch they write.
+pub(crate) struct Staged {
+    pub(crate) tensors: Vec<Tensor>,
+    pub(crate) dispatches: Vec<Dispatch>,
+    pub(crate) scratch: Vec<Tensor>,
+}
+
+impl Staged {
+    /// `plan` with the casts run first and the scratch kept alive; the
+    /// memory floor counts the bf16 operands, not their staged copies.
+    pub(crate) fn before(self, mut plan: Plan, originals: &[&Tensor]) -> Plan {
+        for (t, o) in self.tensors.iter().zip(originals) {
+            if t.dtype() != o.dtype() {
+                plan.bytes = plan.bytes.saturating_sub(t.size_bytes()) + o.size_bytes();
+            }
+        }
+        let mut dispatches = self.dispatches;
+        dispatches.append(&mut plan.dispatches);
+        plan.dispatches = dispatches;
+        plan.scratch.extend(self.scratch);
+        plan
+    }
+}
+
+impl Context {
+    /// `t` converted to `dtype`, in a new contiguous tensor (`t` itself
+    /// when it already has that dtype and is contiguous).
+    ///
+    /// Widening (f16 or bf16 to f32) is exact, NaN payloads included.
+    /// Narrowing rounds to nearest
+    /// even from the exact value: f32 to f16 or bf16, f16 to bf16 (8
+    /// significant bits of f16's 11) and bf16 to f16 (exact within f16's
+    /// range; bf16's wider range rounds to f16 subnormals, zero or
+    /// infinity). Values beyond the target's largest finite value round to
+    /// infinity, as IEEE rounding does; NaN stays NaN (its quiet bit set,
+    /// its top payload bits kept). The kernel works on bit patterns, so it
+    /// needs no `shader-f16` and flushes no subnormal; the results equal the
+    /// `half` crate's `from_f32` / `to_f32` bit for bit. A padded source
+    /// ([`Context::tensor_padded`]) is read in place.
+    pub fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
+        self.check_owned(t, "cast")?;
+        if t.dtype() == dtype && t.is_contiguous() {
+            return Ok(t.clone());
+        }
+        let plan = self.cast_plan(t, dtype)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::cast`] as a plan (always a copy into a new tensor).
+    pub fn cast_plan(&self, t: &Tensor, dtype: DType) -> Result<Plan> {
+        self.check_owned(t, "cast")?;
+        let output = self.alloc(t.shape(), dtype, "wgtile cast")?;
+        let dispatches = self.cast_dispatch(t, &output)?.into_iter().collect();
+        Ok(Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!("cast {} -> {dtype} {:?}", t.dtype(), t.shape()),
+            dispatches,
+            flops: 0,
+            bytes: (t.numel() * (t.dtype().size() + dtype.size())) as u64,
+            output,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The dispatch writing `src` converted into `dst` (contiguous, same
+    /// shape, any dtype); `None` for an empty tensor.
+    pub(crate) fn cast_dispatch(&self, src: &Tensor, dst: &Tensor) -> Result<Option<Dispatch>> {
+        debug_assert_eq!(src.shape(), dst.shape());
+        let n = src.numel();
+        if n == 0 {
+            return Ok(None);
+        }
+        let too_big = |what: &str, v: usize| Error::LimitExceeded {
+            limit: "cast element count (u32 indices)",
+            requested: v as u64,
+            max: u64::from(u32::MAX),
+            what: format!("a cast of a {:?} tensor ({what})", src.shape()),
+        };
+        let stored = src.storage_len();
+        let n32 = u32::try_from(n).map_err(|_| too_big("elements", n))?;
+        u32::try_from(stored).map_err(|_| too_big("stored elements", stored))?;
+        let words = if dst.dtype() == DType::F32 {
+            n32
+        } else {
+            n32.div_ceil(2)
+        };
+        let groups = grid(self.profile(), u64::from(words.div_ceil(CAST_WG)), "a cast")?;
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(&self.inner.device, &cast_spec(src.dtype(), dst.dtype()))?;
+        let row = last_dim(src.shape()) as u32;
+        let params = self.uniform(&[n32, words, row, src.row_stride() as u32, groups[0], 0, 0, 0]);
+        Ok(Some(Dispatch::new(
+            &self.inner.device,
+            pipeline,
+            &[&params, src.buffer(), dst.buffer()],
+            groups,
+        )))
+    }
+
+    /// Each bf16 tensor of `inputs` cast to `to` (contiguous scratch);
+    /// the others as they are.
+    pub(crate) fn stage_bf16(&self, inputs: &[&Tensor], to: DType) -> Result<Staged> {
+        let mut staged = Staged {
+            tensors: Vec::with_capacity(inputs.len()),
+            dispatches: Vec::new(),
+            scratch: Vec::new(),
+        };
+        for &t in inputs {
+            if t.dtype() != DType::BF16 {
+                staged.tensors.push(t.clone());
+                continue;
+            }
+            self.check_owned(t, "a bf16 operand")?;
+            let s = self.alloc(t.shape(), to, "wgtile bf16 staging")?;
+            staged.dispatches.extend(self.cast_dispatch(t, &s)?);
+            staged.scratch.push(s.clone());
+            staged.tensors.push(s);
+        }
+        Ok(staged)
+    }
+
+    /// `plan` (whose output is f32) followed by its output rounded into a
+    /// new bf16 tensor, which becomes the plan's output.
+    pub(crate) fn round_output_bf16(&self, mut plan: Plan) -> Result<Plan> {
+        let wide = plan.output.clone();
+        let out = self.alloc(wide.shape(), DType::BF16, "wgtile bf16 result")?;
+        plan.dispatches.extend(self.cast_dispatch(&wide, &out)?);
+        plan.bytes = plan.bytes.saturating_sub(wide.size_bytes()) + out.size_bytes();
+        plan.scratch.push(wide);
+        plan.output = out;
+        Ok(plan)
+    }
+}

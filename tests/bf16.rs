@@ -1,0 +1,327 @@
+//! bf16 as a storage dtype: casts between f32, f16 and bf16 bit for bit
+//! against the `half` crate (every 16-bit pattern, random f32 with exact
+//! ties, subnormals, NaN, infinities, padded sources); elementwise
+//! expressions reading and writing bf16 (vec4 and scalar paths, broadcast,
+//! in place); and the ops that stage bf16 through their f32 or f16 kernels
+//! (matmul on both of its paths, row ops, attention, quantisation) against
+//! f64 references.
+
+mod common;
+
+use wgtile::{Context, DType, Expr, Tensor, bf16, f16};
+
+/// The 16-bit patterns of `t`'s first `n` elements (f16 or bf16).
+fn bits16(t: &Tensor) -> Vec<u16> {
+    match t.dtype() {
+        DType::F16 => t
+            .to_vec_blocking::<f16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
+        DType::BF16 => t
+            .to_vec_blocking::<bf16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
+        DType::F32 => panic!("not a 16-bit tensor"),
+    }
+}
+
+/// f32 values with the cases rounding must get right: random magnitudes
+/// over every binade, exact ties of the f16 and bf16 grids (and one ulp
+/// either side), subnormal f32 and f16-subnormal ranges, values at and past
+/// each type's largest finite value, signed zeros, NaN and infinities.
+fn edge_f32(n: usize, seed: u64) -> Vec<f32> {
+    let r = common::random(2 * n, seed);
+    (0..n)
+        .map(|i| {
+            let u = r[2 * i];
+            let bits = (r[2 * i + 1].to_bits()).wrapping_mul(2_654_435_761);
+            match i % 12 {
+                0 => f32::from_bits(bits),
+                // bf16 ties: the low 16 bits exactly 0x8000, and one ulp off.
+                1 => f32::from_bits((bits & 0xffff_0000) | 0x8000),
+                2 => f32::from_bits(((bits & 0xffff_0000) | 0x8000) + (i as u32 % 3) - 1),
+                // f16 ties: 13 low bits 0x1000 in the normal f16 range.
+                3 => f32::from_bits(0x3880_0000 + (bits % 0x0ef0_0000) / 0x2000 * 0x2000 + 0x1000),
+                4 => f32::from_bits(0x3300_0000 + bits % 0x0580_0000),
+                5 => f32::from_bits(bits % 0x0080_0000),
+                6 => [65504.0, 65519.99, 65520.0, 3.389_531_4e38, f32::MAX][i % 5] * u.signum(),
+                7 => [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY][i % 4],
+                8 => f32::from_bits(0x7f80_0001 + bits % 0x007f_ffff),
+                _ => u * 2f32.powi((r[2 * i + 1] * 40.0) as i32),
+            }
+        })
+        .collect()
+}
+
+fn same_f32(got: f32, want: f32) -> bool {
+    got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan())
+}
+
+#[test]
+fn casts_match_the_half_crate_bit_for_bit() {
+    let Some(ctx) = common::ctx() else { return };
+    // Every bf16 and f16 pattern, as data of that dtype.
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    let as_bf16: Vec<bf16> = all.iter().map(|&b| bf16::from_bits(b)).collect();
+    let as_f16: Vec<f16> = all.iter().map(|&b| f16::from_bits(b)).collect();
+    let tb = ctx.tensor(&as_bf16, [256, 256]).unwrap();
+    let th = ctx.tensor(&as_f16, [65536]).unwrap();
+    // Widening is exact: bf16 is the top half of an f32, NaN payloads kept
+    // as they are (the `half` crate sets the quiet bit; a shift does not).
+    let wide_b = ctx
+        .cast(&tb, DType::F32)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    let wide_h = ctx
+        .cast(&th, DType::F32)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    for i in 0..65536 {
+        assert_eq!(
+            wide_b[i].to_bits(),
+            (i as u32) << 16,
+            "bf16 {i:#06x} -> f32"
+        );
+        assert!(
+            same_f32(wide_b[i], as_bf16[i].to_f32()),
+            "bf16 {i:#06x} -> f32"
+        );
+        let want = as_f16[i].to_f32();
+        assert!(
+            same_f32(wide_h[i], want),
+            "f16 {i:#06x} -> f32: {} vs {want}",
+            wide_h[i]
+        );
+        if !want.is_nan() {
+            assert_eq!(wide_h[i].to_bits(), want.to_bits(), "f16 {i:#06x} -> f32");
+        }
+    }
+    // 16-bit to 16-bit: through the exact f32 value, rounded once.
+    let b_to_h = bits16(&ctx.cast(&tb, DType::F16).unwrap());
+    let h_to_b = bits16(&ctx.cast(&th, DType::BF16).unwrap());
+    for i in 0..65536 {
+        let want_h = f16::from_f32(as_bf16[i].to_f32());
+        let want_b = bf16::from_f32(as_f16[i].to_f32());
+        assert!(
+            b_to_h[i] == want_h.to_bits()
+                || (want_h.is_nan() && f16::from_bits(b_to_h[i]).is_nan()),
+            "bf16 {i:#06x} -> f16: {:#06x} vs {:#06x}",
+            b_to_h[i],
+            want_h.to_bits()
+        );
+        assert!(
+            h_to_b[i] == want_b.to_bits()
+                || (want_b.is_nan() && bf16::from_bits(h_to_b[i]).is_nan()),
+            "f16 {i:#06x} -> bf16: {:#06x} vs {:#06x}",
+            h_to_b[i],
+            want_b.to_bits()
+        );
+    }
+    // Same-dtype copies keep every pattern.
+    assert_eq!(
+        bits16(
+            &ctx.cast_plan(&tb, DType::BF16)
+                .map(|p| {
+                    p.run().unwrap();
+                    p.into_output()
+                })
+                .unwrap()
+        ),
+        all
+    );
+
+    // f32 to 16 bits: random values, ties, subnormals, overflow, NaN; odd
+    // lengths (the last word half full).
+    for n in [1usize, 2, 7, 4099, 100_003] {
+        let v = edge_f32(n, n as u64);
+        let t = ctx.tensor(&v, [n]).unwrap();
+        let b = bits16(&ctx.cast(&t, DType::BF16).unwrap());
+        let h = bits16(&ctx.cast(&t, DType::F16).unwrap());
+        for i in 0..n {
+            let (wb, wh) = (bf16::from_f32(v[i]), f16::from_f32(v[i]));
+            if v[i].is_nan() {
+                assert!(
+                    bf16::from_bits(b[i]).is_nan() && f16::from_bits(h[i]).is_nan(),
+                    "NaN {i}"
+                );
+                // Quiet bit set, top payload bits kept.
+                assert_eq!(
+                    b[i],
+                    wb.to_bits(),
+                    "NaN payload {:#x} -> bf16",
+                    v[i].to_bits()
+                );
+                continue;
+            }
+            assert_eq!(
+                b[i],
+                wb.to_bits(),
+                "{:e} ({:#010x}) -> bf16",
+                v[i],
+                v[i].to_bits()
+            );
+            assert_eq!(
+                h[i],
+                wh.to_bits(),
+                "{:e} ({:#010x}) -> f16",
+                v[i],
+                v[i].to_bits()
+            );
+        }
+    }
+}
+
+#[test]
+fn casts_read_padded_rows_and_empty_tensors() {
+    let Some(ctx) = common::ctx() else { return };
+    let (rows, cols) = (13usize, 37usize);
+    let v = edge_f32(rows * cols, 5);
+    let hb: Vec<bf16> = v.iter().map(|&x| bf16::from_f32(x)).collect();
+    for multiple in [8usize, 41] {
+        let t = ctx.tensor_padded(&hb, [rows, cols], multiple).unwrap();
+        assert!(!t.is_contiguous());
+        let wide = ctx
+            .cast(&t, DType::F32)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap();
+        let dense = ctx.contiguous(&t).unwrap();
+        assert!(dense.is_contiguous() && dense.dtype() == DType::BF16);
+        let dense_bits = bits16(&dense);
+        for i in 0..rows * cols {
+            assert_eq!(
+                wide[i].to_bits(),
+                hb[i].to_f32().to_bits(),
+                "padded {multiple}: {i}"
+            );
+            assert_eq!(dense_bits[i], hb[i].to_bits(), "contiguous {multiple}: {i}");
+        }
+    }
+    for shape in [vec![0usize], vec![3, 0, 5]] {
+        let t = ctx.zeros(&shape, DType::BF16).unwrap();
+        for d in DType::ALL {
+            let c = ctx.cast_plan(&t, d).unwrap();
+            c.run().unwrap();
+            assert_eq!(c.output().shape(), shape.as_slice());
+            assert_eq!(c.output().to_f32_vec_blocking().unwrap().len(), 0);
+        }
+    }
+    // Fills and random tensors of bf16 hold what they say.
+    let f = ctx.full([5], 1.0 / 3.0, DType::BF16).unwrap();
+    assert_eq!(bits16(&f), vec![bf16::from_f32(1.0 / 3.0).to_bits(); 5]);
+    let r = ctx.rand_uniform([9], -2.0, 2.0, DType::BF16, 3).unwrap();
+    let want: Vec<f32> = wgtile::uniform_values(9, -2.0, 2.0, 3)
+        .iter()
+        .map(|&x| DType::BF16.round(x))
+        .collect();
+    assert_eq!(r.to_f32_vec_blocking().unwrap(), want);
+    let t = ctx.zeros([1000], DType::BF16).unwrap();
+    ctx.fill_random(&t, 7).unwrap();
+    let vals = t.to_f32_vec_blocking().unwrap();
+    assert!(vals.iter().all(|v| (-1.0..1.0).contains(v)) && vals.iter().any(|&v| v != vals[0]));
+}
+
+/// `f` of the widened values, rounded as the kernel's output dtype.
+fn host_map(vals: &[Vec<f32>], out: DType, f: impl Fn(&[f64]) -> f64) -> Vec<f64> {
+    (0..vals[0].len())
+        .map(|i| {
+            let args: Vec<f64> = vals.iter().map(|v| f64::from(v[i])).collect();
+            f64::from(out.round(f(&args) as f32))
+        })
+        .collect()
+}
+
+#[test]
+fn elementwise_reads_and_writes_bf16() {
+    let Some(ctx) = common::ctx() else { return };
+    // 4096 takes the vec4 path, 4099 (prime) and 1 the scalar one.
+    for n in [4096usize, 4099, 1] {
+        let (a, av) = common::upload(&ctx, &common::random(n, 1), &[n], DType::BF16);
+        let (b, bv) = common::upload(&ctx, &common::random(n, 2), &[n], DType::BF16);
+        let e = (a.expr() * b.expr() + 0.5).tanh();
+        let plan = ctx.eval_plan(&e).unwrap();
+        assert_eq!(plan.output().dtype(), DType::BF16);
+        ctx.fill(plan.output(), f32::NAN).unwrap();
+        plan.run().unwrap();
+        let got = plan.output().to_f32_vec_blocking().unwrap();
+        let want = host_map(&[av.clone(), bv.clone()], DType::F32, |x| {
+            (x[0] * x[1] + 0.5).tanh()
+        });
+        // One bf16 rounding of a result within a few f32 ulps of the reference:
+        // the rounding may go either way near a bf16 midpoint.
+        common::assert_close(&format!("tanh(a b + 0.5), n = {n}"), &got, &want, |i| {
+            2f64.powi(-8) * want[i].abs() + 1e-6
+        });
+        // Exactly representable results round-trip bit for bit.
+        let sum = ctx.eval(&(a.expr() + a.expr())).unwrap();
+        let twice: Vec<f32> = av.iter().map(|v| v * 2.0).collect();
+        assert_eq!(sum.to_f32_vec_blocking().unwrap(), twice, "a + a, n = {n}");
+        // Mixed with f32: f32 out (PyTorch's promotion); with f16: f32 out.
+        let (c, cv) = common::upload(&ctx, &common::random(n, 3), &[n], DType::F32);
+        let mixed = ctx.eval(&(a.expr() - c.expr())).unwrap();
+        assert_eq!(mixed.dtype(), DType::F32);
+        let want: Vec<f32> = av.iter().zip(&cv).map(|(x, y)| x - y).collect();
+        assert_eq!(mixed.to_vec_blocking::<f32>().unwrap(), want);
+        // In place: a = a * 3 (bf16 output aliasing its input).
+        ctx.eval_into(&(a.expr() * 3.0), &a).unwrap();
+        let tripled: Vec<f32> = av.iter().map(|v| DType::BF16.round(v * 3.0)).collect();
+        assert_eq!(
+            a.to_f32_vec_blocking().unwrap(),
+            tripled,
+            "in place, n = {n}"
+        );
+    }
+    // Broadcast bf16 rows and a single value against an odd matrix.
+    let (rows, cols) = (7usize, 33usize);
+    let (m, mv) = common::upload(
+        &ctx,
+        &common::random(rows * cols, 4),
+        &[rows, cols],
+        DType::BF16,
+    );
+    let (r, rv) = common::upload(&ctx, &common::random(cols, 5), &[cols], DType::BF16);
+    let (s, sv) = common::upload(&ctx, &[0.75], &[1], DType::BF16);
+    let out = ctx.eval(&(m.expr() * r.expr() + s.expr())).unwrap();
+    let want: Vec<f32> = (0..rows * cols)
+        .map(|i| DType::BF16.round(mv[i] * rv[i % cols] + sv[0]))
+        .collect();
+    let got = out.to_f32_vec_blocking().unwrap();
+    for i in 0..rows * cols {
+        // f32 math may contract into an fma: one f32 rounding apart at most
+        // before the bf16 rounding, so compare within a bf16 ulp.
+        let tol = 2f32.powi(-7) * want[i].abs();
+        assert!(
+            (got[i] - want[i]).abs() <= tol,
+            "broadcast {i}: {} vs {}",
+            got[i],
+            want[i]
+        );
+    }
+    // Vec4 broadcast (rows a multiple of 4) with two outputs.
+    let (m4, m4v) = common::upload(&ctx, &common::random(8 * 64, 6), &[8, 64], DType::BF16);
+    let (r4, r4v) = common::upload(&ctx, &common::random(64, 7), &[64], DType::BF16);
+    let outs = ctx
+        .eval_many(&[m4.expr() + r4.expr(), (m4.expr() * 0.5).exp()])
+        .unwrap();
+    let got0 = outs[0].to_f32_vec_blocking().unwrap();
+    let got1 = outs[1].to_f32_vec_blocking().unwrap();
+    for i in 0..8 * 64 {
+        assert_eq!(
+            got0[i],
+            DType::BF16.round(m4v[i] + r4v[i % 64]),
+            "vec4 broadcast {i}"
+        );
+        let w = f64::from(m4v[i] * 0.5).exp();
+        assert!(
+            (f64::from(got1[i]) - w).abs() <= 2f64.powi(-8) * w + 1e-6,
+            "exp {i}"
+        );
+    }
+    let _ = Context::clone(&ctx);
+}
