@@ -9,6 +9,11 @@
 // Workgroup: WG x 1 x 1 (override, default 256). Grid: 2-D,
 //   word = (y * groups_x + x) * WG + local.
 // IN / OUT: 0 f32, 1 f16, 2 bf16.
+// Generated blocks (src/kernels/cast.rs): `flag_decl` / `flag` set word 2
+//   of a flag buffer where a value does not convert exactly (bf16 operands
+//   staged to f16 for the tensor cores); `guard_decl` / `guard` make the
+//   whole dispatch return unless such a flag is set (the f32 fallback's
+//   copies).
 
 struct Params {
     elements: u32,
@@ -28,6 +33,8 @@ override WG: u32 = 256u;
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+// @gen flag_decl
+// @gen guard_decl
 
 // The stored bits of logical element e.
 fn raw(e: u32) -> u32 {
@@ -39,6 +46,14 @@ fn raw(e: u32) -> u32 {
         return src[s];
     }
     return (src[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
+}
+
+// Whether f16 pattern h holds the bf16 pattern b's value exactly (NaN for NaN).
+fn exact_f16(b: u32, h: u32) -> bool {
+    let x = bf16_to_f32_bits(b);
+    let y = f16_to_f32_bits(h);
+    let nan = (x & 0x7fffffffu) > 0x7f800000u;
+    return x == y || (nan && (y & 0x7fffffffu) > 0x7f800000u);
 }
 
 fn convert(b: u32) -> u32 {
@@ -65,6 +80,8 @@ fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
+    let tid = lid;
+    // @gen guard
     let w = (wid.y * params.groups_x + wid.x) * WG + lid;
     if w >= params.words {
         return;
@@ -74,9 +91,12 @@ fn main(
         return;
     }
     let e = 2u * w;
-    var word = convert(raw(e));
+    let r0 = raw(e);
+    var r1 = 0u;
     if e + 1u < params.elements {
-        word |= convert(raw(e + 1u)) << 16u;
+        r1 = raw(e + 1u);
     }
+    let word = convert(r0) | (convert(r1) << 16u);
+    // @gen flag
     dst[w] = word;
 }

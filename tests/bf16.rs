@@ -325,3 +325,146 @@ fn elementwise_reads_and_writes_bf16() {
     }
     let _ = Context::clone(&ctx);
 }
+
+/// `a @ b` of bf16 operands (values `scale` times uniform in [-1, 1)) and
+/// the f64 product of the values they hold, checked to f32 accumulation
+/// plus the output's rounding.
+fn check_matmul(
+    ctx: &Context,
+    (m, n, k): (usize, usize, usize),
+    scale: f32,
+    out: DType,
+    seed: u64,
+) {
+    let av: Vec<f32> = common::random(m * k, seed)
+        .iter()
+        .map(|v| v * scale)
+        .collect();
+    let bv: Vec<f32> = common::random(k * n, seed + 1)
+        .iter()
+        .map(|v| v * scale)
+        .collect();
+    let (a, ah) = common::upload(ctx, &av, &[m, k], DType::BF16);
+    let (b, bh) = common::upload(ctx, &bv, &[k, n], DType::BF16);
+    let options = wgtile::MatmulOptions {
+        out_dtype: Some(out),
+        ..Default::default()
+    };
+    let plan = ctx.matmul_plan(&a, &b, None, &options).unwrap();
+    assert_eq!(plan.output().dtype(), out);
+    ctx.fill(plan.output(), f32::NAN).unwrap();
+    plan.run().unwrap();
+    let got = plan.output().to_f32_vec_blocking().unwrap();
+    let (want, mag) = common::matmul_ref(&ah, &bh, m, n, k, &[(0, 0)]);
+    common::assert_close(
+        &format!("bf16 {m}x{n}x{k} x{scale} -> {out}: {}", plan.label()),
+        &got,
+        &want,
+        |i| common::matmul_tolerance(out, k, want[i], mag[i]),
+    );
+}
+
+#[test]
+fn matmul_of_bf16_on_both_staging_paths() {
+    let Some(ctx) = common::ctx() else { return };
+    for (i, &mnk) in [
+        (37, 41, 53),
+        (64, 64, 64),
+        (1, 97, 31),
+        (29, 1, 67),
+        (128, 96, 160),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for out in [DType::BF16, DType::F32] {
+            // In f16's range: the f16 kernels; 1e6 (past 65504) and 1e-6
+            // (products below f16's normal range) arm the f32 fallback.
+            for scale in [1.0, 1e6, 1e-6] {
+                check_matmul(&ctx, mnk, scale, out, 10 * i as u64);
+            }
+        }
+    }
+    // One huge value in an otherwise small operand still arms the fallback.
+    let (m, n, k) = (33, 35, 37);
+    let mut av = common::random(m * k, 3);
+    av[m * k / 2] = 3e5;
+    let (a, ah) = common::upload(&ctx, &av, &[m, k], DType::BF16);
+    let (b, bh) = common::upload(&ctx, &common::random(k * n, 4), &[k, n], DType::BF16);
+    let got = ctx.matmul(&a, &b).unwrap();
+    assert_eq!(got.dtype(), DType::BF16);
+    let (want, mag) = common::matmul_ref(&ah, &bh, m, n, k, &[(0, 0)]);
+    common::assert_close(
+        "one outlier",
+        &got.to_f32_vec_blocking().unwrap(),
+        &want,
+        |i| common::matmul_tolerance(DType::BF16, k, want[i], mag[i]),
+    );
+}
+
+#[test]
+fn matmul_of_bf16_with_epilogue_transposes_and_batches() {
+    let Some(ctx) = common::ctx() else { return };
+    let (batch, m, n, k) = (3usize, 19usize, 23usize, 29usize);
+    let (a, ah) = common::upload(
+        &ctx,
+        &common::random(batch * m * k, 1),
+        &[batch, m, k],
+        DType::BF16,
+    );
+    // B stored transposed, [N, K], shared by the batches.
+    let (bt, bth) = common::upload(&ctx, &common::random(n * k, 2), &[n, k], DType::BF16);
+    let (bias, biash) = common::upload(&ctx, &common::random(n, 3), &[n], DType::BF16);
+    let (res, resh) = common::upload(
+        &ctx,
+        &common::random(batch * m * n, 4),
+        &[batch, m, n],
+        DType::BF16,
+    );
+    let options = wgtile::MatmulOptions {
+        transpose_b: true,
+        ..Default::default()
+    };
+    let epilogue = wgtile::Epilogue::new()
+        .scale(0.5)
+        .bias(&bias)
+        .relu()
+        .residual(&res);
+    let plan = ctx
+        .matmul_plan_with(&a, &bt, None, &options, &epilogue)
+        .unwrap();
+    plan.run().unwrap();
+    let got = plan.output().to_f32_vec_blocking().unwrap();
+    assert_eq!(plan.output().shape(), [batch, m, n]);
+    let b: Vec<f32> = (0..k * n).map(|i| bth[(i % n) * k + i / n]).collect();
+    let offsets: Vec<(usize, usize)> = (0..batch).map(|z| (z * m * k, 0)).collect();
+    let (prod, mag) = common::matmul_ref(&ah, &b, m, n, k, &offsets);
+    let want: Vec<f64> = (0..batch * m * n)
+        .map(|i| (0.5 * prod[i] + f64::from(biash[i % n])).max(0.0) + f64::from(resh[i]))
+        .collect();
+    common::assert_close("bf16 epilogue", &got, &want, |i| {
+        common::matmul_tolerance(DType::BF16, k, want[i], 0.5 * mag[i] + 2.0)
+    });
+    // Mismatched dtypes are named errors.
+    let f = ctx.zeros([n], DType::F32).unwrap();
+    let bad = ctx.matmul_plan_with(&a, &bt, None, &options, &wgtile::Epilogue::new().bias(&f));
+    assert!(
+        matches!(bad, Err(wgtile::Error::DTypeMismatch { .. })),
+        "{bad:?}"
+    );
+    let f16_out = wgtile::MatmulOptions {
+        out_dtype: Some(DType::F16),
+        ..options.clone()
+    };
+    let bad = ctx.matmul_plan(&a, &bt, None, &f16_out);
+    assert!(
+        matches!(bad, Err(wgtile::Error::DTypeMismatch { .. })),
+        "{bad:?}"
+    );
+    let (a32, _) = common::upload(&ctx, &common::random(m * k, 1), &[m, k], DType::F32);
+    let bad = ctx.matmul(&a32, &bt);
+    assert!(
+        matches!(bad, Err(wgtile::Error::DTypeMismatch { .. })),
+        "{bad:?}"
+    );
+}

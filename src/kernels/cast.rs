@@ -22,6 +22,38 @@ pub(crate) fn cast_spec(from: DType, to: DType) -> Spec {
         .constant("IN", code(from))
         .constant("OUT", code(to))
         .override_("WG", CAST_WG)
+        .block("flag_decl", "")
+        .block("flag", "")
+        .block("guard_decl", "")
+        .block("guard", "")
+}
+
+/// Binding of the flag buffer of the checked and guarded casts.
+pub(crate) const CAST_FLAG_BINDING: u32 = 3;
+
+/// bf16 to f16, setting word 2 of the buffer at [`CAST_FLAG_BINDING`]
+/// where a value is not exactly representable in f16 (the word the f32
+/// fallback's guard reads).
+pub(crate) fn cast_checked_spec() -> Spec {
+    cast_spec(DType::BF16, DType::F16)
+        .block(
+            "flag_decl",
+            format!(
+                "@group(0) @binding({CAST_FLAG_BINDING}) var<storage, read_write> cast_flag: \
+                 array<atomic<u32>>;"
+            ),
+        )
+        .block(
+            "flag",
+            "    if !exact_f16(r0, word & 0xffffu) || !exact_f16(r1, word >> 16u) {\n\
+             \x20       atomicOr(&cast_flag[2], 1u);\n    }",
+        )
+}
+
+/// `from` to `to`, run only where word 2 of the buffer at
+/// [`CAST_FLAG_BINDING`] is set.
+pub(crate) fn cast_guarded_spec(from: DType, to: DType) -> Spec {
+    cast_spec(from, to).guarded(CAST_FLAG_BINDING, "2u")
 }
 
 /// Every specialisation of the cast kernel, for the shader tests.
@@ -29,6 +61,7 @@ pub fn cast_specs() -> Vec<Spec> {
     DType::ALL
         .into_iter()
         .flat_map(|from| DType::ALL.map(|to| cast_spec(from, to)))
+        .chain([cast_checked_spec(), cast_guarded_spec(DType::BF16, DType::F32)])
         .collect()
 }
 

@@ -5,7 +5,8 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Plan, Tensor, grid, last_dim};
-use crate::kernels::cast::{CAST_WG, cast_spec};
+use crate::kernels::Spec;
+use crate::kernels::cast::{CAST_FLAG_BINDING, CAST_WG, cast_spec};
 use crate::runtime::Context;
 
 /// bf16 operands staged for an op's kernels: the tensors the kernels read
@@ -78,6 +79,18 @@ impl Context {
     /// The dispatch writing `src` converted into `dst` (contiguous, same
     /// shape, any dtype); `None` for an empty tensor.
     pub(crate) fn cast_dispatch(&self, src: &Tensor, dst: &Tensor) -> Result<Option<Dispatch>> {
+        self.cast_dispatch_with(src, dst, cast_spec(src.dtype(), dst.dtype()), None)
+    }
+
+    /// [`Context::cast_dispatch`] with a given specialisation of the cast
+    /// kernel and its flag buffer (the checked and guarded casts).
+    pub(crate) fn cast_dispatch_with(
+        &self,
+        src: &Tensor,
+        dst: &Tensor,
+        spec: Spec,
+        flag: Option<&wgpu::Buffer>,
+    ) -> Result<Option<Dispatch>> {
         debug_assert_eq!(src.shape(), dst.shape());
         let n = src.numel();
         if n == 0 {
@@ -98,16 +111,15 @@ impl Context {
             n32.div_ceil(2)
         };
         let groups = grid(self.profile(), u64::from(words.div_ceil(CAST_WG)), "a cast")?;
-        let pipeline = self
-            .inner
-            .pipelines
-            .get(&self.inner.device, &cast_spec(src.dtype(), dst.dtype()))?;
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let row = last_dim(src.shape()) as u32;
         let params = self.uniform(&[n32, words, row, src.row_stride() as u32, groups[0], 0, 0, 0]);
-        Ok(Some(Dispatch::new(
+        let mut binds = vec![(0, &params), (1, src.buffer()), (2, dst.buffer())];
+        binds.extend(flag.map(|f| (CAST_FLAG_BINDING, f)));
+        Ok(Some(Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
-            &[&params, src.buffer(), dst.buffer()],
+            &binds,
             groups,
         )))
     }
@@ -134,11 +146,15 @@ impl Context {
         Ok(staged)
     }
 
-    /// `plan` (whose output is f32) followed by its output rounded into a
-    /// new bf16 tensor, which becomes the plan's output.
-    pub(crate) fn round_output_bf16(&self, mut plan: Plan) -> Result<Plan> {
+    /// `plan` (whose output is f32) followed by its output rounded into
+    /// `into` (a bf16 tensor of its shape) or a new bf16 tensor, which
+    /// becomes the plan's output.
+    pub(crate) fn round_output_bf16(&self, mut plan: Plan, into: Option<&Tensor>) -> Result<Plan> {
         let wide = plan.output.clone();
-        let out = self.alloc(wide.shape(), DType::BF16, "wgtile bf16 result")?;
+        let out = match into {
+            Some(o) => o.clone(),
+            None => self.alloc(wide.shape(), DType::BF16, "wgtile bf16 result")?,
+        };
         plan.dispatches.extend(self.cast_dispatch(&wide, &out)?);
         plan.bytes = plan.bytes.saturating_sub(wide.size_bytes()) + out.size_bytes();
         plan.scratch.push(wide);

@@ -245,11 +245,12 @@ impl Context {
         let kernel =
             tune::choose_matmul_layout(profile, DType::F32, (m, n, k), shape.batch_count(), layout)
                 .kernel;
-        // The guard is in the tiled kernels: anything else the f32
-        // dispatcher might pick (split-K, naive) becomes the scalar tiled
-        // kernel, which takes every layout.
+        // The guard is in the tiled kernels with 8x8 register tiles:
+        // anything else the f32 dispatcher might pick (split-K, naive, the
+        // 16x16 CPU tiles) becomes the scalar tiled kernel, which takes
+        // every layout.
         let kernel = match kernel {
-            MatmulKernel::Tiled { .. } if kernel.fits(profile) => kernel,
+            MatmulKernel::Tiled { tile, .. } if tile.reg != 16 && kernel.fits(profile) => kernel,
             _ => MatmulKernel::Tiled {
                 tile: tune::TILE_CONFIGS[0],
                 vec4: false,

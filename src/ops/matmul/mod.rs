@@ -21,6 +21,7 @@ pub(crate) use crate::tune::route::f32_on_tensor_cores;
 use crate::tune::{self, MatmulChoice, MatmulKernel};
 
 mod autotune;
+mod bf16;
 mod dispatch;
 mod gemv;
 mod padded;

@@ -26,6 +26,9 @@ impl Context {
             });
         }
         let dtype = a.dtype();
+        if dtype == DType::BF16 {
+            return self.matmul_plan_bf16(a, b, out, options, epilogue);
+        }
         if dtype == DType::F16 {
             self.require_f16("f16 matmul")?;
         }

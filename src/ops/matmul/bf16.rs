@@ -1,0 +1,171 @@
+//! bf16 matmul. WGSL has no bf16 arithmetic and the tensor cores take f16,
+//! so the operands are staged: to f16 where the adapter has `shader-f16`
+//! (bf16's 8 significant bits fit f16's 11, so every value in f16's range
+//! converts exactly; the staging cast sets a flag for any that does not,
+//! and the flag arms the f32 tiled kernel on f32 copies, which then writes
+//! the result instead), to f32 elsewhere. Bias and residual are staged to
+//! f32; a bf16 result is rounded from the f32 one (nearest even).
+
+use super::*;
+use crate::kernels::cast::{cast_checked_spec, cast_guarded_spec};
+
+impl Epilogue {
+    /// The same epilogue reading `bias` and `residual` instead.
+    fn with_tensors(&self, bias: Option<Tensor>, residual: Option<Tensor>) -> Epilogue {
+        Epilogue {
+            bias,
+            residual,
+            ..self.clone()
+        }
+    }
+}
+
+impl Context {
+    /// [`Context::matmul_plan_with`] for bf16 operands (checked to be on
+    /// this device and of one dtype).
+    // Long on purpose: the staging, the plan on the staged operands, the
+    // armed fallback and the rounding, in run order.
+    pub(crate) fn matmul_plan_bf16(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        out: Option<&Tensor>,
+        options: &MatmulOptions,
+        epilogue: &Epilogue,
+    ) -> Result<Plan> {
+        let out_dtype = options.out_dtype.unwrap_or(DType::BF16);
+        if out_dtype == DType::F16 {
+            return Err(Error::DTypeMismatch {
+                op: "a bf16 matmul's output (bf16 or f32)",
+                expected: DType::BF16,
+                got: DType::F16,
+            });
+        }
+        let shape = operand_shape(a, b, options)?;
+        if let Some(o) = out {
+            self.check_owned(o, "the matmul output")?;
+            o.require_contiguous("the matmul output")?;
+            if o.shape() != shape.out_shape.as_slice() {
+                return Err(Error::shape(
+                    "matmul output",
+                    o.shape(),
+                    &shape.out_shape,
+                    "the output tensor's shape differs from the result's",
+                ));
+            }
+            if o.dtype() != out_dtype {
+                return Err(Error::DTypeMismatch {
+                    op: "matmul output",
+                    expected: out_dtype,
+                    got: o.dtype(),
+                });
+            }
+            let inputs = [Some(a), Some(b), epilogue.bias.as_ref(), epilogue.residual.as_ref()];
+            if inputs.into_iter().flatten().any(|t| Arc::ptr_eq(&t.buffer, &o.buffer)) {
+                return Err(Error::InvalidArgument(
+                    "the matmul output must not share its buffer with an input".into(),
+                ));
+            }
+        }
+        for (t, what) in [
+            (epilogue.bias.as_ref(), "matmul bias"),
+            (epilogue.residual.as_ref(), "matmul residual"),
+        ] {
+            if let Some(t) = t {
+                check_operand(self, t, DType::BF16, what)?;
+            }
+        }
+        // The f16 kernels (tensor cores where the adapter has them) unless
+        // a kernel is forced: that one runs on f32 copies.
+        let via_f16 = options.kernel.is_none() && self.inner.gpu.require_f16("").is_ok();
+        let extras: Vec<&Tensor> = [epilogue.bias.as_ref(), epilogue.residual.as_ref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let wide_extras = self.stage_bf16(&extras, DType::F32)?;
+        let mut staged_extras = wide_extras.tensors.iter().cloned();
+        let inner_epilogue = epilogue.with_tensors(
+            epilogue.bias.as_ref().and_then(|_| staged_extras.next()),
+            epilogue.residual.as_ref().and_then(|_| staged_extras.next()),
+        );
+        let inner_options = MatmulOptions {
+            out_dtype: Some(DType::F32),
+            ..options.clone()
+        };
+        let inner_out = out.filter(|_| out_dtype == DType::F32);
+        let operands = [a, b];
+        let mut flag = None;
+        let staged = if via_f16 {
+            // Word 2 of four: where the f32 fallback's guard reads.
+            let f = self.storage_words(&[0; 4]);
+            let mut staged = crate::runtime::Staged {
+                tensors: Vec::new(),
+                dispatches: vec![self.fill_dispatch(&f, 0)?],
+                scratch: Vec::new(),
+            };
+            for t in operands {
+                let s = self.alloc(t.shape(), DType::F16, "wgtile bf16 staging")?;
+                staged
+                    .dispatches
+                    .extend(self.cast_dispatch_with(t, &s, cast_checked_spec(), Some(&f))?);
+                staged.scratch.push(s.clone());
+                staged.tensors.push(s);
+            }
+            flag = Some(f);
+            staged
+        } else {
+            self.stage_bf16(&operands, DType::F32)?
+        };
+        let mut plan = self.matmul_plan_with(
+            &staged.tensors[0],
+            &staged.tensors[1],
+            inner_out,
+            &inner_options,
+            &inner_epilogue,
+        )?;
+        if let Some(f) = &flag
+            && !plan.dispatches.is_empty()
+        {
+            // The fallback: f32 copies and the f32 tiled kernel, all
+            // returning at once unless a staging cast set the flag.
+            let mut wide = Vec::new();
+            for t in operands {
+                let w = self.alloc(t.shape(), DType::F32, "wgtile bf16 fallback")?;
+                plan.dispatches.extend(self.cast_dispatch_with(
+                    t,
+                    &w,
+                    cast_guarded_spec(DType::BF16, DType::F32),
+                    Some(f),
+                )?);
+                wide.push(w);
+            }
+            let wide_shape = operand_shape(&wide[0], &wide[1], options)?;
+            let fallback = self.split_fallback_dispatches(
+                (DType::F32, DType::F32),
+                &wide_shape,
+                (&wide[0].buffer, &wide[1].buffer, &plan.output.buffer),
+                &inner_epilogue,
+                &mut plan.scratch,
+                f,
+            )?;
+            plan.dispatches.extend(fallback);
+            plan.scratch.extend(wide);
+            plan.label.push_str(" [bf16 staged to f16; f32 fallback armed by any value f16 cannot hold]");
+        } else {
+            plan.label.push_str(" [bf16 staged to f32]");
+        }
+        plan.label = plan.label.replacen("matmul f16", "matmul bf16", 1).replacen("matmul f32", "matmul bf16", 1);
+        let mut originals: Vec<&Tensor> = operands.to_vec();
+        originals.extend(&extras);
+        let mut all = staged;
+        all.tensors.extend(wide_extras.tensors);
+        all.dispatches.extend(wide_extras.dispatches);
+        all.scratch.extend(wide_extras.scratch);
+        let plan = all.before(plan, &originals);
+        if out_dtype == DType::BF16 {
+            self.round_output_bf16(plan, out)
+        } else {
+            Ok(plan)
+        }
+    }
+}
