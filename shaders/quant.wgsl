@@ -17,13 +17,14 @@
 //   packs the scale (and zero-point) words.
 // Entry `dequantize`: one invocation per output element (row-major).
 // Workgroup: WG x 1 x 1 (override); 2-D grid.
-// Bindings: 0 params, 1 x (input words: f32, or f16 pairs when IN_HALF),
+// Bindings: 0 params, 1 x (input words: f32, f16 pairs when IN_HALF = 1,
+//   bf16 pairs when IN_HALF = 2),
 //   2 data, 3 scales, 4 zero points, 5 globals ([amax bits, per-tensor
 //   scale bits]), 6 out (f32).
 
 // 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
 const FORMAT: u32 = 0u;
-// Input is f16 (two per word).
+// Input: 0 f32, 1 f16, 2 bf16 (16-bit inputs two per word).
 const IN_HALF: u32 = 0u;
 // 1 / 2688 rounded to f32 (src/quant.rs: NVFP4_GLOBAL_FACTOR).
 const NVFP4_GLOBAL_FACTOR: f32 = 0x1.861862p-12f;
@@ -82,6 +83,11 @@ fn load_bits(i: u32) -> u32 {
         let w = x[i / 2u];
         // f16 to f32 is exact (subnormal halves become normal floats).
         return bitcast<u32>(unpack2x16float(select(w & 0xffffu, w >> 16u, (i & 1u) == 1u)).x);
+    }
+    if IN_HALF == 2u {
+        // bf16 is the top half of an f32.
+        let w = x[i / 2u];
+        return select(w << 16u, w & 0xffff0000u, (i & 1u) == 1u);
     }
     return x[i];
 }

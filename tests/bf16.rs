@@ -8,7 +8,7 @@
 
 mod common;
 
-use wgtile::{Context, DType, Expr, Tensor, bf16, f16};
+use wgtile::{Context, DType, Tensor, bf16, f16};
 
 /// The 16-bit patterns of `t`'s first `n` elements (f16 or bf16).
 fn bits16(t: &Tensor) -> Vec<u16> {
@@ -467,4 +467,170 @@ fn matmul_of_bf16_with_epilogue_transposes_and_batches() {
         matches!(bad, Err(wgtile::Error::DTypeMismatch { .. })),
         "{bad:?}"
     );
+}
+
+#[test]
+fn row_ops_and_reductions_of_bf16() {
+    let Some(ctx) = common::ctx() else { return };
+    for (rows, n) in [(7usize, 129usize), (3, 1), (2, 1024)] {
+        let (x, xh) = common::upload(
+            &ctx,
+            &common::random(rows * n, 1)
+                .iter()
+                .map(|v| v * 4.0)
+                .collect::<Vec<_>>(),
+            &[rows, n],
+            DType::BF16,
+        );
+        let (w, wh) = common::upload(&ctx, &common::random(n, 2), &[n], DType::BF16);
+        let (b, bh) = common::upload(&ctx, &common::random(n, 3), &[n], DType::BF16);
+        let sm = ctx.softmax(&x).unwrap();
+        let ln = ctx.layer_norm(&x, Some(&w), Some(&b), 1e-5).unwrap();
+        let sum = ctx.sum(&x, wgtile::Axis::Last).unwrap();
+        for t in [&sm, &ln, &sum] {
+            assert_eq!(t.dtype(), DType::BF16);
+        }
+        let (mut want_sm, mut want_ln, mut want_sum) = (Vec::new(), Vec::new(), Vec::new());
+        for row in xh.chunks(n) {
+            let r: Vec<f64> = row.iter().map(|&v| f64::from(v)).collect();
+            let max = r.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = r.iter().map(|v| (v - max).exp()).sum();
+            want_sm.extend(r.iter().map(|v| (v - max).exp() / z));
+            let mean = r.iter().sum::<f64>() / n as f64;
+            let var = r.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+            let inv = 1.0 / (var + 1e-5).sqrt();
+            want_ln.extend(
+                r.iter()
+                    .enumerate()
+                    .map(|(j, v)| (v - mean) * inv * f64::from(wh[j]) + f64::from(bh[j])),
+            );
+            want_sum.push(r.iter().sum::<f64>());
+        }
+        // f32 kernels (errors a few hundred f32 ulps at most here) and one
+        // bf16 rounding of the result.
+        fn bf(want: &[f64], scale: f64) -> impl Fn(usize) -> f64 + '_ {
+            move |i| 2f64.powi(-8) * want[i].abs() + scale
+        }
+        common::assert_close(
+            "softmax bf16",
+            &sm.to_f32_vec_blocking().unwrap(),
+            &want_sm,
+            bf(&want_sm, 1e-6),
+        );
+        common::assert_close(
+            "layer_norm bf16",
+            &ln.to_f32_vec_blocking().unwrap(),
+            &want_ln,
+            bf(&want_ln, 1e-4),
+        );
+        common::assert_close(
+            "sum bf16",
+            &sum.to_f32_vec_blocking().unwrap(),
+            &want_sum,
+            bf(&want_sum, 4.0 * n as f64 * 2f64.powi(-22)),
+        );
+        // Parameters of another dtype are named errors.
+        let w32 = ctx.zeros([n], DType::F32).unwrap();
+        let bad = ctx.layer_norm(&x, Some(&w32), None, 1e-5);
+        assert!(
+            matches!(bad, Err(wgtile::Error::DTypeMismatch { .. })),
+            "{bad:?}"
+        );
+    }
+    // Fused row ops over bf16 tensors are refused, not miscompiled.
+    let (x, _) = common::upload(&ctx, &common::random(64, 4), &[4, 16], DType::BF16);
+    let bad = ctx.sum_of(&(x.expr() * 2.0), wgtile::Axis::Last);
+    assert!(
+        matches!(bad, Err(wgtile::Error::InvalidArgument(_))),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn attention_and_quantisation_of_bf16() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, h, s, d) = (1usize, 2usize, 17usize, 16usize);
+    let n = b * h * s * d;
+    let (q, qh) = common::upload(&ctx, &common::random(n, 1), &[b, h, s, d], DType::BF16);
+    let (k, kh) = common::upload(&ctx, &common::random(n, 2), &[b, h, s, d], DType::BF16);
+    let (v, vh) = common::upload(&ctx, &common::random(n, 3), &[b, h, s, d], DType::BF16);
+    let out = ctx
+        .attention(&q, &k, &v, &wgtile::AttentionOptions::new())
+        .unwrap();
+    assert_eq!(out.o.dtype(), DType::BF16);
+    let got = out.o.to_f32_vec_blocking().unwrap();
+    let scale = 1.0 / (d as f64).sqrt();
+    let mut want = vec![0.0f64; n];
+    for hh in 0..h {
+        let base = hh * s * d;
+        for i in 0..s {
+            let logits: Vec<f64> = (0..s)
+                .map(|j| {
+                    (0..d)
+                        .map(|c| f64::from(qh[base + i * d + c]) * f64::from(kh[base + j * d + c]))
+                        .sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let max = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = logits.iter().map(|l| (l - max).exp()).sum();
+            for c in 0..d {
+                want[base + i * d + c] = (0..s)
+                    .map(|j| (logits[j] - max).exp() / z * f64::from(vh[base + j * d + c]))
+                    .sum();
+            }
+        }
+    }
+    common::assert_close("attention bf16", &got, &want, |i| {
+        2f64.powi(-8) * want[i].abs() + 1e-5
+    });
+    // Staged through the f32 kernels: o is f32's result rounded once.
+    let (q32, k32, v32) = (
+        ctx.cast(&q, DType::F32).unwrap(),
+        ctx.cast(&k, DType::F32).unwrap(),
+        ctx.cast(&v, DType::F32).unwrap(),
+    );
+    let o32 = ctx
+        .attention(&q32, &k32, &v32, &wgtile::AttentionOptions::new())
+        .unwrap()
+        .o;
+    let rounded = ctx.cast(&o32, DType::BF16).unwrap();
+    assert_eq!(bits16(&rounded), bits16(&out.o));
+    // The backward pass and KV caches refuse bf16 with a named error.
+    let bad = wgtile::KvCache::new(&ctx, 1, 2, 16, 16, 8, DType::BF16);
+    assert!(matches!(bad, Err(wgtile::Error::InvalidArgument(_))));
+
+    // Quantising a bf16 tensor gives the codes of its values as f32, and
+    // bf16 activations the product of their f32 values, bit for bit.
+    let (rows, cols) = (64usize, 96usize);
+    let (w, wh) = common::upload(
+        &ctx,
+        &common::random(rows * cols, 5),
+        &[rows, cols],
+        DType::BF16,
+    );
+    let (x, xh) = common::upload(&ctx, &common::random(3 * cols, 6), &[3, cols], DType::BF16);
+    let w32 = ctx.tensor(&wh, [rows, cols]).unwrap();
+    let x32 = ctx.tensor(&xh, [3, cols]).unwrap();
+    for format in [wgtile::QuantFormat::Mxfp4, wgtile::QuantFormat::Int8] {
+        for axis in [wgtile::QuantAxis::Rows, wgtile::QuantAxis::Columns] {
+            let got = ctx.quantize(&w, format, axis).unwrap();
+            let want =
+                wgtile::quant::quantize(&wh, &[rows, cols], format, axis, format.default_block())
+                    .unwrap();
+            assert_eq!(got.to_host_blocking().unwrap(), want, "{format:?} {axis:?}");
+        }
+        let qt = ctx.quantize(&w32, format, wgtile::QuantAxis::Rows).unwrap();
+        let from_bf16 = ctx
+            .matmul_quantized(&x, &qt)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap();
+        let from_f32 = ctx
+            .matmul_quantized(&x32, &qt)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap();
+        assert_eq!(from_bf16, from_f32, "{format:?} bf16 activations");
+    }
 }

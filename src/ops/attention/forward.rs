@@ -136,6 +136,9 @@ impl Context {
             self.check_owned(t, "an attention operand")?;
             t.require_contiguous("attention")?;
         }
+        if q.dtype() == DType::BF16 {
+            return self.attention_plan_bf16(q, k, v, options);
+        }
         if let Some(mask) = &options.mask {
             mask.tensor().require_contiguous("an attention mask")?;
         }
@@ -148,6 +151,41 @@ impl Context {
         let vo = operand(v, options.layout, hkv, "v")?;
         let bytes = (q.numel() + k.numel() + v.numel()) as u64 * q.dtype().size() as u64;
         self.attention_impl(qo, ko, vo, options, bytes)
+    }
+
+    /// [`Context::attention_plan`] of bf16 q, k and v (and mask): staged
+    /// to f32 (exact), the f32 kernels, `o` rounded to bf16 (the logsumexp
+    /// stays f32).
+    fn attention_plan_bf16(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionOutput)> {
+        let mask = options.mask.as_ref().map(|m| m.tensor());
+        for t in [k, v].into_iter().chain(mask) {
+            self.check_owned(t, "an attention operand or mask")?;
+            if t.dtype() != DType::BF16 {
+                return Err(Error::DTypeMismatch {
+                    op: "attention",
+                    expected: DType::BF16,
+                    got: t.dtype(),
+                });
+            }
+        }
+        let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
+        let staged = self.stage_bf16(&originals, DType::F32)?;
+        let mut wide = options.clone();
+        wide.mask = options.mask.as_ref().map(|m| match m {
+            AttentionMask::Boolean(_) => AttentionMask::Boolean(staged.tensors[3].clone()),
+            AttentionMask::Additive(_) => AttentionMask::Additive(staged.tensors[3].clone()),
+        });
+        let t = &staged.tensors;
+        let (plan, out) = self.attention_plan(&t[0], &t[1], &t[2], &wide)?;
+        let plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
+        let o = plan.output().clone();
+        Ok((plan, AttentionOutput { o, lse: out.lse }))
     }
 
     /// Checks q, k, v and the options, and builds the kernels' parameters
@@ -186,6 +224,14 @@ impl Context {
         }
         if dtype == DType::F16 {
             self.require_f16("f16 attention")?;
+        }
+        if dtype == DType::BF16 {
+            // The forward pass stages bf16 before it gets here.
+            return Err(Error::InvalidArgument(
+                "bf16 attention backward and bf16 KV caches are not supported yet: cast the \
+                 tensors to f32 or f16 first (Context::cast)"
+                    .into(),
+            ));
         }
         let qs = [q.batch, q.heads, q.seq, q.dim];
         let ks = [k.batch, k.heads, k.seq, k.dim];

@@ -30,6 +30,13 @@ impl KvCache {
         capacity: usize,
         dtype: DType,
     ) -> Result<Self> {
+        if dtype == DType::BF16 {
+            return Err(Error::InvalidArgument(
+                "bf16 KV caches are not supported yet: keep the cache in f16 or f32 \
+                 (Context::cast converts bf16 keys and values)"
+                    .into(),
+            ));
+        }
         if dtype == DType::F16 {
             ctx.require_f16("f16 KV cache")?;
             if !head_dim.is_multiple_of(2) || !value_dim.is_multiple_of(2) {

@@ -98,20 +98,18 @@ impl Context {
         let m: usize = lead.iter().product();
         let mut out_shape = lead.to_vec();
         out_shape.push(n);
-        if x.dtype() == DType::F16 {
-            // f16 activations widen to f32 first (x + an f32 zero: one small
-            // fused kernel; x is M x K, small next to the weight).
-            self.require_f16("f16 activations")?;
-            let zero = self.zeros([1], DType::F32)?;
-            let widen = self.eval_plan(&(x.expr() + &zero))?;
-            let xf = widen.output().clone();
+        if x.dtype() != DType::F32 {
+            // f16 and bf16 activations widen to f32 first (one cast kernel
+            // over x, which is M x K: small next to the weight).
+            if x.dtype() == DType::F16 {
+                self.require_f16("f16 activations")?;
+            }
+            let xf = self.alloc(x.shape(), DType::F32, "wgtile widened activations")?;
+            let widen = self.cast_dispatch(x, &xf)?;
             let mut plan = self.quantized_plan_f32(&xf, w, (m, k, n), &out_shape)?;
-            let mut dispatches = widen.dispatches;
-            dispatches.append(&mut plan.dispatches);
-            plan.dispatches = dispatches;
-            plan.scratch.extend(widen.scratch);
-            plan.scratch.extend([xf, zero]);
-            plan.bytes += (m * k * 2) as u64;
+            plan.dispatches.splice(0..0, widen);
+            plan.bytes = plan.bytes - xf.size_bytes() + x.size_bytes();
+            plan.scratch.push(xf);
             return Ok(plan);
         }
         self.quantized_plan_f32(x, w, (m, k, n), &out_shape)

@@ -140,11 +140,16 @@ pub(crate) fn format_code(f: QuantFormat) -> u32 {
         .expect("every format is in ALL") as u32
 }
 
-/// The kernels' specialisation for `format` (and an f16 input).
-pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, in_half: bool) -> Spec {
+/// The kernels' specialisation for `format` and the input dtype.
+pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, input: DType) -> Spec {
+    let in_half = match input {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::BF16 => 2,
+    };
     Spec::new(kernel)
         .constant("FORMAT", format_code(format))
-        .constant("IN_HALF", u32::from(in_half))
+        .constant("IN_HALF", in_half)
         .override_("WG", WG)
 }
 
@@ -152,21 +157,21 @@ pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, in_half: bool) -> 
 pub fn quant_specs() -> Vec<Spec> {
     let mut out = Vec::new();
     for f in QuantFormat::ALL {
-        for half in [false, true] {
-            out.push(quant_spec(Kernel::Quantize, f, half));
-            out.push(quant_spec(Kernel::QuantizeWords, f, half));
+        for input in DType::ALL {
+            out.push(quant_spec(Kernel::Quantize, f, input));
+            out.push(quant_spec(Kernel::QuantizeWords, f, input));
             if f == QuantFormat::Nvfp4 {
-                out.push(quant_spec(Kernel::QuantAmax, f, half));
+                out.push(quant_spec(Kernel::QuantAmax, f, input));
             }
         }
-        out.push(quant_spec(Kernel::Dequantize, f, false));
+        out.push(quant_spec(Kernel::Dequantize, f, DType::F32));
         out.extend(gemv::specs_for(f));
     }
     out
 }
 
 impl Context {
-    /// Quantises `t` (f32 or f16, contiguous) to `format` with the
+    /// Quantises `t` (f32, f16 or bf16, contiguous) to `format` with the
     /// format's block size ([`QuantFormat::default_block`]) along `axis`;
     /// bit for bit what [`crate::quant::quantize`] gives on the host.
     ///
@@ -245,13 +250,13 @@ impl Context {
         let lay = QuantLayout::new(&shape, axis, block, format.element_bits())?;
         let q = self.alloc_quant(format, axis, block, &shape)?;
         let n = u32_of("elements", t.numel())?;
-        let in_half = t.dtype() == DType::F16;
+        let input = t.dtype();
         let mut dispatches = Vec::new();
         let bind = |kernel: Kernel, gx: u32, count: u32, workgroups: [u32; 3]| -> Result<Dispatch> {
             let pipeline = self
                 .inner
                 .pipelines
-                .get(&self.inner.device, &quant_spec(kernel, format, in_half))?;
+                .get(&self.inner.device, &quant_spec(kernel, format, input))?;
             let params = self.uniform(&params_read(&lay, gx, count, transposed)?);
             let mut buffers = vec![
                 (0, &params),
@@ -325,7 +330,7 @@ impl Context {
             let pipeline = self
                 .inner
                 .pipelines
-                .get(&self.inner.device, &quant_spec(Kernel::Dequantize, q.format, false))?;
+                .get(&self.inner.device, &quant_spec(Kernel::Dequantize, q.format, DType::F32))?;
             let params = self.uniform(&params(&lay, g[0], n)?);
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,

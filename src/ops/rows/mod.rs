@@ -377,6 +377,39 @@ impl Context {
         self.row_source_plan(op, RowSource::Tensor(x), weight, bias, eps, options)
     }
 
+    /// [`Context::row_source_plan`] of a bf16 tensor: it and its affine
+    /// parameters (bf16 too) staged to f32 (exact), the f32 kernel, the
+    /// result rounded to bf16.
+    fn row_plan_bf16(
+        &self,
+        op: RowOp,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+        options: RowOptions,
+    ) -> Result<Plan> {
+        let name = op.name();
+        let params: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
+        self.check_all_owned(params.iter().copied(), "a row-op weight or bias")?;
+        if let Some(p) = params.iter().find(|p| p.dtype() != DType::BF16) {
+            return Err(Error::DTypeMismatch {
+                op: name,
+                expected: DType::BF16,
+                got: p.dtype(),
+            });
+        }
+        let mut originals = vec![x];
+        originals.extend(&params);
+        let staged = self.stage_bf16(&originals, DType::F32)?;
+        let mut wide = staged.tensors[1..].iter();
+        let w = weight.and_then(|_| wide.next());
+        let b = bias.and_then(|_| wide.next());
+        let plan =
+            self.row_source_plan(op, RowSource::Tensor(&staged.tensors[0]), w, b, eps, options)?;
+        self.round_output_bf16(staged.before(plan, &originals), None)
+    }
+
     /// The row op `op` over `src` (a tensor or a fused expression).
     pub(crate) fn row_source_plan(
         &self,
@@ -391,6 +424,9 @@ impl Context {
         if let RowSource::Tensor(x) = src {
             self.check_owned(x, name)?;
             x.require_contiguous(name)?;
+            if x.dtype() == DType::BF16 {
+                return self.row_plan_bf16(op, x, weight, bias, eps, options);
+            }
         }
         self.check_all_owned(weight.into_iter().chain(bias), "a row-op weight or bias")?;
         for t in [weight, bias].into_iter().flatten() {

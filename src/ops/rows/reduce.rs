@@ -76,6 +76,12 @@ impl Context {
     /// read once + output written once; `flops` = one per input element.
     pub fn reduce_plan(&self, x: &Tensor, op: Reduction, axis: Axis) -> Result<Plan> {
         x.require_contiguous(op.name())?;
+        if x.dtype() == DType::BF16 {
+            // Staged to f32 (exact), reduced in f32, rounded back to bf16.
+            let staged = self.stage_bf16(&[x], DType::F32)?;
+            let plan = self.reduce_source_plan(RowSource::Tensor(&staged.tensors[0]), op, axis)?;
+            return self.round_output_bf16(staged.before(plan, &[x]), None);
+        }
         self.reduce_source_plan(RowSource::Tensor(x), op, axis)
     }
 

@@ -33,6 +33,14 @@ impl RowFusion {
                     if t.dtype() == DType::F16 {
                         ctx.require_f16("a fused row-op expression with f16 tensors")?;
                     }
+                    if t.dtype() == DType::BF16 {
+                        return Err(Error::InvalidArgument(
+                            "fused row ops and reductions do not read bf16 tensors yet: cast \
+                             them first (Context::cast), or use the tensor form, which stages \
+                             bf16 itself"
+                                .into(),
+                        ));
+                    }
                     tensors.push((ROW_FIRST_INPUT_BINDING + j as u32, t.clone()));
                 }
                 Leaf::Symbol { .. } => {
