@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # wgtile's examples, and the measuring programs of the wgtile-dev crate
 # (dev/: every kernel variant side by side, the driver's register counts,
 # the atomics probe).
-examples=(tour matmul_sweep fusion rowops attention quantization)
+examples=(tour matmul_sweep fusion rowops attention quantization bf16)
 dev_bins=(matmul_kernels pipeline_stats atomics_probe attention_sweep coop_attention_probe)
 cargo build --release -p wgtile $(printf -- '--example %s ' "${examples[@]}")
 cargo build --release -p wgtile-dev $(printf -- '--bin %s ' "${dev_bins[@]}")
@@ -21,7 +21,7 @@ for e in "${examples[@]}"; do cp "target/release/examples/$e" .bin/stage/; done
 for e in "${dev_bins[@]}"; do cp "target/release/$e" .bin/stage/; done
 # The GPU test suites, to run the kernels lavapipe cannot (cooperative
 # matrices) with WGTILE_COOPERATIVE_MATRIX=1.
-tests=(matmul attention quant)
+tests=(matmul attention quant bf16)
 for t in "${tests[@]}"; do
     exe=$(cargo test --release -p wgtile --no-run --test "$t" --message-format=json 2>/dev/null \
         | python3 -c 'import json,sys

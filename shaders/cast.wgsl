@@ -1,13 +1,14 @@
 // cast: converts a tensor between f32, f16 and bf16, or copies one into a
 // contiguous tensor of the same dtype, bit-exactly (half_bits.wgsl).
 //
-// Algorithm: one invocation per output word: one element for an f32 output,
-//   two (low half first) for a 16-bit one; a last odd element leaves the
-//   word's high half zero. Values travel as bit patterns: no float
+// Algorithm: output words in a grid-stride loop (at most CAST_GROUPS
+//   workgroups, src/kernels/cast.rs): one element per word for an f32
+//   output, two (low half first) for a 16-bit one; a last odd element
+//   leaves the word's high half zero. Values travel as bit patterns: no float
 //   arithmetic, so nothing is flushed or canonicalised and no shader-f16 is
 //   needed. The source may have padded rows (`stride` >= `row`).
-// Workgroup: WG x 1 x 1 (override, default 256). Grid: 2-D,
-//   word = (y * groups_x + x) * WG + local.
+// Workgroup: WG x 1 x 1 (override, default 256). Grid: 2-D; invocation
+//   (y * groups_x + x) * WG + local starts at that word.
 // IN / OUT: 0 f32, 1 f16, 2 bf16.
 // Generated blocks (src/kernels/cast.rs): `flag_decl` / `flag` set word 2
 //   of a flag buffer where a value does not convert exactly (bf16 operands
@@ -21,9 +22,9 @@ struct Params {
     row: u32,
     stride: u32,
     groups_x: u32,
+    groups_y: u32,
     pad0: u32,
     pad1: u32,
-    pad2: u32,
 }
 
 const IN: u32 = 0u;
@@ -82,21 +83,23 @@ fn main(
 ) {
     let tid = lid;
     // @gen guard
-    let w = (wid.y * params.groups_x + wid.x) * WG + lid;
-    if w >= params.words {
-        return;
+    // A grid-stride loop over the words: a grid of a few thousand
+    // workgroups, not one per 256 words, so launching (and, guarded,
+    // skipping) costs little next to the copy.
+    let threads = params.groups_x * params.groups_y * WG;
+    for (var w = (wid.y * params.groups_x + wid.x) * WG + lid; w < params.words; w += threads) {
+        if OUT == 0u {
+            dst[w] = convert(raw(w));
+            continue;
+        }
+        let e = 2u * w;
+        let r0 = raw(e);
+        var r1 = 0u;
+        if e + 1u < params.elements {
+            r1 = raw(e + 1u);
+        }
+        let word = convert(r0) | (convert(r1) << 16u);
+        // @gen flag
+        dst[w] = word;
     }
-    if OUT == 0u {
-        dst[w] = convert(raw(w));
-        return;
-    }
-    let e = 2u * w;
-    let r0 = raw(e);
-    var r1 = 0u;
-    if e + 1u < params.elements {
-        r1 = raw(e + 1u);
-    }
-    let word = convert(r0) | (convert(r1) << 16u);
-    // @gen flag
-    dst[w] = word;
 }

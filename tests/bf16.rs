@@ -138,7 +138,9 @@ fn casts_match_the_half_crate_bit_for_bit() {
 
     // f32 to 16 bits: random values, ties, subnormals, overflow, NaN; odd
     // lengths (the last word half full).
-    for n in [1usize, 2, 7, 4099, 100_003] {
+    // 2^21 + 7 elements: over a million words, past the cast's largest grid
+    // (4096 workgroups of 256), so its loop takes several strides.
+    for n in [1usize, 2, 7, 4099, 100_003, (1 << 21) + 7] {
         let v = edge_f32(n, n as u64);
         let t = ctx.tensor(&v, [n]).unwrap();
         let b = bits16(&ctx.cast(&t, DType::BF16).unwrap());

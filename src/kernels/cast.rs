@@ -7,6 +7,12 @@ use crate::dtype::DType;
 /// Workgroup size of the cast kernel.
 pub(crate) const CAST_WG: u32 = 256;
 
+/// Most workgroups of one cast (its loop strides over the rest): with one
+/// workgroup per 256 words, launching them bounded the cast at 1.2-1.5 TB/s
+/// on the H200 and a guarded cast that skips cost as much as one that copies
+/// (docs/perf/log-2026-12.md, run 140).
+pub(crate) const CAST_GROUPS: u64 = 4096;
+
 /// The cast kernel's code for a dtype (`IN` / `OUT` in `shaders/cast.wgsl`).
 fn code(dtype: DType) -> u32 {
     match dtype {

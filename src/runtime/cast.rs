@@ -6,7 +6,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Plan, Tensor, grid, last_dim};
 use crate::kernels::Spec;
-use crate::kernels::cast::{CAST_FLAG_BINDING, CAST_WG, cast_spec};
+use crate::kernels::cast::{CAST_FLAG_BINDING, CAST_GROUPS, CAST_WG, cast_spec};
 use crate::runtime::Context;
 
 /// bf16 operands staged for an op's kernels: the tensors the kernels read
@@ -113,7 +113,16 @@ impl Context {
         let groups = grid(self.profile(), u64::from(words.div_ceil(CAST_WG)), "a cast")?;
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let row = last_dim(src.shape()) as u32;
-        let params = self.uniform(&[n32, words, row, src.row_stride() as u32, groups[0], 0, 0, 0]);
+        let params = self.uniform(&[
+            n32,
+            words,
+            row,
+            src.row_stride() as u32,
+            groups[0],
+            groups[1],
+            0,
+            0,
+        ]);
         let mut binds = vec![(0, &params), (1, src.buffer()), (2, dst.buffer())];
         binds.extend(flag.map(|f| (CAST_FLAG_BINDING, f)));
         Ok(Some(Dispatch::with_bindings(

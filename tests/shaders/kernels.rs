@@ -221,3 +221,16 @@ fn every_quantisation_specialisation() {
         check(spec);
     }
 }
+
+#[test]
+fn every_cast_specialisation() {
+    let specs = wgtile::kernels::cast::cast_specs();
+    assert_eq!(
+        specs.len(),
+        11,
+        "nine dtype pairs, the checked and the guarded cast"
+    );
+    for spec in &specs {
+        check(spec);
+    }
+}

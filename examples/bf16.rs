@@ -1,0 +1,115 @@
+//! bf16, measured: the ops that take bf16 next to the same ops in f16 and
+//! f32, on this adapter.
+//!
+//! ```text
+//! cargo run --release --example bf16 -- [--quick]
+//! ```
+//! bf16 is a storage dtype: matmul stages it to f16 (with an exactness
+//! flag that arms an f32 fallback), the other ops to f32, so each bf16 row
+//! shows what the staging costs against the dtype it runs in. Times are
+//! medians of GPU timestamps; GB/s counts the bytes each op must move,
+//! TFLOP/s the useful multiply-adds (x2). Compare with
+//! `python3 bench/torch_bf16.py` (same shapes).
+
+use clap::Parser;
+use wgtile::{AttentionOptions, Context, ContextOptions, DType, Plan, TimingOptions};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Small shapes (seconds on a software adapter).
+    #[arg(long)]
+    quick: bool,
+    /// Measured runs per case.
+    #[arg(long, default_value_t = 30)]
+    repeats: u32,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    env_logger::init();
+    let args = Args::parse();
+    let ctx = Context::new_blocking(ContextOptions {
+        cooperative_matrix: Some(true),
+        ..Default::default()
+    })?;
+    println!("adapter: {}", ctx.profile().name);
+    let opts = TimingOptions {
+        warmup: 3,
+        warmup_seconds: if args.quick { 0.0 } else { 0.3 },
+        repeats: args.repeats.max(1),
+    };
+    let time = |plan: &Plan| -> wgtile::Result<f64> { Ok(ctx.time(plan, &opts)?.median()) };
+    let mut dtypes = vec![DType::BF16, DType::F32];
+    if ctx.profile().shader_f16 {
+        dtypes.insert(1, DType::F16);
+    }
+    println!(
+        "{:<34} {:>6} {:>11} {:>9} {:>9}",
+        "op", "dtype", "time (us)", "TFLOP/s", "GB/s"
+    );
+    let row = |what: &str, d: DType, plan: &Plan, t: f64| {
+        println!(
+            "{what:<34} {:>6} {:>11.1} {:>9.2} {:>9.1}",
+            d.to_string(),
+            t * 1e6,
+            plan.flops() as f64 / t / 1e12,
+            plan.bytes() as f64 / t / 1e9
+        );
+    };
+    let sizes: &[usize] = if args.quick { &[256] } else { &[2048, 4096] };
+    for &n in sizes {
+        for &d in &dtypes {
+            let a = ctx.rand_uniform([n, n], -1.0, 1.0, d, 1)?;
+            let b = ctx.rand_uniform([n, n], -1.0, 1.0, d, 2)?;
+            let plan = ctx.matmul_plan(&a, &b, None, &Default::default())?;
+            let t = time(&plan)?;
+            row(&format!("matmul {n}^3"), d, &plan, t);
+            if d == DType::BF16 {
+                for (i, stage) in plan.stages().iter().enumerate() {
+                    plan.run()?;
+                    let ts = time(stage)?;
+                    println!("    stage {}: {:>9.1} us", i + 1, ts * 1e6);
+                }
+            }
+        }
+    }
+    let (bh, s, hd) = if args.quick {
+        (2, 256, 64)
+    } else {
+        (16, 4096, 128)
+    };
+    for &d in &dtypes {
+        let q = ctx.rand_uniform([1, bh, s, hd], -1.0, 1.0, d, 3)?;
+        let k = ctx.rand_uniform([1, bh, s, hd], -1.0, 1.0, d, 4)?;
+        let v = ctx.rand_uniform([1, bh, s, hd], -1.0, 1.0, d, 5)?;
+        let (plan, _) = ctx.attention_plan(&q, &k, &v, &AttentionOptions::new())?;
+        let t = time(&plan)?;
+        row(&format!("attention {bh}x{s}x{hd}"), d, &plan, t);
+    }
+    let (rows, cols) = if args.quick {
+        (256, 1024)
+    } else {
+        (8192, 8192)
+    };
+    for &d in &dtypes {
+        let x = ctx.rand_uniform([rows, cols], -4.0, 4.0, d, 6)?;
+        let plan = ctx.softmax_plan(&x)?;
+        row(&format!("softmax {rows}x{cols}"), d, &plan, time(&plan)?);
+        let plan = ctx.eval_plan(&x.expr().relu())?;
+        row(
+            &format!("relu (fused) {rows}x{cols}"),
+            d,
+            &plan,
+            time(&plan)?,
+        );
+        if d != DType::F32 {
+            let plan = ctx.cast_plan(&x, DType::F32)?;
+            row(
+                &format!("cast to f32 {rows}x{cols}"),
+                d,
+                &plan,
+                time(&plan)?,
+            );
+        }
+    }
+    Ok(())
+}
