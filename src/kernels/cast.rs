@@ -28,10 +28,6 @@ pub(crate) fn cast_spec(from: DType, to: DType) -> Spec {
         .constant("IN", code(from))
         .constant("OUT", code(to))
         .override_("WG", CAST_WG)
-        .block("flag_decl", "")
-        .block("flag", "")
-        .block("guard_decl", "")
-        .block("guard", "")
 }
 
 /// Binding of the flag buffer of the checked and guarded casts.
