@@ -10,6 +10,7 @@
 // Workgroup: WG x 1 x 1 (override, default 256). Grid: 2-D; invocation
 //   (y * groups_x + x) * WG + local starts at that word.
 // IN / OUT: 0 f32, 1 f16, 2 bf16.
+// Entry `check`: the exactness test alone, over every stored word (below).
 // Generated blocks (src/kernels/cast.rs): `flag_decl` / `flag` set word 2
 //   of a flag buffer where a value does not convert exactly (bf16 operands
 //   staged to f16 for the tensor cores); `guard_decl` / `guard` make the
@@ -102,4 +103,24 @@ fn main(
         // @gen flag
         dst[w] = word;
     }
+}
+
+// Entry `check` (the bf16 matmul's first pass): sets word 2 of the flag
+// where a bf16 value of `src` (`words` words of pairs) is not exactly an
+// f16 value; writes nothing else.
+@compute @workgroup_size(WG, 1, 1)
+fn check(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let threads = params.groups_x * params.groups_y * WG;
+    var bad = false;
+    for (var w = (wid.y * params.groups_x + wid.x) * WG + lid; w < params.words; w += threads) {
+        let pair = src[w];
+        let lo = pair & 0xffffu;
+        let hi = pair >> 16u;
+        bad = bad || !exact_f16(lo, f32_bits_to_f16(bf16_to_f32_bits(lo)))
+            || !exact_f16(hi, f32_bits_to_f16(bf16_to_f32_bits(hi)));
+    }
+    // @gen check_flag
 }

@@ -53,6 +53,10 @@
 //   (INPUT_F32 = 1: reduced precision, opt-in only; values beyond the f16
 //   range saturate at +-65504): the same tensor-core work, twice the bytes
 //   loaded (ALIGNED then means row strides multiples of 4 floats).
+// bf16 inputs (INPUT_BF16 = 1): loaded exactly as f16 ones (2-byte
+//   elements), widened to f32 and narrowed to f16 in the put: exact for
+//   values f16 holds; the bf16 plan checks the operands first and arms the
+//   f32 kernel where one is not (src/ops/matmul/bf16.rs).
 // Split f32 (SPLIT = 1, with INPUT_F32 = 1; MatmulOptions::split_f32): a
 //   first pass (matmul_split_scale.wgsl) finds the largest finite |A| and
 //   |B| (binding 9, generated `split_decl`); each value, times its operand's
@@ -90,6 +94,9 @@ alias Elem = f32;
 alias Out = Elem;
 // 1: A and B are f32, converted to f16 when staged (reduced precision).
 const INPUT_F32: u32 = 0u;
+// 1: A and B are bf16 (the same 2-byte layout as f16), widened exactly and
+// narrowed to f16 when staged.
+const INPUT_BF16: u32 = 0u;
 // 1 (with INPUT_F32): each f32 value split into two halves, three products
 // per fragment pair: f32's accuracy (see "Split f32" above).
 const SPLIT: u32 = 0u;
@@ -180,11 +187,27 @@ fn store_halves(dst: u32, lo: vec4<f16>, hi: vec4<f16>, is_a: bool) {
     }
 }
 
+// Two 16-bit values per word as f32: f16 (unpack2x16float widens exactly)
+// or bf16 (INPUT_BF16: the top half of an f32).
+fn unpack_pair(w: u32) -> vec2<f32> {
+    if INPUT_BF16 == 1u {
+        return bitcast<vec2<f32>>(vec2<u32>(w << 16u, w & 0xffff0000u));
+    }
+    return unpack2x16float(w);
+}
+
+// 8 halves as two vec4<f16>; f16() narrows back exactly (for bf16, values
+// in f16's range: the host's check pass arms the f32 fallback otherwise).
+fn halves8(v: vec4<u32>) -> array<vec4<f16>, 2> {
+    return array<vec4<f16>, 2>(
+        vec4<f16>(vec4<f32>(unpack_pair(v.x), unpack_pair(v.y))),
+        vec4<f16>(vec4<f32>(unpack_pair(v.z), unpack_pair(v.w))),
+    );
+}
+
 fn store8(dst: u32, v: vec4<u32>, is_a: bool) {
-    // Two halves per word; unpack2x16float widens exactly, f16() narrows back exactly.
-    let lo = vec4<f16>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)));
-    let hi = vec4<f16>(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
-    store_halves(dst, lo, hi, is_a);
+    let h = halves8(v);
+    store_halves(dst, h[0], h[1], is_a);
 }
 
 fn put_half(i: u32, h: f16, is_a: bool) {
@@ -198,8 +221,9 @@ fn put_half(i: u32, h: f16, is_a: bool) {
 // A transposed run: its 8 halves go down a column of the tile, `step`
 // halves apart, from half offset `dst`.
 fn scatter8(dst: u32, step: u32, v: vec4<u32>, is_a: bool) {
-    let lo = vec4<f16>(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)));
-    let hi = vec4<f16>(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)));
+    let h = halves8(v);
+    let lo = h[0];
+    let hi = h[1];
     put_half(dst, lo.x, is_a);
     put_half(dst + step, lo.y, is_a);
     put_half(dst + 2u * step, lo.z, is_a);

@@ -375,6 +375,10 @@ fn matmul_of_bf16_on_both_staging_paths() {
         (1, 97, 31),
         (29, 1, 67),
         (128, 96, 160),
+        // The tensor cores take these on adapters that have them (bf16 read
+        // in place, the check pass arming the fallback).
+        (256, 384, 320),
+        (300, 260, 136),
     ]
     .iter()
     .enumerate()
@@ -456,7 +460,7 @@ fn matmul_of_bf16_with_epilogue_transposes_and_batches() {
     );
     let f16_out = wgtile::MatmulOptions {
         out_dtype: Some(DType::F16),
-        ..options.clone()
+        ..options
     };
     let bad = ctx.matmul_plan(&a, &bt, None, &f16_out);
     assert!(

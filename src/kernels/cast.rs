@@ -33,18 +33,35 @@ pub(crate) fn cast_spec(from: DType, to: DType) -> Spec {
 /// Binding of the flag buffer of the checked and guarded casts.
 pub(crate) const CAST_FLAG_BINDING: u32 = 3;
 
+/// The flag buffer's declaration (word 2 is the flag the f32 fallback's
+/// guard reads).
+fn flag_decl() -> String {
+    format!(
+        "@group(0) @binding({CAST_FLAG_BINDING}) var<storage, read_write> cast_flag: \
+         array<atomic<u32>>;"
+    )
+}
+
+/// The check pass of a bf16 operand: sets the flag at
+/// [`CAST_FLAG_BINDING`] where a value is not exactly an f16 value.
+pub(crate) fn cast_check_spec() -> Spec {
+    Spec::new(Kernel::CastCheck)
+        .constant("IN", code(DType::BF16))
+        .constant("OUT", code(DType::F16))
+        .override_("WG", CAST_WG)
+        .block("flag_decl", flag_decl())
+        .block(
+            "check_flag",
+            "    if bad {\n        atomicOr(&cast_flag[2], 1u);\n    }",
+        )
+}
+
 /// bf16 to f16, setting word 2 of the buffer at [`CAST_FLAG_BINDING`]
 /// where a value is not exactly representable in f16 (the word the f32
 /// fallback's guard reads).
 pub(crate) fn cast_checked_spec() -> Spec {
     cast_spec(DType::BF16, DType::F16)
-        .block(
-            "flag_decl",
-            format!(
-                "@group(0) @binding({CAST_FLAG_BINDING}) var<storage, read_write> cast_flag: \
-                 array<atomic<u32>>;"
-            ),
-        )
+        .block("flag_decl", flag_decl())
         .block(
             "flag",
             "    if !exact_f16(r0, word & 0xffffu) || !exact_f16(r1, word >> 16u) {\n\
@@ -63,7 +80,11 @@ pub fn cast_specs() -> Vec<Spec> {
     DType::ALL
         .into_iter()
         .flat_map(|from| DType::ALL.map(|to| cast_spec(from, to)))
-        .chain([cast_checked_spec(), cast_guarded_spec(DType::BF16, DType::F32)])
+        .chain([
+            cast_checked_spec(),
+            cast_guarded_spec(DType::BF16, DType::F32),
+            cast_check_spec(),
+        ])
         .collect()
 }
 

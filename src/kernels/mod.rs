@@ -78,9 +78,11 @@ impl Spec {
             Kernel::MatmulTiled | Kernel::MatmulTiledVec4 | Kernel::AttentionFlash => {
                 vec![("guard_decl", String::new()), ("guard", String::new())]
             }
-            Kernel::Cast => ["flag_decl", "flag", "guard_decl", "guard"]
-                .map(|name| (name, String::new()))
-                .to_vec(),
+            Kernel::Cast | Kernel::CastCheck => {
+                ["flag_decl", "flag", "guard_decl", "guard", "check_flag"]
+                    .map(|name| (name, String::new()))
+                    .to_vec()
+            }
             Kernel::MatmulCoop => codegen::matmul_coop::COOP_PLAIN_BLOCKS
                 .iter()
                 .map(|&(name, text)| (name, text.to_string()))

@@ -118,6 +118,10 @@ registry! {
     /// invocation; padded source rows read in place).
     Cast = "cast", entry "main", dtype F32, flags [TRUSTED],
         parts [shader!("cast.wgsl"), HALF_BITS];
+    /// Sets a flag where a bf16 tensor holds a value f16 cannot (the bf16
+    /// matmul's first pass).
+    CastCheck = "cast.check", entry "check", dtype F32, flags [TRUSTED],
+        parts [shader!("cast.wgsl"), HALF_BITS];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

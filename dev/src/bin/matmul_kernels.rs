@@ -254,6 +254,11 @@ fn padded_shapes(
                         host.iter().map(|&v| wgtile::f16::from_f32(v)).collect();
                     ctx.tensor_padded(&h, [rows, cols], multiple)
                 }
+                DType::BF16 => {
+                    let h: Vec<wgtile::bf16> =
+                        host.iter().map(|&v| wgtile::bf16::from_f32(v)).collect();
+                    ctx.tensor_padded(&h, [rows, cols], multiple)
+                }
             }
         };
         let (a, b) = (operand(m, k, 1, 'a')?, operand(k, n, 2, 'b')?);

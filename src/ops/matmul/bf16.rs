@@ -21,6 +21,118 @@ impl Epilogue {
 }
 
 impl Context {
+    /// The tensor-core kernel the f16 route would take for this product,
+    /// if it takes one (then it reads the bf16 operands directly).
+    fn bf16_coop_kernel(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        shape: &MatmulShape,
+        options: &MatmulOptions,
+        epilogue: &Epilogue,
+    ) -> Option<MatmulKernel> {
+        let batches = shape.batch_count();
+        let request = tune::route::RouteRequest {
+            dtype: DType::F16,
+            mnk: (shape.m, shape.n, shape.k),
+            batches,
+            layout: tune::Layout::of(shape),
+            epilogue_reads_tensors: epilogue.reads_tensors(),
+            padded_operands: !a.is_contiguous() || !b.is_contiguous(),
+            mixed: true,
+            one_matrix: batches == 1 && a.shape().len() <= 2 && b.shape().len() <= 2,
+        };
+        if shape.m == 0 || shape.n == 0 || shape.k == 0 || batches == 0 {
+            return None;
+        }
+        match tune::route::matmul_route(self.profile(), options, &request) {
+            tune::route::MatmulRoute::Kernel(k @ MatmulKernel::Coop { split: false, .. }) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// The tensor cores on bf16 `a` and `b` in place (staged to f16 in the
+    /// kernel's put), after a check pass over both that arms the f32 tiled
+    /// kernel on f32 copies where a value is not an f16 value. The output
+    /// is f32 (`out`, or a new tensor).
+    fn bf16_coop_plan(
+        &self,
+        kernel: MatmulKernel,
+        (a, b): (&Tensor, &Tensor),
+        shape: &MatmulShape,
+        options: &MatmulOptions,
+        epilogue: &Epilogue,
+        out: Option<&Tensor>,
+    ) -> Result<Plan> {
+        for (numel, what) in [
+            (a.storage_len(), "matmul operand A"),
+            (b.storage_len(), "matmul operand B"),
+            (shape.out_shape.iter().product(), "matmul output"),
+        ] {
+            u32_of(numel, what)?;
+        }
+        let output = match out {
+            Some(o) => o.clone(),
+            None => self.alloc(&shape.out_shape, DType::F32, "wgtile matmul out")?,
+        };
+        let flag = self.storage_words(&[0; 4]);
+        let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
+        for t in [a, b] {
+            dispatches.extend(self.check_f16_dispatch(t, &flag)?);
+        }
+        let mut scratch = Vec::new();
+        dispatches.extend(self.matmul_dispatches(
+            kernel,
+            (DType::BF16, DType::F32),
+            shape,
+            (&a.buffer, &b.buffer, &output.buffer),
+            (epilogue, None),
+            &mut scratch,
+        )?);
+        let mut wide = Vec::new();
+        for t in [a, b] {
+            let w = self.alloc(t.shape(), DType::F32, "wgtile bf16 fallback")?;
+            dispatches.extend(self.cast_dispatch_with(
+                t,
+                &w,
+                cast_guarded_spec(DType::BF16, DType::F32),
+                Some(&flag),
+            )?);
+            wide.push(w);
+        }
+        let wide_shape = operand_shape(&wide[0], &wide[1], options)?;
+        dispatches.extend(self.split_fallback_dispatches(
+            (DType::F32, DType::F32),
+            &wide_shape,
+            (&wide[0].buffer, &wide[1].buffer, &output.buffer),
+            epilogue,
+            &mut scratch,
+            &flag,
+        )?);
+        scratch.extend(wide);
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        Ok(Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!(
+                "matmul bf16 {m}x{n}x{k} x{} {kernel} [bf16 read by the tensor cores; \
+                 f32 fallback armed by any value f16 cannot hold]",
+                shape.batch_count()
+            ),
+            dispatches,
+            flops: shape.flops(),
+            bytes: a.size_bytes()
+                + b.size_bytes()
+                + output.size_bytes()
+                + [epilogue.bias.as_ref(), epilogue.residual.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .map(|t| t.size_bytes())
+                    .sum::<u64>(),
+            output,
+            scratch,
+        })
+    }
+
     /// [`Context::matmul_plan_with`] for bf16 operands (checked to be on
     /// this device and of one dtype).
     // Long on purpose: the staging, the plan on the staged operands, the
@@ -90,10 +202,25 @@ impl Context {
         );
         let inner_options = MatmulOptions {
             out_dtype: Some(DType::F32),
-            ..options.clone()
+            ..*options
         };
         let inner_out = out.filter(|_| out_dtype == DType::F32);
         let operands = [a, b];
+        if via_f16
+            && let Some(kernel) = self.bf16_coop_kernel(a, b, &shape, options, epilogue)
+        {
+            let plan = self.bf16_coop_plan(kernel, (a, b), &shape, options, &inner_epilogue, inner_out)?;
+            let mut originals: Vec<&Tensor> = operands.to_vec();
+            originals.extend(&extras);
+            let mut all = wide_extras;
+            all.tensors.splice(0..0, operands.iter().map(|&t| t.clone()));
+            let plan = all.before(plan, &originals);
+            return if out_dtype == DType::BF16 {
+                self.round_output_bf16(plan, out)
+            } else {
+                Ok(plan)
+            };
+        }
         let mut flag = None;
         let staged = if via_f16 {
             // Word 2 of four: where the f32 fallback's guard reads.

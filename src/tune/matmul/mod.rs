@@ -357,6 +357,12 @@ impl MatmulKernel {
                     .constant("BK", bk)
                     .constant("FN", frags_n)
                     .constant("SG", subgroup);
+                // bf16 operands: the f16 layout, widened and narrowed when staged.
+                let spec = if dtype == DType::BF16 {
+                    spec.constant("INPUT_BF16", 1)
+                } else {
+                    spec
+                };
                 if split && dtype == DType::F32 {
                     spec.constant("SPLIT", 1)
                         .block("split_decl", gen_coop::COOP_SPLIT_DECL)
