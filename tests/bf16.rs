@@ -640,3 +640,56 @@ fn attention_and_quantisation_of_bf16() {
         assert_eq!(from_bf16, from_f32, "{format:?} bf16 activations");
     }
 }
+
+/// Whether f16 holds bf16 pattern `b` exactly (NaN for NaN).
+fn fits_f16(b: u16) -> bool {
+    let v = bf16::from_bits(b).to_f32();
+    let h = f16::from_f32(v).to_f32();
+    h.to_bits() == v.to_bits() || (v.is_nan() && h.is_nan())
+}
+
+#[test]
+fn the_check_pass_flags_exactly_the_values_f16_cannot_hold() {
+    let Some(ctx) = common::ctx() else { return };
+    let (exact, inexact): (Vec<u16>, Vec<u16>) = (0..=u16::MAX).partition(|&b| fits_f16(b));
+    // Every class is there: zeros, infinities, NaN, f16 normals and
+    // subnormals; too large, too small, and subnormals with bits below 2^-24.
+    assert!(
+        exact.len() > 8_000 && inexact.len() > 50_000,
+        "{} / {}",
+        exact.len(),
+        inexact.len()
+    );
+    let tensor = |bits: &[u16]| {
+        let v: Vec<bf16> = bits.iter().map(|&b| bf16::from_bits(b)).collect();
+        ctx.tensor(&v, [bits.len()]).unwrap()
+    };
+    let all_exact = tensor(&exact);
+    let one = tensor(&[0x3f80]);
+    assert!(
+        !ctx.bf16_check_pass(&all_exact, &one).unwrap(),
+        "every exact pattern"
+    );
+    assert!(
+        !ctx.bf16_check_pass(&one, &all_exact).unwrap(),
+        "every exact pattern, as B"
+    );
+    // Each inexact pattern near a boundary of f16's range (exponents
+    // 100-115 and 140-145, positive), and a spread of the others, alone
+    // among exact values, at an even or odd position, in A or in B.
+    let near = |b: u16| matches!((b >> 7) & 0xff, 100..=115 | 140..=145) && b < 0x8000;
+    let step = inexact.len() / 97;
+    let cases: Vec<u16> = inexact
+        .iter()
+        .copied()
+        .filter(|&b| near(b))
+        .chain(inexact.iter().copied().step_by(step))
+        .collect();
+    for (i, &bad) in cases.iter().enumerate() {
+        let mut bits = exact[..257].to_vec();
+        bits[100 + i % 2] = bad;
+        let t = tensor(&bits);
+        let (a, b) = if i % 3 == 0 { (&one, &t) } else { (&t, &one) };
+        assert!(ctx.bf16_check_pass(a, b).unwrap(), "{bad:#06x} not flagged");
+    }
+}

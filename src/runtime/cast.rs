@@ -137,37 +137,46 @@ impl Context {
         )))
     }
 
-    /// The check pass over bf16 `t`'s stored words: sets word 2 of `flag`
-    /// where a value is not exactly an f16 value.
+    /// The check pass over bf16 `a`'s and `b`'s stored words (one
+    /// dispatch): sets word 2 of `flag` where a value is not exactly an f16
+    /// value.
     pub(crate) fn check_f16_dispatch(
         &self,
-        t: &Tensor,
+        (a, b): (&Tensor, &Tensor),
         flag: &wgpu::Buffer,
     ) -> Result<Option<Dispatch>> {
-        let stored = t.storage_len();
-        if stored == 0 {
+        let words = |t: &Tensor| {
+            let stored = t.storage_len();
+            u32::try_from(stored.div_ceil(2)).map_err(|_| Error::LimitExceeded {
+                limit: "cast element count (u32 indices)",
+                requested: stored as u64,
+                max: u64::from(u32::MAX),
+                what: format!("the check of a bf16 {:?} tensor", t.shape()),
+            })
+        };
+        let (wa, wb) = (words(a)?, words(b)?);
+        if wa == 0 && wb == 0 {
             return Ok(None);
         }
-        let words = u32::try_from(stored.div_ceil(2)).map_err(|_| Error::LimitExceeded {
-            limit: "cast element count (u32 indices)",
-            requested: stored as u64,
-            max: u64::from(u32::MAX),
-            what: format!("the check of a bf16 {:?} tensor", t.shape()),
-        })?;
         let groups = grid(
             self.profile(),
-            u64::from(words.div_ceil(CAST_WG)).min(CAST_GROUPS),
+            u64::from(wa.max(wb).div_ceil(CAST_WG)).min(CAST_GROUPS),
             "a bf16 check",
         )?;
         let pipeline = self
             .inner
             .pipelines
             .get(&self.inner.device, &crate::kernels::cast::cast_check_spec())?;
-        let params = self.uniform(&[0, words, 1, 1, groups[0], groups[1], 0, 0]);
+        let params = self.uniform(&[0, wa, 1, 1, groups[0], groups[1], wb, 0]);
         Ok(Some(Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
-            &[(0, &params), (1, t.buffer()), (CAST_FLAG_BINDING, flag)],
+            &[
+                (0, &params),
+                (1, a.buffer()),
+                (4, b.buffer()),
+                (CAST_FLAG_BINDING, flag),
+            ],
             groups,
         )))
     }

@@ -21,6 +21,22 @@ impl Epilogue {
 }
 
 impl Context {
+    /// The bf16 matmul's check pass alone: whether `a` or `b` (bf16) holds
+    /// a value f16 cannot hold exactly (the condition that arms the f32
+    /// fallback). For tests: the pass runs on any adapter, the tensor-core
+    /// kernel it guards only where there are tensor cores.
+    #[doc(hidden)]
+    pub fn bf16_check_pass(&self, a: &Tensor, b: &Tensor) -> Result<bool> {
+        for t in [a, b] {
+            check_operand(self, t, DType::BF16, "the bf16 check pass")?;
+        }
+        let flag = self.alloc(&[4], DType::F32, "wgtile bf16 check flag")?;
+        let mut dispatches = vec![self.fill_dispatch(&flag.buffer, 0)?];
+        dispatches.extend(self.check_f16_dispatch((a, b), &flag.buffer)?);
+        self.run_dispatches("bf16 check pass", &dispatches)?;
+        Ok(flag.to_vec_blocking::<f32>()?[2].to_bits() != 0)
+    }
+
     /// The tensor-core kernel the f16 route would take for this product,
     /// if it takes one (then it reads the bf16 operands directly).
     fn bf16_coop_kernel(
@@ -77,9 +93,7 @@ impl Context {
         };
         let flag = self.storage_words(&[0; 4]);
         let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
-        for t in [a, b] {
-            dispatches.extend(self.check_f16_dispatch(t, &flag)?);
-        }
+        dispatches.extend(self.check_f16_dispatch((a, b), &flag)?);
         let mut scratch = Vec::new();
         dispatches.extend(self.matmul_dispatches(
             kernel,
