@@ -106,12 +106,14 @@ fn main(
 }
 
 // Entry `check` (the bf16 matmul's first pass): sets word 2 of the flag
-// where a bf16 value of `src` (`words` words of pairs) or of `src2`
-// (`params.pad0` words) is not exactly an f16 value; writes nothing else.
+// where a bf16 value of `src4` (`words` 16-byte units of 8 values) or of
+// `src24` (`params.pad0` units) is not exactly an f16 value; writes nothing
+// else. Buffers are allocated in 16-byte multiples, zero past the data.
 // Bit tests only: zero, infinities and NaN convert exactly; so does every
 // value with f16's normal exponents (8 significant bits fit f16's 11), and
 // an f16 subnormal one whose lowest set bit is at least 2^-24.
-@group(0) @binding(4) var<storage, read> src2: array<u32>;
+@group(0) @binding(5) var<storage, read> src4: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read> src24: array<vec4<u32>>;
 
 fn bf16_fits_f16(b: u32) -> bool {
     let e = (b >> 7u) & 0xffu;
@@ -129,6 +131,13 @@ fn bf16_fits_f16(b: u32) -> bool {
     return e >= 103u && e < 113u && e + countTrailingZeros(m | 0x80u) >= 110u;
 }
 
+fn fits8(v: vec4<u32>) -> bool {
+    return bf16_fits_f16(v.x & 0xffffu) && bf16_fits_f16(v.x >> 16u)
+        && bf16_fits_f16(v.y & 0xffffu) && bf16_fits_f16(v.y >> 16u)
+        && bf16_fits_f16(v.z & 0xffffu) && bf16_fits_f16(v.z >> 16u)
+        && bf16_fits_f16(v.w & 0xffffu) && bf16_fits_f16(v.w >> 16u);
+}
+
 @compute @workgroup_size(WG, 1, 1)
 fn check(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -138,12 +147,10 @@ fn check(
     let first = (wid.y * params.groups_x + wid.x) * WG + lid;
     var bad = false;
     for (var w = first; w < params.words; w += threads) {
-        let pair = src[w];
-        bad = bad || !bf16_fits_f16(pair & 0xffffu) || !bf16_fits_f16(pair >> 16u);
+        bad = bad || !fits8(src4[w]);
     }
     for (var w = first; w < params.pad0; w += threads) {
-        let pair = src2[w];
-        bad = bad || !bf16_fits_f16(pair & 0xffffu) || !bf16_fits_f16(pair >> 16u);
+        bad = bad || !fits8(src24[w]);
     }
     // @gen check_flag
 }

@@ -147,7 +147,7 @@ impl Context {
     ) -> Result<Option<Dispatch>> {
         let words = |t: &Tensor| {
             let stored = t.storage_len();
-            u32::try_from(stored.div_ceil(2)).map_err(|_| Error::LimitExceeded {
+            u32::try_from(stored.div_ceil(8)).map_err(|_| Error::LimitExceeded {
                 limit: "cast element count (u32 indices)",
                 requested: stored as u64,
                 max: u64::from(u32::MAX),
@@ -173,8 +173,8 @@ impl Context {
             pipeline,
             &[
                 (0, &params),
-                (1, a.buffer()),
-                (4, b.buffer()),
+                (5, a.buffer()),
+                (6, b.buffer()),
                 (CAST_FLAG_BINDING, flag),
             ],
             groups,
