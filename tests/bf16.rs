@@ -557,51 +557,62 @@ fn attention_and_quantisation_of_bf16() {
     let Some(ctx) = common::ctx() else { return };
     let (b, h, s, d) = (1usize, 2usize, 17usize, 16usize);
     let n = b * h * s * d;
-    let (q, qh) = common::upload(&ctx, &common::random(n, 1), &[b, h, s, d], DType::BF16);
-    let (k, kh) = common::upload(&ctx, &common::random(n, 2), &[b, h, s, d], DType::BF16);
-    let (v, vh) = common::upload(&ctx, &common::random(n, 3), &[b, h, s, d], DType::BF16);
-    let out = ctx
-        .attention(&q, &k, &v, &wgtile::AttentionOptions::new())
-        .unwrap();
-    assert_eq!(out.o.dtype(), DType::BF16);
-    let got = out.o.to_f32_vec_blocking().unwrap();
-    let scale = 1.0 / (d as f64).sqrt();
-    let mut want = vec![0.0f64; n];
-    for hh in 0..h {
-        let base = hh * s * d;
-        for i in 0..s {
-            let logits: Vec<f64> = (0..s)
-                .map(|j| {
-                    (0..d)
-                        .map(|c| f64::from(qh[base + i * d + c]) * f64::from(kh[base + j * d + c]))
-                        .sum::<f64>()
-                        * scale
-                })
-                .collect();
-            let max = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let z: f64 = logits.iter().map(|l| (l - max).exp()).sum();
-            for c in 0..d {
-                want[base + i * d + c] = (0..s)
-                    .map(|j| (logits[j] - max).exp() / z * f64::from(vh[base + j * d + c]))
-                    .sum();
+    let reference = |qh: &[f32], kh: &[f32], vh: &[f32]| {
+        let scale = 1.0 / (d as f64).sqrt();
+        let (mut o, mut lse) = (vec![0.0f64; n], vec![0.0f64; b * h * s]);
+        for hh in 0..h {
+            let base = hh * s * d;
+            for i in 0..s {
+                let logits: Vec<f64> = (0..s)
+                    .map(|j| {
+                        (0..d)
+                            .map(|c| {
+                                f64::from(qh[base + i * d + c]) * f64::from(kh[base + j * d + c])
+                            })
+                            .sum::<f64>()
+                            * scale
+                    })
+                    .collect();
+                let max = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = logits.iter().map(|l| (l - max).exp()).sum();
+                lse[hh * s + i] = max + z.ln();
+                for c in 0..d {
+                    o[base + i * d + c] = (0..s)
+                        .map(|j| (logits[j] - max).exp() / z * f64::from(vh[base + j * d + c]))
+                        .sum();
+                }
             }
         }
+        (o, lse)
+    };
+    let (q, qh) = common::upload(&ctx, &common::random(n, 1), &[b, h, s, d], DType::BF16);
+    let (k, kh) = common::upload(&ctx, &common::random(n, 2), &[b, h, s, d], DType::BF16);
+    // Values in f16's range take the f16 kernels; 1e6 (past 65504) arms the
+    // f32 plan, which then writes o and the logsumexp.
+    for v_scale in [1.0f32, 1e6] {
+        let vv: Vec<f32> = common::random(n, 3).iter().map(|x| x * v_scale).collect();
+        let (v, vh) = common::upload(&ctx, &vv, &[b, h, s, d], DType::BF16);
+        let opts = wgtile::AttentionOptions::new().with_lse();
+        let (plan, out) = ctx.attention_plan(&q, &k, &v, &opts).unwrap();
+        ctx.fill(&out.o, f32::NAN).unwrap();
+        plan.run().unwrap();
+        assert_eq!(out.o.dtype(), DType::BF16);
+        let got = out.o.to_f32_vec_blocking().unwrap();
+        let (want, want_lse) = reference(&qh, &kh, &vh);
+        // f16 kernels: P rounded to f16 (2^-11 relative) before the PV
+        // product, then o rounded to bf16.
+        let f16_error = 4.0 * 2f64.powi(-11) * f64::from(v_scale);
+        common::assert_close(
+            &format!("attention bf16, v x {v_scale}: {}", plan.label()),
+            &got,
+            &want,
+            |i| 2f64.powi(-8) * want[i].abs() + f16_error,
+        );
+        let lse = out.lse.as_ref().unwrap().to_vec_blocking::<f32>().unwrap();
+        common::assert_close("attention bf16 lse", &lse, &want_lse, |i| {
+            1e-3 * want_lse[i].abs() + 1e-3
+        });
     }
-    common::assert_close("attention bf16", &got, &want, |i| {
-        2f64.powi(-8) * want[i].abs() + 1e-5
-    });
-    // Staged through the f32 kernels: o is f32's result rounded once.
-    let (q32, k32, v32) = (
-        ctx.cast(&q, DType::F32).unwrap(),
-        ctx.cast(&k, DType::F32).unwrap(),
-        ctx.cast(&v, DType::F32).unwrap(),
-    );
-    let o32 = ctx
-        .attention(&q32, &k32, &v32, &wgtile::AttentionOptions::new())
-        .unwrap()
-        .o;
-    let rounded = ctx.cast(&o32, DType::BF16).unwrap();
-    assert_eq!(bits16(&rounded), bits16(&out.o));
     // The backward pass and KV caches refuse bf16 with a named error.
     let bad = wgtile::KvCache::new(&ctx, 1, 2, 16, 16, 8, DType::BF16);
     assert!(matches!(bad, Err(wgtile::Error::InvalidArgument(_))));

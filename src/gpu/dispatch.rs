@@ -9,6 +9,10 @@ pub(crate) struct Dispatch {
     pub(crate) pipeline: Arc<wgpu::ComputePipeline>,
     pub(crate) bind_group: wgpu::BindGroup,
     pub(crate) workgroups: [u32; 3],
+    /// Grid read from this buffer at this byte offset when it runs (a
+    /// conditional dispatch: `Context::armed` writes its `workgroups` there,
+    /// or zeros).
+    pub(crate) indirect: Option<(Arc<wgpu::Buffer>, u64)>,
 }
 
 impl Dispatch {
@@ -49,12 +53,17 @@ impl Dispatch {
             pipeline,
             bind_group,
             workgroups,
+            indirect: None,
         }
     }
 
     pub(crate) fn encode(&self, pass: &mut wgpu::ComputePass<'_>) {
         pass.set_pipeline(&self.pipeline);
         pass.set_bind_group(0, &self.bind_group, &[]);
+        if let Some((args, offset)) = &self.indirect {
+            pass.dispatch_workgroups_indirect(args, *offset);
+            return;
+        }
         let [x, y, z] = self.workgroups;
         pass.dispatch_workgroups(x, y, z);
     }

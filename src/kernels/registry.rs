@@ -118,6 +118,10 @@ registry! {
     /// invocation; padded source rows read in place).
     Cast = "cast", entry "main", dtype F32, flags [TRUSTED],
         parts [shader!("cast.wgsl"), HALF_BITS];
+    /// Writes the grids of conditional dispatches from a flag (indirect
+    /// dispatch arguments).
+    Arm = "arm", entry "main", dtype F32, flags [],
+        parts [shader!("arm.wgsl")];
     /// Sets a flag where a bf16 tensor holds a value f16 cannot (the bf16
     /// matmul's first pass).
     CastCheck = "cast.check", entry "check", dtype F32, flags [TRUSTED],

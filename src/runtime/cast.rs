@@ -36,6 +36,45 @@ impl Staged {
 }
 
 impl Context {
+    /// `dispatches` made conditional on word 2 of `flag` (set by an earlier
+    /// dispatch of the same run): a first dispatch writes each one's grid,
+    /// or zero workgroups while the flag is clear, into an indirect-argument
+    /// buffer they read when they run.
+    pub(crate) fn armed(
+        &self,
+        flag: &wgpu::Buffer,
+        dispatches: Vec<Dispatch>,
+    ) -> Result<Vec<Dispatch>> {
+        if dispatches.is_empty() {
+            return Ok(dispatches);
+        }
+        let grids: Vec<u32> = dispatches.iter().flat_map(|d| d.workgroups).collect();
+        let args = std::sync::Arc::new(self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgtile conditional grids"),
+            size: (grids.len() * 4).next_multiple_of(16) as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::INDIRECT,
+            mapped_at_creation: false,
+        }));
+        let grids_buffer = self.storage_words(&grids);
+        let params = self.uniform(&[dispatches.len() as u32, 0, 0, 0]);
+        let pipeline = self
+            .inner
+            .pipelines
+            .get(&self.inner.device, &Spec::new(crate::kernels::Kernel::Arm))?;
+        let count = u32::try_from(dispatches.len().div_ceil(64)).unwrap_or(u32::MAX);
+        let mut out = vec![Dispatch::new(
+            &self.inner.device,
+            pipeline,
+            &[&params, flag, &grids_buffer, &args],
+            [count, 1, 1],
+        )];
+        out.extend(dispatches.into_iter().enumerate().map(|(i, mut d)| {
+            d.indirect = Some((args.clone(), (i * 12) as u64));
+            d
+        }));
+        Ok(out)
+    }
+
     /// `t` converted to `dtype`, in a new contiguous tensor (`t` itself
     /// when it already has that dtype and is contiguous).
     ///

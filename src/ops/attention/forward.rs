@@ -175,6 +175,13 @@ impl Context {
             }
         }
         let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
+        if self.inner.gpu.require_f16("").is_ok() {
+            // Options the f16 kernels cannot take (a forced f32-only kernel)
+            // fail there; the f32 path below reports what is wrong, if anything.
+            if let Ok(done) = self.attention_bf16_via_f16(&originals, options) {
+                return Ok(done);
+            }
+        }
         let staged = self.stage_bf16(&originals, DType::F32)?;
         let mut wide = options.clone();
         wide.mask = options.mask.as_ref().map(|m| match m {
@@ -186,6 +193,81 @@ impl Context {
         let plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
         let o = plan.output().clone();
         Ok((plan, AttentionOutput { o, lse: out.lse }))
+    }
+
+    /// bf16 attention on the f16 kernels: q, k, v (and mask) cast to f16
+    /// by the checked cast, which sets a flag where a value is not an f16
+    /// value; the f16 plan; `o` rounded to bf16. The flag arms the f32 plan
+    /// on f32 copies (conditional dispatches: zero workgroups while the flag
+    /// is clear), which then overwrites `o` and the logsumexp.
+    fn attention_bf16_via_f16(
+        &self,
+        originals: &[&Tensor],
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionOutput)> {
+        let with_mask = |opts: &AttentionOptions, t: &[Tensor]| {
+            let mut o = opts.clone();
+            o.mask = opts.mask.as_ref().map(|m| match m {
+                AttentionMask::Boolean(_) => AttentionMask::Boolean(t[3].clone()),
+                AttentionMask::Additive(_) => AttentionMask::Additive(t[3].clone()),
+            });
+            o
+        };
+        let flag = self.storage_words(&[0; 4]);
+        let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
+        let mut scratch = Vec::new();
+        let mut halves = Vec::new();
+        for &t in originals {
+            let h = self.alloc(t.shape(), DType::F16, "wgtile bf16 staging")?;
+            dispatches.extend(self.cast_dispatch_with(
+                t,
+                &h,
+                crate::kernels::cast::cast_checked_spec(),
+                Some(&flag),
+            )?);
+            halves.push(h);
+        }
+        let (p16, out16) =
+            self.attention_plan(&halves[0], &halves[1], &halves[2], &with_mask(options, &halves))?;
+        let o = self.alloc(out16.o.shape(), DType::BF16, "wgtile attention out")?;
+        dispatches.extend(p16.dispatches.iter().cloned());
+        dispatches.extend(self.cast_dispatch(&out16.o, &o)?);
+        let mut fallback = Vec::new();
+        let mut wides = Vec::new();
+        for &t in originals {
+            let w = self.alloc(t.shape(), DType::F32, "wgtile bf16 fallback")?;
+            fallback.extend(self.cast_dispatch(t, &w)?);
+            wides.push(w);
+        }
+        let (p32, out32) =
+            self.attention_plan(&wides[0], &wides[1], &wides[2], &with_mask(options, &wides))?;
+        fallback.extend(p32.dispatches.iter().cloned());
+        fallback.extend(self.cast_dispatch(&out32.o, &o)?);
+        if let (Some(l16), Some(l32)) = (&out16.lse, &out32.lse) {
+            fallback.extend(self.cast_dispatch(l32, l16)?);
+        }
+        dispatches.extend(self.armed(&flag, fallback)?);
+        scratch.extend(halves);
+        scratch.extend(wides);
+        scratch.extend(p16.scratch.iter().cloned());
+        scratch.extend(p32.scratch.iter().cloned());
+        scratch.extend([out16.o.clone(), out32.o.clone()]);
+        scratch.extend(out32.lse.clone());
+        let plan = Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!(
+                "{} [bf16 staged to f16; f32 fallback armed by any value f16 cannot hold]",
+                p16.label().replacen("f16", "bf16", 1)
+            ),
+            dispatches,
+            output: o.clone(),
+            flops: p16.flops(),
+            bytes: originals.iter().map(|t| t.size_bytes()).sum::<u64>()
+                + o.size_bytes()
+                + out16.lse.as_ref().map_or(0, |l| l.size_bytes()),
+            scratch,
+        };
+        Ok((plan, AttentionOutput { o, lse: out16.lse }))
     }
 
     /// Checks q, k, v and the options, and builds the kernels' parameters
