@@ -55,6 +55,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             plan.bytes() as f64 / t / 1e9
         );
     };
+    // Each dispatch of a bf16 plan alone (staging, kernel, fallback, rounding).
+    let stages = |plan: &Plan| -> wgtile::Result<()> {
+        for (i, stage) in plan.stages().iter().enumerate() {
+            plan.run()?;
+            println!("    stage {:>2}: {:>9.1} us", i + 1, time(stage)? * 1e6);
+        }
+        Ok(())
+    };
     let sizes: &[usize] = if args.quick { &[256] } else { &[2048, 4096] };
     for &n in sizes {
         for &d in &dtypes {
@@ -64,11 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let t = time(&plan)?;
             row(&format!("matmul {n}^3"), d, &plan, t);
             if d == DType::BF16 {
-                for (i, stage) in plan.stages().iter().enumerate() {
-                    plan.run()?;
-                    let ts = time(stage)?;
-                    println!("    stage {}: {:>9.1} us", i + 1, ts * 1e6);
-                }
+                stages(&plan)?;
             }
         }
     }
@@ -84,6 +88,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (plan, _) = ctx.attention_plan(&q, &k, &v, &AttentionOptions::new())?;
         let t = time(&plan)?;
         row(&format!("attention {bh}x{s}x{hd}"), d, &plan, t);
+        if d == DType::BF16 {
+            stages(&plan)?;
+        }
     }
     let (rows, cols) = if args.quick {
         (256, 1024)

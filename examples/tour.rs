@@ -21,7 +21,10 @@
 //! 7. row operations (softmax, layer norm, sum) as a fraction of the copy;
 //! 8. attention: the naive three kernels (scores materialised) against
 //!    FlashAttention at growing sequence lengths, time and memory, the longest
-//!    sequence each can run, and decoding with a growing KV cache.
+//!    sequence each can run, and decoding with a growing KV cache;
+//! 9. fewer bits: a weight with outliers in f32, f16, bf16 and every
+//!    block-scaled format, bytes per weight, GEMV time and error, and why a
+//!    block-scaled matrix needs a second copy for its transpose.
 //!
 //! It opts in to wgpu's experimental cooperative matrices, and autotunes large
 //! shapes on GPUs (`WGTILE_AUTOTUNE=off` shows the heuristic's picks).
@@ -35,7 +38,7 @@ mod common;
 use common::{max_error, random_matrix};
 use wgtile::{
     AttentionKernel, AttentionOptions, Axis, Context, ContextOptions, DType, DiagonalAlignment,
-    KvCache, MatmulKernel, MatmulOptions, Padding, Plan, TimingOptions,
+    KvCache, MatmulKernel, MatmulOptions, Padding, Plan, QuantAxis, QuantFormat, TimingOptions,
 };
 
 #[derive(Parser, Debug)]
@@ -86,6 +89,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     section("8. Attention: naive vs FlashAttention, and decoding");
     attention_section(&ctx, &args)?;
+
+    section("9. Fewer bits: bf16, FP8, microscaling and blocked integers");
+    fewer_bits_section(&ctx, &args)?;
 
     println!("\ntour finished in {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
@@ -786,6 +792,139 @@ fn attention_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::erro
 
 /// The largest |a - b| over two results of the same computation (infinite
 /// where either holds a NaN).
+/// sqrt(mean((a - b)^2)) over sqrt(mean(b^2)).
+fn rms_error(a: &[f32], b: &[f32]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        num += (f64::from(x) - f64::from(y)).powi(2);
+        den += f64::from(y).powi(2);
+    }
+    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// A weight uniform in [-1, 1) with one value in 997 scaled by 30 (the
+/// outliers that make block scales matter).
+fn weight_with_outliers(n: usize, seed: u64) -> Vec<f32> {
+    let mut w = wgtile::uniform_values(n, -1.0, 1.0, seed);
+    for v in w.iter_mut().step_by(997) {
+        *v *= 30.0;
+    }
+    w
+}
+
+// Long on purpose: one table of formats and one demonstration of the
+// transposed copy, each a few lines per row.
+fn fewer_bits_section(ctx: &Context, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let profile = ctx.profile();
+    let (k, n) = if args.quick || profile.is_cpu() {
+        (1024, 1024)
+    } else {
+        (4096, 14336)
+    };
+    println!(
+        "y = x[1, K] @ W[K, N] once more, W with outliers (one value in 997 is 30x),\n\
+         stored in fewer bits. A GEMV reads each weight once, so its time follows the\n\
+         bytes per weight; block scales (one per 32 or 16 weights down K) keep the\n\
+         outliers from flattening their neighbours. Error: RMS of y - y_f32 over RMS of y_f32."
+    );
+    let wv = weight_with_outliers(k * n, 21);
+    let w = ctx.tensor(&wv, [k, n])?;
+    let x = ctx.rand_uniform([1, k], -1.0, 1.0, DType::F32, 22)?;
+    let opts = TimingOptions {
+        repeats: args.repeats.max(1) * 4,
+        ..TimingOptions::default()
+    };
+    let reference = ctx.matmul(&x, &w)?.to_vec_blocking::<f32>()?;
+    let mut f16_time = None;
+    println!(
+        "  {:<30} {:>8} {:>10} {:>9} {:>10}  kernel",
+        "W as", "bytes/wt", "time (us)", "GB/s", "rms error"
+    );
+    let line = |name: &str, bytes_per: f64, plan: &Plan| -> wgtile::Result<f64> {
+        let t = ctx.time(plan, &opts)?.median();
+        plan.run()?;
+        let y = plan.output().to_f32_vec_blocking()?;
+        println!(
+            "  {name:<30} {bytes_per:>8.3} {:>10.1} {:>9.1} {:>10.2e}  {}",
+            t * 1e6,
+            plan.bytes() as f64 / t / 1e9,
+            rms_error(&y, &reference),
+            plan.label()
+        );
+        Ok(t)
+    };
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        if dtype == DType::F16 && !profile.shader_f16 {
+            continue;
+        }
+        let (xd, wd) = (ctx.cast(&x, dtype)?, ctx.cast(&w, dtype)?);
+        let plan = ctx.matmul_plan(&xd, &wd, None, &MatmulOptions::default())?;
+        let t = line(&dtype.to_string(), dtype.size() as f64, &plan)?;
+        if dtype == DType::F16 {
+            f16_time = Some(t);
+        }
+    }
+    for format in QuantFormat::ALL {
+        let q = ctx.quantize(&w, format, QuantAxis::Columns)?;
+        let plan = ctx.matmul_quantized_plan(&x, &q)?;
+        let t = line(
+            &format.to_string(),
+            q.packed_bytes() as f64 / (k * n) as f64,
+            &plan,
+        )?;
+        if let (Some(f16), QuantFormat::Mxfp4) = (f16_time, format) {
+            println!(
+                "  {:<30} MXFP4 runs at {:.2}x the f16 GEMV's speed",
+                "",
+                f16 / t
+            );
+        }
+    }
+    println!(
+        "  (bf16 is staged: its GEMV casts W to f16 on every run, so it moves more than\n\
+         \x20  f16's bytes; the block-scaled GEMVs decode in registers and never write W.)"
+    );
+
+    // The transposed copy: the forward product x @ W contracts W down its
+    // columns (blocks along K), the backward one G @ W^T along its rows.
+    let side = if args.quick || profile.is_cpu() {
+        512
+    } else {
+        2048
+    };
+    let mv = weight_with_outliers(side * side, 23);
+    let m = ctx.tensor(&mv, [side, side])?;
+    println!(
+        "\nTraining needs W blocked both ways (x @ W contracts it down its columns,\n\
+         G @ W^T along its rows): quantize_both makes the two copies. The row-blocked\n\
+         copy cannot be transposed into the other (its blocks run the wrong way);\n\
+         re-quantising its values down the columns rounds a second time. RMS error\n\
+         against W [{side}, {side}]:"
+    );
+    for format in [
+        QuantFormat::Mxfp8E4m3,
+        QuantFormat::Mxfp4,
+        QuantFormat::Nvfp4,
+    ] {
+        let (rows, cols) = ctx.quantize_both(&m, format)?;
+        let direct = ctx.dequantize(&cols)?.to_vec_blocking::<f32>()?;
+        let from_rows = ctx.dequantize(&rows)?;
+        let twice = ctx.quantize(&from_rows, format, QuantAxis::Columns)?;
+        let twice = ctx.dequantize(&twice)?.to_vec_blocking::<f32>()?;
+        let row_values = from_rows.to_vec_blocking::<f32>()?;
+        println!(
+            "  {:<13} column-blocked {:.3e}, re-quantised from the row-blocked copy {:.3e} \
+             ({:.2}x); the two copies differ by {:.3e}",
+            format.to_string(),
+            rms_error(&direct, &mv),
+            rms_error(&twice, &mv),
+            rms_error(&twice, &mv) / rms_error(&direct, &mv),
+            rms_error(&row_values, &direct)
+        );
+    }
+    Ok(())
+}
+
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f64 {
     a.iter()
         .zip(b)

@@ -50,14 +50,6 @@ fn raw(e: u32) -> u32 {
     return (src[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
 }
 
-// Whether f16 pattern h holds the bf16 pattern b's value exactly (NaN for NaN).
-fn exact_f16(b: u32, h: u32) -> bool {
-    let x = bf16_to_f32_bits(b);
-    let y = f16_to_f32_bits(h);
-    let nan = (x & 0x7fffffffu) > 0x7f800000u;
-    return x == y || (nan && (y & 0x7fffffffu) > 0x7f800000u);
-}
-
 fn convert(b: u32) -> u32 {
     if IN == OUT {
         return b;

@@ -523,3 +523,28 @@ fn division_ties_round_to_even_on_the_gpu() {
         same_bits(&format!("{format} ties scales"), &got.scales, &want.scales);
     }
 }
+
+#[test]
+fn quantize_both_gives_the_two_copies_of_separate_calls() {
+    let Some(ctx) = common::ctx() else { return };
+    let (r, c) = (96usize, 160usize);
+    let values = edge_values(r * c, 41, false);
+    let t = ctx.tensor(&values, [r, c]).unwrap();
+    for format in QuantFormat::ALL {
+        let (rows, cols) = ctx.quantize_both(&t, format).unwrap();
+        assert_eq!(
+            (rows.axis(), cols.axis()),
+            (QuantAxis::Rows, QuantAxis::Columns)
+        );
+        for (q, axis) in [(&rows, QuantAxis::Rows), (&cols, QuantAxis::Columns)] {
+            let want =
+                quant::quantize(&values, &[r, c], format, axis, format.default_block()).unwrap();
+            assert_eq!(q.to_host_blocking().unwrap(), want, "{format} {axis:?}");
+        }
+    }
+    let v = ctx.tensor(&values[..64], [64]).unwrap();
+    assert!(matches!(
+        ctx.quantize_both(&v, QuantFormat::Mxfp4),
+        Err(Error::InvalidArgument(_))
+    ));
+}

@@ -64,7 +64,7 @@ pub(crate) fn cast_checked_spec() -> Spec {
         .block("flag_decl", flag_decl())
         .block(
             "flag",
-            "    if !exact_f16(r0, word & 0xffffu) || !exact_f16(r1, word >> 16u) {\n\
+            "    if !bf16_fits_f16(r0) || !bf16_fits_f16(r1) {\n\
              \x20       atomicOr(&cast_flag[2], 1u);\n    }",
         )
 }

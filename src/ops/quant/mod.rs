@@ -214,6 +214,32 @@ impl Context {
         Ok(q)
     }
 
+    /// Both block-scaled copies of a matrix `t` (rank >= 2), in one plan:
+    /// blocked along its rows (the copy a product contracting over `t`'s
+    /// last axis reads, `x @ tᵀ` or `tᵀ`-style gradients) and down its
+    /// columns (the copy `x @ t` reads). Training needs both: the forward
+    /// product and the backward one (`G @ Wᵀ`) contract `W` over different
+    /// axes, and a block-scaled matrix is not the transpose of its other
+    /// copy. Transposing one copy's codes is impossible (their blocks run
+    /// the wrong way), and re-quantising its dequantised values rounds
+    /// twice: the tour's low-precision section measures that second error.
+    /// Returns `(rows, columns)`; the two kernels run in one submission
+    /// (the input is read twice).
+    pub fn quantize_both(&self, t: &Tensor, format: QuantFormat) -> Result<(QuantTensor, QuantTensor)> {
+        if t.rank() < 2 {
+            return Err(Error::InvalidArgument(format!(
+                "quantize_both takes a matrix (rank >= 2), got shape {:?}",
+                t.shape()
+            )));
+        }
+        let block = format.default_block();
+        let (mut plan, rows) = self.quantize_plan(t, format, QuantAxis::Rows, block)?;
+        let (cols_plan, cols) = self.quantize_plan(t, format, QuantAxis::Columns, block)?;
+        plan.dispatches.extend(cols_plan.dispatches);
+        plan.run()?;
+        Ok((rows, cols))
+    }
+
     /// The plan of [`Context::quantize_with_block`] and the tensor it fills.
     pub fn quantize_plan(
         &self,
