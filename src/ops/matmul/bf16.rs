@@ -37,6 +37,43 @@ impl Context {
         Ok(flag.to_vec_blocking::<f32>()?[2].to_bits() != 0)
     }
 
+    /// The f32 fallback of a bf16 product: f32 copies of `a` and `b` and
+    /// the tiled kernel writing `output`, every dispatch returning at once
+    /// unless word 2 of `flag` is set. The copies go to `scratch`.
+    fn bf16_fallback(
+        &self,
+        (a, b): (&Tensor, &Tensor),
+        options: &MatmulOptions,
+        epilogue: &Epilogue,
+        output: &Tensor,
+        flag: &wgpu::Buffer,
+        scratch: &mut Vec<Tensor>,
+    ) -> Result<Vec<Dispatch>> {
+        let mut dispatches = Vec::new();
+        let mut wide = Vec::new();
+        for t in [a, b] {
+            let w = self.alloc(t.shape(), DType::F32, "wgtile bf16 fallback")?;
+            dispatches.extend(self.cast_dispatch_with(
+                t,
+                &w,
+                cast_guarded_spec(DType::BF16, DType::F32),
+                Some(flag),
+            )?);
+            wide.push(w);
+        }
+        let wide_shape = operand_shape(&wide[0], &wide[1], options)?;
+        dispatches.extend(self.split_fallback_dispatches(
+            (DType::F32, DType::F32),
+            &wide_shape,
+            (&wide[0].buffer, &wide[1].buffer, &output.buffer),
+            epilogue,
+            scratch,
+            flag,
+        )?);
+        scratch.extend(wide);
+        Ok(dispatches)
+    }
+
     /// The tensor-core kernel the f16 route would take for this product,
     /// if it takes one (then it reads the bf16 operands directly).
     fn bf16_coop_kernel(
@@ -103,27 +140,8 @@ impl Context {
             (epilogue, None),
             &mut scratch,
         )?);
-        let mut wide = Vec::new();
-        for t in [a, b] {
-            let w = self.alloc(t.shape(), DType::F32, "wgtile bf16 fallback")?;
-            dispatches.extend(self.cast_dispatch_with(
-                t,
-                &w,
-                cast_guarded_spec(DType::BF16, DType::F32),
-                Some(&flag),
-            )?);
-            wide.push(w);
-        }
-        let wide_shape = operand_shape(&wide[0], &wide[1], options)?;
-        dispatches.extend(self.split_fallback_dispatches(
-            (DType::F32, DType::F32),
-            &wide_shape,
-            (&wide[0].buffer, &wide[1].buffer, &output.buffer),
-            epilogue,
-            &mut scratch,
-            &flag,
-        )?);
-        scratch.extend(wide);
+        let fallback = self.bf16_fallback((a, b), options, epilogue, &output, &flag, &mut scratch)?;
+        dispatches.extend(fallback);
         let (m, n, k) = (shape.m, shape.n, shape.k);
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
@@ -269,28 +287,10 @@ impl Context {
         {
             // The fallback: f32 copies and the f32 tiled kernel, all
             // returning at once unless a staging cast set the flag.
-            let mut wide = Vec::new();
-            for t in operands {
-                let w = self.alloc(t.shape(), DType::F32, "wgtile bf16 fallback")?;
-                plan.dispatches.extend(self.cast_dispatch_with(
-                    t,
-                    &w,
-                    cast_guarded_spec(DType::BF16, DType::F32),
-                    Some(f),
-                )?);
-                wide.push(w);
-            }
-            let wide_shape = operand_shape(&wide[0], &wide[1], options)?;
-            let fallback = self.split_fallback_dispatches(
-                (DType::F32, DType::F32),
-                &wide_shape,
-                (&wide[0].buffer, &wide[1].buffer, &plan.output.buffer),
-                &inner_epilogue,
-                &mut plan.scratch,
-                f,
-            )?;
+            let output = plan.output.clone();
+            let fallback =
+                self.bf16_fallback((a, b), options, &inner_epilogue, &output, f, &mut plan.scratch)?;
             plan.dispatches.extend(fallback);
-            plan.scratch.extend(wide);
             plan.label.push_str(" [bf16 staged to f16; f32 fallback armed by any value f16 cannot hold]");
         } else {
             plan.label.push_str(" [bf16 staged to f32]");
