@@ -227,8 +227,8 @@ fn every_cast_specialisation() {
     let specs = wgtile::kernels::cast::cast_specs();
     assert_eq!(
         specs.len(),
-        11,
-        "nine dtype pairs, the checked and the guarded cast"
+        12,
+        "nine dtype pairs, the checked, the guarded cast and the check pass"
     );
     for spec in &specs {
         check(spec);
