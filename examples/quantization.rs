@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! cargo run --release --example quantization -- [--quick] [--shapes 4096x14336,...] [--rows 1,4,8]
+//!     [--gemm 4096x4096x4096] [--stages]
 //! ```
 //! Per shape `KxN` (x[M, K] times a weight of N outputs, stored [N, K] and
 //! blocked along K, as checkpoints store it): median time (GPU timestamps),
@@ -13,6 +14,9 @@
 //! the speedup over wgtile's f16 GEMV, and the largest error against the
 //! f32 product relative to its largest magnitude. Then quantise and
 //! dequantise at the same size, in GB/s of input plus packed output.
+//! `--gemm MxKxN`: the quantised GEMM (f16 x[M, K], a weight of N outputs
+//! in each format and layout) next to the f16 matmul of the same shape, in
+//! TFLOP/s; `--stages` times each dispatch of its plan.
 //! Compare with `python3 bench/torch_quant.py` (same shapes).
 
 use clap::Parser;
@@ -34,6 +38,12 @@ struct Args {
     /// Measured runs per case.
     #[arg(long, default_value_t = 50)]
     repeats: u32,
+    /// Quantised GEMMs as MxKxN (f16 activations).
+    #[arg(long, value_delimiter = ',')]
+    gemm: Vec<String>,
+    /// Time each dispatch of the quantised GEMM's plan.
+    #[arg(long)]
+    stages: bool,
 }
 
 fn parse_shape(s: &str) -> Result<(usize, usize), String> {
@@ -90,6 +100,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let copy_gbps = copy.bytes() as f64 / time(&copy)? / 1e9;
     drop(big);
     println!("copy ceiling: {copy_gbps:.1} GB/s\n");
+    for g in &args.gemm {
+        gemm_table(&ctx, g, &time, args.stages)?;
+    }
+    if !args.gemm.is_empty() && args.shapes.is_empty() {
+        return Ok(());
+    }
     let mut rows = Vec::new();
     for &(k, n) in &shapes {
         let w = ctx.rand_uniform([n, k], -1.0, 1.0, DType::F32, 2)?;
@@ -199,6 +215,81 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         println!();
     }
+    Ok(())
+}
+
+/// The quantised GEMM at `spec` (MxKxN) per format and layout, next to the
+/// f16 matmul of the same shape (weight [K, N] and [N, K]).
+fn gemm_table(
+    ctx: &Context,
+    spec: &str,
+    time: &dyn Fn(&Plan) -> wgtile::Result<f64>,
+    stages: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dims: Vec<usize> = spec
+        .split('x')
+        .map(|d| d.parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("--gemm {spec}: {e}"))?;
+    let [m, k, n] = dims[..] else {
+        return Err(format!("--gemm {spec}: expected MxKxN").into());
+    };
+    if !ctx.profile().shader_f16 {
+        println!("--gemm: the adapter has no shader-f16");
+        return Ok(());
+    }
+    let tflops = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e12;
+    let x = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F16, 3)?;
+    println!(
+        "{:<30} {:>16} {:>10} {:>9} {:>8} {:>9}",
+        "GEMM weight", "MxKxN", "time us", "TFLOP/s", "vs f16", "rel err"
+    );
+    let mut t16 = f64::NAN;
+    for (axis, wshape, tag) in [
+        (QuantAxis::Columns, [k, n], "[K,N]"),
+        (QuantAxis::Rows, [n, k], "[N,K]"),
+    ] {
+        let w = ctx.rand_uniform(wshape, -1.0, 1.0, DType::F32, 2)?;
+        let transposed = axis == QuantAxis::Rows;
+        let opts = MatmulOptions::default().transposed(false, transposed);
+        let w16 = ctx.cast(&w, DType::F16)?;
+        let p16 = ctx.matmul_plan(&x, &w16, None, &opts)?;
+        let t = time(&p16)?;
+        if axis == QuantAxis::Columns {
+            t16 = t;
+        }
+        let line = |name: &str, t: f64, err: f64| {
+            println!(
+                "{:<30} {:>16} {:>10.1} {:>9.1} {:>7.2}x {:>9.2e}",
+                name,
+                format!("{m}x{k}x{n}"),
+                t * 1e6,
+                tflops(t),
+                t16 / t,
+                err
+            );
+        };
+        line(&format!("f16 {tag}"), t, f64::NAN);
+        drop(p16);
+        // The f32 product for the errors, untimed.
+        let xf = ctx.cast(&x, DType::F32)?;
+        let want = ctx.matmul_plan(&xf, &w, None, &opts)?;
+        want.run()?;
+        let want = want.output().to_vec_blocking::<f32>()?;
+        for format in QuantFormat::ALL {
+            let q = ctx.quantize(&w, format, axis)?;
+            let p = ctx.matmul_quantized_plan(&x, &q)?;
+            p.run()?;
+            let err = rel_error(&p.output().to_vec_blocking::<f32>()?, &want);
+            line(&format!("{} {tag}", format.name()), time(&p)?, err);
+            if stages {
+                for (i, stage) in p.stages().iter().enumerate() {
+                    println!("    stage {:>2}: {:>9.1} us", i + 1, time(stage)? * 1e6);
+                }
+            }
+        }
+    }
+    println!();
     Ok(())
 }
 

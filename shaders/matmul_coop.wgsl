@@ -57,6 +57,9 @@
 //   elements), widened to f32 and narrowed to f16 in the put: exact for
 //   values f16 holds; the bf16 plan checks the operands first and arms the
 //   f32 kernel where one is not (src/ops/matmul/bf16.rs).
+// Quantised B (the `quant_*` blocks, matmul_coop_quant.wgsl): B is a
+//   QuantTensor blocked along K, staged as B^T with each run of 8 k
+//   decoded to f16 in the put; A is f16 (src/ops/quant/gemm.rs).
 // Split f32 (SPLIT = 1, with INPUT_F32 = 1; MatmulOptions::split_f32): a
 //   first pass (matmul_split_scale.wgsl) finds the largest finite |A| and
 //   |B| (binding 9, generated `split_decl`); each value, times its operand's
@@ -170,6 +173,8 @@ var<workgroup> c_sh: array<f32, WARPS * 256u>;
 
 // SPLIT: the largest finite |A| and |B| (matmul_split_scale.wgsl), binding 9.
 // @gen split_decl
+// Quantised B: its bindings and decoding (empty otherwise).
+// @gen quant_decl
 // SPLIT: A's and B's exponents (ea, eb), set at the start.
 var<private> unscale: vec2<i32>;
 // SPLIT: 2^ea and 2^eb, the factors the staged values are multiplied by.
@@ -300,6 +305,7 @@ fn b_run(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32) -> vec3<u32> {
         let gn = col0 + r;
         let gk = k0 + c;
         let inside = i < B_VECS && (EDGE_N == 0u || gn < params.n) && (EDGE_K == 0u || gk < params.k);
+        // @gen quant_run
         // Stored rows (one per n) are b_col_stride apart: B(k, n) = k + n * pitch.
         return vec3<u32>(b_base + gn * params.b_col_stride + gk, gk, u32(inside));
     }
@@ -361,6 +367,7 @@ fn fetch_b(r: vec3<u32>) -> vec4<u32> {
     if r.z == 0u {
         return vec4<u32>();
     }
+    // @gen quant_fetch
     if INPUT_F32 == 1u {
         if ALIGNED == 1u {
             return rhs[r.x / 4u];
@@ -606,6 +613,7 @@ fn main(
             }
             if i < B_VECS {
                 let r = b_run(j, tid, b_base, col0, k0);
+                // @gen quant_put
                 if SPLIT == 1u {
                     let hl = run_split(r, pb[j], hb[j], TRANS_B == 1u, split_scale.y);
                     if TRANS_B == 1u && !CM_B {

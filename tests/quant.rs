@@ -548,3 +548,134 @@ fn quantize_both_gives_the_two_copies_of_separate_calls() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Many rows of f16 x: the tensor-core GEMM (weights decoded into f16
+/// tiles) where the adapter has cooperative matrices, dequantise + the f32
+/// engine elsewhere; every format, both axes, K off the block and odd.
+#[test]
+fn quantized_gemm_f16_against_f64() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        eprintln!("adapter has no shader-f16: f16 activations are refused");
+        return;
+    }
+    let coop = wgtile::tune::COOP_CONFIGS
+        .into_iter()
+        .any(|c| wgtile::MatmulKernel::coop_for(ctx.profile(), c).is_some());
+    let mut on_tensor_cores = 0;
+    for format in QuantFormat::ALL {
+        for (m, k, n) in [(9, 64, 33), (130, 200, 77), (257, 67, 129), (64, 512, 256)] {
+            for axis in [QuantAxis::Rows, QuantAxis::Columns] {
+                on_tensor_cores += usize::from(check_gemm(&ctx, format, (m, k, n), axis));
+            }
+        }
+    }
+    // Where the f16 dispatcher takes the tensor cores for these shapes.
+    assert_eq!(
+        on_tensor_cores > 0,
+        coop,
+        "{on_tensor_cores} products on the tensor cores"
+    );
+}
+
+/// Checks one product; true when it ran on the tensor cores.
+fn check_gemm(
+    ctx: &Context,
+    format: QuantFormat,
+    (m, k, n): (usize, usize, usize),
+    axis: QuantAxis,
+) -> bool {
+    let rows = axis == QuantAxis::Rows;
+    let wshape = if rows { [n, k] } else { [k, n] };
+    let wv = common::random(n * k, (m * 5 + k * 3 + n) as u64);
+    let q = ctx
+        .quantize(&ctx.tensor(&wv, wshape).unwrap(), format, axis)
+        .unwrap();
+    let wd = q.to_host_blocking().unwrap().dequantize().unwrap();
+    let (x, xv) = common::upload(
+        ctx,
+        &common::random(m * k, 7 + k as u64),
+        &[m, k],
+        DType::F16,
+    );
+    let plan = ctx.matmul_quantized_plan(&x, &q).unwrap();
+    let tensor_cores = plan.label().contains("decoded to f16");
+    ctx.fill(plan.output(), f32::NAN).unwrap();
+    plan.run().unwrap();
+    let got = plan.output().to_vec_blocking::<f32>().unwrap();
+    let (want, mag) = reference(&xv, &wd, m, k, n, rows);
+    let xabs: Vec<f32> = xv.iter().map(|v| v.abs()).collect();
+    let ones = vec![1.0f32; n * k];
+    let (xsum, _) = reference(&xabs, &ones, m, k, n, rows);
+    // f32 accumulation, plus on the tensor cores each weight rounded to
+    // f16: 2^-11 of it, or 2^-25 absolute (subnormals).
+    let eps = f64::from(f32::EPSILON);
+    let bound = |i: usize| {
+        let staged = if tensor_cores {
+            mag[i] * 2f64.powi(-11) + xsum[i] * 2f64.powi(-25)
+        } else {
+            0.0
+        };
+        4.0 * (k as f64).sqrt() * eps * mag[i] + staged + 1e-30
+    };
+    common::assert_close(
+        &format!("{format} {axis:?} M{m} K{k} N{n} ({})", plan.label()),
+        &got,
+        &want,
+        bound,
+    );
+    tensor_cores
+}
+
+/// A block scale that decodes beyond f16 (int8 with a scale of 1024: codes
+/// up to 127 * 1024) or a NaN scale arms the f32 fallback on the
+/// tensor-core route: the result is the f32 one, NaN in the NaN block's
+/// columns only.
+#[test]
+fn quantized_gemm_scales_beyond_f16_take_the_f32_route() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        return;
+    }
+    let (m, k, n) = (40, 64, 24);
+    let mut wv = common::random(n * k, 5);
+    // Row 3 of the [N, K] weight: values up to 1e5 (f16 holds 65504).
+    for v in &mut wv[3 * k..4 * k] {
+        *v *= 1.0e5;
+    }
+    let mut host = quant::quantize(&wv, &[n, k], QuantFormat::Int8, QuantAxis::Rows, 32).unwrap();
+    let q = ctx.upload_quantized(&host).unwrap();
+    let wd = host.dequantize().unwrap();
+    let (x, xv) = common::upload(&ctx, &common::random(m * k, 8), &[m, k], DType::F16);
+    let got = ctx
+        .matmul_quantized(&x, &q)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    let (want, mag) = reference(&xv, &wd, m, k, n, true);
+    let bound = |i: usize| 4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i] + 1e-30;
+    common::assert_close("int8 with values beyond f16", &got, &want, bound);
+
+    // A NaN scale (f16 0x7e00) on block 0 of row 5: NaN in column 5 only.
+    host = quant::quantize(
+        &common::random(n * k, 6),
+        &[n, k],
+        QuantFormat::Int8,
+        QuantAxis::Rows,
+        32,
+    )
+    .unwrap();
+    let blocks_per_row = k / 32;
+    let id = 5 * blocks_per_row;
+    let shift = 16 * (id % 2);
+    host.scales[id / 2] = (host.scales[id / 2] & !(0xffff << shift)) | (0x7e00 << shift);
+    let q = ctx.upload_quantized(&host).unwrap();
+    let got = ctx
+        .matmul_quantized(&x, &q)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    for (i, v) in got.iter().enumerate() {
+        assert_eq!(v.is_nan(), i % n == 5, "element {i}: {v}");
+    }
+}

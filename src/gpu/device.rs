@@ -28,6 +28,18 @@ pub(crate) struct Gpu {
     pub(crate) lost: Arc<AtomicBool>,
 }
 
+impl Drop for Gpu {
+    /// Waits for submitted work before the device goes: a driver may still
+    /// be running it on its own threads (lavapipe compiles each kernel on
+    /// its queue thread when it first runs), and a process that exits
+    /// meanwhile can crash in the driver's teardown.
+    fn drop(&mut self) {
+        if let Err(e) = self.wait() {
+            log::debug!("dropping the device: {e}");
+        }
+    }
+}
+
 impl Gpu {
     /// Fails with [`Error::InvalidArgument`] unless `ours` and `theirs` are
     /// one device: the check behind every "made on this context" rule

@@ -38,8 +38,12 @@ const ATTENTION_BACKWARD_COMMON: &str = shader!("attention_backward_common.wgsl"
 const ATTENTION_BWD_COOP_COMMON: &str = shader!("attention_bwd_coop_common.wgsl");
 const ATTENTION_NAIVE: &str = shader!("attention_naive.wgsl");
 const QUANT: &str = shader!("quant.wgsl");
-const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
+pub(crate) const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
 const QUANT_GEMV_COMMON: &str = shader!("quant_gemv_common.wgsl");
+/// The packed-word and block-scale decoding of the quantised formats.
+pub(crate) const QUANT_DECODE: &str = shader!("quant_decode.wgsl");
+/// The tensor-core matmul's quantised-B parts (its `quant_*` blocks).
+pub(crate) const MATMUL_COOP_QUANT: &str = shader!("matmul_coop_quant.wgsl");
 /// 16-bit float patterns to and from f32 bits in integer arithmetic.
 pub(crate) const HALF_BITS: &str = shader!("half_bits.wgsl");
 
@@ -286,6 +290,10 @@ registry! {
     /// The largest finite |x| of a tensor (NVFP4's per-tensor scale).
     QuantAmax = "quant.amax", entry "amax", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];
+    /// Flags a quantised weight holding a block whose decoded values leave
+    /// f16's range (the tensor-core quantised GEMM's first pass).
+    QuantScaleCheck = "quant.scale_check", entry "scale_check", dtype F32, flags [TRUSTED],
+        parts [shader!("quant_scale_check.wgsl"), QUANT_DECODE, QUANT_CODEC];
     /// Block-scaled quantisation: one invocation per 4 blocks (`FORMAT`).
     Quantize = "quant.quantize", entry "quantize", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];
@@ -298,11 +306,11 @@ registry! {
         parts [QUANT, QUANT_CODEC];
     /// `x @ W^T` with a row-blocked quantised W, decoded in registers (M <= 8).
     QuantGemv = "quant_gemv", entry "main", dtype F32, flags [TRUSTED],
-        parts [shader!("quant_gemv.wgsl"), QUANT_GEMV_COMMON, QUANT_CODEC];
+        parts [shader!("quant_gemv.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC];
     /// `x @ W` with a column-blocked quantised W [K, N]: adjacent columns on
     /// adjacent invocations, x broadcast (M <= 8).
     QuantGemvCols = "quant_gemv_cols", entry "main", dtype F32, flags [TRUSTED],
-        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_CODEC];
+        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC];
     /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
     /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
     /// memory; strided scalar loads, any layout.

@@ -1,5 +1,6 @@
 //! Which kernel multiplies by a quantised weight: the fused GEMV for its
-//! block axis, or dequantise + matmul (a pure function of the problem).
+//! block axis, the tensor-core GEMM, or dequantise + matmul (a pure
+//! function of the problem).
 
 use crate::quant::{QuantAxis, QuantFormat, QuantLayout};
 
@@ -13,14 +14,28 @@ pub enum QuantRoute {
     GemvColumns,
     /// `shaders/quant_gemv.wgsl` (blocks along the rows of `[N, K]`).
     GemvRows,
+    /// `shaders/matmul_coop.wgsl` with the weight decoded into its f16
+    /// tiles (`shaders/matmul_coop_quant.wgsl`).
+    TensorCores,
     /// Dequantise to f32, then the matmul engine; the reason is logged.
     Dequantize(&'static str),
 }
 
-/// The route for `m` rows of x against a weight of `format` laid out as `lay`.
-pub fn quant_route(format: QuantFormat, lay: &QuantLayout, m: usize, k: usize) -> QuantRoute {
+/// The route for `m` rows of x against a weight of `format` laid out as
+/// `lay`; `tensor_cores`: x is f16 and the f16 dispatcher runs this shape
+/// on the tensor-core kernel.
+pub fn quant_route(
+    format: QuantFormat,
+    lay: &QuantLayout,
+    (m, k): (usize, usize),
+    tensor_cores: bool,
+) -> QuantRoute {
     if m > QUANT_GEMV_MAX_ROWS {
-        return QuantRoute::Dequantize("more than 8 rows of x");
+        // A run of 8 k staged by the GEMM stays inside one block.
+        if tensor_cores && lay.block.is_multiple_of(8) {
+            return QuantRoute::TensorCores;
+        }
+        return QuantRoute::Dequantize("more than 8 rows of x, and no f16 tensor-core route");
     }
     match lay.axis {
         QuantAxis::Columns => {

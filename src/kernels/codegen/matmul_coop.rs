@@ -1,14 +1,44 @@
 //! Generated blocks of the tensor-core matmul (`shaders/matmul_coop.wgsl`):
-//! the plain kernel's empty blocks and the f32 split form's binding,
-//! exponents and per-slice products.
+//! the plain kernel's empty blocks, the f32 split form's binding,
+//! exponents and per-slice products, and the quantised B operand's parts.
 
-/// `shaders/matmul_coop.wgsl`'s generated blocks without the split: no
-/// extra binding, no exponents, no extra products.
-pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 3] = [
+use crate::kernels::registry::{MATMUL_COOP_QUANT, QUANT_CODEC, QUANT_DECODE};
+
+/// `shaders/matmul_coop.wgsl`'s generated blocks without the split or a
+/// quantised B: no extra binding, no exponents, no extra products.
+pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 7] = [
     ("split_decl", ""),
     ("split_exps", ""),
     ("split_products", ""),
+    ("quant_decl", ""),
+    ("quant_run", ""),
+    ("quant_fetch", ""),
+    ("quant_put", ""),
 ];
+
+/// The blocks that make B a quantised weight (`shaders/matmul_coop_quant.wgsl`):
+/// format `format` (quant_decode.wgsl's code), blocks of `block` elements
+/// (a multiple of 8) of `words` packed words, blocked down the columns of
+/// a `[K, N]` weight (`cols`) or along the rows of an `[N, K]` one.
+pub(crate) fn coop_quant_blocks(format: u32, block: u32, words: u32, cols: bool) -> [(&'static str, String); 4] {
+    let consts = format!(
+        "const FORMAT: u32 = {format}u;\nconst BLK: u32 = {block}u;\nconst WPB: u32 = {words}u;\nconst COLS: u32 = {}u;\n",
+        u32::from(cols)
+    );
+    [
+        ("quant_decl", format!("{consts}{MATMUL_COOP_QUANT}{QUANT_DECODE}{QUANT_CODEC}")),
+        (
+            "quant_run",
+            "        return vec3<u32>(quant_word(gn, gk), gk, u32(inside));\n".into(),
+        ),
+        ("quant_fetch", "    return quant_fetch(r);\n".into()),
+        (
+            "quant_put",
+            "                quant_put((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, r, pb[j]);\n                continue;\n"
+                .into(),
+        ),
+    ]
+}
 
 /// The split's binding: the largest finite |A| and |B| as bits
 /// (matmul_split_scale.wgsl).

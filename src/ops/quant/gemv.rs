@@ -1,6 +1,7 @@
 //! `x @ W` with a quantised `W`: the fused GEMV (weights decoded in
-//! registers, `shaders/quant_gemv.wgsl`) for few rows of x, else the weight
-//! dequantised once and the matmul engine.
+//! registers, `shaders/quant_gemv.wgsl`) for few rows of x, the tensor-core
+//! GEMM for many rows of f16 x (`gemm.rs`), else the weight dequantised
+//! once and the matmul engine.
 
 use super::{QuantTensor, format_code, u32_of};
 use crate::dtype::DType;
@@ -59,9 +60,22 @@ impl Context {
     /// once and never writes it wider: for a column-blocked `[K, N]` weight
     /// (the fast layout: adjacent columns on adjacent invocations) when K is
     /// a multiple of the block, for a row-blocked one when K is a multiple
-    /// of 8 (4-bit) or 4 (8-bit formats). Anything else dequantises the
-    /// weight to f32 and runs [`Context::matmul`]'s engine (correct, not
-    /// fused).
+    /// of 8 (4-bit) or 4 (8-bit formats).
+    ///
+    /// More rows of f16 `x`, on an adapter with tensor cores (cooperative
+    /// matrices), run the tensor-core matmul with the weight decoded into
+    /// its f16 workgroup tiles as they are staged (blocks of a multiple of
+    /// 8 elements, either axis, any M, N, K). Each dequantised weight is
+    /// rounded to f16 there, nearest even: exact for the MX formats and
+    /// NVFP4's element times its block scale within f16's normal range
+    /// (a relative error below 2^-11 otherwise, or 2^-25 absolute below
+    /// 2^-14, the precision the f16 activations have). A first pass reads
+    /// the block scales: if any block could decode beyond f16's range (or
+    /// has a NaN scale), the f32 route below writes the whole result
+    /// instead.
+    ///
+    /// Anything else dequantises the weight to f32 and runs
+    /// [`Context::matmul`]'s engine (correct, not fused).
     pub fn matmul_quantized(&self, x: &Tensor, w: &QuantTensor) -> Result<Tensor> {
         let plan = self.matmul_quantized_plan(x, w)?;
         plan.run()?;
@@ -98,6 +112,14 @@ impl Context {
         let m: usize = lead.iter().product();
         let mut out_shape = lead.to_vec();
         out_shape.push(n);
+        if x.dtype() == DType::F16
+            && m > 0
+            && n > 0
+            && quant_route(w.format, &w.layout(), (m, k), true) == QuantRoute::TensorCores
+            && let Some(kernel) = self.quant_gemm_kernel((m, k, n))
+        {
+            return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape);
+        }
         if x.dtype() != DType::F32 {
             // f16 and bf16 activations widen to f32 first (one cast kernel
             // over x, which is M x K: small next to the weight).
@@ -125,10 +147,10 @@ impl Context {
     ) -> Result<Plan> {
         let op = "matmul_quantized";
         let lay = w.layout();
-        let route = quant_route(w.format, &lay, m, k);
+        let route = quant_route(w.format, &lay, (m, k), false);
         if let QuantRoute::Dequantize(why) = route {
             log::debug!("{op}: dequantise + matmul ({why})");
-            return self.dequantized_matmul(x, w, out_shape);
+            return self.dequantized_matmul(x, w, out_shape, None);
         }
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let u = u32_of;
@@ -189,17 +211,29 @@ impl Context {
     }
 
     /// The fallback: the weight dequantised to f32, then the matmul engine
-    /// (the dequantised weight is the plan's scratch).
-    fn dequantized_matmul(&self, x: &Tensor, w: &QuantTensor, out_shape: &[usize]) -> Result<Plan> {
+    /// (the dequantised weight is the plan's scratch), into `out` (of
+    /// `out_shape`) or a new tensor.
+    pub(crate) fn dequantized_matmul(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        out_shape: &[usize],
+        out: Option<&Tensor>,
+    ) -> Result<Plan> {
         let deq = self.dequantize_plan(w)?;
         let wf = deq.output().clone();
         let k = *x.shape().last().unwrap_or(&0);
-        let x2 = x.reshape([x.numel() / k.max(1), k])?;
+        let rows = x.numel() / k.max(1);
+        let x2 = x.reshape([rows, k])?;
+        let out2 = match out {
+            Some(o) => Some(o.reshape([rows, *out_shape.last().unwrap_or(&0)])?),
+            None => None,
+        };
         let transposed = w.axis == QuantAxis::Rows;
         let mm = self.matmul_plan(
             &x2,
             &wf,
-            None,
+            out2.as_ref(),
             &MatmulOptions::default().transposed(false, transposed),
         )?;
         let mut dispatches = deq.dispatches;

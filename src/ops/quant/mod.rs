@@ -2,6 +2,7 @@
 //! packed bytes of a checkpoint, read them back. Formats, rounding and the
 //! packed layout: [`crate::quant`]; kernels: `shaders/quant.wgsl`.
 
+pub mod gemm;
 pub mod gemv;
 
 use crate::dtype::DType;
@@ -167,6 +168,7 @@ pub fn quant_specs() -> Vec<Spec> {
         out.push(quant_spec(Kernel::Dequantize, f, DType::F32));
         out.extend(gemv::specs_for(f));
     }
+    out.extend(gemm::quant_gemm_specs());
     out
 }
 

@@ -1,0 +1,206 @@
+//! The quantised GEMM on tensor cores: f16 activations times a quantised
+//! weight, the weight decoded into the tensor-core kernel's f16 workgroup
+//! tiles as it is staged (`shaders/matmul_coop_quant.wgsl`), so it is read
+//! packed and never written wider. A first pass checks the block scales;
+//! a weight whose decoded values could leave f16's range arms the f32
+//! fallback (dequantise to f32, the f32 engine), which then writes the
+//! result instead.
+
+use super::{QuantTensor, format_code, u32_of};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::gpu::{Plan, Tensor, grid};
+use crate::kernels::codegen::matmul_coop::coop_quant_blocks;
+use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::ops::matmul::Epilogue;
+use crate::problem::MatmulShape;
+use crate::quant::QuantAxis;
+use crate::runtime::Context;
+use crate::tune::{self, MatmulKernel};
+
+/// Invocations per workgroup of the scale check.
+const CHECK_WG: u32 = 256;
+
+impl Context {
+    /// The tensor-core kernel for `x[M, K] @ W` (W `[N, K]` as the kernel
+    /// reads it), if the f16 dispatcher picks one for this shape.
+    pub(crate) fn quant_gemm_kernel(&self, (m, k, n): (usize, usize, usize)) -> Option<MatmulKernel> {
+        let shape = MatmulShape::with_transposes(&[m, k], &[n, k], false, true).ok()?;
+        let kernel = tune::choose_matmul_layout(
+            self.profile(),
+            DType::F16,
+            (m, n, k),
+            1,
+            tune::Layout::of(&shape),
+        )
+        .kernel;
+        match kernel {
+            MatmulKernel::Coop { split: false, .. } if kernel.fits(self.profile()) => Some(kernel),
+            _ => None,
+        }
+    }
+
+    /// `x` (f16, contiguous, `[.., K]`) times `w` on the tensor cores with
+    /// `kernel`, into a new f32 tensor of `out_shape`; the scale check and
+    /// the armed f32 fallback come with it.
+    pub(crate) fn quant_gemm_plan(
+        &self,
+        kernel: MatmulKernel,
+        x: &Tensor,
+        w: &QuantTensor,
+        (m, k, n): (usize, usize, usize),
+        out_shape: &[usize],
+    ) -> Result<Plan> {
+        let op = "matmul_quantized";
+        let lay = w.layout();
+        let u = u32_of;
+        for (what, v) in [("M x K", m * k), ("M x N", m * n), ("packed words", w.data.numel())] {
+            u(what, v)?;
+        }
+        let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
+        let flag = self.storage_words(&[0; 4]);
+        let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
+        dispatches.push(self.scale_check_dispatch(w, &flag)?);
+
+        let mut shape = MatmulShape::with_transposes(&[m, k], &[n, k], false, true)?;
+        // The kernel's B column stride carries the blocks per row.
+        shape.b_pitch = lay.blocks_per_line();
+        let (bm, bn) = kernel.block();
+        let (gx, gy) = (n.div_ceil(bn as usize), m.div_ceil(bm as usize));
+        let max = self.profile().max_workgroups_per_dim as usize;
+        if gx.max(gy) > max {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: gx.max(gy) as u64,
+                max: max as u64,
+                what: format!("{op} with {kernel}"),
+            });
+        }
+        let mut spec = kernel
+            .spec(DType::F16)
+            .dtype(DType::F32)
+            .constant("TRANS_B", 1)
+            .constant("TRANS_COLMAJOR", 1);
+        if !k.is_multiple_of(8) {
+            spec = spec.constant("ALIGNED", 0);
+        }
+        for (name, text) in coop_quant_blocks(
+            format_code(w.format),
+            u("block", w.block)?,
+            u("words per block", lay.words_per_block())?,
+            w.axis == QuantAxis::Columns,
+        ) {
+            spec = spec.block(name, text);
+        }
+        let epilogue = Epilogue::default();
+        let spec = epilogue.specialise(spec);
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let params = self.matmul_params(&shape, 0, &epilogue, (0, 1));
+        let (bias, residual) = self.epilogue_buffers(&epilogue);
+        dispatches.push(Dispatch::with_bindings(
+            &self.inner.device,
+            pipeline,
+            &[
+                (0, &params),
+                (1, x.buffer()),
+                (2, w.data.buffer()),
+                (3, out.buffer()),
+                (5, bias),
+                (6, residual),
+                (7, x.buffer()),
+                (8, w.data.buffer()),
+                (10, w.scales.buffer()),
+                (11, w.zeros.buffer()),
+                (12, w.globals.buffer()),
+            ],
+            [gx as u32, gy as u32, 1],
+        ));
+
+        // The fallback, armed by the check: x widened, the weight
+        // dequantised, both to f32, and the f32 engine into `out`.
+        let xf = self.alloc(x.shape(), DType::F32, "wgtile quantized GEMM fallback x")?;
+        let mut fallback: Vec<Dispatch> = self.cast_dispatch(x, &xf)?.into_iter().collect();
+        let fb = self.dequantized_matmul(&xf, w, out_shape, Some(&out))?;
+        fallback.extend(fb.dispatches);
+        dispatches.extend(self.armed(&flag, fallback)?);
+        let mut scratch = fb.scratch;
+        scratch.push(xf);
+
+        Ok(Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!(
+                "quantized GEMM ({}, blocks along {}, {m}x{n}x{k}) {kernel} [weights decoded to f16 \
+                 in the tiles; f32 fallback armed by a scale beyond f16]",
+                w.format,
+                if w.axis == QuantAxis::Columns { "columns" } else { "rows" }
+            ),
+            dispatches,
+            output: out,
+            flops: 2 * (m * n * k) as u64,
+            bytes: w.packed_bytes() + x.size_bytes() + (m * n * 4) as u64,
+            scratch,
+        })
+    }
+
+    /// The scale check: sets word 2 of `flag` where a block of `w` decodes
+    /// to values f16 cannot hold (`shaders/quant_scale_check.wgsl`).
+    fn scale_check_dispatch(&self, w: &QuantTensor, flag: &wgpu::Buffer) -> Result<Dispatch> {
+        let blocks = w.layout().blocks();
+        let g = grid(
+            self.profile(),
+            (blocks as u64).div_ceil(u64::from(CHECK_WG)).max(1),
+            "the quantised GEMM's scale check",
+        )?;
+        let spec = Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format_code(w.format));
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let params = self.uniform(&[u32_of("blocks", blocks)?, g[0], 0, 0]);
+        Ok(Dispatch::with_bindings(
+            &self.inner.device,
+            pipeline,
+            &[
+                (0, &params),
+                (3, w.scales.buffer()),
+                (4, w.zeros.buffer()),
+                (5, w.globals.buffer()),
+                (6, flag),
+            ],
+            g,
+        ))
+    }
+}
+
+/// Every specialisation the quantised GEMM compiles (for the shader tests):
+/// each format on both block axes, aligned and unaligned K, with the
+/// tensor-core layout the dispatcher picks at 4096^3 on a subgroup of 32.
+pub fn quant_gemm_specs() -> Vec<Spec> {
+    use crate::quant::QuantFormat;
+    let kernel = MatmulKernel::Coop {
+        warps_m: 4,
+        warps_n: 4,
+        bk: 32,
+        frags_n: 2,
+        subgroup: 32,
+        split: false,
+    };
+    let mut out = Vec::new();
+    for format in QuantFormat::ALL {
+        let block = format.default_block() as u32;
+        let words = block * format.element_bits() / 32;
+        for cols in [false, true] {
+            for aligned in [1, 0] {
+                let mut spec = kernel
+                    .spec(DType::F16)
+                    .dtype(DType::F32)
+                    .constant("TRANS_B", 1)
+                    .constant("TRANS_COLMAJOR", 1)
+                    .constant("ALIGNED", aligned);
+                for (name, text) in coop_quant_blocks(format_code(format), block, words, cols) {
+                    spec = spec.block(name, text);
+                }
+                out.push(spec);
+            }
+        }
+        out.push(Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format_code(format)));
+    }
+    out
+}
