@@ -679,3 +679,80 @@ fn quantized_gemm_scales_beyond_f16_take_the_f32_route() {
         assert_eq!(v.is_nan(), i % n == 5, "element {i}: {v}");
     }
 }
+
+/// The quantised GEMM's f32 fallback and its scale check on any adapter:
+/// every format, both axes, K off the block, against f64 (sequential f32
+/// sums: K roundings at most); the check flags a block scale exactly when
+/// the format's largest code times it passes 65504.
+#[test]
+fn quantized_gemm_fallback_and_scale_check() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().shader_f16 {
+        return;
+    }
+    let eps = f64::from(f32::EPSILON);
+    for format in QuantFormat::ALL {
+        for (m, k, n) in [(3, 40, 7), (17, 64, 33), (5, 67, 4)] {
+            for axis in [QuantAxis::Rows, QuantAxis::Columns] {
+                let rows = axis == QuantAxis::Rows;
+                let wshape = if rows { [n, k] } else { [k, n] };
+                let wv = common::random(n * k, (m + k + n) as u64);
+                let q = ctx
+                    .quantize(&ctx.tensor(&wv, wshape).unwrap(), format, axis)
+                    .unwrap();
+                let wd = q.to_host_blocking().unwrap().dequantize().unwrap();
+                let (x, xv) = common::upload(&ctx, &common::random(m * k, 3), &[m, k], DType::F16);
+                let (out, flagged) = ctx.quant_gemm_fallback(&x, &q).unwrap();
+                assert!(!flagged, "{format}: weights in [-1, 1) flagged");
+                let (want, mag) = reference(&xv, &wd, m, k, n, rows);
+                common::assert_close(
+                    &format!("fallback {format} {axis:?} M{m} K{k} N{n}"),
+                    &out.to_vec_blocking::<f32>().unwrap(),
+                    &want,
+                    |i| k as f64 * eps * mag[i] + 1e-30,
+                );
+            }
+        }
+    }
+    // int8: 128 codes of magnitude times the f16 scale 511.75 is 65504
+    // (kept), times 512 it is 65536 (flagged); a NaN scale is flagged.
+    let (x, _) = common::upload(&ctx, &common::random(2 * 64, 4), &[2, 64], DType::F16);
+    let host = quant::quantize(
+        &common::random(3 * 64, 9),
+        &[3, 64],
+        QuantFormat::Int8,
+        QuantAxis::Rows,
+        32,
+    )
+    .unwrap();
+    for (bits, want) in [(0x5fffu32, false), (0x6000, true), (0x7e00, true)] {
+        let mut h = host.clone();
+        h.scales[1] = (h.scales[1] & 0xffff) | (bits << 16);
+        let q = ctx.upload_quantized(&h).unwrap();
+        assert_eq!(
+            ctx.quant_gemm_fallback(&x, &q).unwrap().1,
+            want,
+            "scale bits {bits:#x}"
+        );
+    }
+    // MXFP4: 6 times 2^13 (E8M0 140) is 49152, times 2^14 98304.
+    let host = quant::quantize(
+        &common::random(64, 10),
+        &[2, 32],
+        QuantFormat::Mxfp4,
+        QuantAxis::Rows,
+        32,
+    )
+    .unwrap();
+    let (x, _) = common::upload(&ctx, &common::random(32, 4), &[1, 32], DType::F16);
+    for (code, want) in [(140u32, false), (141, true), (0xff, true)] {
+        let mut h = host.clone();
+        h.scales[0] = (h.scales[0] & !0xff00) | (code << 8);
+        let q = ctx.upload_quantized(&h).unwrap();
+        assert_eq!(
+            ctx.quant_gemm_fallback(&x, &q).unwrap().1,
+            want,
+            "E8M0 {code}"
+        );
+    }
+}

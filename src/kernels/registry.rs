@@ -294,6 +294,10 @@ registry! {
     /// f16's range (the tensor-core quantised GEMM's first pass).
     QuantScaleCheck = "quant.scale_check", entry "scale_check", dtype F32, flags [TRUSTED],
         parts [shader!("quant_scale_check.wgsl"), QUANT_DECODE, QUANT_CODEC];
+    /// A quantised weight times x in f32, one invocation per output (the
+    /// tensor-core quantised GEMM's fallback).
+    QuantMatmulNaive = "quant.matmul_naive", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("quant_matmul_naive.wgsl"), QUANT_DECODE, QUANT_CODEC];
     /// Block-scaled quantisation: one invocation per 4 blocks (`FORMAT`).
     Quantize = "quant.quantize", entry "quantize", dtype F32, flags [TRUSTED],
         parts [QUANT, QUANT_CODEC];

@@ -3,8 +3,9 @@
 //! tiles as it is staged (`shaders/matmul_coop_quant.wgsl`), so it is read
 //! packed and never written wider. A first pass checks the block scales;
 //! a weight whose decoded values could leave f16's range arms the f32
-//! fallback (dequantise to f32, the f32 engine), which then writes the
-//! result instead.
+//! fallback (`shaders/quant_matmul_naive.wgsl`: one dispatch, so the
+//! unarmed plan pays for one empty launch), which then writes the result
+//! instead.
 
 use super::{QuantTensor, format_code, u32_of};
 use crate::dtype::DType;
@@ -112,19 +113,14 @@ impl Context {
                 (10, w.scales.buffer()),
                 (11, w.zeros.buffer()),
                 (12, w.globals.buffer()),
+                (13, w.data.buffer()),
             ],
             [gx as u32, gy as u32, 1],
         ));
 
-        // The fallback, armed by the check: x widened, the weight
-        // dequantised, both to f32, and the f32 engine into `out`.
-        let xf = self.alloc(x.shape(), DType::F32, "wgtile quantized GEMM fallback x")?;
-        let mut fallback: Vec<Dispatch> = self.cast_dispatch(x, &xf)?.into_iter().collect();
-        let fb = self.dequantized_matmul(&xf, w, out_shape, Some(&out))?;
-        fallback.extend(fb.dispatches);
-        dispatches.extend(self.armed(&flag, fallback)?);
-        let mut scratch = fb.scratch;
-        scratch.push(xf);
+        // The fallback, armed by the check: the weight decoded in f32.
+        let fallback = self.quant_naive_dispatch(x, w, (m, k, n), &out)?;
+        dispatches.extend(self.armed(&flag, vec![fallback])?);
 
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
@@ -138,8 +134,86 @@ impl Context {
             output: out,
             flops: 2 * (m * n * k) as u64,
             bytes: w.packed_bytes() + x.size_bytes() + (m * n * 4) as u64,
-            scratch,
+            scratch: Vec::new(),
         })
+    }
+
+    /// The quantised GEMM's f32 fallback alone, on f16 `x[M, K]`, and
+    /// its scale check (true where it would arm the fallback). For tests:
+    /// both run on any adapter, the tensor-core kernel they guard only
+    /// where there are tensor cores.
+    #[doc(hidden)]
+    pub fn quant_gemm_fallback(&self, x: &Tensor, w: &QuantTensor) -> Result<(Tensor, bool)> {
+        self.check_owned(x, "quant_gemm_fallback")?;
+        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], "quant_gemm_fallback")?;
+        if x.dtype() != DType::F16 || x.shape().len() != 2 || w.shape.len() != 2 {
+            return Err(Error::InvalidArgument(
+                "quant_gemm_fallback takes f16 x [M, K] and a rank-2 weight".into(),
+            ));
+        }
+        x.require_contiguous("quant_gemm_fallback")?;
+        let (m, k) = (x.shape()[0], x.shape()[1]);
+        let n = match w.axis {
+            QuantAxis::Rows => w.shape[0],
+            QuantAxis::Columns => w.shape[1],
+        };
+        let out = self.alloc(&[m, n], DType::F32, "wgtile quantized GEMM fallback")?;
+        let flag = self.alloc(&[4], DType::F32, "wgtile quantized GEMM check flag")?;
+        let mut dispatches = vec![
+            self.fill_dispatch(flag.buffer(), 0)?,
+            self.scale_check_dispatch(w, flag.buffer())?,
+        ];
+        if m * n > 0 {
+            dispatches.push(self.quant_naive_dispatch(x, w, (m, k, n), &out)?);
+        }
+        self.run_dispatches("quant_gemm_fallback", &dispatches)?;
+        let flagged = flag.to_vec_blocking::<f32>()?[2].to_bits() != 0;
+        Ok((out, flagged))
+    }
+
+    /// `out = x @ w` in f32, one invocation per output (f16 `x`).
+    fn quant_naive_dispatch(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        (m, k, n): (usize, usize, usize),
+        out: &Tensor,
+    ) -> Result<Dispatch> {
+        let lay = w.layout();
+        let u = u32_of;
+        let g = grid(
+            self.profile(),
+            ((m * n) as u64).div_ceil(64),
+            "the quantised GEMM's f32 fallback",
+        )?;
+        let spec = Spec::new(Kernel::QuantMatmulNaive)
+            .constant("FORMAT", format_code(w.format))
+            .constant("COLS", u32::from(w.axis == QuantAxis::Columns));
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let params = self.uniform(&[
+            u("M", m)?,
+            u("N", n)?,
+            u("K", k)?,
+            u("blocks per line", lay.blocks_per_line())?,
+            u("block", w.block)?,
+            u("words per block", lay.words_per_block())?,
+            g[0],
+            0,
+        ]);
+        Ok(Dispatch::with_bindings(
+            &self.inner.device,
+            pipeline,
+            &[
+                (0, &params),
+                (1, x.buffer()),
+                (2, w.data.buffer()),
+                (3, w.scales.buffer()),
+                (4, w.zeros.buffer()),
+                (5, w.globals.buffer()),
+                (6, out.buffer()),
+            ],
+            g,
+        ))
     }
 
     /// The scale check: sets word 2 of `flag` where a block of `w` decodes
@@ -201,6 +275,13 @@ pub fn quant_gemm_specs() -> Vec<Spec> {
             }
         }
         out.push(Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format_code(format)));
+        for cols in [0, 1] {
+            out.push(
+                Spec::new(Kernel::QuantMatmulNaive)
+                    .constant("FORMAT", format_code(format))
+                    .constant("COLS", cols),
+            );
+        }
     }
     out
 }

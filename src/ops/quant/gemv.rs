@@ -150,7 +150,7 @@ impl Context {
         let route = quant_route(w.format, &lay, (m, k), false);
         if let QuantRoute::Dequantize(why) = route {
             log::debug!("{op}: dequantise + matmul ({why})");
-            return self.dequantized_matmul(x, w, out_shape, None);
+            return self.dequantized_matmul(x, w, out_shape);
         }
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let u = u32_of;
@@ -211,29 +211,18 @@ impl Context {
     }
 
     /// The fallback: the weight dequantised to f32, then the matmul engine
-    /// (the dequantised weight is the plan's scratch), into `out` (of
-    /// `out_shape`) or a new tensor.
-    pub(crate) fn dequantized_matmul(
-        &self,
-        x: &Tensor,
-        w: &QuantTensor,
-        out_shape: &[usize],
-        out: Option<&Tensor>,
-    ) -> Result<Plan> {
+    /// (the dequantised weight is the plan's scratch).
+    fn dequantized_matmul(&self, x: &Tensor, w: &QuantTensor, out_shape: &[usize]) -> Result<Plan> {
         let deq = self.dequantize_plan(w)?;
         let wf = deq.output().clone();
         let k = *x.shape().last().unwrap_or(&0);
         let rows = x.numel() / k.max(1);
         let x2 = x.reshape([rows, k])?;
-        let out2 = match out {
-            Some(o) => Some(o.reshape([rows, *out_shape.last().unwrap_or(&0)])?),
-            None => None,
-        };
         let transposed = w.axis == QuantAxis::Rows;
         let mm = self.matmul_plan(
             &x2,
             &wf,
-            out2.as_ref(),
+            None,
             &MatmulOptions::default().transposed(false, transposed),
         )?;
         let mut dispatches = deq.dispatches;

@@ -1,0 +1,76 @@
+// quant_matmul_naive: y[M, N] = x[M, K] @ W for a quantised weight W, one
+// invocation per output element, in f32: the tensor-core quantised GEMM's
+// fallback, armed where a block decodes beyond f16's range (rare: one
+// dispatch, so that the unarmed plan pays for one empty launch only).
+//
+// Algorithm: invocation o = row * N + col runs over K, decoding each
+//   weight element (quant_decode.wgsl) and multiplying it by x in f32.
+// W: [K, N] blocked down columns (COLS = 1; block j of column n at
+//   j * N + n) or [N, K] along rows (at n * NB + j).
+// Workgroup: 64 x 1 x 1; 2-D grid.
+// Bindings: 0 params, 1 x (f16 pairs, or f32 with X_HALF = 0), 2 data,
+//   3 scales, 4 zero points, 5 globals, 6 out (f32).
+
+// 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
+const FORMAT: u32 = 0u;
+const COLS: u32 = 0u;
+const X_HALF: u32 = 1u;
+
+struct Params {
+    m: u32,
+    n: u32,
+    k: u32,
+    // blocks per line
+    nb: u32,
+    block: u32,
+    // words per block
+    wpb: u32,
+    // workgroups per grid row
+    gx: u32,
+    pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(2) var<storage, read> data: array<u32>;
+@group(0) @binding(3) var<storage, read> scales: array<u32>;
+@group(0) @binding(4) var<storage, read> zeros: array<u32>;
+@group(0) @binding(5) var<storage, read> globals: array<u32>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+
+fn x_at(i: u32) -> f32 {
+    if X_HALF == 1u {
+        return unpack2x16float(x[i / 2u])[i % 2u];
+    }
+    return bitcast<f32>(x[i]);
+}
+
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let o = (wg.y * params.gx + wg.x) * 64u + lid;
+    if o >= params.m * params.n {
+        return;
+    }
+    let row = o / params.n;
+    let col = o % params.n;
+    // Elements per word, and per decoded pair's half of the word.
+    let per_word = select(4u, 8u, four_bit());
+    let half = per_word / 2u;
+    var acc = 0.0;
+    for (var kk = 0u; kk < params.k; kk++) {
+        let j = kk / params.block;
+        let t = kk % params.block;
+        var id = col * params.nb + j;
+        if COLS == 1u {
+            id = j * params.n + col;
+        }
+        let e = t % per_word;
+        let code = pair(data[id * params.wpb + t / per_word], e % half)[e / half];
+        var v = code;
+        if FORMAT >= 4u {
+            v -= int_offset(id);
+        }
+        acc += x_at(row * params.k + kk) * (v * block_scale(id));
+    }
+    out[o] = acc;
+}
