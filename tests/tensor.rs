@@ -151,3 +151,245 @@ fn gpu_random_fill_is_uniform_and_deterministic() {
         assert_eq!(again.to_f32_vec_blocking().unwrap(), v);
     }
 }
+
+/// `Context::from_wgpu` on a device the test makes (no features: f16 is
+/// refused by name), `tensor_from_buffer` on the application's buffer, and
+/// the application reading a wgtile tensor's buffer with its own copy.
+#[test]
+fn from_wgpu_shares_the_applications_device_and_buffers() {
+    use wgtile::wgpu;
+    let Some(shared) = common::ctx() else { return };
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+        .into_iter()
+        .find(|a| a.get_info().name == shared.profile().name)
+        .expect("the test adapter");
+    let (device, queue) =
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default())).unwrap();
+    let ctx = Context::from_wgpu(adapter, device.clone(), queue.clone());
+    assert!(
+        !ctx.profile().shader_f16,
+        "the device was made without SHADER_F16"
+    );
+    let h = ctx.zeros([4, 4], DType::F16).unwrap();
+    let refused = ctx.matmul(&h, &h);
+    assert!(
+        matches!(refused, Err(wgtile::Error::UnsupportedFeature { .. })),
+        "{refused:?}"
+    );
+
+    // x [3, 5] in the application's buffer, written by the application.
+    let (m, k, n) = (3, 5, 7);
+    let xv = common::random(m * k, 1);
+    let usage =
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST;
+    let app = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("application buffer"),
+        size: 64,
+        usage,
+        mapped_at_creation: false,
+    });
+    queue.write_buffer(&app, 0, bytemuck::cast_slice(&xv));
+    let x = ctx.tensor_from_buffer(&app, [m, k], DType::F32).unwrap();
+    let wv = common::random(k * n, 2);
+    let w = ctx.tensor(&wv, [k, n]).unwrap();
+    let y = ctx.matmul(&x, &w).unwrap();
+    let (want, mag) = common::matmul_ref(&xv, &wv, m, n, k, &[(0, 0)]);
+    let got = y.to_vec_blocking::<f32>().unwrap();
+    common::assert_close("matmul on the application's buffer", &got, &want, |i| {
+        common::matmul_tolerance(DType::F32, k, want[i], mag[i])
+    });
+
+    // The application copies wgtile's result with its own encoder.
+    let readback = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("application readback"),
+        size: (m * n * 4) as u64,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = device.create_command_encoder(&Default::default());
+    enc.copy_buffer_to_buffer(y.buffer(), 0, &readback, 0, Some((m * n * 4) as u64));
+    queue.submit([enc.finish()]);
+    readback.map_async(wgpu::MapMode::Read, .., |r| r.unwrap());
+    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+    let bytes = readback.get_mapped_range(..).unwrap().to_vec();
+    assert_eq!(bytemuck::cast_slice::<u8, f32>(&bytes), got.as_slice());
+
+    // Buffers that cannot hold the tensor, or lack a usage, are refused.
+    assert!(matches!(
+        ctx.tensor_from_buffer(&app, [5, 5], DType::F32),
+        Err(wgtile::Error::InvalidArgument(m)) if m.contains("needs 112 bytes")
+    ));
+    let uniform = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 64,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    assert!(matches!(
+        ctx.tensor_from_buffer(&uniform, [4], DType::F32),
+        Err(wgtile::Error::InvalidArgument(m)) if m.contains("COPY_SRC")
+    ));
+    // wgtile's tensors of this context are refused by the other one.
+    let foreign = shared.zeros([m, k], DType::F32).unwrap();
+    assert!(ctx.matmul(&foreign, &w).is_err());
+    assert_eq!(
+        ctx.matmul(&x, &w)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap(),
+        got
+    );
+}
+
+/// `ctx.write` into an existing tensor, ordered after the work submitted
+/// before it; its argument errors; `synchronize`.
+#[test]
+fn write_lands_in_order_and_checks_its_arguments() {
+    let Some(ctx) = common::ctx() else { return };
+    let (m, k, n) = (4, 9, 3);
+    let (a, b) = (common::random(m * k, 3), common::random(m * k, 4));
+    let x = ctx.tensor(&a, [m, k]).unwrap();
+    let w = ctx.tensor(&common::random(k * n, 5), [k, n]).unwrap();
+    let before = ctx.matmul(&x, &w).unwrap();
+    ctx.write(&x, &b).unwrap();
+    let after = ctx.matmul(&x, &w).unwrap();
+    ctx.synchronize().unwrap();
+    assert_eq!(x.to_vec_blocking::<f32>().unwrap(), b);
+    let wv = w.to_vec_blocking::<f32>().unwrap();
+    for (t, v) in [(&before, &a), (&after, &b)] {
+        let (want, mag) = common::matmul_ref(v, &wv, m, n, k, &[(0, 0)]);
+        common::assert_close(
+            "matmul around a write",
+            &t.to_vec_blocking::<f32>().unwrap(),
+            &want,
+            |i| common::matmul_tolerance(DType::F32, k, want[i], mag[i]),
+        );
+    }
+    // f16, odd length (the last word half written).
+    let h: Vec<wgtile::f16> = (0..7)
+        .map(|i| wgtile::f16::from_f32(i as f32 - 3.5))
+        .collect();
+    if ctx.profile().shader_f16 {
+        let t = ctx.zeros([7], DType::F16).unwrap();
+        ctx.write(&t, &h).unwrap();
+        assert_eq!(t.to_vec_blocking::<wgtile::f16>().unwrap(), h);
+    }
+    assert!(matches!(
+        ctx.write(&x, &h[..]),
+        Err(wgtile::Error::DTypeMismatch { .. })
+    ));
+    assert!(matches!(
+        ctx.write(&x, &b[1..]),
+        Err(wgtile::Error::InvalidArgument(_))
+    ));
+    let padded = ctx.tensor_padded(&a, [m, k], 16).unwrap();
+    assert!(ctx.write(&padded, &b).is_err());
+    let other = common::context_without(&ctx, wgtile::wgpu::Features::empty());
+    assert!(other.write(&x, &b).is_err());
+    // Zero elements: nothing to write.
+    ctx.write(&ctx.zeros([0, 3], DType::F32).unwrap(), &[] as &[f32])
+        .unwrap();
+}
+
+/// A batch runs the same kernels as op by op (bit-identical results) in
+/// one submission; reads inside it, nesting, an op's error inside it, and
+/// timing inside it.
+#[test]
+fn batch_matches_op_by_op() {
+    let Some(shared) = common::ctx() else { return };
+    // A context of its own: its submission count is this test's alone.
+    let ctx = common::context_without(&shared, wgtile::wgpu::Features::empty());
+    let x = ctx.tensor(&common::random(5 * 33, 6), [5, 33]).unwrap();
+    let w1 = ctx.tensor(&common::random(33 * 17, 7), [33, 17]).unwrap();
+    let w2 = ctx.tensor(&common::random(17 * 33, 8), [17, 33]).unwrap();
+    let forward = || -> wgtile::Result<wgtile::Tensor> {
+        let h = ctx.matmul_with(&x, &w1, &wgtile::Epilogue::new().relu())?;
+        let s = ctx.softmax(&h)?;
+        let y = ctx.matmul(&s, &w2)?;
+        ctx.eval(&(y.expr() * 2.0 + &x))
+    };
+    let s0 = ctx.submissions();
+    let want = forward().unwrap();
+    let op_by_op = ctx.submissions() - s0;
+    let want = want.to_vec_blocking::<f32>().unwrap();
+    let s0 = ctx.submissions();
+    let got = ctx.batch(forward).unwrap();
+    assert_eq!(
+        ctx.submissions() - s0,
+        1,
+        "one submission for the batch ({op_by_op} op by op)"
+    );
+    assert!(op_by_op >= 4, "{op_by_op} submissions op by op");
+    assert_eq!(got.to_vec_blocking::<f32>().unwrap(), want);
+    // Nested, with a read inside (it submits what was recorded first).
+    let (inner, outer) = ctx
+        .batch(|| {
+            let a = ctx.batch(forward)?;
+            let read = a.to_vec_blocking::<f32>()?;
+            Ok((read, forward()?))
+        })
+        .unwrap();
+    assert_eq!(inner, want);
+    assert_eq!(outer.to_vec_blocking::<f32>().unwrap(), want);
+    // An argument error inside comes back from batch; the context works on.
+    let err = ctx.batch(|| {
+        forward()?;
+        ctx.matmul(&x, &x)
+    });
+    assert!(
+        matches!(err, Err(wgtile::Error::ShapeMismatch { .. })),
+        "{err:?}"
+    );
+    let plan = ctx.softmax_plan(&x).unwrap();
+    assert!(
+        ctx.batch(|| ctx.time(&plan, &TimingOptions::default()))
+            .is_err()
+    );
+    assert_eq!(
+        ctx.batch(forward)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap(),
+        want
+    );
+}
+
+/// `matmul_with_options`: a transposed weight with a bias and an activation.
+#[test]
+fn matmul_with_options_takes_transposes_and_an_epilogue() {
+    let Some(ctx) = common::ctx() else { return };
+    let (m, k, n) = (6, 11, 5);
+    let (xv, wv, bv) = (
+        common::random(m * k, 9),
+        common::random(n * k, 10),
+        common::random(n, 11),
+    );
+    let x = ctx.tensor(&xv, [m, k]).unwrap();
+    let w = ctx.tensor(&wv, [n, k]).unwrap();
+    let bias = ctx.tensor(&bv, [n]).unwrap();
+    let y = ctx
+        .matmul_with_options(
+            &x,
+            &w,
+            &wgtile::MatmulOptions::default().transposed(false, true),
+            &wgtile::Epilogue::new().bias(&bias).relu(),
+        )
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k)
+                .map(|p| f64::from(xv[i * k + p]) * f64::from(wv[j * k + p]))
+                .sum();
+            let want = (dot + f64::from(bv[j])).max(0.0);
+            assert!(
+                (f64::from(y[i * n + j]) - want).abs() <= 1e-5,
+                "({i}, {j}): {} vs {want}",
+                y[i * n + j]
+            );
+        }
+    }
+}

@@ -3,8 +3,9 @@
 //! tensors, submission inside error scopes, read-back. Knows no op and makes
 //! no choice.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::ThreadId;
 
 use super::tensor::{BUFFER_ALIGN, check_rank, last_dim, numel};
 use super::{AdapterProfile, Dispatch, Tensor};
@@ -26,6 +27,19 @@ pub(crate) struct Gpu {
     pub(crate) dummy_rw: wgpu::Buffer,
     /// Set by wgpu's device-lost callback; every submission checks it.
     pub(crate) lost: Arc<AtomicBool>,
+    /// The open batch (`Context::batch`): the dispatches its thread's ops
+    /// recorded instead of submitting.
+    pub(crate) batch: Mutex<Option<Batch>>,
+    /// Command buffers submitted so far (for tests of batching).
+    pub(crate) submissions: std::sync::atomic::AtomicU64,
+}
+
+/// Dispatches recorded by one thread's open batch, submitted together.
+pub(crate) struct Batch {
+    thread: ThreadId,
+    /// Nested `batch` calls inside the outermost one.
+    depth: u32,
+    dispatches: Vec<Dispatch>,
 }
 
 impl Drop for Gpu {
@@ -80,8 +94,17 @@ impl Gpu {
         }
     }
 
-    /// Blocks until all submitted work is done.
+    /// Whether this thread has a batch open.
+    pub(crate) fn in_batch(&self) -> bool {
+        let me = std::thread::current().id();
+        let batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        batch.as_ref().is_some_and(|b| b.thread == me)
+    }
+
+    /// Blocks until all submitted work is done (an open batch of this
+    /// thread submits what it recorded first).
     pub(crate) fn wait(&self) -> Result<()> {
+        self.flush("wait")?;
         self.ensure_alive()?;
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
@@ -89,11 +112,94 @@ impl Gpu {
             .map_err(|e| Error::DeviceLost(e.to_string()))
     }
 
+    /// Opens a batch on this thread (or a nested one inside it).
+    pub(crate) fn begin_batch(&self) {
+        let me = std::thread::current().id();
+        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        match batch.as_mut() {
+            Some(b) if b.thread == me => b.depth += 1,
+            // Another thread's batch is open: this thread's ops submit as
+            // they come (`record` only takes the owner's).
+            Some(_) => {}
+            None => {
+                *batch = Some(Batch {
+                    thread: me,
+                    depth: 1,
+                    dispatches: Vec::new(),
+                })
+            }
+        }
+    }
+
+    /// Closes this thread's batch level; the outermost one submits what was
+    /// recorded in one command buffer.
+    pub(crate) fn end_batch(&self) -> Result<()> {
+        let me = std::thread::current().id();
+        {
+            let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+            match batch.as_mut() {
+                Some(b) if b.thread == me && b.depth > 1 => {
+                    b.depth -= 1;
+                    return Ok(());
+                }
+                Some(b) if b.thread == me => {}
+                _ => return Ok(()),
+            }
+        }
+        let result = self.flush("batch");
+        *self.batch.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        result
+    }
+
+    /// Records `dispatches` in this thread's open batch; false when there is none.
+    fn record(&self, dispatches: &[Dispatch]) -> bool {
+        let me = std::thread::current().id();
+        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        match batch.as_mut() {
+            Some(b) if b.thread == me => {
+                b.dispatches.extend_from_slice(dispatches);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The dispatches this thread's batch recorded so far, taken out.
+    fn take_recorded(&self) -> Vec<Dispatch> {
+        let me = std::thread::current().id();
+        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        match batch.as_mut() {
+            Some(b) if b.thread == me => std::mem::take(&mut b.dispatches),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Submits what this thread's batch recorded so far (nothing if none).
+    pub(crate) fn flush(&self, during: &str) -> Result<()> {
+        let recorded = self.take_recorded();
+        if recorded.is_empty() {
+            return Ok(());
+        }
+        self.submit_recorded(during, recorded, |_| {}).map(|_| ())
+    }
+
     /// Encodes with `f` and submits, turning validation and out-of-memory
-    /// errors into `Err` instead of wgpu's uncaptured-error path.
+    /// errors into `Err` instead of wgpu's uncaptured-error path. Work an
+    /// open batch of this thread recorded goes first, in the same command
+    /// buffer.
     pub(crate) fn submit(
         &self,
         during: &str,
+        f: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) -> Result<wgpu::SubmissionIndex> {
+        let recorded = self.take_recorded();
+        self.submit_recorded(during, recorded, f)
+    }
+
+    fn submit_recorded(
+        &self,
+        during: &str,
+        recorded: Vec<Dispatch>,
         f: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> Result<wgpu::SubmissionIndex> {
         self.ensure_alive()?;
@@ -103,13 +209,45 @@ impl Gpu {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(during),
         });
+        if !recorded.is_empty() {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("wgtile batch"),
+                timestamp_writes: None,
+            });
+            for d in &recorded {
+                d.encode(&mut pass);
+            }
+        }
         f(&mut encoder);
         let index = self.queue.submit([encoder.finish()]);
+        self.submissions.fetch_add(1, Ordering::Relaxed);
         let validation = pollster::block_on(validation.pop());
         let oom = pollster::block_on(oom.pop());
         match validation.or(oom) {
             Some(e) => Err(Error::gpu(during, e)),
             None => Ok(index),
+        }
+    }
+
+    /// `queue.write_buffer` inside validation and out-of-memory error scopes.
+    /// An open batch's recorded work is submitted first (a write lands
+    /// before the next submission's work, so it would jump ahead of it).
+    pub(crate) fn write_bytes(
+        &self,
+        during: &str,
+        buffer: &wgpu::Buffer,
+        bytes: &[u8],
+    ) -> Result<()> {
+        self.flush(during)?;
+        self.ensure_alive()?;
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        self.queue.write_buffer(buffer, 0, bytes);
+        let validation = pollster::block_on(validation.pop());
+        let oom = pollster::block_on(oom.pop());
+        match validation.or(oom) {
+            Some(e) => Err(Error::gpu(during, e)),
+            None => Ok(()),
         }
     }
 
@@ -279,8 +417,9 @@ impl Gpu {
     }
 
     /// Encodes `dispatches` in one compute pass and submits them.
+    /// In an open batch of this thread they are recorded instead.
     pub(crate) fn run_dispatches(&self, during: &str, dispatches: &[Dispatch]) -> Result<()> {
-        if dispatches.is_empty() {
+        if dispatches.is_empty() || self.record(dispatches) {
             return Ok(());
         }
         self.submit(during, |enc| {

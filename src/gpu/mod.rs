@@ -14,8 +14,8 @@ mod timing;
 pub(crate) use device::Gpu;
 pub(crate) use dispatch::{Dispatch, grid};
 pub use plan::Plan;
+pub(crate) use tensor::{BUFFER_ALIGN, check_rank, last_dim, numel};
 pub use tensor::{MAX_RANK, Tensor, uniform_values};
-pub(crate) use tensor::{check_rank, last_dim, numel};
 
 pub use profile::{AdapterProfile, CoopMatrixConfig, estimate_compute_units};
 pub use timing::{TimeSource, TimingOptions};

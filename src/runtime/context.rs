@@ -268,7 +268,33 @@ impl Context {
             flag.store(true, Ordering::Release);
             log::warn!("wgpu device lost ({reason:?}): {msg}");
         });
+        Ok(Self::from_parts(adapter, device, queue, lost))
+    }
 
+    /// A context on an application's own wgpu device (a renderer's, another
+    /// library's), so that both share buffers: wgtile's tensors are
+    /// ordinary storage buffers of `device` ([`Tensor::buffer`]), and
+    /// [`Context::tensor_from_buffer`] wraps one of the application's.
+    ///
+    /// What wgtile can do is read from the device: its features
+    /// (`SHADER_F16` for f16, `SUBGROUP`, `TIMESTAMP_QUERY`, cooperative
+    /// matrices) and its limits, not the adapter's; an op that needs a
+    /// feature the device lacks returns [`Error::UnsupportedFeature`].
+    /// wgtile installs no handlers on a shared device: the application's
+    /// uncaptured-error and device-lost callbacks stay (wgtile scopes its
+    /// own submissions, so its errors come back as `Err`), and a lost
+    /// device shows as the errors of the calls after it. Work is submitted
+    /// on `queue`, in the order the calls are made.
+    pub fn from_wgpu(adapter: wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue) -> Self {
+        Self::from_parts(adapter, device, queue, Arc::new(AtomicBool::new(false)))
+    }
+
+    fn from_parts(
+        adapter: wgpu::Adapter,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        lost: Arc<AtomicBool>,
+    ) -> Self {
         let profile = AdapterProfile::new(&adapter, &device);
         let unused = |label| {
             device.create_buffer(&wgpu::BufferDescriptor {
@@ -286,7 +312,7 @@ impl Context {
             profile.backend,
             profile.device_type
         );
-        Ok(Self {
+        Self {
             inner: Arc::new(Inner {
                 gpu: Arc::new(Gpu {
                     adapter,
@@ -296,12 +322,14 @@ impl Context {
                     dummy,
                     dummy_rw,
                     lost,
+                    batch: std::sync::Mutex::new(None),
+                    submissions: Default::default(),
                 }),
                 pipelines: PipelineCache::default(),
                 fused: crate::kernels::GeneratedCache::default(),
                 tuner: crate::tune::autotune::Autotuner::from_env(),
             }),
-        })
+        }
     }
 
     /// Blocking form of [`Context::new`] (native only).

@@ -3,6 +3,7 @@
 //! layer's copies. Encodes and submits; never decides
 //! which kernel runs (that is `tune`'s job).
 
+mod batch;
 mod cast;
 mod context;
 mod pad_copy;

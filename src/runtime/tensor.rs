@@ -110,6 +110,104 @@ impl Context {
         Ok(t)
     }
 
+    /// Writes `data` (the tensor's dtype: `f32`, `half::f16` or
+    /// `half::bf16`, all its logical elements, row-major) into `t`, after
+    /// the work already submitted and before the work submitted after this
+    /// call. `t` must be contiguous and of this context.
+    pub fn write<T: Element>(&self, t: &Tensor, data: &[T]) -> Result<()> {
+        self.check_owned(t, "write")?;
+        t.require_contiguous("write")?;
+        if T::DTYPE != t.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "write",
+                expected: t.dtype(),
+                got: T::DTYPE,
+            });
+        }
+        if data.len() != t.numel() {
+            return Err(Error::InvalidArgument(format!(
+                "write: host slice has {} elements but the tensor {:?} has {}",
+                data.len(),
+                t.shape(),
+                t.numel()
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = bytemuck::cast_slice::<T, u8>(data).to_vec();
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+        self.inner.gpu.write_bytes("write", &t.buffer, &bytes)
+    }
+
+    /// Blocks until every submitted op has finished (native only; in the
+    /// browser await [`Context::synchronize_async`]). Reads back
+    /// (`to_vec`) wait by themselves; this is for timing on the host and
+    /// for handing buffers to other users of a shared device.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.gpu.wait()
+    }
+
+    /// Resolves when every submitted op has finished.
+    pub async fn synchronize_async(&self) -> Result<()> {
+        self.inner.gpu.ensure_alive()?;
+        let (tx, rx) = futures::channel::oneshot::channel();
+        self.inner.queue.on_submitted_work_done(move || {
+            let _ = tx.send(());
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.inner.gpu.wait()?;
+        rx.await
+            .map_err(|_| Error::DeviceLost("the queue dropped its completion callback".into()))
+    }
+
+    /// Wraps `buffer`, a storage buffer of this context's device (shared
+    /// through [`Context::from_wgpu`]), as a contiguous tensor of `shape`
+    /// and `dtype`: no copy; wgtile's kernels read and write it in place.
+    ///
+    /// The buffer needs `STORAGE`, `COPY_SRC` and `COPY_DST` usage and at
+    /// least the tensor's bytes rounded up to 16 (kernels load whole
+    /// 16-byte words at the end); both are checked. It must be a buffer of
+    /// this context's device, which wgpu gives no way to check: a buffer of
+    /// another device of the same instance fails validation at first use
+    /// (an `Err`), one of another `wgpu::Instance` makes wgpu itself panic.
+    pub fn tensor_from_buffer(
+        &self,
+        buffer: &wgpu::Buffer,
+        shape: impl AsRef<[usize]>,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let shape = shape.as_ref();
+        let bytes = self.inner.gpu.tensor_bytes(shape, last_dim(shape), dtype)?;
+        let need = bytes
+            .next_multiple_of(crate::gpu::BUFFER_ALIGN)
+            .max(crate::gpu::BUFFER_ALIGN);
+        let usage = wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST;
+        if !buffer.usage().contains(usage) {
+            return Err(Error::InvalidArgument(format!(
+                "tensor_from_buffer: the buffer's usage {:?} lacks {:?} (STORAGE, COPY_SRC and COPY_DST are needed)",
+                buffer.usage(),
+                usage.difference(buffer.usage())
+            )));
+        }
+        if buffer.size() < need {
+            return Err(Error::InvalidArgument(format!(
+                "tensor_from_buffer: a {dtype} tensor of shape {shape:?} needs {need} bytes \
+                 (its {bytes} rounded up to 16), the buffer has {}",
+                buffer.size()
+            )));
+        }
+        Ok(Tensor {
+            gpu: self.inner.gpu.clone(),
+            buffer: std::sync::Arc::new(buffer.clone()),
+            shape: shape.to_vec(),
+            dtype,
+            row_stride: last_dim(shape),
+        })
+    }
+
     /// A tensor of zeros.
     pub fn zeros(&self, shape: impl AsRef<[usize]>, dtype: DType) -> Result<Tensor> {
         // wgpu zero-initialises new buffers.

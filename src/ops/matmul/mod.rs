@@ -296,6 +296,22 @@ impl Context {
         Ok(plan.into_output())
     }
 
+    /// `a @ b` with `options` (operands stored transposed, the output
+    /// dtype, padding, a forced kernel) and `epilogue` in one call: a
+    /// transposed weight with a bias and an activation, as a linear layer
+    /// stores it, without the plan API.
+    pub fn matmul_with_options(
+        &self,
+        a: &Tensor,
+        b: &Tensor,
+        options: &MatmulOptions,
+        epilogue: &Epilogue,
+    ) -> Result<Tensor> {
+        let plan = self.matmul_plan_with(a, b, None, options, epilogue)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
     /// `a @ b` written into `out` (whose shape and dtype must match the result).
     pub fn matmul_into(&self, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
         self.matmul_plan(a, b, Some(out), &MatmulOptions::default())?

@@ -1,0 +1,70 @@
+//! [`Context::batch`]: many ops in one command buffer and one pair of error
+//! scopes, instead of a submission per op.
+
+use crate::error::Result;
+use crate::gpu::Gpu;
+use crate::runtime::Context;
+
+/// Closes the batch level when `batch` unwinds (a panic in its closure).
+struct Close<'a> {
+    gpu: &'a Gpu,
+    done: bool,
+}
+
+impl Drop for Close<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.gpu.end_batch();
+        }
+    }
+}
+
+impl Context {
+    /// Command buffers this context has submitted so far (how many
+    /// submissions a sequence of ops took: for tests and benchmarks).
+    #[doc(hidden)]
+    pub fn submissions(&self) -> u64 {
+        self.inner
+            .gpu
+            .submissions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Runs `f` with every op it starts on this thread recorded instead of
+    /// submitted, then submits them all in one command buffer: one submit
+    /// and one pair of error scopes for a whole forward pass instead of one
+    /// per op (each costs tens of microseconds of host time).
+    ///
+    /// Ops inside return their output tensors at once; the work runs, in
+    /// the order the ops were called, when the batch submits. A read-back
+    /// (`to_vec`), a [`Context::write`] or a [`Context::synchronize`]
+    /// inside submits what was recorded so far first, so results are those
+    /// of running op by op. Argument errors come back from the op at once;
+    /// errors the submission reports (validation, out of memory) come back
+    /// from `batch`, after `f`'s own. Batches nest (the outermost submits);
+    /// other threads' ops submit as usual; [`Context::time`] refuses to
+    /// run inside one.
+    ///
+    /// ```no_run
+    /// # fn main() -> wgtile::Result<()> {
+    /// # let ctx = wgtile::Context::new_blocking(Default::default())?;
+    /// # let x = ctx.zeros([1, 384], wgtile::DType::F32)?;
+    /// # let w = ctx.zeros([384, 384], wgtile::DType::F32)?;
+    /// let y = ctx.batch(|| {
+    ///     let h = ctx.matmul(&x, &w)?;
+    ///     ctx.matmul(&h, &w)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn batch<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let gpu = &*self.inner.gpu;
+        gpu.begin_batch();
+        let mut close = Close { gpu, done: false };
+        let out = f();
+        close.done = true;
+        let submitted = gpu.end_batch();
+        let out = out?;
+        submitted?;
+        Ok(out)
+    }
+}
