@@ -1,0 +1,113 @@
+//! One submission per forward pass against one per op: a small
+//! transformer-style MLP stack (per layer: `gelu(x W1 + b1)`, `h W2 + x`,
+//! a layer norm) at batch 1, where each op's own submit, error scopes and
+//! wait are a large part of its time.
+//!
+//! ```text
+//! cargo run --release --example batch -- [--layers 12] [--hidden 384] [--rows 1] [--repeats 50]
+//! ```
+//! Prints the median host time of a forward pass (from the first op to
+//! the result being ready) op by op and inside `Context::batch`, the
+//! submissions each took, and the speedup.
+
+use clap::Parser;
+use wgtile::{Context, ContextOptions, DType, Epilogue, Result, Tensor};
+
+#[derive(Parser, Debug)]
+struct Args {
+    #[arg(long, default_value_t = 12)]
+    layers: usize,
+    #[arg(long, default_value_t = 384)]
+    hidden: usize,
+    /// Rows of x (tokens times sentences).
+    #[arg(long, default_value_t = 1)]
+    rows: usize,
+    #[arg(long, default_value_t = 50)]
+    repeats: usize,
+}
+
+struct Layer {
+    w1: Tensor,
+    b1: Tensor,
+    w2: Tensor,
+    gamma: Tensor,
+    beta: Tensor,
+}
+
+fn forward(ctx: &Context, layers: &[Layer], x: &Tensor) -> Result<Tensor> {
+    let mut x = x.clone();
+    for l in layers {
+        let h = ctx.matmul_with(&x, &l.w1, &Epilogue::new().bias(&l.b1).gelu())?;
+        let y = ctx.matmul_with(&h, &l.w2, &Epilogue::new().residual(&x))?;
+        x = ctx.layer_norm(&y, Some(&l.gamma), Some(&l.beta), 1e-5)?;
+    }
+    Ok(x)
+}
+
+fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
+    env_logger::init();
+    let args = Args::parse();
+    let ctx = Context::new_blocking(ContextOptions::default())?;
+    println!("adapter: {}", ctx.profile().name);
+    let (d, f) = (args.hidden, 4 * args.hidden);
+    let rand = |shape: &[usize], seed: u64| ctx.rand_uniform(shape, -0.1, 0.1, DType::F32, seed);
+    let layers = (0..args.layers)
+        .map(|i| {
+            let s = 10 * i as u64;
+            Ok(Layer {
+                w1: rand(&[d, f], s)?,
+                b1: rand(&[f], s + 1)?,
+                w2: rand(&[f, d], s + 2)?,
+                gamma: ctx.full([d], 1.0, DType::F32)?,
+                beta: ctx.zeros([d], DType::F32)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let x = rand(&[args.rows, d], 999)?;
+    // Warm-up: pipelines compiled, the clock up.
+    for _ in 0..5 {
+        forward(&ctx, &layers, &x)?;
+        ctx.batch(|| forward(&ctx, &layers, &x))?;
+    }
+    ctx.synchronize()?;
+    let measure = |batched: bool| -> Result<(f64, u64)> {
+        let mut times = Vec::with_capacity(args.repeats);
+        let mut submits = 0;
+        for _ in 0..args.repeats.max(1) {
+            let s0 = ctx.submissions();
+            let t0 = std::time::Instant::now();
+            if batched {
+                ctx.batch(|| forward(&ctx, &layers, &x))?;
+            } else {
+                forward(&ctx, &layers, &x)?;
+            }
+            ctx.synchronize()?;
+            times.push(t0.elapsed().as_secs_f64());
+            submits = ctx.submissions() - s0;
+        }
+        times.sort_by(f64::total_cmp);
+        Ok((times[times.len() / 2], submits))
+    };
+    // The same results either way (the same kernels in the same order).
+    let a = forward(&ctx, &layers, &x)?.to_vec_blocking::<f32>()?;
+    let b = ctx.batch(|| forward(&ctx, &layers, &x))?.to_vec_blocking::<f32>()?;
+    assert_eq!(a, b, "a batch must compute what op by op does");
+    let (t_ops, n_ops) = measure(false)?;
+    let (t_batch, n_batch) = measure(true)?;
+    println!(
+        "{} layers, hidden {d}, {} rows: {} ops per forward",
+        args.layers,
+        args.rows,
+        3 * args.layers
+    );
+    println!(
+        "op by op: {:>9.1} us ({n_ops} submissions)",
+        t_ops * 1e6
+    );
+    println!(
+        "batch:    {:>9.1} us ({n_batch} submission)   {:.2}x",
+        t_batch * 1e6,
+        t_ops / t_batch
+    );
+    Ok(())
+}
