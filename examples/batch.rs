@@ -90,7 +90,9 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     };
     // The same results either way (the same kernels in the same order).
     let a = forward(&ctx, &layers, &x)?.to_vec_blocking::<f32>()?;
-    let b = ctx.batch(|| forward(&ctx, &layers, &x))?.to_vec_blocking::<f32>()?;
+    let b = ctx
+        .batch(|| forward(&ctx, &layers, &x))?
+        .to_vec_blocking::<f32>()?;
     assert_eq!(a, b, "a batch must compute what op by op does");
     let (t_ops, n_ops) = measure(false)?;
     let (t_batch, n_batch) = measure(true)?;
@@ -100,10 +102,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         args.rows,
         3 * args.layers
     );
-    println!(
-        "op by op: {:>9.1} us ({n_ops} submissions)",
-        t_ops * 1e6
-    );
+    println!("op by op: {:>9.1} us ({n_ops} submissions)", t_ops * 1e6);
     println!(
         "batch:    {:>9.1} us ({n_batch} submission)   {:.2}x",
         t_batch * 1e6,

@@ -1,5 +1,6 @@
-// cast: converts a tensor between f32, f16 and bf16, or copies one into a
-// contiguous tensor of the same dtype, bit-exactly (half_bits.wgsl).
+// cast: converts a tensor between f32, f16, bf16, i32 and u32, or copies
+// one into a contiguous tensor of the same dtype, bit-exactly
+// (half_bits.wgsl; the integer conversions below).
 //
 // Algorithm: output words in a grid-stride loop (at most CAST_GROUPS
 //   workgroups, src/kernels/cast.rs): one element per word for an f32
@@ -9,7 +10,10 @@
 //   needed. The source may have padded rows (`stride` >= `row`).
 // Workgroup: WG x 1 x 1 (override, default 256). Grid: 2-D; invocation
 //   (y * groups_x + x) * WG + local starts at that word.
-// IN / OUT: 0 f32, 1 f16, 2 bf16.
+// IN / OUT: 0 f32, 1 f16, 2 bf16, 3 i32, 4 u32. Integers to floats round
+//   to nearest even (through f32: one rounding up to 2^24 in magnitude,
+//   two beyond for bf16); floats to integers truncate toward zero and
+//   saturate, NaN giving 0 (Rust's `as`); i32 <-> u32 keeps the bits.
 // Entry `check`: the exactness test alone, over every stored word (below).
 // Generated blocks (src/kernels/cast.rs): `flag_decl` / `flag` set word 2
 //   of a flag buffer where a value does not convert exactly (bf16 operands
@@ -44,14 +48,70 @@ fn raw(e: u32) -> u32 {
     if params.stride != params.row {
         s = (e / params.row) * params.stride + e % params.row;
     }
-    if IN == 0u {
+    if IN == 0u || IN >= 3u {
         return src[s];
     }
     return (src[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
 }
 
+// i32 (`signed`) or u32 bits to f32 bits, rounded to nearest even in
+// integer arithmetic (WGSL leaves f32(i32)'s rounding beyond 2^24 to the
+// implementation).
+fn int_to_f32_bits(b: u32, signed: bool) -> u32 {
+    let neg = signed && (b >> 31u) == 1u;
+    // |i32::MIN| = 2^31 fits a u32.
+    let mag = select(b, ~b + 1u, neg);
+    if mag == 0u {
+        return 0u;
+    }
+    var e = 31u - countLeadingZeros(mag);
+    var sig = mag << (23u - min(e, 23u));
+    if e > 23u {
+        let sh = e - 23u;
+        let rem = mag & ((1u << sh) - 1u);
+        let half = 1u << (sh - 1u);
+        sig = mag >> sh;
+        if rem > half || (rem == half && (sig & 1u) == 1u) {
+            sig += 1u;
+        }
+        if sig == (1u << 24u) {
+            sig = 1u << 23u;
+            e += 1u;
+        }
+    }
+    return (select(0u, 1u, neg) << 31u) | ((e + 127u) << 23u) | (sig & 0x7fffffu);
+}
+
+// f32 bits to i32 (`signed`) or u32 bits as Rust's `as`: truncated toward
+// zero, saturated, NaN to 0.
+fn f32_bits_to_int(x: u32, signed: bool) -> u32 {
+    let neg = (x >> 31u) == 1u;
+    let ef = (x >> 23u) & 0xffu;
+    let man = x & 0x7fffffu;
+    if (ef == 0xffu && man != 0u) || ef < 127u {
+        // NaN, or |x| < 1 (zeros and subnormals included).
+        return 0u;
+    }
+    let e = ef - 127u;
+    if signed && e >= 31u {
+        return select(0x7fffffffu, 0x80000000u, neg);
+    }
+    if !signed && neg {
+        return 0u;
+    }
+    if !signed && e >= 32u {
+        return 0xffffffffu;
+    }
+    let sig = man | 0x800000u;
+    var mag = sig >> (23u - min(e, 23u));
+    if e > 23u {
+        mag = sig << (e - 23u);
+    }
+    return select(mag, ~mag + 1u, signed && neg);
+}
+
 fn convert(b: u32) -> u32 {
-    if IN == OUT {
+    if IN == OUT || (IN >= 3u && OUT >= 3u) {
         return b;
     }
     var x = b;
@@ -59,12 +119,17 @@ fn convert(b: u32) -> u32 {
         x = f16_to_f32_bits(b);
     } else if IN == 2u {
         x = bf16_to_f32_bits(b);
+    } else if IN >= 3u {
+        x = int_to_f32_bits(b, IN == 3u);
     }
     if OUT == 1u {
         return f32_bits_to_f16(x);
     }
     if OUT == 2u {
         return f32_bits_to_bf16(x);
+    }
+    if OUT >= 3u {
+        return f32_bits_to_int(x, OUT == 3u);
     }
     return x;
 }
@@ -81,7 +146,7 @@ fn main(
     // skipping) costs little next to the copy.
     let threads = params.groups_x * params.groups_y * WG;
     for (var w = (wid.y * params.groups_x + wid.x) * WG + lid; w < params.words; w += threads) {
-        if OUT == 0u {
+        if OUT == 0u || OUT >= 3u {
             dst[w] = convert(raw(w));
             continue;
         }

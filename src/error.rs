@@ -45,6 +45,16 @@ pub enum Error {
         got: DType,
     },
 
+    /// An integer tensor (i32, u32) given to an op that computes in
+    /// floating point.
+    #[error("{op} takes floating-point tensors (f32, f16, bf16), not {got}")]
+    NotFloat {
+        /// The operation (or its argument) that refused the tensor.
+        op: String,
+        /// The integer dtype it was given.
+        got: DType,
+    },
+
     /// An argument is invalid for a reason other than shape or dtype
     /// (rank over the supported maximum, a host slice of the wrong length...).
     #[error("invalid argument: {0}")]
@@ -103,6 +113,19 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// [`Error::NotFloat`] for an integer `dtype` (`what` names the op or
+    /// its argument).
+    pub(crate) fn require_float(dtype: DType, what: &str) -> Result<()> {
+        if dtype.is_float() {
+            Ok(())
+        } else {
+            Err(Error::NotFloat {
+                op: what.to_string(),
+                got: dtype,
+            })
+        }
+    }
+
     pub(crate) fn shape(
         op: &'static str,
         lhs: &[usize],

@@ -25,7 +25,7 @@ fn bits16(t: &Tensor) -> Vec<u16> {
             .iter()
             .map(|v| v.to_bits())
             .collect(),
-        DType::F32 => panic!("not a 16-bit tensor"),
+        other => panic!("not a 16-bit tensor: {other}"),
     }
 }
 

@@ -393,3 +393,415 @@ fn matmul_with_options_takes_transposes_and_an_epilogue() {
         }
     }
 }
+
+/// i32 and u32 tensors: upload, read back, fills, views; every float op
+/// refuses them by name.
+#[test]
+fn integer_tensors_and_the_ops_that_refuse_them() {
+    let Some(ctx) = common::ctx() else { return };
+    let iv: Vec<i32> = vec![0, 1, -1, i32::MAX, i32::MIN, 7, -123_456_789];
+    let t = ctx.tensor(&iv, [7]).unwrap();
+    assert_eq!(t.dtype(), DType::I32);
+    assert_eq!(t.to_vec_blocking::<i32>().unwrap(), iv);
+    let uv: Vec<u32> = vec![0, 1, u32::MAX, 1 << 31, 12345];
+    let u = ctx.tensor(&uv, [5]).unwrap();
+    assert_eq!(u.to_vec_blocking::<u32>().unwrap(), uv);
+    assert_eq!(
+        ctx.full([3], -2.7, DType::I32)
+            .unwrap()
+            .to_vec_blocking::<i32>()
+            .unwrap(),
+        vec![-2; 3]
+    );
+    assert_eq!(
+        ctx.full([2], -2.7, DType::U32)
+            .unwrap()
+            .to_vec_blocking::<u32>()
+            .unwrap(),
+        vec![0; 2]
+    );
+    assert_eq!(
+        ctx.zeros([2, 2], DType::U32)
+            .unwrap()
+            .to_vec_blocking::<u32>()
+            .unwrap(),
+        vec![0; 4]
+    );
+    assert_eq!(
+        t.to_f32_vec_blocking().unwrap(),
+        iv.iter().map(|&v| v as f32).collect::<Vec<_>>()
+    );
+    // A padded integer tensor copied contiguous, and written.
+    let grid: Vec<i32> = (0..15).map(|v| v * 1_000_003 - 7).collect();
+    let padded = ctx.tensor_padded(&grid, [3, 5], 8).unwrap();
+    assert_eq!(
+        ctx.contiguous(&padded)
+            .unwrap()
+            .to_vec_blocking::<i32>()
+            .unwrap(),
+        grid
+    );
+    ctx.write(
+        &t,
+        &iv.iter().map(|v| v.wrapping_mul(3)).collect::<Vec<_>>(),
+    )
+    .unwrap();
+    assert_eq!(
+        t.to_vec_blocking::<i32>().unwrap()[6],
+        -123_456_789i32.wrapping_mul(3)
+    );
+
+    let m = ctx.tensor(&[1i32; 4], [2, 2]).unwrap();
+    let f = ctx.zeros([2, 2], DType::F32).unwrap();
+    let not_float = |r: wgtile::Result<wgtile::Tensor>, what: &str| {
+        assert!(
+            matches!(
+                r,
+                Err(wgtile::Error::NotFloat {
+                    got: DType::I32,
+                    ..
+                })
+            ),
+            "{what}: {r:?}"
+        );
+    };
+    not_float(ctx.matmul(&m, &m), "matmul");
+    not_float(ctx.matmul(&f, &m), "matmul with one integer operand");
+    not_float(ctx.softmax(&m), "softmax");
+    not_float(ctx.sum(&m, wgtile::Axis::All), "sum");
+    not_float(ctx.eval(&(m.expr() + 1.0)), "an expression");
+    not_float(
+        ctx.matmul_with(&f, &f, &wgtile::Epilogue::new().residual(&m)),
+        "a residual",
+    );
+    not_float(
+        ctx.rand_uniform([2], 0.0, 1.0, DType::I32, 1),
+        "rand_uniform",
+    );
+    assert!(matches!(
+        ctx.matmul_with_options(
+            &f,
+            &f,
+            &wgtile::MatmulOptions {
+                out_dtype: Some(DType::U32),
+                ..Default::default()
+            },
+            &wgtile::Epilogue::new()
+        ),
+        Err(wgtile::Error::NotFloat {
+            got: DType::U32,
+            ..
+        })
+    ));
+    assert!(matches!(
+        ctx.fill_random(&m, 1),
+        Err(wgtile::Error::NotFloat { .. })
+    ));
+    assert!(matches!(
+        ctx.quantize(&m, wgtile::QuantFormat::Int8, wgtile::QuantAxis::Rows),
+        Err(wgtile::Error::NotFloat { .. })
+    ));
+    assert!(matches!(
+        wgtile::KvCache::new(&ctx, 1, 1, 4, 4, 8, DType::I32),
+        Err(wgtile::Error::NotFloat { .. })
+    ));
+}
+
+/// Casts between every pair of the five dtypes against Rust's `as` and
+/// the `half` crate, on the values where the rules differ.
+#[test]
+fn casts_to_and_from_integers_follow_rusts_as() {
+    let Some(ctx) = common::ctx() else { return };
+    let floats: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        0.99,
+        1.0,
+        -1.0,
+        1.5,
+        -1.5,
+        2.5,
+        3.7,
+        -3.7,
+        1e-40,
+        -1e-40,
+        65504.0,
+        65520.0,
+        16_777_217.0,
+        2_147_483_520.0,
+        2_147_483_648.0,
+        -2_147_483_648.0,
+        -2_147_483_904.0,
+        4_294_967_040.0,
+        4_294_967_296.0,
+        1e20,
+        -1e20,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    let ints: Vec<i32> = vec![
+        0,
+        1,
+        -1,
+        7,
+        -7,
+        2047,
+        2049,
+        65504,
+        65519,
+        65520,
+        70000,
+        16_777_216,
+        16_777_217,
+        16_777_219,
+        33_554_435,
+        123_456_789,
+        -123_456_789,
+        i32::MAX,
+        i32::MIN,
+        i32::MIN + 1,
+    ];
+    let uints: Vec<u32> = ints
+        .iter()
+        .map(|&v| v as u32)
+        .chain([u32::MAX, 3_000_000_001])
+        .collect();
+    let f = ctx.tensor(&floats, [floats.len()]).unwrap();
+    let i = ctx.tensor(&ints, [ints.len()]).unwrap();
+    let u = ctx.tensor(&uints, [uints.len()]).unwrap();
+    let bits = |t: &wgtile::Tensor| -> Vec<u32> {
+        match t.dtype().size() {
+            4 => t
+                .to_vec_blocking::<f32>()
+                .map(|v| v.iter().map(|x| x.to_bits()).collect())
+                .or_else(|_| {
+                    t.to_vec_blocking::<i32>()
+                        .map(|v| v.iter().map(|&x| x as u32).collect())
+                })
+                .or_else(|_| t.to_vec_blocking::<u32>())
+                .unwrap(),
+            _ => t
+                .to_vec_blocking::<wgtile::f16>()
+                .map(|v| v.iter().map(|x| u32::from(x.to_bits())).collect())
+                .or_else(|_| {
+                    t.to_vec_blocking::<wgtile::bf16>()
+                        .map(|v| v.iter().map(|x| u32::from(x.to_bits())).collect())
+                })
+                .unwrap(),
+        }
+    };
+    // Expected bits of one source value (as f64 for the float sources'
+    // exact value) in each target dtype.
+    let from_f32 = |v: f32, to: DType| -> u32 {
+        match to {
+            DType::F32 => v.to_bits(),
+            DType::F16 => u32::from(wgtile::f16::from_f32(v).to_bits()),
+            DType::BF16 => u32::from(wgtile::bf16::from_f32(v).to_bits()),
+            DType::I32 => (v as i32) as u32,
+            DType::U32 => v as u32,
+            other => panic!("no rule for {other}"),
+        }
+    };
+    for to in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32] {
+        let want: Vec<u32> = floats.iter().map(|&v| from_f32(v, to)).collect();
+        assert_eq!(bits(&ctx.cast(&f, to).unwrap()), want, "f32 -> {to}");
+        let want: Vec<u32> = ints
+            .iter()
+            .map(|&v| {
+                if to == DType::U32 {
+                    v as u32
+                } else if to == DType::I32 {
+                    v as u32
+                } else {
+                    from_f32(v as f32, to)
+                }
+            })
+            .collect();
+        assert_eq!(bits(&ctx.cast(&i, to).unwrap()), want, "i32 -> {to}");
+        let want: Vec<u32> = uints
+            .iter()
+            .map(|&v| {
+                if to == DType::I32 || to == DType::U32 {
+                    v
+                } else {
+                    from_f32(v as f32, to)
+                }
+            })
+            .collect();
+        assert_eq!(bits(&ctx.cast(&u, to).unwrap()), want, "u32 -> {to}");
+        // From f16 and bf16: widened exactly, then as from f32.
+        for half in [DType::F16, DType::BF16] {
+            let h = ctx.cast(&f, half).unwrap();
+            let widened = ctx
+                .cast(&h, DType::F32)
+                .unwrap()
+                .to_vec_blocking::<f32>()
+                .unwrap();
+            let want: Vec<u32> = widened.iter().map(|&v| from_f32(v, to)).collect();
+            assert_eq!(bits(&ctx.cast(&h, to).unwrap()), want, "{half} -> {to}");
+        }
+    }
+}
+
+/// gather and index_select on every axis of odd shapes, each table dtype,
+/// ids of any shape with some out of range (NaN or zero rows); arange.
+#[test]
+fn gather_takes_rows_by_integer_ids() {
+    let Some(ctx) = common::ctx() else { return };
+    let poison = |d: DType| -> u32 {
+        match d {
+            DType::F32 => 0x7fc0_0000,
+            DType::F16 => 0x7e00,
+            DType::BF16 => 0x7fc0,
+            _ => 0,
+        }
+    };
+    for shape in [vec![7usize, 5], vec![3, 4, 6], vec![5], vec![2, 0, 3]] {
+        let n: usize = shape.iter().product();
+        for dtype in [DType::F32, DType::F16, DType::BF16, DType::I32] {
+            let words: Vec<u32> = (0..n as u32)
+                .map(|v| v.wrapping_mul(2_654_435_761) >> if dtype.size() == 2 { 16 } else { 0 })
+                .collect();
+            let table = match dtype {
+                DType::F32 => ctx.tensor(
+                    &words
+                        .iter()
+                        .map(|&w| f32::from_bits(w & 0x3fff_ffff))
+                        .collect::<Vec<_>>(),
+                    &shape,
+                ),
+                DType::F16 => ctx.tensor(
+                    &words
+                        .iter()
+                        .map(|&w| wgtile::f16::from_bits(w as u16 & 0x3fff))
+                        .collect::<Vec<_>>(),
+                    &shape,
+                ),
+                DType::BF16 => ctx.tensor(
+                    &words
+                        .iter()
+                        .map(|&w| wgtile::bf16::from_bits(w as u16 & 0x3fff))
+                        .collect::<Vec<_>>(),
+                    &shape,
+                ),
+                _ => ctx.tensor(&words.iter().map(|&w| w as i32).collect::<Vec<_>>(), &shape),
+            }
+            .unwrap();
+            let stored: Vec<u32> = match dtype {
+                DType::F32 => words.iter().map(|&w| w & 0x3fff_ffff).collect(),
+                DType::F16 | DType::BF16 => words.iter().map(|&w| w & 0x3fff).collect(),
+                _ => words.clone(),
+            };
+            for axis in 0..shape.len() {
+                let rows = shape[axis] as i32;
+                for ids_shape in [vec![4usize], vec![2, 3], vec![0]] {
+                    let m: usize = ids_shape.iter().product();
+                    let ids: Vec<i32> = (0..m as i32)
+                        .map(|j| [j % rows.max(1), -1, rows, rows - 1, 0, rows + 5][j as usize % 6])
+                        .collect();
+                    let idt = ctx.tensor(&ids, &ids_shape).unwrap();
+                    let got = ctx.gather(&table, &idt, axis).unwrap();
+                    let mut want_shape = shape[..axis].to_vec();
+                    want_shape.extend(&ids_shape);
+                    want_shape.extend(&shape[axis + 1..]);
+                    assert_eq!(got.shape(), want_shape.as_slice());
+                    let outer: usize = shape[..axis].iter().product();
+                    let inner: usize = shape[axis + 1..].iter().product();
+                    let mut want = Vec::new();
+                    for o in 0..outer {
+                        for &id in &ids {
+                            for c in 0..inner {
+                                want.push(if id < 0 || id >= rows {
+                                    poison(dtype)
+                                } else {
+                                    stored[(o * rows as usize + id as usize) * inner + c]
+                                });
+                            }
+                        }
+                    }
+                    let got_bits: Vec<u32> = match dtype {
+                        DType::F32 => got
+                            .to_vec_blocking::<f32>()
+                            .unwrap()
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect(),
+                        DType::F16 => got
+                            .to_vec_blocking::<wgtile::f16>()
+                            .unwrap()
+                            .iter()
+                            .map(|v| u32::from(v.to_bits()))
+                            .collect(),
+                        DType::BF16 => got
+                            .to_vec_blocking::<wgtile::bf16>()
+                            .unwrap()
+                            .iter()
+                            .map(|v| u32::from(v.to_bits()))
+                            .collect(),
+                        _ => got
+                            .to_vec_blocking::<i32>()
+                            .unwrap()
+                            .iter()
+                            .map(|&v| v as u32)
+                            .collect(),
+                    };
+                    assert_eq!(got_bits, want, "{dtype} {shape:?} axis {axis} ids {ids:?}");
+                }
+            }
+        }
+    }
+    // u32 ids, index_select, and the errors.
+    let table = ctx.tensor(&common::random(12, 3), [4, 3]).unwrap();
+    let ids = ctx.tensor(&[3u32, 0, 3], [3]).unwrap();
+    let rows = table.to_vec_blocking::<f32>().unwrap();
+    let want: Vec<f32> = [3, 0, 3]
+        .iter()
+        .flat_map(|&r| rows[r * 3..r * 3 + 3].to_vec())
+        .collect();
+    assert_eq!(
+        ctx.index_select(&table, 0, &ids)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap(),
+        want
+    );
+    assert!(
+        ctx.index_select(&table, 0, &ctx.tensor(&[0u32; 4], [2, 2]).unwrap())
+            .is_err()
+    );
+    assert!(matches!(
+        ctx.gather(&table, &ids, 2),
+        Err(wgtile::Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.gather(&table, &table, 0),
+        Err(wgtile::Error::DTypeMismatch { .. })
+    ));
+    // arange.
+    assert_eq!(
+        ctx.arange(5, DType::I32)
+            .unwrap()
+            .to_vec_blocking::<i32>()
+            .unwrap(),
+        vec![0, 1, 2, 3, 4]
+    );
+    assert_eq!(
+        ctx.arange(3, DType::U32)
+            .unwrap()
+            .to_vec_blocking::<u32>()
+            .unwrap(),
+        vec![0, 1, 2]
+    );
+    let big = ctx
+        .arange(70_001, DType::F32)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    assert!(big.iter().enumerate().all(|(i, &v)| v == i as f32));
+    assert_eq!(ctx.arange(0, DType::I32).unwrap().numel(), 0);
+    assert!(ctx.arange(4, DType::F16).is_err());
+    assert!(ctx.arange((1 << 24) + 1, DType::F32).is_err());
+}

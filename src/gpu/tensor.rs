@@ -184,7 +184,8 @@ impl Tensor {
         pollster::block_on(self.to_vec())
     }
 
-    /// The data as `f32` whatever the dtype (`f16` and `bf16` widen exactly).
+    /// The data as `f32` whatever the dtype (`f16` and `bf16` widen
+    /// exactly; integers convert as `as f32` does).
     pub fn to_f32_vec_blocking(&self) -> Result<Vec<f32>> {
         match self.dtype {
             DType::F32 => self.to_vec_blocking::<f32>(),
@@ -197,6 +198,17 @@ impl Tensor {
                 .to_vec_blocking::<half::bf16>()?
                 .into_iter()
                 .map(f32::from)
+                .collect()),
+            // Exact up to 2^24 in magnitude.
+            DType::I32 => Ok(self
+                .to_vec_blocking::<i32>()?
+                .into_iter()
+                .map(|v| v as f32)
+                .collect()),
+            DType::U32 => Ok(self
+                .to_vec_blocking::<u32>()?
+                .into_iter()
+                .map(|v| v as f32)
                 .collect()),
         }
     }

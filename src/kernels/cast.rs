@@ -19,6 +19,8 @@ fn code(dtype: DType) -> u32 {
         DType::F32 => 0,
         DType::F16 => 1,
         DType::BF16 => 2,
+        DType::I32 => 3,
+        DType::U32 => 4,
     }
 }
 
@@ -77,9 +79,14 @@ pub(crate) fn cast_guarded_spec(from: DType, to: DType) -> Spec {
 
 /// Every specialisation of the cast kernel, for the shader tests.
 pub fn cast_specs() -> Vec<Spec> {
-    DType::ALL
+    let all = [&DType::ALL[..], &DType::INTEGERS[..]].concat();
+    let pairs: Vec<(DType, DType)> = all
+        .iter()
+        .flat_map(|&from| all.iter().map(move |&to| (from, to)))
+        .collect();
+    pairs
         .into_iter()
-        .flat_map(|from| DType::ALL.map(|to| cast_spec(from, to)))
+        .map(|(from, to)| cast_spec(from, to))
         .chain([
             cast_checked_spec(),
             cast_guarded_spec(DType::BF16, DType::F32),

@@ -130,6 +130,12 @@ registry! {
     /// matmul's first pass).
     CastCheck = "cast.check", entry "check", dtype F32, flags [TRUSTED],
         parts [shader!("cast.wgsl"), HALF_BITS];
+    /// Rows of a table picked by integer ids (embedding lookup, index_select).
+    Gather = "gather", entry "gather", dtype F32, flags [TRUSTED],
+        parts [shader!("gather.wgsl")];
+    /// 0, 1, 2, ... as i32, u32 or f32 (`arange`).
+    Iota = "gather.iota", entry "iota", dtype F32, flags [],
+        parts [shader!("gather.wgsl")];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

@@ -4,6 +4,7 @@
 
 pub mod attention;
 pub mod elementwise;
+pub mod index;
 pub mod matmul;
 pub mod quant;
 pub mod rows;

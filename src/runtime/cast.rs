@@ -89,8 +89,14 @@ impl Context {
     /// needs no `shader-f16` and flushes no subnormal; the results equal the
     /// `half` crate's `from_f32` / `to_f32` bit for bit. A padded source
     /// ([`Context::tensor_padded`]) is read in place.
+    ///
+    /// Integers: i32 and u32 to a float dtype round to nearest even
+    /// through f32 (exact up to 2^24 in magnitude; beyond, bf16 and f16
+    /// round the rounded f32 again), floats to integers truncate toward
+    /// zero and saturate at the type's range with NaN giving 0, and i32
+    /// to u32 or back keeps the bits: Rust's `as` in every case.
     pub fn cast(&self, t: &Tensor, dtype: DType) -> Result<Tensor> {
-        self.check_owned(t, "cast")?;
+        self.check_owned_any(t, "cast")?;
         if t.dtype() == dtype && t.is_contiguous() {
             return Ok(t.clone());
         }
@@ -101,7 +107,7 @@ impl Context {
 
     /// [`Context::cast`] as a plan (always a copy into a new tensor).
     pub fn cast_plan(&self, t: &Tensor, dtype: DType) -> Result<Plan> {
-        self.check_owned(t, "cast")?;
+        self.check_owned_any(t, "cast")?;
         let output = self.alloc(t.shape(), dtype, "wgtile cast")?;
         let dispatches = self.cast_dispatch(t, &output)?.into_iter().collect();
         Ok(Plan {
@@ -144,7 +150,7 @@ impl Context {
         let stored = src.storage_len();
         let n32 = u32::try_from(n).map_err(|_| too_big("elements", n))?;
         u32::try_from(stored).map_err(|_| too_big("stored elements", stored))?;
-        let words = if dst.dtype() == DType::F32 {
+        let words = if dst.dtype().size() == 4 {
             n32
         } else {
             n32.div_ceil(2)

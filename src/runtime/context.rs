@@ -110,7 +110,17 @@ impl Context {
     /// tensor an op takes (operands, outputs, masks, weights, caches): wgpu
     /// would panic on a foreign buffer, or silently read one of this
     /// device's own buffers that has the same id. `what` names the argument.
+    /// Also refuses integer tensors ([`Error::NotFloat`]): every op but
+    /// the few that say otherwise computes in floating point. Those use
+    /// [`Context::check_owned_any`].
     pub(crate) fn check_owned(&self, t: &Tensor, what: &str) -> Result<()> {
+        t.check_device(&self.inner.gpu, what)?;
+        Error::require_float(t.dtype(), what)
+    }
+
+    /// [`Context::check_owned`] for ops that take any dtype (copies,
+    /// writes, fills, indices).
+    pub(crate) fn check_owned_any(&self, t: &Tensor, what: &str) -> Result<()> {
         t.check_device(&self.inner.gpu, what)
     }
 

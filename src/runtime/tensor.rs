@@ -64,7 +64,7 @@ impl Context {
 
     /// A contiguous copy of `t` (the tensor itself, shared, when it already is).
     pub fn contiguous(&self, t: &Tensor) -> Result<Tensor> {
-        self.check_owned(t, "contiguous")?;
+        self.check_owned_any(t, "contiguous")?;
         if t.dtype() == DType::F16 && !t.is_contiguous() {
             // The copy kernel works in the element type.
             self.require_f16("contiguous copies of f16 tensors")?;
@@ -115,7 +115,7 @@ impl Context {
     /// the work already submitted and before the work submitted after this
     /// call. `t` must be contiguous and of this context.
     pub fn write<T: Element>(&self, t: &Tensor, data: &[T]) -> Result<()> {
-        self.check_owned(t, "write")?;
+        self.check_owned_any(t, "write")?;
         t.require_contiguous("write")?;
         if T::DTYPE != t.dtype() {
             return Err(Error::DTypeMismatch {
@@ -223,7 +223,7 @@ impl Context {
 
     /// Overwrites every element of `t` with `value` (NaN to poison outputs).
     pub fn fill(&self, t: &Tensor, value: f32) -> Result<()> {
-        self.check_owned(t, "fill")?;
+        self.check_owned_any(t, "fill")?;
         self.fill_words(&t.buffer, t.dtype.fill_word(value))
     }
 
@@ -245,6 +245,12 @@ impl Context {
             DType::F32 => 0,
             DType::F16 => 1,
             DType::BF16 => 2,
+            got @ (DType::I32 | DType::U32) => {
+                return Err(Error::NotFloat {
+                    op: "fill_random".into(),
+                    got,
+                });
+            }
         };
         let d = self.fill_dispatch_with(Kernel::FillRandom, &t.buffer, seed, half)?;
         self.run_dispatches("random fill", std::slice::from_ref(&d))
@@ -293,6 +299,7 @@ impl Context {
         dtype: DType,
         seed: u64,
     ) -> Result<Tensor> {
+        Error::require_float(dtype, "rand_uniform")?;
         let shape = shape.as_ref();
         if !(low <= high && (high - low).is_finite()) {
             return Err(Error::InvalidArgument(format!(
@@ -324,6 +331,14 @@ impl Context {
             }
             DType::BF16 => {
                 let h: Vec<half::bf16> = data.iter().map(|&v| half::bf16::from_f32(v)).collect();
+                self.tensor(&h, shape)
+            }
+            DType::I32 => {
+                let h: Vec<i32> = data.iter().map(|&v| v as i32).collect();
+                self.tensor(&h, shape)
+            }
+            DType::U32 => {
+                let h: Vec<u32> = data.iter().map(|&v| v as u32).collect();
                 self.tensor(&h, shape)
             }
         }

@@ -243,6 +243,7 @@ pub(crate) fn check(
         DType::F16 => (1e-3, 1e-2),
         // f16's bounds plus the output's bf16 rounding (2^-9 relative).
         DType::BF16 => (3e-3, 1.2e-2),
+        other => panic!("attention refuses {other}"),
     };
     // Logit rounding grows with the logits' size (scale 100 gives lse ~ 1e3).
     let magnitude = want_lse
@@ -409,6 +410,7 @@ pub(crate) fn check_decode(
         DType::F16 => (1e-3, 1e-2),
         // f16's bounds plus the output's bf16 rounding (2^-9 relative).
         DType::BF16 => (3e-3, 1.2e-2),
+        other => panic!("attention refuses {other}"),
     };
     let what = format!("{c:?} {opts:?}");
     let en = max_err(&naive_o, &want_o);
@@ -721,6 +723,7 @@ pub(crate) fn check_backward_kernel(
         DType::F32 => 2e-5,
         DType::F16 => 2e-2,
         DType::BF16 => 2.4e-2,
+        other => panic!("attention refuses {other}"),
     };
     for (name, got, want) in [
         ("dq", &grads.dq, dq),

@@ -102,6 +102,7 @@ pub fn matmul_tolerance(dtype: DType, k: usize, reference: f64, magnitude: f64) 
         DType::F32 => accumulate + 1e-30,
         DType::F16 => accumulate + 2f64.powi(-11) * reference.abs() + 6e-8,
         DType::BF16 => accumulate + 2f64.powi(-8) * reference.abs() + 1e-38,
+        other => panic!("no matmul tolerance for {other}: matmul refuses it"),
     }
 }
 

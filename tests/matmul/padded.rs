@@ -33,6 +33,7 @@ fn padded_poisoned(
             let held = h.iter().map(|v| v.to_f32()).collect();
             (ctx.tensor_padded(&h, shape, multiple).unwrap(), held)
         }
+        other => panic!("no padded {other} operands"),
     };
     let stride = t.row_stride();
     assert_eq!(stride, last.next_multiple_of(multiple));
@@ -45,6 +46,7 @@ fn padded_poisoned(
                 DType::F32 => storage.extend_from_slice(&v.to_le_bytes()),
                 DType::F16 => storage.extend_from_slice(&f16::from_f32(v).to_le_bytes()),
                 DType::BF16 => storage.extend_from_slice(&wgtile::bf16::from_f32(v).to_le_bytes()),
+                other => panic!("no padded {other} operands"),
             }
         }
     }

@@ -35,6 +35,7 @@ fn out_rounding(dtype: DType, reference: f64) -> f64 {
         DType::F32 => 0.0,
         DType::F16 => 2f64.powi(-11) * reference.abs() + 2f64.powi(-24),
         DType::BF16 => 2f64.powi(-8) * reference.abs() + 2f64.powi(-133),
+        other => panic!("row ops refuse {other}"),
     }
 }
 
@@ -265,6 +266,7 @@ fn attention_softmax_with_broadcast_mask_and_dropout_epilogue() {
                     DType::BF16 => {
                         2.0 * bound[i] + want[i] * (3.0 * 2f64.powi(-8) + 8.0 * 2f64.powi(-8) * 9.0)
                     }
+                    other => panic!("row ops refuse {other}"),
                 };
                 common::assert_close(&format!("{what} vs unfused"), &got, &un, slack);
             }
@@ -369,6 +371,7 @@ fn norms_of_a_residual_sum_with_gelu_epilogue() {
                     // normalised row then moves by up to 2^-11 |h| / std).
                     DType::F16 => 2.0 * bound[i] + 64.0 * 2f64.powi(-11) * (want[i].abs() + 1.0),
                     DType::BF16 => 2.0 * bound[i] + 64.0 * 2f64.powi(-8) * (want[i].abs() + 1.0),
+                    other => panic!("row ops refuse {other}"),
                 };
                 common::assert_close(&format!("{what} vs unfused"), &got, &un, slack);
             }

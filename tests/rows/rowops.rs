@@ -39,6 +39,7 @@ fn out_rounding(dtype: DType, reference: f64) -> f64 {
         DType::F32 => 0.0,
         DType::F16 => 2f64.powi(-11) * reference.abs() + 2f64.powi(-24),
         DType::BF16 => 2f64.powi(-8) * reference.abs() + 2f64.powi(-133),
+        other => panic!("row ops refuse {other}"),
     }
 }
 

@@ -259,6 +259,10 @@ fn padded_shapes(
                         host.iter().map(|&v| wgtile::bf16::from_f32(v)).collect();
                     ctx.tensor_padded(&h, [rows, cols], multiple)
                 }
+                other => Err(wgtile::Error::NotFloat {
+                    op: "matmul_kernels".into(),
+                    got: other,
+                }),
             }
         };
         let (a, b) = (operand(m, k, 1, 'a')?, operand(k, n, 2, 'b')?);

@@ -30,6 +30,7 @@ impl KvCache {
         capacity: usize,
         dtype: DType,
     ) -> Result<Self> {
+        Error::require_float(dtype, "KvCache::new")?;
         if dtype == DType::BF16 {
             return Err(Error::InvalidArgument(
                 "bf16 KV caches are not supported yet: keep the cache in f16 or f32 \

@@ -178,6 +178,7 @@ impl Context {
         epilogue: &Epilogue,
     ) -> Result<Plan> {
         let out_dtype = options.out_dtype.unwrap_or(DType::BF16);
+        Error::require_float(out_dtype, "the matmul output dtype")?;
         if out_dtype == DType::F16 {
             return Err(Error::DTypeMismatch {
                 op: "a bf16 matmul's output (bf16 or f32)",

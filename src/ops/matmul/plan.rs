@@ -37,6 +37,7 @@ impl Context {
         let transposed = shape.transpose_a || shape.transpose_b;
         let layout = tune::Layout::of(&shape);
         let out_dtype = options.out_dtype.unwrap_or(dtype);
+        Error::require_float(out_dtype, "the matmul output dtype")?;
         if out_dtype == DType::F16 {
             self.require_f16("an f16 matmul output")?;
         }

@@ -143,8 +143,9 @@ pub(crate) fn format_code(f: QuantFormat) -> u32 {
 
 /// The kernels' specialisation for `format` and the input dtype.
 pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, input: DType) -> Spec {
+    // Integer inputs are refused before (`check_owned`).
     let in_half = match input {
-        DType::F32 => 0,
+        DType::F32 | DType::I32 | DType::U32 => 0,
         DType::F16 => 1,
         DType::BF16 => 2,
     };

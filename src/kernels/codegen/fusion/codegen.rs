@@ -378,7 +378,8 @@ pub(crate) fn emit(
     for (r, &(root, dtype)) in outputs.iter().enumerate() {
         let name = output_name(r);
         let store = match (vec4, dtype) {
-            (_, DType::F32) => format!("v{root}"),
+            // Integer leaves are refused when lowering; nothing computes in them.
+            (_, DType::F32 | DType::I32 | DType::U32) => format!("v{root}"),
             (true, DType::F16) => format!("vec4<f16>(v{root})"),
             (false, DType::F16) => format!("f16(v{root})"),
             (true, DType::BF16) => format!("ew_pack_bf16x4(v{root})"),

@@ -79,9 +79,19 @@ pub(crate) fn lower_many_raw(exprs: &[Expr]) -> Result<Lowered> {
 
 /// [`lower_many_raw`], with the result shape of each root; `same_shape`
 /// requires them equal (`Lowered::shape` is the first root's shape).
+pub(crate) fn lower_roots(exprs: &[Expr], same_shape: bool) -> Result<(Lowered, Vec<Vec<usize>>)> {
+    let (lowered, shapes) = lower_roots_any(exprs, same_shape)?;
+    // Expressions compute in floating point: integer leaves are refused
+    // (cast them first).
+    for leaf in &lowered.leaves {
+        Error::require_float(leaf.dtype(), "an elementwise expression")?;
+    }
+    Ok((lowered, shapes))
+}
+
 // Long on purpose: one recursive walk that deduplicates leaves and subexpressions and checks
 // depth and broadcasting as it goes.
-pub(crate) fn lower_roots(exprs: &[Expr], same_shape: bool) -> Result<(Lowered, Vec<Vec<usize>>)> {
+fn lower_roots_any(exprs: &[Expr], same_shape: bool) -> Result<(Lowered, Vec<Vec<usize>>)> {
     struct State {
         ops: Vec<Op>,
         leaves: Vec<Leaf>,
