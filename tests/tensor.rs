@@ -805,3 +805,231 @@ fn gather_takes_rows_by_integer_ids() {
     assert!(ctx.arange(4, DType::F16).is_err());
     assert!(ctx.arange((1 << 24) + 1, DType::F32).is_err());
 }
+
+/// Bits of a tensor of any dtype, for exact comparisons of copies.
+fn bits_of(t: &wgtile::Tensor) -> Vec<u32> {
+    match t.dtype() {
+        DType::F32 => t
+            .to_vec_blocking::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect(),
+        DType::F16 => t
+            .to_vec_blocking::<wgtile::f16>()
+            .unwrap()
+            .iter()
+            .map(|v| u32::from(v.to_bits()))
+            .collect(),
+        DType::BF16 => t
+            .to_vec_blocking::<wgtile::bf16>()
+            .unwrap()
+            .iter()
+            .map(|v| u32::from(v.to_bits()))
+            .collect(),
+        DType::I32 => t
+            .to_vec_blocking::<i32>()
+            .unwrap()
+            .iter()
+            .map(|&v| v as u32)
+            .collect(),
+        _ => t.to_vec_blocking::<u32>().unwrap(),
+    }
+}
+
+/// A tensor of `shape` whose elements are distinct bit patterns (finite
+/// for the float dtypes), and those patterns.
+fn distinct(ctx: &Context, shape: &[usize], dtype: DType, seed: u32) -> (wgtile::Tensor, Vec<u32>) {
+    let n: usize = shape.iter().product();
+    let raw: Vec<u32> = (0..n as u32)
+        .map(|i| (i.wrapping_add(seed)).wrapping_mul(2_654_435_761))
+        .collect();
+    let t = match dtype {
+        DType::F32 => ctx.tensor(
+            &raw.iter()
+                .map(|&w| f32::from_bits(w & 0x3fff_ffff))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        DType::F16 => ctx.tensor(
+            &raw.iter()
+                .map(|&w| wgtile::f16::from_bits((w >> 16) as u16 & 0x3fff))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        DType::BF16 => ctx.tensor(
+            &raw.iter()
+                .map(|&w| wgtile::bf16::from_bits((w >> 16) as u16 & 0x3fff))
+                .collect::<Vec<_>>(),
+            shape,
+        ),
+        _ => ctx.tensor(&raw.iter().map(|&w| w as i32).collect::<Vec<_>>(), shape),
+    }
+    .unwrap();
+    let held = bits_of(&t);
+    (t, held)
+}
+
+/// Row-major index of `idx` in `shape`.
+fn flat(idx: &[usize], shape: &[usize]) -> usize {
+    idx.iter().zip(shape).fold(0, |acc, (&i, &n)| acc * n + i)
+}
+
+/// Every index of `shape` in row-major order.
+fn indices(shape: &[usize]) -> Vec<Vec<usize>> {
+    let n: usize = shape.iter().product();
+    (0..n)
+        .map(|mut e| {
+            let mut idx = vec![0; shape.len()];
+            for k in (0..shape.len()).rev() {
+                idx[k] = e % shape[k];
+                e /= shape[k];
+            }
+            idx
+        })
+        .collect()
+}
+
+/// permute, transpose, narrow, split and concat: every permutation of odd
+/// rank-3 and rank-4 shapes and every axis, in each dtype (2-byte ones
+/// through whole words and through half-word writes), padded sources and
+/// empty axes, bit for bit against the host; their errors.
+#[test]
+fn layout_ops_copy_exactly() {
+    let Some(ctx) = common::ctx() else { return };
+    let perms3: Vec<Vec<usize>> = vec![
+        vec![0, 1, 2],
+        vec![0, 2, 1],
+        vec![1, 0, 2],
+        vec![1, 2, 0],
+        vec![2, 0, 1],
+        vec![2, 1, 0],
+    ];
+    for dtype in [DType::F32, DType::F16, DType::BF16, DType::I32] {
+        for shape in [
+            vec![3usize, 5, 7],
+            vec![2, 4, 6],
+            vec![1, 0, 3],
+            vec![4, 1, 9],
+        ] {
+            let (t, held) = distinct(&ctx, &shape, dtype, 1);
+            for p in &perms3 {
+                let got = bits_of(&ctx.permute(&t, p).unwrap());
+                let out_shape: Vec<usize> = p.iter().map(|&a| shape[a]).collect();
+                let want: Vec<u32> = indices(&out_shape)
+                    .iter()
+                    .map(|o| {
+                        let mut src = vec![0; 3];
+                        for (j, &a) in p.iter().enumerate() {
+                            src[a] = o[j];
+                        }
+                        held[flat(&src, &shape)]
+                    })
+                    .collect();
+                assert_eq!(got, want, "{dtype} permute {shape:?} by {p:?}");
+            }
+            for axis in 0..3 {
+                let n = shape[axis];
+                for (start, len) in [(0, n), (n / 2, n - n / 2), (n.min(1), n.saturating_sub(2))] {
+                    if start + len > n {
+                        continue;
+                    }
+                    let got = bits_of(&ctx.narrow(&t, axis, start, len).unwrap());
+                    let mut out_shape = shape.clone();
+                    out_shape[axis] = len;
+                    let want: Vec<u32> = indices(&out_shape)
+                        .iter()
+                        .map(|o| {
+                            let mut src = o.clone();
+                            src[axis] += start;
+                            held[flat(&src, &shape)]
+                        })
+                        .collect();
+                    assert_eq!(
+                        got, want,
+                        "{dtype} narrow {shape:?} axis {axis} {start}+{len}"
+                    );
+                }
+                // concat of three pieces, odd sizes, along `axis`; split back.
+                let sizes = [1usize, 2, 3];
+                let pieces: Vec<(wgtile::Tensor, Vec<u32>)> = sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &s)| {
+                        let mut ps = shape.clone();
+                        ps[axis] = s;
+                        distinct(&ctx, &ps, dtype, 100 * k as u32)
+                    })
+                    .collect();
+                let refs: Vec<&wgtile::Tensor> = pieces.iter().map(|(t, _)| t).collect();
+                let joined = ctx.concat(&refs, axis).unwrap();
+                let mut out_shape = shape.clone();
+                out_shape[axis] = 6;
+                let want: Vec<u32> = indices(&out_shape)
+                    .iter()
+                    .map(|o| {
+                        let (mut k, mut i) = (0, o[axis]);
+                        while i >= sizes[k] {
+                            i -= sizes[k];
+                            k += 1;
+                        }
+                        let mut ps = shape.clone();
+                        ps[axis] = sizes[k];
+                        let mut src = o.clone();
+                        src[axis] = i;
+                        pieces[k].1[flat(&src, &ps)]
+                    })
+                    .collect();
+                assert_eq!(
+                    bits_of(&joined),
+                    want,
+                    "{dtype} concat {shape:?} axis {axis}"
+                );
+                let back = ctx.split(&joined, axis, &sizes).unwrap();
+                for (k, b) in back.iter().enumerate() {
+                    assert_eq!(
+                        bits_of(b),
+                        pieces[k].1,
+                        "{dtype} split {shape:?} axis {axis} piece {k}"
+                    );
+                }
+            }
+        }
+    }
+    // Rank 4 (the attention layout [B, S, H, D] -> [B, H, S, D]) and a
+    // padded source.
+    let (t, held) = distinct(&ctx, &[2, 3, 5, 4], DType::F16, 7);
+    let got = bits_of(&ctx.permute(&t, &[0, 2, 1, 3]).unwrap());
+    let want: Vec<u32> = indices(&[2, 5, 3, 4])
+        .iter()
+        .map(|o| held[flat(&[o[0], o[2], o[1], o[3]], &[2, 3, 5, 4])])
+        .collect();
+    assert_eq!(got, want);
+    let grid: Vec<f32> = (0..35).map(|v| v as f32).collect();
+    let padded = ctx.tensor_padded(&grid, [5, 7], 8).unwrap();
+    let tr = ctx
+        .transpose(&padded, 0, 1)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    let want: Vec<f32> = (0..35).map(|e| grid[(e % 5) * 7 + e / 5]).collect();
+    assert_eq!(tr, want);
+    // Errors.
+    assert!(ctx.permute(&t, &[0, 1, 1, 3]).is_err());
+    assert!(ctx.permute(&t, &[0, 1, 2]).is_err());
+    assert!(ctx.transpose(&t, 0, 4).is_err());
+    assert!(ctx.narrow(&t, 1, 2, 2).is_err());
+    assert!(ctx.narrow(&t, 4, 0, 1).is_err());
+    assert!(ctx.split(&t, 1, &[1, 1]).is_err());
+    let other = ctx.zeros([2, 3, 5, 4], DType::F32).unwrap();
+    assert!(matches!(
+        ctx.concat(&[&t, &other], 0),
+        Err(wgtile::Error::DTypeMismatch { .. })
+    ));
+    let wrong = ctx.zeros([2, 3, 4, 4], DType::F16).unwrap();
+    assert!(matches!(
+        ctx.concat(&[&t, &wrong], 0),
+        Err(wgtile::Error::ShapeMismatch { .. })
+    ));
+    assert!(ctx.concat(&[], 0).is_err());
+}

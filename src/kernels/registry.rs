@@ -136,6 +136,12 @@ registry! {
     /// 0, 1, 2, ... as i32, u32 or f32 (`arange`).
     Iota = "gather.iota", entry "iota", dtype F32, flags [],
         parts [shader!("gather.wgsl")];
+    /// A strided block copy (permute, transpose, narrow, split, concat).
+    Copy = "copy", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("copy.wgsl")];
+    /// The same for 2-byte elements in any layout (atomic half-word writes).
+    CopyHalves = "copy.halves", entry "halves", dtype F32, flags [TRUSTED],
+        parts [shader!("copy.wgsl")];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

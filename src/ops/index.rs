@@ -178,3 +178,12 @@ impl Context {
         Ok(out)
     }
 }
+
+/// Every specialisation gather and arange compile (for the shader tests).
+pub fn index_specs() -> Vec<Spec> {
+    let mut out: Vec<Spec> = [0, 1]
+        .map(|h| Spec::new(Kernel::Gather).constant("HALF", h).override_("WG", WG))
+        .to_vec();
+    out.extend([0, 1].map(|f| Spec::new(Kernel::Iota).constant("IOTA_F32", f).override_("WG", WG)));
+    out
+}

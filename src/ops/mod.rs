@@ -5,6 +5,7 @@
 pub mod attention;
 pub mod elementwise;
 pub mod index;
+pub mod layout;
 pub mod matmul;
 pub mod quant;
 pub mod rows;

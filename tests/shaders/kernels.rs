@@ -234,3 +234,15 @@ fn every_cast_specialisation() {
         check(spec);
     }
 }
+
+#[test]
+fn every_layout_and_index_specialisation() {
+    let specs: Vec<_> = wgtile::ops::layout::layout_specs()
+        .into_iter()
+        .chain(wgtile::ops::index::index_specs())
+        .collect();
+    assert_eq!(specs.len(), 7);
+    for spec in &specs {
+        check(spec);
+    }
+}
