@@ -1,17 +1,18 @@
 //! One submission per forward pass against one per op: a small
 //! transformer-style MLP stack (per layer: `gelu(x W1 + b1)`, `h W2 + x`,
-//! a layer norm) at batch 1, where each op's own submit, error scopes and
-//! wait are a large part of its time.
+//! a layer norm), run three ways: op by op, inside `Context::batch` (one
+//! submission; each op still builds its plan), and as plans built once and
+//! replayed with `Context::run_plans` (one submission, nothing built).
 //!
 //! ```text
 //! cargo run --release --example batch -- [--layers 12] [--hidden 384] [--rows 1] [--repeats 50]
 //! ```
 //! Prints the median host time of a forward pass (from the first op to
-//! the result being ready) op by op and inside `Context::batch`, the
-//! submissions each took, and the speedup.
+//! the result being ready) each way, the submissions it took, and the
+//! speedup over op by op.
 
 use clap::Parser;
-use wgtile::{Context, ContextOptions, DType, Epilogue, Result, Tensor};
+use wgtile::{Context, ContextOptions, DType, Epilogue, MatmulOptions, Plan, Result, Tensor};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -44,6 +45,21 @@ fn forward(ctx: &Context, layers: &[Layer], x: &Tensor) -> Result<Tensor> {
     Ok(x)
 }
 
+/// The same forward pass as plans, built once.
+fn forward_plans(ctx: &Context, layers: &[Layer], x: &Tensor) -> Result<Vec<Plan>> {
+    let mut plans: Vec<Plan> = Vec::new();
+    let mut x = x.clone();
+    let opts = MatmulOptions::default();
+    for l in layers {
+        let h = ctx.matmul_plan_with(&x, &l.w1, None, &opts, &Epilogue::new().bias(&l.b1).gelu())?;
+        let y = ctx.matmul_plan_with(h.output(), &l.w2, None, &opts, &Epilogue::new().residual(&x))?;
+        let n = ctx.layer_norm_plan(y.output(), Some(&l.gamma), Some(&l.beta), 1e-5)?;
+        x = n.output().clone();
+        plans.extend([h, y, n]);
+    }
+    Ok(plans)
+}
+
 fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     env_logger::init();
     let args = Args::parse();
@@ -70,16 +86,18 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         ctx.batch(|| forward(&ctx, &layers, &x))?;
     }
     ctx.synchronize()?;
-    let measure = |batched: bool| -> Result<(f64, u64)> {
+    let plans = forward_plans(&ctx, &layers, &x)?;
+    let refs: Vec<&Plan> = plans.iter().collect();
+    let measure = |mode: u8| -> Result<(f64, u64)> {
         let mut times = Vec::with_capacity(args.repeats);
         let mut submits = 0;
         for _ in 0..args.repeats.max(1) {
             let s0 = ctx.submissions();
             let t0 = std::time::Instant::now();
-            if batched {
-                ctx.batch(|| forward(&ctx, &layers, &x))?;
-            } else {
-                forward(&ctx, &layers, &x)?;
+            match mode {
+                0 => drop(forward(&ctx, &layers, &x)?),
+                1 => drop(ctx.batch(|| forward(&ctx, &layers, &x))?),
+                _ => ctx.run_plans(&refs)?,
             }
             ctx.synchronize()?;
             times.push(t0.elapsed().as_secs_f64());
@@ -94,8 +112,14 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         .batch(|| forward(&ctx, &layers, &x))?
         .to_vec_blocking::<f32>()?;
     assert_eq!(a, b, "a batch must compute what op by op does");
-    let (t_ops, n_ops) = measure(false)?;
-    let (t_batch, n_batch) = measure(true)?;
+    ctx.run_plans(&refs)?;
+    if let Some(last) = refs.last() {
+        let c = last.output().to_vec_blocking::<f32>()?;
+        assert_eq!(c, a, "replayed plans must compute what op by op does");
+    }
+    let (t_ops, n_ops) = measure(0)?;
+    let (t_batch, n_batch) = measure(1)?;
+    let (t_plans, n_plans) = measure(2)?;
     println!(
         "{} layers, hidden {d}, {} rows: {} ops per forward",
         args.layers,
@@ -107,6 +131,11 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         "batch:    {:>9.1} us ({n_batch} submission)   {:.2}x",
         t_batch * 1e6,
         t_ops / t_batch
+    );
+    println!(
+        "replayed: {:>9.1} us ({n_plans} submission)   {:.2}x",
+        t_plans * 1e6,
+        t_ops / t_plans
     );
     Ok(())
 }

@@ -30,6 +30,25 @@ impl Context {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Runs `plans` in order in one command buffer: a forward pass built
+    /// once as plans (each op's `*_plan`, later plans reading earlier
+    /// plans' outputs) and replayed, with no plan building, bind groups or
+    /// parameter buffers per run, and one submission. The plans must be of
+    /// this context.
+    pub fn run_plans(&self, plans: &[&crate::gpu::Plan]) -> Result<()> {
+        for p in plans {
+            if !std::sync::Arc::ptr_eq(&p.gpu, &self.inner.gpu) {
+                return Err(crate::error::Error::InvalidArgument(format!(
+                    "run_plans: the plan `{}` belongs to another context",
+                    p.label()
+                )));
+            }
+        }
+        let dispatches: Vec<crate::gpu::Dispatch> =
+            plans.iter().flat_map(|p| p.dispatches.iter().cloned()).collect();
+        self.inner.gpu.run_dispatches("run_plans", &dispatches)
+    }
+
     /// Runs `f` with every op it starts on this thread recorded instead of
     /// submitted, then submits them all in one command buffer: one submit
     /// and one pair of error scopes for a whole forward pass instead of one
