@@ -51,8 +51,15 @@ fn forward_plans(ctx: &Context, layers: &[Layer], x: &Tensor) -> Result<Vec<Plan
     let mut x = x.clone();
     let opts = MatmulOptions::default();
     for l in layers {
-        let h = ctx.matmul_plan_with(&x, &l.w1, None, &opts, &Epilogue::new().bias(&l.b1).gelu())?;
-        let y = ctx.matmul_plan_with(h.output(), &l.w2, None, &opts, &Epilogue::new().residual(&x))?;
+        let h =
+            ctx.matmul_plan_with(&x, &l.w1, None, &opts, &Epilogue::new().bias(&l.b1).gelu())?;
+        let y = ctx.matmul_plan_with(
+            h.output(),
+            &l.w2,
+            None,
+            &opts,
+            &Epilogue::new().residual(&x),
+        )?;
         let n = ctx.layer_norm_plan(y.output(), Some(&l.gamma), Some(&l.beta), 1e-5)?;
         x = n.output().clone();
         plans.extend([h, y, n]);

@@ -29,10 +29,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         warmup_seconds: if args.quick { 0.0 } else { 0.3 },
         repeats: args.repeats.max(1),
     };
-    let (b, s, h, d) = if args.quick { (2, 128, 8, 64) } else { (32, 512, 16, 64) };
+    let (b, s, h, d) = if args.quick {
+        (2, 128, 8, 64)
+    } else {
+        (32, 512, 16, 64)
+    };
     let x = ctx.rand_uniform([b, s, h, d], -1.0, 1.0, DType::F32, 1)?;
     let copy = ctx.copy_plan(&x)?;
-    let gbps = |p: &Plan| -> wgtile::Result<f64> { Ok(p.bytes() as f64 / ctx.time(p, &opts)?.median() / 1e9) };
+    let gbps = |p: &Plan| -> wgtile::Result<f64> {
+        Ok(p.bytes() as f64 / ctx.time(p, &opts)?.median() / 1e9)
+    };
     let ceiling = gbps(&copy)?;
     println!("copy of {:?} f32: {ceiling:.1} GB/s\n", x.shape());
     println!("{:<44} {:>10} {:>7}", "op", "GB/s", "copy%");
@@ -46,17 +52,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let x = ctx.cast(&x, dtype)?;
-        row(format!("permute [B,S,H,D] -> [B,H,S,D] {dtype}"), ctx.permute_plan(&x, &[0, 2, 1, 3])?)?;
+        row(
+            format!("permute [B,S,H,D] -> [B,H,S,D] {dtype}"),
+            ctx.permute_plan(&x, &[0, 2, 1, 3])?,
+        )?;
         let m = x.reshape([b * s, h * d])?;
-        row(format!("transpose [{}, {}] {dtype}", b * s, h * d), ctx.permute_plan(&m, &[1, 0])?)?;
-        row(format!("narrow a third of the last axis {dtype}"), ctx.narrow_plan(&m, 1, h * d / 3, h * d / 3)?)?;
-        let halves = [ctx.narrow(&m, 1, 0, h * d / 2)?, ctx.narrow(&m, 1, h * d / 2, h * d / 2)?];
-        row(format!("concat two halves of the last axis {dtype}"), ctx.concat_plan(&[&halves[0], &halves[1]], 1)?)?;
+        row(
+            format!("transpose [{}, {}] {dtype}", b * s, h * d),
+            ctx.permute_plan(&m, &[1, 0])?,
+        )?;
+        row(
+            format!("narrow a third of the last axis {dtype}"),
+            ctx.narrow_plan(&m, 1, h * d / 3, h * d / 3)?,
+        )?;
+        let halves = [
+            ctx.narrow(&m, 1, 0, h * d / 2)?,
+            ctx.narrow(&m, 1, h * d / 2, h * d / 2)?,
+        ];
+        row(
+            format!("concat two halves of the last axis {dtype}"),
+            ctx.concat_plan(&[&halves[0], &halves[1]], 1)?,
+        )?;
         let vocab = if args.quick { 1000 } else { 30522 };
         let table = ctx.rand_uniform([vocab, h * d], -1.0, 1.0, dtype, 2)?;
-        let ids: Vec<i32> = (0..(b * s) as i32).map(|i| i.wrapping_mul(7919) % vocab as i32).collect();
+        let ids: Vec<i32> = (0..(b * s) as i32)
+            .map(|i| i.wrapping_mul(7919) % vocab as i32)
+            .collect();
         let ids = ctx.tensor(&ids, [b, s])?;
-        row(format!("gather [{vocab}, {}] by [{b}, {s}] ids {dtype}", h * d), ctx.gather_plan(&table, &ids, 0)?)?;
+        row(
+            format!("gather [{vocab}, {}] by [{b}, {s}] ids {dtype}", h * d),
+            ctx.gather_plan(&table, &ids, 0)?,
+        )?;
     }
     Ok(())
 }

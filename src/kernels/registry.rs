@@ -142,6 +142,10 @@ registry! {
     /// The same for 2-byte elements in any layout (atomic half-word writes).
     CopyHalves = "copy.halves", entry "halves", dtype F32, flags [TRUSTED],
         parts [shader!("copy.wgsl")];
+    /// The block copy as a tiled transpose through workgroup memory (the
+    /// source's contiguous axis is not the destination's).
+    CopyTiled = "copy.tiled", entry "tiled", dtype F32, flags [TRUSTED],
+        parts [shader!("copy.wgsl")];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

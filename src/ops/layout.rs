@@ -86,27 +86,32 @@ impl Context {
         };
         u32_of("the copy's source positions", reach(b.src_base, &b.src) + 1)?;
         u32_of("the copy's destination positions", reach(b.dst_base, &b.dst) + 1)?;
+        u32_of("the copy's elements", elements)?;
+        let last = MAX_RANK - 1;
         let half = src.dtype().size() == 2;
+        // A transpose: the source's contiguous axis is not the block's
+        // last, the destination's is: through tiles (2-byte elements where
+        // each pair along the last axis is one destination word).
+        let contiguous_in_src = (0..last).find(|&q| b.src[q] == 1 && b.shape[q] > 1);
+        let transpose = b.src[last] != 1 && b.dst[last] == 1 && b.shape[last] > 1;
+        let whole_pairs = b.shape[last] % 2 == 0 && b.dst_base % 2 == 0 && b.dst[..last].iter().all(|s| s % 2 == 0);
+        if let (true, Some(q)) = (transpose && (!half || whole_pairs), contiguous_in_src) {
+            let mut t = Block { ..*b };
+            t.shape.swap(q, 2);
+            t.src.swap(q, 2);
+            t.dst.swap(q, 2);
+            return self.tiled_dispatch(src, dst, &t, half).map(Some);
+        }
         // 2-byte elements in whole words where every pair along the last
         // axis lands on one destination word.
-        let pairs = half
-            && b.shape[MAX_RANK - 1] % 2 == 0
-            && b.dst[MAX_RANK - 1] == 1
-            && b.dst_base % 2 == 0
-            && b.dst[..MAX_RANK - 1].iter().all(|s| s % 2 == 0);
-        let steps = if pairs { elements / 2 } else { elements };
-        let steps = u32_of("the copy's elements", steps)?;
-        let g = grid(self.profile(), u64::from(steps.div_ceil(WG)).min(GROUPS), "a copy")?;
-        let u = |v: &[usize; MAX_RANK]| -> Result<Vec<u32>> { v.iter().map(|&x| u32_of("a copy stride", x)).collect() };
-        let mut words = u(&b.shape)?;
-        words.extend(u(&b.src)?);
-        words.extend(u(&b.dst)?);
-        words.extend([
-            u32_of("the copy's source offset", b.src_base)?,
-            u32_of("the copy's destination offset", b.dst_base)?,
-            steps,
-            g[0],
-        ]);
+        let pairs = half && whole_pairs && b.dst[last] == 1;
+        let cols = if pairs { b.shape[last] / 2 } else { b.shape[last] };
+        let rows: usize = b.shape[..last].iter().product();
+        let lpr = cols.next_power_of_two().min(WG as usize);
+        let per_group = WG as usize / lpr;
+        let g = grid(self.profile(), (rows.div_ceil(per_group) as u64).min(GROUPS), "a copy")?;
+        let mut words = self.block_words(b)?;
+        words.extend([u32_of("a copy's row", cols)?, lpr as u32, g[0], 0, 0, 0]);
         let params = self.uniform(&words);
         let (spec, dst_binding) = if half && !pairs {
             (Spec::new(Kernel::CopyHalves), 3)
@@ -120,6 +125,49 @@ impl Context {
             &[(0, &params), (1, src.buffer()), (dst_binding, dst.buffer())],
             g,
         )))
+    }
+
+    /// The block's shape, strides and offsets as parameter words.
+    fn block_words(&self, b: &Block) -> Result<Vec<u32>> {
+        let u = |v: &[usize; MAX_RANK]| -> Result<Vec<u32>> {
+            v.iter().map(|&x| u32_of("a copy stride", x)).collect()
+        };
+        let mut words = u(&b.shape)?;
+        words.extend(u(&b.src)?);
+        words.extend(u(&b.dst)?);
+        words.extend([
+            u32_of("the copy's source offset", b.src_base)?,
+            u32_of("the copy's destination offset", b.dst_base)?,
+        ]);
+        Ok(words)
+    }
+
+    /// The tiled transpose of a block whose axis 2 is contiguous in the
+    /// source and axis 3 in the destination (`half`: 2-byte elements, in
+    /// whole destination words).
+    fn tiled_dispatch(&self, src: &Tensor, dst: &Tensor, b: &Block, half: bool) -> Result<Dispatch> {
+        let max = self.profile().max_workgroups_per_dim as usize;
+        let (gx, gy) = (b.shape[3].div_ceil(32), b.shape[2].div_ceil(32));
+        if gx.max(gy) > max {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: gx.max(gy) as u64,
+                max: max as u64,
+                what: format!("a tiled transpose of a {:?} block", b.shape),
+            });
+        }
+        let gz = (b.shape[0] * b.shape[1]).min(max).max(1);
+        let mut words = self.block_words(b)?;
+        words.extend([0, 0, 0, 0, 0, 0]);
+        let params = self.uniform(&words);
+        let spec = Spec::new(Kernel::CopyTiled).constant("HALF", u32::from(half));
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        Ok(Dispatch::with_bindings(
+            &self.inner.device,
+            pipeline,
+            &[(0, &params), (1, src.buffer()), (2, dst.buffer())],
+            [gx as u32, gy as u32, gz as u32],
+        ))
     }
 
     fn layout_plan(&self, label: String, output: Tensor, dispatches: Vec<Dispatch>, bytes: u64) -> Plan {
@@ -312,5 +360,7 @@ pub fn layout_specs() -> Vec<Spec> {
         Spec::new(Kernel::Copy).constant("HALF", 0).override_("WG", WG),
         Spec::new(Kernel::Copy).constant("HALF", 1).override_("WG", WG),
         Spec::new(Kernel::CopyHalves).override_("WG", WG),
+        Spec::new(Kernel::CopyTiled).constant("HALF", 0),
+        Spec::new(Kernel::CopyTiled).constant("HALF", 1),
     ]
 }

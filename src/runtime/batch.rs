@@ -44,8 +44,10 @@ impl Context {
                 )));
             }
         }
-        let dispatches: Vec<crate::gpu::Dispatch> =
-            plans.iter().flat_map(|p| p.dispatches.iter().cloned()).collect();
+        let dispatches: Vec<crate::gpu::Dispatch> = plans
+            .iter()
+            .flat_map(|p| p.dispatches.iter().cloned())
+            .collect();
         self.inner.gpu.run_dispatches("run_plans", &dispatches)
     }
 
