@@ -8,14 +8,18 @@
 //   (o * rows + id_j) * inner + c. An id outside [0, rows) (a negative i32
 //   reads as a u32 of 2^31 or more) writes `poison` (the dtype's NaN, zero
 //   for integer tables) instead: never a read outside the table.
-// Words: one output word per loop step (one element of a 4-byte dtype, two
-//   of a 2-byte one, low first), a grid-stride loop over at most a few
-//   thousand workgroups (src/ops/index.rs).
+// Entry `gather`: a workgroup takes WG / LPR output rows (an id each) at a
+//   time, LPR lanes (a power of two) along each, copying whole words: the
+//   id is read and the row's offsets divided out once per row. Words are
+//   elements of a 4-byte dtype, or pairs of a 2-byte one with an even row
+//   (`inner`, `rows` and `poison` count words then).
+// Entry `gather_words`: 2-byte elements with an odd row: one output word
+//   per loop step, its two elements looked up apart.
+// Both are grid-stride loops over at most a few thousand workgroups
+//   (src/ops/index.rs).
 // Workgroup: WG x 1 x 1 (override); 2-D grid.
 // Bindings: 0 params, 1 table (u32 words), 2 ids (u32 words), 3 out.
 
-// 1: 2-byte elements.
-const HALF: u32 = 0u;
 // iota: 0 u32 / i32 values, 1 f32 values.
 const IOTA_F32: u32 = 0u;
 override WG: u32 = 256u;
@@ -26,10 +30,11 @@ struct Params {
     inner: u32,
     n_ids: u32,
     rows: u32,
-    // One element's bit pattern for an out-of-range id.
+    // One element's (or word's) bit pattern for an out-of-range id.
     poison: u32,
     groups_x: u32,
-    groups_y: u32,
+    // `gather`: lanes per row (a power of two, at most WG).
+    lpr: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -37,7 +42,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> ids: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
 
-// The bits of output element e.
+// The bits of output element e (2-byte elements, `gather_words`).
 fn element(e: u32) -> u32 {
     let c = e % params.inner;
     let r = e / params.inner;
@@ -48,20 +53,43 @@ fn element(e: u32) -> u32 {
         return params.poison;
     }
     let s = (o * params.rows + id) * params.inner + c;
-    if HALF == 0u {
-        return table[s];
-    }
     return (table[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
 }
 
 @compute @workgroup_size(WG, 1, 1)
-fn gather(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let threads = params.groups_x * params.groups_y * WG;
-    for (var w = (wid.y * params.groups_x + wid.x) * WG + lid; w < params.words; w += threads) {
-        if HALF == 0u {
-            out[w] = element(w);
-            continue;
+fn gather(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let out_rows = (params.elements / max(params.inner, 1u));
+    let per = WG / params.lpr;
+    let all = groups.x * groups.y * per;
+    for (var r = (wid.y * params.groups_x + wid.x) * per + lid / params.lpr; r < out_rows; r += all) {
+        let j = r % params.n_ids;
+        let o = r / params.n_ids;
+        let id = ids[j];
+        let sb = (o * params.rows + id) * params.inner;
+        let db = r * params.inner;
+        for (var c = lid % params.lpr; c < params.inner; c += params.lpr) {
+            // A branch, not a select: an out-of-range id's row is never read.
+            if id < params.rows {
+                out[db + c] = table[sb + c];
+            } else {
+                out[db + c] = params.poison;
+            }
         }
+    }
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn gather_words(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let threads = groups.x * groups.y * WG;
+    for (var w = (wid.y * params.groups_x + wid.x) * WG + lid; w < params.words; w += threads) {
         let e = 2u * w;
         var hi = 0u;
         if e + 1u < params.elements {
@@ -72,8 +100,12 @@ fn gather(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 }
 
 @compute @workgroup_size(WG, 1, 1)
-fn iota(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let threads = params.groups_x * params.groups_y * WG;
+fn iota(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let threads = groups.x * groups.y * WG;
     for (var w = (wid.y * params.groups_x + wid.x) * WG + lid; w < params.words; w += threads) {
         // Exact: the host allows f32 values up to 2^24 only.
         out[w] = select(w, bitcast<u32>(f32(w)), IOTA_F32 == 1u);

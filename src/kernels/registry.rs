@@ -130,8 +130,13 @@ registry! {
     /// matmul's first pass).
     CastCheck = "cast.check", entry "check", dtype F32, flags [TRUSTED],
         parts [shader!("cast.wgsl"), HALF_BITS];
-    /// Rows of a table picked by integer ids (embedding lookup, index_select).
+    /// Rows of a table picked by integer ids (embedding lookup,
+    /// index_select), whole words per row.
     Gather = "gather", entry "gather", dtype F32, flags [TRUSTED],
+        parts [shader!("gather.wgsl")];
+    /// The same for 2-byte elements with odd rows, one output word (two
+    /// lookups) at a time.
+    GatherWords = "gather.words", entry "gather_words", dtype F32, flags [TRUSTED],
         parts [shader!("gather.wgsl")];
     /// 0, 1, 2, ... as i32, u32 or f32 (`arange`).
     Iota = "gather.iota", entry "iota", dtype F32, flags [],

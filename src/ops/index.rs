@@ -91,26 +91,35 @@ impl Context {
             let half = table.dtype().size() == 2;
             let elements = u32_of("the gather's output elements", elements)?;
             let words = if half { elements.div_ceil(2) } else { elements };
-            let g = grid(
-                self.profile(),
-                u64::from(words.div_ceil(WG)).min(GROUPS),
-                "a gather",
-            )?;
+            // Whole words per row unless 2-byte rows are odd.
+            let by_rows = !half || inner % 2 == 0;
+            let (row_words, poison_word) = if half {
+                (inner / 2, poison(table.dtype()) * 0x1_0001)
+            } else {
+                (inner, poison(table.dtype()))
+            };
+            let out_rows = elements as usize / inner.max(1);
+            let lpr = row_words.max(1).next_power_of_two().min(WG as usize);
+            let groups = if by_rows {
+                out_rows.div_ceil(WG as usize / lpr) as u64
+            } else {
+                u64::from(words.div_ceil(WG))
+            };
+            let g = grid(self.profile(), groups.min(GROUPS), "a gather")?;
             let params = self.uniform(&[
-                elements,
+                if by_rows { words } else { elements },
                 words,
-                u32_of("the gathered rows' length", inner)?,
+                u32_of("the gathered rows' length", if by_rows { row_words } else { inner })?,
                 u32_of("the ids", ids.numel())?,
                 // Ids are compared as u32 (a negative i32 is 2^31 or
                 // more): the table's elements fit a u32, so its rows do.
                 u32_of("the table's rows", rows)?,
-                poison(table.dtype()),
+                if by_rows { poison_word } else { poison(table.dtype()) },
                 g[0],
-                g[1],
+                lpr as u32,
             ]);
-            let spec = Spec::new(Kernel::Gather)
-                .constant("HALF", u32::from(half))
-                .override_("WG", WG);
+            let kernel = if by_rows { Kernel::Gather } else { Kernel::GatherWords };
+            let spec = Spec::new(kernel).override_("WG", WG);
             let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
@@ -167,7 +176,7 @@ impl Context {
         if n > 0 {
             let words = u32_of("arange", n)?;
             let g = grid(self.profile(), u64::from(words.div_ceil(WG)).min(GROUPS), "arange")?;
-            let params = self.uniform(&[words, words, 1, 1, 0, 0, g[0], g[1]]);
+            let params = self.uniform(&[words, words, 1, 1, 0, 0, g[0], 1]);
             let spec = Spec::new(Kernel::Iota)
                 .constant("IOTA_F32", u32::from(dtype == DType::F32))
                 .override_("WG", WG);
@@ -181,8 +190,8 @@ impl Context {
 
 /// Every specialisation gather and arange compile (for the shader tests).
 pub fn index_specs() -> Vec<Spec> {
-    let mut out: Vec<Spec> = [0, 1]
-        .map(|h| Spec::new(Kernel::Gather).constant("HALF", h).override_("WG", WG))
+    let mut out: Vec<Spec> = [Kernel::Gather, Kernel::GatherWords]
+        .map(|k| Spec::new(k).override_("WG", WG))
         .to_vec();
     out.extend([0, 1].map(|f| Spec::new(Kernel::Iota).constant("IOTA_F32", f).override_("WG", WG)));
     out
