@@ -13,6 +13,9 @@
 //   pairs along the last axis into whole destination words (the host
 //   picks it when the last dim is even, its destination stride 1 and
 //   every other destination position even).
+// Entry `units`: the word copy on 16-byte units (the host divides the
+//   block's last axis, strides and offsets by the elements per unit when
+//   both last strides are 1 and everything else divides).
 // Entry `halves`: the same loop writing each 2-byte element into its half
 //   of a destination word with atomicAnd / atomicOr (any layout: there an
 //   invocation owns no whole word).
@@ -51,6 +54,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(3) var<storage, read_write> dst_atomic: array<atomic<u32>>;
+@group(0) @binding(4) var<storage, read> src4: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read_write> dst4: array<vec4<u32>>;
 
 // The three leading axes' index of row r.
 fn row_index(r: u32) -> vec4<u32> {
@@ -84,6 +89,26 @@ fn main(
             }
             let s = sb + 2u * c * params.src_strides.w;
             dst[(db >> 1u) + c] = half_at(s) | (half_at(s + params.src_strides.w) << 16u);
+        }
+    }
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn units(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let rows = params.shape.x * params.shape.y * params.shape.z;
+    let per = WG / params.lpr;
+    let c0 = lid % params.lpr;
+    let all = groups.x * groups.y * per;
+    for (var r = (wid.y * params.groups_x + wid.x) * per + lid / params.lpr; r < rows; r += all) {
+        let i = row_index(r);
+        let sb = params.src_base + dot(i, params.src_strides);
+        let db = params.dst_base + dot(i, params.dst_strides);
+        for (var c = c0; c < params.cols; c += params.lpr) {
+            dst4[db + c] = src4[sb + c];
         }
     }
 }

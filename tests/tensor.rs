@@ -354,6 +354,25 @@ fn batch_matches_op_by_op() {
             .unwrap(),
         want
     );
+    // The same pass as plans built once, replayed twice in one submission each.
+    let opts = wgtile::MatmulOptions::default();
+    let h = ctx
+        .matmul_plan_with(&x, &w1, None, &opts, &wgtile::Epilogue::new().relu())
+        .unwrap();
+    let s = ctx.softmax_plan(h.output()).unwrap();
+    let y = ctx.matmul_plan(s.output(), &w2, None, &opts).unwrap();
+    let e = ctx.eval_plan(&(y.output().expr() * 2.0 + &x)).unwrap();
+    for _ in 0..2 {
+        ctx.fill(e.output(), f32::NAN).unwrap();
+        let s0 = ctx.submissions();
+        ctx.run_plans(&[&h, &s, &y, &e]).unwrap();
+        assert_eq!(ctx.submissions() - s0, 1);
+        assert_eq!(e.output().to_vec_blocking::<f32>().unwrap(), want);
+    }
+    let foreign = shared
+        .softmax_plan(&shared.zeros([2, 2], DType::F32).unwrap())
+        .unwrap();
+    assert!(ctx.run_plans(&[&foreign]).is_err());
 }
 
 /// `matmul_with_options`: a transposed weight with a bias and an activation.
@@ -911,6 +930,8 @@ fn layout_ops_copy_exactly() {
             vec![2, 4, 6],
             vec![1, 0, 3],
             vec![4, 1, 9],
+            // Rows that divide into 16-byte units.
+            vec![3, 2, 16],
         ] {
             let (t, held) = distinct(&ctx, &shape, dtype, 1);
             for p in &perms3 {

@@ -144,6 +144,9 @@ registry! {
     /// A strided block copy (permute, transpose, narrow, split, concat).
     Copy = "copy", entry "main", dtype F32, flags [TRUSTED],
         parts [shader!("copy.wgsl")];
+    /// The same in 16-byte units (contiguous runs that divide).
+    CopyVec4 = "copy.units", entry "units", dtype F32, flags [TRUSTED],
+        parts [shader!("copy.wgsl")];
     /// The same for 2-byte elements in any layout (atomic half-word writes).
     CopyHalves = "copy.halves", entry "halves", dtype F32, flags [TRUSTED],
         parts [shader!("copy.wgsl")];

@@ -102,29 +102,65 @@ impl Context {
             t.dst.swap(q, 2);
             return self.tiled_dispatch(src, dst, &t, half).map(Some);
         }
+        // Contiguous runs on both sides: 16-byte units where the last axis,
+        // every other stride and both offsets divide.
+        let unit = 16 / src.dtype().size();
+        let divides = |v: usize| v % unit == 0;
+        if b.src[last] == 1
+            && b.dst[last] == 1
+            && divides(b.shape[last])
+            && divides(b.src_base)
+            && divides(b.dst_base)
+            && b.src[..last].iter().chain(&b.dst[..last]).all(|&s| divides(s))
+        {
+            let mut v = Block { ..*b };
+            v.shape[last] /= unit;
+            for k in 0..last {
+                v.src[k] /= unit;
+                v.dst[k] /= unit;
+            }
+            v.src_base /= unit;
+            v.dst_base /= unit;
+            return self.rows_dispatch(src, dst, &v, Kernel::CopyVec4, v.shape[last]).map(Some);
+        }
         // 2-byte elements in whole words where every pair along the last
         // axis lands on one destination word.
         let pairs = half && whole_pairs && b.dst[last] == 1;
         let cols = if pairs { b.shape[last] / 2 } else { b.shape[last] };
-        let rows: usize = b.shape[..last].iter().product();
+        let kernel = if half && !pairs {
+            Kernel::CopyHalves
+        } else {
+            Kernel::Copy
+        };
+        self.rows_dispatch(src, dst, b, kernel, cols).map(Some)
+    }
+
+    /// `kernel` (one of the rows-by-lanes copies) over `b`, `cols` steps
+    /// per row.
+    fn rows_dispatch(&self, src: &Tensor, dst: &Tensor, b: &Block, kernel: Kernel, cols: usize) -> Result<Dispatch> {
+        let rows: usize = b.shape[..MAX_RANK - 1].iter().product();
         let lpr = cols.next_power_of_two().min(WG as usize);
         let per_group = WG as usize / lpr;
         let g = grid(self.profile(), (rows.div_ceil(per_group) as u64).min(GROUPS), "a copy")?;
         let mut words = self.block_words(b)?;
         words.extend([u32_of("a copy's row", cols)?, lpr as u32, g[0], 0, 0, 0]);
         let params = self.uniform(&words);
-        let (spec, dst_binding) = if half && !pairs {
-            (Spec::new(Kernel::CopyHalves), 3)
-        } else {
-            (Spec::new(Kernel::Copy).constant("HALF", u32::from(half)), 2)
+        let (spec, dst_binding, src_binding) = match kernel {
+            Kernel::CopyHalves => (Spec::new(kernel), 3, 1),
+            Kernel::CopyVec4 => (Spec::new(kernel), 5, 4),
+            _ => (
+                Spec::new(kernel).constant("HALF", u32::from(src.dtype().size() == 2)),
+                2,
+                1,
+            ),
         };
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec.override_("WG", WG))?;
-        Ok(Some(Dispatch::with_bindings(
+        Ok(Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
-            &[(0, &params), (1, src.buffer()), (dst_binding, dst.buffer())],
+            &[(0, &params), (src_binding, src.buffer()), (dst_binding, dst.buffer())],
             g,
-        )))
+        ))
     }
 
     /// The block's shape, strides and offsets as parameter words.
@@ -360,6 +396,7 @@ pub fn layout_specs() -> Vec<Spec> {
         Spec::new(Kernel::Copy).constant("HALF", 0).override_("WG", WG),
         Spec::new(Kernel::Copy).constant("HALF", 1).override_("WG", WG),
         Spec::new(Kernel::CopyHalves).override_("WG", WG),
+        Spec::new(Kernel::CopyVec4).override_("WG", WG),
         Spec::new(Kernel::CopyTiled).constant("HALF", 0),
         Spec::new(Kernel::CopyTiled).constant("HALF", 1),
     ]
