@@ -13,6 +13,8 @@
 //   id is read and the row's offsets divided out once per row. Words are
 //   elements of a 4-byte dtype, or pairs of a 2-byte one with an even row
 //   (`inner`, `rows` and `poison` count words then).
+// Entry `units`: `gather` on 16-byte units (rows of a multiple of 16
+//   bytes; `inner` counts units, `poison` fills all four words).
 // Entry `gather_words`: 2-byte elements with an odd row: one output word
 //   per loop step, its two elements looked up apart.
 // Both are grid-stride loops over at most a few thousand workgroups
@@ -41,6 +43,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> table: array<u32>;
 @group(0) @binding(2) var<storage, read> ids: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<u32>;
+@group(0) @binding(4) var<storage, read> table4: array<vec4<u32>>;
+@group(0) @binding(5) var<storage, read_write> out4: array<vec4<u32>>;
 
 // The bits of output element e (2-byte elements, `gather_words`).
 fn element(e: u32) -> u32 {
@@ -77,6 +81,31 @@ fn gather(
                 out[db + c] = table[sb + c];
             } else {
                 out[db + c] = params.poison;
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn units(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let out_rows = (params.elements / max(params.inner, 1u));
+    let per = WG / params.lpr;
+    let all = groups.x * groups.y * per;
+    for (var r = (wid.y * params.groups_x + wid.x) * per + lid / params.lpr; r < out_rows; r += all) {
+        let j = r % params.n_ids;
+        let o = r / params.n_ids;
+        let id = ids[j];
+        let sb = (o * params.rows + id) * params.inner;
+        let db = r * params.inner;
+        for (var c = lid % params.lpr; c < params.inner; c += params.lpr) {
+            if id < params.rows {
+                out4[db + c] = table4[sb + c];
+            } else {
+                out4[db + c] = vec4<u32>(params.poison);
             }
         }
     }

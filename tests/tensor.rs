@@ -678,7 +678,14 @@ fn gather_takes_rows_by_integer_ids() {
             _ => 0,
         }
     };
-    for shape in [vec![7usize, 5], vec![3, 4, 6], vec![5], vec![2, 0, 3]] {
+    // [3, 5, 8]: rows of whole 16-byte units.
+    for shape in [
+        vec![7usize, 5],
+        vec![3, 4, 6],
+        vec![5],
+        vec![2, 0, 3],
+        vec![3, 5, 8],
+    ] {
         let n: usize = shape.iter().product();
         for dtype in [DType::F32, DType::F16, DType::BF16, DType::I32] {
             let words: Vec<u32> = (0..n as u32)

@@ -134,6 +134,9 @@ registry! {
     /// index_select), whole words per row.
     Gather = "gather", entry "gather", dtype F32, flags [TRUSTED],
         parts [shader!("gather.wgsl")];
+    /// The same in 16-byte units (rows of a multiple of 16 bytes).
+    GatherUnits = "gather.units", entry "units", dtype F32, flags [TRUSTED],
+        parts [shader!("gather.wgsl")];
     /// The same for 2-byte elements with odd rows, one output word (two
     /// lookups) at a time.
     GatherWords = "gather.words", entry "gather_words", dtype F32, flags [TRUSTED],

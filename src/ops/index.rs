@@ -93,10 +93,18 @@ impl Context {
             let words = if half { elements.div_ceil(2) } else { elements };
             // Whole words per row unless 2-byte rows are odd.
             let by_rows = !half || inner % 2 == 0;
-            let (row_words, poison_word) = if half {
+            let (mut row_words, poison_word) = if half {
                 (inner / 2, poison(table.dtype()) * 0x1_0001)
             } else {
                 (inner, poison(table.dtype()))
+            };
+            // 16-byte units where the rows divide into them.
+            let units = by_rows && row_words % 4 == 0;
+            let words = if units {
+                row_words /= 4;
+                words / 4
+            } else {
+                words
             };
             let out_rows = elements as usize / inner.max(1);
             let lpr = row_words.max(1).next_power_of_two().min(WG as usize);
@@ -118,13 +126,23 @@ impl Context {
                 g[0],
                 lpr as u32,
             ]);
-            let kernel = if by_rows { Kernel::Gather } else { Kernel::GatherWords };
+            let kernel = match (by_rows, units) {
+                (true, true) => Kernel::GatherUnits,
+                (true, false) => Kernel::Gather,
+                _ => Kernel::GatherWords,
+            };
+            let (table_binding, out_binding) = if units { (4, 5) } else { (1, 3) };
             let spec = Spec::new(kernel).override_("WG", WG);
             let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
                 pipeline,
-                &[(0, &params), (1, table.buffer()), (2, ids.buffer()), (3, out.buffer())],
+                &[
+                    (0, &params),
+                    (table_binding, table.buffer()),
+                    (2, ids.buffer()),
+                    (out_binding, out.buffer()),
+                ],
                 g,
             ));
         }
@@ -190,7 +208,7 @@ impl Context {
 
 /// Every specialisation gather and arange compile (for the shader tests).
 pub fn index_specs() -> Vec<Spec> {
-    let mut out: Vec<Spec> = [Kernel::Gather, Kernel::GatherWords]
+    let mut out: Vec<Spec> = [Kernel::Gather, Kernel::GatherUnits, Kernel::GatherWords]
         .map(|k| Spec::new(k).override_("WG", WG))
         .to_vec();
     out.extend([0, 1].map(|f| Spec::new(Kernel::Iota).constant("IOTA_F32", f).override_("WG", WG)));

@@ -241,7 +241,7 @@ fn every_layout_and_index_specialisation() {
         .into_iter()
         .chain(wgtile::ops::index::index_specs())
         .collect();
-    assert_eq!(specs.len(), 10);
+    assert_eq!(specs.len(), 11);
     for spec in &specs {
         check(spec);
     }
