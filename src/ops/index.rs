@@ -92,14 +92,14 @@ impl Context {
             let elements = u32_of("the gather's output elements", elements)?;
             let words = if half { elements.div_ceil(2) } else { elements };
             // Whole words per row unless 2-byte rows are odd.
-            let by_rows = !half || inner % 2 == 0;
+            let by_rows = !half || inner.is_multiple_of(2);
             let (mut row_words, poison_word) = if half {
                 (inner / 2, poison(table.dtype()) * 0x1_0001)
             } else {
                 (inner, poison(table.dtype()))
             };
             // 16-byte units where the rows divide into them.
-            let units = by_rows && row_words % 4 == 0;
+            let units = by_rows && row_words.is_multiple_of(4);
             let words = if units {
                 row_words /= 4;
                 words / 4

@@ -94,7 +94,7 @@ impl Context {
         // each pair along the last axis is one destination word).
         let contiguous_in_src = (0..last).find(|&q| b.src[q] == 1 && b.shape[q] > 1);
         let transpose = b.src[last] != 1 && b.dst[last] == 1 && b.shape[last] > 1;
-        let whole_pairs = b.shape[last] % 2 == 0 && b.dst_base % 2 == 0 && b.dst[..last].iter().all(|s| s % 2 == 0);
+        let whole_pairs = b.shape[last].is_multiple_of(2) && b.dst_base.is_multiple_of(2) && b.dst[..last].iter().all(|s| s.is_multiple_of(2));
         if let (true, Some(q)) = (transpose && (!half || whole_pairs), contiguous_in_src) {
             let mut t = Block { ..*b };
             t.shape.swap(q, 2);
@@ -105,7 +105,7 @@ impl Context {
         // Contiguous runs on both sides: 16-byte units where the last axis,
         // every other stride and both offsets divide.
         let unit = 16 / src.dtype().size();
-        let divides = |v: usize| v % unit == 0;
+        let divides = |v: usize| v.is_multiple_of(unit);
         if b.src[last] == 1
             && b.dst[last] == 1
             && divides(b.shape[last])

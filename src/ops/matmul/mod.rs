@@ -208,7 +208,7 @@ impl Epilogue {
         }
     }
 
-    pub(crate) fn specialise(&self, spec: Spec) -> Spec {
+    fn specialise(&self, spec: Spec) -> Spec {
         if !spec.kernel.has_epilogue() {
             return spec;
         }

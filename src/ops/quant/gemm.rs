@@ -13,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::codegen::matmul_coop::coop_quant_blocks;
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::ops::matmul::Epilogue;
 use crate::problem::MatmulShape;
 use crate::quant::QuantAxis;
 use crate::runtime::Context;
@@ -93,8 +92,8 @@ impl Context {
         ) {
             spec = spec.block(name, text);
         }
-        let epilogue = Epilogue::default();
-        let spec = epilogue.specialise(spec);
+        // No epilogue (the default one: its terms off, nothing to specialise).
+        let epilogue = Default::default();
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let params = self.matmul_params(&shape, 0, &epilogue, (0, 1));
         let (bias, residual) = self.epilogue_buffers(&epilogue);
