@@ -1,8 +1,9 @@
-// norm: LayerNorm and RMSNorm over each row (the last axis), f32 arithmetic
-// whatever the dtype, with an optional affine weight (gamma, FLAG_WEIGHT) and
-// bias (beta, FLAG_BIAS; LayerNorm only):
+// norm: LayerNorm, RMSNorm and L2 normalisation over each row (the last
+// axis), f32 arithmetic whatever the dtype, with an optional affine weight
+// (gamma, FLAG_WEIGHT) and bias (beta, FLAG_BIAS; LayerNorm only):
 //   layer: y = (x - mean) / sqrt(var + eps) * gamma + beta   (biased var, / n)
 //   rms:   y = x / sqrt(mean(x^2) + eps) * gamma              (FLAG_RMS)
+//   l2:    y = x / max(sqrt(sum(x^2)), eps)                   (FLAG_RMS | FLAG_L2)
 //
 // Entry `main`, rows that fit in registers (n <= 4 * R * T): one read of the
 //   row. WG / T rows per workgroup, T invocations per row, R chunks of 4
@@ -72,6 +73,20 @@ fn norm_out(v: vec4<f32>, c: u32, mean: f32, inv: f32) -> vec4<f32> {
     return y;
 }
 
+// The factor each element is multiplied by, from the row's sum of squared
+// deviations (of squares, for RMS and L2) over n elements.
+fn norm_inv(sq: f32, n: f32) -> f32 {
+    if (params.flags & FLAG_L2) != 0u {
+        // max() may drop a NaN, and a NaN compare may be folded away: a NaN
+        // sum (told by its bits) is passed on as it is.
+        if (bitcast<u32>(sq) & 0x7fffffffu) > 0x7f800000u {
+            return sq;
+        }
+        return 1.0 / max(sqrt(sq), params.eps);
+    }
+    return inverseSqrt(sq / n + params.eps);
+}
+
 @compute @workgroup_size(WG, 1, 1)
 fn main(ids: Ids) {
     init_ids(ids);
@@ -101,7 +116,7 @@ fn main(ids: Ids) {
         let d = select(vec4<f32>(0.0), v[i] - vec4<f32>(mean), lane_mask(i * T + tid));
         q += dot(d, d);
     }
-    let inv = inverseSqrt(row_sum(q) / n + params.eps);
+    let inv = norm_inv(row_sum(q), n);
     if live {
         for (var i = 0u; i < R; i++) {
             let c = i * T + tid;
@@ -156,9 +171,8 @@ fn streaming(ids: Ids) {
         workgroupBarrier();
     }
     let row_mean = red_mean[0];
-    let variance = red_m2[0] / f32(params.n);
-    // For RMSNorm the mean is 0 and the "variance" is mean(x^2).
-    let inv = inverseSqrt(variance + params.eps);
+    // For RMSNorm and L2 the mean is 0 and m2 the sum of squares.
+    let inv = norm_inv(red_m2[0], f32(params.n));
     if live {
         for (var c = lid; c < chunks; c += WG) {
             store_chunk(row, c, norm_out(load_chunk(row, c, 0.0), c, row_mean, inv));

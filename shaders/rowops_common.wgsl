@@ -47,6 +47,8 @@ const FLAG_RMS: u32 = 2u;
 const FLAG_WEIGHT: u32 = 4u;
 // Norm: add `bias` (beta).
 const FLAG_BIAS: u32 = 8u;
+// Norm (with FLAG_RMS): L2 normalisation, x / max(||x||, eps).
+const FLAG_L2: u32 = 16u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 

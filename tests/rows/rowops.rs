@@ -927,3 +927,83 @@ fn log_softmax_at_large_logits() {
         }
     }
 }
+
+/// l2_normalize against f64 on every row shape (register and streaming
+/// rows), f32 / f16 / bf16; a zero row stays zero (eps > 0); NaN stays in
+/// its row; a bad eps is refused.
+#[test]
+fn l2_normalize_against_f64() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut dtypes = vec![DType::F32, DType::BF16];
+    if f16_ok(&ctx) {
+        dtypes.push(DType::F16);
+    }
+    for (i, shape) in ROW_SHAPES.iter().enumerate() {
+        let mut data = common::random(shape.iter().product(), 1700 + i as u64);
+        let (rows, n) = rows_n(shape);
+        if rows > 1 {
+            // The second row all zeros.
+            data[n..2 * n].fill(0.0);
+        }
+        for &dtype in &dtypes {
+            for streaming in [false, true] {
+                let (x, held) = common::upload(&ctx, &data, shape, dtype);
+                let eps = 1e-12;
+                let plan = if streaming {
+                    ctx.row_op_plan(
+                        RowOp::L2Normalize,
+                        &x,
+                        None,
+                        None,
+                        eps,
+                        RowOptions { streaming: true },
+                    )
+                } else {
+                    ctx.l2_normalize_plan(&x, eps)
+                }
+                .unwrap();
+                let got = run_poisoned(&ctx, &plan);
+                let mut want = Vec::with_capacity(held.len());
+                let mut bound = Vec::with_capacity(held.len());
+                for r in 0..rows {
+                    let row: Vec<f64> = held[r * n..(r + 1) * n]
+                        .iter()
+                        .map(|&v| f64::from(v))
+                        .collect();
+                    let norm = row
+                        .iter()
+                        .map(|v| v * v)
+                        .sum::<f64>()
+                        .sqrt()
+                        .max(f64::from(eps));
+                    for &v in &row {
+                        let y = v / norm;
+                        want.push(y);
+                        bound.push(
+                            (16.0 + 4.0 * log2(n)) * U * (y.abs() + 1e-30) + out_rounding(dtype, y),
+                        );
+                    }
+                }
+                common::assert_close(
+                    &format!("{} {shape:?} {dtype}", plan.label()),
+                    &got,
+                    &want,
+                    |i| bound[i],
+                );
+            }
+        }
+    }
+    let mut row = common::random(33, 5);
+    row[7] = f32::NAN;
+    let x = ctx
+        .tensor(&[row.clone(), common::random(33, 6)].concat(), [2, 33])
+        .unwrap();
+    let y = ctx
+        .l2_normalize(&x, 1e-12)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    assert!(y[..33].iter().all(|v| v.is_nan()) && y[33..].iter().all(|v| v.is_finite()));
+    assert!(ctx.l2_normalize(&x, f32::NAN).is_err());
+    assert!(ctx.l2_normalize(&x, -1.0).is_err());
+}

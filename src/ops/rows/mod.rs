@@ -26,6 +26,7 @@ pub(crate) const FLAG_LOG: u32 = 1;
 pub(crate) const FLAG_RMS: u32 = 2;
 pub(crate) const FLAG_WEIGHT: u32 = 4;
 pub(crate) const FLAG_BIAS: u32 = 8;
+pub(crate) const FLAG_L2: u32 = 16;
 
 /// `(rows, n)` of a shape seen as rows over its last axis.
 pub(crate) fn rows_of_shape(op: &str, shape: &[usize]) -> Result<(usize, usize)> {
@@ -244,6 +245,8 @@ pub enum RowOp {
     LayerNorm,
     /// [`Context::rms_norm`].
     RmsNorm,
+    /// [`Context::l2_normalize`].
+    L2Normalize,
 }
 
 /// Per-call options of the row operations.
@@ -263,6 +266,7 @@ impl RowOp {
             RowOp::LogSoftmax => "log_softmax",
             RowOp::LayerNorm => "layer_norm",
             RowOp::RmsNorm => "rms_norm",
+            RowOp::L2Normalize => "l2_normalize",
         }
     }
 
@@ -273,6 +277,7 @@ impl RowOp {
             RowOp::LogSoftmax => 4,
             RowOp::LayerNorm => 8,
             RowOp::RmsNorm => 5,
+            RowOp::L2Normalize => 4,
         }
     }
 
@@ -286,7 +291,7 @@ impl RowOp {
                 (true, false) => Kernel::SoftmaxOnline,
                 (true, true) => Kernel::SoftmaxOnlineSubgroup,
             },
-            RowOp::LayerNorm | RowOp::RmsNorm => match (streaming, sg) {
+            RowOp::LayerNorm | RowOp::RmsNorm | RowOp::L2Normalize => match (streaming, sg) {
                 (true, _) => Kernel::NormStreaming,
                 (false, false) => Kernel::Norm,
                 (false, true) => Kernel::NormSubgroup,
@@ -350,6 +355,7 @@ impl Context {
             RowOp::Softmax | RowOp::LogSoftmax => (false, false),
             RowOp::LayerNorm => (true, true),
             RowOp::RmsNorm => (true, false),
+            RowOp::L2Normalize => (false, false),
         };
         if (weight.is_some() && !takes.0) || (bias.is_some() && !takes.1) {
             return Err(Error::InvalidArgument(format!(
@@ -436,7 +442,8 @@ impl Context {
         check_dtype(self, name, src.dtype())?;
         check_param(name, src.shape(), src.dtype(), weight, n)?;
         check_param(name, src.shape(), src.dtype(), bias, n)?;
-        if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) && !(eps.is_finite() && eps >= 0.0) {
+        let norm = matches!(op, RowOp::LayerNorm | RowOp::RmsNorm | RowOp::L2Normalize);
+        if norm && !(eps.is_finite() && eps >= 0.0) {
             return Err(Error::InvalidArgument(format!(
                 "{name}: eps must be finite and >= 0, got {eps}"
             )));
@@ -480,6 +487,7 @@ impl Context {
         let mut flags = match op {
             RowOp::LogSoftmax => FLAG_LOG,
             RowOp::RmsNorm => FLAG_RMS,
+            RowOp::L2Normalize => FLAG_RMS | FLAG_L2,
             _ => 0,
         };
         if weight.is_some() {
@@ -500,7 +508,6 @@ impl Context {
         }
         .buffer(self);
         let spec = row_spec(kernel, src.dtype(), &layout);
-        let norm = matches!(op, RowOp::LayerNorm | RowOp::RmsNorm);
         let (pipeline, source) = src.prepare(self, &spec, if norm { 3 } else { 1 })?;
         let mut buffers: Vec<(u32, &wgpu::Buffer)> = vec![(0, &params), (2, &plan.output.buffer)];
         buffers.extend(source.iter().map(|(b, buf)| (*b, buf)));
@@ -624,6 +631,22 @@ impl Context {
     /// [`Context::rms_norm`] as a [`Plan`]; `flops` = 5 per element.
     pub fn rms_norm_plan(&self, x: &Tensor, weight: Option<&Tensor>, eps: f32) -> Result<Plan> {
         self.row_plan(RowOp::RmsNorm, x, weight, None, eps, RowOptions::default())
+    }
+
+    /// Each row of `x` (the last axis) divided by its Euclidean norm:
+    /// `x / max(||x||_2, eps)`, PyTorch's `F.normalize(x, dim=-1)` (whose
+    /// default `eps` is 1e-12). Sums in f32 whatever the dtype; a row of
+    /// zeros stays zeros for `eps > 0` (and is NaN for `eps = 0`, 0 / 0); NaN
+    /// anywhere in a row makes the row NaN.
+    pub fn l2_normalize(&self, x: &Tensor, eps: f32) -> Result<Tensor> {
+        let plan = self.l2_normalize_plan(x, eps)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::l2_normalize`] as a plan.
+    pub fn l2_normalize_plan(&self, x: &Tensor, eps: f32) -> Result<Plan> {
+        self.row_plan(RowOp::L2Normalize, x, None, None, eps, RowOptions::default())
     }
 
     /// A copy of `x` through the row kernels' load/store path (vec4 accesses
