@@ -28,35 +28,6 @@ use common::{BINARY, UNARY};
 
 // ---------------------------------------------------------------- f64 math
 
-/// erfc in f64: power series of erf below 2, Laplace's continued fraction above.
-fn erfc64(x: f64) -> f64 {
-    if x.is_nan() {
-        return x;
-    }
-    if x < 0.0 {
-        return 2.0 - erfc64(-x);
-    }
-    if x < 2.0 {
-        let mut sum = 0.0;
-        let mut power = x; // x^(2n+1) / n!
-        for n in 0..200 {
-            let term = power / (2 * n + 1) as f64;
-            sum += if n % 2 == 0 { term } else { -term };
-            if term.abs() < 1e-18 {
-                break;
-            }
-            power *= x * x / (n + 1) as f64;
-        }
-        1.0 - 2.0 / std::f64::consts::PI.sqrt() * sum
-    } else {
-        let mut f = x;
-        for n in (1..=600).rev() {
-            f = x + (n as f64 / 2.0) / f;
-        }
-        (-x * x).exp() / std::f64::consts::PI.sqrt() / f
-    }
-}
-
 fn unary64(op: UnaryOp, x: f64) -> f64 {
     let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
     match op {
@@ -83,7 +54,7 @@ fn unary64(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Gelu => {
             x * sigmoid(2.0 * (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x))
         }
-        UnaryOp::GeluErf => 0.5 * x * erfc64(-x / std::f64::consts::SQRT_2),
+        UnaryOp::GeluErf => 0.5 * x * common::erfc64(-x / std::f64::consts::SQRT_2),
         UnaryOp::Silu => x * sigmoid(x),
         UnaryOp::Abs => x.abs(),
         UnaryOp::Square => x * x,

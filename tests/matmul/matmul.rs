@@ -758,7 +758,7 @@ fn broadcast_kernel_block_edges_and_epilogue() {
     let epilogue = wgtile::Epilogue::new()
         .scale(-0.5)
         .bias(&bias)
-        .activation(wgtile::Activation::Gelu)
+        .activation(wgtile::Activation::GeluTanh)
         .residual(&res);
     let (prod, mag) = common::matmul_ref(&ha, &hb, m, n, k, &common::batch_offsets(&shape));
     let want: Vec<f64> = prod

@@ -67,19 +67,27 @@ pub enum Activation {
     None,
     /// `max(x, 0)`.
     Relu,
-    /// GELU, tanh approximation: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    /// GELU, the exact form (PyTorch's default, `nn.GELU()`):
+    /// `0.5 x (1 + erf(x / sqrt(2)))`, through a generated epilogue
+    /// (erfc by a Chebyshev fit, relative error below 1.2e-7).
     Gelu,
+    /// GELU, tanh approximation (PyTorch's `approximate="tanh"`):
+    /// `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    GeluTanh,
     /// SiLU (swish): `x / (1 + exp(-x))`.
     Silu,
 }
 
 impl Activation {
-    const fn code(self) -> u32 {
+    /// The built-in epilogue's `EPI_ACT` code; `None` for the exact GELU,
+    /// which runs as a generated epilogue ([`Epilogue::resolved`]).
+    const fn code(self) -> Option<u32> {
         match self {
-            Activation::None => 0,
-            Activation::Relu => 1,
-            Activation::Gelu => 2,
-            Activation::Silu => 3,
+            Activation::None => Some(0),
+            Activation::Relu => Some(1),
+            Activation::GeluTanh => Some(2),
+            Activation::Silu => Some(3),
+            Activation::Gelu => None,
         }
     }
 }
@@ -145,9 +153,21 @@ impl Epilogue {
         self.activation(Activation::Relu)
     }
 
-    /// GELU (tanh form) after scale and bias.
+    /// GELU after scale and bias, the exact erf form (PyTorch's default;
+    /// [`Activation::Gelu`]).
     pub fn gelu(self) -> Self {
         self.activation(Activation::Gelu)
+    }
+
+    /// The same as [`Epilogue::gelu`]: the exact, erf form.
+    pub fn gelu_erf(self) -> Self {
+        self.gelu()
+    }
+
+    /// GELU after scale and bias, the tanh approximation
+    /// ([`Activation::GeluTanh`], PyTorch's `approximate="tanh"`).
+    pub fn gelu_tanh(self) -> Self {
+        self.activation(Activation::GeluTanh)
     }
 
     /// SiLU after scale and bias.
@@ -183,6 +203,27 @@ impl Epilogue {
             Err(e) => self.generated = Some(Err(e.to_string())),
         }
         self
+    }
+
+    /// This epilogue with an activation the built-in epilogue lacks (the
+    /// exact GELU) turned into the generated epilogue of the same
+    /// expression, `gelu_erf(alpha * acc + bias) + residual`.
+    pub(crate) fn resolved(&self) -> Epilogue {
+        if self.activation.code().is_some() || self.generated.is_some() {
+            return self.clone();
+        }
+        let mut e = crate::Expr::acc();
+        if self.alpha != 1.0 {
+            e = e * self.alpha;
+        }
+        if let Some(b) = &self.bias {
+            e = e + b.expr();
+        }
+        e = e.gelu_erf();
+        if let Some(r) = &self.residual {
+            e = e + r.expr();
+        }
+        Epilogue::new().expr(&e)
     }
 
     /// True when it leaves `A @ B` unchanged.
@@ -222,13 +263,22 @@ impl Epilogue {
         if self.residual.is_some() {
             spec = spec.constant("EPI_RESIDUAL", 1);
         }
-        if self.activation != Activation::None {
-            spec = spec.constant("EPI_ACT", self.activation.code());
+        match self.activation.code() {
+            Some(0) => {}
+            Some(code) => spec = spec.constant("EPI_ACT", code),
+            // Not resolved: `check` refuses the epilogue before any kernel.
+            None => {}
         }
         spec
     }
 
     fn check(&self, ctx: &Context, dtype: DType, n: usize, out_shape: &[usize]) -> Result<()> {
+        if self.activation.code().is_none() && self.generated.is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "matmul epilogue: {:?} must be resolved into a generated epilogue first",
+                self.activation
+            )));
+        }
         if let Some(Err(e)) = &self.generated {
             return Err(Error::InvalidArgument(format!(
                 "matmul epilogue expression: {e}"

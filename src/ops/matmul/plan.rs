@@ -16,6 +16,9 @@ impl Context {
         options: &MatmulOptions,
         epilogue: &Epilogue,
     ) -> Result<Plan> {
+        // The exact GELU becomes a generated epilogue here, once.
+        let resolved = epilogue.resolved();
+        let epilogue = &resolved;
         let mut kernel = options.kernel;
         self.check_all_owned([Some(a), Some(b), out].into_iter().flatten(), "a matmul operand")?;
         if a.dtype() != b.dtype() {
