@@ -69,6 +69,12 @@ pub enum UnaryOp {
     GeluErf,
     /// `x · sigmoid(x)`, computed as `x / (1 + e^-x)`.
     Silu,
+    /// The error function. Below |x| = 0.5 its Taylor series to x^13
+    /// (truncation below 1e-9 relative, so tiny x keep their relative
+    /// precision); above, `1 - erfc(|x|)` with the sign of x, erfc from the
+    /// fit [`UnaryOp::GeluErf`] uses (an absolute error below
+    /// `1.2e-7 erfc(|x|)`, plus the f32 rounding of `exp(-x²)`).
+    Erf,
     /// `|x|`.
     Abs,
     /// `x²`.
@@ -302,6 +308,10 @@ impl Expr {
     /// GELU with erf (PyTorch's default), see [`UnaryOp::GeluErf`].
     pub fn gelu_erf(self) -> Self {
         self.unary(UnaryOp::GeluErf)
+    }
+    /// The error function, see [`UnaryOp::Erf`].
+    pub fn erf(self) -> Self {
+        self.unary(UnaryOp::Erf)
     }
     /// SiLU / swish: `x · sigmoid(x)`.
     pub fn silu(self) -> Self {

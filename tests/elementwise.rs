@@ -55,6 +55,7 @@ fn unary64(op: UnaryOp, x: f64) -> f64 {
             x * sigmoid(2.0 * (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x))
         }
         UnaryOp::GeluErf => 0.5 * x * common::erfc64(-x / std::f64::consts::SQRT_2),
+        UnaryOp::Erf => common::erf64(x),
         UnaryOp::Silu => x * sigmoid(x),
         UnaryOp::Abs => x.abs(),
         UnaryOp::Square => x * x,
@@ -181,6 +182,14 @@ impl T {
                         1.2 * e + (2e-7 + U * (8.0 + 4.0 * a * a)) * v.abs() + 1e-36
                     }
                     UnaryOp::Silu => 1.1 * e + U * (8.0 + 4.0 * abs_x) * v.abs() + 1e-36,
+                    // |erf'| <= 2/√π; the series keeps relative precision,
+                    // 1 - erfc adds the fit's and exp's error times erfc.
+                    UnaryOp::Erf if abs_x < 0.5 => 1.13 * e + 16.0 * U * v.abs() + 1e-36,
+                    UnaryOp::Erf => {
+                        1.13 * e
+                            + (1.2e-7 + U * (8.0 + 4.0 * a * a)) * common::erfc64(abs_x)
+                            + 8.0 * U
+                    }
                     _ => unreachable!(),
                 };
                 (v, bound)
@@ -542,6 +551,11 @@ fn edges_of_every_unary_op() {
                     UnaryOp::Log => (8.0 * U, 4.0 * U),
                     UnaryOp::Tanh => (8.0 * U, 8.0 * U),
                     UnaryOp::GeluErf => (2e-7 + U * (8.0 + 4.0 * x64 * x64), 1e-36),
+                    UnaryOp::Erf if x64.abs() < 0.5 => (16.0 * U, 1e-36),
+                    UnaryOp::Erf => (
+                        8.0 * U,
+                        (1.2e-7 + U * (8.0 + 4.0 * x64 * x64)) * common::erfc64(x64.abs()) + 1e-36,
+                    ),
                     UnaryOp::Gelu => (
                         U * (8.0 + 8.0 * (x64.abs() + 0.05 * x64.powi(3).abs())),
                         1e-36,

@@ -175,7 +175,7 @@ pub fn epilogue_kernels(ctx: &Context) -> Vec<Option<wgtile::MatmulKernel>> {
 }
 
 /// Every unary op of the expression IR, for the elementwise tests.
-pub const UNARY: [UnaryOp; 15] = [
+pub const UNARY: [UnaryOp; 16] = [
     UnaryOp::Neg,
     UnaryOp::Exp,
     UnaryOp::Log,
@@ -189,6 +189,7 @@ pub const UNARY: [UnaryOp; 15] = [
     UnaryOp::Gelu,
     UnaryOp::GeluErf,
     UnaryOp::Silu,
+    UnaryOp::Erf,
     UnaryOp::Abs,
     UnaryOp::Square,
 ];
@@ -209,6 +210,29 @@ pub const BINARY: [BinaryOp; 13] = [
     BinaryOp::Eq,
     BinaryOp::Ne,
 ];
+
+/// erf in f64: its power series below 2 (relative precision kept for tiny
+/// x), 1 - erfc beyond.
+pub fn erf64(x: f64) -> f64 {
+    if x.is_nan() || x.abs() >= 2.0 {
+        return if x.is_nan() {
+            x
+        } else {
+            x.signum() * (1.0 - erfc64(x.abs()))
+        };
+    }
+    let mut sum = 0.0;
+    let mut power = x; // x^(2n+1) / n!
+    for n in 0..200 {
+        let term = power / (2 * n + 1) as f64;
+        sum += if n % 2 == 0 { term } else { -term };
+        if term.abs() < 1e-18 * sum.abs().max(1e-300) {
+            break;
+        }
+        power *= x * x / (n + 1) as f64;
+    }
+    2.0 / std::f64::consts::PI.sqrt() * sum
+}
 
 /// erfc in f64: power series of erf below 2, Laplace's continued fraction above.
 pub fn erfc64(x: f64) -> f64 {

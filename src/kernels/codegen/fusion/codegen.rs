@@ -43,6 +43,7 @@ pub(crate) fn unary_code(op: UnaryOp, a: &str) -> String {
         UnaryOp::Relu => format!("select({a}, V(0.0), {a} < V(0.0))"),
         UnaryOp::Gelu => format!("ew_gelu({a})"),
         UnaryOp::GeluErf => format!("ew_gelu_erf({a})"),
+        UnaryOp::Erf => format!("ew_erf({a})"),
         UnaryOp::Silu => format!("ew_silu({a})"),
         UnaryOp::Abs => format!("abs({a})"),
         UnaryOp::Square => format!("{a} * {a}"),
@@ -176,6 +177,19 @@ pub(crate) const HELPERS: &[(&str, &[&str], &str)] = &[
          \x20   return select(0.5 * x * phi2, V(0.0), x == -ew_inf());\n}\n",
     ),
     (
+        "ew_erf",
+        &["ew_erfc"],
+        "// erf: the odd Taylor series 2/√π (x - x³/3 + x⁵/10 - ...) to x^13\n\
+         // below |x| = 0.5, 1 - erfc(|x|) with x's sign above.\n\
+         fn ew_erf(x: V) -> V {\n\
+         \x20   let a = abs(x);\n\
+         \x20   let s = x * x;\n\
+         \x20   let series = 1.1283791670955126 * x * (1.0 + s * (-0.3333333333333333 + s * (0.1\n\
+         \x20       + s * (-0.023809523809523808 + s * (0.004629629629629629\n\
+         \x20       + s * (-0.0007575757575757576 + s * 0.00010683760683760684))))));\n\
+         \x20   return select(sign(x) * (1.0 - ew_erfc(a)), series, a < V(0.5));\n}\n",
+    ),
+    (
         "ew_pow",
         &["ew_nan", "ew_inf"],
         "// |x|^p = exp2(p log2|x|), the sign of x for odd integer p, NaN for\n\
@@ -212,6 +226,7 @@ pub(crate) fn helper_names(op: &Op) -> &'static [&'static str] {
             UnaryOp::Tanh => &["ew_tanh"],
             UnaryOp::Gelu => &["ew_gelu"],
             UnaryOp::GeluErf => &["ew_gelu_erf"],
+            UnaryOp::Erf => &["ew_erf"],
             UnaryOp::Silu => &["ew_silu"],
             _ => &[],
         },
