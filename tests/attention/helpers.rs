@@ -61,6 +61,7 @@ fn diagonal_offset(c: &Case, opts: &AttentionOptions, keys: usize) -> i64 {
         DiagonalAlignment::TopLeft => 0,
         DiagonalAlignment::BottomRight if opts.key_lengths.is_some() => keys as i64 - c.sq as i64,
         DiagonalAlignment::BottomRight => c.sk as i64 - c.sq as i64,
+        DiagonalAlignment::Offset(d) => d,
     }
 }
 

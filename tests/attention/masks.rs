@@ -23,6 +23,30 @@ fn causal_both_alignments() {
     }
 }
 
+/// The causal diagonal at any offset (a KV cache with a past, ONNX's
+/// rule), negative ones leaving the first rows without keys, and a window
+/// around an offset diagonal.
+#[test]
+fn causal_at_any_offset() {
+    let Some(ctx) = common::ctx() else { return };
+    for (sq, sk) in [(17, 129), (100, 100), (129, 64)] {
+        for d in [-5i64, 0, 3, 40, 200] {
+            let align = DiagonalAlignment::Offset(d);
+            check(
+                &ctx,
+                &Case::new(1, 2, 1, sq, sk, 32, 32),
+                &AttentionOptions::new().causal(align),
+                None,
+                13,
+            );
+        }
+    }
+    let opts = AttentionOptions::new()
+        .window(Some(9), Some(2))
+        .alignment(DiagonalAlignment::Offset(-7));
+    check(&ctx, &Case::new(1, 2, 1, 50, 70, 32, 32), &opts, None, 17);
+}
+
 #[test]
 fn sliding_windows_and_softcap() {
     let Some(ctx) = common::ctx() else { return };

@@ -1367,6 +1367,12 @@ fn host_rows(
                 let ms = r.iter().map(|v| v * v).sum::<f64>() / nf;
                 r.iter().map(|v| v / (ms + eps).sqrt()).collect()
             }
+            RowOp::L2Normalize => {
+                // A NaN norm stays NaN (f64::max would drop it).
+                let norm = r.iter().map(|v| v * v).sum::<f64>().sqrt();
+                let norm = if norm.is_nan() { norm } else { norm.max(eps) };
+                r.iter().map(|v| v / norm).collect()
+            }
         };
         for (j, v) in y.into_iter().enumerate() {
             let v = v * w.map_or(1.0, |w| f64::from(w[j])) + b.map_or(0.0, |b| f64::from(b[j]));
@@ -1387,6 +1393,7 @@ fn row_op_arguments() {
         RowOp::LogSoftmax,
         RowOp::LayerNorm,
         RowOp::RmsNorm,
+        RowOp::L2Normalize,
     ];
     let run = move |op: RowOp,
                     x: &Tensor,
@@ -1450,7 +1457,9 @@ fn row_op_arguments() {
                 [2.0, 2.0, 2.0],
                 [1e30, -1e30, 0.0],
             ] {
-                if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm) && row[0] == 1e30 {
+                if matches!(op, RowOp::LayerNorm | RowOp::RmsNorm | RowOp::L2Normalize)
+                    && row[0] == 1e30
+                {
                     continue; // past the documented range of the norms
                 }
                 let want = host_rows(op, &row, 3, None, None, 1e-5);
@@ -1467,6 +1476,7 @@ fn row_op_arguments() {
             RowOp::Softmax | RowOp::LogSoftmax => (false, false),
             RowOp::LayerNorm => (true, true),
             RowOp::RmsNorm => (true, false),
+            RowOp::L2Normalize => (false, false),
         };
         let x = rnd(ctx, &[3, 7]);
         // Affine parameters: refused where the op takes none, checked where it does.

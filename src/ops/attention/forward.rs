@@ -429,6 +429,8 @@ impl Context {
         let offset = match opts.alignment {
             DiagonalAlignment::TopLeft => 0,
             DiagonalAlignment::BottomRight => sk as i64 - sq as i64,
+            // Beyond +-BIG every key or none is visible either way.
+            DiagonalAlignment::Offset(d) => d.clamp(-BIG, BIG),
         };
         let mut lo = opts
             .window_left

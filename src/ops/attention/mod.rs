@@ -35,6 +35,11 @@ pub enum DiagonalAlignment {
     /// The last query is aligned with the last key: query `i` with key
     /// `i + Sk - Sq` (FlashAttention-2; what KV-cache decoding needs).
     BottomRight,
+    /// Query `i` is aligned with key `i + offset` (any sign): a KV cache
+    /// holding `offset` past keys before the queries' own, as ONNX's
+    /// Attention places the diagonal. `Offset(0)` is `TopLeft`; with key
+    /// lengths the band is not moved per batch (that is `BottomRight`'s).
+    Offset(i64),
 }
 
 /// An attention mask, broadcastable from `[Sq, Sk]`, `[B|1, Sq, Sk]` or

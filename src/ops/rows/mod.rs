@@ -635,9 +635,11 @@ impl Context {
 
     /// Each row of `x` (the last axis) divided by its Euclidean norm:
     /// `x / max(||x||_2, eps)`, PyTorch's `F.normalize(x, dim=-1)` (whose
-    /// default `eps` is 1e-12). Sums in f32 whatever the dtype; a row of
-    /// zeros stays zeros for `eps > 0` (and is NaN for `eps = 0`, 0 / 0); NaN
-    /// anywhere in a row makes the row NaN.
+    /// default `eps` is 1e-12). Sums in f32 whatever the dtype, so the
+    /// squares must fit an f32 (|x| below about 1e19; a row past it comes
+    /// out 0, the norms' documented range); a row of zeros stays zeros for
+    /// `eps > 0` (and is NaN for `eps = 0`, 0 / 0); NaN anywhere in a row
+    /// makes the row NaN (as PyTorch's clamp keeps a NaN norm).
     pub fn l2_normalize(&self, x: &Tensor, eps: f32) -> Result<Tensor> {
         let plan = self.l2_normalize_plan(x, eps)?;
         plan.run()?;
