@@ -68,6 +68,7 @@ fn check_reduce(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType, axis
     let (rows, n) = match axis {
         Axis::Last => rows_n(shape),
         Axis::All => (1, held.len()),
+        Axis::Dim(_) => panic!("any-axis reductions: reductions_and_softmax_over_any_axis"),
     };
     for op in [Reduction::Sum, Reduction::Mean, Reduction::Max] {
         let plan = ctx.reduce_plan(&x, op, axis).unwrap();
@@ -75,6 +76,7 @@ fn check_reduce(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType, axis
         let want_shape: Vec<usize> = match axis {
             Axis::Last => shape[..shape.len() - 1].to_vec(),
             Axis::All => vec![],
+            Axis::Dim(_) => unreachable!(),
         };
         assert_eq!(plan.output().shape(), want_shape.as_slice(), "{what}");
         let got = run_poisoned(ctx, &plan);
@@ -1006,4 +1008,168 @@ fn l2_normalize_against_f64() {
     assert!(y[..33].iter().all(|v| v.is_nan()) && y[33..].iter().all(|v| v.is_finite()));
     assert!(ctx.l2_normalize(&x, f32::NAN).is_err());
     assert!(ctx.l2_normalize(&x, -1.0).is_err());
+}
+
+/// Element indices of `shape` along axis `d` for each output position
+/// (the other axes in order): the host side of any-axis ops.
+fn lines_along(shape: &[usize], d: usize) -> Vec<Vec<usize>> {
+    let strides: Vec<usize> = (0..shape.len())
+        .map(|k| shape[k + 1..].iter().product())
+        .collect();
+    let others: Vec<usize> = (0..shape.len()).filter(|&k| k != d).collect();
+    let count: usize = others.iter().map(|&k| shape[k]).product();
+    (0..count)
+        .map(|mut e| {
+            let mut base = 0;
+            for &k in others.iter().rev() {
+                base += (e % shape[k]) * strides[k];
+                e /= shape[k];
+            }
+            (0..shape[d]).map(|i| base + i * strides[d]).collect()
+        })
+        .collect()
+}
+
+/// sum, max and mean over every axis (keepdims too), softmax and
+/// log-softmax over every axis, f32 and f16, against f64.
+#[test]
+fn reductions_and_softmax_over_any_axis() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut dtypes = vec![DType::F32];
+    if f16_ok(&ctx) {
+        dtypes.push(DType::F16);
+    }
+    for shape in [vec![3usize, 5, 7], vec![2, 1, 4, 6], vec![9]] {
+        let data = common::random(shape.iter().product(), 41);
+        for &dtype in &dtypes {
+            let (x, held) = common::upload(&ctx, &data, &shape, dtype);
+            for d in 0..shape.len() {
+                let lines = lines_along(&shape, d);
+                for op in [Reduction::Sum, Reduction::Max, Reduction::Mean] {
+                    let got = ctx.reduce(&x, op, Axis::Dim(d)).unwrap();
+                    let mut want_shape = shape.clone();
+                    want_shape.remove(d);
+                    assert_eq!(got.shape(), want_shape.as_slice());
+                    let got = got.to_f32_vec_blocking().unwrap();
+                    let want: Vec<f64> = lines
+                        .iter()
+                        .map(|l| {
+                            let v: Vec<f64> = l.iter().map(|&i| f64::from(held[i])).collect();
+                            match op {
+                                Reduction::Sum => v.iter().sum(),
+                                Reduction::Max => {
+                                    v.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                                }
+                                _ => v.iter().sum::<f64>() / v.len() as f64,
+                            }
+                        })
+                        .collect();
+                    assert_rows(
+                        &format!("{op:?} {shape:?} {dtype} axis {d}"),
+                        &got,
+                        &want,
+                        |i| 8.0 * U * lines[i].len() as f64 + out_rounding(dtype, want[i]),
+                    );
+                    let mut kept = shape.clone();
+                    kept[d] = 1;
+                    assert_eq!(
+                        ctx.reduce_keepdims(&x, op, Axis::Dim(d)).unwrap().shape(),
+                        kept.as_slice()
+                    );
+                }
+                for log in [false, true] {
+                    let y = if log {
+                        ctx.log_softmax_axis(&x, d)
+                    } else {
+                        ctx.softmax_axis(&x, d)
+                    }
+                    .unwrap();
+                    assert_eq!(y.shape(), shape.as_slice());
+                    let got = y.to_f32_vec_blocking().unwrap();
+                    let mut want = vec![0.0; got.len()];
+                    for l in &lines {
+                        let row: Vec<f32> = l.iter().map(|&i| held[i]).collect();
+                        for (&i, v) in l.iter().zip(softmax_ref(&row, log)) {
+                            want[i] = v;
+                        }
+                    }
+                    assert_rows(
+                        &format!("softmax {shape:?} {dtype} axis {d} log {log}"),
+                        &got,
+                        &want,
+                        |i| 32.0 * U * (want[i].abs() + 1.0) + out_rounding(dtype, want[i]),
+                    );
+                }
+            }
+        }
+    }
+    let x = ctx.tensor(&common::random(12, 3), [3, 4]).unwrap();
+    assert!(ctx.sum(&x, Axis::Dim(2)).is_err());
+    assert!(ctx.softmax_axis(&x, 2).is_err());
+    assert_eq!(
+        ctx.reduce_keepdims(&x, Reduction::Sum, Axis::All)
+            .unwrap()
+            .shape(),
+        [1, 1]
+    );
+    // An empty axis: sums are 0, a max is an error (as NumPy).
+    let e = ctx.zeros([3, 0, 2], DType::F32).unwrap();
+    assert_eq!(
+        ctx.sum(&e, Axis::Dim(1))
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap(),
+        vec![0.0; 6]
+    );
+    assert!(ctx.max(&e, Axis::Dim(1)).is_err());
+}
+
+/// The masked mean over tokens against f64, a batch with no kept token
+/// (NaN), weights other than 0 and 1, and the argument errors.
+#[test]
+fn masked_mean_pools_kept_tokens() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, s, h) = (3, 11, 5);
+    let xv = common::random(b * s * h, 51);
+    let mut mv = vec![0.0f32; b * s];
+    mv[..7].fill(1.0); // batch 0: the first 7 tokens
+    for t in 0..s {
+        mv[s + t] = 0.25 * (t % 3) as f32; // batch 1: weights
+    }
+    // batch 2: nothing kept.
+    let x = ctx.tensor(&xv, [b, s, h]).unwrap();
+    let mask = ctx.tensor(&mv, [b, s]).unwrap();
+    let got = ctx.masked_mean(&x, &mask).unwrap();
+    assert_eq!(got.shape(), [b, h]);
+    let got = got.to_vec_blocking::<f32>().unwrap();
+    for bi in 0..b {
+        let count: f64 = (0..s).map(|t| f64::from(mv[bi * s + t])).sum();
+        for j in 0..h {
+            let num: f64 = (0..s)
+                .map(|t| f64::from(mv[bi * s + t]) * f64::from(xv[(bi * s + t) * h + j]))
+                .sum();
+            let g = f64::from(got[bi * h + j]);
+            if count == 0.0 {
+                assert!(g.is_nan(), "batch {bi}: {g}");
+            } else {
+                let want = num / count;
+                assert!(
+                    (g - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "batch {bi} col {j}: {g} vs {want}"
+                );
+            }
+        }
+    }
+    assert!(
+        ctx.masked_mean(&x, &ctx.zeros([b, s + 1], DType::F32).unwrap())
+            .is_err()
+    );
+    assert!(ctx.masked_mean(&mask, &mask).is_err());
+    if f16_ok(&ctx) {
+        let m16 = ctx.zeros([b, s], DType::F16).unwrap();
+        assert!(matches!(
+            ctx.masked_mean(&x, &m16),
+            Err(wgtile::Error::DTypeMismatch { .. })
+        ));
+    }
 }

@@ -573,6 +573,44 @@ impl Context {
         self.row_plan(RowOp::LogSoftmax, x, None, None, 0.0, RowOptions::default())
     }
 
+    /// [`Context::softmax`] over any `axis`: other than the last, `x` is
+    /// copied with the axis moved last, the rows normalised, and the
+    /// result copied back (two more reads and writes than the last axis).
+    pub fn softmax_axis(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        self.row_op_axis(RowOp::Softmax, x, axis)
+    }
+
+    /// [`Context::log_softmax`] over any `axis` (as [`Context::softmax_axis`]).
+    pub fn log_softmax_axis(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
+        self.row_op_axis(RowOp::LogSoftmax, x, axis)
+    }
+
+    fn row_op_axis(&self, op: RowOp, x: &Tensor, axis: usize) -> Result<Tensor> {
+        let rank = x.rank();
+        if axis >= rank {
+            return Err(Error::InvalidArgument(format!(
+                "{}: axis {axis} is out of range for shape {:?}",
+                op.name(),
+                x.shape()
+            )));
+        }
+        let run = |t: &Tensor| -> Result<Tensor> {
+            let plan = self.row_plan(op, t, None, None, 0.0, RowOptions::default())?;
+            plan.run()?;
+            Ok(plan.into_output())
+        };
+        if axis + 1 == rank {
+            return run(x);
+        }
+        let axes: Vec<usize> = (0..rank).filter(|&a| a != axis).chain([axis]).collect();
+        let mut back = vec![0; rank];
+        for (j, &a) in axes.iter().enumerate() {
+            back[a] = j;
+        }
+        let y = run(&self.permute(x, &axes)?)?;
+        self.permute(&y, &back)
+    }
+
     /// LayerNorm over the last axis:
     /// `(x - mean) / sqrt(var + eps) * weight + bias` per row, with the biased
     /// variance (divided by n) computed two-pass (or by Welford/Chan merges for

@@ -1,5 +1,5 @@
-//! Reductions (sum, max, mean) over the last axis or all elements:
-//! documented on [`Reduction`].
+//! Reductions (sum, max, mean) over the last axis, any axis or all
+//! elements, and the masked mean: documented on [`Reduction`].
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -17,6 +17,10 @@ pub enum Axis {
     Last,
     /// Every element: a rank-0 result.
     All,
+    /// One axis (any): the output drops it. Other than the last, the
+    /// tensor is first copied with that axis moved last (a permute: one
+    /// more read and write of the input), then reduced over its rows.
+    Dim(usize),
 }
 
 /// Which reduction to compute.
@@ -75,6 +79,29 @@ impl Context {
     /// The reduction `op` of `x` over `axis` as a [`Plan`]. `bytes` = input
     /// read once + output written once; `flops` = one per input element.
     pub fn reduce_plan(&self, x: &Tensor, op: Reduction, axis: Axis) -> Result<Plan> {
+        if let Axis::Dim(d) = axis {
+            let rank = x.rank();
+            if d >= rank {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: axis {d} is out of range for shape {:?}",
+                    op.name(),
+                    x.shape()
+                )));
+            }
+            if d + 1 == rank {
+                return self.reduce_plan(x, op, Axis::Last);
+            }
+            // The axis moved last, the others kept in order: the rows'
+            // results come out in the output's order.
+            let axes: Vec<usize> = (0..rank).filter(|&a| a != d).chain([d]).collect();
+            let moved = self.permute_plan(x, &axes)?;
+            let mut plan = self.reduce_plan(moved.output(), op, Axis::Last)?;
+            plan.dispatches.splice(0..0, moved.dispatches.iter().cloned());
+            plan.bytes += moved.bytes;
+            plan.label = format!("{} after {}", plan.label, moved.label());
+            plan.scratch.push(moved.into_output());
+            return Ok(plan);
+        }
         x.require_contiguous(op.name())?;
         if x.dtype() == DType::BF16 {
             // Staged to f32 (exact), reduced in f32, rounded back to bf16.
@@ -105,6 +132,11 @@ impl Context {
                 (rows, n, x.shape()[..x.shape().len() - 1].to_vec())
             }
             Axis::All => (1, x.numel(), Vec::new()),
+            Axis::Dim(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{name} of a fused expression takes Axis::Last or Axis::All"
+                )));
+            }
         };
         if n == 0 && rows > 0 && op == Reduction::Max {
             return Err(Error::InvalidArgument(format!(
@@ -278,5 +310,60 @@ impl Context {
     /// Mean over `axis` (f32 accumulation, output in `x`'s dtype; NaN when empty).
     pub fn mean(&self, x: &Tensor, axis: Axis) -> Result<Tensor> {
         self.reduce(x, Reduction::Mean, axis)
+    }
+
+    /// [`Context::reduce`] keeping the reduced axes as size 1 (NumPy's
+    /// `keepdims=True`): `[2, 3, 4]` over `Axis::Dim(1)` gives `[2, 1, 4]`,
+    /// over `Axis::All` `[1, 1, 1]`.
+    pub fn reduce_keepdims(&self, x: &Tensor, op: Reduction, axis: Axis) -> Result<Tensor> {
+        let mut kept = x.shape().to_vec();
+        match axis {
+            Axis::All => kept.iter_mut().for_each(|d| *d = 1),
+            Axis::Last => {
+                if let Some(d) = kept.last_mut() {
+                    *d = 1;
+                }
+            }
+            Axis::Dim(d) if d < kept.len() => kept[d] = 1,
+            Axis::Dim(_) => {}
+        }
+        self.reduce(x, op, axis)?.reshape(kept)
+    }
+
+    /// The mean over the sequence axis of `x` `[B, S, H]` of the positions
+    /// `mask` `[B, S]` keeps (1 keeps, 0 drops; any weights work: a
+    /// weighted mean), as sentence-embedding models pool their tokens:
+    /// `sum_s mask[b, s] x[b, s, :] / sum_s mask[b, s]`, `[B, H]`, all on
+    /// the GPU (the mask's row sums, the weights, one batched product). A
+    /// batch whose mask is all zeros gives NaN (a mean of nothing, as
+    /// NumPy's). `mask` has `x`'s dtype.
+    pub fn masked_mean(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        self.check_owned(x, "masked_mean")?;
+        self.check_owned(mask, "masked_mean (the mask)")?;
+        let [b, s, h] = x.shape()[..] else {
+            return Err(Error::InvalidArgument(format!(
+                "masked_mean takes x of shape [B, S, H], not {:?}",
+                x.shape()
+            )));
+        };
+        if mask.shape() != [b, s] {
+            return Err(Error::shape(
+                "masked_mean",
+                x.shape(),
+                mask.shape(),
+                format!("the mask must have shape [{b}, {s}]"),
+            ));
+        }
+        if mask.dtype() != x.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "masked_mean (the mask)",
+                expected: x.dtype(),
+                got: mask.dtype(),
+            });
+        }
+        let counts = self.sum(mask, Axis::Last)?.reshape([b, 1])?;
+        let weights = self.eval(&(mask.expr() / counts.expr()))?;
+        let pooled = self.matmul(&weights.reshape([b, 1, s])?, x)?;
+        pooled.reshape([b, h])
     }
 }
