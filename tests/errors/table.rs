@@ -1648,10 +1648,27 @@ fn reduction_arguments() {
         ] {
             let x = rnd(ctx, &shape);
             let xv = x.to_vec_blocking::<f32>().unwrap();
-            for axis in [Axis::Last, Axis::All] {
+            // Axis 0 as columns (the host side of Axis::Dim(0)).
+            let inner: usize = shape.iter().skip(1).product();
+            let cols: Vec<Vec<f32>> = (0..inner)
+                .map(|c| {
+                    (0..shape.first().copied().unwrap_or(0))
+                        .map(|i| xv[i * inner + c])
+                        .collect()
+                })
+                .collect();
+            for axis in [Axis::Last, Axis::All, Axis::Dim(0)] {
                 let name = format!("{op:?} {axis:?} of {shape:?}");
                 let (out_shape, groups): (Vec<usize>, Vec<&[f32]>) = match axis {
                     Axis::All => (vec![], vec![&xv[..]]),
+                    Axis::Dim(_) if shape.is_empty() => {
+                        let x = x.clone();
+                        t.err(name, Kind::Invalid, move || {
+                            ctx.reduce(&x, op, axis).map(one)
+                        });
+                        continue;
+                    }
+                    Axis::Dim(_) => (shape[1..].to_vec(), cols.iter().map(|c| &c[..]).collect()),
                     Axis::Last if shape.is_empty() => {
                         // NumPy: axis -1 of a scalar is out of bounds.
                         let x = x.clone();
