@@ -395,3 +395,57 @@ fn kv_cache_clones_do_not_alias() {
         );
     }
 }
+
+/// A cache filled sequence-major ([B, n, Hkv, D] steps) holds what one
+/// filled heads-first does: the same attention, bit for bit.
+#[test]
+fn kv_cache_takes_sequence_major_steps() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, hkv, d) = (2, 3, 8);
+    let mut heads_first = KvCache::new(&ctx, b, hkv, d, d, 4, DType::F32).unwrap();
+    let mut seq_major = KvCache::new(&ctx, b, hkv, d, d, 4, DType::F32).unwrap();
+    for (step, n) in [5usize, 1, 3].into_iter().enumerate() {
+        let kh = common::random(b * n * hkv * d, 200 + step as u64);
+        let vh = common::random(b * n * hkv * d, 300 + step as u64);
+        let (ks, vs) = (
+            ctx.tensor(&kh, [b, n, hkv, d]).unwrap(),
+            ctx.tensor(&vh, [b, n, hkv, d]).unwrap(),
+        );
+        seq_major.append_seq_major(&ctx, &ks, &vs).unwrap();
+        // The same values heads-first, transposed on the host.
+        let heads = |x: &[f32]| {
+            let mut out = vec![0.0; x.len()];
+            for z in 0..b {
+                for t in 0..n {
+                    for h in 0..hkv {
+                        for c in 0..d {
+                            out[((z * hkv + h) * n + t) * d + c] =
+                                x[((z * n + t) * hkv + h) * d + c];
+                        }
+                    }
+                }
+            }
+            ctx.tensor(&out, [b, hkv, n, d]).unwrap()
+        };
+        heads_first.append(&heads(&kh), &heads(&vh)).unwrap();
+    }
+    let q = ctx
+        .tensor(&common::random(b * hkv * 2 * d, 9), [b, hkv, 2, d])
+        .unwrap();
+    let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
+    let a = ctx
+        .attention_cached(&q, &heads_first, &opts)
+        .unwrap()
+        .o
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    let s = ctx
+        .attention_cached(&q, &seq_major, &opts)
+        .unwrap()
+        .o
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    assert_eq!(a, s);
+    let bad = ctx.zeros([b, 1, d], DType::F32).unwrap();
+    assert!(seq_major.append_seq_major(&ctx, &bad, &bad).is_err());
+}

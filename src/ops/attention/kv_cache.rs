@@ -87,6 +87,24 @@ impl KvCache {
         &self.v
     }
 
+    /// [`KvCache::append`] for keys and values given sequence-major,
+    /// `[B, n, Hkv, D]` and `[B, n, Hkv, Dv]` (what a projection of
+    /// `[B, n, hidden]` reshaped gives), each first copied heads-first on the
+    /// GPU (one permute).
+    pub fn append_seq_major(&mut self, ctx: &Context, k_new: &Tensor, v_new: &Tensor) -> Result<()> {
+        for (t, what) in [(k_new, "keys"), (v_new, "values")] {
+            if t.rank() != 4 {
+                return Err(Error::InvalidArgument(format!(
+                    "KvCache::append_seq_major: the {what} must be [B, n, Hkv, D], got {:?}",
+                    t.shape()
+                )));
+            }
+        }
+        let k = ctx.permute(k_new, &[0, 2, 1, 3])?;
+        let v = ctx.permute(v_new, &[0, 2, 1, 3])?;
+        self.append(&k, &v)
+    }
+
     /// Appends `k_new` `[B, Hkv, n, D]` and `v_new` `[B, Hkv, n, Dv]` at
     /// position `len` (GPU copies, no host round trip), growing the buffers
     /// to at least twice their capacity when needed.
