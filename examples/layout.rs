@@ -1,7 +1,9 @@
 //! Layout and index ops against a copy: permute ([B, S, H, D] to
 //! [B, H, S, D], and the last two axes swapped), narrow, concat and an
 //! embedding lookup (gather), in GB/s of the bytes each must move and as a
-//! fraction of a plain copy measured in the same run.
+//! fraction of a plain copy measured in the same run. Then reductions and
+//! softmax over the first axis (a permute, then the row kernels) next to
+//! the last axis, in GB/s of the input read, and the masked mean.
 //!
 //! ```text
 //! cargo run --release --example layout -- [--quick]
@@ -84,5 +86,48 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ctx.gather_plan(&table, &ids, 0)?,
         )?;
     }
+    // Any axis: input bytes over time, against the same copy.
+    println!(
+        "\n{:<44} {:>10} {:>7}",
+        "reduction (input GB/s)", "GB/s", "copy%"
+    );
+    let m = x.reshape([b * s, h * d])?;
+    let input = m.size_bytes() as f64;
+    for (name, axis) in [
+        ("sum over the last axis", wgtile::Axis::Last),
+        ("sum over axis 0", wgtile::Axis::Dim(0)),
+    ] {
+        let p = ctx.reduce_plan(&m, wgtile::Reduction::Sum, axis)?;
+        let g = input / ctx.time(&p, &opts)?.median() / 1e9;
+        println!("{name:<44} {g:>10.1} {:>6.0}%", 100.0 * g / ceiling);
+    }
+    // Ops without a plan: host-timed over 10 runs after a warm-up.
+    let time_of = |f: &dyn Fn() -> wgtile::Result<wgtile::Tensor>| -> wgtile::Result<f64> {
+        for _ in 0..3 {
+            f()?;
+        }
+        ctx.synchronize()?;
+        let t0 = std::time::Instant::now();
+        for _ in 0..10 {
+            f()?;
+        }
+        ctx.synchronize()?;
+        Ok(t0.elapsed().as_secs_f64() / 10.0)
+    };
+    for (name, axis) in [
+        ("softmax over the last axis (host-timed)", 1usize),
+        ("softmax over axis 0 (host-timed)", 0),
+    ] {
+        let g = input / time_of(&|| ctx.softmax_axis(&m, axis))? / 1e9;
+        println!("{name:<44} {g:>10.1} {:>6.0}%", 100.0 * g / ceiling);
+    }
+    let mask = ctx.full([b, s], 1.0, DType::F32)?;
+    let x3 = x.reshape([b, s, h * d])?;
+    let g = input / time_of(&|| ctx.masked_mean(&x3, &mask))? / 1e9;
+    println!(
+        "{:<44} {g:>10.1} {:>6.0}%",
+        "masked_mean [B, S, H] (host-timed)",
+        100.0 * g / ceiling
+    );
     Ok(())
 }
