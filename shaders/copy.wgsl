@@ -64,6 +64,26 @@ fn row_index(r: u32) -> vec4<u32> {
     return vec4<u32>(r2 / params.shape.y, r2 % params.shape.y, z, 0u);
 }
 
+fn src_base(r: u32) -> u32 {
+    return params.src_base + dot(row_index(r), params.src_strides);
+}
+
+fn dst_base(r: u32) -> u32 {
+    return params.dst_base + dot(row_index(r), params.dst_strides);
+}
+
+// This invocation's walk over the rows: (first row, rows, row step, first
+// step along the row), WG / lpr rows per workgroup at a time.
+fn walk(wid: vec3<u32>, groups: vec3<u32>, lid: u32) -> vec4<u32> {
+    let per = WG / params.lpr;
+    return vec4<u32>(
+        (wid.y * params.groups_x + wid.x) * per + lid / params.lpr,
+        params.shape.x * params.shape.y * params.shape.z,
+        groups.x * groups.y * per,
+        lid % params.lpr,
+    );
+}
+
 fn half_at(s: u32) -> u32 {
     return (src[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
 }
@@ -74,15 +94,11 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let rows = params.shape.x * params.shape.y * params.shape.z;
-    let per = WG / params.lpr;
-    let c0 = lid % params.lpr;
-    let all = groups.x * groups.y * per;
-    for (var r = (wid.y * params.groups_x + wid.x) * per + lid / params.lpr; r < rows; r += all) {
-        let i = row_index(r);
-        let sb = params.src_base + dot(i, params.src_strides);
-        let db = params.dst_base + dot(i, params.dst_strides);
-        for (var c = c0; c < params.cols; c += params.lpr) {
+    let w = walk(wid, groups, lid);
+    for (var r = w.x; r < w.y; r += w.z) {
+        let sb = src_base(r);
+        let db = dst_base(r);
+        for (var c = w.w; c < params.cols; c += params.lpr) {
             if HALF == 0u {
                 dst[db + c * params.dst_strides.w] = src[sb + c * params.src_strides.w];
                 continue;
@@ -99,15 +115,11 @@ fn units(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let rows = params.shape.x * params.shape.y * params.shape.z;
-    let per = WG / params.lpr;
-    let c0 = lid % params.lpr;
-    let all = groups.x * groups.y * per;
-    for (var r = (wid.y * params.groups_x + wid.x) * per + lid / params.lpr; r < rows; r += all) {
-        let i = row_index(r);
-        let sb = params.src_base + dot(i, params.src_strides);
-        let db = params.dst_base + dot(i, params.dst_strides);
-        for (var c = c0; c < params.cols; c += params.lpr) {
+    let w = walk(wid, groups, lid);
+    for (var r = w.x; r < w.y; r += w.z) {
+        let sb = src_base(r);
+        let db = dst_base(r);
+        for (var c = w.w; c < params.cols; c += params.lpr) {
             dst4[db + c] = src4[sb + c];
         }
     }
@@ -119,15 +131,11 @@ fn halves(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let rows = params.shape.x * params.shape.y * params.shape.z;
-    let per = WG / params.lpr;
-    let c0 = lid % params.lpr;
-    let all = groups.x * groups.y * per;
-    for (var r = (wid.y * params.groups_x + wid.x) * per + lid / params.lpr; r < rows; r += all) {
-        let i = row_index(r);
-        let sb = params.src_base + dot(i, params.src_strides);
-        let db = params.dst_base + dot(i, params.dst_strides);
-        for (var c = c0; c < params.cols; c += params.lpr) {
+    let w = walk(wid, groups, lid);
+    for (var r = w.x; r < w.y; r += w.z) {
+        let sb = src_base(r);
+        let db = dst_base(r);
+        for (var c = w.w; c < params.cols; c += params.lpr) {
             let d = db + c * params.dst_strides.w;
             let shift = (d & 1u) * 16u;
             let v = half_at(sb + c * params.src_strides.w);

@@ -60,22 +60,30 @@ fn element(e: u32) -> u32 {
     return (table[s >> 1u] >> ((s & 1u) * 16u)) & 0xffffu;
 }
 
+// This invocation's walk over the output rows: (first row, rows, row
+// step, first step along the row), WG / lpr rows per workgroup at a time.
+fn walk(wid: vec3<u32>, groups: vec3<u32>, lid: u32) -> vec4<u32> {
+    let per = WG / params.lpr;
+    return vec4<u32>(
+        (wid.y * params.groups_x + wid.x) * per + lid / params.lpr,
+        params.elements / max(params.inner, 1u),
+        groups.x * groups.y * per,
+        lid % params.lpr,
+    );
+}
+
 @compute @workgroup_size(WG, 1, 1)
 fn gather(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let out_rows = (params.elements / max(params.inner, 1u));
-    let per = WG / params.lpr;
-    let all = groups.x * groups.y * per;
-    for (var r = (wid.y * params.groups_x + wid.x) * per + lid / params.lpr; r < out_rows; r += all) {
-        let j = r % params.n_ids;
-        let o = r / params.n_ids;
-        let id = ids[j];
-        let sb = (o * params.rows + id) * params.inner;
+    let w = walk(wid, groups, lid);
+    for (var r = w.x; r < w.y; r += w.z) {
+        let id = ids[r % params.n_ids];
+        let sb = (r / params.n_ids * params.rows + id) * params.inner;
         let db = r * params.inner;
-        for (var c = lid % params.lpr; c < params.inner; c += params.lpr) {
+        for (var c = w.w; c < params.inner; c += params.lpr) {
             // A branch, not a select: an out-of-range id's row is never read.
             if id < params.rows {
                 out[db + c] = table[sb + c];
@@ -92,16 +100,12 @@ fn units(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let out_rows = (params.elements / max(params.inner, 1u));
-    let per = WG / params.lpr;
-    let all = groups.x * groups.y * per;
-    for (var r = (wid.y * params.groups_x + wid.x) * per + lid / params.lpr; r < out_rows; r += all) {
-        let j = r % params.n_ids;
-        let o = r / params.n_ids;
-        let id = ids[j];
-        let sb = (o * params.rows + id) * params.inner;
+    let w = walk(wid, groups, lid);
+    for (var r = w.x; r < w.y; r += w.z) {
+        let id = ids[r % params.n_ids];
+        let sb = (r / params.n_ids * params.rows + id) * params.inner;
         let db = r * params.inner;
-        for (var c = lid % params.lpr; c < params.inner; c += params.lpr) {
+        for (var c = w.w; c < params.inner; c += params.lpr) {
             if id < params.rows {
                 out4[db + c] = table4[sb + c];
             } else {

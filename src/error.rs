@@ -113,6 +113,17 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// `v` as the u32 the kernels index with, or [`Error::LimitExceeded`]
+    /// naming `limit` and `what` it counts.
+    pub(crate) fn u32_index(limit: &'static str, what: &str, v: usize) -> Result<u32> {
+        u32::try_from(v).map_err(|_| Error::LimitExceeded {
+            limit,
+            requested: v as u64,
+            max: u64::from(u32::MAX),
+            what: what.to_string(),
+        })
+    }
+
     /// [`Error::NotFloat`] for an integer `dtype` (`what` names the op or
     /// its argument).
     pub(crate) fn require_float(dtype: DType, what: &str) -> Result<()> {

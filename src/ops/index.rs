@@ -25,12 +25,7 @@ fn poison(dtype: DType) -> u32 {
 }
 
 fn u32_of(what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v).map_err(|_| Error::LimitExceeded {
-        limit: "gather indices (u32)",
-        requested: v as u64,
-        max: u64::from(u32::MAX),
-        what: what.to_string(),
-    })
+    Error::u32_index("gather indices (u32)", what, v)
 }
 
 impl Context {

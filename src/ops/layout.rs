@@ -56,12 +56,7 @@ fn padded(v: &[usize], fill: usize) -> [usize; MAX_RANK] {
 }
 
 fn u32_of(what: &str, v: usize) -> Result<u32> {
-    u32::try_from(v).map_err(|_| Error::LimitExceeded {
-        limit: "copy indices (u32)",
-        requested: v as u64,
-        max: u64::from(u32::MAX),
-        what: what.to_string(),
-    })
+    Error::u32_index("copy indices (u32)", what, v)
 }
 
 fn check_axis(op: &str, axis: usize, shape: &[usize]) -> Result<()> {

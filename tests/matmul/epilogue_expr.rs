@@ -11,32 +11,7 @@ use crate::common;
 use wgtile::{DType, Epilogue, Error, Expr, MatmulKernel, MatmulOptions, MatmulShape};
 
 fn gelu_erf(v: f64) -> f64 {
-    // Φ via the same accurate f64 erfc the elementwise tests use (series /
-    // continued fraction), inlined small: erfc(-v/√2) / 2.
-    fn erfc(x: f64) -> f64 {
-        if x < 0.0 {
-            return 2.0 - erfc(-x);
-        }
-        if x < 2.0 {
-            let (mut sum, mut power) = (0.0, x);
-            for n in 0..200 {
-                let term = power / (2 * n + 1) as f64;
-                sum += if n % 2 == 0 { term } else { -term };
-                if term.abs() < 1e-18 {
-                    break;
-                }
-                power *= x * x / (n + 1) as f64;
-            }
-            1.0 - 2.0 / std::f64::consts::PI.sqrt() * sum
-        } else {
-            let mut f = x;
-            for n in (1..=600).rev() {
-                f = x + (n as f64 / 2.0) / f;
-            }
-            (-x * x).exp() / std::f64::consts::PI.sqrt() / f
-        }
-    }
-    0.5 * v * erfc(-v / std::f64::consts::SQRT_2)
+    0.5 * v * common::erfc64(-v / std::f64::consts::SQRT_2)
 }
 
 /// The expressions under test: (name, builder, f64 reference(acc, bias,

@@ -202,15 +202,7 @@ impl Context {
         Ok(Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
-            &[
-                (0, &params),
-                (1, x.buffer()),
-                (2, w.data.buffer()),
-                (3, w.scales.buffer()),
-                (4, w.zeros.buffer()),
-                (5, w.globals.buffer()),
-                (6, out.buffer()),
-            ],
+            &w.product_bindings(&params, x, out),
             g,
         ))
     }

@@ -107,6 +107,27 @@ fn params(lay: &QuantLayout, gx: u32, n: u32) -> Result<[u32; 8]> {
     params_read(lay, gx, n, false)
 }
 
+impl QuantTensor {
+    /// The bindings of the kernels that multiply by this weight: 0 params,
+    /// 1 x, 2 codes, 3 scales, 4 zero points, 5 globals, 6 out.
+    pub(crate) fn product_bindings<'a>(
+        &'a self,
+        params: &'a wgpu::Buffer,
+        x: &'a Tensor,
+        out: &'a Tensor,
+    ) -> [(u32, &'a wgpu::Buffer); 7] {
+        [
+            (0, params),
+            (1, x.buffer()),
+            (2, self.data.buffer()),
+            (3, self.scales.buffer()),
+            (4, self.zeros.buffer()),
+            (5, self.globals.buffer()),
+            (6, out.buffer()),
+        ]
+    }
+}
+
 /// A count the quantisation kernels index with, as u32 (`what` names it).
 pub(crate) fn u32_of(what: &str, v: usize) -> Result<u32> {
     u32::try_from(v).map_err(|_| {
