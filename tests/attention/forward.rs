@@ -495,3 +495,52 @@ fn every_sequence_length_pair() {
         }
     }
 }
+
+/// `packed_dims` checks the head dims: the right widths run (the same as
+/// `packed`), a fused QKV tensor passed whole as q is refused by name.
+#[test]
+fn packed_dims_refuse_a_wider_tensor() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, h, s, d) = (1, 2, 9, 16);
+    let q = ctx
+        .tensor(&common::random(b * s * h * d, 1), [b, s, h * d])
+        .unwrap();
+    let k = ctx
+        .tensor(&common::random(b * s * h * d, 2), [b, s, h * d])
+        .unwrap();
+    let v = ctx
+        .tensor(&common::random(b * s * h * d, 3), [b, s, h * d])
+        .unwrap();
+    let plain = ctx
+        .attention(&q, &k, &v, &AttentionOptions::new().packed(h, h))
+        .unwrap();
+    let checked = ctx
+        .attention(&q, &k, &v, &AttentionOptions::new().packed_dims(h, h, d, d))
+        .unwrap();
+    assert_eq!(
+        plain.o.to_vec_blocking::<f32>().unwrap(),
+        checked.o.to_vec_blocking::<f32>().unwrap()
+    );
+    let qkv = ctx
+        .tensor(&common::random(b * s * 3 * h * d, 4), [b, s, 3 * h * d])
+        .unwrap();
+    let refused = ctx.attention(
+        &qkv,
+        &qkv,
+        &qkv,
+        &AttentionOptions::new().packed_dims(h, h, d, d),
+    );
+    assert!(
+        matches!(refused, Err(wgtile::Error::InvalidArgument(ref m)) if m.contains("head dims")),
+        "{refused:?}"
+    );
+    // Split first, then it runs.
+    let parts = ctx.split(&qkv, 2, &[h * d, h * d, h * d]).unwrap();
+    ctx.attention(
+        &parts[0],
+        &parts[1],
+        &parts[2],
+        &AttentionOptions::new().packed_dims(h, h, d, d),
+    )
+    .unwrap();
+}

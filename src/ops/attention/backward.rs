@@ -57,6 +57,7 @@ impl Context {
         let qo = operand(q, options.layout, hq, "q")?;
         let ko = operand(k, options.layout, hkv, "k")?;
         let vo = operand(v, options.layout, hkv, "v")?;
+        options.check_head_dims(qo.dim, ko.dim, vo.dim)?;
         let Setup {
             dtype,
             dims: [b, hq, hkv, sq, sk, d, dv],

@@ -112,6 +112,7 @@ impl Context {
             mask.tensor().require_contiguous("an attention mask")?;
         }
         let qo = operand(q, options.layout, 0, "q")?;
+        options.check_head_dims(qo.dim, cache.k.shape()[3], cache.v.shape()[3])?;
         let bytes = (q.numel()
             + cache.len
                 * cache.k.shape()[0]
@@ -149,6 +150,7 @@ impl Context {
         let qo = operand(q, options.layout, hq, "q")?;
         let ko = operand(k, options.layout, hkv, "k")?;
         let vo = operand(v, options.layout, hkv, "v")?;
+        options.check_head_dims(qo.dim, ko.dim, vo.dim)?;
         let bytes = (q.numel() + k.numel() + v.numel()) as u64 * q.dtype().size() as u64;
         self.attention_impl(qo, ko, vo, options, bytes)
     }

@@ -255,6 +255,11 @@ pub struct AttentionOptions {
     pub return_lse: bool,
     /// Layout of q, k, v.
     pub layout: AttentionLayout,
+    /// The head dims `(D, Dv)` the caller expects, checked against the
+    /// operands (`packed_dims`): a packed `[B, S, H * D]` tensor of another
+    /// width (a fused QKV projection passed whole) is refused instead of
+    /// read with a wider head. `None` = whatever the shapes give.
+    pub head_dims: Option<(usize, usize)>,
     /// Implementation.
     pub kernel: AttentionKernel,
     /// Force this many key splits (flash-decoding or the decode kernel)
@@ -387,10 +392,30 @@ impl AttentionOptions {
         self
     }
 
-    /// Packed `[B, S, H * D]` inputs.
+    /// Packed `[B, S, H * D]` inputs (the head dim is each width over its
+    /// heads; [`AttentionOptions::packed_dims`] also checks it).
     pub fn packed(mut self, q_heads: usize, kv_heads: usize) -> Self {
         self.layout = AttentionLayout::Packed { q_heads, kv_heads };
         self
+    }
+
+    /// Packed inputs whose head dims must be `head_dim` (q, k) and
+    /// `value_dim` (v): a tensor of any other width is an error.
+    pub fn packed_dims(mut self, q_heads: usize, kv_heads: usize, head_dim: usize, value_dim: usize) -> Self {
+        self.head_dims = Some((head_dim, value_dim));
+        self.packed(q_heads, kv_heads)
+    }
+
+    /// Refuses operands whose head dims differ from [`AttentionOptions::head_dims`].
+    pub(crate) fn check_head_dims(&self, q: usize, k: usize, v: usize) -> Result<()> {
+        match self.head_dims {
+            Some((d, dv)) if q != d || k != d || v != dv => Err(Error::InvalidArgument(format!(
+                "attention: the operands' head dims are q {q}, k {k}, v {v}, the options say \
+                 {d} and {dv} (a packed tensor wider than heads * head dim, a fused QKV \
+                 projection passed whole?)"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Implementation choice.
