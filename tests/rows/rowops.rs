@@ -1173,3 +1173,57 @@ fn masked_mean_pools_kept_tokens() {
         ));
     }
 }
+
+/// layer_norm_with_stats: y is layer_norm's, the mean and rstd of each row
+/// in f32 against f64 (f32 and f16 inputs, a long streaming row too).
+#[test]
+fn layer_norm_returns_its_statistics() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut dtypes = vec![DType::F32];
+    if f16_ok(&ctx) {
+        dtypes.push(DType::F16);
+    }
+    for shape in [vec![4usize, 33], vec![2, 3, 7], vec![1, 33001]] {
+        let data: Vec<f32> = common::random(shape.iter().product(), 61)
+            .iter()
+            .map(|v| 3.0 + 2.0 * v)
+            .collect();
+        for &dtype in &dtypes {
+            let (x, held) = common::upload(&ctx, &data, &shape, dtype);
+            let (y, mean, rstd) = ctx.layer_norm_with_stats(&x, None, None, 1e-5).unwrap();
+            let plain = ctx.layer_norm(&x, None, None, 1e-5).unwrap();
+            assert_eq!(
+                y.to_f32_vec_blocking().unwrap(),
+                plain.to_f32_vec_blocking().unwrap()
+            );
+            let rows_shape = &shape[..shape.len() - 1];
+            assert_eq!(mean.shape(), rows_shape);
+            assert_eq!((mean.dtype(), rstd.dtype()), (DType::F32, DType::F32));
+            let (mean, rstd) = (
+                mean.to_vec_blocking::<f32>().unwrap(),
+                rstd.to_vec_blocking::<f32>().unwrap(),
+            );
+            let n = *shape.last().unwrap();
+            for r in 0..mean.len() {
+                let row: Vec<f64> = held[r * n..(r + 1) * n]
+                    .iter()
+                    .map(|&v| f64::from(v))
+                    .collect();
+                let m = row.iter().sum::<f64>() / n as f64;
+                let var = row.iter().map(|v| (v - m).powi(2)).sum::<f64>() / n as f64;
+                let want = 1.0 / (var + 1e-5).sqrt();
+                let tol = (16.0 + 4.0 * log2(n)) * U;
+                assert!(
+                    (f64::from(mean[r]) - m).abs() <= tol * (m.abs() + 1.0),
+                    "{shape:?} {dtype} mean {} vs {m}",
+                    mean[r]
+                );
+                assert!(
+                    (f64::from(rstd[r]) - want).abs() <= 4.0 * tol * want,
+                    "{shape:?} {dtype} rstd {} vs {want}",
+                    rstd[r]
+                );
+            }
+        }
+    }
+}

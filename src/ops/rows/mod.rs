@@ -671,6 +671,33 @@ impl Context {
         self.row_plan(RowOp::RmsNorm, x, weight, None, eps, RowOptions::default())
     }
 
+    /// [`Context::layer_norm`] with the statistics a backward pass needs:
+    /// `(y, mean, rstd)`, the mean and `1 / sqrt(var + eps)` of each row in
+    /// f32 (shape `x.shape[..-1]`; PyTorch's `native_layer_norm` returns
+    /// them so). The statistics come from the reduction kernels, two-pass
+    /// as the norm kernel computes them (the mean, then the squared
+    /// deviations from it), on an f32 copy for f16 and bf16 inputs; they
+    /// agree with the values the norm used within f32 rounding.
+    pub fn layer_norm_with_stats(
+        &self,
+        x: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        let y = self.layer_norm(x, weight, bias, eps)?;
+        let xf = self.cast(x, DType::F32)?;
+        let mean = self.mean(&xf, reduce::Axis::Last)?;
+        let mut kept = x.shape().to_vec();
+        if let Some(last) = kept.last_mut() {
+            *last = 1;
+        }
+        let centred = (xf.expr() - mean.reshape(&kept)?.expr()).square();
+        let var = self.mean_of(&centred, reduce::Axis::Last)?;
+        let rstd = self.eval(&(var.expr() + eps).rsqrt())?;
+        Ok((y, mean, rstd))
+    }
+
     /// Each row of `x` (the last axis) divided by its Euclidean norm:
     /// `x / max(||x||_2, eps)`, PyTorch's `F.normalize(x, dim=-1)` (whose
     /// default `eps` is 1e-12). Sums in f32 whatever the dtype, so the
