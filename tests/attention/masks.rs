@@ -216,3 +216,78 @@ fn all_masked_rows_give_zeros_and_minus_infinity() {
         assert!(lse.iter().all(|&x| x == f32::NEG_INFINITY));
     }
 }
+
+/// `with_probabilities`: P = softmax(mask(scale q k^T)) against f64, GQA
+/// (two query heads per KV head), a causal band whose first rows see no
+/// key (zeros), and o = P V as the kernels give it.
+#[test]
+fn attention_returns_its_probabilities() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, hq, hkv, sq, sk, d) = (1, 4, 2, 6, 9, 8);
+    let qh = common::random(b * hq * sq * d, 71);
+    let kh = common::random(b * hkv * sk * d, 72);
+    let vh = common::random(b * hkv * sk * d, 73);
+    let q = ctx.tensor(&qh, [b, hq, sq, d]).unwrap();
+    let k = ctx.tensor(&kh, [b, hkv, sk, d]).unwrap();
+    let v = ctx.tensor(&vh, [b, hkv, sk, d]).unwrap();
+    let offset = -2i64;
+    let opts = AttentionOptions::new().causal(DiagonalAlignment::Offset(offset));
+    let out = ctx
+        .attention(&q, &k, &v, &opts.clone().with_probabilities())
+        .unwrap();
+    let probs = out
+        .probs
+        .expect("asked for")
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    assert_eq!(probs.len(), b * hq * sq * sk);
+    let scale = 1.0 / (d as f64).sqrt();
+    for h in 0..hq {
+        let kv = h / (hq / hkv);
+        for i in 0..sq {
+            let visible: Vec<usize> = (0..sk).filter(|&j| j as i64 <= i as i64 + offset).collect();
+            let logits: Vec<f64> = visible
+                .iter()
+                .map(|&j| {
+                    (0..d)
+                        .map(|c| {
+                            f64::from(qh[(h * sq + i) * d + c])
+                                * f64::from(kh[(kv * sk + j) * d + c])
+                        })
+                        .sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = logits.iter().map(|l| (l - m).exp()).sum();
+            let row = &probs[(h * sq + i) * sk..(h * sq + i + 1) * sk];
+            for j in 0..sk {
+                let want = visible
+                    .iter()
+                    .position(|&x| x == j)
+                    .map_or(0.0, |p| (logits[p] - m).exp() / z);
+                assert!(
+                    (f64::from(row[j]) - want).abs() <= 1e-6,
+                    "h {h} row {i} key {j}: {} vs {want}",
+                    row[j]
+                );
+            }
+        }
+    }
+    // The output is the one the default path gives.
+    let plain = ctx
+        .attention(&q, &k, &v, &opts)
+        .unwrap()
+        .o
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    let with = out.o.to_vec_blocking::<f32>().unwrap();
+    for (a, w) in plain.iter().zip(&with) {
+        assert!((a - w).abs() <= 1e-5, "{a} vs {w}");
+    }
+    let forced = opts
+        .clone()
+        .with_probabilities()
+        .kernel(AttentionKernel::Flash);
+    assert!(ctx.attention(&q, &k, &v, &forced).is_err());
+}

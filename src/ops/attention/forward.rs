@@ -177,7 +177,8 @@ impl Context {
             }
         }
         let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
-        if self.inner.gpu.require_f16("").is_ok() {
+        // The probabilities come from the naive path: f32 staging.
+        if !options.return_probs && self.inner.gpu.require_f16("").is_ok() {
             // Options the f16 kernels cannot take (a forced f32-only kernel)
             // fail there; the f32 path below reports what is wrong, if anything.
             if let Ok(done) = self.attention_bf16_via_f16(&originals, options) {
@@ -194,7 +195,14 @@ impl Context {
         let (plan, out) = self.attention_plan(&t[0], &t[1], &t[2], &wide)?;
         let plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
         let o = plan.output().clone();
-        Ok((plan, AttentionOutput { o, lse: out.lse }))
+        Ok((
+            plan,
+            AttentionOutput {
+                o,
+                lse: out.lse,
+                probs: out.probs,
+            },
+        ))
     }
 
     /// bf16 attention on the f16 kernels: q, k, v (and mask) cast to f16
@@ -269,7 +277,14 @@ impl Context {
                 + out16.lse.as_ref().map_or(0, |l| l.size_bytes()),
             scratch,
         };
-        Ok((plan, AttentionOutput { o, lse: out16.lse }))
+        Ok((
+            plan,
+            AttentionOutput {
+                o,
+                lse: out16.lse,
+                probs: None,
+            },
+        ))
     }
 
     /// Checks q, k, v and the options, and builds the kernels' parameters
@@ -520,9 +535,22 @@ impl Context {
         } else {
             None
         };
+        if opts.return_probs && !matches!(opts.kernel, AttentionKernel::Auto | AttentionKernel::Naive) {
+            return Err(Error::InvalidArgument(format!(
+                "attention: the probabilities come from the naive path, not {:?}",
+                opts.kernel
+            )));
+        }
+        let [_, _, _, _, sk, _, _] = setup.dims;
+        let probs = if opts.return_probs {
+            Some(self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention probabilities")?)
+        } else {
+            None
+        };
         let out = AttentionOutput {
             o: o.clone(),
             lse: lse.clone(),
+            probs: probs.clone(),
         };
         let mut plan = Plan {
             gpu: self.inner.gpu.clone(),
@@ -551,7 +579,11 @@ impl Context {
             v: &v,
             max_groups: self.profile().max_workgroups_per_dim as usize,
         };
-        self.attention_path(&mut plan, &launch, opts)?;
+        if let Some(p) = probs {
+            self.naive_attention(&mut plan, &launch, Some(p))?;
+        } else {
+            self.attention_path(&mut plan, &launch, opts)?;
+        }
         plan.scratch.extend([setup.dummy, dummy_lse, setup.kv_len]);
         Ok((plan, out))
     }
@@ -561,7 +593,7 @@ impl Context {
     /// and label written into `plan`.
     fn attention_path(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
         if opts.kernel == AttentionKernel::Naive {
-            return self.naive_attention(plan, l);
+            return self.naive_attention(plan, l, None);
         }
         let decode = self.decode_choice(l, opts)?;
         if matches!(
@@ -587,11 +619,14 @@ impl Context {
     }
 
     /// The naive path: S = mask(scale Q K^T) in memory, its row softmax in
-    /// place, then P V.
-    fn naive_attention(&self, plan: &mut Plan, l: &Launch<'_>) -> Result<()> {
+    /// place, then P V; `probs` is where P goes when the caller keeps it.
+    fn naive_attention(&self, plan: &mut Plan, l: &Launch<'_>, probs: Option<Tensor>) -> Result<()> {
         let [b, hq, _, sq, sk, _, dv] = l.dims;
         let (dtype, max_groups, device) = (l.dtype, l.max_groups, &self.inner.device);
-        let scores = self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention scores")?;
+        let scores = match probs {
+            Some(p) => p,
+            None => self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention scores")?,
+        };
         let mut words = l.words.to_vec();
         words.extend([0, 1, 0]);
         let params = self.uniform(&words);

@@ -253,6 +253,8 @@ pub struct AttentionOptions {
     pub key_lengths: Option<Vec<u32>>,
     /// Also return the per-row logsumexp `[B, Hq, Sq]` (f32).
     pub return_lse: bool,
+    /// Return the attention probabilities too (`with_probabilities`).
+    pub return_probs: bool,
     /// Layout of q, k, v.
     pub layout: AttentionLayout,
     /// The head dims `(D, Dv)` the caller expects, checked against the
@@ -392,6 +394,17 @@ impl AttentionOptions {
         self
     }
 
+    /// Return the probabilities too: `softmax(mask(scale q k^T))`,
+    /// `[B, Hq, Sq, Sk]` f32, every mask, window and soft-cap applied
+    /// (ONNX Attention's `qk_matmul_output_mode` 3); a row that sees no
+    /// key is zeros. They exist only on the naive path, which keeps the
+    /// score matrix in memory, so this runs it (O(Sq Sk) memory per head;
+    /// another forced kernel is an error).
+    pub fn with_probabilities(mut self) -> Self {
+        self.return_probs = true;
+        self
+    }
+
     /// Packed `[B, S, H * D]` inputs (the head dim is each width over its
     /// heads; [`AttentionOptions::packed_dims`] also checks it).
     pub fn packed(mut self, q_heads: usize, kv_heads: usize) -> Self {
@@ -476,6 +489,9 @@ pub struct AttentionOutput {
     /// Per-row logsumexp (natural log) `[B, Hq, Sq]`, f32, when asked for;
     /// `-inf` for rows that see no key.
     pub lse: Option<Tensor>,
+    /// The probabilities `[B, Hq, Sq, Sk]`, f32, when asked for
+    /// ([`AttentionOptions::with_probabilities`]).
+    pub probs: Option<Tensor>,
 }
 
 /// One operand seen as `[batch, heads, seq, dim]` through element strides
