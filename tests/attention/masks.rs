@@ -261,15 +261,14 @@ fn attention_returns_its_probabilities() {
             let m = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let z: f64 = logits.iter().map(|l| (l - m).exp()).sum();
             let row = &probs[(h * sq + i) * sk..(h * sq + i + 1) * sk];
-            for j in 0..sk {
+            for (j, &got) in row.iter().enumerate() {
                 let want = visible
                     .iter()
                     .position(|&x| x == j)
                     .map_or(0.0, |p| (logits[p] - m).exp() / z);
                 assert!(
-                    (f64::from(row[j]) - want).abs() <= 1e-6,
-                    "h {h} row {i} key {j}: {} vs {want}",
-                    row[j]
+                    (f64::from(got) - want).abs() <= 1e-6,
+                    "h {h} row {i} key {j}: {got} vs {want}"
                 );
             }
         }
