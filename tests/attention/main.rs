@@ -18,3 +18,4 @@ mod coop;
 mod decode;
 mod forward;
 mod masks;
+mod model;
