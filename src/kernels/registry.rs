@@ -157,6 +157,13 @@ registry! {
     /// source's contiguous axis is not the destination's).
     CopyTiled = "copy.tiled", entry "tiled", dtype F32, flags [TRUSTED],
         parts [shader!("copy.wgsl")];
+    /// Sum, max or mean over a middle axis, one invocation per output
+    /// column (coalesced reads), split along the axis when columns are few.
+    ReduceCols = "reduce_cols", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("reduce_cols.wgsl")];
+    /// Adds (or maxes) reduce_cols' f32 partials.
+    ReduceColsCombine = "reduce_cols.combine", entry "combine", dtype F32, flags [TRUSTED],
+        parts [shader!("reduce_cols.wgsl")];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

@@ -246,3 +246,19 @@ fn every_layout_and_index_specialisation() {
         check(spec);
     }
 }
+
+#[test]
+fn every_column_reduction_specialisation() {
+    for kernel in [Kernel::ReduceCols, Kernel::ReduceColsCombine] {
+        for dtype in [DType::F32, DType::F16] {
+            for op in [0, 1] {
+                check(
+                    &Spec::new(kernel)
+                        .dtype(dtype)
+                        .constant("OP", op)
+                        .override_("WG", 256),
+                );
+            }
+        }
+    }
+}

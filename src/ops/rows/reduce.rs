@@ -17,9 +17,10 @@ pub enum Axis {
     Last,
     /// Every element: a rank-0 result.
     All,
-    /// One axis (any): the output drops it. Other than the last, the
-    /// tensor is first copied with that axis moved last (a permute: one
-    /// more read and write of the input), then reduced over its rows.
+    /// One axis (any): the output drops it. Other than the last, a column
+    /// kernel reads each element once, adjacent invocations on adjacent
+    /// columns (`shaders/reduce_cols.wgsl`); an empty axis or empty result
+    /// goes through a permute and the row kernels (NumPy's answers).
     Dim(usize),
 }
 
@@ -90,6 +91,9 @@ impl Context {
             }
             if d + 1 == rank {
                 return self.reduce_plan(x, op, Axis::Last);
+            }
+            if let Some(plan) = self.reduce_cols_plan(x, op, d)? {
+                return Ok(plan);
             }
             // The axis moved last, the others kept in order: the rows'
             // results come out in the output's order.
@@ -287,6 +291,99 @@ impl Context {
             if layout.row.vec4 { 4 } else { 1 }
         );
         Ok(plan)
+    }
+
+    /// The reduction over middle axis `d` by the column kernel, or `None`
+    /// where it does not apply (an empty axis or result: the row path
+    /// gives NumPy's answers).
+    fn reduce_cols_plan(&self, x: &Tensor, op: Reduction, d: usize) -> Result<Option<Plan>> {
+        let name = op.name();
+        self.check_owned(x, name)?;
+        x.require_contiguous(name)?;
+        let shape = x.shape();
+        let (outer, n, inner) = (
+            shape[..d].iter().product::<usize>(),
+            shape[d],
+            shape[d + 1..].iter().product::<usize>(),
+        );
+        let cols = outer * inner;
+        if n == 0 || cols == 0 {
+            return Ok(None);
+        }
+        if x.dtype() == DType::BF16 {
+            // Staged to f32 (exact), reduced in f32, rounded back to bf16.
+            let staged = self.stage_bf16(&[x], DType::F32)?;
+            let Some(plan) = self.reduce_cols_plan(&staged.tensors[0], op, d)? else {
+                return Ok(None);
+            };
+            return self.round_output_bf16(staged.before(plan, &[x]), None).map(Some);
+        }
+        check_dtype(self, name, x.dtype())?;
+        let u = |what: &str, v: usize| Error::u32_index("reduction indices (u32)", what, v);
+        u(name, x.numel())?;
+        const WG: u32 = 256;
+        // Enough invocations to fill the GPU: split the axis when there are
+        // few columns, at least 16 rows per split.
+        let split = 65536usize.div_ceil(cols).clamp(1, n.div_ceil(16).max(1));
+        let seg = n.div_ceil(split);
+        let split = n.div_ceil(seg);
+        let gx = cols.div_ceil(WG as usize);
+        let max = self.profile().max_workgroups_per_dim as usize;
+        if gx > max || split > max {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: gx.max(split) as u64,
+                max: max as u64,
+                what: format!("{name} over axis {d} of {shape:?}"),
+            });
+        }
+        let mut out_shape = shape.to_vec();
+        out_shape.remove(d);
+        let output = self.alloc(&out_shape, x.dtype(), "wgtile reduce out")?;
+        let scale = if op == Reduction::Mean { 1.0 / n as f32 } else { 1.0 };
+        let params = self.uniform(&[
+            u("rows before the axis", outer)?,
+            u("the axis", n)?,
+            u("columns after the axis", inner)?,
+            split as u32,
+            seg as u32,
+            scale.to_bits(),
+            0,
+            0,
+        ]);
+        let partials = self.alloc(&[split.max(2), cols], DType::F32, "wgtile reduce partials")?;
+        let spec = |kernel: Kernel| {
+            crate::kernels::Spec::new(kernel)
+                .dtype(x.dtype())
+                .constant("OP", op.op())
+                .override_("WG", WG)
+        };
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec(Kernel::ReduceCols))?;
+        let binds = [(0, &params), (1, x.buffer()), (2, output.buffer()), (3, partials.buffer())];
+        let mut dispatches = vec![Dispatch::with_bindings(
+            &self.inner.device,
+            pipeline,
+            &binds,
+            [gx as u32, split as u32, 1],
+        )];
+        if split > 1 {
+            let combine = self.inner.pipelines.get(&self.inner.device, &spec(Kernel::ReduceColsCombine))?;
+            dispatches.push(Dispatch::with_bindings(
+                &self.inner.device,
+                combine,
+                &[(0, &params), (2, output.buffer()), (3, partials.buffer())],
+                [gx as u32, 1, 1],
+            ));
+        }
+        Ok(Some(Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!("{name} over axis {d} of {shape:?} (columns, split {split})"),
+            dispatches,
+            flops: x.numel() as u64,
+            bytes: x.size_bytes() + output.size_bytes(),
+            output,
+            scratch: vec![partials],
+        }))
     }
 
     /// The reduction `op` of `x` over `axis` (see [`Reduction`] for

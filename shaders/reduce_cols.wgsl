@@ -1,0 +1,102 @@
+// reduce_cols: sum, max or mean over the middle axis of x viewed as
+// [outer, n, inner] with inner > 1 (Axis::Dim of any axis but the last),
+// reading x once: each invocation owns one output column, and adjacent
+// invocations take adjacent columns, so every row step is a coalesced read.
+//
+// Entry `main`: invocation c of the outer * inner columns sums (or maxes)
+//   rows [s * seg, (s + 1) * seg) of its column, s = workgroup y. With
+//   one split it writes out[c] (the sum times `scale`: 1, or 1/n for the
+//   mean); with more it writes the f32 partial partials[s * cols + c] and
+//   entry `combine` (one invocation per column) finishes. The host splits
+//   when there are too few columns to fill the GPU.
+// NaN: max tracks NaN by its bits (WGSL's max() may drop it, and a NaN
+//   compare may be folded away); sums carry it. Accumulation in f32.
+// Workgroup: WG x 1 x 1 (override); grid (ceil(cols / WG), split).
+
+alias Elem = f32;
+// 0 sum (times scale), 1 max.
+const OP: u32 = 0u;
+override WG: u32 = 256u;
+
+struct Params {
+    outer: u32,
+    n: u32,
+    inner: u32,
+    split: u32,
+    seg: u32,
+    scale: f32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<Elem>;
+@group(0) @binding(2) var<storage, read_write> out: array<Elem>;
+@group(0) @binding(3) var<storage, read_write> partials: array<f32>;
+
+fn is_nan(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// The identity of OP (0, or -inf for max).
+fn start() -> f32 {
+    return select(0.0, bitcast<f32>(0xff800000u), OP == 1u);
+}
+
+fn finish(acc: f32, nan_seen: bool) -> f32 {
+    if OP == 1u {
+        return select(acc, bitcast<f32>(0x7fc00000u), nan_seen);
+    }
+    return acc;
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let cols = params.outer * params.inner;
+    let c = wid.x * WG + lid;
+    if c >= cols {
+        return;
+    }
+    let base = (c / params.inner) * params.n * params.inner + c % params.inner;
+    let r0 = wid.y * params.seg;
+    let r1 = min(params.n, r0 + params.seg);
+    var acc = start();
+    var nan_seen = false;
+    for (var r = r0; r < r1; r++) {
+        let v = f32(x[base + r * params.inner]);
+        if OP == 1u {
+            nan_seen = nan_seen || is_nan(v);
+            acc = max(acc, v);
+        } else {
+            acc += v;
+        }
+    }
+    acc = finish(acc, nan_seen);
+    if params.split == 1u {
+        out[c] = Elem(select(acc, acc * params.scale, OP == 0u));
+        return;
+    }
+    partials[wid.y * cols + c] = acc;
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let cols = params.outer * params.inner;
+    let c = wid.x * WG + lid;
+    if c >= cols {
+        return;
+    }
+    var acc = start();
+    var nan_seen = false;
+    for (var s = 0u; s < params.split; s++) {
+        let v = partials[s * cols + c];
+        if OP == 1u {
+            nan_seen = nan_seen || is_nan(v);
+            acc = max(acc, v);
+        } else {
+            acc += v;
+        }
+    }
+    acc = finish(acc, nan_seen);
+    out[c] = Elem(select(acc, acc * params.scale, OP == 0u));
+}
