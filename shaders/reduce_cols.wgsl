@@ -43,12 +43,22 @@ fn start() -> f32 {
     return select(0.0, bitcast<f32>(0xff800000u), OP == 1u);
 }
 
-fn finish(acc: f32, nan_seen: bool) -> f32 {
+// One value folded into (acc, NaN seen).
+fn fold(s: vec2<f32>, v: f32) -> vec2<f32> {
     if OP == 1u {
-        return select(acc, bitcast<f32>(0x7fc00000u), nan_seen);
+        return vec2<f32>(max(s.x, v), select(s.y, 1.0, is_nan(v)));
     }
-    return acc;
+    return vec2<f32>(s.x + v, 0.0);
 }
+
+// The result from (acc, NaN seen), scaled for a sum (the mean's 1/n).
+fn finish(s: vec2<f32>) -> f32 {
+    if OP == 1u {
+        return select(s.x, bitcast<f32>(0x7fc00000u), s.y > 0.0);
+    }
+    return s.x * params.scale;
+}
+
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -60,23 +70,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let base = (c / params.inner) * params.n * params.inner + c % params.inner;
     let r0 = wid.y * params.seg;
     let r1 = min(params.n, r0 + params.seg);
-    var acc = start();
-    var nan_seen = false;
+    var acc = vec2<f32>(start(), 0.0);
     for (var r = r0; r < r1; r++) {
-        let v = f32(x[base + r * params.inner]);
-        if OP == 1u {
-            nan_seen = nan_seen || is_nan(v);
-            acc = max(acc, v);
-        } else {
-            acc += v;
-        }
+        acc = fold(acc, f32(x[base + r * params.inner]));
     }
-    acc = finish(acc, nan_seen);
     if params.split == 1u {
-        out[c] = Elem(select(acc, acc * params.scale, OP == 0u));
+        out[c] = Elem(finish(acc));
         return;
     }
-    partials[wid.y * cols + c] = acc;
+    // A partial: NaN as a value (max), unscaled (sum).
+    partials[wid.y * cols + c] = select(acc.x, bitcast<f32>(0x7fc00000u), acc.y > 0.0);
 }
 
 @compute @workgroup_size(WG, 1, 1)
@@ -86,17 +89,9 @@ fn combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     if c >= cols {
         return;
     }
-    var acc = start();
-    var nan_seen = false;
+    var acc = vec2<f32>(start(), 0.0);
     for (var s = 0u; s < params.split; s++) {
-        let v = partials[s * cols + c];
-        if OP == 1u {
-            nan_seen = nan_seen || is_nan(v);
-            acc = max(acc, v);
-        } else {
-            acc += v;
-        }
+        acc = fold(acc, partials[s * cols + c]);
     }
-    acc = finish(acc, nan_seen);
-    out[c] = Elem(select(acc, acc * params.scale, OP == 0u));
+    out[c] = Elem(finish(acc));
 }

@@ -94,11 +94,16 @@ impl Gpu {
         }
     }
 
+    /// `f` on this thread's open batch; `None` when it has none.
+    fn own_batch<R>(&self, f: impl FnOnce(&mut Batch) -> R) -> Option<R> {
+        let me = std::thread::current().id();
+        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
+        batch.as_mut().filter(|b| b.thread == me).map(f)
+    }
+
     /// Whether this thread has a batch open.
     pub(crate) fn in_batch(&self) -> bool {
-        let me = std::thread::current().id();
-        let batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-        batch.as_ref().is_some_and(|b| b.thread == me)
+        self.own_batch(|_| ()).is_some()
     }
 
     /// Blocks until all submitted work is done (an open batch of this
@@ -134,17 +139,13 @@ impl Gpu {
     /// Closes this thread's batch level; the outermost one submits what was
     /// recorded in one command buffer.
     pub(crate) fn end_batch(&self) -> Result<()> {
-        let me = std::thread::current().id();
-        {
-            let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-            match batch.as_mut() {
-                Some(b) if b.thread == me && b.depth > 1 => {
-                    b.depth -= 1;
-                    return Ok(());
-                }
-                Some(b) if b.thread == me => {}
-                _ => return Ok(()),
-            }
+        // Some(true): the outermost level of this thread's batch.
+        let outermost = self.own_batch(|b| {
+            b.depth -= 1;
+            b.depth == 0
+        });
+        if outermost != Some(true) {
+            return Ok(());
         }
         let result = self.flush("batch");
         *self.batch.lock().unwrap_or_else(PoisonError::into_inner) = None;
@@ -153,25 +154,14 @@ impl Gpu {
 
     /// Records `dispatches` in this thread's open batch; false when there is none.
     fn record(&self, dispatches: &[Dispatch]) -> bool {
-        let me = std::thread::current().id();
-        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-        match batch.as_mut() {
-            Some(b) if b.thread == me => {
-                b.dispatches.extend_from_slice(dispatches);
-                true
-            }
-            _ => false,
-        }
+        self.own_batch(|b| b.dispatches.extend_from_slice(dispatches))
+            .is_some()
     }
 
     /// The dispatches this thread's batch recorded so far, taken out.
     fn take_recorded(&self) -> Vec<Dispatch> {
-        let me = std::thread::current().id();
-        let mut batch = self.batch.lock().unwrap_or_else(PoisonError::into_inner);
-        match batch.as_mut() {
-            Some(b) if b.thread == me => std::mem::take(&mut b.dispatches),
-            _ => Vec::new(),
-        }
+        self.own_batch(|b| std::mem::take(&mut b.dispatches))
+            .unwrap_or_default()
     }
 
     /// Submits what this thread's batch recorded so far (nothing if none).

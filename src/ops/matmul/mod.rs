@@ -208,9 +208,9 @@ impl Epilogue {
     /// This epilogue with an activation the built-in epilogue lacks (the
     /// exact GELU) turned into the generated epilogue of the same
     /// expression, `gelu_erf(alpha * acc + bias) + residual`.
-    pub(crate) fn resolved(&self) -> Epilogue {
+    pub(crate) fn resolved(&self) -> std::borrow::Cow<'_, Epilogue> {
         if self.activation.code().is_some() || self.generated.is_some() {
-            return self.clone();
+            return std::borrow::Cow::Borrowed(self);
         }
         let mut e = crate::Expr::acc();
         if self.alpha != 1.0 {
@@ -223,7 +223,7 @@ impl Epilogue {
         if let Some(r) = &self.residual {
             e = e + r.expr();
         }
-        Epilogue::new().expr(&e)
+        std::borrow::Cow::Owned(Epilogue::new().expr(&e))
     }
 
     /// True when it leaves `A @ B` unchanged.

@@ -351,7 +351,13 @@ impl Context {
             0,
             0,
         ]);
-        let partials = self.alloc(&[split.max(2), cols], DType::F32, "wgtile reduce partials")?;
+        // Partials only with a split (the binding is the dummy otherwise).
+        let partials = if split > 1 {
+            Some(self.alloc(&[split, cols], DType::F32, "wgtile reduce partials")?)
+        } else {
+            None
+        };
+        let partials_buf = partials.as_ref().map_or(&self.inner.dummy_rw, |p| p.buffer());
         let spec = |kernel: Kernel| {
             crate::kernels::Spec::new(kernel)
                 .dtype(x.dtype())
@@ -359,7 +365,7 @@ impl Context {
                 .override_("WG", WG)
         };
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec(Kernel::ReduceCols))?;
-        let binds = [(0, &params), (1, x.buffer()), (2, output.buffer()), (3, partials.buffer())];
+        let binds = [(0, &params), (1, x.buffer()), (2, output.buffer()), (3, partials_buf)];
         let mut dispatches = vec![Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
@@ -371,7 +377,7 @@ impl Context {
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
                 combine,
-                &[(0, &params), (2, output.buffer()), (3, partials.buffer())],
+                &[(0, &params), (2, output.buffer()), (3, partials_buf)],
                 [gx as u32, 1, 1],
             ));
         }
@@ -382,7 +388,7 @@ impl Context {
             flops: x.numel() as u64,
             bytes: x.size_bytes() + output.size_bytes(),
             output,
-            scratch: vec![partials],
+            scratch: partials.into_iter().collect(),
         }))
     }
 
