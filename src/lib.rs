@@ -57,6 +57,7 @@ mod snapshot_tests;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use expr::{BinaryOp, Expr, UnaryOp};
+pub use gpu::BufferPoolStats;
 pub use gpu::Plan;
 pub use gpu::{AdapterProfile, CoopMatrixConfig};
 pub use gpu::{MAX_RANK, Tensor, uniform_values};
@@ -72,7 +73,7 @@ pub use ops::rows::{RowOp, RowOptions};
 pub use problem::{MatmulShape, Padding};
 pub use quant::{QuantAxis, QuantFormat};
 pub use runtime::Timing;
-pub use runtime::{Context, ContextOptions};
+pub use runtime::{Context, ContextOptions, DEFAULT_BUFFER_POOL_BYTES};
 pub use tune::attention::{
     BackwardCoopTiles, BackwardTiles, DecodeTiles, FlashCoopTiles, FlashTiles,
 };

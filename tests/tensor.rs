@@ -1060,3 +1060,118 @@ fn layout_ops_copy_exactly() {
     ));
     assert!(ctx.concat(&[], 0).is_err());
 }
+
+/// A context of its own (the pool's counters are per context) on the
+/// suite's adapter, with a pool of `budget` bytes.
+fn pooled_context(ctx: &Context, budget: u64) -> Context {
+    Context::new_blocking(wgtile::ContextOptions {
+        adapter: Some(ctx.profile().name.clone()),
+        backends: Some(ctx.profile().backend.into()),
+        buffer_pool_bytes: budget,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// A dropped tensor's buffer is handed to the next tensor of its size,
+/// zeroed: `zeros` after a tensor of random values, and op outputs that
+/// read their output's initial zeros, see no trace of what was there.
+#[test]
+fn pool_reuses_buffers_and_clears_them() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = pooled_context(&ctx, 64 << 20);
+    let n = 1021;
+    let data = common::random(n, 3);
+    let t = ctx.tensor(&data, [n]).unwrap();
+    assert_eq!(t.to_vec_blocking::<f32>().unwrap(), data);
+    drop(t);
+    let before = ctx.buffer_pool_stats();
+    assert!(before.free_bytes >= (n * 4) as u64, "{before:?}");
+    let z = ctx.zeros([n], DType::F32).unwrap();
+    assert_eq!(ctx.buffer_pool_stats().reused, before.reused + 1);
+    assert!(
+        z.to_vec_blocking::<f32>()
+            .unwrap()
+            .iter()
+            .all(|&v| v == 0.0)
+    );
+    // Op outputs on reused buffers: the same values as on new ones.
+    let x = ctx.tensor(&data, [n]).unwrap();
+    let want: Vec<f32> = data.iter().map(|v| v * 2.0 + 1.0).collect();
+    for _ in 0..3 {
+        let y = ctx.eval(&(x.expr() * 2.0 + 1.0)).unwrap();
+        assert_eq!(y.to_vec_blocking::<f32>().unwrap(), want);
+    }
+    // An upload onto a buffer whose clear was still pending when its
+    // tensor went: the clear is dropped, the upload stays.
+    drop(z);
+    let pending = ctx.zeros([n], DType::F32).unwrap();
+    drop(pending);
+    let other = common::random(n, 4);
+    let u = ctx.tensor(&other, [n]).unwrap();
+    assert_eq!(u.to_vec_blocking::<f32>().unwrap(), other);
+    // A write into a tensor whose clear is pending lands after the clear.
+    drop(u);
+    let w = ctx.zeros([n], DType::F32).unwrap();
+    ctx.write(&w, &other).unwrap();
+    assert_eq!(w.to_vec_blocking::<f32>().unwrap(), other);
+    ctx.release_buffer_pool();
+    assert_eq!(ctx.buffer_pool_stats().free_bytes, 0);
+}
+
+/// Inside a batch, a buffer freed mid-batch is not handed out again until
+/// the batch has submitted (its recorded readers still need it), and a
+/// buffer reused from before the batch is cleared in order.
+#[test]
+fn pool_inside_a_batch() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = pooled_context(&ctx, 64 << 20);
+    let n = 777;
+    let data = common::random(n, 5);
+    let x = ctx.tensor(&data, [n]).unwrap();
+    // A free buffer of x's size from before the batch.
+    drop(ctx.tensor(&common::random(n, 6), [n]).unwrap());
+    let other = common::random(n, 7);
+    let (z, w, fresh, up) = ctx
+        .batch(|| {
+            let y = ctx.eval(&(x.expr() * 3.0))?;
+            let z = ctx.eval(&(y.expr() + 1.0))?;
+            drop(y);
+            // Must not take y's buffer: the upload lands before the
+            // batch's kernels, and y's kernel would overwrite it.
+            let up = ctx.tensor(&other, [n])?;
+            let w = ctx.eval(&(x.expr() - 1.0))?;
+            let fresh = ctx.zeros([n], DType::F32)?;
+            Ok((z, w, fresh, up))
+        })
+        .unwrap();
+    assert_eq!(up.to_vec_blocking::<f32>().unwrap(), other);
+    let z = z.to_vec_blocking::<f32>().unwrap();
+    let w = w.to_vec_blocking::<f32>().unwrap();
+    for i in 0..n {
+        assert_eq!(z[i], data[i] * 3.0 + 1.0, "z[{i}]");
+        assert_eq!(w[i], data[i] - 1.0, "w[{i}]");
+    }
+    assert!(
+        fresh
+            .to_vec_blocking::<f32>()
+            .unwrap()
+            .iter()
+            .all(|&v| v == 0.0)
+    );
+    // After the batch, y's buffer is free again.
+    assert!(ctx.buffer_pool_stats().free_bytes >= (n * 4) as u64);
+}
+
+/// A pool of 0 bytes keeps nothing.
+#[test]
+fn pool_of_zero_bytes_is_off() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = pooled_context(&ctx, 0);
+    for _ in 0..3 {
+        drop(ctx.zeros([100], DType::F32).unwrap());
+    }
+    let stats = ctx.buffer_pool_stats();
+    assert_eq!((stats.reused, stats.free_bytes), (0, 0), "{stats:?}");
+    assert_eq!(stats.created, 3);
+}

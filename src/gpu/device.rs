@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 
+use super::pool::{Pool, PooledBuffer};
 use super::tensor::{BUFFER_ALIGN, check_rank, last_dim, numel};
 use super::{AdapterProfile, Dispatch, Tensor};
 use crate::dtype::DType;
@@ -32,6 +33,17 @@ pub(crate) struct Gpu {
     pub(crate) batch: Mutex<Option<Batch>>,
     /// Command buffers submitted so far (for tests of batching).
     pub(crate) submissions: std::sync::atomic::AtomicU64,
+    /// Free tensor buffers for reuse.
+    pub(crate) pool: Arc<Pool>,
+    /// Held from taking the pool's pending clears to `queue.submit`, so no
+    /// other thread's command buffer can run a reused buffer's work first.
+    pub(crate) submit_lock: Mutex<()>,
+}
+
+/// One step of a batch: a dispatch, or the clear of a reused buffer.
+pub(crate) enum Step {
+    Run(Dispatch),
+    Clear(wgpu::Buffer),
 }
 
 /// Dispatches recorded by one thread's open batch, submitted together.
@@ -39,7 +51,7 @@ pub(crate) struct Batch {
     thread: ThreadId,
     /// Nested `batch` calls inside the outermost one.
     depth: u32,
-    dispatches: Vec<Dispatch>,
+    steps: Vec<Step>,
 }
 
 impl Drop for Gpu {
@@ -130,8 +142,9 @@ impl Gpu {
                 *batch = Some(Batch {
                     thread: me,
                     depth: 1,
-                    dispatches: Vec::new(),
-                })
+                    steps: Vec::new(),
+                });
+                self.pool.batch_opened();
             }
         }
     }
@@ -149,25 +162,34 @@ impl Gpu {
         }
         let result = self.flush("batch");
         *self.batch.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.pool.batch_closed();
         result
     }
 
-    /// Records `dispatches` in this thread's open batch; false when there is none.
+    /// Records `dispatches` in this thread's open batch, after the clears
+    /// of the buffers this thread's allocations reused; false when there
+    /// is no batch.
     fn record(&self, dispatches: &[Dispatch]) -> bool {
-        self.own_batch(|b| b.dispatches.extend_from_slice(dispatches))
-            .is_some()
+        self.own_batch(|b| {
+            let clears = self.pool.take_clears(true);
+            b.steps.extend(clears.into_iter().map(Step::Clear));
+            b.steps.extend(dispatches.iter().cloned().map(Step::Run));
+        })
+        .is_some()
     }
 
-    /// The dispatches this thread's batch recorded so far, taken out.
-    fn take_recorded(&self) -> Vec<Dispatch> {
-        self.own_batch(|b| std::mem::take(&mut b.dispatches))
+    /// The steps this thread's batch recorded so far, taken out.
+    fn take_recorded(&self) -> Vec<Step> {
+        self.own_batch(|b| std::mem::take(&mut b.steps))
             .unwrap_or_default()
     }
 
-    /// Submits what this thread's batch recorded so far (nothing if none).
+    /// Submits what this thread's batch recorded so far and the pool's
+    /// pending clears (nothing if neither): before a `queue.write_buffer`,
+    /// which would otherwise land before them.
     pub(crate) fn flush(&self, during: &str) -> Result<()> {
         let recorded = self.take_recorded();
-        if recorded.is_empty() {
+        if recorded.is_empty() && !self.pool.has_clears() {
             return Ok(());
         }
         self.submit_recorded(during, recorded, |_| {}).map(|_| ())
@@ -189,7 +211,7 @@ impl Gpu {
     fn submit_recorded(
         &self,
         during: &str,
-        recorded: Vec<Dispatch>,
+        recorded: Vec<Step>,
         f: impl FnOnce(&mut wgpu::CommandEncoder),
     ) -> Result<wgpu::SubmissionIndex> {
         self.ensure_alive()?;
@@ -199,17 +221,19 @@ impl Gpu {
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(during),
         });
-        if !recorded.is_empty() {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("wgtile batch"),
-                timestamp_writes: None,
-            });
-            for d in &recorded {
-                d.encode(&mut pass);
-            }
+        let submit = self
+            .submit_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Every reused buffer not yet cleared is cleared first: its new
+        // tensor is used by this command buffer or a later one.
+        for buffer in self.pool.take_clears(false) {
+            encoder.clear_buffer(&buffer, 0, None);
         }
+        encode_steps(&mut encoder, &recorded);
         f(&mut encoder);
         let index = self.queue.submit([encoder.finish()]);
+        drop(submit);
         self.submissions.fetch_add(1, Ordering::Relaxed);
         let validation = pollster::block_on(validation.pop());
         let oom = pollster::block_on(oom.pop());
@@ -221,14 +245,18 @@ impl Gpu {
 
     /// `queue.write_buffer` inside validation and out-of-memory error scopes.
     /// An open batch's recorded work is submitted first (a write lands
-    /// before the next submission's work, so it would jump ahead of it).
+    /// before the next submission's work, so it would jump ahead of it),
+    /// and so is the buffer's own pending clear, if any.
     pub(crate) fn write_bytes(
         &self,
         during: &str,
-        buffer: &wgpu::Buffer,
+        buffer: &PooledBuffer,
         bytes: &[u8],
     ) -> Result<()> {
-        self.flush(during)?;
+        let recorded = self.take_recorded();
+        if !recorded.is_empty() || buffer.clear_pending() {
+            self.submit_recorded(during, recorded, |_| {})?;
+        }
         self.ensure_alive()?;
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -388,15 +416,32 @@ impl Gpu {
         dtype: DType,
         label: &str,
     ) -> Result<Tensor> {
+        self.alloc_with(shape, row_stride, dtype, label, true)
+    }
+
+    /// [`Gpu::alloc_strided`]; without `zeroed` for an upload that writes
+    /// every byte of the buffer ([`Tensor::size_bytes`] rounded up to 16)
+    /// before any use: a reused buffer is then not cleared first.
+    pub(crate) fn alloc_with(
+        self: &Arc<Self>,
+        shape: &[usize],
+        row_stride: usize,
+        dtype: DType,
+        label: &str,
+        zeroed: bool,
+    ) -> Result<Tensor> {
         let bytes = self.tensor_bytes(shape, row_stride, dtype)?;
         let size = bytes.next_multiple_of(BUFFER_ALIGN).max(BUFFER_ALIGN);
-        let buffer = self.create_buffer(
-            label,
-            size,
-            wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-        )?;
+        let buffer = match self.pool.take(size, zeroed) {
+            Some(reused) => reused,
+            None => self.pool.adopt(self.create_buffer(
+                label,
+                size,
+                wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+            )?),
+        };
         Ok(Tensor {
             gpu: self.clone(),
             buffer: Arc::new(buffer),
@@ -422,5 +467,33 @@ impl Gpu {
             }
         })
         .map(|_| ())
+    }
+}
+
+/// Encodes a batch's steps: dispatches in compute passes, a clear between
+/// two passes.
+fn encode_steps(encoder: &mut wgpu::CommandEncoder, steps: &[Step]) {
+    let mut rest = steps;
+    while let Some(first) = rest.first() {
+        if let Step::Clear(buffer) = first {
+            encoder.clear_buffer(buffer, 0, None);
+            rest = &rest[1..];
+            continue;
+        }
+        let runs = rest
+            .iter()
+            .position(|s| matches!(s, Step::Clear(_)))
+            .unwrap_or(rest.len());
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("wgtile batch"),
+            timestamp_writes: None,
+        });
+        for step in &rest[..runs] {
+            if let Step::Run(d) = step {
+                d.encode(&mut pass);
+            }
+        }
+        drop(pass);
+        rest = &rest[runs..];
     }
 }

@@ -7,6 +7,7 @@ mod dispatch;
 #[cfg(any(test, feature = "dev"))]
 mod fake;
 mod plan;
+mod pool;
 mod profile;
 mod tensor;
 mod timing;
@@ -14,6 +15,8 @@ mod timing;
 pub(crate) use device::Gpu;
 pub(crate) use dispatch::{Dispatch, grid};
 pub use plan::Plan;
+pub use pool::BufferPoolStats;
+pub(crate) use pool::{Pool, PooledBuffer};
 pub(crate) use tensor::{BUFFER_ALIGN, check_rank, last_dim, numel};
 pub use tensor::{MAX_RANK, Tensor, uniform_values};
 

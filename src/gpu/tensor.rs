@@ -28,7 +28,7 @@ pub(crate) const BUFFER_ALIGN: u64 = 16;
 #[derive(Clone)]
 pub struct Tensor {
     pub(crate) gpu: Arc<Gpu>,
-    pub(crate) buffer: Arc<wgpu::Buffer>,
+    pub(crate) buffer: Arc<super::pool::PooledBuffer>,
     pub(crate) shape: Vec<usize>,
     pub(crate) dtype: DType,
     /// Elements from one row's start to the next (>= the last dimension).

@@ -46,7 +46,17 @@ pub struct ContextOptions {
     /// Limits to request instead of the adapter's own (all of them by default).
     /// Asking for more than the adapter has fails with [`Error::RequestDevice`].
     pub limits: Option<wgpu::Limits>,
+    /// The most bytes of free tensor buffers the context keeps for reuse
+    /// (4 GiB by default; 0 turns the pool off). A tensor's buffer returns
+    /// to the pool when its last tensor is dropped and is handed, zeroed on
+    /// the GPU, to the next tensor of the same byte size: a new allocation
+    /// costs the host far more than the clear.
+    /// [`Context::release_buffer_pool`] frees what the pool holds.
+    pub buffer_pool_bytes: u64,
 }
+
+/// [`ContextOptions::buffer_pool_bytes`]'s default.
+pub const DEFAULT_BUFFER_POOL_BYTES: u64 = 4 << 30;
 
 impl Default for ContextOptions {
     fn default() -> Self {
@@ -57,6 +67,7 @@ impl Default for ContextOptions {
             cooperative_matrix: None,
             disabled_features: wgpu::Features::empty(),
             limits: None,
+            buffer_pool_bytes: DEFAULT_BUFFER_POOL_BYTES,
         }
     }
 }
@@ -278,7 +289,13 @@ impl Context {
             flag.store(true, Ordering::Release);
             log::warn!("wgpu device lost ({reason:?}): {msg}");
         });
-        Ok(Self::from_parts(adapter, device, queue, lost))
+        Ok(Self::from_parts(
+            adapter,
+            device,
+            queue,
+            lost,
+            options.buffer_pool_bytes,
+        ))
     }
 
     /// A context on an application's own wgpu device (a renderer's, another
@@ -294,9 +311,29 @@ impl Context {
     /// uncaptured-error and device-lost callbacks stay (wgtile scopes its
     /// own submissions, so its errors come back as `Err`), and a lost
     /// device shows as the errors of the calls after it. Work is submitted
-    /// on `queue`, in the order the calls are made.
+    /// on `queue`, in the order the calls are made. Its buffer pool holds
+    /// up to [`DEFAULT_BUFFER_POOL_BYTES`].
     pub fn from_wgpu(adapter: wgpu::Adapter, device: wgpu::Device, queue: wgpu::Queue) -> Self {
-        Self::from_parts(adapter, device, queue, Arc::new(AtomicBool::new(false)))
+        Self::from_parts(
+            adapter,
+            device,
+            queue,
+            Arc::new(AtomicBool::new(false)),
+            DEFAULT_BUFFER_POOL_BYTES,
+        )
+    }
+
+    /// How many tensor buffers the pool reused and allocated, and the
+    /// bytes it holds ([`ContextOptions::buffer_pool_bytes`]).
+    pub fn buffer_pool_stats(&self) -> crate::gpu::BufferPoolStats {
+        self.inner.gpu.pool.stats()
+    }
+
+    /// Frees every buffer the pool holds (tensors in use keep theirs):
+    /// memory for another part of the application, as PyTorch's
+    /// `empty_cache` gives it.
+    pub fn release_buffer_pool(&self) {
+        self.inner.gpu.pool.release();
     }
 
     fn from_parts(
@@ -304,6 +341,7 @@ impl Context {
         device: wgpu::Device,
         queue: wgpu::Queue,
         lost: Arc<AtomicBool>,
+        pool_bytes: u64,
     ) -> Self {
         let profile = AdapterProfile::new(&adapter, &device);
         let unused = |label| {
@@ -334,6 +372,8 @@ impl Context {
                     lost,
                     batch: std::sync::Mutex::new(None),
                     submissions: Default::default(),
+                    pool: Arc::new(crate::gpu::Pool::new(pool_bytes)),
+                    submit_lock: std::sync::Mutex::new(()),
                 }),
                 pipelines: PipelineCache::default(),
                 fused: crate::kernels::GeneratedCache::default(),

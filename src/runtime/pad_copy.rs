@@ -121,7 +121,7 @@ impl Context {
         let spec = Spec::new(Kernel::PadCopyHalves).dtype(DType::F32);
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let (b_src, b_dst) = match second {
-            Some((b, ..)) => (&*b.src.buffer, &*b.dst.buffer),
+            Some((b, ..)) => (b.src.buffer(), b.dst.buffer()),
             None => (&self.inner.dummy, &self.inner.dummy_rw),
         };
         Ok(Dispatch::with_bindings(
@@ -129,8 +129,8 @@ impl Context {
             pipeline,
             &[
                 (5, &jobs),
-                (3, &*a.src.buffer),
-                (4, &*a.dst.buffer),
+                (3, a.src.buffer()),
+                (4, a.dst.buffer()),
                 (6, b_src),
                 (7, b_dst),
             ],

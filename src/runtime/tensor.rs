@@ -46,19 +46,15 @@ impl Context {
         let stride = last.checked_next_multiple_of(multiple).ok_or_else(|| {
             Error::InvalidArgument(format!("rows of {last} padded to {multiple} overflow"))
         })?;
-        let t = self
-            .inner
-            .gpu
-            .alloc_strided(shape, stride, T::DTYPE, "wgtile padded tensor")?;
-        if n > 0 {
-            let mut padded = vec![<T as bytemuck::Zeroable>::zeroed(); t.storage_len()];
-            for (dst, src) in padded.chunks_mut(stride).zip(data.chunks(last)) {
-                dst[..last].copy_from_slice(src);
-            }
-            let mut bytes = bytemuck::cast_slice::<T, u8>(&padded).to_vec();
-            bytes.resize(bytes.len().next_multiple_of(4), 0);
-            self.inner.queue.write_buffer(&t.buffer, 0, &bytes);
+        let t =
+            self.inner
+                .gpu
+                .alloc_with(shape, stride, T::DTYPE, "wgtile padded tensor", false)?;
+        let mut padded = vec![<T as bytemuck::Zeroable>::zeroed(); t.storage_len()];
+        for (dst, src) in padded.chunks_mut(stride).zip(data.chunks(last)) {
+            dst[..last].copy_from_slice(src);
         }
+        self.upload_whole(&t, bytemuck::cast_slice::<T, u8>(&padded));
         Ok(t)
     }
 
@@ -101,13 +97,21 @@ impl Context {
                 data.len()
             )));
         }
-        let t = self.alloc(shape, T::DTYPE, "wgtile tensor")?;
-        if n > 0 {
-            let mut bytes = bytemuck::cast_slice::<T, u8>(data).to_vec();
-            bytes.resize(bytes.len().next_multiple_of(4), 0);
-            self.inner.queue.write_buffer(&t.buffer, 0, &bytes);
-        }
+        let t =
+            self.inner
+                .gpu
+                .alloc_with(shape, last_dim(shape), T::DTYPE, "wgtile tensor", false)?;
+        self.upload_whole(&t, bytemuck::cast_slice::<T, u8>(data));
         Ok(t)
+    }
+
+    /// Writes `bytes`, zero-padded to the whole buffer, into a tensor made
+    /// by `alloc_with(.., false)` (a reused buffer is not cleared: every byte is
+    /// written here).
+    fn upload_whole(&self, t: &Tensor, bytes: &[u8]) {
+        let mut whole = bytes.to_vec();
+        whole.resize(t.buffer.size() as usize, 0);
+        self.inner.queue.write_buffer(&t.buffer, 0, &whole);
     }
 
     /// Writes `data` (the tensor's dtype: `f32`, `half::f16` or
@@ -201,7 +205,7 @@ impl Context {
         }
         Ok(Tensor {
             gpu: self.inner.gpu.clone(),
-            buffer: std::sync::Arc::new(buffer.clone()),
+            buffer: std::sync::Arc::new(crate::gpu::PooledBuffer::unpooled(buffer.clone())),
             shape: shape.to_vec(),
             dtype,
             row_stride: last_dim(shape),
@@ -210,7 +214,7 @@ impl Context {
 
     /// A tensor of zeros.
     pub fn zeros(&self, shape: impl AsRef<[usize]>, dtype: DType) -> Result<Tensor> {
-        // wgpu zero-initialises new buffers.
+        // wgpu zero-initialises new buffers; the pool clears reused ones.
         self.alloc(shape.as_ref(), dtype, "wgtile zeros")
     }
 

@@ -12,13 +12,23 @@ use wgtile::{BinaryOp, Context, ContextOptions, DType, MatmulShape, Tensor, Unar
 /// The shared test context: the default adapter (the software one, lavapipe,
 /// when no GPU is present). `None` (test skipped) only when there is no
 /// adapter and `CI` is unset; under CI a missing adapter fails loudly.
+static CTX: OnceLock<Option<Context>> = OnceLock::new();
+
 pub fn ctx() -> Option<Context> {
-    static CTX: OnceLock<Option<Context>> = OnceLock::new();
     CTX.get_or_init(|| {
         let _ = env_logger::builder().is_test(true).try_init();
         match Context::new_blocking(ContextOptions::default()) {
             Ok(ctx) => {
                 eprintln!("test adapter:\n{}", ctx.profile());
+                // The shared context is never dropped: wait for its work and
+                // free its pooled buffers at exit, before the driver's own
+                // exit handlers (registered earlier, so run later) tear the
+                // device down under them.
+                // lavapipe crashed there now and then (SIGSEGV after the
+                // test passed).
+                // SAFETY: `atexit` is the C library's; the callback takes
+                // and returns nothing and does not unwind.
+                unsafe { atexit(wait_at_exit) };
                 Some(ctx)
             }
             Err(e) => {
@@ -35,6 +45,17 @@ pub fn ctx() -> Option<Context> {
         }
     })
     .clone()
+}
+
+unsafe extern "C" {
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+extern "C" fn wait_at_exit() {
+    if let Some(Some(ctx)) = CTX.get() {
+        let _ = ctx.synchronize();
+        ctx.release_buffer_pool();
+    }
 }
 
 /// A second context on `ctx`'s adapter with `disabled` features turned off

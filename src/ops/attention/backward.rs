@@ -212,17 +212,17 @@ impl Context {
         // 15-18; the scalar ones as elements at 1-3 and 10.
         let operands: Vec<(u32, &wgpu::Buffer)> = if coop.is_some() {
             vec![
-                (15, &*q.buffer),
-                (16, &*k.buffer),
-                (17, &*v.buffer),
-                (18, &*d_o.buffer),
+                (15, q.buffer()),
+                (16, k.buffer()),
+                (17, v.buffer()),
+                (18, d_o.buffer()),
             ]
         } else {
             vec![
-                (1, &*q.buffer),
-                (2, &*k.buffer),
-                (3, &*v.buffer),
-                (10, &*d_o.buffer),
+                (1, q.buffer()),
+                (2, k.buffer()),
+                (3, v.buffer()),
+                (10, d_o.buffer()),
             ]
         };
         let device = &self.inner.device;
@@ -248,13 +248,13 @@ impl Context {
         let shared: [(u32, &wgpu::Buffer); 4] = [
             (0, &params),
             (6, &mask_buf),
-            (7, &*kv_len.buffer),
-            (11, &*stats.buffer),
+            (7, kv_len.buffer()),
+            (11, stats.buffer()),
         ];
         let [kv_spec, q_spec] = &specs;
         if b * hkv > 0 && sk > 0 {
             let mut bindings = shared.to_vec();
-            bindings.extend([(13, &*dk.buffer), (14, &*dv_t.buffer)]);
+            bindings.extend([(13, dk.buffer()), (14, dv_t.buffer())]);
             bindings.extend(operands.iter().copied());
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
@@ -265,7 +265,7 @@ impl Context {
         }
         if rows > 0 {
             let mut bindings = shared.to_vec();
-            bindings.push((12, &*dq.buffer));
+            bindings.push((12, dq.buffer()));
             bindings.extend(operands.iter().copied());
             plan.dispatches.push(Dispatch::with_bindings(
                 device,

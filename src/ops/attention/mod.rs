@@ -498,7 +498,7 @@ pub struct AttentionOutput {
 /// (the last dimension contiguous).
 #[derive(Clone, Debug)]
 pub(crate) struct Operand {
-    pub(crate) buffer: Arc<wgpu::Buffer>,
+    pub(crate) buffer: Arc<crate::gpu::PooledBuffer>,
     pub(crate) dtype: DType,
     pub(crate) batch: usize,
     pub(crate) heads: usize,
@@ -561,7 +561,7 @@ pub(crate) struct Setup {
     pub(crate) dims: [usize; 7],
     pub(crate) o_shape: Vec<usize>,
     pub(crate) words: Vec<u32>,
-    pub(crate) mask_buf: Arc<wgpu::Buffer>,
+    pub(crate) mask_buf: Arc<crate::gpu::PooledBuffer>,
     pub(crate) kv_len: Tensor,
     pub(crate) dummy: Tensor,
     pub(crate) flops: u64,

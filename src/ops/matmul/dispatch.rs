@@ -73,7 +73,7 @@ impl Context {
         };
         // The tiled core declares the partial-sum binding (4) in every variant.
         let binding4 = match (&partials, kernel) {
-            (Some(p), _) => Some(&*p.buffer),
+            (Some(p), _) => Some(p.buffer()),
             (None, MatmulKernel::Tiled { .. }) => Some(&self.inner.dummy_rw),
             _ => None,
         };
@@ -373,8 +373,8 @@ impl Context {
     ) -> (&'e wgpu::Buffer, &'e wgpu::Buffer) {
         let dummy = &self.inner.dummy;
         (
-            epilogue.bias.as_ref().map_or(dummy, |t| &*t.buffer),
-            epilogue.residual.as_ref().map_or(dummy, |t| &*t.buffer),
+            epilogue.bias.as_ref().map_or(dummy, |t| t.buffer()),
+            epilogue.residual.as_ref().map_or(dummy, |t| t.buffer()),
         )
     }
 }

@@ -412,6 +412,9 @@ impl Context {
     pub fn upload_quantized(&self, host: &HostQuant) -> Result<QuantTensor> {
         host.check()?;
         let q = self.alloc_quant(host.format, host.axis, host.block, &host.shape)?;
+        // Reused buffers' clears go first: the writes below land before the
+        // next submission.
+        self.inner.gpu.flush("upload_quantized")?;
         let write = |t: &Tensor, words: &[u32]| {
             if !words.is_empty() {
                 self.queue()
