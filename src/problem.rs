@@ -125,6 +125,27 @@ impl MatmulShape {
         Ok(self)
     }
 
+    /// The same product with the batches of A folded into its rows where
+    /// that reads and writes the same memory: B shared by every batch (a
+    /// linear layer's weight), A not transposed and its batches packed one
+    /// after another. `[B, S, K] x [K, N]` becomes one `[B * S, K] x [K, N]`
+    /// product, so the kernel is chosen for B * S rows instead of S (and a
+    /// GEMV of batches of one row becomes a matmul). The output's shape and
+    /// layout are unchanged.
+    pub fn folded(mut self) -> Self {
+        let [outer, inner] = self.batch;
+        let matrix = self.m * self.a_pitch;
+        let packed = (inner == 1 || self.a_strides[1] == matrix)
+            && (outer == 1 || self.a_strides[0] == inner * matrix);
+        if self.transpose_a || self.b_strides != [0, 0] || outer * inner == 1 || !packed {
+            return self;
+        }
+        self.m *= outer * inner;
+        self.batch = [1, 1];
+        self.a_strides = [0, 0];
+        self
+    }
+
     /// Checks two shapes as NumPy's `matmul` does.
     pub fn new(a: &[usize], b: &[usize]) -> Result<Self> {
         if a.is_empty() || b.is_empty() {

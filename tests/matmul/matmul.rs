@@ -210,6 +210,39 @@ fn batched_and_broadcast() {
     }
 }
 
+/// Batches of A over a shared B fold into one taller product (same
+/// memory, one kernel choice for all rows); anything else stays batched.
+/// Both give NumPy's results, batches of single rows included.
+#[test]
+fn batches_over_a_shared_weight_fold_into_rows() {
+    let folded = MatmulShape::new(&[3, 17, 9], &[9, 11]).unwrap().folded();
+    assert_eq!(
+        (folded.m, folded.batch, folded.out_shape.clone()),
+        (51, [1, 1], vec![3, 17, 11])
+    );
+    let two = MatmulShape::new(&[2, 3, 5, 7], &[7, 4]).unwrap().folded();
+    assert_eq!((two.m, two.batch), (30, [1, 1]));
+    // B per batch, A broadcast over a batch dimension, A transposed: not folded.
+    for shape in [
+        MatmulShape::new(&[3, 17, 9], &[3, 9, 11]).unwrap(),
+        MatmulShape::new(&[2, 1, 5, 7], &[3, 7, 4]).unwrap(),
+        MatmulShape::with_transposes(&[3, 9, 17], &[9, 11], true, false).unwrap(),
+    ] {
+        assert_eq!(shape.clone().folded(), shape);
+    }
+    let Some(ctx) = common::ctx() else { return };
+    for (i, (a, b)) in [
+        (&[4, 1, 9][..], &[9, 11][..]),
+        (&[2, 3, 5, 7], &[7, 4]),
+        (&[3, 7, 13], &[13, 5]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        check(&ctx, a, b, DType::F32, None, 300 + i as u64);
+    }
+}
+
 #[test]
 fn vector_operands_follow_numpy() {
     let Some(ctx) = common::ctx() else { return };

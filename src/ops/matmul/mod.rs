@@ -536,7 +536,7 @@ pub(crate) fn operand_shape(
         options.transpose_b,
     )?;
     if a.is_contiguous() && b.is_contiguous() {
-        return Ok(shape);
+        return Ok(shape.folded());
     }
     let a_pitch = if a.is_contiguous() {
         shape.a_pitch
@@ -548,7 +548,7 @@ pub(crate) fn operand_shape(
     } else {
         b.row_stride()
     };
-    shape.with_pitches(a_pitch, b_pitch)
+    Ok(shape.with_pitches(a_pitch, b_pitch)?.folded())
 }
 
 /// `kernel` reading `dtype` operands and writing `out_dtype` results.
