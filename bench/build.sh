@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # wgtile's examples, and the measuring programs of the wgtile-dev crate
 # (dev/: every kernel variant side by side, the driver's register counts,
 # the atomics probe).
-examples=(tour matmul_sweep fusion rowops attention quantization bf16)
+examples=(tour matmul_sweep fusion rowops attention quantization bf16 bert_embed layout batch)
 dev_bins=(matmul_kernels pipeline_stats atomics_probe attention_sweep coop_attention_probe)
 cargo build --release -p wgtile $(printf -- '--example %s ' "${examples[@]}")
 cargo build --release -p wgtile-dev $(printf -- '--bin %s ' "${dev_bins[@]}")
