@@ -1175,3 +1175,28 @@ fn pool_of_zero_bytes_is_off() {
     assert_eq!((stats.reused, stats.free_bytes), (0, 0), "{stats:?}");
     assert_eq!(stats.created, 3);
 }
+
+/// A plan kept for replay keeps what it binds: its input dropped, the
+/// input's buffer is not handed to a new tensor while the plan lives (the
+/// plan would read the new tensor), and is once the plan is gone.
+#[test]
+fn pool_never_hands_out_a_buffer_a_plan_binds() {
+    let Some(ctx) = common::ctx() else { return };
+    let ctx = pooled_context(&ctx, 64 << 20);
+    let n = 613;
+    let data = common::random(n, 8);
+    let x = ctx.tensor(&data, [n]).unwrap();
+    let plan = ctx.eval_plan(&(x.expr() * 2.0)).unwrap();
+    drop(x);
+    let other = ctx.tensor(&common::random(n, 9), [n]).unwrap();
+    plan.run().unwrap();
+    let want: Vec<f32> = data.iter().map(|v| v * 2.0).collect();
+    assert_eq!(plan.output().to_vec_blocking::<f32>().unwrap(), want);
+    drop(other);
+    drop(plan);
+    // Now both buffers of that size are free.
+    let reused = ctx.buffer_pool_stats().reused;
+    let _a = ctx.zeros([n], DType::F32).unwrap();
+    let _b = ctx.zeros([n], DType::F32).unwrap();
+    assert_eq!(ctx.buffer_pool_stats().reused, reused + 2);
+}

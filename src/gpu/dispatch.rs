@@ -13,6 +13,9 @@ pub(crate) struct Dispatch {
     /// conditional dispatch: `Context::armed` writes its `workgroups` there,
     /// or zeros).
     pub(crate) indirect: Option<(Arc<wgpu::Buffer>, u64)>,
+    /// The bound buffers, kept from reuse by the buffer pool while this
+    /// dispatch (or a clone) lives.
+    pub(crate) _bound: Arc<super::pool::Bindings>,
 }
 
 impl Dispatch {
@@ -49,11 +52,13 @@ impl Dispatch {
             layout: &layout,
             entries: &entries,
         });
+        let bound = super::pool::Bindings::new(buffers.iter().map(|&(_, b)| b.clone()).collect());
         Self {
             pipeline,
             bind_group,
             workgroups,
             indirect: None,
+            _bound: Arc::new(bound),
         }
     }
 

@@ -13,6 +13,9 @@
 //! - a buffer freed while a batch is open may still be read by that batch's
 //!   recorded work: it waits until the batch has submitted;
 //! - a buffer freed with its clear still pending drops the clear;
+//! - a buffer a live dispatch binds (a plan kept for replay that reads a
+//!   tensor since dropped, or an intermediate only its bind group holds) is
+//!   not handed out: the dispatch would read or write the new tensor;
 //! - uploads (`queue.write_buffer`) write the whole buffer or submit the
 //!   pending clears first (`Gpu::flush_for_write`).
 //!
@@ -21,6 +24,49 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError, Weak};
+
+/// Buffers bound by live dispatches (of every device), with how many bind
+/// each. A `wgpu::Buffer` hashes and compares by its handle's identity, which
+/// its interior mutability (mapping state) never changes.
+#[allow(clippy::mutable_key_type)]
+static BOUND: Mutex<Option<HashMap<wgpu::Buffer, u32>>> = Mutex::new(None);
+
+fn bound() -> std::sync::MutexGuard<'static, Option<HashMap<wgpu::Buffer, u32>>> {
+    BOUND.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The buffers one dispatch binds, counted in `BOUND` while it lives
+/// (shared by its clones).
+#[derive(Debug)]
+pub(crate) struct Bindings(Vec<wgpu::Buffer>);
+
+impl Bindings {
+    #[allow(clippy::mutable_key_type)]
+    pub(crate) fn new(buffers: Vec<wgpu::Buffer>) -> Self {
+        let mut map = bound();
+        let map = map.get_or_insert_with(HashMap::new);
+        for b in &buffers {
+            *map.entry(b.clone()).or_insert(0) += 1;
+        }
+        Self(buffers)
+    }
+}
+
+impl Drop for Bindings {
+    #[allow(clippy::mutable_key_type)]
+    fn drop(&mut self) {
+        let mut map = bound();
+        let Some(map) = map.as_mut() else { return };
+        for b in &self.0 {
+            if let Some(n) = map.get_mut(b) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(b);
+                }
+            }
+        }
+    }
+}
 
 /// A tensor's buffer; returns to its pool when dropped.
 pub(crate) struct PooledBuffer {
@@ -130,7 +176,14 @@ impl Pool {
         zeroed: bool,
     ) -> Option<PooledBuffer> {
         let mut s = self.lock();
-        let (id, buffer) = s.free.get_mut(&size)?.pop()?;
+        let list = s.free.get_mut(&size)?;
+        // The most recently freed buffer no live dispatch binds.
+        let at = {
+            let map = bound();
+            list.iter()
+                .rposition(|(_, b)| map.as_ref().is_none_or(|m| !m.contains_key(b)))?
+        };
+        let (id, buffer) = list.remove(at);
         s.free_bytes -= size;
         s.reused += 1;
         if zeroed {

@@ -290,3 +290,86 @@ fn attention_returns_its_probabilities() {
         .kernel(AttentionKernel::Flash);
     assert!(ctx.attention(&q, &k, &v, &forced).is_err());
 }
+
+/// `with_scores`: the logits the softmax reads, against f64: `scale q k^T`
+/// soft-capped, an additive mask added, `-inf` where key lengths, the
+/// causal band or a boolean 0 hide a key; with the probabilities in the
+/// same call, which must be their softmax.
+#[test]
+fn attention_returns_its_scores() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, h, sq, sk, d) = (2, 3, 5, 7, 4);
+    let qh = common::random(b * h * sq * d, 81);
+    let kh = common::random(b * h * sk * d, 82);
+    let vh = common::random(b * h * sk * d, 83);
+    let addh: Vec<f32> = common::random(sq * sk, 84)
+        .iter()
+        .map(|v| v * 2.0)
+        .collect();
+    let q = ctx.tensor(&qh, [b, h, sq, d]).unwrap();
+    let k = ctx.tensor(&kh, [b, h, sk, d]).unwrap();
+    let v = ctx.tensor(&vh, [b, h, sk, d]).unwrap();
+    let add = ctx.tensor(&addh, [sq, sk]).unwrap();
+    let (cap, lens, offset) = (3.0f64, [7u32, 4], 1i64);
+    let opts = AttentionOptions::new()
+        .softcap(cap as f32)
+        .additive_mask(&add)
+        .key_lengths(&lens)
+        .causal(DiagonalAlignment::Offset(offset))
+        .with_scores()
+        .with_probabilities();
+    let out = ctx.attention(&q, &k, &v, &opts).unwrap();
+    let scores = out
+        .scores
+        .expect("asked for")
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    let probs = out
+        .probs
+        .expect("asked for")
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    let scale = 1.0 / (d as f64).sqrt();
+    for (bi, &len) in lens.iter().enumerate() {
+        for hd in 0..h {
+            for i in 0..sq {
+                let row = ((bi * h + hd) * sq + i) * sk;
+                let want: Vec<f64> = (0..sk)
+                    .map(|j| {
+                        if j >= len as usize || j as i64 > i as i64 + offset {
+                            return f64::NEG_INFINITY;
+                        }
+                        let dot: f64 = (0..d)
+                            .map(|c| {
+                                f64::from(qh[((bi * h + hd) * sq + i) * d + c])
+                                    * f64::from(kh[((bi * h + hd) * sk + j) * d + c])
+                            })
+                            .sum();
+                        cap * (dot * scale / cap).tanh() + f64::from(addh[i * sk + j])
+                    })
+                    .collect();
+                let m = want.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = want.iter().map(|w| (w - m).exp()).sum();
+                for j in 0..sk {
+                    let got = f64::from(scores[row + j]);
+                    if want[j] == f64::NEG_INFINITY {
+                        assert_eq!(got, f64::NEG_INFINITY, "b {bi} h {hd} row {i} key {j}");
+                    } else {
+                        assert!(
+                            (got - want[j]).abs() <= 1e-5 * (1.0 + want[j].abs()),
+                            "b {bi} h {hd} row {i} key {j}: {got} vs {}",
+                            want[j]
+                        );
+                    }
+                    let p = (want[j] - m).exp() / z;
+                    assert!(
+                        (f64::from(probs[row + j]) - p).abs() <= 1e-6,
+                        "probability {j}"
+                    );
+                }
+            }
+        }
+    }
+    let forced = opts.kernel(AttentionKernel::Flash);
+    assert!(ctx.attention(&q, &k, &v, &forced).is_err());
+}

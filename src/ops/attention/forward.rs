@@ -177,8 +177,8 @@ impl Context {
             }
         }
         let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
-        // The probabilities come from the naive path: f32 staging.
-        if !options.return_probs && self.inner.gpu.require_f16("").is_ok() {
+        // The probabilities and scores come from the naive path: f32 staging.
+        if !(options.return_probs || options.return_scores) && self.inner.gpu.require_f16("").is_ok() {
             // Options the f16 kernels cannot take (a forced f32-only kernel)
             // fail there; the f32 path below reports what is wrong, if anything.
             if let Ok(done) = self.attention_bf16_via_f16(&originals, options) {
@@ -201,6 +201,7 @@ impl Context {
                 o,
                 lse: out.lse,
                 probs: out.probs,
+                scores: out.scores,
             },
         ))
     }
@@ -283,6 +284,7 @@ impl Context {
                 o,
                 lse: out16.lse,
                 probs: None,
+                scores: None,
             },
         ))
     }
@@ -535,9 +537,10 @@ impl Context {
         } else {
             None
         };
-        if opts.return_probs && !matches!(opts.kernel, AttentionKernel::Auto | AttentionKernel::Naive) {
+        let naive = opts.return_probs || opts.return_scores;
+        if naive && !matches!(opts.kernel, AttentionKernel::Auto | AttentionKernel::Naive) {
             return Err(Error::InvalidArgument(format!(
-                "attention: the probabilities come from the naive path, not {:?}",
+                "attention: the probabilities and scores come from the naive path, not {:?}",
                 opts.kernel
             )));
         }
@@ -547,10 +550,18 @@ impl Context {
         } else {
             None
         };
+        // The logits, rescaled from the kernels' base 2 by a kernel that
+        // runs between the scores and the softmax.
+        let scores = if opts.return_scores {
+            Some(self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention scores")?)
+        } else {
+            None
+        };
         let out = AttentionOutput {
             o: o.clone(),
             lse: lse.clone(),
             probs: probs.clone(),
+            scores: scores.clone(),
         };
         let mut plan = Plan {
             gpu: self.inner.gpu.clone(),
@@ -579,8 +590,8 @@ impl Context {
             v: &v,
             max_groups: self.profile().max_workgroups_per_dim as usize,
         };
-        if let Some(p) = probs {
-            self.naive_attention(&mut plan, &launch, Some(p))?;
+        if naive {
+            self.naive_attention(&mut plan, &launch, probs, scores.as_ref())?;
         } else {
             self.attention_path(&mut plan, &launch, opts)?;
         }
@@ -593,7 +604,7 @@ impl Context {
     /// and label written into `plan`.
     fn attention_path(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
         if opts.kernel == AttentionKernel::Naive {
-            return self.naive_attention(plan, l, None);
+            return self.naive_attention(plan, l, None, None);
         }
         let decode = self.decode_choice(l, opts)?;
         if matches!(
@@ -619,8 +630,15 @@ impl Context {
     }
 
     /// The naive path: S = mask(scale Q K^T) in memory, its row softmax in
-    /// place, then P V; `probs` is where P goes when the caller keeps it.
-    fn naive_attention(&self, plan: &mut Plan, l: &Launch<'_>, probs: Option<Tensor>) -> Result<()> {
+    /// place, then P V; `probs` is where P goes when the caller keeps it,
+    /// `scores` where S goes (in natural units).
+    fn naive_attention(
+        &self,
+        plan: &mut Plan,
+        l: &Launch<'_>,
+        probs: Option<Tensor>,
+        scores_out: Option<&Tensor>,
+    ) -> Result<()> {
         let [b, hq, _, sq, sk, _, dv] = l.dims;
         let (dtype, max_groups, device) = (l.dtype, l.max_groups, &self.inner.device);
         let scores = match probs {
@@ -657,6 +675,10 @@ impl Context {
             ],
             grid(sk, sq),
         ));
+        if let Some(out) = scores_out {
+            let natural = self.eval_into_plan(&(scores.expr() * std::f32::consts::LN_2), out)?;
+            plan.dispatches.extend(natural.dispatches);
+        }
         let rows = (b * hq * sq).div_ceil(64);
         let (gx, gy) = (rows.min(max_groups), rows.div_ceil(max_groups.max(1)));
         plan.dispatches.push(Dispatch::with_bindings(

@@ -255,6 +255,8 @@ pub struct AttentionOptions {
     pub return_lse: bool,
     /// Return the attention probabilities too (`with_probabilities`).
     pub return_probs: bool,
+    /// Return the logits the softmax reads too (`with_scores`).
+    pub return_scores: bool,
     /// Layout of q, k, v.
     pub layout: AttentionLayout,
     /// The head dims `(D, Dv)` the caller expects, checked against the
@@ -405,6 +407,20 @@ impl AttentionOptions {
         self
     }
 
+    /// Return the logits too: what the softmax reads, `scale q k^T`
+    /// soft-capped (`cap * tanh(s / cap)`), the additive mask added, and
+    /// `-inf` for every key a rule hides (causal, window, key lengths,
+    /// boolean mask), `[B, Hq, Sq, Sk]` f32. This is ONNX Attention's
+    /// `qk_matmul_output_mode` 1 without a soft-cap (ONNX applies its
+    /// soft-cap after the mask, wgtile before, as FlexAttention does; mode
+    /// 0, the product before any mask, is `q k^T` by matmul). Values are
+    /// within f32 rounding of the exact logits (the kernels keep them in
+    /// base 2). From the naive path, as [`AttentionOptions::with_probabilities`].
+    pub fn with_scores(mut self) -> Self {
+        self.return_scores = true;
+        self
+    }
+
     /// Packed `[B, S, H * D]` inputs (the head dim is each width over its
     /// heads; [`AttentionOptions::packed_dims`] also checks it).
     pub fn packed(mut self, q_heads: usize, kv_heads: usize) -> Self {
@@ -492,6 +508,9 @@ pub struct AttentionOutput {
     /// The probabilities `[B, Hq, Sq, Sk]`, f32, when asked for
     /// ([`AttentionOptions::with_probabilities`]).
     pub probs: Option<Tensor>,
+    /// The logits `[B, Hq, Sq, Sk]`, f32, when asked for
+    /// ([`AttentionOptions::with_scores`]).
+    pub scores: Option<Tensor>,
 }
 
 /// One operand seen as `[batch, heads, seq, dim]` through element strides
