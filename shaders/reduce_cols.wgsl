@@ -2,6 +2,8 @@
 // [outer, n, inner] with inner > 1 (Axis::Dim of any axis but the last),
 // reading x once: each invocation owns one output column, and adjacent
 // invocations take adjacent columns, so every row step is a coalesced read.
+// Four rows per step into four accumulators: four loads in flight per
+// invocation instead of one waiting on the last (docs/perf/layout.md).
 //
 // Entry `main`: invocation c of the outer * inner columns sums (or maxes)
 //   rows [s * seg, (s + 1) * seg) of its column, s = workgroup y. With
@@ -51,6 +53,14 @@ fn fold(s: vec2<f32>, v: f32) -> vec2<f32> {
     return vec2<f32>(s.x + v, 0.0);
 }
 
+// Two (acc, NaN seen) pairs as one.
+fn merge(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+    if OP == 1u {
+        return vec2<f32>(max(a.x, b.x), max(a.y, b.y));
+    }
+    return vec2<f32>(a.x + b.x, 0.0);
+}
+
 // The result from (acc, NaN seen), scaled for a sum (the mean's 1/n).
 fn finish(s: vec2<f32>) -> f32 {
     if OP == 1u {
@@ -70,10 +80,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let base = (c / params.inner) * params.n * params.inner + c % params.inner;
     let r0 = wid.y * params.seg;
     let r1 = min(params.n, r0 + params.seg);
-    var acc = vec2<f32>(start(), 0.0);
-    for (var r = r0; r < r1; r++) {
-        acc = fold(acc, f32(x[base + r * params.inner]));
+    let step = params.inner;
+    var a0 = vec2<f32>(start(), 0.0);
+    var a1 = a0;
+    var a2 = a0;
+    var a3 = a0;
+    var r = r0;
+    for (; r + 4u <= r1; r += 4u) {
+        let at = base + r * step;
+        a0 = fold(a0, f32(x[at]));
+        a1 = fold(a1, f32(x[at + step]));
+        a2 = fold(a2, f32(x[at + 2u * step]));
+        a3 = fold(a3, f32(x[at + 3u * step]));
     }
+    for (; r < r1; r++) {
+        a0 = fold(a0, f32(x[base + r * step]));
+    }
+    let acc = merge(merge(a0, a1), merge(a2, a3));
     if params.split == 1u {
         out[c] = Elem(finish(acc));
         return;

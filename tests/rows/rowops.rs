@@ -1040,13 +1040,17 @@ fn reductions_and_softmax_over_any_axis() {
         dtypes.push(DType::F16);
     }
     // [100, 3] and [2, 70, 5] over their long axis: few columns, so the
-    // column kernel splits the axis and combines partials.
+    // column kernel splits the axis and combines partials. Axis lengths
+    // off a multiple of four ([3, 37, 8]) run the unrolled loop's tail.
     for shape in [
         vec![3usize, 5, 7],
         vec![2, 1, 4, 6],
         vec![9],
         vec![100, 3],
         vec![2, 70, 5],
+        vec![3, 37, 8],
+        vec![64, 12],
+        vec![5, 2, 4],
     ] {
         let data = common::random(shape.iter().product(), 41);
         for &dtype in &dtypes {
@@ -1113,19 +1117,21 @@ fn reductions_and_softmax_over_any_axis() {
     }
     // NaN in one column of a split column reduction: that column's max and
     // sum are NaN, the others not.
-    let mut v = common::random(200 * 3, 42);
-    v[150 * 3 + 1] = f32::NAN;
-    let t = ctx.tensor(&v, [200, 3]).unwrap();
-    for op in [Reduction::Max, Reduction::Sum] {
-        let r = ctx
-            .reduce(&t, op, Axis::Dim(0))
-            .unwrap()
-            .to_vec_blocking::<f32>()
-            .unwrap();
-        assert!(
-            !r[0].is_nan() && r[1].is_nan() && !r[2].is_nan(),
-            "{op:?}: {r:?}"
-        );
+    for cols in [3usize, 4] {
+        let mut v = common::random(200 * cols, 42);
+        v[150 * cols + 1] = f32::NAN;
+        let t = ctx.tensor(&v, [200, cols]).unwrap();
+        for op in [Reduction::Max, Reduction::Sum] {
+            let r = ctx
+                .reduce(&t, op, Axis::Dim(0))
+                .unwrap()
+                .to_vec_blocking::<f32>()
+                .unwrap();
+            assert!(
+                r.iter().enumerate().all(|(c, v)| v.is_nan() == (c == 1)),
+                "{op:?}: {r:?}"
+            );
+        }
     }
     let x = ctx.tensor(&common::random(12, 3), [3, 4]).unwrap();
     assert!(ctx.sum(&x, Axis::Dim(2)).is_err());

@@ -322,9 +322,10 @@ impl Context {
         let u = |what: &str, v: usize| Error::u32_index("reduction indices (u32)", what, v);
         u(name, x.numel())?;
         const WG: u32 = 256;
-        // Enough invocations to fill the GPU: split the axis when there are
-        // few columns, at least 16 rows per split.
-        let split = 65536usize.div_ceil(cols).clamp(1, n.div_ceil(16).max(1));
+        // Enough invocations to fill the GPU (2^18: an H200 holds 270k
+        // resident): split the axis when there are few columns, at least 16
+        // rows per split.
+        let split = (1usize << 18).div_ceil(cols).clamp(1, n.div_ceil(16).max(1));
         let seg = n.div_ceil(split);
         let split = n.div_ceil(seg);
         let gx = cols.div_ceil(WG as usize);
