@@ -319,16 +319,8 @@ fn attention_returns_its_scores() {
         .with_scores()
         .with_probabilities();
     let out = ctx.attention(&q, &k, &v, &opts).unwrap();
-    let scores = out
-        .scores
-        .expect("asked for")
-        .to_vec_blocking::<f32>()
-        .unwrap();
-    let probs = out
-        .probs
-        .expect("asked for")
-        .to_vec_blocking::<f32>()
-        .unwrap();
+    let host = |t: Option<wgtile::Tensor>| t.expect("asked for").to_vec_blocking::<f32>().unwrap();
+    let (scores, probs) = (host(out.scores), host(out.probs));
     let scale = 1.0 / (d as f64).sqrt();
     for (bi, &len) in lens.iter().enumerate() {
         for hd in 0..h {
