@@ -62,9 +62,14 @@ fn merge(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
 }
 
 // The result from (acc, NaN seen), scaled for a sum (the mean's 1/n).
+// The accumulator with NaN as a value where one was seen (max).
+fn value(s: vec2<f32>) -> f32 {
+    return select(s.x, bitcast<f32>(0x7fc00000u), s.y > 0.0);
+}
+
 fn finish(s: vec2<f32>) -> f32 {
     if OP == 1u {
-        return select(s.x, bitcast<f32>(0x7fc00000u), s.y > 0.0);
+        return value(s);
     }
     return s.x * params.scale;
 }
@@ -102,7 +107,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         return;
     }
     // A partial: NaN as a value (max), unscaled (sum).
-    partials[wid.y * cols + c] = select(acc.x, bitcast<f32>(0x7fc00000u), acc.y > 0.0);
+    partials[wid.y * cols + c] = value(acc);
 }
 
 @compute @workgroup_size(WG, 1, 1)

@@ -210,11 +210,11 @@ impl Checkpoint {
 
     /// The tensor `name` (with or without a `bert.` prefix) of `shape`.
     fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        // Older checkpoints name layer-norm parameters gamma and beta.
         let alternatives = [
             name.to_string(),
-            format!("bert.{name}"),
-            name.replace("LayerNorm.weight", "LayerNorm.gamma"),
-            name.replace("LayerNorm.bias", "LayerNorm.beta"),
+            name.replace("LayerNorm.weight", "LayerNorm.gamma")
+                .replace("LayerNorm.bias", "LayerNorm.beta"),
         ];
         let found = alternatives.iter().find_map(|n| {
             self.tensors
@@ -532,9 +532,4 @@ impl EncoderPlan {
     pub fn dispatches(&self) -> usize {
         self.plans.iter().map(Plan::dispatch_count).sum()
     }
-}
-
-/// `mask` (`B * S` values) as a tensor of `dtype`.
-pub fn mask_tensor(ctx: &Context, mask: &[f32], shape: [usize; 2], dtype: DType) -> Result<Tensor> {
-    ctx.tensor_from_f32(mask, shape, dtype)
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 
-use super::pool::{Pool, PooledBuffer};
+use super::pool::{Bindings, Pool, PooledBuffer};
 use super::tensor::{BUFFER_ALIGN, check_rank, last_dim, numel};
 use super::{AdapterProfile, Dispatch, Tensor};
 use crate::dtype::DType;
@@ -40,10 +40,12 @@ pub(crate) struct Gpu {
     pub(crate) submit_lock: Mutex<()>,
 }
 
-/// One step of a batch: a dispatch, or the clear of a reused buffer.
+/// One step of a batch: a dispatch, or the clear of a reused buffer (bound
+/// while recorded, so the pool does not hand the buffer out again before
+/// the batch submits).
 pub(crate) enum Step {
     Run(Dispatch),
-    Clear(wgpu::Buffer),
+    Clear(Bindings),
 }
 
 /// Dispatches recorded by one thread's open batch, submitted together.
@@ -144,7 +146,6 @@ impl Gpu {
                     depth: 1,
                     steps: Vec::new(),
                 });
-                self.pool.batch_opened();
             }
         }
     }
@@ -162,7 +163,6 @@ impl Gpu {
         }
         let result = self.flush("batch");
         *self.batch.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        self.pool.batch_closed();
         result
     }
 
@@ -172,7 +172,11 @@ impl Gpu {
     fn record(&self, dispatches: &[Dispatch]) -> bool {
         self.own_batch(|b| {
             let clears = self.pool.take_clears(true);
-            b.steps.extend(clears.into_iter().map(Step::Clear));
+            b.steps.extend(
+                clears
+                    .into_iter()
+                    .map(|c| Step::Clear(Bindings::new(vec![c]))),
+            );
             b.steps.extend(dispatches.iter().cloned().map(Step::Run));
         })
         .is_some()
@@ -188,8 +192,14 @@ impl Gpu {
     /// pending clears (nothing if neither): before a `queue.write_buffer`,
     /// which would otherwise land before them.
     pub(crate) fn flush(&self, during: &str) -> Result<()> {
+        self.flush_if(during, self.pool.has_clears())
+    }
+
+    /// Submits what this thread's batch recorded so far, if anything, or
+    /// when `also` (with the pool's pending clears either way).
+    fn flush_if(&self, during: &str, also: bool) -> Result<()> {
         let recorded = self.take_recorded();
-        if recorded.is_empty() && !self.pool.has_clears() {
+        if recorded.is_empty() && !also {
             return Ok(());
         }
         self.submit_recorded(during, recorded, |_| {}).map(|_| ())
@@ -253,10 +263,7 @@ impl Gpu {
         buffer: &PooledBuffer,
         bytes: &[u8],
     ) -> Result<()> {
-        let recorded = self.take_recorded();
-        if !recorded.is_empty() || buffer.clear_pending() {
-            self.submit_recorded(during, recorded, |_| {})?;
-        }
+        self.flush_if(during, buffer.clear_pending())?;
         self.ensure_alive()?;
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -475,8 +482,10 @@ impl Gpu {
 fn encode_steps(encoder: &mut wgpu::CommandEncoder, steps: &[Step]) {
     let mut rest = steps;
     while let Some(first) = rest.first() {
-        if let Step::Clear(buffer) = first {
-            encoder.clear_buffer(buffer, 0, None);
+        if let Step::Clear(bound) = first {
+            for buffer in bound.buffers() {
+                encoder.clear_buffer(buffer, 0, None);
+            }
             rest = &rest[1..];
             continue;
         }

@@ -10,12 +10,12 @@
 //! - a reused buffer's clear runs before any work that uses it: it is
 //!   recorded in the open batch before the next dispatches, or put first in
 //!   the next command buffer of any thread;
-//! - a buffer freed while a batch is open may still be read by that batch's
-//!   recorded work: it waits until the batch has submitted;
 //! - a buffer freed with its clear still pending drops the clear;
-//! - a buffer a live dispatch binds (a plan kept for replay that reads a
-//!   tensor since dropped, or an intermediate only its bind group holds) is
-//!   not handed out: the dispatch would read or write the new tensor;
+//! - a buffer a live dispatch or a recorded clear binds (a plan kept for
+//!   replay that reads a tensor since dropped, an intermediate only its bind
+//!   group holds, a batch's recorded work on a tensor freed before the batch
+//!   submits) is not handed out: that work would read or write the new
+//!   tensor;
 //! - uploads (`queue.write_buffer`) write the whole buffer or submit the
 //!   pending clears first (`Gpu::flush_for_write`).
 //!
@@ -35,8 +35,8 @@ fn bound() -> std::sync::MutexGuard<'static, Option<HashMap<wgpu::Buffer, u32>>>
     BOUND.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The buffers one dispatch binds, counted in `BOUND` while it lives
-/// (shared by its clones).
+/// The buffers one dispatch (or one recorded clear) binds, counted in
+/// `BOUND` while it lives (shared by a dispatch's clones).
 #[derive(Debug)]
 pub(crate) struct Bindings(Vec<wgpu::Buffer>);
 
@@ -49,6 +49,10 @@ impl Bindings {
             *map.entry(b.clone()).or_insert(0) += 1;
         }
         Self(buffers)
+    }
+
+    pub(crate) fn buffers(&self) -> &[wgpu::Buffer] {
+        &self.0
     }
 }
 
@@ -71,7 +75,6 @@ impl Drop for Bindings {
 /// A tensor's buffer; returns to its pool when dropped.
 pub(crate) struct PooledBuffer {
     buffer: wgpu::Buffer,
-    id: u64,
     pool: Option<Weak<Pool>>,
 }
 
@@ -96,25 +99,21 @@ impl PooledBuffer {
     /// wait for the clear to be submitted, or the clear would undo it).
     pub(crate) fn clear_pending(&self) -> bool {
         match self.pool.as_ref().and_then(Weak::upgrade) {
-            Some(pool) => pool.lock().pending.iter().any(|(id, _, _)| *id == self.id),
+            Some(pool) => pool.lock().pending.iter().any(|(_, b)| *b == self.buffer),
             None => false,
         }
     }
 
     /// A buffer no pool takes back (an application's own).
     pub(crate) fn unpooled(buffer: wgpu::Buffer) -> Self {
-        Self {
-            buffer,
-            id: u64::MAX,
-            pool: None,
-        }
+        Self { buffer, pool: None }
     }
 }
 
 impl Drop for PooledBuffer {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.as_ref().and_then(Weak::upgrade) {
-            pool.give_back(self.id, self.buffer.clone());
+            pool.give_back(self.buffer.clone());
         }
     }
 }
@@ -122,16 +121,11 @@ impl Drop for PooledBuffer {
 #[derive(Default)]
 struct State {
     /// Free buffers by byte size.
-    free: HashMap<u64, Vec<(u64, wgpu::Buffer)>>,
+    free: HashMap<u64, Vec<wgpu::Buffer>>,
     free_bytes: u64,
-    /// Freed while a batch was open: free once no batch is.
-    held: Vec<(u64, wgpu::Buffer)>,
     /// Handed out again, their clear not yet recorded or submitted, with
     /// the thread that took them.
-    pending: Vec<(u64, std::thread::ThreadId, wgpu::Buffer)>,
-    /// Open batches (any thread).
-    batches: u32,
-    next_id: u64,
+    pending: Vec<(std::thread::ThreadId, wgpu::Buffer)>,
     reused: u64,
     created: u64,
 }
@@ -181,66 +175,39 @@ impl Pool {
         let at = {
             let map = bound();
             list.iter()
-                .rposition(|(_, b)| map.as_ref().is_none_or(|m| !m.contains_key(b)))?
+                .rposition(|b| map.as_ref().is_none_or(|m| !m.contains_key(b)))?
         };
-        let (id, buffer) = list.remove(at);
+        let buffer = list.remove(at);
         s.free_bytes -= size;
         s.reused += 1;
         if zeroed {
             s.pending
-                .push((id, std::thread::current().id(), buffer.clone()));
+                .push((std::thread::current().id(), buffer.clone()));
         }
         Some(PooledBuffer {
             buffer,
-            id,
             pool: Some(std::sync::Arc::downgrade(self)),
         })
     }
 
     /// A newly allocated buffer, to come back here when dropped.
     pub(crate) fn adopt(self: &std::sync::Arc<Self>, buffer: wgpu::Buffer) -> PooledBuffer {
-        let mut s = self.lock();
-        s.created += 1;
-        let id = s.next_id;
-        s.next_id += 1;
+        self.lock().created += 1;
         PooledBuffer {
             buffer,
-            id,
             pool: Some(std::sync::Arc::downgrade(self)),
         }
     }
 
-    fn give_back(&self, id: u64, buffer: wgpu::Buffer) {
+    /// A buffer whose last tensor went: its pending clear is dropped, and it
+    /// is kept while the budget allows.
+    fn give_back(&self, buffer: wgpu::Buffer) {
         let mut s = self.lock();
-        s.pending.retain(|(p, _, _)| *p != id);
-        if s.batches > 0 {
-            s.held.push((id, buffer));
-        } else {
-            Self::keep(&mut s, self.budget, id, buffer);
-        }
-    }
-
-    fn keep(s: &mut State, budget: u64, id: u64, buffer: wgpu::Buffer) {
+        s.pending.retain(|(_, b)| *b != buffer);
         let size = buffer.size();
-        if s.free_bytes + size <= budget {
+        if s.free_bytes + size <= self.budget {
             s.free_bytes += size;
-            s.free.entry(size).or_default().push((id, buffer));
-        }
-    }
-
-    /// A batch opened (on any thread).
-    pub(crate) fn batch_opened(&self) {
-        self.lock().batches += 1;
-    }
-
-    /// A batch closed after its submission: what it held is free.
-    pub(crate) fn batch_closed(&self) {
-        let mut s = self.lock();
-        s.batches = s.batches.saturating_sub(1);
-        if s.batches == 0 {
-            for (id, buffer) in std::mem::take(&mut s.held) {
-                Self::keep(&mut s, self.budget, id, buffer);
-            }
+            s.free.entry(size).or_default().push(buffer);
         }
     }
 
@@ -251,9 +218,9 @@ impl Pool {
         let me = std::thread::current().id();
         let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut s.pending)
             .into_iter()
-            .partition(|(_, t, _)| !this_thread_only || *t == me);
+            .partition(|(t, _)| !this_thread_only || *t == me);
         s.pending = rest;
-        mine.into_iter().map(|(_, _, b)| b).collect()
+        mine.into_iter().map(|(_, b)| b).collect()
     }
 
     /// Whether any clear is pending.

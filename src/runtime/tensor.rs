@@ -108,10 +108,18 @@ impl Context {
     /// Writes `bytes`, zero-padded to the whole buffer, into a tensor made
     /// by `alloc_with(.., false)` (a reused buffer is not cleared: every byte is
     /// written here).
+    /// The 4-byte-aligned head goes from `bytes` as it is (no host copy of
+    /// a large upload), the rest and the zeros after it as a short tail.
     fn upload_whole(&self, t: &Tensor, bytes: &[u8]) {
-        let mut whole = bytes.to_vec();
-        whole.resize(t.buffer.size() as usize, 0);
-        self.inner.queue.write_buffer(&t.buffer, 0, &whole);
+        let head = bytes.len() & !3;
+        if head > 0 {
+            self.inner.queue.write_buffer(&t.buffer, 0, &bytes[..head]);
+        }
+        let mut tail = bytes[head..].to_vec();
+        tail.resize(t.buffer.size() as usize - head, 0);
+        if !tail.is_empty() {
+            self.inner.queue.write_buffer(&t.buffer, head as u64, &tail);
+        }
     }
 
     /// Writes `data` (the tensor's dtype: `f32`, `half::f16` or
