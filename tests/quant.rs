@@ -7,7 +7,7 @@
 mod common;
 
 use wgtile::quant::{self, E2M1, E4M3, E5M2, HostQuant};
-use wgtile::{Context, DType, Error, QuantAxis, QuantFormat, Tensor, f16};
+use wgtile::{Context, DType, Error, QuantAxis, QuantFormat, Tensor, bf16, f16};
 
 /// Seeded values with the edge cases each block kind needs: random
 /// magnitudes over many binades, outliers, all-zero blocks, exact ties of
@@ -48,6 +48,12 @@ fn cases() -> Vec<(Vec<usize>, QuantAxis)> {
         (vec![1], QuantAxis::Rows),
         (vec![33, 100], QuantAxis::Rows),
         (vec![100, 33], QuantAxis::Columns),
+        // Rows of whole 16-byte units (cols % 8 == 0) and of quads
+        // (cols % 4 == 0) take the vector kernels, columns in multiples of
+        // 4 the per-word column kernel; partial last blocks in each.
+        (vec![13, 136], QuantAxis::Rows),
+        (vec![37, 96], QuantAxis::Columns),
+        (vec![70, 20], QuantAxis::Columns),
         (vec![0, 5], QuantAxis::Rows),
         (vec![5, 0], QuantAxis::Columns),
     ]
@@ -105,37 +111,37 @@ fn f16_inputs_and_other_block_sizes() {
         } else {
             &[format.default_block()]
         };
+        let cases = [
+            ([9usize, 130], QuantAxis::Rows, false),
+            ([9, 136], QuantAxis::Rows, false),
+            ([9, 136], QuantAxis::Rows, true),
+            ([75, 12], QuantAxis::Columns, false),
+            ([75, 12], QuantAxis::Columns, true),
+        ];
         for &block in blocks {
             if format.check_block(block).is_err() {
                 continue;
             }
-            let shape = [9usize, 130];
-            let values: Vec<f32> = edge_values(9 * 130, 3, false)
-                .iter()
-                .map(|&v| f16::from_f32(v).to_f32())
-                .collect();
-            let h: Vec<f16> = values.iter().map(|&v| f16::from_f32(v)).collect();
-            let t = ctx.tensor(&h, shape).unwrap();
-            let q = ctx
-                .quantize_with_block(&t, format, QuantAxis::Rows, block)
-                .unwrap();
-            let got = q.to_host_blocking().unwrap();
-            let want = quant::quantize(&values, &shape, format, QuantAxis::Rows, block).unwrap();
-            same_bits(
-                &format!("{format} f16 block {block} data"),
-                &got.data,
-                &want.data,
-            );
-            same_bits(
-                &format!("{format} f16 block {block} scales"),
-                &got.scales,
-                &want.scales,
-            );
-            same_bits(
-                &format!("{format} f16 block {block} zeros"),
-                &got.zeros,
-                &want.zeros,
-            );
+            for (shape, axis, bf16) in cases {
+                let n = shape[0] * shape[1];
+                let raw = edge_values(n, 3 + n as u64, false);
+                let (t, values, kind) = if bf16 {
+                    let h: Vec<bf16> = raw.iter().map(|&v| bf16::from_f32(v)).collect();
+                    let values = h.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+                    (ctx.tensor(&h, shape).unwrap(), values, "bf16")
+                } else {
+                    let h: Vec<f16> = raw.iter().map(|&v| f16::from_f32(v)).collect();
+                    let values = h.iter().map(|v| v.to_f32()).collect::<Vec<f32>>();
+                    (ctx.tensor(&h, shape).unwrap(), values, "f16")
+                };
+                let q = ctx.quantize_with_block(&t, format, axis, block).unwrap();
+                let got = q.to_host_blocking().unwrap();
+                let want = quant::quantize(&values, &shape, format, axis, block).unwrap();
+                let what = format!("{format} {kind} {shape:?} {axis:?} block {block}");
+                same_bits(&format!("{what} data"), &got.data, &want.data);
+                same_bits(&format!("{what} scales"), &got.scales, &want.scales);
+                same_bits(&format!("{what} zeros"), &got.zeros, &want.zeros);
+            }
         }
     }
 }

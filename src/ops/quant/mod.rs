@@ -183,11 +183,15 @@ pub fn quant_specs() -> Vec<Spec> {
         for input in DType::ALL {
             out.push(quant_spec(Kernel::Quantize, f, input));
             out.push(quant_spec(Kernel::QuantizeWords, f, input));
+            out.push(quant_spec(Kernel::QuantizeVec, f, input));
+            out.push(quant_spec(Kernel::QuantizeCols, f, input));
             if f == QuantFormat::Nvfp4 {
                 out.push(quant_spec(Kernel::QuantAmax, f, input));
             }
         }
-        out.push(quant_spec(Kernel::Dequantize, f, DType::F32));
+        for k in [Kernel::Dequantize, Kernel::DequantizeVec, Kernel::DequantizeCols] {
+            out.push(quant_spec(k, f, DType::F32));
+        }
         out.extend(gemv::specs_for(f));
     }
     out.extend(gemm::quant_gemm_specs());
@@ -300,6 +304,12 @@ impl Context {
         let lay = QuantLayout::new(&shape, axis, block, format.element_bits())?;
         let q = self.alloc_quant(format, axis, block, &shape)?;
         let n = u32_of("elements", t.numel())?;
+        // The amax kernel's last workgroup indexes up to n + WG * 8.
+        if n > u32::MAX - 8 * WG {
+            return Err(Error::InvalidArgument(format!(
+                "quantize: {n} elements is more than the kernels index"
+            )));
+        }
         let input = t.dtype();
         let mut dispatches = Vec::new();
         let bind = |kernel: Kernel, gx: u32, count: u32, workgroups: [u32; 3]| -> Result<Dispatch> {
@@ -330,16 +340,47 @@ impl Context {
         if lay.blocks() > 0 {
             if format == QuantFormat::Nvfp4 {
                 dispatches.push(self.fill_dispatch(q.globals.buffer(), 0)?);
-                let g = grid(self.profile(), u64::from(n).div_ceil(u64::from(WG)), "quantize")?;
+                // 8 elements per invocation, one atomic per workgroup.
+                let g = grid(
+                    self.profile(),
+                    u64::from(n).div_ceil(u64::from(8 * WG)),
+                    "quantize",
+                )?;
                 dispatches.push(bind(Kernel::QuantAmax, g[0], n, g)?);
             }
             let wpb = lay.words_per_block() as u32;
+            // Whole groups of 4 blocks (or 4 columns) per workgroup.
+            let per_group = (WG / (4 * wpb).max(1)) * 4;
             if axis == QuantAxis::Rows && !transposed && 4 * wpb <= WG {
-                // One invocation per word: whole groups of 4 blocks per workgroup.
-                let per_group = (WG / (4 * wpb)) * 4;
+                // One invocation per word; 16-byte loads where every word's
+                // elements are 16-byte aligned and inside their row.
                 let groups = (lay.blocks() as u64).div_ceil(u64::from(per_group));
                 let g = grid(self.profile(), groups, "quantize")?;
-                dispatches.push(bind(Kernel::QuantizeWords, g[0], n, g)?);
+                let kernel = if lay.cols % 8 == 0 {
+                    Kernel::QuantizeVec
+                } else {
+                    Kernel::QuantizeWords
+                };
+                dispatches.push(bind(kernel, g[0], n, g)?);
+            } else if axis == QuantAxis::Columns
+                && !transposed
+                && 4 * wpb <= WG
+                && lay.cols % 4 == 0
+            {
+                // One invocation per word down a column: x over column
+                // groups, y over block rows.
+                let gx = u32_of("column groups", lay.cols.div_ceil(per_group as usize))?;
+                let gy = u32_of("block rows", lay.rows.div_ceil(lay.block))?;
+                let max = self.profile().max_workgroups_per_dim;
+                if gx.max(gy) > max {
+                    return Err(Error::LimitExceeded {
+                        limit: "max_compute_workgroups_per_dimension",
+                        requested: u64::from(gx.max(gy)),
+                        max: u64::from(max),
+                        what: format!("quantize down the columns of {:?}", t.shape()),
+                    });
+                }
+                dispatches.push(bind(Kernel::QuantizeCols, gx, n, [gx, gy, 1])?);
             } else {
                 let groups = lay.blocks().div_ceil(4) as u64;
                 let g = grid(self.profile(), groups.div_ceil(u64::from(WG)), "quantize")?;
@@ -374,14 +415,26 @@ impl Context {
         let n = u32_of("elements", out.numel())?;
         let mut dispatches = Vec::new();
         if n > 0 {
-            // One invocation per element: each store is coalesced (one per
-            // word lost 2x for 4-bit formats, docs/perf/quant.md).
-            let g = grid(self.profile(), u64::from(n).div_ceil(u64::from(WG)), "dequantize")?;
+            // Each store coalesced: 4 elements and a 16-byte store per
+            // invocation along rows, 4 rows of one column down columns (one
+            // word per invocation with 4-byte stores lost 2x for 4-bit
+            // formats, docs/perf/quant.md), else one element.
+            let (kernel, count) = if lay.axis == QuantAxis::Rows && lay.cols % 4 == 0 {
+                (Kernel::DequantizeVec, n / 4)
+            } else if lay.axis == QuantAxis::Columns {
+                (
+                    Kernel::DequantizeCols,
+                    u32_of("quads", lay.rows.div_ceil(4) * lay.cols)?,
+                )
+            } else {
+                (Kernel::Dequantize, n)
+            };
+            let g = grid(self.profile(), u64::from(count).div_ceil(u64::from(WG)), "dequantize")?;
             let pipeline = self
                 .inner
                 .pipelines
-                .get(&self.inner.device, &quant_spec(Kernel::Dequantize, q.format, DType::F32))?;
-            let params = self.uniform(&params(&lay, g[0], n)?);
+                .get(&self.inner.device, &quant_spec(kernel, q.format, DType::F32))?;
+            let params = self.uniform(&params(&lay, g[0], count)?);
             dispatches.push(Dispatch::with_bindings(
                 &self.inner.device,
                 pipeline,

@@ -1,0 +1,347 @@
+// quant_common: what the quantisation kernels share (quant.wgsl reads the
+// input a word at a time, quant_vec.wgsl 16 bytes at a time): the formats'
+// constants, the parameter block, the block scale from a block's
+// statistics, the element encoder, the packed scale stores and the
+// decoding factor of a block.
+//
+// Bindings: 0 params, 2 data, 3 scales, 4 zero points, 5 globals
+// ([amax bits, per-tensor scale bits]); the includer declares 1 (input)
+// and 6 (output).
+
+// 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
+const FORMAT: u32 = 0u;
+// Input: 0 f32, 1 f16, 2 bf16 (16-bit inputs two per word).
+const IN_HALF: u32 = 0u;
+// 1 / 2688 rounded to f32 (src/quant.rs: NVFP4_GLOBAL_FACTOR).
+const NVFP4_GLOBAL_FACTOR: f32 = 0x1.861862p-12f;
+
+override WG: u32 = 256u;
+
+struct Params {
+    rows: u32,
+    cols: u32,
+    block: u32,
+    // 0 blocks along rows, 1 down columns, 2 down the columns of the
+    // input's transpose (quantize only)
+    axis: u32,
+    // blocks per line
+    nb: u32,
+    // blocks in all
+    blocks: u32,
+    // invocations per grid row (2-D grids)
+    gx: u32,
+    n: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(2) var<storage, read_write> data: array<u32>;
+@group(0) @binding(3) var<storage, read_write> scales: array<u32>;
+@group(0) @binding(4) var<storage, read_write> zeros: array<u32>;
+@group(0) @binding(5) var<storage, read_write> globals: array<atomic<u32>>;
+
+fn elem_bits() -> u32 {
+    return select(4u, 8u, FORMAT <= 1u || FORMAT == 4u);
+}
+
+fn is_mx() -> bool {
+    return FORMAT <= 2u;
+}
+
+fn mini() -> Mini {
+    if FORMAT == 0u {
+        return E4M3;
+    }
+    if FORMAT == 1u {
+        return E5M2;
+    }
+    return E2M1;
+}
+
+// emax of the MX element type.
+fn emax() -> i32 {
+    return select(select(2, 15, FORMAT == 1u), 8, FORMAT == 0u);
+}
+
+fn linear_id(wg: vec3<u32>, lid: u32) -> u32 {
+    return (wg.y * params.gx + wg.x) * WG + lid;
+}
+
+// One block's scale code, zero point, and what the elements are divided by:
+// `k` (MX: a power of two) or `y` (the rest; 0: every element encodes 0)
+// with `inv`, its `reciprocal`.
+struct BlockScale {
+    scale: u32,
+    zero: u32,
+    k: i32,
+    y: f32,
+    inv: f32,
+}
+
+// What a block's scale depends on: the largest finite magnitude (bits),
+// whether every value is finite, and the smallest and largest value (with
+// 0: Int4Zp's range).
+struct Stats {
+    amax_b: u32,
+    finite: bool,
+    lo: f32,
+    hi: f32,
+}
+
+fn stats_add(st: ptr<function, Stats>, b: u32) {
+    let a = b & 0x7fffffffu;
+    if finite_bits(a) {
+        (*st).amax_b = max((*st).amax_b, a);
+        let v = bitcast<f32>(b);
+        (*st).lo = min((*st).lo, v);
+        (*st).hi = max((*st).hi, v);
+    } else {
+        (*st).finite = false;
+    }
+}
+
+fn stats_merge(a: Stats, b: Stats) -> Stats {
+    return Stats(max(a.amax_b, b.amax_b), a.finite && b.finite, min(a.lo, b.lo), max(a.hi, b.hi));
+}
+
+fn scale_of(st: Stats) -> BlockScale {
+    let amax_b = st.amax_b;
+    let finite = st.finite;
+    let lo = st.lo;
+    let hi = st.hi;
+    var r = BlockScale(0u, 0u, 0, 0.0, 0.0);
+    if is_mx() {
+        if !finite {
+            r.scale = 0xffu;
+            return r;
+        }
+        var e = -127;
+        if amax_b != 0u {
+            e = clamp(floor_log2_bits(amax_b) - emax(), -127, 127);
+        }
+        r.scale = u32(e + 127);
+        r.k = e;
+        return r;
+    }
+    if FORMAT == 3u {
+        if !finite {
+            r.scale = 0x7fu;
+            return r;
+        }
+        let g = bitcast<f32>(atomicLoad(&globals[0])) * NVFP4_GLOBAL_FACTOR;
+        let denom = 6.0 * g;
+        if denom == 0.0 || !finite_bits(bitcast<u32>(denom)) {
+            return r;
+        }
+        r.scale = round_div_mini(amax_b, denom, 0.0, E4M3);
+        r.y = e4m3_value(r.scale) * g;
+        r.inv = reciprocal(r.y);
+        return r;
+    }
+    if !finite {
+        r.scale = 0x7e00u;
+        return r;
+    }
+    if FORMAT == 6u {
+        let range = hi - lo;
+        var s = F16S.max_code;
+        if finite_bits(bitcast<u32>(range)) {
+            s = round_div_mini(bitcast<u32>(range), 15.0, 0.0, F16S);
+        }
+        r.scale = s;
+        r.y = f16_value(s);
+        r.inv = reciprocal(r.y);
+        if r.y != 0.0 {
+            r.zero = round_div_int(bitcast<u32>(lo), r.y, r.inv, 15u);
+        }
+        return r;
+    }
+    let top = select(7.0, 127.0, FORMAT == 4u);
+    r.scale = round_div_mini(amax_b, top, 0.0, F16S);
+    r.y = f16_value(r.scale);
+    r.inv = reciprocal(r.y);
+    return r;
+}
+
+// The element code of input bits b in a block scaled by s.
+fn encode(b: u32, s: BlockScale) -> u32 {
+    let neg = (b >> 31u) == 1u;
+    let mag = b & 0x7fffffffu;
+    if is_mx() {
+        if s.scale == 0xffu {
+            return 0u;
+        }
+        let sign = select(0u, 1u << (elem_bits() - 1u), neg);
+        return sign | round_bits(mag, s.k, mini());
+    }
+    if s.y == 0.0 {
+        return 0u;
+    }
+    if FORMAT == 3u {
+        return select(0u, 8u, neg) | round_div_mini(mag, s.y, s.inv, E2M1);
+    }
+    if FORMAT == 6u {
+        let m = i32(round_div_int(mag, s.y, s.inv, 31u));
+        return u32(clamp(select(m, -m, neg && mag != 0u) + i32(s.zero), 0, 15));
+    }
+    let top = select(7u, 127u, FORMAT == 4u);
+    let m = i32(round_div_int(mag, s.y, s.inv, top));
+    let mask = (1u << elem_bits()) - 1u;
+    return u32(select(m, -m, neg && mag != 0u)) & mask;
+}
+
+// Writes the packed scale words (and zero-point word) of blocks 4g..4g+3
+// (`sc`, `z`: 0 past the last block), and for NVFP4 (group 0) the
+// per-tensor scale.
+fn store_group(g: u32, sc: array<u32, 4>, z: array<u32, 4>) {
+    if FORMAT >= 4u {
+        scales[g * 2u] = sc[0] | (sc[1] << 16u);
+        if g * 2u + 1u < arrayLength(&scales) {
+            scales[g * 2u + 1u] = sc[2] | (sc[3] << 16u);
+        }
+    } else {
+        scales[g] = sc[0] | (sc[1] << 8u) | (sc[2] << 16u) | (sc[3] << 24u);
+    }
+    if FORMAT == 6u {
+        zeros[g] = z[0] | (z[1] << 8u) | (z[2] << 16u) | (z[3] << 24u);
+    }
+    if FORMAT == 3u && g == 0u {
+        let gs = bitcast<f32>(atomicLoad(&globals[0])) * NVFP4_GLOBAL_FACTOR;
+        atomicStore(&globals[1], bitcast<u32>(gs));
+    }
+}
+
+
+// How block `id` decodes: code values times `factor`, integer codes less
+// `zero` first.
+struct Decode {
+    factor: f32,
+    zero: i32,
+}
+
+fn block_decode(id: u32) -> Decode {
+    if FORMAT >= 4u {
+        let s = f16_value(scales[id / 2u] >> (16u * (id % 2u)));
+        var z = 0;
+        if FORMAT == 6u {
+            z = i32((zeros[id / 4u] >> (8u * (id % 4u))) & 0xffu);
+        }
+        return Decode(s, z);
+    }
+    let sc = (scales[id / 4u] >> (8u * (id % 4u))) & 0xffu;
+    if FORMAT == 3u {
+        return Decode(e4m3_value(sc) * bitcast<f32>(atomicLoad(&globals[1])), 0);
+    }
+    // The NaN scale (0xFF) decodes every element to NaN.
+    return Decode(e8m0_value(sc), 0);
+}
+
+// The value of element code q of a block that decodes as `d`.
+fn element_value(q: u32, d: Decode) -> f32 {
+    if FORMAT == 6u {
+        return f32(i32(q) - d.zero) * d.factor;
+    }
+    if FORMAT >= 4u {
+        let shift = 32u - elem_bits();
+        return f32(i32(q << shift) >> shift) * d.factor;
+    }
+    var v: f32;
+    if FORMAT == 0u {
+        v = e4m3_value(q);
+    } else if FORMAT == 1u {
+        v = e5m2_value(q);
+    } else {
+        v = e2m1_value(q);
+    }
+    return v * d.factor;
+}
+
+// The f32 bits of the 16-bit input (IN_HALF 1 f16, 2 bf16) in the low half
+// of h.
+fn half_bits(h: u32) -> u32 {
+    if IN_HALF == 1u {
+        // f16 to f32 is exact (subnormal halves become normal floats).
+        return bitcast<u32>(unpack2x16float(h & 0xffffu).x);
+    }
+    // bf16 is the top half of an f32.
+    return h << 16u;
+}
+
+// Workgroup slots of the per-word quantisers: one per invocation for its
+// word's statistics (`sh_max` holds the largest |bits|, non-finite
+// included, for every format but Int4Zp, which needs `sh_stats`); one per
+// local block for its scale and zero point.
+var<workgroup> sh_stats: array<Stats, WG>;
+var<workgroup> sh_max: array<u32, WG>;
+var<workgroup> sh_scale: array<u32, WG>;
+var<workgroup> sh_zero: array<u32, WG>;
+
+// Records the statistics of the word whose elements' f32 bits are b
+// (the first per_word; 0 past a line's end) in slot `lid`.
+fn word_stats(lid: u32, b: array<u32, 8>) {
+    let per_word = 32u / elem_bits();
+    if FORMAT == 6u {
+        var st = Stats(0u, true, 0.0, 0.0);
+        for (var f = 0u; f < per_word; f++) {
+            stats_add(&st, b[f]);
+        }
+        sh_stats[lid] = st;
+    } else {
+        var m = 0u;
+        for (var f = 0u; f < per_word; f++) {
+            m = max(m, b[f] & 0x7fffffffu);
+        }
+        sh_max[lid] = m;
+    }
+}
+
+// After a barrier: the scale of the block whose words' slots are
+// slot0 + w * stride (w < words per block), then the word's codes stored
+// at data[word]; the block's first word (w0) leaves its scale in slot
+// `local` of sh_scale / sh_zero.
+fn encode_word(b: array<u32, 8>, slot0: u32, stride: u32, word: u32, w0: bool, local: u32) {
+    let bits = elem_bits();
+    let per_word = 32u / bits;
+    let wpb = params.block / per_word;
+    var st: Stats;
+    if FORMAT == 6u {
+        st = sh_stats[slot0];
+        for (var w = 1u; w < wpb; w++) {
+            st = stats_merge(st, sh_stats[slot0 + w * stride]);
+        }
+    } else {
+        var m = sh_max[slot0];
+        for (var w = 1u; w < wpb; w++) {
+            m = max(m, sh_max[slot0 + w * stride]);
+        }
+        // Non-finite blocks take their scale from `finite` alone.
+        st = Stats(m, finite_bits(m), 0.0, 0.0);
+    }
+    let s = scale_of(st);
+    var code = 0u;
+    for (var f = 0u; f < per_word; f++) {
+        code |= encode(b[f], s) << (bits * f);
+    }
+    data[word] = code;
+    if w0 {
+        sh_scale[local] = s.scale;
+        sh_zero[local] = s.zero;
+    }
+}
+
+// After a barrier: invocation `lid` packs the scale (and zero-point) words
+// of local blocks 4 lid .. 4 lid + 3, which are blocks first + 4 lid ..,
+// of which `count` from `first` exist (first a multiple of 4).
+fn store_scales(lid: u32, first: u32, count: u32) {
+    if lid * 4u >= count {
+        return;
+    }
+    var sc = array<u32, 4>(0u, 0u, 0u, 0u);
+    var z = array<u32, 4>(0u, 0u, 0u, 0u);
+    for (var q = 0u; q < 4u; q++) {
+        if lid * 4u + q < count {
+            sc[q] = sh_scale[lid * 4u + q];
+            z[q] = sh_zero[lid * 4u + q];
+        }
+    }
+    store_group(first / 4u + lid, sc, z);
+}
