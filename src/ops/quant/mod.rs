@@ -356,7 +356,7 @@ impl Context {
                 // elements are 16-byte aligned and inside their row.
                 let groups = (lay.blocks() as u64).div_ceil(u64::from(per_group));
                 let g = grid(self.profile(), groups, "quantize")?;
-                let kernel = if lay.cols % 8 == 0 {
+                let kernel = if lay.cols.is_multiple_of(8) {
                     Kernel::QuantizeVec
                 } else {
                     Kernel::QuantizeWords
@@ -365,7 +365,7 @@ impl Context {
             } else if axis == QuantAxis::Columns
                 && !transposed
                 && 4 * wpb <= WG
-                && lay.cols % 4 == 0
+                && lay.cols.is_multiple_of(4)
             {
                 // One invocation per word down a column: x over column
                 // groups, y over block rows.
@@ -419,7 +419,7 @@ impl Context {
             // invocation along rows, 4 rows of one column down columns (one
             // word per invocation with 4-byte stores lost 2x for 4-bit
             // formats, docs/perf/quant.md), else one element.
-            let (kernel, count) = if lay.axis == QuantAxis::Rows && lay.cols % 4 == 0 {
+            let (kernel, count) = if lay.axis == QuantAxis::Rows && lay.cols.is_multiple_of(4) {
                 (Kernel::DequantizeVec, n / 4)
             } else if lay.axis == QuantAxis::Columns {
                 (
