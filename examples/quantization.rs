@@ -204,14 +204,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             Ok(())
         };
-        for format in QuantFormat::ALL {
-            let (qp, q) = ctx.quantize_plan(&w, format, QuantAxis::Rows, format.default_block())?;
-            kernel_row(format!("quantize {}", format.name()), &qp)?;
-            qp.run()?;
-            kernel_row(
-                format!("dequantize {}", format.name()),
-                &ctx.dequantize_plan(&q)?,
-            )?;
+        for axis in [QuantAxis::Rows, QuantAxis::Columns] {
+            let tag = if axis == QuantAxis::Rows {
+                "rows"
+            } else {
+                "cols"
+            };
+            for format in QuantFormat::ALL {
+                let (qp, q) = ctx.quantize_plan(&w, format, axis, format.default_block())?;
+                kernel_row(format!("quantize {} {tag}", format.name()), &qp)?;
+                qp.run()?;
+                kernel_row(
+                    format!("dequantize {} {tag}", format.name()),
+                    &ctx.dequantize_plan(&q)?,
+                )?;
+            }
         }
         println!();
     }

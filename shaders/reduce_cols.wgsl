@@ -9,8 +9,10 @@
 //   rows [s * seg, (s + 1) * seg) of its column, s = workgroup y. With
 //   one split it writes out[c] (the sum times `scale`: 1, or 1/n for the
 //   mean); with more it writes the f32 partial partials[s * cols + c] and
-//   entry `combine` (one invocation per column) finishes. The host splits
-//   when there are too few columns to fill the GPU.
+//   entry `combine` finishes (CW columns per workgroup, WG / CW lanes
+//   each; one invocation per column walking every partial dominated when
+//   the split was large, docs/perf/layout.md). The host splits when there
+//   are too few columns to fill the GPU.
 // NaN: max tracks NaN by its bits (WGSL's max() may drop it, and a NaN
 //   compare may be folded away); sums carry it. Accumulation in f32.
 // Workgroup: WG x 1 x 1 (override); grid (ceil(cols / WG), split).
@@ -110,16 +112,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     partials[wid.y * cols + c] = value(acc);
 }
 
+// Columns per workgroup of `combine` (WG / CW lanes share a column).
+const CW: u32 = 32u;
+var<workgroup> sh_part: array<vec2<f32>, WG>;
+
 @compute @workgroup_size(WG, 1, 1)
 fn combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    // WG / CW lanes per column each fold every (WG / CW)-th partial (rows
+    // of CW adjacent columns: coalesced), then meet in workgroup memory.
     let cols = params.outer * params.inner;
-    let c = wid.x * WG + lid;
-    if c >= cols {
-        return;
+    let parts = WG / CW;
+    let c = wid.x * CW + lid % CW;
+    let part = lid / CW;
+    var a0 = vec2<f32>(start(), 0.0);
+    var a1 = a0;
+    if c < cols {
+        var s = part;
+        for (; s + parts < params.split; s += 2u * parts) {
+            a0 = fold(a0, partials[s * cols + c]);
+            a1 = fold(a1, partials[(s + parts) * cols + c]);
+        }
+        if s < params.split {
+            a0 = fold(a0, partials[s * cols + c]);
+        }
     }
-    var acc = vec2<f32>(start(), 0.0);
-    for (var s = 0u; s < params.split; s++) {
-        acc = fold(acc, partials[s * cols + c]);
+    sh_part[lid] = merge(a0, a1);
+    workgroupBarrier();
+    if part == 0u && c < cols {
+        var acc = sh_part[lid];
+        for (var p = 1u; p < parts; p++) {
+            acc = merge(acc, sh_part[p * CW + lid]);
+        }
+        out[c] = Elem(finish(acc));
     }
-    out[c] = Elem(finish(acc));
 }

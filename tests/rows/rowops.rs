@@ -1042,8 +1042,11 @@ fn reductions_and_softmax_over_any_axis() {
     // [100, 3] and [2, 70, 5] over their long axis: few columns, so the
     // column kernel splits the axis and combines partials. Axis lengths
     // off a multiple of four ([3, 37, 8]) run the unrolled loop's tail.
+    // [700, 33] over axis 0: 44 partials per column, two combine
+    // workgroups (32 columns each), the second partial.
     for shape in [
-        vec![3usize, 5, 7],
+        vec![700usize, 33],
+        vec![3, 5, 7],
         vec![2, 1, 4, 6],
         vec![9],
         vec![100, 3],

@@ -379,7 +379,8 @@ impl Context {
                 &self.inner.device,
                 combine,
                 &[(0, &params), (2, output.buffer()), (3, partials_buf)],
-                [gx as u32, 1, 1],
+                // 32 columns per workgroup (`CW` in the shader).
+                [cols.div_ceil(32) as u32, 1, 1],
             ));
         }
         Ok(Some(Plan {
