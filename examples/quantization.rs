@@ -16,7 +16,11 @@
 //! dequantise at the same size, in GB/s of input plus packed output.
 //! `--gemm MxKxN`: the quantised GEMM (f16 x[M, K], a weight of N outputs
 //! in each format and layout) next to the f16 matmul of the same shape, in
-//! TFLOP/s; `--stages` times each dispatch of its plan.
+//! TFLOP/s; `--stages` times each dispatch of its plan. Then f32 x: the
+//! route `matmul_quantized` takes (on tensor cores or a CPU adapter the
+//! weight is dequantised for the f32 engine) next to the tiled GEMM with
+//! the weight decoded into its f32 tiles, and the f32 matmul on the
+//! unquantised weight.
 //! Compare with `python3 bench/torch_quant.py` (same shapes).
 
 use clap::Parser;
@@ -102,6 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("copy ceiling: {copy_gbps:.1} GB/s\n");
     for g in &args.gemm {
         gemm_table(&ctx, g, &time, args.stages)?;
+        gemm_f32_table(&ctx, g, &time)?;
     }
     if !args.gemm.is_empty() && args.shapes.is_empty() {
         return Ok(());
@@ -233,14 +238,7 @@ fn gemm_table(
     time: &dyn Fn(&Plan) -> wgtile::Result<f64>,
     stages: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let dims: Vec<usize> = spec
-        .split('x')
-        .map(|d| d.parse())
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("--gemm {spec}: {e}"))?;
-    let [m, k, n] = dims[..] else {
-        return Err(format!("--gemm {spec}: expected MxKxN").into());
-    };
+    let [m, k, n] = gemm_dims(spec)?;
     if !ctx.profile().shader_f16 {
         println!("--gemm: the adapter has no shader-f16");
         return Ok(());
@@ -295,6 +293,65 @@ fn gemm_table(
                 }
             }
         }
+    }
+    println!();
+    Ok(())
+}
+
+/// `MxKxN` as three numbers.
+fn gemm_dims(spec: &str) -> Result<[usize; 3], Box<dyn std::error::Error>> {
+    let dims: Vec<usize> = spec
+        .split('x')
+        .map(|d| d.parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("--gemm {spec}: {e}"))?;
+    let [m, k, n] = dims[..] else {
+        return Err(format!("--gemm {spec}: expected MxKxN").into());
+    };
+    Ok([m, k, n])
+}
+
+/// f32 x[M, K] times a `[K, N]` weight in each format: the route's plan
+/// and the tiled GEMM (weights decoded into f32 tiles), next to the f32
+/// matmul of the unquantised weight.
+fn gemm_f32_table(
+    ctx: &Context,
+    spec: &str,
+    time: &dyn Fn(&Plan) -> wgtile::Result<f64>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let [m, k, n] = gemm_dims(spec)?;
+    let tflops = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e12;
+    let x = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F32, 3)?;
+    let w = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
+    let p32 = ctx.matmul_plan(&x, &w, None, &MatmulOptions::default())?;
+    let t32 = time(&p32)?;
+    println!(
+        "{:<34} {:>16} {:>10} {:>9} {:>8}",
+        "f32 x, weight [K,N]", "MxKxN", "time us", "TFLOP/s", "vs f32"
+    );
+    let line = |name: &str, t: f64| {
+        println!(
+            "{:<34} {:>16} {:>10.1} {:>9.2} {:>7.2}x",
+            name,
+            format!("{m}x{k}x{n}"),
+            t * 1e6,
+            tflops(t),
+            t32 / t
+        );
+    };
+    line(&format!("f32 matmul ({})", p32.label()), t32);
+    drop(p32);
+    for format in QuantFormat::ALL {
+        let q = ctx.quantize(&w, format, QuantAxis::Columns)?;
+        let routed = ctx.matmul_quantized_plan(&x, &q)?;
+        line(&format!("{} routed", format.name()), time(&routed)?);
+        drop(routed);
+        // The tiled GEMM whatever the route would pick, to compare.
+        let tiled = ctx.quant_gemm_tiled(&x, &q)?;
+        line(
+            &format!("{} tiled, decoded in tiles", format.name()),
+            time(&tiled)?,
+        );
     }
     println!();
     Ok(())

@@ -6,7 +6,9 @@
 // - fetch_a / put_a: consecutive invocations read consecutive k of one row of
 //   A (row-major A: consecutive addresses), scattered k-major into workgroup
 //   memory.
-// - fetch_b / put_b: consecutive invocations read consecutive n of one row of B.
+// - fetch_b / put_b (matmul_tiled_b.wgsl, or a quantised weight's in
+//   quant_matmul_tiled.wgsl): consecutive invocations read consecutive n
+//   of one row of B.
 // - store_row: one output row's two 4-wide column groups, element by element.
 // Every global access is bounds-checked, so edges need no special case; the
 // vec4 variant (matmul_tiled_vec4) is what aligned shapes should use.
@@ -20,7 +22,6 @@ alias Elem = f32;
 alias Out = Elem;
 
 @group(0) @binding(1) var<storage, read> lhs: array<Elem>;
-@group(0) @binding(2) var<storage, read> rhs: array<Elem>;
 @group(0) @binding(3) var<storage, read_write> out: array<Out>;
 
 // Group j of an invocation is the four elements tid + (4 j + e) * THREADS,
@@ -55,39 +56,6 @@ fn put_a(j: u32, tid: u32, v: vec4<f32>, k0: u32, k_end: u32) {
         let rk = a_index(j, e, tid);
         if rk.z == 1u {
             a_sh[rk.y * BM4 + rk.x / 4u][rk.x % 4u] = v[e];
-        }
-    }
-}
-
-// (k, column, 1 when inside the tile) of element e of group j.
-fn b_index(j: u32, e: u32, tid: u32) -> vec3<u32> {
-    // Row-major B: n fastest; transposed B: k fastest.
-    let i = tid + (4u * j + e) * THREADS;
-    let inside = u32(i < BK * BN);
-    if params.b_col_stride == 1u {
-        return vec3<u32>(i / BN, i % BN, inside);
-    }
-    return vec3<u32>(i % BK, i / BK, inside);
-}
-
-fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec4<f32> {
-    var v = vec4<f32>();
-    for (var e = 0u; e < 4u; e++) {
-        let kc = b_index(j, e, tid);
-        let gk = k0 + kc.x;
-        let gc = col0 + kc.y;
-        if kc.z == 1u && gk < k_end && gc < params.n {
-            v[e] = f32(rhs[b_base + gk * params.b_row_stride + gc * params.b_col_stride]);
-        }
-    }
-    return v;
-}
-
-fn put_b(j: u32, tid: u32, v: vec4<f32>, k0: u32, k_end: u32) {
-    for (var e = 0u; e < 4u; e++) {
-        let kc = b_index(j, e, tid);
-        if kc.z == 1u {
-            b_sh[kc.x * BN4 + kc.y / 4u][kc.y % 4u] = v[e];
         }
     }
 }

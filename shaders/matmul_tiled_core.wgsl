@@ -3,8 +3,9 @@
 // K and N multiples of 4). The registry appends this file to either one; the
 // prelude supplies the bindings and `fetch_a` / `fetch_b` (the j-th group of
 // four tile elements an invocation loads from global memory, zero past the
-// edges), `put_a` / `put_b` (where that group goes in workgroup memory) and
-// `store_row`.
+// edges), `put_a` / `put_b` (where that group goes in workgroup memory),
+// `BStage` (what a B fetch holds until its put: the four values, or a
+// quantised weight's raw words, decoded in the put) and `store_row`.
 //
 // Algorithm (the lecture's tiling, plus register tiling): a workgroup owns a
 //   BM x BN block of C and walks K in steps of BK. Per step all invocations
@@ -117,7 +118,7 @@ fn main(
     // step's FMAs and land in workgroup memory after them, so their latency
     // hides behind the arithmetic.
     var pa: array<vec4<f32>, A_LOADS>;
-    var pb: array<vec4<f32>, B_LOADS>;
+    var pb: array<BStage, B_LOADS>;
     for (var j = 0u; j < A_LOADS; j++) {
         pa[j] = fetch_a(j, tid, a_base, row0, k_begin, k_end);
     }

@@ -27,6 +27,9 @@ alias Out = Elem;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<Elem>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<Out>>;
 
+// What a B fetch holds in registers until its put (the core's prefetch).
+alias BStage = vec4<f32>;
+
 // Zeroes the lanes of a 4-wide run along K from k_end on: padded rows
 // (`tensor_padded`) hold arbitrary values there, never read as values.
 fn mask_k(v: vec4<f32>, gk: u32, k_end: u32) -> vec4<f32> {

@@ -12,6 +12,8 @@
 //   code lands as 1024 + code (+ bias 128 or 8) in an f16 whose exponent
 //   is 10, subtracted as `int_offset`. One unpack2x16float then widens two
 //   elements exactly.
+// Specials: E4M3's NaN codes become f16 NaNs; E5M2's infinities and NaNs
+//   are f16's own. E2M1 and the integers have none.
 
 fn four_bit() -> bool {
     return FORMAT == 2u || FORMAT == 3u || FORMAT == 5u || FORMAT == 6u;
@@ -78,9 +80,13 @@ fn pair(w: u32, i: u32) -> vec2<f32> {
         let v = w >> (4u * i);
         bits = ((v & 0x00070007u) << 9u) | ((v & 0x00080008u) << 12u);
     } else if FORMAT == 0u {
-        // E4M3 bytes (i, i + 2).
+        // E4M3 bytes (i, i + 2). The NaN code S.1111.111 would place as
+        // 1.875 (480 after the scale): its magnitude + 1 carries into bit 7,
+        // which sets the f16's exponent to all ones (a NaN).
         let v = w >> (8u * i);
-        bits = ((v & 0x007f007fu) << 7u) | ((v & 0x00800080u) << 8u);
+        let mag = v & 0x007f007fu;
+        let nan = ((mag + 0x00010001u) & 0x00800080u) >> 7u;
+        bits = (mag << 7u) | ((v & 0x00800080u) << 8u) | (nan * 0x7c00u);
     } else if FORMAT == 1u {
         let v = w >> (8u * i);
         bits = (v & 0x00ff00ffu) << 8u;

@@ -762,3 +762,188 @@ fn quantized_gemm_fallback_and_scale_check() {
         );
     }
 }
+
+/// Uploaded FP8 codes that are not numbers reach every product route as
+/// the host's dequantisation gives them: E4M3's NaN (S.1111.111) and
+/// E5M2's infinities and NaNs. The GEMVs (up to 8 rows), the f32 route
+/// (more rows), the tiled GEMM and, with f16 rows of x, the f16 ones
+/// (the tensor-core GEMM where there is one); every other column
+/// within the f32 products' bound of the f64 reference.
+#[test]
+fn fp8_special_codes_reach_every_product() {
+    let Some(ctx) = common::ctx() else { return };
+    // K = 96 takes the GEMVs; K = 85 (off the block, the word and the
+    // GEMMs' runs of 8) has the last block's padding (k = 85..95) poisoned
+    // with NaN codes too, which no route may read as values.
+    let n = 24;
+    for (format, k) in [QuantFormat::Mxfp8E4m3, QuantFormat::Mxfp8E5m2]
+        .into_iter()
+        .flat_map(|f| [(f, 96usize), (f, 85)])
+    {
+        // (column of W, k, code): NaNs, +inf and -inf.
+        let specials: &[(usize, usize, u32)] = if format == QuantFormat::Mxfp8E4m3 {
+            &[(3, 5, 0x7f), (7, 40, 0xff), (19, 84, 0x7f)]
+        } else {
+            &[(3, 5, 0x7c), (7, 40, 0xfc), (11, 70, 0x7e), (19, 84, 0xff)]
+        };
+        let poison =
+            (0..n).flat_map(move |col| (k..k.next_multiple_of(32)).map(move |kk| (col, kk, 0x7f)));
+        for axis in [QuantAxis::Rows, QuantAxis::Columns] {
+            let shape = if axis == QuantAxis::Rows {
+                [n, k]
+            } else {
+                [k, n]
+            };
+            let mut host =
+                quant::quantize(&common::random(n * k, 21), &shape, format, axis, 32).unwrap();
+            let lay = host.layout().unwrap();
+            for (col, kk, code) in specials.iter().copied().chain(poison.clone()) {
+                // A line is a row of [N, K] or a column of [K, N]: column n of W.
+                let field = lay.block_id(col, kk / 32) * 32 + kk % 32;
+                let shift = 8 * (field % 4);
+                host.data[field / 4] = (host.data[field / 4] & !(0xff << shift)) | (code << shift);
+            }
+            let q = ctx.upload_quantized(&host).unwrap();
+            let wd = host.dequantize().unwrap();
+            let mut dtypes = vec![DType::F32];
+            if ctx.profile().shader_f16 {
+                dtypes.push(DType::F16);
+            }
+            for m in [1, 5, 12] {
+                for &dtype in &dtypes {
+                    let (x, xv) =
+                        common::upload(&ctx, &common::random(m * k, 22 + m as u64), &[m, k], dtype);
+                    let routed = ctx.matmul_quantized_plan(&x, &q).unwrap();
+                    let tiled = ctx.quant_gemm_tiled(&x, &q).unwrap();
+                    for plan in [routed, tiled] {
+                        ctx.fill(plan.output(), 1.0e30).unwrap();
+                        plan.run().unwrap();
+                        let got = plan.output().to_vec_blocking::<f32>().unwrap();
+                        let (want, mag) = reference(&xv, &wd, m, k, n, axis == QuantAxis::Rows);
+                        let what = format!("{format} {axis:?} M{m} {dtype} ({})", plan.label());
+                        let mut finite_got = got.clone();
+                        let mut finite_want = want.clone();
+                        for i in 0..got.len() {
+                            if want[i].is_finite() {
+                                continue;
+                            }
+                            let same = if want[i].is_nan() {
+                                got[i].is_nan()
+                            } else {
+                                f64::from(got[i]) == want[i]
+                            };
+                            assert!(
+                                same,
+                                "{what}: element {i} is {} where f64 gives {}",
+                                got[i], want[i]
+                            );
+                            (finite_got[i], finite_want[i]) = (0.0, 0.0);
+                        }
+                        assert_eq!(
+                            want.iter().filter(|v| !v.is_finite()).count(),
+                            m * specials.len(),
+                            "{what}: each special code makes its column non-finite"
+                        );
+                        // f32 accumulation (f16 staging of the weight on tensor
+                        // cores is exact for these codes times their scales).
+                        let bound = |i: usize| {
+                            4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i] + 1e-30
+                        };
+                        common::assert_close(&what, &finite_got, &finite_want, bound);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The tiled GEMM (weights decoded into f32 workgroup tiles, for GPUs
+/// without tensor cores; CPU adapters route around it, so it is called
+/// directly): every format, both block axes, blocks of 8 to 64, K off the
+/// block and off the tile's K step, M and N off the tile, f32 and f16 x,
+/// against the f64 product of the dequantised weight (f32 accumulation:
+/// a few roundings per term, relative to the sum of |terms|).
+#[test]
+fn quantized_gemm_tiled_against_f64() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut dtypes = vec![DType::F32];
+    if ctx.profile().shader_f16 {
+        dtypes.push(DType::F16);
+    }
+    let shapes = [
+        (9, 40, 13),
+        (37, 96, 64),
+        (70, 200, 131),
+        (129, 64, 1),
+        (11, 8, 130),
+    ];
+    for (f, format) in QuantFormat::ALL.into_iter().enumerate() {
+        let blocks: &[usize] = if format.block_is_free() {
+            &[16, 32, 64]
+        } else {
+            &[format.default_block()]
+        };
+        for &block in blocks {
+            for (a, axis) in [QuantAxis::Rows, QuantAxis::Columns]
+                .into_iter()
+                .enumerate()
+            {
+                // Two of the shapes per combination, all of them over the run.
+                for s in [f + block / 8 + a, f + block / 8 + a + 2].map(|s| s % shapes.len()) {
+                    let (m, k, n) = shapes[s];
+                    // Every (format, shape) pair meets both dtypes over the run.
+                    let dtype = dtypes[(f + s + block) % dtypes.len()];
+                    let wshape = if axis == QuantAxis::Rows {
+                        [n, k]
+                    } else {
+                        [k, n]
+                    };
+                    let wv = edge_values(n * k, (m * 31 + k + n + block) as u64, false);
+                    let host = quant::quantize(&wv, &wshape, format, axis, block).unwrap();
+                    let q = ctx.upload_quantized(&host).unwrap();
+                    let wd = host.dequantize().unwrap();
+                    let (x, xv) =
+                        common::upload(&ctx, &common::random(m * k, 7 + m as u64), &[m, k], dtype);
+                    let plan = ctx.quant_gemm_tiled(&x, &q).unwrap();
+                    ctx.fill(plan.output(), f32::NAN).unwrap();
+                    plan.run().unwrap();
+                    let got = plan.output().to_vec_blocking::<f32>().unwrap();
+                    let (want, mag) = reference(&xv, &wd, m, k, n, axis == QuantAxis::Rows);
+                    let bound = |i: usize| {
+                        4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i] + 1e-30
+                    };
+                    common::assert_close(
+                        &format!(
+                            "{format} block {block} {axis:?} {dtype} M{m} K{k} N{n} ({})",
+                            plan.label()
+                        ),
+                        &got,
+                        &want,
+                        bound,
+                    );
+                }
+            }
+        }
+    }
+    // Empty products: NumPy's zeros (K = 0 is refused by the quantiser's
+    // shapes; M = 0 gives an empty result).
+    let host = quant::quantize(
+        &common::random(64, 3),
+        &[8, 8],
+        QuantFormat::Int8,
+        QuantAxis::Rows,
+        8,
+    )
+    .unwrap();
+    let q = ctx.upload_quantized(&host).unwrap();
+    let x = ctx.tensor(&[0.0f32; 0], [0, 8]).unwrap();
+    let plan = ctx.quant_gemm_tiled(&x, &q).unwrap();
+    plan.run().unwrap();
+    assert_eq!(plan.output().shape(), [0, 8]);
+    // Mismatched K is refused by name.
+    let x = ctx.tensor(&[0.0f32; 18], [2, 9]).unwrap();
+    assert!(matches!(
+        ctx.quant_gemm_tiled(&x, &q),
+        Err(Error::ShapeMismatch { .. })
+    ));
+}

@@ -75,7 +75,10 @@ impl Spec {
             Kernel::AttentionDecodeCoopEmulated => {
                 codegen::coop_decode::decode_coop_blocks(1, 128, 128, true)
             }
-            Kernel::MatmulTiled | Kernel::MatmulTiledVec4 | Kernel::AttentionFlash => {
+            Kernel::MatmulTiled
+            | Kernel::MatmulTiledVec4
+            | Kernel::QuantMatmulTiled
+            | Kernel::AttentionFlash => {
                 vec![("guard_decl", String::new()), ("guard", String::new())]
             }
             Kernel::Cast | Kernel::CastCheck => {

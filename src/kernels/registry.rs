@@ -12,6 +12,8 @@ macro_rules! shader {
 }
 
 const MATMUL_TILED_CORE: &str = shader!("matmul_tiled_core.wgsl");
+/// The tiled kernels' B side with scalar loads.
+const MATMUL_TILED_B: &str = shader!("matmul_tiled_b.wgsl");
 const MATMUL_TILED16_CORE: &str = shader!("matmul_tiled16_core.wgsl");
 const MATMUL_BROADCAST_CORE: &str = shader!("matmul_broadcast_core.wgsl");
 const MATMUL_EPILOGUE: &str = shader!("matmul_epilogue.wgsl");
@@ -44,6 +46,8 @@ pub(crate) const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
 const QUANT_GEMV_COMMON: &str = shader!("quant_gemv_common.wgsl");
 /// The packed-word and block-scale decoding of the quantised formats.
 pub(crate) const QUANT_DECODE: &str = shader!("quant_decode.wgsl");
+/// A matmul's B operand as a quantised weight, in runs of 8 k.
+pub(crate) const QUANT_B_OPERAND: &str = shader!("quant_b_operand.wgsl");
 /// The tensor-core matmul's quantised-B parts (its `quant_*` blocks).
 pub(crate) const MATMUL_COOP_QUANT: &str = shader!("matmul_coop_quant.wgsl");
 /// 16-bit float patterns to and from f32 bits in integer arithmetic.
@@ -172,7 +176,7 @@ registry! {
     /// Register-tiled matmul (workgroup tiles + 8x8 per invocation), scalar
     /// global loads: any shape.
     MatmulTiled = "matmul_tiled", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
-        parts [shader!("matmul_tiled.wgsl"), MATMUL_TILED_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+        parts [shader!("matmul_tiled.wgsl"), MATMUL_TILED_B, MATMUL_TILED_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
     /// The same compute core with 16-byte global loads and stores: K and N
     /// multiples of 4.
     MatmulTiledVec4 = "matmul_tiled_vec4", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
@@ -180,10 +184,15 @@ registry! {
     /// The scalar-load tiled kernel with a 16 x 16 register tile per
     /// invocation (CPU adapters).
     MatmulTiled16 = "matmul_tiled16", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
-        parts [shader!("matmul_tiled.wgsl"), MATMUL_TILED16_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+        parts [shader!("matmul_tiled.wgsl"), MATMUL_TILED_B, MATMUL_TILED16_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
     /// The vec4 tiled kernel with a 16 x 16 register tile (CPU adapters).
     MatmulTiled16Vec4 = "matmul_tiled16_vec4", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
         parts [shader!("matmul_tiled_vec4.wgsl"), MATMUL_TILED16_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// The register-tiled matmul with B a quantised weight decoded into its
+    /// f32 tiles as it is staged (GPUs without cooperative matrices).
+    QuantMatmulTiled = "quant.matmul_tiled", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("matmul_tiled.wgsl"), shader!("quant_matmul_tiled.wgsl"), QUANT_B_OPERAND,
+            QUANT_DECODE, QUANT_CODEC, MATMUL_TILED_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
     /// f16 matmul on tensor cores (cooperative matrices), f32 accumulation.
     MatmulCoop = "matmul_coop", entry "main", dtype F32, flags [EPILOGUE, COOP_MATRIX, TRUSTED],
         parts [shader!("matmul_coop.wgsl"), SPLIT_F32, MATMUL_PARAMS, MATMUL_EPILOGUE];

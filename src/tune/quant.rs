@@ -1,8 +1,11 @@
 //! Which kernel multiplies by a quantised weight: the fused GEMV for its
-//! block axis, the tensor-core GEMM, or dequantise + matmul (a pure
-//! function of the problem).
+//! block axis, the tensor-core GEMM, the tiled GEMM, or dequantise +
+//! matmul (a pure function of the problem and the adapter's kinds of
+//! kernel), and the tiled GEMM's tile.
 
+use crate::gpu::AdapterProfile;
 use crate::quant::{QuantAxis, QuantFormat, QuantLayout};
+use crate::tune::{MatmulKernel, TILE_CONFIGS, TileConfig, WAVE_FILL, workgroup_count};
 
 /// Rows of x the fused GEMVs take (more go through dequantise + matmul).
 pub const QUANT_GEMV_MAX_ROWS: usize = 8;
@@ -17,25 +20,47 @@ pub enum QuantRoute {
     /// `shaders/matmul_coop.wgsl` with the weight decoded into its f16
     /// tiles (`shaders/matmul_coop_quant.wgsl`).
     TensorCores,
+    /// The register-tiled matmul with the weight decoded into its f32
+    /// tiles (`shaders/quant_matmul_tiled.wgsl`).
+    Tiled,
     /// Dequantise to f32, then the matmul engine; the reason is logged.
     Dequantize(&'static str),
 }
 
+/// The kinds of GEMM kernel an adapter offers a quantised weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantEngines {
+    /// x is f16 and the f16 dispatcher runs this shape on the tensor-core
+    /// kernel.
+    pub tensor_cores: bool,
+    /// The matmul dispatcher runs this shape on its register-tiled kernel
+    /// (GPUs without tensor cores), of which the tiled quantised GEMM is a
+    /// variant. Where it picks another engine (the f32 split on tensor
+    /// cores, a CPU adapter's kernel without workgroup tiles) the weight is
+    /// dequantised for that engine: docs/perf/quant.md.
+    pub tiled: bool,
+}
+
 /// The route for `m` rows of x against a weight of `format` laid out as
-/// `lay`; `tensor_cores`: x is f16 and the f16 dispatcher runs this shape
-/// on the tensor-core kernel.
+/// `lay`, on an adapter offering `engines`.
 pub fn quant_route(
     format: QuantFormat,
     lay: &QuantLayout,
     (m, k): (usize, usize),
-    tensor_cores: bool,
+    engines: QuantEngines,
 ) -> QuantRoute {
     if m > QUANT_GEMV_MAX_ROWS {
-        // A run of 8 k staged by the GEMM stays inside one block.
-        if tensor_cores && lay.block.is_multiple_of(8) {
+        // A run of 8 k staged by the GEMMs stays inside one block.
+        if !lay.block.is_multiple_of(8) {
+            return QuantRoute::Dequantize("more than 8 rows of x, and blocks not a multiple of 8");
+        }
+        if engines.tensor_cores {
             return QuantRoute::TensorCores;
         }
-        return QuantRoute::Dequantize("more than 8 rows of x, and no f16 tensor-core route");
+        if engines.tiled {
+            return QuantRoute::Tiled;
+        }
+        return QuantRoute::Dequantize("more than 8 rows of x, and the matmul engine is not the tiled kernel");
     }
     match lay.axis {
         QuantAxis::Columns => {
@@ -60,4 +85,18 @@ pub fn quant_route(
 pub fn quant_cols_workgroup(max_invocations: u32) -> u32 {
     let wg = max_invocations.clamp(32, 1024);
     1 << (31 - wg.leading_zeros())
+}
+
+/// The tiled quantised GEMM's tile for `x[m, ..] @ W[.., n]`: as the f32
+/// dispatcher picks its tiled kernel, the largest GPU tile shape that fits
+/// the adapter and whose grid fills a wave, else the smallest that fits
+/// (every shape has a K step that is a multiple of 8, one run per column).
+pub fn quant_tiled_tile(p: &AdapterProfile, m: usize, n: usize) -> Option<TileConfig> {
+    let units = p.compute_units.max(1) as f64;
+    let fitting: Vec<TileConfig> = TILE_CONFIGS.into_iter().filter(|t| t.fits(p)).collect();
+    let fills = |tile: &&TileConfig| {
+        let kernel = MatmulKernel::Tiled { tile: **tile, vec4: false };
+        workgroup_count(kernel, m, n, 1) as f64 >= WAVE_FILL * units
+    };
+    fitting.iter().find(fills).or(fitting.last()).copied()
 }

@@ -2,7 +2,7 @@
 //! the plain kernel's empty blocks, the f32 split form's binding,
 //! exponents and per-slice products, and the quantised B operand's parts.
 
-use crate::kernels::registry::{MATMUL_COOP_QUANT, QUANT_CODEC, QUANT_DECODE};
+use crate::kernels::registry::{MATMUL_COOP_QUANT, QUANT_B_OPERAND, QUANT_CODEC, QUANT_DECODE};
 
 /// `shaders/matmul_coop.wgsl`'s generated blocks without the split or a
 /// quantised B: no extra binding, no exponents, no extra products.
@@ -26,12 +26,12 @@ pub(crate) fn coop_quant_blocks(format: u32, block: u32, words: u32, cols: bool)
         u32::from(cols)
     );
     [
-        ("quant_decl", format!("{consts}{MATMUL_COOP_QUANT}{QUANT_DECODE}{QUANT_CODEC}")),
+        ("quant_decl", format!("{consts}{MATMUL_COOP_QUANT}{QUANT_B_OPERAND}{QUANT_DECODE}{QUANT_CODEC}")),
         (
             "quant_run",
             "        return vec3<u32>(quant_word(gn, gk), gk, u32(inside));\n".into(),
         ),
-        ("quant_fetch", "    return quant_fetch(r);\n".into()),
+        ("quant_fetch", "    return quant_fetch(r.x);\n".into()),
         (
             "quant_put",
             "                quant_put((i / B_RUNS) * LDB + (i % B_RUNS) * 8u, r, pb[j]);\n                continue;\n"

@@ -1,11 +1,13 @@
-//! The quantised GEMM on tensor cores: f16 activations times a quantised
+//! The quantised GEMMs. On tensor cores: f16 activations times a quantised
 //! weight, the weight decoded into the tensor-core kernel's f16 workgroup
 //! tiles as it is staged (`shaders/matmul_coop_quant.wgsl`), so it is read
 //! packed and never written wider. A first pass checks the block scales;
 //! a weight whose decoded values could leave f16's range arms the f32
 //! fallback (`shaders/quant_matmul_naive.wgsl`: one dispatch, so the
 //! unarmed plan pays for one empty launch), which then writes the result
-//! instead.
+//! instead. Elsewhere (GPUs without cooperative matrices): the
+//! register-tiled kernel with the weight decoded into its f32 tiles
+//! (`shaders/quant_matmul_tiled.wgsl`), exact.
 
 use super::{QuantTensor, format_code, u32_of};
 use crate::dtype::DType;
@@ -16,7 +18,7 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::problem::MatmulShape;
 use crate::quant::QuantAxis;
 use crate::runtime::Context;
-use crate::tune::{self, MatmulKernel};
+use crate::tune::{self, MatmulKernel, TileConfig};
 
 /// Invocations per workgroup of the scale check.
 const CHECK_WG: u32 = 256;
@@ -137,6 +139,116 @@ impl Context {
         })
     }
 
+    /// `x` (f32 or f16, contiguous, `[.., K]`) times `w` on the register-tiled
+    /// kernel with the weight decoded into its f32 tiles
+    /// (`shaders/quant_matmul_tiled.wgsl`), into a new f32 tensor of
+    /// `out_shape`.
+    pub(crate) fn quant_tiled_plan(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        (m, k, n): (usize, usize, usize),
+        out_shape: &[usize],
+    ) -> Result<Plan> {
+        let op = "matmul_quantized";
+        let lay = w.layout();
+        let u = u32_of;
+        for (what, v) in [("M x K", m * k), ("M x N", m * n), ("packed words", w.data.numel())] {
+            u(what, v)?;
+        }
+        if x.dtype() == DType::F16 {
+            self.require_f16("f16 activations")?;
+        }
+        let tile = tune::quant::quant_tiled_tile(self.profile(), m, n).ok_or_else(|| {
+            Error::UnsupportedFeature {
+                feature: "workgroups of 64 invocations with 8 KiB of workgroup memory",
+                what: format!("{op}: the tiled GEMM"),
+            }
+        })?;
+        let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
+        let mut dispatches = Vec::new();
+        if m * n > 0 {
+            let (gx, gy) = (n.div_ceil(tile.bn as usize), m.div_ceil(tile.bm as usize));
+            let max = self.profile().max_workgroups_per_dim as usize;
+            if gx.max(gy) > max {
+                return Err(Error::LimitExceeded {
+                    limit: "max_compute_workgroups_per_dimension",
+                    requested: gx.max(gy) as u64,
+                    max: max as u64,
+                    what: format!("{op} with {tile:?}"),
+                });
+            }
+            let spec = quant_tiled_spec(x.dtype(), tile, w)?;
+            let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+            // B as the kernel reads it, [N, K]: its column stride carries
+            // the blocks per row.
+            let mut shape = MatmulShape::with_transposes(&[m, k], &[n, k], false, true)?;
+            shape.b_pitch = lay.blocks_per_line();
+            let epilogue = Default::default();
+            let params = self.matmul_params(&shape, 0, &epilogue, (0, 1));
+            let (bias, residual) = self.epilogue_buffers(&epilogue);
+            dispatches.push(Dispatch::with_bindings(
+                &self.inner.device,
+                pipeline,
+                &[
+                    (0, &params),
+                    (1, x.buffer()),
+                    (2, w.data.buffer()),
+                    (3, out.buffer()),
+                    (4, &self.inner.dummy_rw),
+                    (5, bias),
+                    (6, residual),
+                    (10, w.scales.buffer()),
+                    (11, w.zeros.buffer()),
+                    (12, w.globals.buffer()),
+                    (13, w.data.buffer()),
+                ],
+                [gx as u32, gy as u32, 1],
+            ));
+        }
+        Ok(Plan {
+            gpu: self.inner.gpu.clone(),
+            label: format!(
+                "quantized GEMM ({}, blocks along {}, {m}x{n}x{k}) tiled {}x{}x{} [weights \
+                 decoded to f32 in the tiles]",
+                w.format,
+                if w.axis == QuantAxis::Columns { "columns" } else { "rows" },
+                tile.bm,
+                tile.bn,
+                tile.bk
+            ),
+            dispatches,
+            output: out,
+            flops: 2 * (m * n * k) as u64,
+            bytes: w.packed_bytes() + x.size_bytes() + (m * n * 4) as u64,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The tiled quantised GEMM on any adapter, whatever the route would
+    /// pick (CPU adapters dequantise instead): for tests.
+    #[doc(hidden)]
+    pub fn quant_gemm_tiled(&self, x: &Tensor, w: &QuantTensor) -> Result<Plan> {
+        let op = "quant_gemm_tiled";
+        self.check_owned(x, op)?;
+        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
+        if x.dtype() == DType::BF16 || x.shape().len() != 2 || w.shape.len() != 2 {
+            return Err(Error::InvalidArgument(
+                "quant_gemm_tiled takes f32 or f16 x [M, K] and a rank-2 weight".into(),
+            ));
+        }
+        x.require_contiguous(op)?;
+        let (m, k) = (x.shape()[0], x.shape()[1]);
+        let (wk, n) = match w.axis {
+            QuantAxis::Rows => (w.shape[1], w.shape[0]),
+            QuantAxis::Columns => (w.shape[0], w.shape[1]),
+        };
+        if wk != k || !w.block.is_multiple_of(8) {
+            return Err(Error::shape(op, x.shape(), &w.shape, "K differs, or blocks not a multiple of 8"));
+        }
+        self.quant_tiled_plan(x, w, (m, k, n), &[m, n])
+    }
+
     /// The quantised GEMM's f32 fallback alone, on f16 `x[M, K]`, and
     /// its scale check (true where it would arm the fallback). For tests:
     /// both run on any adapter, the tensor-core kernel they guard only
@@ -234,6 +346,37 @@ impl Context {
     }
 }
 
+/// The tiled quantised GEMM's specialisation for `x` of `dtype`, `tile`
+/// and `w`'s format, block and axis.
+fn quant_tiled_spec(dtype: DType, tile: TileConfig, w: &QuantTensor) -> Result<Spec> {
+    let lay = w.layout();
+    Ok(tiled_spec(
+        dtype,
+        tile,
+        format_code(w.format),
+        u32_of("block", w.block)?,
+        u32_of("words per block", lay.words_per_block())?,
+        w.axis == QuantAxis::Columns,
+    ))
+}
+
+fn tiled_spec(dtype: DType, tile: TileConfig, format: u32, block: u32, words: u32, cols: bool) -> Spec {
+    let spec = Spec::new(Kernel::QuantMatmulTiled)
+        .dtype(dtype)
+        .constant("BM", tile.bm)
+        .constant("BN", tile.bn)
+        .constant("BK", tile.bk)
+        .constant("FORMAT", format)
+        .constant("BLK", block)
+        .constant("WPB", words)
+        .constant("COLS", u32::from(cols));
+    if dtype == DType::F32 {
+        spec
+    } else {
+        spec.output(DType::F32)
+    }
+}
+
 /// Every specialisation the quantised GEMM compiles (for the shader tests):
 /// each format on both block axes, aligned and unaligned K, with the
 /// tensor-core layout the dispatcher picks at 4096^3 on a subgroup of 32.
@@ -266,6 +409,12 @@ pub fn quant_gemm_specs() -> Vec<Spec> {
             }
         }
         out.push(Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format_code(format)));
+        for (i, tile) in crate::tune::TILE_CONFIGS.into_iter().enumerate() {
+            for cols in [false, true] {
+                let dtype = if i == 0 { DType::F16 } else { DType::F32 };
+                out.push(tiled_spec(dtype, tile, format_code(format), block, words, cols));
+            }
+        }
         for cols in [0, 1] {
             out.push(
                 Spec::new(Kernel::QuantMatmulNaive)

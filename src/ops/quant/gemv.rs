@@ -10,10 +10,12 @@ use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::quant::{QuantAxis, QuantFormat};
 use crate::runtime::Context;
+use crate::problem::MatmulShape;
 use crate::tune::route::MatmulOptions;
+use crate::tune::{self, MatmulKernel};
 
 pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
-use crate::tune::quant::{QuantRoute, quant_cols_workgroup, quant_route};
+use crate::tune::quant::{QuantEngines, QuantRoute, quant_cols_workgroup, quant_route};
 
 /// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
 const WG: u32 = 256;
@@ -74,8 +76,17 @@ impl Context {
     /// has a NaN scale), the f32 route below writes the whole result
     /// instead.
     ///
-    /// Anything else dequantises the weight to f32 and runs
-    /// [`Context::matmul`]'s engine (correct, not fused).
+    /// More rows of f32 or f16 `x` on a GPU without tensor cores (or where
+    /// the f16 dispatcher keeps the shape off them) run the register-tiled
+    /// matmul with the weight decoded into its f32 workgroup tiles (blocks
+    /// of a multiple of 8 elements, either axis, any M, N, K): exact
+    /// decoding, f32 accumulation.
+    ///
+    /// Anything else (a CPU adapter, blocks not a multiple of 8, bf16 `x`
+    /// first widened to f32) dequantises the weight to f32 and runs
+    /// [`Context::matmul`]'s engine (correct, not fused). Element codes
+    /// that are not numbers (E4M3's NaN, E5M2's infinities and NaNs, only
+    /// in uploaded data) give what IEEE arithmetic gives on every route.
     pub fn matmul_quantized(&self, x: &Tensor, w: &QuantTensor) -> Result<Tensor> {
         let plan = self.matmul_quantized_plan(x, w)?;
         plan.run()?;
@@ -112,13 +123,22 @@ impl Context {
         let m: usize = lead.iter().product();
         let mut out_shape = lead.to_vec();
         out_shape.push(n);
-        if x.dtype() == DType::F16
-            && m > 0
-            && n > 0
-            && quant_route(w.format, &w.layout(), (m, k), true) == QuantRoute::TensorCores
-            && let Some(kernel) = self.quant_gemm_kernel((m, k, n))
-        {
-            return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape);
+        let tensor_cores = match x.dtype() {
+            DType::F16 if m > QUANT_GEMV_MAX_ROWS && n > 0 => self.quant_gemm_kernel((m, k, n)),
+            _ => None,
+        };
+        let engines = QuantEngines {
+            tensor_cores: tensor_cores.is_some(),
+            tiled: self.runs_tiled(x.dtype(), (m, k, n)),
+        };
+        match (quant_route(w.format, &w.layout(), (m, k), engines), tensor_cores) {
+            (QuantRoute::TensorCores, Some(kernel)) => {
+                return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape);
+            }
+            (QuantRoute::Tiled, _) if x.dtype() != DType::BF16 => {
+                return self.quant_tiled_plan(x, w, (m, k, n), &out_shape);
+            }
+            _ => {}
         }
         if x.dtype() != DType::F32 {
             // f16 and bf16 activations widen to f32 first (one cast kernel
@@ -137,6 +157,26 @@ impl Context {
         self.quantized_plan_f32(x, w, (m, k, n), &out_shape)
     }
 
+    /// Whether the matmul dispatcher runs `x[m, k] @ W[k, n]` of `dtype` on
+    /// its register-tiled kernel (of which the tiled quantised GEMM is a
+    /// variant); elsewhere the dequantised weight goes to the engine it
+    /// picks (the f32 split on tensor cores, a CPU adapter's own kernel).
+    fn runs_tiled(&self, dtype: DType, (m, k, n): (usize, usize, usize)) -> bool {
+        if m <= QUANT_GEMV_MAX_ROWS || n == 0 || dtype == DType::BF16 {
+            return false;
+        }
+        let Ok(shape) = MatmulShape::with_transposes(&[m, k], &[k, n], false, false) else {
+            return false;
+        };
+        let kernel =
+            tune::choose_matmul_layout(self.profile(), dtype, (m, n, k), 1, tune::Layout::of(&shape))
+                .kernel;
+        match kernel {
+            MatmulKernel::Tiled { tile, .. } | MatmulKernel::SplitK { tile, .. } => tile.reg == 8,
+            _ => false,
+        }
+    }
+
     /// [`Context::matmul_quantized_plan`] for a checked f32 `x`.
     fn quantized_plan_f32(
         &self,
@@ -147,10 +187,17 @@ impl Context {
     ) -> Result<Plan> {
         let op = "matmul_quantized";
         let lay = w.layout();
-        let route = quant_route(w.format, &lay, (m, k), false);
+        let engines = QuantEngines {
+            tensor_cores: false,
+            tiled: self.runs_tiled(DType::F32, (m, k, n)),
+        };
+        let route = quant_route(w.format, &lay, (m, k), engines);
         if let QuantRoute::Dequantize(why) = route {
             log::debug!("{op}: dequantise + matmul ({why})");
             return self.dequantized_matmul(x, w, out_shape);
+        }
+        if route == QuantRoute::Tiled {
+            return self.quant_tiled_plan(x, w, (m, k, n), out_shape);
         }
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let u = u32_of;
