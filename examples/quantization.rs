@@ -25,7 +25,8 @@
 
 use clap::Parser;
 use wgtile::{
-    Context, ContextOptions, DType, MatmulOptions, Plan, QuantAxis, QuantFormat, TimingOptions,
+    Context, ContextOptions, DType, MatmulKernel, MatmulOptions, Plan, QuantAxis, QuantFormat,
+    TileConfig, TimingOptions,
 };
 
 #[derive(Parser, Debug)]
@@ -341,13 +342,34 @@ fn gemm_f32_table(
     };
     line(&format!("f32 matmul ({})", p32.label()), t32);
     drop(p32);
+    // One tile for the fused kernel and the f32 tiled engine it is a
+    // variant of, whatever the dispatcher would pick.
+    let tile = [TileConfig::new(128, 128, 8), TileConfig::new(64, 64, 16)]
+        .into_iter()
+        .find(|t| t.fits(ctx.profile()));
+    let mut tiled32 = None;
+    if let Some(tile) = tile {
+        let opts = MatmulOptions::with_kernel(MatmulKernel::Tiled { tile, vec4: false });
+        let p = ctx.matmul_plan(&x, &w, None, &opts)?;
+        let t = time(&p)?;
+        line(&format!("f32 tiled ({})", p.label()), t);
+        tiled32 = Some(t);
+    }
     for format in QuantFormat::ALL {
         let q = ctx.quantize(&w, format, QuantAxis::Columns)?;
         let routed = ctx.matmul_quantized_plan(&x, &q)?;
         line(&format!("{} routed", format.name()), time(&routed)?);
         drop(routed);
-        // The tiled GEMM whatever the route would pick, to compare.
-        let tiled = ctx.quant_gemm_tiled(&x, &q)?;
+        let Some(t_tiled32) = tiled32 else { continue };
+        // The weight dequantised, then the f32 tiled engine, against the
+        // tiled GEMM decoding it in its tiles (the same tile).
+        let deq = ctx.dequantize_plan(&q)?;
+        line(
+            &format!("{} dequantise + f32 tiled", format.name()),
+            time(&deq)? + t_tiled32,
+        );
+        drop(deq);
+        let tiled = ctx.quant_gemm_tiled(&x, &q, tile)?;
         line(
             &format!("{} tiled, decoded in tiles", format.name()),
             time(&tiled)?,

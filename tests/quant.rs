@@ -814,7 +814,7 @@ fn fp8_special_codes_reach_every_product() {
                     let (x, xv) =
                         common::upload(&ctx, &common::random(m * k, 22 + m as u64), &[m, k], dtype);
                     let routed = ctx.matmul_quantized_plan(&x, &q).unwrap();
-                    let tiled = ctx.quant_gemm_tiled(&x, &q).unwrap();
+                    let tiled = ctx.quant_gemm_tiled(&x, &q, None).unwrap();
                     for plan in [routed, tiled] {
                         ctx.fill(plan.output(), 1.0e30).unwrap();
                         plan.run().unwrap();
@@ -904,7 +904,7 @@ fn quantized_gemm_tiled_against_f64() {
                     let wd = host.dequantize().unwrap();
                     let (x, xv) =
                         common::upload(&ctx, &common::random(m * k, 7 + m as u64), &[m, k], dtype);
-                    let plan = ctx.quant_gemm_tiled(&x, &q).unwrap();
+                    let plan = ctx.quant_gemm_tiled(&x, &q, None).unwrap();
                     ctx.fill(plan.output(), f32::NAN).unwrap();
                     plan.run().unwrap();
                     let got = plan.output().to_vec_blocking::<f32>().unwrap();
@@ -937,13 +937,13 @@ fn quantized_gemm_tiled_against_f64() {
     .unwrap();
     let q = ctx.upload_quantized(&host).unwrap();
     let x = ctx.tensor(&[0.0f32; 0], [0, 8]).unwrap();
-    let plan = ctx.quant_gemm_tiled(&x, &q).unwrap();
+    let plan = ctx.quant_gemm_tiled(&x, &q, None).unwrap();
     plan.run().unwrap();
     assert_eq!(plan.output().shape(), [0, 8]);
     // Mismatched K is refused by name.
     let x = ctx.tensor(&[0.0f32; 18], [2, 9]).unwrap();
     assert!(matches!(
-        ctx.quant_gemm_tiled(&x, &q),
+        ctx.quant_gemm_tiled(&x, &q, None),
         Err(Error::ShapeMismatch { .. })
     ));
 }

@@ -149,6 +149,7 @@ impl Context {
         w: &QuantTensor,
         (m, k, n): (usize, usize, usize),
         out_shape: &[usize],
+        tile: Option<TileConfig>,
     ) -> Result<Plan> {
         let op = "matmul_quantized";
         let lay = w.layout();
@@ -159,7 +160,8 @@ impl Context {
         if x.dtype() == DType::F16 {
             self.require_f16("f16 activations")?;
         }
-        let tile = tune::quant::quant_tiled_tile(self.profile(), m, n).ok_or_else(|| {
+        let tile = tile.or_else(|| tune::quant::quant_tiled_tile(self.profile(), m, n));
+        let tile = tile.ok_or_else(|| {
             Error::UnsupportedFeature {
                 feature: "workgroups of 64 invocations with 8 KiB of workgroup memory",
                 what: format!("{op}: the tiled GEMM"),
@@ -226,9 +228,10 @@ impl Context {
     }
 
     /// The tiled quantised GEMM on any adapter, whatever the route would
-    /// pick (CPU adapters dequantise instead): for tests.
+    /// pick (CPU adapters dequantise instead), with `tile` or the route's:
+    /// for tests and side-by-side measurements.
     #[doc(hidden)]
-    pub fn quant_gemm_tiled(&self, x: &Tensor, w: &QuantTensor) -> Result<Plan> {
+    pub fn quant_gemm_tiled(&self, x: &Tensor, w: &QuantTensor, tile: Option<TileConfig>) -> Result<Plan> {
         let op = "quant_gemm_tiled";
         self.check_owned(x, op)?;
         self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
@@ -246,7 +249,14 @@ impl Context {
         if wk != k || !w.block.is_multiple_of(8) {
             return Err(Error::shape(op, x.shape(), &w.shape, "K differs, or blocks not a multiple of 8"));
         }
-        self.quant_tiled_plan(x, w, (m, k, n), &[m, n])
+        if let Some(t) = tile
+            && (!t.fits(self.profile()) || t.reg != 8 || !t.bk.is_multiple_of(8))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: tile {t:?} does not fit this adapter, or is not an 8 x 8 register tile with a K step of a multiple of 8"
+            )));
+        }
+        self.quant_tiled_plan(x, w, (m, k, n), &[m, n], tile)
     }
 
     /// The quantised GEMM's f32 fallback alone, on f16 `x[M, K]`, and

@@ -136,7 +136,7 @@ impl Context {
                 return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape);
             }
             (QuantRoute::Tiled, _) if x.dtype() != DType::BF16 => {
-                return self.quant_tiled_plan(x, w, (m, k, n), &out_shape);
+                return self.quant_tiled_plan(x, w, (m, k, n), &out_shape, None);
             }
             _ => {}
         }
@@ -197,7 +197,7 @@ impl Context {
             return self.dequantized_matmul(x, w, out_shape);
         }
         if route == QuantRoute::Tiled {
-            return self.quant_tiled_plan(x, w, (m, k, n), out_shape);
+            return self.quant_tiled_plan(x, w, (m, k, n), out_shape, None);
         }
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let u = u32_of;
