@@ -66,6 +66,7 @@ pub use ops::attention::{
     AttentionGrads, AttentionKernel, AttentionLayout, AttentionMask, AttentionOptions,
     AttentionOutput, DiagonalAlignment, KvCache,
 };
+pub use ops::lessons::{Activations, BranchForm, ReadOrder, SigmoidChain};
 pub use ops::matmul::{Activation, Epilogue, MatmulExplanation, MatmulOptions};
 pub use ops::quant::QuantTensor;
 pub use ops::rows::reduce::{Axis, Reduction};

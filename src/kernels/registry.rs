@@ -71,7 +71,8 @@ const SUBGROUPS: u8 = 4;
 /// against the tensors' shapes, every global index guarded by the logical
 /// bounds; the tensor-core kernels' edge tests run on adapters with
 /// cooperative matrices; tests/quant.rs for the quantisation kernels, whose
-/// indices come from host-checked shapes, never from the packed codes).
+/// indices come from host-checked shapes, never from the packed codes;
+/// tests/lessons.rs for the lesson kernels, one guarded element each).
 /// Never for kernels that index with
 /// user-controlled values.
 const TRUSTED: u8 = 8;
@@ -150,6 +151,35 @@ registry! {
     /// 0, 1, 2, ... as i32, u32 or f32 (`arange`).
     Iota = "gather.iota", entry "iota", dtype F32, flags [],
         parts [shader!("gather.wgsl")];
+    /// The divergence lesson: a data-dependent branch between two loops, or
+    /// the same choice made with `select` (`FORM`).
+    LessonDivergence = "lessons.divergence", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("lessons_divergence.wgsl")];
+    /// The recomputation lesson: three sigmoids forward, storing the two
+    /// activations.
+    LessonForwardStore = "lessons.forward_store", entry "forward_store", dtype F32, flags [TRUSTED],
+        parts [shader!("lessons_recompute.wgsl")];
+    /// Its backward from the stored activations.
+    LessonBackwardStored = "lessons.backward_stored", entry "backward_stored", dtype F32, flags [TRUSTED],
+        parts [shader!("lessons_recompute.wgsl")];
+    /// Three sigmoids forward, storing nothing but the result.
+    LessonForward = "lessons.forward", entry "forward", dtype F32, flags [TRUSTED],
+        parts [shader!("lessons_recompute.wgsl")];
+    /// The backward recomputing the activations from x.
+    LessonBackwardRecompute = "lessons.backward_recompute", entry "backward_recompute", dtype F32,
+        flags [TRUSTED], parts [shader!("lessons_recompute.wgsl")];
+    /// The coalescing lesson: a copy along rows (consecutive addresses).
+    LessonCopyRows = "lessons.copy_rows", entry "copy_rows", dtype F32, flags [TRUSTED],
+        parts [shader!("lessons_coalescing.wgsl")];
+    /// The same copy down columns (strided addresses).
+    LessonCopyColumns = "lessons.copy_columns", entry "copy_columns", dtype F32, flags [TRUSTED],
+        parts [shader!("lessons_coalescing.wgsl")];
+    /// A transpose with coalesced reads and strided writes.
+    LessonTransposeNaive = "lessons.transpose_naive", entry "transpose_naive", dtype F32,
+        flags [TRUSTED], parts [shader!("lessons_coalescing.wgsl")];
+    /// ReLU over packed FP8 (E4M3) codes.
+    LessonReluFp8 = "lessons.relu_fp8", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("lessons_relu8.wgsl")];
     /// A strided block copy (permute, transpose, narrow, split, concat).
     Copy = "copy", entry "main", dtype F32, flags [TRUSTED],
         parts [shader!("copy.wgsl")];

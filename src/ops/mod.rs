@@ -6,6 +6,7 @@ pub mod attention;
 pub mod elementwise;
 pub mod index;
 pub mod layout;
+pub mod lessons;
 pub mod matmul;
 pub mod quant;
 pub mod rows;

@@ -248,6 +248,19 @@ fn every_layout_and_index_specialisation() {
 }
 
 #[test]
+fn every_lesson_specialisation() {
+    let specs = wgtile::ops::lessons::lesson_specs();
+    assert_eq!(
+        specs.len(),
+        10,
+        "two divergence forms and eight single kernels"
+    );
+    for spec in &specs {
+        check(spec);
+    }
+}
+
+#[test]
 fn every_column_reduction_specialisation() {
     for kernel in [Kernel::ReduceCols, Kernel::ReduceColsCombine] {
         for dtype in [DType::F32, DType::F16] {
