@@ -327,11 +327,11 @@ impl Context {
             self.require_f16("f16 attention")?;
         }
         if dtype == DType::BF16 {
-            // The forward pass stages bf16 before it gets here.
+            // Every bf16 entry point (forward, backward, cached) stages or
+            // widens bf16 before it gets here; a path that does not is a bug,
+            // reported rather than miscompiled.
             return Err(Error::InvalidArgument(
-                "bf16 attention backward and bf16 KV caches are not supported yet: cast the \
-                 tensors to f32 or f16 first (Context::cast)"
-                    .into(),
+                "attention kernels take f32 or f16 operands: bf16 must be staged first".into(),
             ));
         }
         let qs = [q.batch, q.heads, q.seq, q.dim];
