@@ -655,8 +655,9 @@ fn attention_and_quantisation_of_bf16() {
             1e-3 * want_lse[i].abs() + 1e-3
         });
     }
-    // The backward pass and KV caches refuse bf16 with a named error.
-    let bad = wgtile::KvCache::new(&ctx, 1, 2, 16, 16, 8, DType::BF16);
+    // A bf16 KV cache moves whole words: odd head dims are a named error
+    // (tests/attention/decode.rs runs bf16 caches).
+    let bad = wgtile::KvCache::new(&ctx, 1, 2, 15, 16, 8, DType::BF16);
     assert!(matches!(bad, Err(wgtile::Error::InvalidArgument(_))));
 
     // Quantising a bf16 tensor gives the codes of its values as f32, and
