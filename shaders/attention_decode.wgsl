@@ -68,7 +68,7 @@
 // Workgroup: WG invocations (128 or 256, host); KB = WG / LK keys per block.
 // Tile parameters (text constants, set by the host, tune/attention.rs
 //   `DecodeTiles`): ROWS (query rows per workgroup, 1 to 8), RQ = ceil(ROWS /
-//   4), EPW (elements per 16-byte word: 4 for f32, 8 for f16), LK
+//   4), EPW (elements per 16-byte word: 4 for f32, 8 for f16 and bf16), LK
 //   (invocations per key in the score step, 2 to 8), KWPL = ceil(D / EPW /
 //   LK), WVP (power of two >= Dv / EPW, with WG / WVP dividing KB), VPRE (1:
 //   V words prefetched a block ahead), WG.
@@ -108,6 +108,9 @@ const PROBE: u32 = 0u;
 // `part` in workgroup memory, a barrier, the first RQ * KB invocations
 // (attention_decode_plain.wgsl).
 const SHUFFLE: u32 = 0u;
+// 1: K and V are bf16 (8 per word, EPW = 8) widened by shifts, q f32
+// (staged by the host, `Elem` = f32); 0: K, V and q are `Elem`.
+const KV_BF16: u32 = 0u;
 
 // The running max moves only when a logit passes it by more than TAU
 // (log2 units): probabilities stay below 2^TAU, far from f32's range.
@@ -148,7 +151,13 @@ var<workgroup> comb: array<vec4<f32>, CE * WG>;
 var<workgroup> red: array<vec4<f32>, G>;
 
 // Half `i` (0 or 1) of a word as 4 floats; f32 words have one half.
+// bf16 (KV_BF16 = 1) widens exactly: element 2m of a u32 is its low half,
+// 2m + 1 its high half, each the top 16 bits of its f32.
 fn unpack_word(w: vec4<u32>, i: u32) -> vec4<f32> {
+    if EPW == 8u && KV_BF16 == 1u {
+        let p = select(w.xy, w.zw, i == 1u);
+        return bitcast<vec4<f32>>(vec4<u32>(p.x << 16u, p.x & 0xffff0000u, p.y << 16u, p.y & 0xffff0000u));
+    }
     if EPW == 8u {
         if i == 0u {
             return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));

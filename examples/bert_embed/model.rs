@@ -389,16 +389,11 @@ impl Encoder {
         let (h, d) = (cfg.hidden, cfg.head_dim());
         let words = sink(ctx.gather_plan(&self.word, ids, 0)?)?;
         let position = sink(ctx.narrow_plan(&self.position, 0, 0, s)?)?;
-        // The embedding sum and its layer norm in one kernel (fused row ops
-        // do not read bf16: there the sum is a kernel of its own).
+        // The embedding sum and its layer norm in one kernel (bf16 too: the
+        // sum stays f32 in registers, the norm's result is rounded once).
         let sum = words.expr() + position.expr();
         let (g, beta) = (Some(&self.ln.0), Some(&self.ln.1));
-        let mut x = if self.dtype == DType::BF16 {
-            let summed = sink(ctx.eval_plan(&sum)?)?;
-            sink(ctx.layer_norm_plan(&summed, g, beta, cfg.eps)?)?
-        } else {
-            sink(ctx.layer_norm_of_plan(&sum, g, beta, cfg.eps, None)?)?
-        };
+        let mut x = sink(ctx.layer_norm_of_plan(&sum, g, beta, cfg.eps, None)?)?;
         // Padding keys are hidden from every query (BERT's attention mask).
         let attention = AttentionOptions::new()
             .packed_dims(cfg.heads, cfg.heads, d, d)

@@ -101,6 +101,84 @@ fn backward_matches_analytic_gradients() {
 }
 
 #[test]
+fn backward_of_bf16() {
+    let Some(ctx) = common::ctx() else { return };
+    let bf = |c: Case| Case {
+        dtype: DType::BF16,
+        ..c
+    };
+    // GQA, odd and prime sizes, D != Dv.
+    check_backward(
+        &ctx,
+        &bf(Case::new(2, 4, 2, 37, 41, 40, 24)),
+        &AttentionOptions::new().causal(DiagonalAlignment::BottomRight),
+        None,
+        210,
+    );
+    // A bf16 additive mask (staged with the operands), key lengths, soft-cap.
+    let c = bf(Case::new(2, 3, 1, 19, 37, 24, 40));
+    let m = HostMask {
+        additive: true,
+        dims: [2, 1, 19, 37],
+        shape: vec![2, 1, 19, 37],
+        data: mask_values(2 * 19 * 37, 211, true),
+    };
+    check_backward(
+        &ctx,
+        &c,
+        &AttentionOptions::new().key_lengths(&[37, 23]).softcap(2.5),
+        Some(m),
+        212,
+    );
+    // Mixed dtypes are named errors, never a silent cast.
+    let up = |shape: &[usize], dtype: DType, seed: u64| {
+        let n = shape.iter().product();
+        common::upload(&ctx, &common::random(n, seed), shape, dtype).0
+    };
+    let q = up(&[1, 2, 5, 8], DType::BF16, 1);
+    let k = up(&[1, 2, 7, 8], DType::BF16, 2);
+    let v = up(&[1, 2, 7, 8], DType::BF16, 3);
+    let opts = AttentionOptions::new().with_lse();
+    let fwd = ctx.attention(&q, &k, &v, &opts).unwrap();
+    let lse = fwd.lse.unwrap();
+    let mut others = vec![DType::F32];
+    if ctx.profile().shader_f16 {
+        others.push(DType::F16);
+    }
+    for dtype in others {
+        let k2 = up(&[1, 2, 7, 8], dtype, 2);
+        let o2 = up(&[1, 2, 5, 8], dtype, 4);
+        for (what, bad) in [
+            (
+                "k",
+                ctx.attention_backward(&q, &k2, &v, &fwd.o, &fwd.o, &lse, &opts),
+            ),
+            (
+                "o",
+                ctx.attention_backward(&q, &k, &v, &o2, &fwd.o, &lse, &opts),
+            ),
+            (
+                "d_o",
+                ctx.attention_backward(&q, &k, &v, &fwd.o, &o2, &lse, &opts),
+            ),
+        ] {
+            assert!(
+                matches!(bad, Err(wgtile::Error::DTypeMismatch { .. })),
+                "bf16 q with {dtype} {what}: {:?}",
+                bad.map(|_| ())
+            );
+        }
+    }
+    let lse16 = up(&[1, 2, 5], DType::BF16, 5);
+    let bad = ctx.attention_backward(&q, &k, &v, &fwd.o, &fwd.o, &lse16, &opts);
+    assert!(
+        matches!(bad, Err(wgtile::Error::DTypeMismatch { .. })),
+        "bf16 lse: {:?}",
+        bad.map(|_| ())
+    );
+}
+
+#[test]
 fn backward_matches_finite_differences() {
     let Some(ctx) = common::ctx() else { return };
     let c = Case::new(1, 2, 1, 3, 5, 3, 2);

@@ -449,3 +449,165 @@ fn kv_cache_takes_sequence_major_steps() {
     let bad = ctx.zeros([b, 1, d], DType::F32).unwrap();
     assert!(seq_major.append_seq_major(&ctx, &bad, &bad).is_err());
 }
+
+/// A bf16 KV cache from prefill through decode steps (heads-first and
+/// sequence-major appends, GQA, prime lengths) against the f64 reference on
+/// the values it holds: decode steps read the cache's bf16 words in the
+/// decode kernel (D and Dv multiples of 8) or stage it to f32 (other dims,
+/// a forced flash kernel, the prefill). o is bf16: the bound is one bf16
+/// rounding (2^-8 relative) plus the f32 kernels' 2e-5; the logsumexp is
+/// f32 (2e-5).
+#[test]
+fn kv_cache_in_bf16() {
+    let Some(ctx) = common::ctx() else { return };
+    for (d, dv, words) in [(40usize, 24usize, true), (12, 20, false)] {
+        bf16_cache_steps(&ctx, d, dv, words);
+    }
+    // Mixed dtypes and odd head dims are named errors.
+    let mut cache = KvCache::new(&ctx, 1, 2, 8, 8, 4, DType::BF16).unwrap();
+    let k = ctx.zeros([1, 2, 3, 8], DType::BF16).unwrap();
+    cache.append(&k, &k).unwrap();
+    let mut others = vec![DType::F32];
+    if ctx.profile().shader_f16 {
+        others.push(DType::F16);
+    }
+    for dtype in others {
+        let q = ctx.zeros([1, 2, 1, 8], dtype).unwrap();
+        let bad = ctx.attention_cached(&q, &cache, &AttentionOptions::new());
+        assert!(
+            matches!(bad, Err(Error::DTypeMismatch { .. })),
+            "{dtype} query, bf16 cache: {:?}",
+            bad.map(|_| ())
+        );
+        let wrong = ctx.zeros([1, 2, 1, 8], dtype).unwrap();
+        let bad = cache.append(&wrong, &wrong);
+        assert!(matches!(bad, Err(Error::DTypeMismatch { .. })), "{bad:?}");
+        let q = ctx.zeros([1, 2, 1, 8], DType::BF16).unwrap();
+        let mask = ctx.zeros([1, 1, 1, 3], dtype).unwrap();
+        let opts = AttentionOptions::new().additive_mask(&mask);
+        let bad = ctx.attention_cached(&q, &cache, &opts);
+        assert!(
+            matches!(bad, Err(Error::DTypeMismatch { .. })),
+            "{dtype} mask, bf16 cache: {:?}",
+            bad.map(|_| ())
+        );
+    }
+    let bad = KvCache::new(&ctx, 1, 2, 15, 16, 4, DType::BF16);
+    assert!(matches!(bad, Err(Error::InvalidArgument(_))), "{bad:?}");
+}
+
+/// One bf16 cache of head dims `d`, `dv`: a 37-position prefill, then
+/// decode steps of one position (every other one appended sequence-major),
+/// the last with a bf16 additive mask over the keys, again without subgroup
+/// shuffles and again with the flash kernel forced. `words`: whether the decode kernel reads the bf16
+/// words (D and Dv multiples of 8).
+fn bf16_cache_steps(ctx: &wgtile::Context, d: usize, dv: usize, words: bool) {
+    let (b, hq, hkv) = (2, 6, 2);
+    let mut cache = KvCache::new(ctx, b, hkv, d, dv, 8, DType::BF16).unwrap();
+    // The values the cache holds, [B, Hkv, pos, D] per position appended.
+    let (mut kc, mut vc): (Vec<Vec<f32>>, Vec<Vec<f32>>) =
+        (vec![Vec::new(); b * hkv], vec![Vec::new(); b * hkv]);
+    let opts = AttentionOptions::new()
+        .causal(DiagonalAlignment::BottomRight)
+        .with_lse();
+    let mut pos = 0;
+    let steps = [37usize, 1, 1, 1, 1];
+    for (s, &n) in steps.iter().enumerate() {
+        let seed = 500 + 10 * s as u64;
+        let seq_major = s % 2 == 0 && s > 0;
+        // Host data [B, Hkv, n, D] (heads-first), uploaded either way.
+        let (kh, vh) = (
+            common::random(b * hkv * n * d, seed),
+            common::random(b * hkv * n * dv, seed + 1),
+        );
+        let up = |x: &[f32], w: usize| {
+            if seq_major {
+                let mut t = vec![0.0; x.len()];
+                for z in 0..b {
+                    for h in 0..hkv {
+                        for p in 0..n {
+                            for c in 0..w {
+                                t[((z * n + p) * hkv + h) * w + c] =
+                                    x[((z * hkv + h) * n + p) * w + c];
+                            }
+                        }
+                    }
+                }
+                common::upload(ctx, &t, &[b, n, hkv, w], DType::BF16).0
+            } else {
+                common::upload(ctx, x, &[b, hkv, n, w], DType::BF16).0
+            }
+        };
+        let (kt, vt) = (up(&kh, d), up(&vh, dv));
+        if seq_major {
+            cache.append_seq_major(ctx, &kt, &vt).unwrap();
+        } else {
+            cache.append(&kt, &vt).unwrap();
+        }
+        for z in 0..b * hkv {
+            let held = |x: &[f32], w: usize| -> Vec<f32> {
+                x[z * n * w..(z + 1) * n * w]
+                    .iter()
+                    .map(|&v| DType::BF16.round(v))
+                    .collect()
+            };
+            kc[z].extend(held(&kh, d));
+            vc[z].extend(held(&vh, dv));
+        }
+        pos += n;
+        let (qt, qh) = common::upload(
+            ctx,
+            &common::random(b * hq * n * d, seed + 2),
+            &[b, hq, n, d],
+            DType::BF16,
+        );
+        let last = s + 1 == steps.len();
+        let mut runs = vec![(opts.clone(), None)];
+        if last {
+            let data = mask_values(b * pos, seed + 3, true);
+            let (mt, held) = common::upload(ctx, &data, &[b, 1, 1, pos], DType::BF16);
+            let masked = opts.clone().additive_mask(&mt);
+            let host = HostMask {
+                additive: true,
+                dims: [b, 1, 1, pos],
+                shape: vec![b, 1, 1, pos],
+                data: held,
+            };
+            runs.push((masked.clone(), Some(host.clone())));
+            // The decode kernel's plain variant (no subgroup shuffles).
+            runs.push((masked.clone().decode_shuffle(false), Some(host.clone())));
+            runs.push((masked.kernel(AttentionKernel::Flash), Some(host)));
+        }
+        let c = Case::new(b, hq, hkv, n, pos, d, dv);
+        let (kf, vf): (Vec<f32>, Vec<f32>) = (kc.concat(), vc.concat());
+        for (o, mask) in runs {
+            let (plan, got) = ctx.attention_cached_plan(&qt, &cache, &o).unwrap();
+            let what = format!("bf16 cache D {d} Dv {dv} step {s}: {}", plan.label());
+            let direct = n == 1 && words && o.kernel == AttentionKernel::Auto;
+            assert_eq!(
+                plan.label().contains("read as words by the decode kernel"),
+                direct,
+                "{what}"
+            );
+            assert_eq!(plan.label().contains("staged to f32"), !direct, "{what}");
+            assert_eq!(got.o.dtype(), DType::BF16, "{what}");
+            ctx.fill(&got.o, f32::NAN).unwrap();
+            ctx.fill(got.lse.as_ref().unwrap(), f32::NAN).unwrap();
+            plan.run().unwrap();
+            let (want, want_lse) = reference(&c, &qh, &kf, &vf, &o, mask.as_ref());
+            common::assert_close(
+                &format!("{what} o"),
+                &got.o.to_f32_vec_blocking().unwrap(),
+                &want,
+                |i| 2f64.powi(-8) * want[i].abs() + 2e-5,
+            );
+            common::assert_close(
+                &format!("{what} lse"),
+                &got.lse.unwrap().to_vec_blocking::<f32>().unwrap(),
+                &want_lse,
+                |_| 2e-5,
+            );
+        }
+    }
+    assert_eq!(cache.len(), pos);
+}

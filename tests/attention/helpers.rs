@@ -723,7 +723,9 @@ pub(crate) fn check_backward_kernel(
     let tol = match c.dtype {
         DType::F32 => 2e-5,
         DType::F16 => 2e-2,
-        DType::BF16 => 2.4e-2,
+        // The f32 backward on exact inputs; o rounded to bf16 before Delta
+        // and each gradient's own rounding, 2^-9 relative each.
+        DType::BF16 => 1e-2,
         other => panic!("attention refuses {other}"),
     };
     for (name, got, want) in [

@@ -6,7 +6,7 @@
 //! as the kernel computes it (+, -, *, |.| are correctly rounded, the scales
 //! used are powers of two), then the row op in f64. Tolerances are those of
 //! `tests/rows/rowops.rs` plus what the fused part adds (stated per test), plus
-//! one rounding of the output for f16 (2^-11 relative). Row lengths 1, 7,
+//! one rounding of the output for f16 (2^-11 relative) and bf16 (2^-8). Row lengths 1, 7,
 //! 127, 1031, 5003 (and a streaming length) with broadcast operands.
 
 use crate::common;
@@ -16,11 +16,13 @@ use wgtile::{Axis, Context, DType, Error, Expr, Plan, Reduction, Tensor};
 const U: f64 = 1.0 / (1u64 << 24) as f64;
 const LENGTHS: [usize; 5] = [1, 7, 127, 1031, 5003];
 
+/// f32, bf16 (read as words and widened in registers; the result rounded
+/// to bf16 behind the kernel) and f16 where the adapter has it.
 fn dtypes(ctx: &Context) -> Vec<DType> {
     if ctx.profile().shader_f16 {
-        vec![DType::F32, DType::F16]
+        vec![DType::F32, DType::BF16, DType::F16]
     } else {
-        vec![DType::F32]
+        vec![DType::F32, DType::BF16]
     }
 }
 
@@ -90,15 +92,15 @@ fn sum_of_squares_every_length_both_axes() {
                 let (want, bound) = reduce_ref(&sq, row, Reduction::Sum, dtype);
                 common::assert_close(&what, &got, &want, |i| bound[i]);
                 // Fused == unfused (eval, then sum) within the same bound
-                // (f16: the unfused square is rounded to f16 first).
+                // (f16, bf16: the unfused square is rounded first).
                 let unfused = ctx
                     .sum(&ctx.eval(&(x.expr() * x.expr())).unwrap(), axis)
                     .unwrap();
                 let un = unfused.to_f32_vec_blocking().unwrap();
-                let slack = if dtype == DType::F16 {
-                    2f64.powi(-11)
-                } else {
-                    0.0
+                let slack = match dtype {
+                    DType::F16 => 2f64.powi(-11),
+                    DType::BF16 => 2f64.powi(-8),
+                    _ => 0.0,
                 };
                 common::assert_close(
                     &format!("{what} vs unfused"),

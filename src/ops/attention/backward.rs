@@ -10,6 +10,11 @@ impl Context {
     /// [`AttentionOptions::with_lse`]), returns dq, dk, dv. The options must
     /// be the forward's (masks, window, soft-cap, scale, layout). Never stores
     /// an Sq x Sk matrix. D and Dv up to 256.
+    ///
+    /// bf16 q, k, v, o and d_o (and mask; `lse` stays f32) are staged to f32
+    /// (exact), run through the f32 kernels, and dq, dk and dv come back in
+    /// bf16, rounded to nearest even. Any other mix of dtypes is
+    /// [`Error::DTypeMismatch`].
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward(
         &self,
@@ -49,6 +54,9 @@ impl Context {
         }
         if let Some(mask) = &options.mask {
             mask.tensor().require_contiguous("an attention mask")?;
+        }
+        if q.dtype() == DType::BF16 {
+            return self.attention_backward_bf16([q, k, v, o, d_o], lse, options);
         }
         let (hq, hkv) = match options.layout {
             AttentionLayout::Packed { q_heads, kv_heads } => (q_heads, kv_heads),
@@ -281,6 +289,51 @@ impl Context {
 }
 
 impl Context {
+    /// [`Context::attention_backward_plan`] of bf16 q, k, v, o and d_o (and
+    /// mask): staged to f32 (exact), the f32 backward, dq, dk and dv rounded
+    /// to bf16 (nearest even). The logsumexp is f32 as the forward returns it.
+    fn attention_backward_bf16(
+        &self,
+        [q, k, v, o, d_o]: [&Tensor; 5],
+        lse: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionGrads)> {
+        let mask = options.mask.as_ref().map(|m| m.tensor());
+        for t in [k, v, o, d_o].into_iter().chain(mask) {
+            self.check_owned(t, "an attention backward operand or mask")?;
+            if t.dtype() != DType::BF16 {
+                return Err(Error::DTypeMismatch {
+                    op: "attention backward",
+                    expected: DType::BF16,
+                    got: t.dtype(),
+                });
+            }
+        }
+        let originals: Vec<&Tensor> = [q, k, v, o, d_o].into_iter().chain(mask).collect();
+        let staged = self.stage_bf16(&originals, DType::F32)?;
+        let t = &staged.tensors;
+        let mut wide = options.clone();
+        wide.mask = options.mask.as_ref().map(|m| match m {
+            AttentionMask::Boolean(_) => AttentionMask::Boolean(t[5].clone()),
+            AttentionMask::Additive(_) => AttentionMask::Additive(t[5].clone()),
+        });
+        let (plan, g32) = self.attention_backward_plan(&t[0], &t[1], &t[2], &t[3], &t[4], lse, &wide)?;
+        let mut plan = staged.before(plan, &originals);
+        let grads = AttentionGrads {
+            dq: self.alloc(q.shape(), DType::BF16, "wgtile attention dq")?,
+            dk: self.alloc(k.shape(), DType::BF16, "wgtile attention dk")?,
+            dv: self.alloc(v.shape(), DType::BF16, "wgtile attention dv")?,
+        };
+        for (wide, out) in [(&g32.dq, &grads.dq), (&g32.dk, &grads.dk), (&g32.dv, &grads.dv)] {
+            plan.dispatches.extend(self.cast_dispatch(wide, out)?);
+            plan.bytes = plan.bytes.saturating_sub(wide.size_bytes()) + out.size_bytes();
+        }
+        plan.scratch.extend([g32.dq, grads.dk.clone(), grads.dv.clone()]);
+        plan.output = grads.dq.clone();
+        plan.label = format!("{} [bf16 staged to f32]", plan.label);
+        Ok((plan, grads))
+    }
+
     /// Encodes the backward's `prepare` kernel (lse in log2 units and Delta
     /// per row into `stats`; dtype-generic, shared by both backward paths).
     #[allow(clippy::too_many_arguments)]

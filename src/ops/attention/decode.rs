@@ -9,9 +9,16 @@ impl Context {
     /// The decode kernel's tiles when the decode path runs (forced, or
     /// `Auto` on few query rows per KV head), checking forced tiles and a
     /// forced decode kernel against the shape and the adapter.
-    pub(crate) fn decode_choice(&self, l: &Launch<'_>, opts: &AttentionOptions) -> Result<Option<DecodeTiles>> {
-        let [_, hq, hkv, sq, _, d, dv] = l.dims;
-        let (dtype, profile) = (l.dtype, self.profile());
+    ///
+    /// `dtype` is K's and V's (a bf16 KV cache's words: [`Launch::kv_dtype`]).
+    pub(crate) fn decode_choice(
+        &self,
+        dims: [usize; 7],
+        dtype: DType,
+        opts: &AttentionOptions,
+    ) -> Result<Option<DecodeTiles>> {
+        let [_, hq, hkv, sq, _, d, dv] = dims;
+        let profile = self.profile();
         let group = hq / hkv.max(1);
         let dtiles = opts
             .decode_tiles
@@ -148,6 +155,7 @@ impl Context {
         let group = hq / hkv.max(1);
         let rows_kv = group * sq;
         let chunks = rows_kv.div_ceil(decode_chunk_rows(rows_kv));
+        let kv_dtype = l.kv_dtype;
         let ys = hkv * chunks;
         if ys > max_groups || b > max_groups {
             return Err(l.limit(
@@ -183,7 +191,7 @@ impl Context {
         let pipeline = self
             .inner
             .pipelines
-            .get(device, &decode_spec(dtype, rows_kv, d, dv, dtiles, shuffle))?;
+            .get(device, &decode_spec(kv_dtype, rows_kv, d, dv, dtiles, shuffle))?;
         plan.dispatches.push(Dispatch::with_bindings(
             device,
             pipeline,

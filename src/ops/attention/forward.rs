@@ -6,6 +6,9 @@ use super::*;
 /// What every attention path of one call binds and reads.
 pub(crate) struct Launch<'a> {
     pub(crate) dtype: DType,
+    /// K's and V's storage: `dtype`, or bf16 words (a bf16 KV cache) that
+    /// only the decode kernel reads, widening them itself.
+    pub(crate) kv_dtype: DType,
     /// `[B, Hq, Hkv, Sq, Sk, D, Dv]`.
     pub(crate) dims: [usize; 7],
     /// The parameter words without the split fields.
@@ -29,6 +32,21 @@ impl Launch<'_> {
             max: self.max_groups as u64,
             what,
         }
+    }
+}
+
+/// The filled part (`len` positions) of a KV cache buffer `t`
+/// (`[B, H, capacity, D]`) as an operand whose elements are `dtype`.
+fn cache_view(t: &Tensor, len: usize, dtype: DType) -> Operand {
+    let s = t.shape();
+    Operand {
+        buffer: t.buffer.clone(),
+        dtype,
+        batch: s[0],
+        heads: s[1],
+        seq: len,
+        dim: s[3],
+        strides: [s[1] * s[2] * s[3], s[2] * s[3], s[3]],
     }
 }
 
@@ -68,6 +86,8 @@ impl Context {
     /// Attention over the filled part of a [`KvCache`] (prefill and decode
     /// share this path; decoding usually wants
     /// `causal(DiagonalAlignment::BottomRight)`). Heads-first layout only.
+    /// q (and mask) must have the cache's dtype; for a bf16 cache `o` is
+    /// bf16 and the logsumexp f32 ([`KvCache::new`] says how it is read).
     pub fn attention_cached(
         &self,
         q: &Tensor,
@@ -94,18 +114,6 @@ impl Context {
             ));
         }
         self.check_all_owned([q, &cache.k, &cache.v], "attention_cached's query or cache")?;
-        let view = |t: &Tensor| {
-            let s = t.shape();
-            Operand {
-                buffer: t.buffer.clone(),
-                dtype: t.dtype(),
-                batch: s[0],
-                heads: s[1],
-                seq: cache.len,
-                dim: s[3],
-                strides: [s[1] * s[2] * s[3], s[2] * s[3], s[3]],
-            }
-        };
         q.require_contiguous("attention")?;
         self.check_owned(q, "the attention query")?;
         if let Some(mask) = &options.mask {
@@ -119,7 +127,101 @@ impl Context {
                 * cache.k.shape()[1]
                 * (cache.k.shape()[3] + cache.v.shape()[3])) as u64
             * q.dtype().size() as u64;
-        self.attention_impl(qo, view(&cache.k), view(&cache.v), options, bytes)
+        if cache.k.dtype() == DType::BF16 {
+            return self.attention_cached_bf16(q, cache, options, bytes);
+        }
+        let view = |t: &Tensor| cache_view(t, cache.len, t.dtype());
+        self.attention_impl(qo, view(&cache.k), view(&cache.v), options, bytes, None)
+    }
+
+    /// [`Context::attention_cached_plan`] of a bf16 cache (q and mask bf16
+    /// too): q and the mask staged to f32 (exact). When the decode kernel
+    /// runs (few query rows per KV head, D and Dv multiples of 8, not forced
+    /// elsewhere), it reads the cache's bf16 words and widens them in
+    /// registers: the cache is read once, at 2 bytes an element. Otherwise
+    /// (prefill, other kernels or dims) the cache's buffers are staged to
+    /// f32, capacity included, for the f32 kernels. `o` is rounded to bf16;
+    /// the logsumexp stays f32.
+    fn attention_cached_bf16(
+        &self,
+        q: &Tensor,
+        cache: &KvCache,
+        options: &AttentionOptions,
+        bytes: u64,
+    ) -> Result<(Plan, AttentionOutput)> {
+        let mask = options.mask.as_ref().map(|m| m.tensor());
+        for t in [q].into_iter().chain(mask) {
+            if t.dtype() != DType::BF16 {
+                return Err(Error::DTypeMismatch {
+                    op: "attention",
+                    expected: DType::BF16,
+                    got: t.dtype(),
+                });
+            }
+        }
+        let (ks, vs) = (cache.k.shape(), cache.v.shape());
+        let qs = q.shape();
+        let dims = [qs[0], qs[1], ks[1], qs[2], cache.len, qs[3], vs[3]];
+        let naive = options.return_probs || options.return_scores;
+        let direct = !naive
+            && !matches!(
+                options.kernel,
+                AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
+            )
+            && self.decode_choice(dims, DType::BF16, options)?.is_some();
+        let mut originals: Vec<&Tensor> = vec![q];
+        originals.extend(mask);
+        if !direct {
+            originals.extend([&cache.k, &cache.v]);
+        }
+        let staged = self.stage_bf16(&originals, DType::F32)?;
+        let t = &staged.tensors;
+        let mut wide = options.clone();
+        wide.mask = options.mask.as_ref().map(|m| match m {
+            AttentionMask::Boolean(_) => AttentionMask::Boolean(t[1].clone()),
+            AttentionMask::Additive(_) => AttentionMask::Additive(t[1].clone()),
+        });
+        let qo = operand(&t[0], options.layout, 0, "q")?;
+        let (plan, out) = if direct {
+            // The operands say f32 (what the kernel computes in); the words
+            // behind K and V are bf16.
+            let view = |t: &Tensor| cache_view(t, cache.len, DType::F32);
+            self.attention_impl(
+                qo,
+                view(&cache.k),
+                view(&cache.v),
+                &wide,
+                bytes,
+                Some(DType::BF16),
+            )?
+        } else {
+            let n = t.len();
+            let view = |t: &Tensor| cache_view(t, cache.len, t.dtype());
+            self.attention_impl(qo, view(&t[n - 2]), view(&t[n - 1]), &wide, bytes, None)?
+        };
+        let mut plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
+        // The memory floor: the bf16 query and filled cache read, o written
+        // (whatever the staging copies).
+        plan.bytes = bytes + plan.output().size_bytes();
+        plan.label = format!(
+            "{} [bf16 cache {}]",
+            plan.label,
+            if direct {
+                "read as words by the decode kernel"
+            } else {
+                "staged to f32"
+            }
+        );
+        let o = plan.output().clone();
+        Ok((
+            plan,
+            AttentionOutput {
+                o,
+                lse: out.lse,
+                probs: out.probs,
+                scores: out.scores,
+            },
+        ))
     }
 
     /// Checks the call and builds its [`Plan`] without running it; the plan's
@@ -152,7 +254,7 @@ impl Context {
         let vo = operand(v, options.layout, hkv, "v")?;
         options.check_head_dims(qo.dim, ko.dim, vo.dim)?;
         let bytes = (q.numel() + k.numel() + v.numel()) as u64 * q.dtype().size() as u64;
-        self.attention_impl(qo, ko, vo, options, bytes)
+        self.attention_impl(qo, ko, vo, options, bytes, None)
     }
 
     /// [`Context::attention_plan`] of bf16 q, k and v (and mask): staged
@@ -327,11 +429,11 @@ impl Context {
             self.require_f16("f16 attention")?;
         }
         if dtype == DType::BF16 {
-            // The forward pass stages bf16 before it gets here.
+            // Every bf16 entry point (forward, backward, cached) stages or
+            // widens bf16 before it gets here; a path that does not is a bug,
+            // reported rather than miscompiled.
             return Err(Error::InvalidArgument(
-                "bf16 attention backward and bf16 KV caches are not supported yet: cast the \
-                 tensors to f32 or f16 first (Context::cast)"
-                    .into(),
+                "attention kernels take f32 or f16 operands: bf16 must be staged first".into(),
             ));
         }
         let qs = [q.batch, q.heads, q.seq, q.dim];
@@ -520,6 +622,9 @@ impl Context {
         })
     }
 
+    /// The plan of checked operands; `kv_dtype` is K's and V's storage when
+    /// it differs from their `dtype` (bf16 words behind f32 operands, read
+    /// by the decode kernel only: the caller makes sure it runs).
     pub(crate) fn attention_impl(
         &self,
         q: Operand,
@@ -527,8 +632,10 @@ impl Context {
         v: Operand,
         opts: &AttentionOptions,
         in_bytes: u64,
+        kv_dtype: Option<DType>,
     ) -> Result<(Plan, AttentionOutput)> {
         let setup = self.attention_setup(&q, &k, &v, opts)?;
+        let kv_dtype = kv_dtype.unwrap_or(setup.dtype);
         let [b, hq, _, sq, ..] = setup.dims;
         let dummy_lse = self.alloc(&[4], DType::F32, "wgtile attention unused lse")?;
         let o = self.alloc(&setup.o_shape, setup.dtype, "wgtile attention out")?;
@@ -577,8 +684,14 @@ impl Context {
             return Ok((plan, out));
         }
         let lse_buf = lse.as_ref().unwrap_or(&dummy_lse).buffer.clone();
+        if kv_dtype != setup.dtype && naive {
+            return Err(Error::InvalidArgument(
+                "attention: bf16 key/value words are read by the decode kernel only".into(),
+            ));
+        }
         let launch = Launch {
             dtype: setup.dtype,
+            kv_dtype,
             dims: setup.dims,
             words: &setup.words,
             mask_buf: &setup.mask_buf,
@@ -606,7 +719,19 @@ impl Context {
         if opts.kernel == AttentionKernel::Naive {
             return self.naive_attention(plan, l, None, None);
         }
-        let decode = self.decode_choice(l, opts)?;
+        let decode = self.decode_choice(l.dims, l.kv_dtype, opts)?;
+        if l.kv_dtype != l.dtype {
+            // bf16 KV words: the caller checked that the decode kernel runs.
+            return match decode {
+                Some(t) if !matches!(
+                    opts.kernel,
+                    AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
+                ) => self.decode_attention(plan, l, opts, t),
+                _ => Err(Error::InvalidArgument(
+                    "attention: bf16 key/value words are read by the decode kernel only".into(),
+                )),
+            };
+        }
         if matches!(
             opts.kernel,
             AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated

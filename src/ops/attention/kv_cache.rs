@@ -19,8 +19,16 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    /// An empty cache. For f16, `head_dim` and `value_dim` must be even (GPU
-    /// copies move whole 4-byte words).
+    /// An empty cache. For f16 and bf16, `head_dim` and `value_dim` must be
+    /// even (GPU copies move whole 4-byte words).
+    ///
+    /// A bf16 cache is read by [`Context::attention_cached`] as it is stored
+    /// when the decode kernel runs (few query rows per KV head, D and Dv
+    /// multiples of 8): the kernel widens the bf16 words in registers, so a
+    /// decode step reads 2 bytes per cached element. Other calls (prefill,
+    /// other head dims, a forced non-decode kernel, probabilities or scores
+    /// returned) stage the cache's buffers to f32 first, capacity included:
+    /// 6 more bytes moved per cached element per call.
     pub fn new(
         ctx: &Context,
         batch: usize,
@@ -31,20 +39,13 @@ impl KvCache {
         dtype: DType,
     ) -> Result<Self> {
         Error::require_float(dtype, "KvCache::new")?;
-        if dtype == DType::BF16 {
-            return Err(Error::InvalidArgument(
-                "bf16 KV caches are not supported yet: keep the cache in f16 or f32 \
-                 (Context::cast converts bf16 keys and values)"
-                    .into(),
-            ));
-        }
         if dtype == DType::F16 {
             ctx.require_f16("f16 KV cache")?;
-            if !head_dim.is_multiple_of(2) || !value_dim.is_multiple_of(2) {
-                return Err(Error::InvalidArgument(format!(
-                    "an f16 KV cache needs even head dims (got {head_dim} and {value_dim})"
-                )));
-            }
+        }
+        if dtype.size() == 2 && (!head_dim.is_multiple_of(2) || !value_dim.is_multiple_of(2)) {
+            return Err(Error::InvalidArgument(format!(
+                "an {dtype} KV cache needs even head dims (got {head_dim} and {value_dim})"
+            )));
         }
         let capacity = capacity.max(1);
         Ok(Self {

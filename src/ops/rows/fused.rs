@@ -1,7 +1,8 @@
 //! Row ops of elementwise expressions fused into the row kernels
 //! (reductions, softmax, norms): documented on [`Context::row_op_of_plan`].
 
-use crate::error::Result;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
 use crate::ops::rows::source::RowFusion;
 use crate::expr::Expr;
 use crate::ops::rows::reduce::{Axis, Reduction};
@@ -15,7 +16,19 @@ impl Context {
     /// (see [`Context::row_op_of_plan`]); as [`Context::reduce_plan`] otherwise.
     pub fn reduce_of_plan(&self, x: &Expr, op: Reduction, axis: Axis) -> Result<Plan> {
         let fusion = RowFusion::new(self, x, None)?;
-        self.reduce_source_plan(RowSource::Fused(&fusion), op, axis)
+        let plan = self.reduce_source_plan(RowSource::Fused(&fusion), op, axis)?;
+        self.round_bf16_result(&fusion, plan)
+    }
+
+    /// `plan` of a fused row op whose kernel wrote f32 for a bf16 result:
+    /// followed by the rounding (nearest even) into a bf16 output.
+    fn round_bf16_result(&self, fusion: &RowFusion, plan: Plan) -> Result<Plan> {
+        if fusion.result_dtype() != DType::BF16 {
+            return Ok(plan);
+        }
+        let mut plan = self.round_output_bf16(plan, None)?;
+        plan.label = format!("{} [bf16 leaves widened in registers, result rounded to bf16]", plan.label);
+        Ok(plan)
     }
 
     /// [`Context::reduce_of_plan`], run.
@@ -73,8 +86,12 @@ impl Context {
     /// rounded in between: the expression's value enters the row op in f32 and
     /// the row op's f32 result enters the epilogue (an unfused f16 pipeline
     /// rounds to f16 twice more). Dtypes: the row op's output has the
-    /// expression's dtype (f32 if any tensor of the *input* expression is f32,
-    /// f16 if all are); the epilogue's tensors may be either. Shapes: the
+    /// expression's dtype (f32 if any tensor of the *input* expression is f32
+    /// or the dtypes differ, f16 or bf16 if all are); the epilogue's tensors
+    /// may be any float dtype. bf16 tensors are read as words and widened in
+    /// registers (exact); a bf16 result is computed in f32 and rounded to
+    /// nearest even by a cast behind the kernel (one extra pass over the
+    /// output), with bf16 `weight`/`bias` staged to f32. Shapes: the
     /// expression's broadcast shape; the epilogue must broadcast to it without
     /// enlarging it ([`Error::ShapeMismatch`](crate::Error::ShapeMismatch) named
     /// `row-op epilogue` otherwise). Tensors must be contiguous (padded ones are
@@ -107,14 +124,40 @@ impl Context {
     ) -> Result<Plan> {
         let fusion = RowFusion::new(self, x, epilogue)?;
         self.row_op_check_params(op, weight, bias)?;
-        self.row_source_plan(
+        if fusion.result_dtype() != DType::BF16 {
+            return self.row_source_plan(
+                op,
+                RowSource::Fused(&fusion),
+                weight,
+                bias,
+                eps,
+                RowOptions::default(),
+            );
+        }
+        // A bf16 result: the kernel computes and writes f32; bf16 weight and
+        // bias are staged to f32 (exact) for it.
+        let params: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
+        self.check_all_owned(params.iter().copied(), "a row-op weight or bias")?;
+        if let Some(p) = params.iter().find(|p| p.dtype() != DType::BF16) {
+            return Err(Error::DTypeMismatch {
+                op: op.name(),
+                expected: DType::BF16,
+                got: p.dtype(),
+            });
+        }
+        let staged = self.stage_bf16(&params, DType::F32)?;
+        let mut wide = staged.tensors.iter();
+        let w = weight.and_then(|_| wide.next());
+        let b = bias.and_then(|_| wide.next());
+        let plan = self.row_source_plan(
             op,
             RowSource::Fused(&fusion),
-            weight,
-            bias,
+            w,
+            b,
             eps,
             RowOptions::default(),
-        )
+        )?;
+        self.round_bf16_result(&fusion, staged.before(plan, &params))
     }
 
     /// Softmax over the last axis of the expression `x`, then `epilogue`

@@ -22,7 +22,8 @@ pub(crate) struct RowFusion {
 
 impl RowFusion {
     /// Lowers and checks `x` (and `epilogue`) for `ctx`: tensors on `ctx`,
-    /// contiguous, no symbolic inputs, f16 only with `shader-f16`.
+    /// contiguous, no symbolic inputs, f16 only with `shader-f16` (bf16
+    /// tensors are read as words and widened in the generated load part).
     pub(crate) fn new(ctx: &Context, x: &Expr, epilogue: Option<&Expr>) -> Result<Self> {
         let rl = lower_rows(x, epilogue)?;
         let mut tensors = Vec::new();
@@ -32,14 +33,6 @@ impl RowFusion {
                     ctx.check_owned(t, "a tensor of the fused row op")?;
                     if t.dtype() == DType::F16 {
                         ctx.require_f16("a fused row-op expression with f16 tensors")?;
-                    }
-                    if t.dtype() == DType::BF16 {
-                        return Err(Error::InvalidArgument(
-                            "fused row ops and reductions do not read bf16 tensors yet: cast \
-                             them first (Context::cast), or use the tensor form, which stages \
-                             bf16 itself"
-                                .into(),
-                        ));
                     }
                     tensors.push((ROW_FIRST_INPUT_BINDING + j as u32, t.clone()));
                 }
@@ -60,9 +53,20 @@ impl RowFusion {
         &self.rl.lowered.shape
     }
 
-    /// The row op's output dtype (the load expression's dtype rule).
-    pub(crate) fn dtype(&self) -> DType {
+    /// The row op's result dtype (the load expression's dtype rule): bf16
+    /// when every tensor of the input expression is bf16.
+    pub(crate) fn result_dtype(&self) -> DType {
         self.rl.lowered.dtype_of(self.rl.lowered.roots[0])
+    }
+
+    /// The dtype the row kernel writes (its `Elem`): the result dtype, but
+    /// f32 for a bf16 result, which the plans round to bf16 behind the
+    /// kernel (bf16 leaves are widened in registers either way).
+    pub(crate) fn dtype(&self) -> DType {
+        match self.result_dtype() {
+            DType::BF16 => DType::F32,
+            d => d,
+        }
     }
 
     /// Bytes of the distinct tensors read (each once).

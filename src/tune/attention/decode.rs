@@ -104,7 +104,7 @@ pub fn decode_kernel_tiles(dtype: DType, d: usize) -> DecodeTiles {
 /// Longest minimum key run of a decode split (see [`decode_splits`]).
 pub const DECODE_MIN_SPLIT: usize = 128;
 
-/// Elements per 16-byte word of the decode kernel: 4 (f32) or 8 (f16).
+/// Elements per 16-byte word of the decode kernel: 4 (f32) or 8 (f16, bf16).
 pub fn decode_epw(dtype: DType) -> usize {
     16 / dtype.size()
 }
@@ -149,6 +149,8 @@ pub fn decode_tiles_fit(dtype: DType, dv: usize, t: DecodeTiles) -> bool {
 
 /// The decode kernel's specialisation for `rows` packed query rows
 /// (`group * Sq`), head dims `d`, `dv` (see [`decode_fits`]) and tile `t`.
+/// `dtype` is K's and V's: `BF16` reads them as words widened in the kernel
+/// with an f32 query (a bf16 KV cache, [`crate::KvCache`]).
 ///
 /// `shuffle`: each key's partial dots added by subgroup shuffles
 /// ([`decode_shuffle_fits`]).
@@ -161,12 +163,15 @@ pub fn decode_spec(
     shuffle: bool,
 ) -> Spec {
     let (chunk, rq, kwpl, wvp, vpre) = decode_shape(dtype, rows, d, dv, t);
-    Spec::new(if shuffle {
+    let bf16 = dtype == DType::BF16;
+    let spec = Spec::new(if shuffle {
         Kernel::AttentionDecodeShuffle
     } else {
         Kernel::AttentionDecode
     })
-    .dtype(dtype)
+    // bf16 K and V are read as words and widened in the kernel; q (staged)
+    // and the partial states are f32.
+    .dtype(if bf16 { DType::F32 } else { dtype })
     .constant("ROWS", chunk)
     .constant("RQ", rq)
     .constant("EPW", decode_epw(dtype) as u32)
@@ -177,7 +182,12 @@ pub fn decode_spec(
     .constant("WG", t.threads)
     .constant("PROBE", decode_probe())
     .constant("CE", decode_epilogue_chunk(dtype, t))
-    .constant("SHUFFLE", u32::from(shuffle))
+    .constant("SHUFFLE", u32::from(shuffle));
+    if bf16 {
+        spec.constant("KV_BF16", 1)
+    } else {
+        spec
+    }
 }
 
 /// Whether the decode kernel can add each key's partial dots by subgroup
@@ -209,7 +219,8 @@ pub(crate) fn decode_probe() -> u32 {
 /// instead of 4, and 91-94 us. f32 (LK 8) stays at 128 registers with 4.
 pub(crate) fn decode_epilogue_chunk(dtype: DType, t: DecodeTiles) -> u32 {
     let forced = crate::dev::overrides().decode_ce;
-    let chunk = if dtype == DType::F16 { 2 } else { 4 };
+    // bf16 words hold 8 elements, as f16's: the same registers.
+    let chunk = if dtype.size() == 2 { 2 } else { 4 };
     // 256 invocations: 2 (the tiles have at most 256).
     forced.unwrap_or(chunk).min(512 / t.threads.clamp(1, 256))
 }

@@ -229,6 +229,24 @@ pub fn attention_specs() -> Vec<Spec> {
             specs.push(Spec::new(k).dtype(dtype));
         }
     }
+    // The decode kernel reading a bf16 KV cache as words (f32 query): the
+    // dispatcher's tile for every row count and head-dim pair it takes.
+    for rows in 1..=DECODE_CHUNK_ROWS {
+        for d in [8usize, 32, 64, 80, 128, 256] {
+            for dv in [8usize, 48, 64, 128, 256] {
+                let t = decode_kernel_tiles(DType::BF16, d);
+                if !decode_fits(DType::BF16, d, dv) || !decode_tiles_fit(DType::BF16, dv, t) {
+                    continue;
+                }
+                for shuffle in [false, true] {
+                    let s = decode_spec(DType::BF16, rows, d, dv, t, shuffle);
+                    if !specs.contains(&s) {
+                        specs.push(s);
+                    }
+                }
+            }
+        }
+    }
     specs
 }
 

@@ -359,7 +359,8 @@ pub(crate) fn emit(
 
     s.push_str(&helpers_text(ops, false));
     if bf16 {
-        s.push_str(BF16_HELPERS);
+        s.push_str(BF16_UNPACK);
+        s.push_str(BF16_PACK);
         s.push_str(crate::kernels::HALF_BITS);
     }
 
@@ -495,13 +496,17 @@ pub(crate) fn input_elem(input: InputDesc, vec4: bool) -> String {
     }
 }
 
-/// Helpers of kernels that read or write bf16: four bf16 in a vec2<u32>
-/// widened exactly, and f32s rounded to nearest even into one.
-const BF16_HELPERS: &str = "
+/// The helper of kernels that read bf16: four bf16 in a vec2<u32> widened
+/// exactly (also spliced into the row kernels' generated load parts).
+pub(crate) const BF16_UNPACK: &str = "
 fn ew_unpack_bf16x4(w: vec2<u32>) -> vec4<f32> {
     return bitcast<vec4<f32>>(vec4<u32>(w.x << 16u, w.x & 0xffff0000u, w.y << 16u, w.y & 0xffff0000u));
 }
-fn ew_pack_bf16x4(v: vec4<f32>) -> vec2<u32> {
+";
+
+/// The helper of kernels that write bf16: four f32s rounded to nearest even
+/// into a vec2<u32> (`f32_bits_to_bf16` of `shaders/half_bits.wgsl`).
+const BF16_PACK: &str = "fn ew_pack_bf16x4(v: vec4<f32>) -> vec2<u32> {
     let b = bitcast<vec4<u32>>(v);
     return vec2<u32>(
         f32_bits_to_bf16(b.x) | (f32_bits_to_bf16(b.y) << 16u),

@@ -53,7 +53,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    Access, InputDesc, Leaf, Lowered, Op, broadcast, helpers_text,
+    Access, BF16_UNPACK, InputDesc, Leaf, Lowered, Op, broadcast, helpers_text,
     input_elem, key_of, load_code, lower_roots, plan_access, unary_code,
 };
 use crate::dtype::DType;
@@ -272,6 +272,15 @@ pub(crate) fn emit_rows(rl: &RowLowered, row_vec4: bool) -> RowHooks {
         );
     }
     s.push_str(&helpers_text(&lowered.ops, false));
+    // bf16 leaves are read as u32 words and widened in registers, as the
+    // elementwise kernels read them (exact: a bf16 is the top half of an f32).
+    if inputs
+        .iter()
+        .enumerate()
+        .any(|(j, i)| Some(j) != acc_leaf && i.dtype == DType::BF16)
+    {
+        s.push_str(BF16_UNPACK);
+    }
     // Row and column (the chunk's first column on the vec4 path) clamped
     // into the result (rows * n elements), the flat element e, the unit i,
     // and for broadcast leaves the 4-D coordinates; over the last axis
