@@ -41,14 +41,13 @@ fn sampled_error(got: &[f32], step: usize, want: impl Fn(usize) -> f64) -> f64 {
 pub fn low_precision(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("low-precision", "Low precision: fewer bytes per value", c);
     let profile = ctx.profile();
-    let small = args.small(ctx);
     rec.intro(
         "ReLU reads a value and writes one for one FLOP: 8 bytes per FLOP in f32, 4 in\n\
          f16 and bf16, 2 in FP8 (E4M3 codes, four to a word). Memory-bound, so its time\n\
          should follow the bytes. Then the matmul with f16 inputs and f32 accumulation:\n\
          half the bytes, and on tensor cores (cooperative matrices) the matrix units.",
     );
-    let n: usize = if small { 1 << 22 } else { 1 << 28 };
+    let n: usize = args.size(ctx, 1 << 20, 1 << 22, 1 << 28);
     let host = wgtile::uniform_values(n.min(1 << 20), -1.0, 1.0, 31);
     let x = ctx.rand_uniform([n], -1.0, 1.0, DType::F32, 31)?;
     let mut times = std::collections::HashMap::new();
@@ -154,13 +153,7 @@ pub fn low_precision(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section
         time_bars(&mut rec, "low-precision-figure", "ReLU by precision")?;
         return Ok(rec.done());
     }
-    let m = if args.quick {
-        128
-    } else if small {
-        256
-    } else {
-        4096
-    };
+    let m = args.size(ctx, 128, 256, 4096);
     let coop = wgtile::tune::has_coop_f16(profile);
     rec.note(if coop {
         "Tensor cores (cooperative matrices): available here."
@@ -221,13 +214,8 @@ pub fn low_precision(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section
 pub fn divergence(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("divergence", "Control divergence", c);
     let profile = ctx.profile();
-    let small = args.small(ctx);
     let lanes = profile.subgroup_max_size.max(1) as usize;
-    let (n, steps) = if small {
-        (1usize << 16, 64u32)
-    } else {
-        (1 << 24, 256)
-    };
+    let (n, steps) = args.size(ctx, (1usize << 14, 32u32), (1 << 16, 64), (1 << 24, 256));
     rec.intro(&format!(
         "Every element runs one of two loops of {steps} steps, chosen by its sign. A subgroup\n\
          ({lanes} lanes here) executes one instruction for all its lanes: where its lanes\n\
@@ -331,7 +319,7 @@ pub fn divergence(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 
 pub fn recompute(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("recompute", "Recomputation: the chain of three sigmoids", c);
-    let n: usize = if args.small(ctx) { 1 << 20 } else { 1 << 26 };
+    let n: usize = args.size(ctx, 1 << 18, 1 << 20, 1 << 26);
     rec.intro(&format!(
         "y = s(s(s(x))) over {n} f32 elements, forward and backward. Storing the two\n\
          activations for the backward costs 8 global accesses per element (forward:\n\
@@ -414,7 +402,7 @@ pub fn recompute(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 
 pub fn coalescing(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("coalescing", "Memory coalescing", c);
-    let side: usize = if args.small(ctx) { 1024 } else { 8192 };
+    let side: usize = args.size(ctx, 512, 1024, 8192);
     rec.intro(&format!(
         "A row-major [{side}, {side}] f32 matrix copied element by element, the same bytes in\n\
          two orders: the lanes of a subgroup on consecutive addresses of a row (one\n\

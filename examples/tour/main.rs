@@ -69,6 +69,17 @@ impl Args {
         self.quick || ctx.profile().is_cpu()
     }
 
+    /// `quick` under `--quick`, `cpu` on a CPU adapter, else `gpu`.
+    pub fn size<T>(&self, ctx: &Context, quick: T, cpu: T, gpu: T) -> T {
+        if self.quick {
+            quick
+        } else if ctx.profile().is_cpu() {
+            cpu
+        } else {
+            gpu
+        }
+    }
+
     /// Median seconds of `plan` over `self.repeats * factor` runs.
     pub fn seconds(&self, ctx: &Context, plan: &wgtile::Plan, factor: u32) -> wgtile::Result<f64> {
         Ok(self.timing(ctx, plan, factor)?.median())
@@ -202,10 +213,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         bar.set_message(title);
         // A section that fails (a limit of this adapter, say) is reported
         // as such and the tour goes on.
-        let section = match run(&ctx, &args, &report.ceilings) {
+        let began = Instant::now();
+        let mut section = match run(&ctx, &args, &report.ceilings) {
             Ok(section) => section,
             Err(e) => Recorder::new(id, title, &report.ceilings).skip(&format!("failed: {e}")),
         };
+        section.seconds = began.elapsed().as_secs_f64();
+        say(&format!("  ({:.1} s)", section.seconds));
         report.sections.push(section);
         bar.inc(1);
     }
@@ -250,8 +264,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// ceiling is what the adapter can do, not what it usually does).
 fn ceilings(ctx: &Context, args: &Args) -> Result<Ceilings, Box<dyn std::error::Error>> {
     say("\n== Ceilings =======================================================");
-    let small = args.small(ctx);
-    let words = if small { 1 << 22 } else { 1 << 26 };
+    let words = args.size(ctx, 1 << 20, 1 << 22, 1 << 26);
     let x = ctx.rand_uniform([words], -1.0, 1.0, DType::F32, 1)?;
     let copy = ctx.copy_plan(&x)?;
     let t = args.timing(ctx, &copy, 4)?.min();
@@ -262,7 +275,7 @@ fn ceilings(ctx: &Context, args: &Args) -> Result<Ceilings, Box<dyn std::error::
         t * 1e3
     )];
     say(&format!("  copy bandwidth        {copy_gbps:>10.1} GB/s"));
-    let n = if small { 512 } else { 4096 };
+    let n = args.size(ctx, 256, 512, 4096);
     let rate = |dtype: DType| -> Result<(f64, String), Box<dyn std::error::Error>> {
         let a = ctx.rand_uniform([n, n], -1.0, 1.0, dtype, 2)?;
         let b = ctx.rand_uniform([n, n], -1.0, 1.0, dtype, 3)?;

@@ -102,6 +102,8 @@ pub struct Section {
     pub figures: Vec<Figure>,
     /// Why the section did not run here, if it did not.
     pub skipped: Option<String>,
+    /// Wall-clock seconds the section took, compilation included.
+    pub seconds: f64,
 }
 
 /// The whole tour.

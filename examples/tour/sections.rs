@@ -100,7 +100,7 @@ pub fn padding(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     } else {
         1792
     };
-    let half = if args.quick { 4 } else { 8 };
+    let half = args.size(ctx, 2, 8, 8);
     rec.intro(
         "A size one past a multiple of the tile needs a whole extra row and column\n\
          of workgroups (wave quantisation: the last wave runs on a mostly idle\n\
@@ -190,11 +190,12 @@ pub fn padding(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 pub fn gemv(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("gemv", "Matrix-vector products: memory-bound (GEMV)", c);
     let profile = ctx.profile();
-    let shapes: Vec<(usize, usize)> = if args.small(ctx) {
-        vec![(1024, 1024)]
-    } else {
-        vec![(4096, 4096), (4096, 14336)]
-    };
+    let shapes: Vec<(usize, usize)> = args.size(
+        ctx,
+        vec![(512, 512)],
+        vec![(1024, 1024)],
+        vec![(4096, 4096), (4096, 14336)],
+    );
     rec.intro(
         "x[1, K] @ W[K, N] reads every weight once for one multiply-add: 2 FLOPs per\n\
          4 bytes in f32, far left of the ridge, so the floor is the bytes of W over\n\
@@ -243,7 +244,7 @@ pub fn gemv(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 
 pub fn fusion(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("fusion", "Fusion: one kernel instead of five", c);
-    let n: usize = if args.small(ctx) { 1 << 20 } else { 1 << 26 };
+    let n: usize = args.size(ctx, 1 << 18, 1 << 20, 1 << 26);
     let host = wgtile::uniform_values(n, -4.0, 4.0, 11);
     let x = ctx.tensor(&host, [n])?;
     let expr = x.expr().sin().square() + x.expr().cos().square();
@@ -303,11 +304,7 @@ pub fn fusion(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 
 pub fn rows(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("rows", "Row operations against the copy bandwidth", c);
-    let (rows, cols) = if args.small(ctx) {
-        (256, 4096)
-    } else {
-        (16384, 4096)
-    };
+    let (rows, cols) = args.size(ctx, (64, 4096), (256, 4096), (16384, 4096));
     rec.intro(&format!(
         "Rows of {cols} (x {rows}): each row is read once into registers, reduced in\n\
          workgroup memory (subgroup operations where the adapter has them) and\n\
@@ -384,16 +381,14 @@ pub fn attention(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
         "Attention: naive vs FlashAttention, and decoding",
         c,
     );
-    let small = args.small(ctx);
     let (b, h, d) = (1usize, 8usize, 64usize);
     let dtype = DType::F32;
-    let lengths: Vec<usize> = if args.quick {
-        vec![64, 128]
-    } else if small {
-        vec![64, 128, 256]
-    } else {
-        vec![1024, 4096, 16384]
-    };
+    let lengths: Vec<usize> = args.size(
+        ctx,
+        vec![64, 128],
+        vec![64, 128, 256],
+        vec![1024, 4096, 16384],
+    );
     let (max_bytes, limit) = ctx.profile().max_tensor_bytes();
     let elem = dtype.size() as u64;
     let naive_max = ((max_bytes / (b * h) as u64 / elem) as f64).sqrt() as u64;
@@ -520,11 +515,12 @@ pub fn attention(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
         DType::F32
     };
     let (hq, hkv, d) = (32usize, 8usize, 128usize);
-    let steps: Vec<usize> = if small {
-        vec![256, 1024]
-    } else {
-        vec![1024, 4096, 16384, 32768]
-    };
+    let steps: Vec<usize> = args.size(
+        ctx,
+        vec![256],
+        vec![256, 1024],
+        vec![1024, 4096, 16384, 32768],
+    );
     let mut cache = KvCache::new(ctx, 1, hkv, d, d, 256, ddt)?;
     let q = ctx.zeros([1, hq, 1, d], ddt)?;
     ctx.fill_random(&q, 30)?;
@@ -588,11 +584,7 @@ pub fn fewer_bits(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
         c,
     );
     let profile = ctx.profile();
-    let (k, n) = if args.small(ctx) {
-        (1024, 1024)
-    } else {
-        (4096, 14336)
-    };
+    let (k, n) = args.size(ctx, (512, 512), (1024, 1024), (4096, 14336));
     rec.intro(
         "y = x[1, K] @ W[K, N] once more, W with outliers (one value in 997 is 30x),\n\
          stored in fewer bits. A GEMV reads each weight once, so its time follows the\n\
@@ -678,7 +670,7 @@ pub fn fewer_bits(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     );
 
     // The transposed copy.
-    let side = if args.small(ctx) { 512 } else { 2048 };
+    let side = args.size(ctx, 256, 512, 2048);
     let mv = weight_with_outliers(side * side, 23);
     let m = ctx.tensor(&mv, [side, side])?;
     rec.note(

@@ -24,6 +24,9 @@ Commands:
                     cargo test --workspace --doc (nextest runs no doc tests);
                     otherwise cargo test --workspace [args...],
                     e.g. `cargo xtask test -- --nocapture` or `cargo xtask test matmul`.
+                    Without args it then runs the tour's quick pass and checks
+                    its report (tools/check_tour_report.py: well-formed, every
+                    section and figure there).
   gen [--check]     Regenerate the generated shaders: python3 runs
                     tools/gen/matmul_tiled16_core.py and
                     tools/gen/matmul_broadcast_core.py, which rewrite
@@ -161,12 +164,45 @@ fn run_tests(args: &[OsString]) -> Result {
         let mut doc = cargo();
         doc.args(["test", "--workspace", "--doc"]);
         tests(&mut doc);
-        return run(&mut doc);
+        run(&mut doc)?;
+        return check_tour_report();
+    }
+    if args.is_empty() {
+        let mut cmd = cargo();
+        cmd.args(["test", "--workspace"]);
+        tests(&mut cmd);
+        run(&mut cmd)?;
+        return check_tour_report();
     }
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]).args(args);
     tests(&mut cmd);
     run(&mut cmd)
+}
+
+/// The tour's quick run (debug build: the library's compile is the tests')
+/// writes its report, which `tools/check_tour_report.py` checks: well-formed
+/// XHTML, every section there and run, every section's figure drawn.
+fn check_tour_report() -> Result {
+    let dir = "target/wgtile-tour-check";
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--example",
+        "tour",
+        "--",
+        "--quick",
+        "--repeats",
+        "1",
+        "--html",
+        dir,
+    ]);
+    run(&mut cmd)?;
+    let mut check = Command::new("python3");
+    check
+        .current_dir(workspace_root())
+        .args(["tools/check_tour_report.py", dir]);
+    run(&mut check)
 }
 
 /// Whether `cargo nextest` runs here.
