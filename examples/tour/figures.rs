@@ -22,6 +22,21 @@ const PALETTE: [RGBColor; 12] = [
     RGBColor(128, 0, 0),
 ];
 
+/// The series' legend at `position`, framed.
+fn legend<'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    position: SeriesLabelPosition,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font(("sans-serif", 12))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .draw()?;
+    Ok(())
+}
+
 /// Every measured variant of the tour on the adapter's roofline: achieved
 /// GFLOP/s against operational intensity (FLOP per byte), log-log, with
 /// the copy bandwidth's slope and the matmul rates' flat roofs.
@@ -110,13 +125,7 @@ pub fn roofline(report: &Report) -> Result<String> {
                 .label(s.title.clone())
                 .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font(("sans-serif", 12))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         root.present()?;
     }
     Ok(svg)
@@ -189,13 +198,7 @@ pub fn sweep(title: &str, points: &[SweepPoint]) -> Result<String> {
                     .map(|p| Circle::new(p, 6, color.stroke_width(1))),
             )?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 12))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present()?;
     }
     Ok(svg)
@@ -254,13 +257,7 @@ pub fn lines(
                 });
             chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font(("sans-serif", 12))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK.mix(0.4))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
         root.present()?;
     }
     Ok(svg)

@@ -107,15 +107,13 @@ pub fn low_precision(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section
             (0..4).fold(0, |acc, j| acc | (relu((w >> (8 * j)) & 0xff) << (8 * j))) != g
         })
         .count();
-    rec.row(
+    rec.plan_row(
         "ReLU FP8 (E4M3)",
         t,
-        plan.flops(),
-        plan.bytes(),
+        &plan,
         false,
         Some(wrong as f64),
         "2 bytes per FLOP (error: wrong codes)",
-        plan.label(),
     );
     let t32 = times["f32"];
     if let Some(t16) = times.get("f16") {
@@ -184,15 +182,13 @@ pub fn low_precision(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section
             let t = args.seconds(ctx, &plan, 1)?;
             let out = plan.output().to_f32_vec_blocking()?;
             let err = max_error(&ha, &hb, &out, m);
-            rec.row(
+            rec.plan_row(
                 &format!("matmul {dtype} n = {m}"),
                 t,
-                plan.flops(),
-                plan.bytes(),
+                &plan,
                 dtype == DType::F16,
                 Some(err),
                 why,
-                plan.label(),
             );
             mm.push(t);
         }
@@ -283,15 +279,13 @@ pub fn divergence(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
                 Some(f) => assert_eq!(f.len(), got.len()),
             }
         }
-        rec.row(
+        rec.plan_row(
             name,
             t,
-            plan.flops(),
-            plan.bytes(),
+            &plan,
             false,
             Some(err),
             &format!("{idle}% of lanes idle by construction"),
-            plan.label(),
         );
         times.push(t);
     }

@@ -204,6 +204,28 @@ impl<'a> Recorder<'a> {
         row
     }
 
+    /// [`Recorder::row`] with the FLOPs, bytes and label of `plan`.
+    pub fn plan_row(
+        &mut self,
+        variant: &str,
+        seconds: f64,
+        plan: &wgtile::Plan,
+        f16: bool,
+        error: Option<f64>,
+        why: &str,
+    ) -> Row {
+        self.row(
+            variant,
+            seconds,
+            plan.flops(),
+            plan.bytes(),
+            f16,
+            error,
+            why,
+            plan.label(),
+        )
+    }
+
     /// The lecture's prediction against the measured ratio of two times.
     pub fn compare(&mut self, what: &str, lecture: &str, predicted: Option<f64>, measured: f64) {
         let p = predicted.map_or_else(|| "-".to_string(), |p| format!("{p:.2}x"));

@@ -70,16 +70,7 @@ pub fn tiling(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
             let t = args.seconds(ctx, &plan, 1)?;
             let out: Vec<f32> = plan.output().to_vec_blocking()?;
             let err = max_error(&ha, &hb, &out, n);
-            rec.row(
-                &format!("{name} n = {n}"),
-                t,
-                plan.flops(),
-                plan.bytes(),
-                false,
-                Some(err),
-                &why,
-                plan.label(),
-            );
+            rec.plan_row(&format!("{name} n = {n}"), t, &plan, false, Some(err), &why);
             times.push(t);
         }
         rec.compare(
@@ -144,16 +135,7 @@ pub fn padding(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
                 } else {
                     "the raw shape"
                 };
-                rec.row(
-                    &name,
-                    t,
-                    plan.flops(),
-                    plan.bytes(),
-                    false,
-                    Some(err),
-                    why,
-                    plan.label(),
-                );
+                rec.plan_row(&name, t, &plan, false, Some(err), why);
                 at.insert((n, padded), t);
             }
         }
@@ -227,15 +209,13 @@ pub fn gemv(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
                     worst.max(e)
                 };
             }
-            rec.row(
+            rec.plan_row(
                 &format!("{dtype} [1, {k}] x [{k}, {n}]"),
                 t,
-                plan.flops(),
-                plan.bytes(),
+                &plan,
                 dtype == DType::F16,
                 Some(worst),
                 "split-K GEMV: every weight read once",
-                plan.label(),
             );
         }
     }
@@ -603,16 +583,7 @@ pub fn fewer_bits(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
             plan.run()?;
             let y = plan.output().to_f32_vec_blocking()?;
             let why = format!("{per:.3} bytes per weight");
-            rec.row(
-                name,
-                t,
-                plan.flops(),
-                plan.bytes(),
-                f16,
-                Some(rms_error(&y, &reference)),
-                &why,
-                plan.label(),
-            );
+            rec.plan_row(name, t, plan, f16, Some(rms_error(&y, &reference)), &why);
             bytes_per.push((name.to_string(), per));
             times.insert(name.to_string(), t);
             Ok(())

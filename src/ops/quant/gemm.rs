@@ -64,20 +64,6 @@ impl Context {
         let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
         dispatches.push(self.scale_check_dispatch(w, &flag)?);
 
-        let mut shape = MatmulShape::with_transposes(&[m, k], &[n, k], false, true)?;
-        // The kernel's B column stride carries the blocks per row.
-        shape.b_pitch = lay.blocks_per_line();
-        let (bm, bn) = kernel.block();
-        let (gx, gy) = (n.div_ceil(bn as usize), m.div_ceil(bm as usize));
-        let max = self.profile().max_workgroups_per_dim as usize;
-        if gx.max(gy) > max {
-            return Err(Error::LimitExceeded {
-                limit: "max_compute_workgroups_per_dimension",
-                requested: gx.max(gy) as u64,
-                max: max as u64,
-                what: format!("{op} with {kernel}"),
-            });
-        }
         let mut spec = kernel
             .spec(DType::F16)
             .dtype(DType::F32)
@@ -94,30 +80,9 @@ impl Context {
         ) {
             spec = spec.block(name, text);
         }
-        // No epilogue (the default one: its terms off, nothing to specialise).
-        let epilogue = Default::default();
-        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-        let params = self.matmul_params(&shape, 0, &epilogue, (0, 1));
-        let (bias, residual) = self.epilogue_buffers(&epilogue);
-        dispatches.push(Dispatch::with_bindings(
-            &self.inner.device,
-            pipeline,
-            &[
-                (0, &params),
-                (1, x.buffer()),
-                (2, w.data.buffer()),
-                (3, out.buffer()),
-                (5, bias),
-                (6, residual),
-                (7, x.buffer()),
-                (8, w.data.buffer()),
-                (10, w.scales.buffer()),
-                (11, w.zeros.buffer()),
-                (12, w.globals.buffer()),
-                (13, w.data.buffer()),
-            ],
-            [gx as u32, gy as u32, 1],
-        ));
+        let block = kernel.block();
+        let what = format!("{op} with {kernel}");
+        dispatches.push(self.quant_b_dispatch(&spec, x, w, &out, (m, k, n), block, true, what)?);
 
         // The fallback, armed by the check: the weight decoded in f32.
         let fallback = self.quant_naive_dispatch(x, w, (m, k, n), &out)?;
@@ -152,7 +117,6 @@ impl Context {
         tile: Option<TileConfig>,
     ) -> Result<Plan> {
         let op = "matmul_quantized";
-        let lay = w.layout();
         let u = u32_of;
         for (what, v) in [("M x K", m * k), ("M x N", m * n), ("packed words", w.data.numel())] {
             u(what, v)?;
@@ -170,43 +134,10 @@ impl Context {
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let mut dispatches = Vec::new();
         if m * n > 0 {
-            let (gx, gy) = (n.div_ceil(tile.bn as usize), m.div_ceil(tile.bm as usize));
-            let max = self.profile().max_workgroups_per_dim as usize;
-            if gx.max(gy) > max {
-                return Err(Error::LimitExceeded {
-                    limit: "max_compute_workgroups_per_dimension",
-                    requested: gx.max(gy) as u64,
-                    max: max as u64,
-                    what: format!("{op} with {tile:?}"),
-                });
-            }
             let spec = quant_tiled_spec(x.dtype(), tile, w)?;
-            let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-            // B as the kernel reads it, [N, K]: its column stride carries
-            // the blocks per row.
-            let mut shape = MatmulShape::with_transposes(&[m, k], &[n, k], false, true)?;
-            shape.b_pitch = lay.blocks_per_line();
-            let epilogue = Default::default();
-            let params = self.matmul_params(&shape, 0, &epilogue, (0, 1));
-            let (bias, residual) = self.epilogue_buffers(&epilogue);
-            dispatches.push(Dispatch::with_bindings(
-                &self.inner.device,
-                pipeline,
-                &[
-                    (0, &params),
-                    (1, x.buffer()),
-                    (2, w.data.buffer()),
-                    (3, out.buffer()),
-                    (4, &self.inner.dummy_rw),
-                    (5, bias),
-                    (6, residual),
-                    (10, w.scales.buffer()),
-                    (11, w.zeros.buffer()),
-                    (12, w.globals.buffer()),
-                    (13, w.data.buffer()),
-                ],
-                [gx as u32, gy as u32, 1],
-            ));
+            let what = format!("{op} with {tile:?}");
+            let block = (tile.bm, tile.bn);
+            dispatches.push(self.quant_b_dispatch(&spec, x, w, &out, (m, k, n), block, false, what)?);
         }
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
@@ -225,6 +156,61 @@ impl Context {
             bytes: w.packed_bytes() + x.size_bytes() + (m * n * 4) as u64,
             scratch: Vec::new(),
         })
+    }
+
+    /// The GEMM dispatch of `spec` (the tensor-core kernel, `coop`, or the
+    /// tiled one) with B the quantised `w`, read as `[N, K]` (its column
+    /// stride carries the blocks per row), one workgroup per `block` of C
+    /// (rows, columns).
+    #[allow(clippy::too_many_arguments)]
+    fn quant_b_dispatch(
+        &self,
+        spec: &Spec,
+        x: &Tensor,
+        w: &QuantTensor,
+        out: &Tensor,
+        (m, k, n): (usize, usize, usize),
+        (bm, bn): (u32, u32),
+        coop: bool,
+        what: String,
+    ) -> Result<Dispatch> {
+        let (gx, gy) = (n.div_ceil(bn as usize), m.div_ceil(bm as usize));
+        let max = self.profile().max_workgroups_per_dim as usize;
+        if gx.max(gy) > max {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: gx.max(gy) as u64,
+                max: max as u64,
+                what,
+            });
+        }
+        let mut shape = MatmulShape::with_transposes(&[m, k], &[n, k], false, true)?;
+        shape.b_pitch = w.layout().blocks_per_line();
+        // No epilogue (the default one: its terms off, nothing to specialise).
+        let epilogue = Default::default();
+        let pipeline = self.inner.pipelines.get(&self.inner.device, spec)?;
+        let params = self.matmul_params(&shape, 0, &epilogue, (0, 1));
+        let (bias, residual) = self.epilogue_buffers(&epilogue);
+        let mut bindings = vec![
+            (0, &params),
+            (1, x.buffer()),
+            (2, w.data.buffer()),
+            (3, out.buffer()),
+            (5, bias),
+            (6, residual),
+            (10, w.scales.buffer()),
+            (11, w.zeros.buffer()),
+            (12, w.globals.buffer()),
+            (13, w.data.buffer()),
+        ];
+        if coop {
+            // The tensor-core kernel also reads A and B as 32-bit words.
+            bindings.extend([(7, x.buffer()), (8, w.data.buffer())]);
+        } else {
+            // The tiled core declares the split-K partials.
+            bindings.push((4, &self.inner.dummy_rw));
+        }
+        Ok(Dispatch::with_bindings(&self.inner.device, pipeline, &bindings, [gx as u32, gy as u32, 1]))
     }
 
     /// The tiled quantised GEMM on any adapter, whatever the route would
