@@ -86,11 +86,16 @@ pub fn tiling(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 pub fn padding(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("padding", "Alignment, padding and wave quantisation", c);
     let profile = ctx.profile();
-    let center: usize = if args.quick || profile.is_cpu() {
+    // Where this adapter's wave boundary lies: the dispatcher's tile at a
+    // typical size, and the largest multiple of it whose grid still fits
+    // that size's whole waves (the lecture's 1792 on an A100); one more
+    // row and column of C needs another wave.
+    let typical: usize = if args.quick || profile.is_cpu() {
         128
     } else {
         1792
     };
+    let center = wave_boundary(ctx, typical)?;
     let half = args.size(ctx, 2, 8, 8);
     rec.intro(
         "A size one past a multiple of the tile needs a whole extra row and column\n\
@@ -167,6 +172,24 @@ pub fn padding(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
         svg,
     );
     Ok(rec.done())
+}
+
+/// The largest N within 2 `typical` that is a multiple of the dispatcher's
+/// tile at `typical` and whose grid fits the whole waves `typical` takes.
+fn wave_boundary(ctx: &Context, typical: usize) -> Result<usize> {
+    let choice = ctx
+        .explain_matmul(DType::F32, typical, typical, typical, 1)?
+        .choice;
+    let (bm, bn) = choice.kernel.block();
+    let (bm, bn) = (bm as usize, bn as usize);
+    let units = ctx.profile().compute_units.max(1) as usize;
+    let full = choice.workgroups.div_ceil(units as u64) as usize * units;
+    let step = bm.max(bn);
+    let best = (1..=2 * typical / step)
+        .map(|i| i * step)
+        .filter(|&n| n.div_ceil(bm) * n.div_ceil(bn) <= full)
+        .max();
+    Ok(best.unwrap_or(typical))
 }
 
 pub fn gemv(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
