@@ -98,6 +98,13 @@ impl Gpu {
     /// reset, `Device::destroy`), so later calls fail fast instead of queueing
     /// work that never runs.
     pub(crate) fn ensure_alive(&self) -> Result<()> {
+        // In the browser a GPU error can come after its call returned.
+        if let Some((during, message)) = super::scope::take_deferred() {
+            return Err(Error::Gpu {
+                during: format!("{during} (reported by the next call)"),
+                message,
+            });
+        }
         if self.lost.load(Ordering::Acquire) {
             Err(Error::DeviceLost(format!(
                 "the device of {} was lost; create a new Context",
@@ -245,8 +252,8 @@ impl Gpu {
         let index = self.queue.submit([encoder.finish()]);
         drop(submit);
         self.submissions.fetch_add(1, Ordering::Relaxed);
-        let validation = pollster::block_on(validation.pop());
-        let oom = pollster::block_on(oom.pop());
+        let validation = super::settle(during, validation.pop());
+        let oom = super::settle(during, oom.pop());
         match validation.or(oom) {
             Some(e) => Err(Error::gpu(during, e)),
             None => Ok(index),
@@ -268,8 +275,8 @@ impl Gpu {
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         self.queue.write_buffer(buffer, 0, bytes);
-        let validation = pollster::block_on(validation.pop());
-        let oom = pollster::block_on(oom.pop());
+        let validation = super::settle(during, validation.pop());
+        let oom = super::settle(during, oom.pop());
         match validation.or(oom) {
             Some(e) => Err(Error::gpu(during, e)),
             None => Ok(()),
@@ -321,7 +328,7 @@ impl Gpu {
             usage,
             mapped_at_creation: false,
         });
-        match pollster::block_on(scope.pop()) {
+        match super::settle(label, scope.pop()) {
             Some(e) => Err(Error::gpu(format!("allocating {size} bytes"), e)),
             None => Ok(buffer),
         }

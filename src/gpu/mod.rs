@@ -9,6 +9,7 @@ mod fake;
 mod plan;
 mod pool;
 mod profile;
+mod scope;
 mod tensor;
 mod timing;
 
@@ -17,6 +18,7 @@ pub(crate) use dispatch::{Dispatch, grid};
 pub use plan::Plan;
 pub use pool::BufferPoolStats;
 pub(crate) use pool::{Pool, PooledBuffer};
+pub(crate) use scope::settle;
 pub(crate) use tensor::{BUFFER_ALIGN, check_rank, last_dim, numel};
 pub use tensor::{MAX_RANK, Tensor, uniform_values};
 

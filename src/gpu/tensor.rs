@@ -179,11 +179,13 @@ impl Tensor {
             .collect())
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// Blocking form of [`Tensor::to_vec`] (native only).
     pub fn to_vec_blocking<T: Element>(&self) -> Result<Vec<T>> {
         pollster::block_on(self.to_vec())
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// The data as `f32` whatever the dtype (`f16` and `bf16` widen
     /// exactly; integers convert as `as f32` does).
     pub fn to_f32_vec_blocking(&self) -> Result<Vec<f32>> {

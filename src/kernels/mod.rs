@@ -479,7 +479,7 @@ pub(crate) fn compile(
         },
         cache: None,
     });
-    match pollster::block_on(scope.pop()) {
+    match crate::gpu::settle(label, scope.pop()) {
         Some(e) => Err(Error::Shader {
             kernel: label.to_string(),
             message: e.to_string(),

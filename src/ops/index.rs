@@ -168,8 +168,8 @@ impl Context {
     /// `[0, 1, ..., n - 1]` as `dtype`: i32, u32, or f32 (exact, so `n`
     /// at most 2^24), written on the GPU.
     pub fn arange(&self, n: usize, dtype: DType) -> Result<Tensor> {
-        let limit = match dtype {
-            DType::I32 => 1usize << 31,
+        let limit: u64 = match dtype {
+            DType::I32 => 1 << 31,
             DType::U32 => 1 << 32,
             DType::F32 => 1 << 24,
             other => {
@@ -180,7 +180,7 @@ impl Context {
                 });
             }
         };
-        if n > limit {
+        if n as u64 > limit {
             return Err(Error::InvalidArgument(format!(
                 "arange: {n} values do not fit {dtype} exactly (at most {limit})"
             )));

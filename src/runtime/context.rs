@@ -208,6 +208,8 @@ impl fmt::Debug for Context {
     }
 }
 
+/// Native adapter ranking (the browser offers one adapter).
+#[cfg(not(target_arch = "wasm32"))]
 fn type_rank(t: wgpu::DeviceType, pref: wgpu::PowerPreference) -> u8 {
     use wgpu::DeviceType::*;
     match (pref, t) {
@@ -221,6 +223,7 @@ fn type_rank(t: wgpu::DeviceType, pref: wgpu::PowerPreference) -> u8 {
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 fn backend_rank(b: wgpu::Backend) -> u8 {
     // Native compute backends before GL, which lacks compute features and
     // (on lavapipe) took seconds for a first dispatch.
@@ -382,6 +385,7 @@ impl Context {
         }
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// Blocking form of [`Context::new`] (native only).
     pub fn new_blocking(options: ContextOptions) -> Result<Self> {
         pollster::block_on(Self::new(options))
@@ -432,6 +436,7 @@ impl Context {
                 power_preference: options.power_preference,
                 force_fallback_adapter: false,
                 compatible_surface: None,
+                ..Default::default()
             })
             .await
             .map_err(|e| Error::NoAdapter(format!("backends {backends:?}: {e}")))?;

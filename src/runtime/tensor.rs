@@ -152,6 +152,7 @@ impl Context {
         self.inner.gpu.write_bytes("write", &t.buffer, &bytes)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// Blocks until every submitted op has finished (native only; in the
     /// browser await [`Context::synchronize_async`]). Reads back
     /// (`to_vec`) wait by themselves; this is for timing on the host and

@@ -83,6 +83,12 @@ impl Context {
     /// [`Error::InvalidArgument`] for `repeats = 0` or a `warmup_seconds`
     /// that is negative or not finite.
     pub fn time(&self, plan: &Plan, options: &TimingOptions) -> Result<Timing> {
+        if cfg!(target_arch = "wasm32") {
+            return Err(Error::UnsupportedFeature {
+                feature: "blocking waits",
+                what: "Context::time in the browser".into(),
+            });
+        }
         if self.inner.gpu.in_batch() {
             return Err(Error::InvalidArgument(
                 "time: a plan cannot be timed inside Context::batch (its runs would be recorded, not run)"

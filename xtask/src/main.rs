@@ -43,7 +43,8 @@ Commands:
                     (deps), the default build and its docs, clippy
                     (-D warnings), cross-target `cargo check` for
                     x86_64-pc-windows-msvc (DX12) and aarch64-apple-darwin
-                    (Metal). `.ci/run` runs this, then `cargo xtask test`.
+                    (Metal), and of the library for wasm32-unknown-unknown
+                    (WebGPU in the browser). `.ci/run` runs this, then `cargo xtask test`.
   help              Show this text.
 
 Before running anything, tour/test/ci make sure a Vulkan driver is available on
@@ -323,6 +324,22 @@ fn ci() -> Result {
             ]))
         })?;
     }
+
+    // The browser build: the library only (the examples block on the GPU,
+    // which the web cannot).
+    step("check wasm32-unknown-unknown (WebGPU)", || {
+        if !add_rustup_target("wasm32-unknown-unknown") {
+            return Ok(());
+        }
+        run(cargo().args([
+            "check",
+            "-p",
+            "wgtile",
+            "--lib",
+            "--target",
+            "wasm32-unknown-unknown",
+        ]))
+    })?;
 
     println!(
         "xtask: ci checks passed in {:.1}s (the tests are `cargo xtask test`)",

@@ -21,6 +21,7 @@ impl Epilogue {
 }
 
 impl Context {
+    #[cfg(not(target_arch = "wasm32"))]
     /// The bf16 matmul's check pass alone: whether `a` or `b` (bf16) holds
     /// a value f16 cannot hold exactly (the condition that arms the f32
     /// fallback). For tests: the pass runs on any adapter, the tensor-core

@@ -380,6 +380,7 @@ impl Context {
         Ok(plan.into_output())
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// The f32 split plan's passes around its tensor-core kernel, alone: the
     /// largest finite |A| and |B| (`shaders/matmul_split_scale.wgsl`) over
     /// the logical elements of `a @ b` as `options` read them (transposes,

@@ -245,6 +245,7 @@ impl Context {
         self.quant_tiled_plan(x, w, (m, k, n), &[m, n], tile)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// The quantised GEMM's f32 fallback alone, on f16 `x[M, K]`, and
     /// its scale check (true where it would arm the fallback). For tests:
     /// both run on any adapter, the tensor-core kernel they guard only

@@ -71,6 +71,7 @@ impl QuantTensor {
             + (blocks * u64::from(f.scale_bits() + f.zero_bits())).div_ceil(8)
     }
 
+    #[cfg(not(target_arch = "wasm32"))]
     /// The packed parts on the host (blocking; native only).
     pub fn to_host_blocking(&self) -> Result<HostQuant> {
         let words = |t: &Tensor, n: usize| -> Result<Vec<u32>> {
