@@ -50,11 +50,15 @@ const LOG2E: f32 = 1.4426950408889634;
 const LN2: f32 = 0.6931471805599453;
 
 fn neg_inf() -> f32 {
-    return bitcast<f32>(0xff800000u);
+    // A var, not a constant: a constant expression that is not finite is a
+    // shader-creation error in WGSL (the browser's compiler rejects it).
+    var bits = 0xff800000u;
+    return bitcast<f32>(bits);
 }
 
 fn nan() -> f32 {
-    return bitcast<f32>(0x7fc00000u);
+    var bits = 0x7fc00000u;
+    return bitcast<f32>(bits);
 }
 
 // NaN test on the bits: compilers may assume arithmetic has no NaN and fold

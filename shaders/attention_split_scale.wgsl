@@ -103,7 +103,7 @@ fn main(
         bad = bad || !all(finite);
         m = max(m, select(vec4<f32>(), a, finite));
     }
-    red[tid] = select(max(max(m.x, m.y), max(m.z, m.w)), bitcast<f32>(0x7f800000u), bad);
+    red[tid] = select(max(max(m.x, m.y), max(m.z, m.w)), -neg_inf(), bad);
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
         if tid < s {

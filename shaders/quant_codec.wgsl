@@ -226,12 +226,20 @@ fn floor_log2_bits(bits: u32) -> i32 {
     return e - 127;
 }
 
+// An f32 from its bits, as a runtime value: a constant expression that is
+// not finite (the NaN and infinity codes) is a shader-creation error in
+// WGSL (the browser's compiler rejects it).
+fn codec_bits(bits: u32) -> f32 {
+    var b = bits;
+    return bitcast<f32>(b);
+}
+
 // Magnitudes as f32 without passing through subnormal f32 arithmetic.
 fn e4m3_value(code: u32) -> f32 {
     let mag = code & 0x7fu;
     var v: f32;
     if mag == 0x7fu {
-        v = bitcast<f32>(0x7fc00000u);
+        v = codec_bits(0x7fc00000u);
     } else if (mag >> 3u) == 0u {
         v = f32(mag) * 0.001953125;
     } else {
@@ -244,7 +252,7 @@ fn e5m2_value(code: u32) -> f32 {
     let mag = code & 0x7fu;
     var v: f32;
     if mag >= 0x7cu {
-        v = select(bitcast<f32>(0x7fc00000u), bitcast<f32>(0x7f800000u), mag == 0x7cu);
+        v = select(codec_bits(0x7fc00000u), codec_bits(0x7f800000u), mag == 0x7cu);
     } else if (mag >> 2u) == 0u {
         v = f32(mag) * 0.0000152587890625;
     } else {
@@ -269,7 +277,7 @@ fn f16_value(code: u32) -> f32 {
 // 2^(code - 127) for an E8M0 scale; NaN for 0xFF.
 fn e8m0_value(code: u32) -> f32 {
     if code == 0xffu {
-        return bitcast<f32>(0x7fc00000u);
+        return codec_bits(0x7fc00000u);
     }
     if code == 0u {
         return bitcast<f32>(0x00400000u);

@@ -42,9 +42,17 @@ fn is_nan(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// An f32 from its bits, as a runtime value: a constant expression that is
+// not finite is a shader-creation error in WGSL (the browser's compiler
+// rejects it).
+fn from_bits(bits: u32) -> f32 {
+    var b = bits;
+    return bitcast<f32>(b);
+}
+
 // The identity of OP (0, or -inf for max).
 fn start() -> f32 {
-    return select(0.0, bitcast<f32>(0xff800000u), OP == 1u);
+    return select(0.0, from_bits(0xff800000u), OP == 1u);
 }
 
 // One value folded into (acc, NaN seen).
@@ -66,7 +74,7 @@ fn merge(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
 // The result from (acc, NaN seen), scaled for a sum (the mean's 1/n).
 // The accumulator with NaN as a value where one was seen (max).
 fn value(s: vec2<f32>) -> f32 {
-    return select(s.x, bitcast<f32>(0x7fc00000u), s.y > 0.0);
+    return select(s.x, from_bits(0x7fc00000u), s.y > 0.0);
 }
 
 fn finish(s: vec2<f32>) -> f32 {

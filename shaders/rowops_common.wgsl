@@ -72,17 +72,22 @@ fn chunk_count() -> u32 {
 }
 
 // Non-finite constants come from bit patterns: WGSL has no inf/NaN literals,
-// and integer tests (below) survive compilers that assume finite math.
+// and integer tests (below) survive compilers that assume finite math. The
+// patterns are vars: a constant expression that is not finite is a
+// shader-creation error in WGSL (the browser's compiler rejects it).
 fn neg_inf() -> f32 {
-    return bitcast<f32>(0xff800000u);
+    var bits = 0xff800000u;
+    return bitcast<f32>(bits);
 }
 
 fn pos_inf() -> f32 {
-    return bitcast<f32>(0x7f800000u);
+    var bits = 0x7f800000u;
+    return bitcast<f32>(bits);
 }
 
 fn nan_value() -> f32 {
-    return bitcast<f32>(0x7fc00000u);
+    var bits = 0x7fc00000u;
+    return bitcast<f32>(bits);
 }
 
 fn is_nan4(v: vec4<f32>) -> vec4<bool> {

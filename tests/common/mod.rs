@@ -3,17 +3,23 @@
 
 #![allow(dead_code)]
 
+#[cfg(not(target_arch = "wasm32"))]
 pub mod naga_check;
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::sync::OnceLock;
 
-use wgtile::{BinaryOp, Context, ContextOptions, DType, MatmulShape, Tensor, UnaryOp, wgpu};
+#[cfg(not(target_arch = "wasm32"))]
+use wgtile::{ContextOptions, wgpu};
+use wgtile::{BinaryOp, Context, DType, MatmulShape, Tensor, UnaryOp};
 
 /// The shared test context: the default adapter (the software one, lavapipe,
 /// when no GPU is present). `None` (test skipped) only when there is no
 /// adapter and `CI` is unset; under CI a missing adapter fails loudly.
+#[cfg(not(target_arch = "wasm32"))]
 static CTX: OnceLock<Option<Context>> = OnceLock::new();
 
+#[cfg(not(target_arch = "wasm32"))]
 pub fn ctx() -> Option<Context> {
     CTX.get_or_init(|| {
         let _ = env_logger::builder().is_test(true).try_init();
@@ -47,10 +53,12 @@ pub fn ctx() -> Option<Context> {
     .clone()
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 unsafe extern "C" {
     fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 extern "C" fn wait_at_exit() {
     if let Some(Some(ctx)) = CTX.get() {
         let _ = ctx.synchronize();
@@ -61,6 +69,7 @@ extern "C" fn wait_at_exit() {
 /// A second context on `ctx`'s adapter with `disabled` features turned off
 /// (`wgpu::Features::empty()`: just another context, for foreign tensors or
 /// a device a test may break).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn context_without(ctx: &Context, disabled: wgpu::Features) -> Context {
     Context::new_blocking(ContextOptions {
         adapter: Some(ctx.profile().name.clone()),

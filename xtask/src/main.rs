@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
+mod browser;
 mod deps;
 
 const USAGE: &str = "\
@@ -26,7 +27,11 @@ Commands:
                     e.g. `cargo xtask test -- --nocapture` or `cargo xtask test matmul`.
                     Without args it then runs the tour's quick pass and checks
                     its report (tools/check_tour_report.py: well-formed, every
-                    section and figure there).
+                    section and figure there), and the browser suite
+                    (tests/web.rs) in headless Chromium's WebGPU, installing
+                    the wasm32 target, chromium, chromium-driver and the
+                    wasm-bindgen-cli Cargo.lock pins where missing.
+  test --browser    Only the browser suite.
   gen [--check]     Regenerate the generated shaders: python3 runs
                     tools/gen/matmul_tiled16_core.py and
                     tools/gen/matmul_broadcast_core.py, which rewrite
@@ -142,8 +147,15 @@ fn tour(args: &[OsString]) -> Result {
 }
 
 fn test(args: &[OsString]) -> Result {
+    if args.len() == 1 && args[0] == "--browser" {
+        return browser::run_browser_tests();
+    }
     ensure_vulkan_driver()?;
-    run_tests(args)
+    run_tests(args)?;
+    if args.is_empty() {
+        browser::run_browser_tests()?;
+    }
+    Ok(())
 }
 
 fn run_tests(args: &[OsString]) -> Result {

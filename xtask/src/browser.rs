@@ -1,0 +1,121 @@
+//! The browser suite (`tests/web.rs`): wgtile compiled to
+//! wasm32-unknown-unknown and run by wasm-bindgen-test in headless
+//! Chromium, whose WebGPU is SwiftShader on a machine without a GPU. Gets
+//! what it needs first: the wasm32 target (rustup), Debian's chromium and
+//! chromium-driver (apt-get, as root, unless WGTILE_NO_INSTALL is set) and
+//! a wasm-bindgen-cli of exactly the wasm-bindgen version Cargo.lock pins
+//! (cargo install); `webdriver.json` in the workspace root turns WebGPU on.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{Failure, Result, cargo, is_root, run, workspace_root};
+
+const TARGET: &str = "wasm32-unknown-unknown";
+
+pub fn run_browser_tests() -> Result {
+    if !super::add_rustup_target(TARGET) {
+        return Err(Failure::new(format!("the browser suite needs the {TARGET} target")));
+    }
+    let driver = ensure_chromium()?;
+    let version = locked_wasm_bindgen_version()?;
+    let runner = ensure_test_runner(&version)?;
+    let mut cmd = cargo();
+    cmd.args(["test", "-p", "wgtile", "--target", TARGET, "--test", "web"])
+        .env("CHROMEDRIVER", &driver)
+        .env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER", &runner)
+        // The runner waits this long (seconds) for the page's tests;
+        // SwiftShader compiles each kernel on the CPU.
+        .env("WASM_BINDGEN_TEST_TIMEOUT", "600");
+    run(&mut cmd)
+}
+
+/// A program of that name on PATH.
+fn on_path(name: &str) -> Option<PathBuf> {
+    env::var_os("PATH").and_then(|paths| {
+        env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// chromedriver's path, after installing Chromium and its driver with
+/// apt-get where they are missing and that is allowed.
+fn ensure_chromium() -> Result<PathBuf> {
+    let found = || on_path("chromium").and(on_path("chromedriver"));
+    if let Some(driver) = found() {
+        return Ok(driver);
+    }
+    let debian = Path::new("/etc/debian_version").exists();
+    if is_root() && debian && env::var_os("WGTILE_NO_INSTALL").is_none() {
+        println!("xtask: installing Chromium and ChromeDriver with apt-get");
+        let apt = |args: &[&str]| {
+            let mut cmd = Command::new("apt-get");
+            cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+            run(&mut cmd)
+        };
+        if apt(&["install", "-y", "--no-install-recommends", "chromium", "chromium-driver"]).is_err() {
+            apt(&["update"])?;
+            apt(&["install", "-y", "--no-install-recommends", "chromium", "chromium-driver"])?;
+        }
+        if let Some(driver) = found() {
+            return Ok(driver);
+        }
+    }
+    Err(Failure::new(
+        "the browser suite needs Chromium and ChromeDriver on PATH (Debian: apt-get install \
+         chromium chromium-driver)",
+    ))
+}
+
+/// The wasm-bindgen version Cargo.lock pins (the test runner must match it).
+fn locked_wasm_bindgen_version() -> Result<String> {
+    let lock = std::fs::read_to_string(workspace_root().join("Cargo.lock"))
+        .map_err(|e| Failure::new(format!("reading Cargo.lock: {e}")))?;
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == "name = \"wasm-bindgen\"" {
+            if let Some(v) = lines.next().and_then(|l| l.trim().strip_prefix("version = \"")) {
+                return Ok(v.trim_end_matches('"').to_string());
+            }
+        }
+    }
+    Err(Failure::new("Cargo.lock pins no wasm-bindgen"))
+}
+
+/// The path of a wasm-bindgen-test-runner of `version`, installed with
+/// `cargo install` when missing or of another version.
+fn ensure_test_runner(version: &str) -> Result<PathBuf> {
+    let matches = || {
+        let runner = on_path("wasm-bindgen-test-runner")?;
+        let out = Command::new(&runner).arg("--version").stderr(Stdio::null()).output().ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .any(|w| w == version)
+            .then_some(runner)
+    };
+    if let Some(runner) = matches() {
+        return Ok(runner);
+    }
+    println!("xtask: installing wasm-bindgen-cli {version} (the runner of the browser suite)");
+    let install = |locked: bool| {
+        let mut cmd = cargo();
+        cmd.args(["install", "wasm-bindgen-cli", "--version", version]);
+        if locked {
+            cmd.arg("--locked");
+        }
+        run(&mut cmd)
+    };
+    // Its own lock file can name a version the registry no longer has.
+    if install(true).is_err() {
+        install(false)?;
+    }
+    let cargo_bin = env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .map(|home| home.join("bin").join("wasm-bindgen-test-runner"));
+    matches()
+        .or(cargo_bin.filter(|p| p.is_file()))
+        .ok_or_else(|| Failure::new("wasm-bindgen-test-runner is not on PATH after installing it"))
+}
