@@ -21,6 +21,8 @@ use crate::common;
 enum Kind {
     Shape,
     DType,
+    /// `NotFloat`: a float op given an integer tensor.
+    NotFloat,
     Invalid,
     /// `UnsupportedFeature` whose feature name contains this text.
     Unsupported(&'static str),
@@ -95,6 +97,7 @@ fn kind_matches(err: &Error, kind: Kind) -> bool {
     match (err, kind) {
         (Error::ShapeMismatch { .. }, Kind::Shape) => true,
         (Error::DTypeMismatch { .. }, Kind::DType) => true,
+        (Error::NotFloat { .. }, Kind::NotFloat) => true,
         (Error::InvalidArgument(_), Kind::Invalid) => true,
         (Error::UnsupportedFeature { feature, .. }, Kind::Unsupported(f)) => feature.contains(f),
         (Error::LimitExceeded { limit, .. }, Kind::Limit(l)) => *limit == l,
@@ -259,6 +262,43 @@ fn tensors_and_reads() {
             move || ctx.tensor(&d, &shape).map(one),
         );
     }
+    // write_f32: converts to the tensor's float dtype, refuses the rest.
+    for dtype in [DType::I32, DType::U32] {
+        t.err(
+            format!("write_f32 into {dtype}"),
+            Kind::NotFloat,
+            move || {
+                let x = ctx.zeros([2, 3], dtype)?;
+                ctx.write_f32(&x, &[1.0; 6]).map(|()| one(x))
+            },
+        );
+    }
+    t.err(
+        "write_f32 of 5 values into [2, 3]",
+        Kind::Invalid,
+        move || {
+            let x = ctx.zeros([2, 3], DType::BF16)?;
+            ctx.write_f32(&x, &[1.0; 5]).map(|()| one(x))
+        },
+    );
+    t.err("write_f32 into a padded tensor", Kind::Invalid, move || {
+        let x = ctx.tensor_padded(&[0.0f32; 6], [2, 3], 4)?;
+        ctx.write_f32(&x, &[1.0; 6]).map(|()| one(x))
+    });
+    // 1 + 2^-8 + 2^-9 is bf16's tie: it rounds to the even 1 + 2^-7.
+    t.values(
+        "write_f32 into bf16 [3]",
+        val(&[3], &[1.0 + 2f32.powi(-7), INF, NAN]),
+        move || {
+            let x = ctx.zeros([3], DType::BF16)?;
+            ctx.write_f32(&x, &[1.0 + 2f32.powi(-8) + 2f32.powi(-9), INF, NAN])
+                .map(|()| one(x))
+        },
+    );
+    t.values("write_f32 into f16 [0, 2]", val(&[0, 2], &[]), move || {
+        let x = ctx.zeros([0, 2], DType::F16)?;
+        ctx.write_f32(&x, &[]).map(|()| one(x))
+    });
     t.values("tensor [] from 1 value", val(&[], &[0.5]), || {
         ctx.tensor(&[0.5f32], []).map(one)
     });
