@@ -2576,6 +2576,33 @@ fn attention_arguments() {
             },
         );
     }
+    // Raw scores (ONNX mode 0): the naive path only; zero-sized problems give
+    // empty [B, Hq, Sq, Sk] matrices, and o zeros where Sk is 0 (NumPy).
+    {
+        let (q, k) = (rnd(ctx, &[1, 2, 5, 8]), rnd(ctx, &[1, 2, 7, 8]));
+        for kernel in [AttentionKernel::Flash, AttentionKernel::FlashSplit] {
+            let (q, k) = (q.clone(), k.clone());
+            t.err(
+                format!("attention raw scores with {kernel:?}"),
+                Kind::Invalid,
+                move || fwd(&q, &k, &k, &opts().with_raw_scores().kernel(kernel)),
+            );
+        }
+        for (sq, sk) in [(0usize, 7usize), (5, 0)] {
+            let (q0, k0) = (rnd(ctx, &[1, 2, sq, 8]), rnd(ctx, &[1, 2, sk, 8]));
+            t.values(
+                format!("attention raw scores Sq {sq} Sk {sk}"),
+                vec![
+                    (vec![1, 2, sq, 8], vec![0.0; 2 * sq * 8]),
+                    (vec![1, 2, sq, sk], vec![]),
+                ],
+                move || {
+                    let r = ctx.attention(&q0, &k0, &k0, &opts().with_raw_scores())?;
+                    Ok(vec![r.o, r.raw_scores.expect("asked for")])
+                },
+            );
+        }
+    }
     run_table(ctx, t);
 }
 
