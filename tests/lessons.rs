@@ -182,14 +182,14 @@ fn relu_over_fp8_codes_is_exact() {
 #[test]
 fn lesson_inputs_are_checked() {
     let Some(ctx) = common::ctx() else { return };
-    let h = ctx.zeros(&[4, 4], DType::F16);
+    let h = ctx.zeros([4, 4], DType::F16);
     if let Ok(h) = h {
         assert!(matches!(
             ctx.divergence_plan(&h, BranchForm::Branch, 1),
             Err(Error::DTypeMismatch { .. })
         ));
     }
-    let x = ctx.zeros(&[2, 3, 4], DType::F32).unwrap();
+    let x = ctx.zeros([2, 3, 4], DType::F32).unwrap();
     assert!(matches!(
         ctx.ordered_copy_plan(&x, ReadOrder::Rows),
         Err(Error::InvalidArgument(_))
@@ -198,7 +198,7 @@ fn lesson_inputs_are_checked() {
         ctx.naive_transpose_plan(&x),
         Err(Error::InvalidArgument(_))
     ));
-    let dy = ctx.zeros(&[2, 3, 5], DType::F32).unwrap();
+    let dy = ctx.zeros([2, 3, 5], DType::F32).unwrap();
     assert!(matches!(
         ctx.sigmoid_chain_plans(&x, &dy, Activations::Recompute),
         Err(Error::ShapeMismatch { .. })
