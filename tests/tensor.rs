@@ -293,6 +293,109 @@ fn write_lands_in_order_and_checks_its_arguments() {
         .unwrap();
 }
 
+/// `ctx.write_f32` into f32, f16 and bf16 tensors of odd and prime
+/// lengths: the bits the host rounding gives (round to nearest even, as
+/// `tensor_from_f32`), checked on ties, overflow, subnormals, infinities
+/// and NaN; ordered between the work submitted before and after it;
+/// integer tensors and wrong lengths refused.
+#[test]
+fn write_f32_converts_to_the_tensor_dtype() {
+    let Some(ctx) = common::ctx() else { return };
+    // Ties of both formats (1 + 2^-11 and 1 + 2^-8 + 2^-9 round to even),
+    // past f16's range, an f16 subnormal, and the IEEE specials.
+    let special = [
+        1.0 + 2f32.powi(-11),
+        1.0 + 3.0 * 2f32.powi(-11),
+        1.0 + 2f32.powi(-8) + 2f32.powi(-9),
+        -(1.0 + 2f32.powi(-9)),
+        70000.0,
+        -1e30,
+        3e-6,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -0.0,
+    ];
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        for shape in [vec![13usize], vec![3, 7], vec![2, 3, 5]] {
+            let n: usize = shape.iter().product();
+            let mut data = common::random(n, n as u64);
+            data[..special.len().min(n)].copy_from_slice(&special[..special.len().min(n)]);
+            let t = ctx.zeros(&shape, dtype).unwrap();
+            ctx.fill(&t, f32::NAN).unwrap();
+            ctx.write_f32(&t, &data).unwrap();
+            // The same bits as an upload through tensor_from_f32 (and f32 as is).
+            let want = ctx.tensor_from_f32(&data, &shape, dtype).unwrap();
+            let bits = |t: &wgtile::Tensor| -> Vec<u32> {
+                match t.dtype() {
+                    DType::F32 => t
+                        .to_vec_blocking::<f32>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect(),
+                    DType::F16 => t
+                        .to_vec_blocking::<wgtile::f16>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| u32::from(v.to_bits()))
+                        .collect(),
+                    _ => t
+                        .to_vec_blocking::<wgtile::bf16>()
+                        .unwrap()
+                        .iter()
+                        .map(|v| u32::from(v.to_bits()))
+                        .collect(),
+                }
+            };
+            let got = bits(&t);
+            assert_eq!(got, bits(&want), "{dtype} {shape:?}");
+            // Against the rounding rule itself on the specials.
+            let host: Vec<u32> = data
+                .iter()
+                .map(|&v| match dtype {
+                    DType::F32 => v.to_bits(),
+                    DType::F16 => u32::from(wgtile::f16::from_f32(v).to_bits()),
+                    _ => u32::from(wgtile::bf16::from_f32(v).to_bits()),
+                })
+                .collect();
+            assert_eq!(got, host, "{dtype} {shape:?}");
+        }
+    }
+    // Ordered as write: a copy made before the write holds the old values,
+    // one made after it the new ones.
+    let (a, b) = (common::random(31, 1), common::random(31, 2));
+    for dtype in [DType::F32, DType::BF16] {
+        let x = ctx.tensor_from_f32(&a, [31], dtype).unwrap();
+        // x + 0 is a copy (no element is -0), run on the GPU in order.
+        let before = ctx.eval(&(x.expr() + 0.0)).unwrap();
+        ctx.write_f32(&x, &b).unwrap();
+        let after = ctx.eval(&(x.expr() + 0.0)).unwrap();
+        let round = |v: &[f32]| v.iter().map(|&x| dtype.round(x)).collect::<Vec<_>>();
+        assert_eq!(before.to_f32_vec_blocking().unwrap(), round(&a), "{dtype}");
+        assert_eq!(after.to_f32_vec_blocking().unwrap(), round(&b), "{dtype}");
+    }
+    // Refusals: integer tensors, a wrong length, a padded or foreign tensor.
+    for dtype in [DType::I32, DType::U32] {
+        let t = ctx.zeros([4], dtype).unwrap();
+        assert!(
+            matches!(ctx.write_f32(&t, &[1.0; 4]), Err(wgtile::Error::NotFloat { got, .. }) if got == dtype),
+            "{dtype}"
+        );
+    }
+    let x = ctx.zeros([3, 4], DType::BF16).unwrap();
+    assert!(matches!(
+        ctx.write_f32(&x, &a[..11]),
+        Err(wgtile::Error::InvalidArgument(_))
+    ));
+    let padded = ctx.tensor_padded(&a[..12], [3, 4], 8).unwrap();
+    assert!(ctx.write_f32(&padded, &a[..12]).is_err());
+    let other = common::context_without(&ctx, wgtile::wgpu::Features::empty());
+    assert!(other.write_f32(&x, &a[..12]).is_err());
+    ctx.write_f32(&ctx.zeros([0, 3], DType::F16).unwrap(), &[])
+        .unwrap();
+}
+
 /// A batch runs the same kernels as op by op (bit-identical results) in
 /// one submission; reads inside it, nesting, an op's error inside it, and
 /// timing inside it.

@@ -503,17 +503,8 @@ impl EncoderPlan {
     /// results once it has run.
     pub fn run(&self, ctx: &Context, ids: &[i32], mask: &[f32]) -> Result<()> {
         ctx.write(&self.ids, ids)?;
-        match self.mask.dtype() {
-            DType::F16 => {
-                let m: Vec<half::f16> = mask.iter().map(|&v| half::f16::from_f32(v)).collect();
-                ctx.write(&self.mask, &m)?;
-            }
-            DType::BF16 => {
-                let m: Vec<half::bf16> = mask.iter().map(|&v| half::bf16::from_f32(v)).collect();
-                ctx.write(&self.mask, &m)?;
-            }
-            _ => ctx.write(&self.mask, mask)?,
-        }
+        // The mask is in the model's dtype; write_f32 rounds the 0s and 1s to it.
+        ctx.write_f32(&self.mask, mask)?;
         let plans: Vec<&Plan> = self.plans.iter().collect();
         ctx.run_plans(&plans)
     }

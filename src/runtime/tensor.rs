@@ -152,6 +152,29 @@ impl Context {
         self.inner.gpu.write_bytes("write", &t.buffer, &bytes)
     }
 
+    /// Writes f32 host values into `t`, converted to its dtype: f32 as they
+    /// are, f16 and bf16 rounded to nearest even on the host (what
+    /// [`Context::tensor_from_f32`] does; NaN stays NaN, values past the
+    /// format's range become infinities). Ordered as [`Context::write`]:
+    /// after the work already submitted, before the work submitted after
+    /// this call. `t` must be contiguous and of this context; `data` must
+    /// hold all its elements. An integer tensor is [`Error::NotFloat`]
+    /// (ids are written as `i32` / `u32` with [`Context::write`]).
+    pub fn write_f32(&self, t: &Tensor, data: &[f32]) -> Result<()> {
+        Error::require_float(t.dtype(), "write_f32")?;
+        match t.dtype() {
+            DType::F16 => {
+                let h: Vec<half::f16> = data.iter().map(|&v| half::f16::from_f32(v)).collect();
+                self.write(t, &h)
+            }
+            DType::BF16 => {
+                let h: Vec<half::bf16> = data.iter().map(|&v| half::bf16::from_f32(v)).collect();
+                self.write(t, &h)
+            }
+            _ => self.write(t, data),
+        }
+    }
+
     #[cfg(not(target_arch = "wasm32"))]
     /// Blocks until every submitted op has finished (native only; in the
     /// browser await [`Context::synchronize_async`]). Reads back

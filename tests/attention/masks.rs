@@ -365,3 +365,178 @@ fn attention_returns_its_scores() {
     let forced = opts.kernel(AttentionKernel::Flash);
     assert!(ctx.attention(&q, &k, &v, &forced).is_err());
 }
+
+/// `with_raw_scores` (ONNX `qk_matmul_output_mode` 0): `scale q k^T` for
+/// every row and key against f64, with GQA (three query heads per KV head),
+/// heads-first and packed operands, f32 / f16 / bf16 inputs, and a soft-cap,
+/// an additive mask, key lengths and a causal band all set: mode 0 ignores
+/// them (finite everywhere), while the logits of `with_scores` (mode 1),
+/// asked for in the same call, are the capped and masked values (`-inf`
+/// where a rule hides a key). Outputs are poisoned first.
+///
+/// Tolerance: the f32 dot product over D fused multiply-adds, times the
+/// scale: `2 D u scale sum|q_c k_c| + u |raw|` (`common::matmul_tolerance`
+/// plus the scale's rounding), u = 2^-24, on the inputs as held.
+#[test]
+fn attention_returns_its_raw_scores() {
+    let Some(ctx) = common::ctx() else { return };
+    let (b, hq, hkv, sq, sk, d) = (2, 6, 2, 5, 7, 13);
+    let group = hq / hkv;
+    let qh = common::random(b * hq * sq * d, 91);
+    let kh = common::random(b * hkv * sk * d, 92);
+    let vh = common::random(b * hkv * sk * d, 93);
+    let addh: Vec<f32> = common::random(sq * sk, 94)
+        .iter()
+        .map(|v| v * 2.0)
+        .collect();
+    let (cap, lens, offset, scale) = (0.5f64, [7u32, 4], 1i64, 0.4f32);
+    let mut dtypes = vec![DType::F32, DType::BF16];
+    if ctx.profile().shader_f16 {
+        dtypes.push(DType::F16);
+    }
+    for dtype in dtypes {
+        for packed in [false, true] {
+            let what = format!("{dtype} packed {packed}");
+            // Heads-first data; packed operands are its [B, S, H * D] transpose.
+            let pack = |x: &[f32], h: usize, s: usize| -> Vec<f32> {
+                let mut out = vec![0.0; x.len()];
+                for (bi, hi, si, c) in (0..b)
+                    .flat_map(|bi| (0..h).map(move |hi| (bi, hi)))
+                    .flat_map(|(bi, hi)| {
+                        (0..s).flat_map(move |si| (0..d).map(move |c| (bi, hi, si, c)))
+                    })
+                {
+                    out[((bi * s + si) * h + hi) * d + c] = x[((bi * h + hi) * s + si) * d + c];
+                }
+                out
+            };
+            let (qs, ks): (Vec<usize>, Vec<usize>) = if packed {
+                (vec![b, sq, hq * d], vec![b, sk, hkv * d])
+            } else {
+                (vec![b, hq, sq, d], vec![b, hkv, sk, d])
+            };
+            let layout =
+                |x: &[f32], h: usize, s: usize| if packed { pack(x, h, s) } else { x.to_vec() };
+            let (q, q_held) = common::upload(&ctx, &layout(&qh, hq, sq), &qs, dtype);
+            let (k, k_held) = common::upload(&ctx, &layout(&kh, hkv, sk), &ks, dtype);
+            let (v, _) = common::upload(&ctx, &layout(&vh, hkv, sk), &ks, dtype);
+            let (add, add_held) = common::upload(&ctx, &addh, &[sq, sk], dtype);
+            let mut opts = AttentionOptions::new()
+                .scale(scale)
+                .softcap(cap as f32)
+                .additive_mask(&add)
+                .key_lengths(&lens)
+                .causal(DiagonalAlignment::Offset(offset))
+                .with_raw_scores()
+                .with_scores();
+            if packed {
+                opts = opts.packed(hq, hkv);
+            }
+            let (plan, out) = ctx.attention_plan(&q, &k, &v, &opts).unwrap();
+            let (raw, scores) = (
+                out.raw_scores.expect("asked for"),
+                out.scores.expect("asked for"),
+            );
+            assert_eq!(raw.shape(), [b, hq, sq, sk], "{what}");
+            assert_eq!(raw.dtype(), DType::F32, "{what}");
+            for t in [&raw, &scores] {
+                ctx.fill(t, f32::NAN).unwrap();
+            }
+            plan.run().unwrap();
+            let (raw, scores) = (
+                raw.to_vec_blocking::<f32>().unwrap(),
+                scores.to_vec_blocking::<f32>().unwrap(),
+            );
+            // Element c of query row i of head h, and of key j of KV head hk, as held.
+            let qa = |bi: usize, h: usize, i: usize, c: usize| {
+                let at = if packed {
+                    ((bi * sq + i) * hq + h) * d + c
+                } else {
+                    ((bi * hq + h) * sq + i) * d + c
+                };
+                f64::from(q_held[at])
+            };
+            let ka = |bi: usize, h: usize, j: usize, c: usize| {
+                let at = if packed {
+                    ((bi * sk + j) * hkv + h) * d + c
+                } else {
+                    ((bi * hkv + h) * sk + j) * d + c
+                };
+                f64::from(k_held[at])
+            };
+            let scale = f64::from(scale);
+            let (mut want, mut bound, mut logits) = (Vec::new(), Vec::new(), Vec::new());
+            for (bi, &len) in lens.iter().enumerate() {
+                for h in 0..hq {
+                    for i in 0..sq {
+                        for j in 0..sk {
+                            let dot: f64 = (0..d)
+                                .map(|c| qa(bi, h, i, c) * ka(bi, h / group, j, c))
+                                .sum();
+                            let mag: f64 = (0..d)
+                                .map(|c| (qa(bi, h, i, c) * ka(bi, h / group, j, c)).abs())
+                                .sum();
+                            let r = scale * dot;
+                            want.push(r);
+                            bound.push(
+                                common::matmul_tolerance(DType::F32, d, r, scale * mag)
+                                    + r.abs() * 2f64.powi(-24),
+                            );
+                            let hidden = j >= len as usize || j as i64 > i as i64 + offset;
+                            logits.push(if hidden {
+                                f64::NEG_INFINITY
+                            } else {
+                                cap * (r / cap).tanh() + f64::from(add_held[i * sk + j])
+                            });
+                        }
+                    }
+                }
+            }
+            common::assert_close(&format!("raw scores {what}"), &raw, &want, |i| bound[i]);
+            // Mode 1 differs from mode 0 exactly where it should: hidden keys
+            // are -inf there (finite raw scores), visible ones capped and shifted.
+            let mut differ = 0;
+            for (e, (&l, (&g, &r))) in logits.iter().zip(scores.iter().zip(&raw)).enumerate() {
+                assert!(r.is_finite(), "{what}: raw score {e} is {r}");
+                if l == f64::NEG_INFINITY {
+                    assert_eq!(g, f32::NEG_INFINITY, "{what}: logit {e}");
+                } else {
+                    assert!(
+                        (f64::from(g) - l).abs() <= 1e-5 * (1.0 + l.abs()),
+                        "{what}: logit {e}: {g} vs {l}"
+                    );
+                    differ += usize::from((f64::from(g) - f64::from(r)).abs() > 1e-3);
+                }
+            }
+            assert!(
+                differ > want.len() / 4,
+                "{what}: mode 1 equals mode 0 at most keys"
+            );
+        }
+    }
+    // NaN in one query row reaches that row's raw scores only; raw scores
+    // alone (without the logits) and forced non-naive kernels.
+    let mut qn = qh.clone();
+    qn[(hq + 1) * sq * d + 2 * d + 3] = f32::NAN; // batch 1, head 1, row 2
+    let q = ctx.tensor(&qn, [b, hq, sq, d]).unwrap();
+    let k = ctx.tensor(&kh, [b, hkv, sk, d]).unwrap();
+    let v = ctx.tensor(&vh, [b, hkv, sk, d]).unwrap();
+    let raw = ctx
+        .attention(&q, &k, &v, &AttentionOptions::new().with_raw_scores())
+        .unwrap()
+        .raw_scores
+        .expect("asked for")
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    for (e, r) in raw.iter().enumerate() {
+        assert_eq!(
+            r.is_nan(),
+            e / sk == (hq + 1) * sq + 2,
+            "raw score {e}: {r}"
+        );
+    }
+    for kernel in [AttentionKernel::Flash, AttentionKernel::Decode] {
+        let forced = AttentionOptions::new().with_raw_scores().kernel(kernel);
+        assert!(ctx.attention(&q, &k, &v, &forced).is_err(), "{kernel:?}");
+    }
+}

@@ -21,6 +21,8 @@ use crate::common;
 enum Kind {
     Shape,
     DType,
+    /// `NotFloat`: a float op given an integer tensor.
+    NotFloat,
     Invalid,
     /// `UnsupportedFeature` whose feature name contains this text.
     Unsupported(&'static str),
@@ -95,6 +97,7 @@ fn kind_matches(err: &Error, kind: Kind) -> bool {
     match (err, kind) {
         (Error::ShapeMismatch { .. }, Kind::Shape) => true,
         (Error::DTypeMismatch { .. }, Kind::DType) => true,
+        (Error::NotFloat { .. }, Kind::NotFloat) => true,
         (Error::InvalidArgument(_), Kind::Invalid) => true,
         (Error::UnsupportedFeature { feature, .. }, Kind::Unsupported(f)) => feature.contains(f),
         (Error::LimitExceeded { limit, .. }, Kind::Limit(l)) => *limit == l,
@@ -259,6 +262,43 @@ fn tensors_and_reads() {
             move || ctx.tensor(&d, &shape).map(one),
         );
     }
+    // write_f32: converts to the tensor's float dtype, refuses the rest.
+    for dtype in [DType::I32, DType::U32] {
+        t.err(
+            format!("write_f32 into {dtype}"),
+            Kind::NotFloat,
+            move || {
+                let x = ctx.zeros([2, 3], dtype)?;
+                ctx.write_f32(&x, &[1.0; 6]).map(|()| one(x))
+            },
+        );
+    }
+    t.err(
+        "write_f32 of 5 values into [2, 3]",
+        Kind::Invalid,
+        move || {
+            let x = ctx.zeros([2, 3], DType::BF16)?;
+            ctx.write_f32(&x, &[1.0; 5]).map(|()| one(x))
+        },
+    );
+    t.err("write_f32 into a padded tensor", Kind::Invalid, move || {
+        let x = ctx.tensor_padded(&[0.0f32; 6], [2, 3], 4)?;
+        ctx.write_f32(&x, &[1.0; 6]).map(|()| one(x))
+    });
+    // 1 + 2^-8 + 2^-9 is bf16's tie: it rounds to the even 1 + 2^-7.
+    t.values(
+        "write_f32 into bf16 [3]",
+        val(&[3], &[1.0 + 2f32.powi(-7), INF, NAN]),
+        move || {
+            let x = ctx.zeros([3], DType::BF16)?;
+            ctx.write_f32(&x, &[1.0 + 2f32.powi(-8) + 2f32.powi(-9), INF, NAN])
+                .map(|()| one(x))
+        },
+    );
+    t.values("write_f32 into f16 [0, 2]", val(&[0, 2], &[]), move || {
+        let x = ctx.zeros([0, 2], DType::F16)?;
+        ctx.write_f32(&x, &[]).map(|()| one(x))
+    });
     t.values("tensor [] from 1 value", val(&[], &[0.5]), || {
         ctx.tensor(&[0.5f32], []).map(one)
     });
@@ -1548,6 +1588,116 @@ fn row_op_arguments() {
             );
         }
     }
+    // Over another axis: the axis, and parameters of that axis's length.
+    {
+        let x = rnd(ctx, &[3, 7]);
+        let (x1, x2, x3, x4, x5, x6) = (
+            x.clone(),
+            x.clone(),
+            x.clone(),
+            x.clone(),
+            x.clone(),
+            x.clone(),
+        );
+        t.err(
+            "layer_norm_axis axis 2 of [3, 7]",
+            Kind::Invalid,
+            move || ctx.layer_norm_axis(&x1, 2, None, None, 1e-5).map(one),
+        );
+        t.err("l2_normalize_axis of rank 0", Kind::Invalid, move || {
+            ctx.l2_normalize_axis(&rnd(ctx, &[]), 0, 1e-12).map(one)
+        });
+        t.err("rms_norm_axis 0 with weight [7]", Kind::Shape, move || {
+            ctx.rms_norm_axis(&x2, 0, Some(&rnd(ctx, &[7])), 1e-5)
+                .map(one)
+        });
+        t.err(
+            "layer_norm_axis 0 with bias [3, 1]",
+            Kind::Shape,
+            move || {
+                ctx.layer_norm_axis(&x3, 0, None, Some(&rnd(ctx, &[3, 1])), 1e-5)
+                    .map(one)
+            },
+        );
+        t.err(
+            "layer_norm_axis 0 with an f16 weight",
+            Kind::DType,
+            move || {
+                ctx.layer_norm_axis(&x4, 0, Some(&rnd16(ctx, &[3])), None, 1e-5)
+                    .map(one)
+            },
+        );
+        t.err(
+            "rms_norm_axis 0 of bf16 with an f32 weight",
+            Kind::DType,
+            move || {
+                let xb = ctx.cast(&x5, DType::BF16)?;
+                ctx.rms_norm_axis(&xb, 0, Some(&rnd(ctx, &[3])), 1e-5)
+                    .map(one)
+            },
+        );
+        t.err(
+            "l2_normalize_axis 0 with eps -1",
+            Kind::Invalid,
+            move || ctx.l2_normalize_axis(&x6, 0, -1.0).map(one),
+        );
+        let x7 = x.clone();
+        t.err(
+            "row_op_axis_plan of softmax with a weight",
+            Kind::Invalid,
+            move || {
+                let plan =
+                    ctx.row_op_axis_plan(RowOp::Softmax, &x7, 0, Some(&rnd(ctx, &[3])), None, 0.0)?;
+                Ok(one(plan.into_output()))
+            },
+        );
+        // Values over axis 0: the host rows of the transpose, transposed back.
+        let xv = x.to_vec_blocking::<f32>().unwrap();
+        let xt: Vec<f32> = (0..21).map(|i| xv[(i % 3) * 7 + i / 3]).collect();
+        let wv = rnd(ctx, &[3]).to_vec_blocking::<f32>().unwrap();
+        for (op, w) in [
+            (RowOp::LayerNorm, Some(&wv[..])),
+            (RowOp::RmsNorm, Some(&wv[..])),
+            (RowOp::L2Normalize, None),
+        ] {
+            let b = if op == RowOp::LayerNorm { w } else { None };
+            let yt = host_rows(op, &xt, 3, w, b, 1e-5);
+            let want: Vec<f32> = (0..21).map(|i| yt[(i % 7) * 3 + i / 7]).collect();
+            let (x, wt) = (x.clone(), w.map(|_| rnd(ctx, &[3])));
+            t.close(
+                format!("{op:?} over axis 0"),
+                val(&[3, 7], &want),
+                2e-5,
+                move || {
+                    let bias = if op == RowOp::LayerNorm {
+                        wt.as_ref()
+                    } else {
+                        None
+                    };
+                    let plan = ctx.row_op_axis_plan(op, &x, 0, wt.as_ref(), bias, 1e-5)?;
+                    plan.run()?;
+                    Ok(one(plan.into_output()))
+                },
+            );
+        }
+        // Zero-sized dimensions: empty results (NumPy), parameters of length 0 too.
+        for (shape, axis) in [
+            (vec![0usize, 5], 0usize),
+            (vec![0, 5], 1),
+            (vec![5, 0, 2], 0),
+        ] {
+            let z = ctx.zeros(&shape, DType::F32).unwrap();
+            let w = ctx.zeros([shape[axis]], DType::F32).unwrap();
+            t.values(
+                format!("layer_norm_axis {axis} of {shape:?}"),
+                val(&shape, &[]),
+                move || {
+                    ctx.layer_norm_axis(&z, axis, Some(&w), Some(&w), 1e-5)
+                        .map(one)
+                },
+            );
+        }
+    }
     // The convenience calls and the fused forms check the same things.
     let x = rnd(ctx, &[3, 7]);
     {
@@ -2425,6 +2575,33 @@ fn attention_arguments() {
                 bwd(&q0, &k0, &v0, &r.o, &d_o, r.lse.as_ref().unwrap(), &opts())
             },
         );
+    }
+    // Raw scores (ONNX mode 0): the naive path only; zero-sized problems give
+    // empty [B, Hq, Sq, Sk] matrices, and o zeros where Sk is 0 (NumPy).
+    {
+        let (q, k) = (rnd(ctx, &[1, 2, 5, 8]), rnd(ctx, &[1, 2, 7, 8]));
+        for kernel in [AttentionKernel::Flash, AttentionKernel::FlashSplit] {
+            let (q, k) = (q.clone(), k.clone());
+            t.err(
+                format!("attention raw scores with {kernel:?}"),
+                Kind::Invalid,
+                move || fwd(&q, &k, &k, &opts().with_raw_scores().kernel(kernel)),
+            );
+        }
+        for (sq, sk) in [(0usize, 7usize), (5, 0)] {
+            let (q0, k0) = (rnd(ctx, &[1, 2, sq, 8]), rnd(ctx, &[1, 2, sk, 8]));
+            t.values(
+                format!("attention raw scores Sq {sq} Sk {sk}"),
+                vec![
+                    (vec![1, 2, sq, 8], vec![0.0; 2 * sq * 8]),
+                    (vec![1, 2, sq, sk], vec![]),
+                ],
+                move || {
+                    let r = ctx.attention(&q0, &k0, &k0, &opts().with_raw_scores())?;
+                    Ok(vec![r.o, r.raw_scores.expect("asked for")])
+                },
+            );
+        }
     }
     run_table(ctx, t);
 }

@@ -536,30 +536,40 @@ fn check_norm_with(
     .unwrap();
     let what = format!("{} {shape:?} {dtype} affine {affine}", plan.label());
     let got = run_poisoned(ctx, &plan);
-    let mut want = Vec::with_capacity(held.len());
-    let mut bound = Vec::with_capacity(held.len());
-    for r in 0..rows {
-        let row: Vec<f64> = held[r * n..(r + 1) * n]
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect();
-        let mean = if rms {
-            0.0
-        } else {
-            row.iter().sum::<f64>() / n as f64
-        };
-        let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
-        let inv = 1.0 / (var + f64::from(eps)).sqrt();
-        let std = (var + f64::from(eps)).sqrt();
-        for j in 0..n {
-            let xhat = (row[j] - mean) * inv;
-            let (gw, gb) = if affine {
-                (
-                    f64::from(w_held[j]),
-                    if rms { 0.0 } else { f64::from(b_held[j]) },
-                )
-            } else {
-                (1.0, 0.0)
+    let params = affine.then_some((&w_held[..], &b_held[..]));
+    let (want, bound): (Vec<f64>, Vec<f64>) = held
+        .chunks(n.max(1))
+        .take(rows)
+        .flat_map(|row| norm_ref(row, rms, params, eps, dtype))
+        .unzip();
+    common::assert_close(&what, &got, &want, |i| bound[i]);
+}
+
+/// One LayerNorm (or RMSNorm) row against f64: each element's reference and
+/// bound (the module's norm tolerance plus one rounding to `dtype`);
+/// `params` are the held weight and bias (RMSNorm reads no bias).
+fn norm_ref(
+    row: &[f32],
+    rms: bool,
+    params: Option<(&[f32], &[f32])>,
+    eps: f32,
+    dtype: DType,
+) -> Vec<(f64, f64)> {
+    let n = row.len();
+    let row: Vec<f64> = row.iter().map(|&v| f64::from(v)).collect();
+    let mean = if rms {
+        0.0
+    } else {
+        row.iter().sum::<f64>() / n as f64
+    };
+    let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+    let std = (var + f64::from(eps)).sqrt();
+    (0..n)
+        .map(|j| {
+            let xhat = (row[j] - mean) / std;
+            let (gw, gb) = match params {
+                Some((w, b)) => (f64::from(w[j]), if rms { 0.0 } else { f64::from(b[j]) }),
+                None => (1.0, 0.0),
             };
             let y = xhat * gw + gb;
             let cancel = if rms {
@@ -568,11 +578,28 @@ fn check_norm_with(
                 mean.abs() / std * log2(n) * gw.abs()
             };
             let b = (32.0 + 4.0 * log2(n)) * U * ((xhat * gw).abs() + gb.abs() + 1.0 + cancel);
-            bound.push(b + out_rounding(dtype, y));
-            want.push(y);
-        }
-    }
-    common::assert_close(&what, &got, &want, |i| bound[i]);
+            (y, b + out_rounding(dtype, y))
+        })
+        .collect()
+}
+
+/// One row divided by its L2 norm (at least `eps`) against f64, with each
+/// element's bound: (16 + 4 log2 n) u |y| plus one rounding to `dtype`.
+fn l2_ref(row: &[f32], eps: f32, dtype: DType) -> Vec<(f64, f64)> {
+    let n = row.len();
+    let norm = row
+        .iter()
+        .map(|&v| f64::from(v).powi(2))
+        .sum::<f64>()
+        .sqrt()
+        .max(f64::from(eps));
+    row.iter()
+        .map(|&v| {
+            let y = f64::from(v) / norm;
+            let b = (16.0 + 4.0 * log2(n)) * U * (y.abs() + 1e-30) + out_rounding(dtype, y);
+            (y, b)
+        })
+        .collect()
 }
 
 #[test]
@@ -965,27 +992,11 @@ fn l2_normalize_against_f64() {
                 }
                 .unwrap();
                 let got = run_poisoned(&ctx, &plan);
-                let mut want = Vec::with_capacity(held.len());
-                let mut bound = Vec::with_capacity(held.len());
-                for r in 0..rows {
-                    let row: Vec<f64> = held[r * n..(r + 1) * n]
-                        .iter()
-                        .map(|&v| f64::from(v))
-                        .collect();
-                    let norm = row
-                        .iter()
-                        .map(|v| v * v)
-                        .sum::<f64>()
-                        .sqrt()
-                        .max(f64::from(eps));
-                    for &v in &row {
-                        let y = v / norm;
-                        want.push(y);
-                        bound.push(
-                            (16.0 + 4.0 * log2(n)) * U * (y.abs() + 1e-30) + out_rounding(dtype, y),
-                        );
-                    }
-                }
+                let (want, bound): (Vec<f64>, Vec<f64>) = held
+                    .chunks(n.max(1))
+                    .take(rows)
+                    .flat_map(|row| l2_ref(row, eps, dtype))
+                    .unzip();
                 common::assert_close(
                     &format!("{} {shape:?} {dtype}", plan.label()),
                     &got,
@@ -1155,6 +1166,129 @@ fn reductions_and_softmax_over_any_axis() {
         vec![0.0; 6]
     );
     assert!(ctx.max(&e, Axis::Dim(1)).is_err());
+}
+
+/// LayerNorm, RMSNorm (with and without affine parameters along the axis)
+/// and L2 normalisation over every axis of rank-3 and rank-4 inputs with
+/// odd and prime sizes, f32 / f16 / bf16, against f64 per line with the
+/// last-axis tolerances (`norm_ref`, `l2_ref`); outputs poisoned. A NaN
+/// stays in its line; zero-sized dimensions give empty results.
+#[test]
+fn norms_over_any_axis() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut dtypes = vec![DType::F32, DType::BF16];
+    if f16_ok(&ctx) {
+        dtypes.push(DType::F16);
+    }
+    let eps = 1e-5;
+    // [3, 1031, 2] over axis 1: lines longer than 1024 (the wide layout).
+    for (si, shape) in [vec![3usize, 5, 7], vec![2, 3, 5, 7], vec![3, 1031, 2]]
+        .into_iter()
+        .enumerate()
+    {
+        let data = common::random(shape.iter().product(), 90 + si as u64);
+        for &dtype in &dtypes {
+            let (x, held) = common::upload(&ctx, &data, &shape, dtype);
+            for axis in 0..shape.len() {
+                let n = shape[axis];
+                let seed = 100 * si as u64 + axis as u64;
+                let w_data: Vec<f32> = common::random(n, seed).iter().map(|v| 1.0 + v).collect();
+                let (w, w_held) = common::upload(&ctx, &w_data, &[n], dtype);
+                let (b, b_held) = common::upload(&ctx, &common::random(n, seed + 1), &[n], dtype);
+                let lines = lines_along(&shape, axis);
+                // (op, weight, bias): every affine combination the op takes.
+                let cases: [(RowOp, Option<&Tensor>, Option<&Tensor>); 5] = [
+                    (RowOp::LayerNorm, None, None),
+                    (RowOp::LayerNorm, Some(&w), Some(&b)),
+                    (RowOp::RmsNorm, None, None),
+                    (RowOp::RmsNorm, Some(&w), None),
+                    (RowOp::L2Normalize, None, None),
+                ];
+                for (op, wt, bt) in cases {
+                    let plan = ctx.row_op_axis_plan(op, &x, axis, wt, bt, eps).unwrap();
+                    assert_eq!(plan.output().shape(), shape.as_slice());
+                    assert_eq!(plan.output().dtype(), dtype);
+                    let got = run_poisoned(&ctx, &plan);
+                    let mut want = vec![f64::NAN; got.len()];
+                    let mut bound = vec![0.0; got.len()];
+                    for l in &lines {
+                        let line: Vec<f32> = l.iter().map(|&i| held[i]).collect();
+                        let params = wt.map(|_| (&w_held[..], &b_held[..]));
+                        let reference = match op {
+                            RowOp::L2Normalize => l2_ref(&line, eps, dtype),
+                            _ => norm_ref(&line, op == RowOp::RmsNorm, params, eps, dtype),
+                        };
+                        for (&i, (y, e)) in l.iter().zip(reference) {
+                            (want[i], bound[i]) = (y, e);
+                        }
+                    }
+                    let what =
+                        format!("{} {shape:?} {dtype} affine {}", plan.label(), wt.is_some());
+                    common::assert_close(&what, &got, &want, |i| bound[i]);
+                }
+                // The convenience calls give their plans' results, bit for bit.
+                for (op, wt, bt, y) in [
+                    (
+                        RowOp::LayerNorm,
+                        Some(&w),
+                        Some(&b),
+                        ctx.layer_norm_axis(&x, axis, Some(&w), Some(&b), eps),
+                    ),
+                    (
+                        RowOp::RmsNorm,
+                        Some(&w),
+                        None,
+                        ctx.rms_norm_axis(&x, axis, Some(&w), eps),
+                    ),
+                    (
+                        RowOp::L2Normalize,
+                        None,
+                        None,
+                        ctx.l2_normalize_axis(&x, axis, eps),
+                    ),
+                ] {
+                    let plan = ctx.row_op_axis_plan(op, &x, axis, wt, bt, eps).unwrap();
+                    let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(y.unwrap().to_f32_vec_blocking().unwrap()),
+                        bits(run_poisoned(&ctx, &plan)),
+                        "{op:?} {shape:?} {dtype} axis {axis}"
+                    );
+                }
+            }
+        }
+    }
+    // A NaN reaches only the lines through it: axis 1 of [3, 5, 7].
+    let mut data = common::random(105, 7);
+    data[2 * 35 + 3 * 7 + 4] = f32::NAN;
+    let x = ctx.tensor(&data, [3, 5, 7]).unwrap();
+    for y in [
+        ctx.layer_norm_axis(&x, 1, None, None, 1e-5).unwrap(),
+        ctx.rms_norm_axis(&x, 1, None, 1e-5).unwrap(),
+        ctx.l2_normalize_axis(&x, 1, 1e-12).unwrap(),
+    ] {
+        let y = y.to_vec_blocking::<f32>().unwrap();
+        for (i, v) in y.iter().enumerate() {
+            let in_line = i / 35 == 2 && i % 7 == 4;
+            assert_eq!(v.is_nan(), in_line, "element {i}: {v}");
+        }
+    }
+    // Zero-sized dimensions: empty results of the input's shape (NumPy).
+    for shape in [vec![3usize, 0, 5], vec![2, 0, 3, 1]] {
+        let x = ctx.zeros(&shape, DType::F32).unwrap();
+        for axis in 0..shape.len() {
+            let w = ctx.zeros([shape[axis]], DType::F32).unwrap();
+            for y in [
+                ctx.layer_norm_axis(&x, axis, Some(&w), Some(&w), 1e-5),
+                ctx.rms_norm_axis(&x, axis, Some(&w), 1e-5),
+                ctx.l2_normalize_axis(&x, axis, 1e-12),
+            ] {
+                let y = y.unwrap();
+                assert_eq!(y.shape(), shape.as_slice());
+                assert!(y.to_f32_vec_blocking().unwrap().is_empty());
+            }
+        }
+    }
 }
 
 /// The masked mean over tokens against f64, a batch with no kept token

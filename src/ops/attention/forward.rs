@@ -50,6 +50,31 @@ fn cache_view(t: &Tensor, len: usize, dtype: DType) -> Operand {
     }
 }
 
+/// Positions in the parameter words (`Params` in
+/// `shaders/attention_common.wgsl`) that [`raw_score_words`] rewrites:
+/// `lo_off`, `hi_off`; `scale`, `scale_log2`, `softcap`, `softcap_log2`,
+/// `mask_kind`; `has_kv_len`, `align_keys` (checked where the words are built).
+const WORD_LO: usize = 20;
+const WORD_SCALE: usize = 22;
+const WORD_HAS_KV_LEN: usize = 31;
+
+/// The scores kernel's words turned into the raw product's (ONNX's
+/// `qk_matmul_output_mode` 0): every key of every row visible, no soft-cap,
+/// no mask, no key lengths, and the "log2" scale set to the natural one, so
+/// the kernel's `logit` returns `dot * scale` in natural units.
+fn raw_score_words(words: &[u32]) -> Vec<u32> {
+    let mut w = words.to_vec();
+    w[WORD_LO] = -BIG as i32 as u32;
+    w[WORD_LO + 1] = BIG as i32 as u32;
+    w[WORD_SCALE + 1] = w[WORD_SCALE];
+    w[WORD_SCALE + 2] = 0.0f32.to_bits();
+    w[WORD_SCALE + 3] = 0.0f32.to_bits();
+    w[WORD_SCALE + 4] = 0;
+    w[WORD_HAS_KV_LEN] = 0;
+    w[WORD_HAS_KV_LEN + 1] = 0;
+    w
+}
+
 impl Context {
     /// Attention `softmax(scale * q k^T + mask) v` (see [`AttentionOptions`] for
     /// layouts and masking). Errors: [`Error::ShapeMismatch`] for head dims,
@@ -162,7 +187,7 @@ impl Context {
         let (ks, vs) = (cache.k.shape(), cache.v.shape());
         let qs = q.shape();
         let dims = [qs[0], qs[1], ks[1], qs[2], cache.len, qs[3], vs[3]];
-        let naive = options.return_probs || options.return_scores;
+        let naive = options.wants_matrices();
         let direct = !naive
             && !matches!(
                 options.kernel,
@@ -220,6 +245,7 @@ impl Context {
                 lse: out.lse,
                 probs: out.probs,
                 scores: out.scores,
+                raw_scores: out.raw_scores,
             },
         ))
     }
@@ -280,7 +306,7 @@ impl Context {
         }
         let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
         // The probabilities and scores come from the naive path: f32 staging.
-        if !(options.return_probs || options.return_scores) && self.inner.gpu.require_f16("").is_ok() {
+        if !options.wants_matrices() && self.inner.gpu.require_f16("").is_ok() {
             // Options the f16 kernels cannot take (a forced f32-only kernel)
             // fail there; the f32 path below reports what is wrong, if anything.
             if let Ok(done) = self.attention_bf16_via_f16(&originals, options) {
@@ -304,6 +330,7 @@ impl Context {
                 lse: out.lse,
                 probs: out.probs,
                 scores: out.scores,
+                raw_scores: out.raw_scores,
             },
         ))
     }
@@ -387,6 +414,7 @@ impl Context {
                 lse: out16.lse,
                 probs: None,
                 scores: None,
+                raw_scores: None,
             },
         ))
     }
@@ -593,9 +621,11 @@ impl Context {
                 words.push(u32_of(x, "stride")?);
             }
         }
+        debug_assert_eq!(words.len(), WORD_LO);
         words.push(lo as i32 as u32);
         words.push(hi as i32 as u32);
         let log2e = std::f32::consts::LOG2_E;
+        debug_assert_eq!(words.len(), WORD_SCALE);
         for f in [scale, scale * log2e, softcap, softcap * log2e] {
             words.push(f.to_bits());
         }
@@ -603,6 +633,7 @@ impl Context {
         for x in mask_strides {
             words.push(u32_of(x, "mask stride")?);
         }
+        debug_assert_eq!(words.len(), WORD_HAS_KV_LEN);
         words.push(u32::from(opts.key_lengths.is_some()));
         // Bottom-right alignment with key lengths: each batch's band ends at
         // its own last key (FlashAttention-2's varlen rule), in the kernels.
@@ -644,10 +675,10 @@ impl Context {
         } else {
             None
         };
-        let naive = opts.return_probs || opts.return_scores;
+        let naive = opts.wants_matrices();
         if naive && !matches!(opts.kernel, AttentionKernel::Auto | AttentionKernel::Naive) {
             return Err(Error::InvalidArgument(format!(
-                "attention: the probabilities and scores come from the naive path, not {:?}",
+                "attention: the probabilities and (raw) scores come from the naive path, not {:?}",
                 opts.kernel
             )));
         }
@@ -664,11 +695,18 @@ impl Context {
         } else {
             None
         };
+        // The raw scores, written by the scores kernel with every rule off.
+        let raw_scores = if opts.return_raw_scores {
+            Some(self.alloc(&[b, hq, sq, sk], DType::F32, "wgtile attention raw scores")?)
+        } else {
+            None
+        };
         let out = AttentionOutput {
             o: o.clone(),
             lse: lse.clone(),
             probs: probs.clone(),
             scores: scores.clone(),
+            raw_scores: raw_scores.clone(),
         };
         let mut plan = Plan {
             gpu: self.inner.gpu.clone(),
@@ -704,7 +742,7 @@ impl Context {
             max_groups: self.profile().max_workgroups_per_dim as usize,
         };
         if naive {
-            self.naive_attention(&mut plan, &launch, probs, scores.as_ref())?;
+            self.naive_attention(&mut plan, &launch, probs, scores.as_ref(), raw_scores.as_ref())?;
         } else {
             self.attention_path(&mut plan, &launch, opts)?;
         }
@@ -717,7 +755,7 @@ impl Context {
     /// and label written into `plan`.
     fn attention_path(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
         if opts.kernel == AttentionKernel::Naive {
-            return self.naive_attention(plan, l, None, None);
+            return self.naive_attention(plan, l, None, None, None);
         }
         let decode = self.decode_choice(l.dims, l.kv_dtype, opts)?;
         if l.kv_dtype != l.dtype {
@@ -756,13 +794,15 @@ impl Context {
 
     /// The naive path: S = mask(scale Q K^T) in memory, its row softmax in
     /// place, then P V; `probs` is where P goes when the caller keeps it,
-    /// `scores` where S goes (in natural units).
+    /// `scores` where S goes (in natural units), `raw` where `scale Q K^T`
+    /// goes (a second run of the scores kernel with every rule off).
     fn naive_attention(
         &self,
         plan: &mut Plan,
         l: &Launch<'_>,
         probs: Option<Tensor>,
         scores_out: Option<&Tensor>,
+        raw: Option<&Tensor>,
     ) -> Result<()> {
         let [b, hq, _, sq, sk, _, dv] = l.dims;
         let (dtype, max_groups, device) = (l.dtype, l.max_groups, &self.inner.device);
@@ -800,6 +840,22 @@ impl Context {
             ],
             grid(sk, sq),
         ));
+        if let Some(raw) = raw {
+            let raw_params = self.uniform(&raw_score_words(&words));
+            plan.dispatches.push(Dispatch::with_bindings(
+                device,
+                get(Kernel::AttentionScores)?,
+                &[
+                    (0, &raw_params),
+                    (1, &l.q.buffer),
+                    (2, &l.k.buffer),
+                    (6, l.mask_buf),
+                    (7, &l.kv_len.buffer),
+                    (9, &raw.buffer),
+                ],
+                grid(sk, sq),
+            ));
+        }
         if let Some(out) = scores_out {
             let natural = self.eval_into_plan(&(scores.expr() * std::f32::consts::LN_2), out)?;
             plan.dispatches.extend(natural.dispatches);

@@ -257,6 +257,8 @@ pub struct AttentionOptions {
     pub return_probs: bool,
     /// Return the logits the softmax reads too (`with_scores`).
     pub return_scores: bool,
+    /// Return the raw scores `scale q k^T` too (`with_raw_scores`).
+    pub return_raw_scores: bool,
     /// Layout of q, k, v.
     pub layout: AttentionLayout,
     /// The head dims `(D, Dv)` the caller expects, checked against the
@@ -413,12 +415,35 @@ impl AttentionOptions {
     /// boolean mask), `[B, Hq, Sq, Sk]` f32. This is ONNX Attention's
     /// `qk_matmul_output_mode` 1 without a soft-cap (ONNX applies its
     /// soft-cap after the mask, wgtile before, as FlexAttention does; mode
-    /// 0, the product before any mask, is `q k^T` by matmul). Values are
-    /// within f32 rounding of the exact logits (the kernels keep them in
-    /// base 2). From the naive path, as [`AttentionOptions::with_probabilities`].
+    /// 0 is [`AttentionOptions::with_raw_scores`]). Values are within f32
+    /// rounding of the exact logits (the kernels keep them in base 2). From
+    /// the naive path, as [`AttentionOptions::with_probabilities`].
     pub fn with_scores(mut self) -> Self {
         self.return_scores = true;
         self
+    }
+
+    /// Return the raw scores too: `scale q k^T` for every query row and
+    /// every key, before the soft-cap and before any mask or rule (causal,
+    /// window, key lengths, boolean or additive mask) is applied,
+    /// `[B, Hq, Sq, Sk]` f32 (query head `h` against KV head
+    /// `h / (Hq / Hkv)`, packed operands read in place). This is ONNX
+    /// Attention's `qk_matmul_output_mode` 0, whose product is
+    /// `(Q sqrt(scale)) (K sqrt(scale))^T`, the scale included. Each value
+    /// is the f32 dot product (fused multiply-adds in order over D) times
+    /// the scale, rounded once more; f16 inputs are widened exactly, bf16
+    /// ones staged to f32. A NaN or infinity in q or k reaches the entries
+    /// of its row or key only. From the naive path, as
+    /// [`AttentionOptions::with_probabilities`], and independent of
+    /// [`AttentionOptions::with_scores`] (the two can be asked for together).
+    pub fn with_raw_scores(mut self) -> Self {
+        self.return_raw_scores = true;
+        self
+    }
+
+    /// Whether an output only the naive path writes was asked for.
+    pub(crate) fn wants_matrices(&self) -> bool {
+        self.return_probs || self.return_scores || self.return_raw_scores
     }
 
     /// Packed `[B, S, H * D]` inputs (the head dim is each width over its
@@ -511,6 +536,9 @@ pub struct AttentionOutput {
     /// The logits `[B, Hq, Sq, Sk]`, f32, when asked for
     /// ([`AttentionOptions::with_scores`]).
     pub scores: Option<Tensor>,
+    /// The raw scores `scale q k^T`, `[B, Hq, Sq, Sk]`, f32, when asked for
+    /// ([`AttentionOptions::with_raw_scores`]).
+    pub raw_scores: Option<Tensor>,
 }
 
 /// One operand seen as `[batch, heads, seq, dim]` through element strides

@@ -1,5 +1,7 @@
-//! Row ops over the last axis (softmax, log-softmax, layer and RMS norm),
-//! reductions and fused row kernels. The semantics are documented on [`RowOp`].
+//! Row ops over the last axis (softmax, log-softmax, layer and RMS norm, L2
+//! normalisation), reductions and fused row kernels. The `*_axis` forms run
+//! the same row kernels over any axis, moved last by a permute and back.
+//! The semantics are documented on [`RowOp`].
 
 pub mod fused;
 pub mod reduce;
@@ -577,15 +579,34 @@ impl Context {
     /// copied with the axis moved last, the rows normalised, and the
     /// result copied back (two more reads and writes than the last axis).
     pub fn softmax_axis(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        self.row_op_axis(RowOp::Softmax, x, axis)
+        self.row_op_axis(RowOp::Softmax, x, axis, None, None, 0.0)
     }
 
     /// [`Context::log_softmax`] over any `axis` (as [`Context::softmax_axis`]).
     pub fn log_softmax_axis(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
-        self.row_op_axis(RowOp::LogSoftmax, x, axis)
+        self.row_op_axis(RowOp::LogSoftmax, x, axis, None, None, 0.0)
     }
 
-    fn row_op_axis(&self, op: RowOp, x: &Tensor, axis: usize) -> Result<Tensor> {
+    /// Any row operation over any `axis` as a [`Plan`] (the `*_axis` calls
+    /// run it): for the last axis the row kernel's plan itself; else `x`
+    /// permuted with the axis moved last, the row kernel, the result
+    /// permuted back, three dispatches with the two intermediate copies
+    /// held as scratch. `weight` and `bias` are indexed along `axis`: shape
+    /// `[x.shape[axis]]` ([`Error::ShapeMismatch`] naming `x`'s shape
+    /// otherwise, checked before anything is allocated); the other
+    /// arguments as [`Context::row_op_plan`]. An `axis` past the rank is
+    /// [`Error::InvalidArgument`]. `bytes` counts the copies' reads and
+    /// writes too.
+    pub fn row_op_axis_plan(
+        &self,
+        op: RowOp,
+        x: &Tensor,
+        axis: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Plan> {
+        self.row_op_check_params(op, weight, bias)?;
         let rank = x.rank();
         if axis >= rank {
             return Err(Error::InvalidArgument(format!(
@@ -594,21 +615,62 @@ impl Context {
                 x.shape()
             )));
         }
-        let run = |t: &Tensor| -> Result<Tensor> {
-            let plan = self.row_plan(op, t, None, None, 0.0, RowOptions::default())?;
-            plan.run()?;
-            Ok(plan.into_output())
-        };
+        for p in [weight, bias].into_iter().flatten() {
+            if p.shape() != [x.shape()[axis]] {
+                return Err(Error::shape(
+                    op.name(),
+                    x.shape(),
+                    p.shape(),
+                    format!(
+                        "the affine parameter must have shape [{}] (the length of axis {axis})",
+                        x.shape()[axis]
+                    ),
+                ));
+            }
+        }
         if axis + 1 == rank {
-            return run(x);
+            return self.row_plan(op, x, weight, bias, eps, RowOptions::default());
         }
         let axes: Vec<usize> = (0..rank).filter(|&a| a != axis).chain([axis]).collect();
         let mut back = vec![0; rank];
         for (j, &a) in axes.iter().enumerate() {
             back[a] = j;
         }
-        let y = run(&self.permute(x, &axes)?)?;
-        self.permute(&y, &back)
+        let into = self.permute_plan(x, &axes)?;
+        let rows = self.row_plan(op, into.output(), weight, bias, eps, RowOptions::default())?;
+        let out = self.permute_plan(rows.output(), &back)?;
+        let label = format!("{} over axis {axis} (moved last: {})", op.name(), rows.label);
+        let mut scratch = into.scratch;
+        scratch.push(into.output);
+        scratch.extend(rows.scratch);
+        scratch.push(rows.output);
+        scratch.extend(out.scratch);
+        let mut dispatches = into.dispatches;
+        dispatches.extend(rows.dispatches);
+        dispatches.extend(out.dispatches);
+        Ok(Plan {
+            gpu: self.inner.gpu.clone(),
+            label,
+            dispatches,
+            output: out.output,
+            flops: rows.flops,
+            bytes: into.bytes + rows.bytes + out.bytes,
+            scratch,
+        })
+    }
+
+    fn row_op_axis(
+        &self,
+        op: RowOp,
+        x: &Tensor,
+        axis: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
+        let plan = self.row_op_axis_plan(op, x, axis, weight, bias, eps)?;
+        plan.run()?;
+        Ok(plan.into_output())
     }
 
     /// LayerNorm over the last axis:
@@ -671,6 +733,38 @@ impl Context {
         self.row_plan(RowOp::RmsNorm, x, weight, None, eps, RowOptions::default())
     }
 
+    /// [`Context::layer_norm`] over any `axis`: each line of `x` along
+    /// `axis` normalised (mean and biased variance over that axis), then
+    /// scaled by `weight` and shifted by `bias`, both of shape
+    /// `[x.shape[axis]]` in `x`'s dtype (f32, f16 or bf16). The semantics,
+    /// ranges and errors are [`Context::layer_norm`]'s; an `axis` past the
+    /// rank is [`Error::InvalidArgument`]. Other than the last axis it runs
+    /// as [`Context::softmax_axis`] does: the axis moved last by a copy, the
+    /// row kernel, the result copied back.
+    pub fn layer_norm_axis(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
+        self.row_op_axis(RowOp::LayerNorm, x, axis, weight, bias, eps)
+    }
+
+    /// [`Context::rms_norm`] over any `axis` (as [`Context::layer_norm_axis`]):
+    /// `x / sqrt(mean(x^2) + eps) * weight` along `axis`, `weight` of shape
+    /// `[x.shape[axis]]`; [`Context::rms_norm`]'s range and errors.
+    pub fn rms_norm_axis(
+        &self,
+        x: &Tensor,
+        axis: usize,
+        weight: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Tensor> {
+        self.row_op_axis(RowOp::RmsNorm, x, axis, weight, None, eps)
+    }
+
     /// [`Context::layer_norm`] with the statistics a backward pass needs:
     /// `(y, mean, rstd)`, the mean and `1 / sqrt(var + eps)` of each row in
     /// f32 (shape `x.shape[..-1]`; PyTorch's `native_layer_norm` returns
@@ -714,6 +808,14 @@ impl Context {
     /// [`Context::l2_normalize`] as a plan.
     pub fn l2_normalize_plan(&self, x: &Tensor, eps: f32) -> Result<Plan> {
         self.row_plan(RowOp::L2Normalize, x, None, None, eps, RowOptions::default())
+    }
+
+    /// [`Context::l2_normalize`] over any `axis`: each line of `x` along
+    /// `axis` divided by `max(||line||_2, eps)`, PyTorch's
+    /// `F.normalize(x, dim=axis)`; [`Context::l2_normalize`]'s range, NaN
+    /// and zero-line semantics; run as [`Context::layer_norm_axis`].
+    pub fn l2_normalize_axis(&self, x: &Tensor, axis: usize, eps: f32) -> Result<Tensor> {
+        self.row_op_axis(RowOp::L2Normalize, x, axis, None, None, eps)
     }
 
     /// A copy of `x` through the row kernels' load/store path (vec4 accesses
