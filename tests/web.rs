@@ -1,7 +1,7 @@
 //! The browser suite: wgtile in WebGPU through headless Chromium
 //! (wasm-bindgen-test; `cargo xtask test --browser` installs what it needs
 //! and runs it). The async API is the whole API there: `Context::new`,
-//! plans and `to_vec().await`. The same f64 references and tolerances as
+//! plans and `to_vec().await`. On odd shapes, with decoding from a KV cache. The same f64 references and tolerances as
 //! the native suite (`tests/common`), on odd shapes, outputs poisoned first.
 
 #![cfg(target_arch = "wasm32")]
@@ -49,12 +49,20 @@ fn web_sys_log(text: &str) {
 #[wasm_bindgen_test]
 async fn matmul_on_odd_shapes_and_batches() {
     let ctx = ctx().await;
-    for (batch, m, k, n) in [(1, 1, 1, 1), (1, 7, 13, 5), (1, 33, 65, 17), (3, 17, 31, 9), (1, 64, 64, 64)] {
+    for (batch, m, k, n) in [
+        (1, 1, 1, 1),
+        (1, 7, 13, 5),
+        (1, 33, 65, 17),
+        (3, 17, 31, 9),
+        (1, 64, 64, 64),
+    ] {
         let a = common::random(batch * m * k, 1 + m as u64);
         let b = common::random(k * n, 2 + n as u64);
         let ta = ctx.tensor(&a, [batch, m, k]).unwrap();
         let tb = ctx.tensor(&b, [k, n]).unwrap();
-        let plan = ctx.matmul_plan(&ta, &tb, None, &MatmulOptions::default()).unwrap();
+        let plan = ctx
+            .matmul_plan(&ta, &tb, None, &MatmulOptions::default())
+            .unwrap();
         let got = run(&ctx, &plan).await;
         let offsets: Vec<(usize, usize)> = (0..batch).map(|z| (z * m * k, 0)).collect();
         let (want, mag) = common::matmul_ref(&a, &b, m, n, k, &offsets);
@@ -74,13 +82,22 @@ async fn matmul_epilogue_bias_and_relu() {
     let a = common::random(m * k, 3);
     let b = common::random(k * n, 4);
     let bias = common::random(n, 5);
-    let (ta, tb) = (ctx.tensor(&a, [m, k]).unwrap(), ctx.tensor(&b, [k, n]).unwrap());
+    let (ta, tb) = (
+        ctx.tensor(&a, [m, k]).unwrap(),
+        ctx.tensor(&b, [k, n]).unwrap(),
+    );
     let tbias = ctx.tensor(&bias, [n]).unwrap();
     let epilogue = Epilogue::new().bias(&tbias).relu();
-    let plan = ctx.matmul_plan_with(&ta, &tb, None, &MatmulOptions::default(), &epilogue).unwrap();
+    let plan = ctx
+        .matmul_plan_with(&ta, &tb, None, &MatmulOptions::default(), &epilogue)
+        .unwrap();
     let got = run(&ctx, &plan).await;
     let (c, mag) = common::matmul_ref(&a, &b, m, n, k, &[(0, 0)]);
-    let want: Vec<f64> = c.iter().enumerate().map(|(i, v)| (v + f64::from(bias[i % n])).max(0.0)).collect();
+    let want: Vec<f64> = c
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v + f64::from(bias[i % n])).max(0.0))
+        .collect();
     common::assert_close("bias + relu epilogue", &got, &want, |i| {
         common::matmul_tolerance(DType::F32, k, want[i], mag[i]) + 1e-7
     });
@@ -93,10 +110,15 @@ async fn fused_elementwise_is_one_kernel() {
     // Inside [-pi, pi], where WGSL bounds sin and cos (2^-11 absolute).
     let xs: Vec<f32> = common::random(n, 6).iter().map(|v| 3.1 * v).collect();
     let x = ctx.tensor(&xs, [n]).unwrap();
-    let plan = ctx.eval_plan(&(x.expr().sin().square() + x.expr().cos().square())).unwrap();
+    let plan = ctx
+        .eval_plan(&(x.expr().sin().square() + x.expr().cos().square()))
+        .unwrap();
     assert_eq!(plan.dispatch_count(), 1);
     let got = run(&ctx, &plan).await;
-    let want: Vec<f64> = xs.iter().map(|&v| f64::from(v).sin().powi(2) + f64::from(v).cos().powi(2)).collect();
+    let want: Vec<f64> = xs
+        .iter()
+        .map(|&v| f64::from(v).sin().powi(2) + f64::from(v).cos().powi(2))
+        .collect();
     // WGSL's accuracy for sin and cos is 2^-11 absolute (SwiftShader is
     // near it: 3.8e-4 seen); the squares and the sum: 4 x 2^-11.
     common::assert_close("sin^2 + cos^2", &got, &want, |_| 4.0 * 2f64.powi(-11));
@@ -106,13 +128,19 @@ async fn fused_elementwise_is_one_kernel() {
 async fn softmax_and_layer_norm_rows() {
     let ctx = ctx().await;
     let (rows, cols) = (37, 131);
-    let xs: Vec<f32> = common::random(rows * cols, 7).iter().map(|v| 3.0 * v).collect();
+    let xs: Vec<f32> = common::random(rows * cols, 7)
+        .iter()
+        .map(|v| 3.0 * v)
+        .collect();
     let x = ctx.tensor(&xs, [rows, cols]).unwrap();
     let soft = run(&ctx, &ctx.softmax_plan(&x).unwrap()).await;
     let norm = run(&ctx, &ctx.layer_norm_plan(&x, None, None, 1e-5).unwrap()).await;
     let (mut ws, mut wn) = (Vec::new(), Vec::new());
     for r in 0..rows {
-        let row: Vec<f64> = xs[r * cols..(r + 1) * cols].iter().map(|&v| f64::from(v)).collect();
+        let row: Vec<f64> = xs[r * cols..(r + 1) * cols]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
         let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
         ws.extend(row.iter().map(|v| (v - max).exp() / sum));
@@ -121,20 +149,34 @@ async fn softmax_and_layer_norm_rows() {
         wn.extend(row.iter().map(|v| (v - mean) / (var + 1e-5).sqrt()));
     }
     // exp within a few ulp; the sums over 131 values in f32.
-    common::assert_close("softmax", &soft, &ws, |i| 1e-6 * (1.0 + ws[i] * cols as f64));
+    common::assert_close("softmax", &soft, &ws, |i| {
+        1e-6 * (1.0 + ws[i] * cols as f64)
+    });
     common::assert_close("layer norm", &norm, &wn, |i| 2e-6 * (1.0 + wn[i].abs()));
 }
 
 /// f64 attention of `[1, h, s, d]` q, k, v, causal (top-left) or with a
 /// boolean mask hiding key `j` of query `i` where `hidden(i, j)`.
-fn attention_ref(q: &[f32], k: &[f32], v: &[f32], (h, s, d): (usize, usize, usize), hidden: impl Fn(usize, usize) -> bool) -> Vec<f64> {
+fn attention_ref(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    (h, s, d): (usize, usize, usize),
+    hidden: impl Fn(usize, usize) -> bool,
+) -> Vec<f64> {
     let scale = 1.0 / (d as f64).sqrt();
     let mut out = vec![0.0; h * s * d];
     for head in 0..h {
         let at = |t: &[f32], i: usize, c: usize| f64::from(t[(head * s + i) * d + c]);
         for i in 0..s {
             let scores: Vec<f64> = (0..s)
-                .map(|j| if hidden(i, j) { f64::NEG_INFINITY } else { (0..d).map(|c| at(q, i, c) * at(k, j, c)).sum::<f64>() * scale })
+                .map(|j| {
+                    if hidden(i, j) {
+                        f64::NEG_INFINITY
+                    } else {
+                        (0..d).map(|c| at(q, i, c) * at(k, j, c)).sum::<f64>() * scale
+                    }
+                })
                 .collect();
             let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let w: Vec<f64> = scores.iter().map(|x| (x - max).exp()).collect();
@@ -155,7 +197,11 @@ async fn attention_causal_and_masked() {
     let k = common::random(h * s * d, 9);
     let v = common::random(h * s * d, 10);
     let shape = [1, h, s, d];
-    let (tq, tk, tv) = (ctx.tensor(&q, shape).unwrap(), ctx.tensor(&k, shape).unwrap(), ctx.tensor(&v, shape).unwrap());
+    let (tq, tk, tv) = (
+        ctx.tensor(&q, shape).unwrap(),
+        ctx.tensor(&k, shape).unwrap(),
+        ctx.tensor(&v, shape).unwrap(),
+    );
     let causal = AttentionOptions::new().causal(DiagonalAlignment::TopLeft);
     let (plan, out) = ctx.attention_plan(&tq, &tk, &tv, &causal).unwrap();
     let got = run(&ctx, &plan).await;
@@ -165,7 +211,9 @@ async fn attention_causal_and_masked() {
 
     // A boolean mask [s, s] (1 = attend) hiding every third key but the diagonal.
     let hidden = |i: usize, j: usize| j % 3 == 1 && j != i;
-    let mask: Vec<f32> = (0..s * s).map(|e| if hidden(e / s, e % s) { 0.0 } else { 1.0 }).collect();
+    let mask: Vec<f32> = (0..s * s)
+        .map(|e| if hidden(e / s, e % s) { 0.0 } else { 1.0 })
+        .collect();
     let tmask = ctx.tensor(&mask, [s, s]).unwrap();
     let masked = AttentionOptions::new().bool_mask(&tmask);
     let (plan, _) = ctx.attention_plan(&tq, &tk, &tv, &masked).unwrap();
@@ -175,15 +223,70 @@ async fn attention_causal_and_masked() {
 }
 
 #[wasm_bindgen_test]
+async fn decoding_with_a_kv_cache() {
+    let ctx = ctx().await;
+    // GQA: 4 query heads over 2 KV heads, 29 cached positions in two appends.
+    let (hq, hkv, d, len) = (4, 2, 16, 29);
+    let keys = common::random(hkv * len * d, 11);
+    let values = common::random(hkv * len * d, 12);
+    let q = common::random(hq * d, 13);
+    let mut cache = wgtile::KvCache::new(&ctx, 1, hkv, d, d, 8, DType::F32).unwrap();
+    for (from, to) in [(0, 20), (20, len)] {
+        let part = |t: &[f32]| -> Vec<f32> {
+            (0..hkv)
+                .flat_map(|h| t[(h * len + from) * d..(h * len + to) * d].to_vec())
+                .collect()
+        };
+        let k = ctx.tensor(&part(&keys), [1, hkv, to - from, d]).unwrap();
+        let v = ctx.tensor(&part(&values), [1, hkv, to - from, d]).unwrap();
+        cache.append(&k, &v).unwrap();
+    }
+    let tq = ctx.tensor(&q, [1, hq, 1, d]).unwrap();
+    let opts = AttentionOptions::new().causal(DiagonalAlignment::BottomRight);
+    let (plan, _) = ctx.attention_cached_plan(&tq, &cache, &opts).unwrap();
+    let got = run(&ctx, &plan).await;
+    let scale = 1.0 / (d as f64).sqrt();
+    let mut want = vec![0.0f64; hq * d];
+    for h in 0..hq {
+        let kv = h / (hq / hkv);
+        let score = |j: usize| {
+            (0..d)
+                .map(|c| f64::from(q[h * d + c]) * f64::from(keys[(kv * len + j) * d + c]))
+                .sum::<f64>()
+                * scale
+        };
+        let max = (0..len).map(score).fold(f64::NEG_INFINITY, f64::max);
+        let w: Vec<f64> = (0..len).map(|j| (score(j) - max).exp()).collect();
+        let sum: f64 = w.iter().sum();
+        for c in 0..d {
+            want[h * d + c] = (0..len)
+                .map(|j| w[j] * f64::from(values[(kv * len + j) * d + c]))
+                .sum::<f64>()
+                / sum;
+        }
+    }
+    common::assert_close(&format!("decode ({})", plan.label()), &got, &want, |_| 2e-6);
+}
+
+#[wasm_bindgen_test]
 async fn bad_input_is_an_error_not_a_hang() {
     let ctx = ctx().await;
     let a = ctx.zeros([3, 4], DType::F32).unwrap();
     let b = ctx.zeros([5, 6], DType::F32).unwrap();
-    assert!(matches!(ctx.matmul_plan(&a, &b, None, &MatmulOptions::default()), Err(Error::ShapeMismatch { .. })));
+    assert!(matches!(
+        ctx.matmul_plan(&a, &b, None, &MatmulOptions::default()),
+        Err(Error::ShapeMismatch { .. })
+    ));
     if !ctx.profile().shader_f16 {
-        assert!(matches!(ctx.zeros([4], DType::F16).and_then(|h| ctx.matmul(&h, &h)), Err(_)));
+        assert!(matches!(
+            ctx.zeros([4], DType::F16).and_then(|h| ctx.matmul(&h, &h)),
+            Err(_)
+        ));
     }
     // Blocking timing has no meaning without blocking waits.
     let plan = ctx.copy_plan(&a).unwrap();
-    assert!(matches!(ctx.time(&plan, &Default::default()), Err(Error::UnsupportedFeature { .. })));
+    assert!(matches!(
+        ctx.time(&plan, &Default::default()),
+        Err(Error::UnsupportedFeature { .. })
+    ));
 }

@@ -185,34 +185,43 @@ impl Tensor {
         pollster::block_on(self.to_vec())
     }
 
-    #[cfg(not(target_arch = "wasm32"))]
     /// The data as `f32` whatever the dtype (`f16` and `bf16` widen
     /// exactly; integers convert as `as f32` does).
-    pub fn to_f32_vec_blocking(&self) -> Result<Vec<f32>> {
-        match self.dtype {
-            DType::F32 => self.to_vec_blocking::<f32>(),
-            DType::F16 => Ok(self
-                .to_vec_blocking::<half::f16>()?
+    pub async fn to_f32_vec(&self) -> Result<Vec<f32>> {
+        Ok(match self.dtype {
+            DType::F32 => self.to_vec::<f32>().await?,
+            DType::F16 => self
+                .to_vec::<half::f16>()
+                .await?
                 .into_iter()
                 .map(f32::from)
-                .collect()),
-            DType::BF16 => Ok(self
-                .to_vec_blocking::<half::bf16>()?
+                .collect(),
+            DType::BF16 => self
+                .to_vec::<half::bf16>()
+                .await?
                 .into_iter()
                 .map(f32::from)
-                .collect()),
+                .collect(),
             // Exact up to 2^24 in magnitude.
-            DType::I32 => Ok(self
-                .to_vec_blocking::<i32>()?
+            DType::I32 => self
+                .to_vec::<i32>()
+                .await?
                 .into_iter()
                 .map(|v| v as f32)
-                .collect()),
-            DType::U32 => Ok(self
-                .to_vec_blocking::<u32>()?
+                .collect(),
+            DType::U32 => self
+                .to_vec::<u32>()
+                .await?
                 .into_iter()
                 .map(|v| v as f32)
-                .collect()),
-        }
+                .collect(),
+        })
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    /// Blocking form of [`Tensor::to_f32_vec`] (native only).
+    pub fn to_f32_vec_blocking(&self) -> Result<Vec<f32>> {
+        pollster::block_on(self.to_f32_vec())
     }
 }
 

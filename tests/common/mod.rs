@@ -9,9 +9,9 @@ pub mod naga_check;
 #[cfg(not(target_arch = "wasm32"))]
 use std::sync::OnceLock;
 
+use wgtile::{BinaryOp, Context, DType, MatmulShape, Tensor, UnaryOp};
 #[cfg(not(target_arch = "wasm32"))]
 use wgtile::{ContextOptions, wgpu};
-use wgtile::{BinaryOp, Context, DType, MatmulShape, Tensor, UnaryOp};
 
 /// The shared test context: the default adapter (the software one, lavapipe,
 /// when no GPU is present). `None` (test skipped) only when there is no

@@ -32,6 +32,12 @@ Commands:
                     the wasm32 target, chromium, chromium-driver and the
                     wasm-bindgen-cli Cargo.lock pins where missing.
   test --browser    Only the browser suite.
+  web [--port N] [--build-only]
+                    Build the browser demo (examples/web: the web_demo example
+                    for wasm32 and its JavaScript bindings) into
+                    target/wgtile-web and serve it on http://127.0.0.1:8000/
+                    (needs a browser with WebGPU; Chromium:
+                    --enable-unsafe-webgpu).
   gen [--check]     Regenerate the generated shaders: python3 runs
                     tools/gen/matmul_tiled16_core.py and
                     tools/gen/matmul_broadcast_core.py, which rewrite
@@ -115,6 +121,7 @@ fn main() -> ExitCode {
         Some("tour") => tour(&rest),
         Some("test") => test(&rest),
         Some("gen") => generate(&rest),
+        Some("web") => browser::web(&rest),
         Some("deps") if rest.is_empty() => deps::check(&workspace_root()).map_err(Failure::new),
         Some("deps") => Err(Failure::new("`cargo xtask deps` takes no arguments")),
         Some("ci") if rest.is_empty() => ci(),
