@@ -827,34 +827,27 @@ impl Context {
         };
         let grid =
             |x: usize, y: usize| [x.div_ceil(16) as u32, y.div_ceil(16) as u32, z as u32];
-        plan.dispatches.push(Dispatch::with_bindings(
-            device,
-            get(Kernel::AttentionScores)?,
-            &[
-                (0, &params),
-                (1, &l.q.buffer),
-                (2, &l.k.buffer),
-                (6, l.mask_buf),
-                (7, &l.kv_len.buffer),
-                (9, &scores.buffer),
-            ],
-            grid(sk, sq),
-        ));
-        if let Some(raw) = raw {
-            let raw_params = self.uniform(&raw_score_words(&words));
-            plan.dispatches.push(Dispatch::with_bindings(
+        // The scores kernel into `out` with `params` (the raw scores run it
+        // again with every rule off).
+        let scores_dispatch = |params: &wgpu::Buffer, out: &Tensor| -> Result<Dispatch> {
+            Ok(Dispatch::with_bindings(
                 device,
                 get(Kernel::AttentionScores)?,
                 &[
-                    (0, &raw_params),
+                    (0, params),
                     (1, &l.q.buffer),
                     (2, &l.k.buffer),
                     (6, l.mask_buf),
                     (7, &l.kv_len.buffer),
-                    (9, &raw.buffer),
+                    (9, &out.buffer),
                 ],
                 grid(sk, sq),
-            ));
+            ))
+        };
+        plan.dispatches.push(scores_dispatch(&params, &scores)?);
+        if let Some(raw) = raw {
+            let raw_params = self.uniform(&raw_score_words(&words));
+            plan.dispatches.push(scores_dispatch(&raw_params, raw)?);
         }
         if let Some(out) = scores_out {
             let natural = self.eval_into_plan(&(scores.expr() * std::f32::consts::LN_2), out)?;
