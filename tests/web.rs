@@ -1,8 +1,10 @@
 //! The browser suite: wgtile in WebGPU through headless Chromium
 //! (wasm-bindgen-test; `cargo xtask test --browser` installs what it needs
 //! and runs it). The async API is the whole API there: `Context::new`,
-//! plans and `to_vec().await`. On odd shapes, with decoding from a KV cache. The same f64 references and tolerances as
-//! the native suite (`tests/common`), on odd shapes, outputs poisoned first.
+//! plans and `to_vec().await`. Matmul, epilogues, fusion, row ops,
+//! attention forward, backward and decoding, quantised GEMVs and layout
+//! ops against the native suite's f64 references and tolerances
+//! (`tests/common`), on odd shapes, outputs poisoned first.
 
 #![cfg(target_arch = "wasm32")]
 
@@ -266,6 +268,120 @@ async fn decoding_with_a_kv_cache() {
         }
     }
     common::assert_close(&format!("decode ({})", plan.label()), &got, &want, |_| 2e-6);
+}
+
+#[wasm_bindgen_test]
+async fn attention_backward_against_f64() {
+    let ctx = ctx().await;
+    let (h, s, d) = (2, 19, 16);
+    let [q, k, v, d_o] = [14, 15, 16, 17].map(|seed| common::random(h * s * d, seed));
+    let shape = [1, h, s, d];
+    let t = |x: &[f32]| ctx.tensor(x, shape).unwrap();
+    let opts = AttentionOptions::new().with_lse();
+    let fwd = ctx.attention(&t(&q), &t(&k), &t(&v), &opts).unwrap();
+    let o = host(&fwd.o).await;
+    let grads = ctx
+        .attention_backward(
+            &t(&q),
+            &t(&k),
+            &t(&v),
+            &fwd.o,
+            &t(&d_o),
+            fwd.lse.as_ref().unwrap(),
+            &opts,
+        )
+        .unwrap();
+    // f64: P = softmax(scale q k^T), dV = P^T dO, dS = P (dO V^T - rowsum(dO o)),
+    // dQ = scale dS K, dK = scale dS^T Q.
+    let scale = 1.0 / (d as f64).sqrt();
+    let (mut dq, mut dk, mut dv) = (
+        vec![0.0f64; h * s * d],
+        vec![0.0f64; h * s * d],
+        vec![0.0f64; h * s * d],
+    );
+    for head in 0..h {
+        let at = |x: &[f32], i: usize, c: usize| f64::from(x[(head * s + i) * d + c]);
+        for i in 0..s {
+            let sc: Vec<f64> = (0..s)
+                .map(|j| (0..d).map(|c| at(&q, i, c) * at(&k, j, c)).sum::<f64>() * scale)
+                .collect();
+            let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
+            let sum: f64 = w.iter().sum();
+            let p: Vec<f64> = w.iter().map(|x| x / sum).collect();
+            let delta: f64 = (0..d).map(|c| at(&d_o, i, c) * at(&o, i, c)).sum();
+            for j in 0..s {
+                let dp: f64 = (0..d).map(|c| at(&d_o, i, c) * at(&v, j, c)).sum();
+                let ds = p[j] * (dp - delta);
+                for c in 0..d {
+                    dv[(head * s + j) * d + c] += p[j] * at(&d_o, i, c);
+                    dq[(head * s + i) * d + c] += scale * ds * at(&k, j, c);
+                    dk[(head * s + j) * d + c] += scale * ds * at(&q, i, c);
+                }
+            }
+        }
+    }
+    for (name, got, want) in [
+        ("dq", &grads.dq, &dq),
+        ("dk", &grads.dk, &dk),
+        ("dv", &grads.dv, &dv),
+    ] {
+        let got = host(got).await;
+        let top = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        // f32 sums over S keys and D features: 1e-5 of the largest gradient.
+        common::assert_close(name, &got, want, |_| 1e-5 * top);
+    }
+}
+
+#[wasm_bindgen_test]
+async fn quantized_gemv_and_layout_ops() {
+    let ctx = ctx().await;
+    // MXFP4 and int8 weights blocked down the columns of [K, N]: the GEMV
+    // decodes them in registers.
+    let (k, n) = (96, 37);
+    let w = common::random(k * n, 18);
+    let x = common::random(k, 19);
+    let tx = ctx.tensor(&x, [1, k]).unwrap();
+    for format in [wgtile::QuantFormat::Mxfp4, wgtile::QuantFormat::Int8] {
+        let hq = wgtile::quant::quantize(
+            &w,
+            &[k, n],
+            format,
+            wgtile::QuantAxis::Columns,
+            format.default_block(),
+        )
+        .unwrap();
+        let wd = hq.dequantize().unwrap();
+        let q = ctx.upload_quantized(&hq).unwrap();
+        let plan = ctx.matmul_quantized_plan(&tx, &q).unwrap();
+        let got = run(&ctx, &plan).await;
+        let (want, mag) = common::matmul_ref(&x, &wd, 1, n, k, &[(0, 0)]);
+        common::assert_close(&format!("{format} ({})", plan.label()), &got, &want, |i| {
+            common::matmul_tolerance(DType::F32, k, want[i], mag[i])
+        });
+    }
+    // A permute and a gather are exact copies.
+    let a = common::random(2 * 3 * 5, 20);
+    let ta = ctx.tensor(&a, [2, 3, 5]).unwrap();
+    let got = host(&ctx.permute(&ta, &[2, 0, 1]).unwrap()).await;
+    for (e, &g) in got.iter().enumerate() {
+        let (c, i, j) = (e / 6, (e / 3) % 2, e % 3);
+        assert_eq!(g, a[(i * 3 + j) * 5 + c], "permute [{e}]");
+    }
+    let table = common::random(7 * 4, 21);
+    let ids = ctx.tensor(&[6i32, 0, 3, 3], [4]).unwrap();
+    let rows = host(
+        &ctx.gather(&ctx.tensor(&table, [7, 4]).unwrap(), &ids, 0)
+            .unwrap(),
+    )
+    .await;
+    for (r, id) in [6usize, 0, 3, 3].into_iter().enumerate() {
+        assert_eq!(
+            &rows[r * 4..r * 4 + 4],
+            &table[id * 4..id * 4 + 4],
+            "gather row {r}"
+        );
+    }
 }
 
 #[wasm_bindgen_test]
