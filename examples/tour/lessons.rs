@@ -47,7 +47,7 @@ pub fn low_precision(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section
          should follow the bytes. Then the matmul with f16 inputs and f32 accumulation:\n\
          half the bytes, and on tensor cores (cooperative matrices) the matrix units.",
     );
-    let n: usize = args.size(ctx, 1 << 20, 1 << 22, 1 << 28);
+    let n: usize = args.fit(ctx, args.size(ctx, 1 << 20, 1 << 22, 1 << 28));
     let host = wgtile::uniform_values(n.min(1 << 20), -1.0, 1.0, 31);
     let x = ctx.rand_uniform([n], -1.0, 1.0, DType::F32, 31)?;
     let mut times = std::collections::HashMap::new();
@@ -313,7 +313,7 @@ pub fn divergence(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 
 pub fn recompute(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("recompute", "Recomputation: the chain of three sigmoids", c);
-    let n: usize = args.size(ctx, 1 << 18, 1 << 20, 1 << 26);
+    let n: usize = args.fit(ctx, args.size(ctx, 1 << 18, 1 << 20, 1 << 26));
     rec.intro(&format!(
         "y = s(s(s(x))) over {n} f32 elements, forward and backward. Storing the two\n\
          activations for the backward costs 8 global accesses per element (forward:\n\
@@ -396,7 +396,8 @@ pub fn recompute(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 
 pub fn coalescing(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("coalescing", "Memory coalescing", c);
-    let side: usize = args.size(ctx, 512, 1024, 8192);
+    let side: usize =
+        (args.fit(ctx, args.size(ctx, 512usize, 1024, 8192).pow(2)) as f64).sqrt() as usize;
     rec.intro(&format!(
         "A row-major [{side}, {side}] f32 matrix copied element by element, the same bytes in\n\
          two orders: the lanes of a subgroup on consecutive addresses of a row (one\n\

@@ -69,6 +69,14 @@ impl Args {
         self.quick || ctx.profile().is_cpu()
     }
 
+    /// The largest power of two of `elements` or fewer whose f32 tensor
+    /// fits one of the adapter's storage bindings.
+    pub fn fit(&self, ctx: &Context, elements: usize) -> usize {
+        let most = (ctx.profile().max_tensor_bytes().0 / 4).max(1) as usize;
+        let n = elements.min(most);
+        1 << (usize::BITS - 1 - n.leading_zeros())
+    }
+
     /// `quick` under `--quick`, `cpu` on a CPU adapter, else `gpu`.
     pub fn size<T>(&self, ctx: &Context, quick: T, cpu: T, gpu: T) -> T {
         if self.quick {
@@ -264,7 +272,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// ceiling is what the adapter can do, not what it usually does).
 fn ceilings(ctx: &Context, args: &Args) -> Result<Ceilings, Box<dyn std::error::Error>> {
     say("\n== Ceilings =======================================================");
-    let words = args.size(ctx, 1 << 20, 1 << 22, 1 << 26);
+    let words = args.fit(ctx, args.size(ctx, 1 << 20, 1 << 22, 1 << 26));
     let x = ctx.rand_uniform([words], -1.0, 1.0, DType::F32, 1)?;
     let copy = ctx.copy_plan(&x)?;
     let t = args.timing(ctx, &copy, 4)?.min();

@@ -247,7 +247,7 @@ pub fn gemv(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 
 pub fn fusion(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("fusion", "Fusion: one kernel instead of five", c);
-    let n: usize = args.size(ctx, 1 << 18, 1 << 20, 1 << 26);
+    let n: usize = args.fit(ctx, args.size(ctx, 1 << 18, 1 << 20, 1 << 26));
     let host = wgtile::uniform_values(n, -4.0, 4.0, 11);
     let x = ctx.tensor(&host, [n])?;
     let expr = x.expr().sin().square() + x.expr().cos().square();
@@ -308,6 +308,7 @@ pub fn fusion(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
 pub fn rows(ctx: &Context, args: &Args, c: &Ceilings) -> Result<Section> {
     let mut rec = Recorder::new("rows", "Row operations against the copy bandwidth", c);
     let (rows, cols) = args.size(ctx, (64, 4096), (256, 4096), (16384, 4096));
+    let rows = args.fit(ctx, rows * cols) / cols;
     rec.intro(&format!(
         "Rows of {cols} (x {rows}): each row is read once into registers, reduced in\n\
          workgroup memory (subgroup operations where the adapter has them) and\n\
