@@ -326,30 +326,8 @@ fn write_f32_converts_to_the_tensor_dtype() {
             ctx.write_f32(&t, &data).unwrap();
             // The same bits as an upload through tensor_from_f32 (and f32 as is).
             let want = ctx.tensor_from_f32(&data, &shape, dtype).unwrap();
-            let bits = |t: &wgtile::Tensor| -> Vec<u32> {
-                match t.dtype() {
-                    DType::F32 => t
-                        .to_vec_blocking::<f32>()
-                        .unwrap()
-                        .iter()
-                        .map(|v| v.to_bits())
-                        .collect(),
-                    DType::F16 => t
-                        .to_vec_blocking::<wgtile::f16>()
-                        .unwrap()
-                        .iter()
-                        .map(|v| u32::from(v.to_bits()))
-                        .collect(),
-                    _ => t
-                        .to_vec_blocking::<wgtile::bf16>()
-                        .unwrap()
-                        .iter()
-                        .map(|v| u32::from(v.to_bits()))
-                        .collect(),
-                }
-            };
-            let got = bits(&t);
-            assert_eq!(got, bits(&want), "{dtype} {shape:?}");
+            let got = bits_of(&t);
+            assert_eq!(got, bits_of(&want), "{dtype} {shape:?}");
             // Against the rounding rule itself on the specials.
             let host: Vec<u32> = data
                 .iter()
@@ -694,27 +672,6 @@ fn casts_to_and_from_integers_follow_rusts_as() {
     let f = ctx.tensor(&floats, [floats.len()]).unwrap();
     let i = ctx.tensor(&ints, [ints.len()]).unwrap();
     let u = ctx.tensor(&uints, [uints.len()]).unwrap();
-    let bits = |t: &wgtile::Tensor| -> Vec<u32> {
-        match t.dtype().size() {
-            4 => t
-                .to_vec_blocking::<f32>()
-                .map(|v| v.iter().map(|x| x.to_bits()).collect())
-                .or_else(|_| {
-                    t.to_vec_blocking::<i32>()
-                        .map(|v| v.iter().map(|&x| x as u32).collect())
-                })
-                .or_else(|_| t.to_vec_blocking::<u32>())
-                .unwrap(),
-            _ => t
-                .to_vec_blocking::<wgtile::f16>()
-                .map(|v| v.iter().map(|x| u32::from(x.to_bits())).collect())
-                .or_else(|_| {
-                    t.to_vec_blocking::<wgtile::bf16>()
-                        .map(|v| v.iter().map(|x| u32::from(x.to_bits())).collect())
-                })
-                .unwrap(),
-        }
-    };
     // Expected bits of one source value (as f64 for the float sources'
     // exact value) in each target dtype.
     let from_f32 = |v: f32, to: DType| -> u32 {
@@ -729,7 +686,7 @@ fn casts_to_and_from_integers_follow_rusts_as() {
     };
     for to in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::U32] {
         let want: Vec<u32> = floats.iter().map(|&v| from_f32(v, to)).collect();
-        assert_eq!(bits(&ctx.cast(&f, to).unwrap()), want, "f32 -> {to}");
+        assert_eq!(bits_of(&ctx.cast(&f, to).unwrap()), want, "f32 -> {to}");
         let want: Vec<u32> = ints
             .iter()
             .map(|&v| {
@@ -741,7 +698,7 @@ fn casts_to_and_from_integers_follow_rusts_as() {
                 }
             })
             .collect();
-        assert_eq!(bits(&ctx.cast(&i, to).unwrap()), want, "i32 -> {to}");
+        assert_eq!(bits_of(&ctx.cast(&i, to).unwrap()), want, "i32 -> {to}");
         let want: Vec<u32> = uints
             .iter()
             .map(|&v| {
@@ -752,7 +709,7 @@ fn casts_to_and_from_integers_follow_rusts_as() {
                 }
             })
             .collect();
-        assert_eq!(bits(&ctx.cast(&u, to).unwrap()), want, "u32 -> {to}");
+        assert_eq!(bits_of(&ctx.cast(&u, to).unwrap()), want, "u32 -> {to}");
         // From f16 and bf16: widened exactly, then as from f32.
         for half in [DType::F16, DType::BF16] {
             let h = ctx.cast(&f, half).unwrap();
@@ -762,7 +719,7 @@ fn casts_to_and_from_integers_follow_rusts_as() {
                 .to_vec_blocking::<f32>()
                 .unwrap();
             let want: Vec<u32> = widened.iter().map(|&v| from_f32(v, to)).collect();
-            assert_eq!(bits(&ctx.cast(&h, to).unwrap()), want, "{half} -> {to}");
+            assert_eq!(bits_of(&ctx.cast(&h, to).unwrap()), want, "{half} -> {to}");
         }
     }
 }

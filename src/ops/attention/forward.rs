@@ -238,16 +238,7 @@ impl Context {
             }
         );
         let o = plan.output().clone();
-        Ok((
-            plan,
-            AttentionOutput {
-                o,
-                lse: out.lse,
-                probs: out.probs,
-                scores: out.scores,
-                raw_scores: out.raw_scores,
-            },
-        ))
+        Ok((plan, AttentionOutput { o, ..out }))
     }
 
     /// Checks the call and builds its [`Plan`] without running it; the plan's
@@ -323,16 +314,7 @@ impl Context {
         let (plan, out) = self.attention_plan(&t[0], &t[1], &t[2], &wide)?;
         let plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
         let o = plan.output().clone();
-        Ok((
-            plan,
-            AttentionOutput {
-                o,
-                lse: out.lse,
-                probs: out.probs,
-                scores: out.scores,
-                raw_scores: out.raw_scores,
-            },
-        ))
+        Ok((plan, AttentionOutput { o, ..out }))
     }
 
     /// bf16 attention on the f16 kernels: q, k, v (and mask) cast to f16
