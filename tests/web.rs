@@ -39,13 +39,9 @@ async fn run(ctx: &Context, plan: &wgtile::Plan) -> Vec<f32> {
 async fn the_adapter_and_its_profile() {
     let ctx = ctx().await;
     let p = ctx.profile();
-    web_sys_log(&format!("browser adapter:\n{p}"));
+    wasm_bindgen_test::console_log!("browser adapter:\n{p}");
     assert_eq!(p.backend, wgtile::wgpu::Backend::BrowserWebGpu);
     assert!(p.max_invocations >= 64, "{p}");
-}
-
-fn web_sys_log(text: &str) {
-    wasm_bindgen_test::console_log!("{text}");
 }
 
 #[wasm_bindgen_test]

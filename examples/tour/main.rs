@@ -64,11 +64,6 @@ pub struct Args {
 }
 
 impl Args {
-    /// Small problems: `--quick`, or a CPU adapter.
-    pub fn small(&self, ctx: &Context) -> bool {
-        self.quick || ctx.profile().is_cpu()
-    }
-
     /// The largest power of two of `elements` or fewer whose f32 tensor
     /// fits one of the adapter's storage bindings.
     pub fn fit(&self, ctx: &Context, elements: usize) -> usize {

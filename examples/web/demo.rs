@@ -55,12 +55,34 @@ fn worst(got: &[f32], want: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn row(html: &mut String, what: &str, ms: f64, rate: &str, err: f64, bound: f64) {
+/// How a row states its rate: GFLOP/s of `flops`, or GB/s of the plan's bytes.
+enum Rate {
+    Flops(f64),
+    Bytes,
+}
+
+/// `plan` timed and checked against `want` within `bound`, as one table row.
+async fn measure(
+    ctx: &Context,
+    html: &mut String,
+    what: &str,
+    plan: &Plan,
+    rate: Rate,
+    want: &[f64],
+    bound: f64,
+) -> Result<(), JsValue> {
+    let ms = time(ctx, plan, 3).await?;
+    let err = worst(&host(plan.output()).await?, want);
+    let rate = match rate {
+        Rate::Flops(flops) => format!("{:.2} GFLOP/s", flops / ms / 1e6),
+        Rate::Bytes => format!("{:.2} GB/s moved", plan.bytes() as f64 / ms / 1e6),
+    };
     let ok = if err <= bound { "ok" } else { "WRONG" };
     let _ = write!(
         html,
         "<tr><td>{what}</td><td>{ms:.2} ms</td><td>{rate}</td><td>{err:.1e} ({ok}, bound {bound:.0e})</td></tr>"
     );
+    Ok(())
 }
 
 /// Runs the small tour and returns its results as HTML tables.
@@ -100,17 +122,9 @@ pub async fn run_tour() -> Result<String, JsValue> {
         ),
     ] {
         let plan = ctx.matmul_plan(&ta, &tb, None, &options).map_err(js)?;
-        let ms = time(&ctx, &plan, 3).await?;
-        let err = worst(&host(plan.output()).await?, &want);
-        let gflops = plan.flops() as f64 / ms / 1e6;
-        row(
-            &mut html,
-            &format!("{name} ({})", plan.label()),
-            ms,
-            &format!("{gflops:.2} GFLOP/s"),
-            err,
-            1e-4,
-        );
+        let what = format!("{name} ({})", plan.label());
+        let rate = Rate::Flops(plan.flops() as f64);
+        measure(&ctx, &mut html, &what, &plan, rate, &want, 1e-4).await?;
     }
 
     // Fusion: sin^2 + cos^2 as one kernel and as five.
@@ -132,18 +146,9 @@ pub async fn run_tour() -> Result<String, JsValue> {
             ctx.eval_plan(&expr).map_err(js)?,
         ),
     ] {
-        let ms = time(&ctx, &plan, 3).await?;
-        let err = worst(&host(plan.output()).await?, &want);
-        let gbps = plan.bytes() as f64 / ms / 1e6;
         // WGSL bounds sin and cos to 2^-11 absolute in [-pi, pi].
-        row(
-            &mut html,
-            name,
-            ms,
-            &format!("{gbps:.2} GB/s moved"),
-            err,
-            4.0 * 2f64.powi(-11),
-        );
+        let bound = 4.0 * 2f64.powi(-11);
+        measure(&ctx, &mut html, name, &plan, Rate::Bytes, &want, bound).await?;
     }
 
     // Attention: the naive three kernels against flash, causal.
@@ -185,17 +190,9 @@ pub async fn run_tour() -> Result<String, JsValue> {
         let (plan, _) = ctx
             .attention_plan(&tq, &tk, &tv, &causal.clone().kernel(kernel))
             .map_err(js)?;
-        let ms = time(&ctx, &plan, 3).await?;
-        let err = worst(&host(plan.output()).await?, &want);
-        let gflops = 2.0 * (h * s * s * d) as f64 / ms / 1e6;
-        row(
-            &mut html,
-            &format!("{name} ({})", plan.label()),
-            ms,
-            &format!("{gflops:.2} GFLOP/s"),
-            err,
-            1e-5,
-        );
+        let what = format!("{name} ({})", plan.label());
+        let rate = Rate::Flops(2.0 * (h * s * s * d) as f64);
+        measure(&ctx, &mut html, &what, &plan, rate, &want, 1e-5).await?;
     }
     html.push_str("</table>");
     Ok(html)

@@ -202,15 +202,7 @@ impl Context {
     }
 
     fn layout_plan(&self, label: String, output: Tensor, dispatches: Vec<Dispatch>, bytes: u64) -> Plan {
-        Plan {
-            gpu: self.inner.gpu.clone(),
-            label,
-            dispatches,
-            flops: 0,
-            bytes,
-            output,
-            scratch: Vec::new(),
-        }
+        self.plan(label, dispatches, output, 0, bytes)
     }
 
     /// The axes of `t` reordered: axis `j` of the result is axis

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::gpu::{AdapterProfile, Dispatch, Gpu, Tensor};
+use crate::gpu::{AdapterProfile, Dispatch, Gpu, Plan, Tensor};
 use crate::kernels::PipelineCache;
 
 /// Features wgtile asks for whenever the adapter has them.
@@ -181,6 +181,27 @@ impl Context {
 
     pub(crate) fn alloc(&self, shape: &[usize], dtype: DType, label: &str) -> Result<Tensor> {
         self.inner.gpu.alloc(shape, dtype, label)
+    }
+
+    /// A plan of `dispatches` on this device writing `output`, with no
+    /// scratch; `flops` and `bytes` as [`Plan::flops`] and [`Plan::bytes`].
+    pub(crate) fn plan(
+        &self,
+        label: String,
+        dispatches: Vec<Dispatch>,
+        output: Tensor,
+        flops: u64,
+        bytes: u64,
+    ) -> Plan {
+        Plan {
+            gpu: self.inner.gpu.clone(),
+            label,
+            dispatches,
+            output,
+            flops,
+            bytes,
+            scratch: Vec::new(),
+        }
     }
 
     pub(crate) fn run_dispatches(&self, during: &str, dispatches: &[Dispatch]) -> Result<()> {

@@ -312,11 +312,7 @@ impl Context {
         let originals: Vec<&Tensor> = [q, k, v, o, d_o].into_iter().chain(mask).collect();
         let staged = self.stage_bf16(&originals, DType::F32)?;
         let t = &staged.tensors;
-        let mut wide = options.clone();
-        wide.mask = options.mask.as_ref().map(|m| match m {
-            AttentionMask::Boolean(_) => AttentionMask::Boolean(t[5].clone()),
-            AttentionMask::Additive(_) => AttentionMask::Additive(t[5].clone()),
-        });
+        let wide = options.with_mask_over(t.get(5));
         let (plan, g32) = self.attention_backward_plan(&t[0], &t[1], &t[2], &t[3], &t[4], lse, &wide)?;
         let mut plan = staged.before(plan, &originals);
         let grads = AttentionGrads {

@@ -201,11 +201,7 @@ impl Context {
         }
         let staged = self.stage_bf16(&originals, DType::F32)?;
         let t = &staged.tensors;
-        let mut wide = options.clone();
-        wide.mask = options.mask.as_ref().map(|m| match m {
-            AttentionMask::Boolean(_) => AttentionMask::Boolean(t[1].clone()),
-            AttentionMask::Additive(_) => AttentionMask::Additive(t[1].clone()),
-        });
+        let wide = options.with_mask_over(t.get(1));
         let qo = operand(&t[0], options.layout, 0, "q")?;
         let (plan, out) = if direct {
             // The operands say f32 (what the kernel computes in); the words
@@ -305,11 +301,7 @@ impl Context {
             }
         }
         let staged = self.stage_bf16(&originals, DType::F32)?;
-        let mut wide = options.clone();
-        wide.mask = options.mask.as_ref().map(|m| match m {
-            AttentionMask::Boolean(_) => AttentionMask::Boolean(staged.tensors[3].clone()),
-            AttentionMask::Additive(_) => AttentionMask::Additive(staged.tensors[3].clone()),
-        });
+        let wide = options.with_mask_over(staged.tensors.get(3));
         let t = &staged.tensors;
         let (plan, out) = self.attention_plan(&t[0], &t[1], &t[2], &wide)?;
         let plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
@@ -327,14 +319,6 @@ impl Context {
         originals: &[&Tensor],
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionOutput)> {
-        let with_mask = |opts: &AttentionOptions, t: &[Tensor]| {
-            let mut o = opts.clone();
-            o.mask = opts.mask.as_ref().map(|m| match m {
-                AttentionMask::Boolean(_) => AttentionMask::Boolean(t[3].clone()),
-                AttentionMask::Additive(_) => AttentionMask::Additive(t[3].clone()),
-            });
-            o
-        };
         let flag = self.storage_words(&[0; 4]);
         let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
         let mut scratch = Vec::new();
@@ -350,7 +334,7 @@ impl Context {
             halves.push(h);
         }
         let (p16, out16) =
-            self.attention_plan(&halves[0], &halves[1], &halves[2], &with_mask(options, &halves))?;
+            self.attention_plan(&halves[0], &halves[1], &halves[2], &options.with_mask_over(halves.get(3)))?;
         let o = self.alloc(out16.o.shape(), DType::BF16, "wgtile attention out")?;
         dispatches.extend(p16.dispatches.iter().cloned());
         dispatches.extend(self.cast_dispatch(&out16.o, &o)?);
@@ -362,7 +346,7 @@ impl Context {
             wides.push(w);
         }
         let (p32, out32) =
-            self.attention_plan(&wides[0], &wides[1], &wides[2], &with_mask(options, &wides))?;
+            self.attention_plan(&wides[0], &wides[1], &wides[2], &options.with_mask_over(wides.get(3)))?;
         fallback.extend(p32.dispatches.iter().cloned());
         fallback.extend(self.cast_dispatch(&out32.o, &o)?);
         if let (Some(l16), Some(l32)) = (&out16.lse, &out32.lse) {

@@ -61,6 +61,14 @@ impl AttentionMask {
             AttentionMask::Boolean(t) | AttentionMask::Additive(t) => t,
         }
     }
+
+    /// The same kind of mask over `t` (a staged copy of this mask).
+    fn over(&self, t: &Tensor) -> Self {
+        match self {
+            AttentionMask::Boolean(_) => AttentionMask::Boolean(t.clone()),
+            AttentionMask::Additive(_) => AttentionMask::Additive(t.clone()),
+        }
+    }
 }
 
 /// Memory layout of q, k and v.
@@ -439,6 +447,16 @@ impl AttentionOptions {
     pub fn with_raw_scores(mut self) -> Self {
         self.return_raw_scores = true;
         self
+    }
+
+    /// These options with the mask (if any) read from `staged`, a staged
+    /// copy of it (`None` where there is no mask to stage).
+    pub(crate) fn with_mask_over(&self, staged: Option<&Tensor>) -> Self {
+        let mut o = self.clone();
+        if let (Some(m), Some(t)) = (&self.mask, staged) {
+            o.mask = Some(m.over(t));
+        }
+        o
     }
 
     /// Whether an output only the naive path writes was asked for.

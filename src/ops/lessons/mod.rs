@@ -83,7 +83,7 @@ impl Context {
             let params = self.uniform(&[n, steps, g[0], 0]);
             dispatches.push(self.lesson_dispatch(&spec, &[(0, &params), (1, x.buffer()), (2, out.buffer())], g)?);
         }
-        Ok(self.lesson_plan(
+        Ok(self.plan(
             format!("divergence ({form:?}, {steps} steps)"),
             dispatches,
             out,
@@ -128,10 +128,10 @@ impl Context {
                         g,
                     )?);
                 }
-                let mut forward = self.lesson_plan("sigmoid chain forward, storing a1 and a2".into(), fwd, y, 0, bytes(4));
+                let mut forward = self.plan("sigmoid chain forward, storing a1 and a2".into(), fwd, y, 0, bytes(4));
                 forward.scratch = vec![a1.clone(), a2.clone()];
                 let mut backward =
-                    self.lesson_plan("sigmoid chain backward from a1 and a2".into(), bwd, dx, 0, bytes(4));
+                    self.plan("sigmoid chain backward from a1 and a2".into(), bwd, dx, 0, bytes(4));
                 backward.scratch = vec![a1, a2];
                 (forward, backward)
             }
@@ -149,8 +149,8 @@ impl Context {
                     )?);
                 }
                 (
-                    self.lesson_plan("sigmoid chain forward".into(), fwd, y, 0, bytes(2)),
-                    self.lesson_plan("sigmoid chain backward, recomputing a1 and a2".into(), bwd, dx, 0, bytes(3)),
+                    self.plan("sigmoid chain forward".into(), fwd, y, 0, bytes(2)),
+                    self.plan("sigmoid chain backward, recomputing a1 and a2".into(), bwd, dx, 0, bytes(3)),
                 )
             }
         };
@@ -200,7 +200,7 @@ impl Context {
             dispatches.push(self.lesson_dispatch(&spec, &[(0, &params), (1, codes.buffer()), (2, out.buffer())], g)?);
         }
         let elements = 4 * u64::from(words);
-        Ok(self.lesson_plan("relu over E4M3 codes".into(), dispatches, out, elements, 2 * elements))
+        Ok(self.plan("relu over E4M3 codes".into(), dispatches, out, elements, 2 * elements))
     }
 
     fn matrix_lesson(&self, x: &Tensor, kernel: Kernel, op: &'static str, label: &str, transposed: bool) -> Result<Plan> {
@@ -219,7 +219,7 @@ impl Context {
             let spec = Spec::new(kernel).override_("WG", WG);
             dispatches.push(self.lesson_dispatch(&spec, &[(0, &params), (1, x.buffer()), (2, out.buffer())], g)?);
         }
-        Ok(self.lesson_plan(format!("{label} {rows}x{cols}"), dispatches, out, 0, 8 * u64::from(n)))
+        Ok(self.plan(format!("{label} {rows}x{cols}"), dispatches, out, 0, 8 * u64::from(n)))
     }
 
     fn check_f32(&self, t: &Tensor, op: &'static str) -> Result<()> {
@@ -238,18 +238,6 @@ impl Context {
     fn lesson_dispatch(&self, spec: &Spec, bindings: &[(u32, &wgpu::Buffer)], g: [u32; 3]) -> Result<Dispatch> {
         let pipeline = self.inner.pipelines.get(&self.inner.device, spec)?;
         Ok(Dispatch::with_bindings(&self.inner.device, pipeline, bindings, g))
-    }
-
-    fn lesson_plan(&self, label: String, dispatches: Vec<Dispatch>, output: Tensor, flops: u64, bytes: u64) -> Plan {
-        Plan {
-            gpu: self.inner.gpu.clone(),
-            label,
-            dispatches,
-            output,
-            flops,
-            bytes,
-            scratch: Vec::new(),
-        }
     }
 }
 

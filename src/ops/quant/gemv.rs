@@ -127,11 +127,17 @@ impl Context {
             DType::F16 if m > QUANT_GEMV_MAX_ROWS && n > 0 => self.quant_gemm_kernel((m, k, n)),
             _ => None,
         };
-        let engines = QuantEngines {
-            tensor_cores: tensor_cores.is_some(),
-            tiled: self.runs_tiled(x.dtype(), (m, k, n)),
+        // The route for x as the kernels read it: bf16 is widened first.
+        let read_as = if x.dtype() == DType::BF16 { DType::F32 } else { x.dtype() };
+        let route_for = |dtype: DType, tensor_cores: bool| {
+            let engines = QuantEngines {
+                tensor_cores,
+                tiled: self.runs_tiled(dtype, (m, k, n)),
+            };
+            quant_route(w.format, &w.layout(), (m, k), engines)
         };
-        match (quant_route(w.format, &w.layout(), (m, k), engines), tensor_cores) {
+        let route = route_for(read_as, tensor_cores.is_some());
+        match (route, tensor_cores) {
             (QuantRoute::TensorCores, Some(kernel)) => {
                 return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape);
             }
@@ -146,15 +152,17 @@ impl Context {
             if x.dtype() == DType::F16 {
                 self.require_f16("f16 activations")?;
             }
+            // f16 x's route was for f16 kernels; widened, it is f32's.
+            let route = if x.dtype() == DType::F16 { route_for(DType::F32, false) } else { route };
             let xf = self.alloc(x.shape(), DType::F32, "wgtile widened activations")?;
             let widen = self.cast_dispatch(x, &xf)?;
-            let mut plan = self.quantized_plan_f32(&xf, w, (m, k, n), &out_shape)?;
+            let mut plan = self.quantized_plan_f32(&xf, w, route, (m, k, n), &out_shape)?;
             plan.dispatches.splice(0..0, widen);
             plan.bytes = plan.bytes - xf.size_bytes() + x.size_bytes();
             plan.scratch.push(xf);
             return Ok(plan);
         }
-        self.quantized_plan_f32(x, w, (m, k, n), &out_shape)
+        self.quantized_plan_f32(x, w, route, (m, k, n), &out_shape)
     }
 
     /// Whether the matmul dispatcher runs `x[m, k] @ W[k, n]` of `dtype` on
@@ -162,7 +170,7 @@ impl Context {
     /// variant); elsewhere the dequantised weight goes to the engine it
     /// picks (the f32 split on tensor cores, a CPU adapter's own kernel).
     fn runs_tiled(&self, dtype: DType, (m, k, n): (usize, usize, usize)) -> bool {
-        if m <= QUANT_GEMV_MAX_ROWS || n == 0 || dtype == DType::BF16 {
+        if m <= QUANT_GEMV_MAX_ROWS || n == 0 {
             return false;
         }
         let Ok(shape) = MatmulShape::with_transposes(&[m, k], &[k, n], false, false) else {
@@ -177,21 +185,18 @@ impl Context {
         }
     }
 
-    /// [`Context::matmul_quantized_plan`] for a checked f32 `x`.
+    /// [`Context::matmul_quantized_plan`] for a checked f32 `x` on `route`
+    /// (never the tensor cores).
     fn quantized_plan_f32(
         &self,
         x: &Tensor,
         w: &QuantTensor,
+        route: QuantRoute,
         (m, k, n): (usize, usize, usize),
         out_shape: &[usize],
     ) -> Result<Plan> {
         let op = "matmul_quantized";
         let lay = w.layout();
-        let engines = QuantEngines {
-            tensor_cores: false,
-            tiled: self.runs_tiled(DType::F32, (m, k, n)),
-        };
-        let route = quant_route(w.format, &lay, (m, k), engines);
         if let QuantRoute::Dequantize(why) = route {
             log::debug!("{op}: dequantise + matmul ({why})");
             return self.dequantized_matmul(x, w, out_shape);

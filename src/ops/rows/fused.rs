@@ -2,7 +2,7 @@
 //! (reductions, softmax, norms): documented on [`Context::row_op_of_plan`].
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::rows::source::RowFusion;
 use crate::expr::Expr;
 use crate::ops::rows::reduce::{Axis, Reduction};
@@ -136,15 +136,7 @@ impl Context {
         }
         // A bf16 result: the kernel computes and writes f32; bf16 weight and
         // bias are staged to f32 (exact) for it.
-        let params: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
-        self.check_all_owned(params.iter().copied(), "a row-op weight or bias")?;
-        if let Some(p) = params.iter().find(|p| p.dtype() != DType::BF16) {
-            return Err(Error::DTypeMismatch {
-                op: op.name(),
-                expected: DType::BF16,
-                got: p.dtype(),
-            });
-        }
+        let params = self.bf16_row_params(op, weight, bias)?;
         let staged = self.stage_bf16(&params, DType::F32)?;
         let mut wide = staged.tensors.iter();
         let w = weight.and_then(|_| wide.next());

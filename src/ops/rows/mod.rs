@@ -397,16 +397,7 @@ impl Context {
         eps: f32,
         options: RowOptions,
     ) -> Result<Plan> {
-        let name = op.name();
-        let params: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
-        self.check_all_owned(params.iter().copied(), "a row-op weight or bias")?;
-        if let Some(p) = params.iter().find(|p| p.dtype() != DType::BF16) {
-            return Err(Error::DTypeMismatch {
-                op: name,
-                expected: DType::BF16,
-                got: p.dtype(),
-            });
-        }
+        let params = self.bf16_row_params(op, weight, bias)?;
         let mut originals = vec![x];
         originals.extend(&params);
         let staged = self.stage_bf16(&originals, DType::F32)?;
@@ -416,6 +407,26 @@ impl Context {
         let plan =
             self.row_source_plan(op, RowSource::Tensor(&staged.tensors[0]), w, b, eps, options)?;
         self.round_output_bf16(staged.before(plan, &originals), None)
+    }
+
+    /// A bf16 row op's weight and bias, those given: this context's and
+    /// bf16 ([`Error::DTypeMismatch`] otherwise), to be staged to f32.
+    pub(crate) fn bf16_row_params<'a>(
+        &self,
+        op: RowOp,
+        weight: Option<&'a Tensor>,
+        bias: Option<&'a Tensor>,
+    ) -> Result<Vec<&'a Tensor>> {
+        let params: Vec<&Tensor> = weight.into_iter().chain(bias).collect();
+        self.check_all_owned(params.iter().copied(), "a row-op weight or bias")?;
+        if let Some(p) = params.iter().find(|p| p.dtype() != DType::BF16) {
+            return Err(Error::DTypeMismatch {
+                op: op.name(),
+                expected: DType::BF16,
+                got: p.dtype(),
+            });
+        }
+        Ok(params)
     }
 
     /// The row op `op` over `src` (a tensor or a fused expression).
