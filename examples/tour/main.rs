@@ -224,6 +224,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         section.seconds = began.elapsed().as_secs_f64();
         say(&format!("  ({:.1} s)", section.seconds));
         report.sections.push(section);
+        // Written after every section: a tour stopped part-way still
+        // leaves the report of what it ran.
+        report.seconds = start.elapsed().as_secs_f64();
+        write_report(&report, &args)?;
         bar.inc(1);
     }
     bar.finish_and_clear();
@@ -245,20 +249,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     report.sections.push(roof.done());
 
     report.seconds = start.elapsed().as_secs_f64();
-    std::fs::create_dir_all(&args.html)?;
-    let html = args.html.join("report.html");
-    std::fs::write(&html, report.html())?;
-    let json = serde_json::to_string_pretty(&report)?;
-    std::fs::write(args.html.join("report.json"), &json)?;
-    if let Some(path) = &args.json {
-        std::fs::write(path, &json)?;
-    }
+    let html = write_report(&report, &args)?;
     say(&format!(
         "\ntour finished in {:.1} s; report: {}",
         report.seconds,
         std::fs::canonicalize(&html).unwrap_or(html).display()
     ));
     Ok(())
+}
+
+/// Writes report.html and report.json (and `--json`'s copy); returns the
+/// page's path.
+fn write_report(report: &Report, args: &Args) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(&args.html)?;
+    let html = args.html.join("report.html");
+    std::fs::write(&html, report.html())?;
+    let json = serde_json::to_string_pretty(report)?;
+    std::fs::write(args.html.join("report.json"), &json)?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, &json)?;
+    }
+    Ok(html)
 }
 
 /// The adapter's ceilings: a large copy's bandwidth and the best matmul
