@@ -2,8 +2,9 @@
 //! (wasm-bindgen-test; `cargo xtask test --browser` installs what it needs
 //! and runs it). The async API is the whole API there: `Context::new`,
 //! plans and `to_vec().await`. Matmul, epilogues, fusion, row ops,
-//! attention forward, backward and decoding, quantised GEMVs and layout
-//! ops against the native suite's f64 references and tolerances
+//! attention forward, backward and decoding, quantised GEMVs, the
+//! quantisation kernels, bf16, fused row ops, reductions down columns,
+//! layout ops and timing against the native suite's f64 references and tolerances
 //! (`tests/common`), on odd shapes, outputs poisoned first.
 
 #![cfg(target_arch = "wasm32")]
@@ -12,8 +13,8 @@ mod common;
 
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgtile::{
-    AttentionOptions, Context, ContextOptions, DType, DiagonalAlignment, Epilogue, Error,
-    MatmulOptions, Tensor,
+    AttentionOptions, Axis, Context, ContextOptions, DType, DiagonalAlignment, Epilogue, Error,
+    MatmulOptions, QuantAxis, QuantFormat, Reduction, Tensor, TimeSource, TimingOptions,
 };
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -377,6 +378,180 @@ async fn quantized_gemv_and_layout_ops() {
             &table[id * 4..id * 4 + 4],
             "gather row {r}"
         );
+    }
+}
+
+#[wasm_bindgen_test]
+async fn quantise_on_the_gpu_matches_the_host_bit_for_bit() {
+    let ctx = ctx().await;
+    // Odd row counts, a partial last block along rows, both axes; the
+    // values spread over several binades so every format rounds.
+    for (shape, axis) in [
+        ([7usize, 96usize], QuantAxis::Rows),
+        ([5, 200], QuantAxis::Rows),
+        ([96, 13], QuantAxis::Columns),
+    ] {
+        let n = shape[0] * shape[1];
+        let values: Vec<f32> = common::random(n, 22)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * [0.01f32, 1.0, 37.0][i % 3])
+            .collect();
+        let t = ctx.tensor(&values, shape).unwrap();
+        for format in QuantFormat::ALL {
+            let what = format!("{format} {shape:?} {axis:?}");
+            let q = ctx.quantize(&t, format, axis).unwrap();
+            let got = q.to_host().await.unwrap();
+            let want =
+                wgtile::quant::quantize(&values, &shape, format, axis, format.default_block())
+                    .unwrap();
+            assert_eq!(got.data, want.data, "{what}: codes");
+            assert_eq!(got.scales, want.scales, "{what}: scales");
+            assert_eq!(got.zeros, want.zeros, "{what}: zero points");
+            assert_eq!(
+                got.global_scale.to_bits(),
+                want.global_scale.to_bits(),
+                "{what}"
+            );
+            // Dequantised on the GPU: exactly the host's decoding.
+            let back = host(&ctx.dequantize(&q).unwrap()).await;
+            let host_back = want.dequantize().unwrap();
+            for (i, (g, w)) in back.iter().zip(&host_back).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{what}: dequantised [{i}]");
+            }
+        }
+    }
+}
+
+#[wasm_bindgen_test]
+async fn bf16_matmul_and_softmax() {
+    // bf16 is read as u32 words: no shader-f16 needed.
+    let ctx = ctx().await;
+    let (m, k, n) = (21, 37, 19);
+    let (a, ah) = common::upload(&ctx, &common::random(m * k, 23), &[m, k], DType::BF16);
+    let (b, bh) = common::upload(&ctx, &common::random(k * n, 24), &[k, n], DType::BF16);
+    let c = ctx.matmul(&a, &b).unwrap();
+    assert_eq!(c.dtype(), DType::BF16);
+    let (want, mag) = common::matmul_ref(&ah, &bh, m, n, k, &[(0, 0)]);
+    common::assert_close("bf16 matmul", &c.to_f32_vec().await.unwrap(), &want, |i| {
+        common::matmul_tolerance(DType::BF16, k, want[i], mag[i])
+    });
+    let s = ctx.softmax(&a).unwrap();
+    assert_eq!(s.dtype(), DType::BF16);
+    let mut ws = Vec::new();
+    for r in 0..m {
+        let row: Vec<f64> = ah[r * k..(r + 1) * k]
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
+        ws.extend(row.iter().map(|v| (v - max).exp() / sum));
+    }
+    // The result rounded to bf16: half an ulp of 8 significand bits.
+    common::assert_close("bf16 softmax", &s.to_f32_vec().await.unwrap(), &ws, |i| {
+        ws[i] * 2f64.powi(-8) + 1e-6
+    });
+}
+
+#[wasm_bindgen_test]
+async fn fused_row_ops_and_reductions_down_columns() {
+    let ctx = ctx().await;
+    let (rows, cols) = (29, 67);
+    let xs = common::random(rows * cols, 25);
+    let ys = common::random(cols, 26);
+    let x = ctx.tensor(&xs, [rows, cols]).unwrap();
+    let y = ctx.tensor(&ys, [cols]).unwrap();
+    // softmax(2x + y) with the elementwise part read inside the row kernel.
+    let plan = ctx
+        .softmax_of_plan(&(x.expr() * 2.0 + y.expr()), None)
+        .unwrap();
+    assert_eq!(plan.dispatch_count(), 1, "{}", plan.label());
+    let got = run(&ctx, &plan).await;
+    let mut want = Vec::new();
+    for r in 0..rows {
+        let row: Vec<f64> = (0..cols)
+            .map(|c| 2.0 * f64::from(xs[r * cols + c]) + f64::from(ys[c]))
+            .collect();
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
+        want.extend(row.iter().map(|v| (v - max).exp() / sum));
+    }
+    common::assert_close("softmax(2x + y)", &got, &want, |i| {
+        1e-6 * (1.0 + want[i] * cols as f64)
+    });
+    // A sum down the columns (axis 0) and a max along the rows.
+    let sums = host(&ctx.sum(&x, Axis::Dim(0)).unwrap()).await;
+    let maxes = host(&ctx.reduce(&x, Reduction::Max, Axis::Last).unwrap()).await;
+    let want_sums: Vec<f64> = (0..cols)
+        .map(|c| (0..rows).map(|r| f64::from(xs[r * cols + c])).sum())
+        .collect();
+    common::assert_close("sum over axis 0", &sums, &want_sums, |_| 1e-6 * rows as f64);
+    for r in 0..rows {
+        let want = xs[r * cols..(r + 1) * cols]
+            .iter()
+            .cloned()
+            .fold(f32::NEG_INFINITY, f32::max);
+        assert_eq!(maxes[r], want, "max of row {r}");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn timing_awaits_in_the_browser() {
+    let ctx = ctx().await;
+    let x = ctx.tensor(&common::random(1 << 16, 27), [1 << 16]).unwrap();
+    let plan = ctx.copy_plan(&x).unwrap();
+    let options = TimingOptions {
+        repeats: 4,
+        warmup: 1,
+        warmup_seconds: 0.0,
+    };
+    let t = ctx.time_async(&plan, &options).await.unwrap();
+    wasm_bindgen_test::console_log!("copy of 256 KiB: {t}");
+    assert_eq!(t.samples.len(), 4);
+    assert!(t.samples.iter().all(|s| s.is_finite() && *s >= 0.0), "{t}");
+    let expected = if ctx.profile().timestamps {
+        TimeSource::GpuTimestamps
+    } else {
+        TimeSource::WallClock
+    };
+    assert_eq!(t.source, expected);
+    assert!(matches!(
+        ctx.time_async(
+            &plan,
+            &TimingOptions {
+                repeats: 0,
+                ..options
+            }
+        )
+        .await,
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[wasm_bindgen_test]
+async fn tensor_cores_forced_without_them_name_the_feature() {
+    let ctx = ctx().await;
+    if ctx.profile().cooperative_matrix {
+        return;
+    }
+    let a = ctx.zeros([64, 64], DType::F32).unwrap();
+    let kernel = wgtile::MatmulKernel::Coop {
+        warps_m: 2,
+        warps_n: 2,
+        bk: 32,
+        frags_n: 2,
+        subgroup: 32,
+        split: false,
+    };
+    match ctx.matmul_plan(&a, &a, None, &MatmulOptions::with_kernel(kernel)) {
+        Err(Error::UnsupportedFeature { feature, .. }) => {
+            assert!(
+                feature.contains("COOPERATIVE_MATRIX") || feature.contains("f16"),
+                "{feature}"
+            )
+        }
+        other => panic!("{other:?}"),
     }
 }
 

@@ -1,5 +1,5 @@
 //! What a timing asks for and where its samples came from (plain data; the
-//! measuring is `Context::time`).
+//! measuring is `Context::time` and `Context::time_async`).
 
 /// How many runs to discard and to measure.
 #[derive(Clone, Copy, Debug)]

@@ -150,10 +150,6 @@ impl Context {
         self.inner.gpu.require_f16(what)
     }
 
-    pub(crate) fn wait(&self) -> Result<()> {
-        self.inner.gpu.wait()
-    }
-
     pub(crate) fn submit(
         &self,
         during: &str,

@@ -3,7 +3,6 @@
 //! wall clock around submit + wait otherwise.
 
 use std::fmt;
-use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::gpu::Plan;
@@ -79,16 +78,25 @@ const WARMUP_BATCHES_MAX: u32 = 24;
 const MAX_QUERIES: u32 = 4096;
 
 impl Context {
-    /// Times `plan`: `warmup` runs, then `repeats` measured runs.
+    /// Times `plan`: `warmup` runs, then `repeats` measured runs (native
+    /// only; in the browser await [`Context::time_async`]).
     /// [`Error::InvalidArgument`] for `repeats = 0` or a `warmup_seconds`
     /// that is negative or not finite.
     pub fn time(&self, plan: &Plan, options: &TimingOptions) -> Result<Timing> {
         if cfg!(target_arch = "wasm32") {
             return Err(Error::UnsupportedFeature {
                 feature: "blocking waits",
-                what: "Context::time in the browser".into(),
+                what: "Context::time in the browser (await Context::time_async)".into(),
             });
         }
+        // Natively every wait inside blocks, so the future is ready at once.
+        pollster::block_on(self.time_async(plan, options))
+    }
+
+    /// Times `plan` as [`Context::time`] does, resolving when done: the
+    /// browser's way (GPU timestamps where the adapter grants them, else
+    /// the page's clock around each run and its completion).
+    pub async fn time_async(&self, plan: &Plan, options: &TimingOptions) -> Result<Timing> {
         if self.inner.gpu.in_batch() {
             return Err(Error::InvalidArgument(
                 "time: a plan cannot be timed inside Context::batch (its runs would be recorded, not run)"
@@ -108,18 +116,18 @@ impl Context {
             )));
         }
         let repeats = options.repeats;
-        let start = Instant::now();
+        let start = clock::now();
         for _ in 0..options.warmup {
             plan.run()?;
         }
-        self.wait()?;
+        self.synchronize_async().await?;
         // Warm up until the time and until two consecutive batches agree on
         // the time per run (the clock has settled), doubling the batch.
         let mut batch = 1u32;
         let mut previous = f64::INFINITY;
         let mut settled = options.warmup_seconds <= 0.0;
         for _ in 0..WARMUP_BATCHES_MAX {
-            let elapsed = start.elapsed().as_secs_f64();
+            let elapsed = clock::now() - start;
             // A noisy host (a software adapter sharing its cores) may never
             // settle: stop after a bounded multiple of the warm-up time.
             if (settled && elapsed >= options.warmup_seconds)
@@ -127,12 +135,12 @@ impl Context {
             {
                 break;
             }
-            let t = Instant::now();
+            let t = clock::now();
             for _ in 0..batch {
                 plan.run()?;
             }
-            self.wait()?;
-            let per_run = t.elapsed().as_secs_f64() / f64::from(batch);
+            self.synchronize_async().await?;
+            let per_run = (clock::now() - t) / f64::from(batch);
             // A run longer than the whole warm-up ramped the clock by itself.
             settled =
                 (per_run - previous).abs() <= 0.05 * previous || per_run >= options.warmup_seconds;
@@ -141,13 +149,14 @@ impl Context {
         }
         if self.profile().timestamps {
             self.time_with_timestamps(plan, repeats.min(MAX_QUERIES / 2))
+                .await
         } else {
             let mut samples = Vec::with_capacity(repeats as usize);
             for _ in 0..repeats {
-                let start = Instant::now();
+                let start = clock::now();
                 plan.run()?;
-                self.wait()?;
-                samples.push(start.elapsed().as_secs_f64());
+                self.synchronize_async().await?;
+                samples.push(clock::now() - start);
             }
             Ok(Timing {
                 samples,
@@ -156,7 +165,7 @@ impl Context {
         }
     }
 
-    fn time_with_timestamps(&self, plan: &Plan, repeats: u32) -> Result<Timing> {
+    async fn time_with_timestamps(&self, plan: &Plan, repeats: u32) -> Result<Timing> {
         let device = self.device();
         let count = repeats * 2;
         let query_set = device.create_query_set(&wgpu::QuerySetDescriptor {
@@ -186,7 +195,7 @@ impl Context {
             }
             enc.resolve_query_set(&query_set, 0..count, &resolve, 0);
         })?;
-        let raw = pollster::block_on(self.read_bytes(&resolve, bytes))?;
+        let raw = self.read_bytes(&resolve, bytes).await?;
         let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&raw);
         let period_ns = f64::from(self.queue().get_timestamp_period());
         let samples: Vec<f64> = ticks
@@ -206,5 +215,35 @@ impl Context {
             samples,
             source: TimeSource::GpuTimestamps,
         })
+    }
+}
+
+/// Seconds on a monotonic clock: the process's natively, the page's
+/// (`performance.now()`) in the browser, where `std::time` has none.
+mod clock {
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(super) fn now() -> f64 {
+        use std::sync::OnceLock;
+        use std::time::Instant;
+        static EPOCH: OnceLock<Instant> = OnceLock::new();
+        EPOCH.get_or_init(Instant::now).elapsed().as_secs_f64()
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    pub(super) fn now() -> f64 {
+        use wasm_bindgen::JsCast;
+        // `performance` of the window or worker; `Date.now()` where a
+        // global has none.
+        let global = js_sys::global();
+        let ms = js_sys::Reflect::get(&global, &"performance".into())
+            .ok()
+            .filter(|p| !p.is_undefined())
+            .and_then(|p| {
+                let now = js_sys::Reflect::get(&p, &"now".into()).ok()?;
+                now.dyn_into::<js_sys::Function>().ok()?.call0(&p).ok()
+            })
+            .and_then(|v| v.as_f64())
+            .unwrap_or_else(js_sys::Date::now);
+        ms * 1e-3
     }
 }

@@ -31,7 +31,7 @@ enum CoopRun {
 }
 
 /// Whether this adapter runs the tensor-core kernel (a note when it does not).
-fn coop_ctx(test: &str) -> Option<Context> {
+fn coop_ctx(test: &str) -> Option<common::TestCtx> {
     let ctx = common::ctx()?;
     if !wgtile::tune::has_coop_f16(ctx.profile()) {
         eprintln!(
@@ -45,7 +45,7 @@ fn coop_ctx(test: &str) -> Option<Context> {
 
 /// A context for the emulated tensor-core kernels (any adapter with f16 and
 /// subgroups), or `None` (after saying why) for `test` to skip.
-fn emulation_ctx(test: &str) -> Option<Context> {
+fn emulation_ctx(test: &str) -> Option<common::TestCtx> {
     let ctx = common::ctx()?;
     let p = ctx.profile();
     if !(p.shader_f16 && p.subgroups) {

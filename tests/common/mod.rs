@@ -20,18 +20,47 @@ use wgtile::{ContextOptions, wgpu};
 static CTX: OnceLock<Option<Context>> = OnceLock::new();
 
 #[cfg(not(target_arch = "wasm32"))]
-pub fn ctx() -> Option<Context> {
+pub fn ctx() -> Option<TestCtx> {
+    shared_ctx().map(TestCtx)
+}
+
+/// The shared test context as one test holds it: dropped at the end of the
+/// test, it waits for the GPU work the test left in flight. A software
+/// adapter compiles a kernel when its first dispatch runs; at process
+/// exit that compile raced the driver's exit handlers (lavapipe crashed or
+/// hung there after the test passed), and an exit handler of ours runs too
+/// late to wait for it.
+#[cfg(not(target_arch = "wasm32"))]
+pub struct TestCtx(Context);
+
+#[cfg(not(target_arch = "wasm32"))]
+impl std::ops::Deref for TestCtx {
+    type Target = Context;
+    fn deref(&self) -> &Context {
+        &self.0
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Drop for TestCtx {
+    fn drop(&mut self) {
+        // A lost device (a test may lose its own) has nothing to wait for.
+        let _ = self.0.synchronize();
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn shared_ctx() -> Option<Context> {
     CTX.get_or_init(|| {
         let _ = env_logger::builder().is_test(true).try_init();
         match Context::new_blocking(ContextOptions::default()) {
             Ok(ctx) => {
                 eprintln!("test adapter:\n{}", ctx.profile());
-                // The shared context is never dropped: wait for its work and
-                // free its pooled buffers at exit, before the driver's own
-                // exit handlers (registered earlier, so run later) tear the
-                // device down under them.
-                // lavapipe crashed there now and then (SIGSEGV after the
-                // test passed).
+                // The shared context is never dropped: free its pooled
+                // buffers at exit, before the driver's own exit handlers
+                // (registered earlier, so run later) tear the device down
+                // under them. Each test waits for its own work
+                // ([`TestCtx`]'s drop).
                 // SAFETY: `atexit` is the C library's; the callback takes
                 // and returns nothing and does not unwind.
                 unsafe { atexit(wait_at_exit) };

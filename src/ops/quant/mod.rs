@@ -71,26 +71,25 @@ impl QuantTensor {
             + (blocks * u64::from(f.scale_bits() + f.zero_bits())).div_ceil(8)
     }
 
-    #[cfg(not(target_arch = "wasm32"))]
-    /// The packed parts on the host (blocking; native only).
-    pub fn to_host_blocking(&self) -> Result<HostQuant> {
-        let words = |t: &Tensor, n: usize| -> Result<Vec<u32>> {
-            let v = t.to_vec_blocking::<f32>()?;
+    /// The packed parts on the host, bit for bit (resolves once read back).
+    pub async fn to_host(&self) -> Result<HostQuant> {
+        async fn words(t: &Tensor, n: usize) -> Result<Vec<u32>> {
+            let v = t.to_vec::<f32>().await?;
             Ok(v[..n].iter().map(|x| x.to_bits()).collect())
-        };
+        }
         let lay = self.layout();
         let f = self.format;
         let blocks = lay.blocks();
-        let globals = words(&self.globals, 4)?;
+        let globals = words(&self.globals, 4).await?;
         Ok(HostQuant {
             format: f,
             axis: self.axis,
             block: self.block,
             shape: self.shape.clone(),
-            data: words(&self.data, blocks * lay.words_per_block())?,
-            scales: words(&self.scales, blocks.div_ceil((32 / f.scale_bits()) as usize))?,
+            data: words(&self.data, blocks * lay.words_per_block()).await?,
+            scales: words(&self.scales, blocks.div_ceil((32 / f.scale_bits()) as usize)).await?,
             zeros: if f.zero_bits() > 0 {
-                words(&self.zeros, blocks.div_ceil(4))?
+                words(&self.zeros, blocks.div_ceil(4)).await?
             } else {
                 Vec::new()
             },
@@ -100,6 +99,13 @@ impl QuantTensor {
                 1.0
             },
         })
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    /// The packed parts on the host (blocking; native only; in the browser
+    /// await [`QuantTensor::to_host`]).
+    pub fn to_host_blocking(&self) -> Result<HostQuant> {
+        pollster::block_on(self.to_host())
     }
 }
 
