@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use super::{Failure, Result, cargo, is_root, run, workspace_root};
 
-const TARGET: &str = "wasm32-unknown-unknown";
+pub const TARGET: &str = "wasm32-unknown-unknown";
 
 /// The browser suite after the native one: where its tools cannot be had
 /// (no root for apt-get, another OS), a warning outside CI and a failure

@@ -335,6 +335,14 @@ fn ci() -> Result {
                 return Ok(());
             }
             let mut cmd = cargo();
+            if target == browser::TARGET {
+                // The browser suite and the demo compile only there: lint
+                // them with the library.
+                cmd.args(["clippy", "-p", "wgtile", "--lib", "--test", "web"]);
+                cmd.args(["--example", "web_demo", "--target", target]);
+                cmd.args(["--", "-D", "warnings"]);
+                return run(&mut cmd);
+            }
             cmd.args(["check", "-p", "wgtile", "--lib", "--target", target]);
             if examples {
                 cmd.arg("--examples");
