@@ -3,9 +3,15 @@
 //! matmul (a pure function of the problem and the adapter's kinds of
 //! kernel), and the tiled GEMM's tile.
 
+use crate::dtype::DType;
 use crate::gpu::AdapterProfile;
+use crate::problem::MatmulShape;
 use crate::quant::{QuantAxis, QuantFormat, QuantLayout};
-use crate::tune::{MatmulKernel, TILE_CONFIGS, TileConfig, WAVE_FILL, workgroup_count};
+use crate::tune::route::{MatmulOptions, f32_on_tensor_cores};
+use crate::tune::{
+    Layout, MatmulKernel, TILE_CONFIGS, TileConfig, WAVE_FILL, choose_matmul_layout,
+    workgroup_count,
+};
 
 /// Rows of x the fused GEMVs take (more go through dequantise + matmul).
 pub const QUANT_GEMV_MAX_ROWS: usize = 8;
@@ -99,4 +105,30 @@ pub fn quant_tiled_tile(p: &AdapterProfile, m: usize, n: usize) -> Option<TileCo
         workgroup_count(kernel, m, n, 1) as f64 >= WAVE_FILL * units
     };
     fitting.iter().find(fills).or(fitting.last()).copied()
+}
+
+/// Whether the matmul dispatcher runs `x[m, k] @ W[k, n]` of `dtype` on
+/// its register-tiled kernel, of which the tiled quantised GEMM is a
+/// variant ([`QuantEngines::tiled`]). Elsewhere the dequantised weight
+/// goes to the engine it picks: f32 on tensor cores (split into f16
+/// halves) from the size where the f32 dispatcher takes them (the H200 at
+/// 4096^3: the f32 split 1.83 ms plus a 30 us dequantise, against 4.3-4.8
+/// ms in the tiled GEMM; docs/perf/quant.md), a CPU adapter's own kernel.
+pub fn runs_tiled(p: &AdapterProfile, dtype: DType, (m, k, n): (usize, usize, usize)) -> bool {
+    if m <= QUANT_GEMV_MAX_ROWS || n == 0 {
+        return false;
+    }
+    let Ok(shape) = MatmulShape::with_transposes(&[m, k], &[k, n], false, false) else {
+        return false;
+    };
+    let layout = Layout::of(&shape);
+    if dtype == DType::F32
+        && f32_on_tensor_cores(p, &MatmulOptions::default(), (m, n, k), 1, layout, false).is_some()
+    {
+        return false;
+    }
+    match choose_matmul_layout(p, dtype, (m, n, k), 1, layout).kernel {
+        MatmulKernel::Tiled { tile, .. } | MatmulKernel::SplitK { tile, .. } => tile.reg == 8,
+        _ => false,
+    }
 }

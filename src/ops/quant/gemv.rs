@@ -165,24 +165,10 @@ impl Context {
         self.quantized_plan_f32(x, w, route, (m, k, n), &out_shape)
     }
 
-    /// Whether the matmul dispatcher runs `x[m, k] @ W[k, n]` of `dtype` on
-    /// its register-tiled kernel (of which the tiled quantised GEMM is a
-    /// variant); elsewhere the dequantised weight goes to the engine it
-    /// picks (the f32 split on tensor cores, a CPU adapter's own kernel).
-    fn runs_tiled(&self, dtype: DType, (m, k, n): (usize, usize, usize)) -> bool {
-        if m <= QUANT_GEMV_MAX_ROWS || n == 0 {
-            return false;
-        }
-        let Ok(shape) = MatmulShape::with_transposes(&[m, k], &[k, n], false, false) else {
-            return false;
-        };
-        let kernel =
-            tune::choose_matmul_layout(self.profile(), dtype, (m, n, k), 1, tune::Layout::of(&shape))
-                .kernel;
-        match kernel {
-            MatmulKernel::Tiled { tile, .. } | MatmulKernel::SplitK { tile, .. } => tile.reg == 8,
-            _ => false,
-        }
+    /// Whether `x[m, k] @ W[k, n]` of `dtype` runs on the tiled quantised
+    /// GEMM ([`tune::quant::runs_tiled`]).
+    fn runs_tiled(&self, dtype: DType, mkn: (usize, usize, usize)) -> bool {
+        tune::quant::runs_tiled(self.profile(), dtype, mkn)
     }
 
     /// [`Context::matmul_quantized_plan`] for a checked f32 `x` on `route`

@@ -339,3 +339,26 @@ fn every_shipped_configuration_is_well_formed_and_zeros_are_not() {
     let zeros = FlashTiles { br: 0, tr: 0, nc: 0, td: 0, dk: 0, vk: 0 };
     assert!(zeros.invalid_reason().is_some());
 }
+
+#[test]
+fn quantised_gemm_of_f32_x_follows_the_f32_engine() {
+    // Without tensor cores the f32 dispatcher runs large shapes on its
+    // tiled kernel: so does the quantised GEMM (the weight decoded in its
+    // tiles).
+    let plain = gpu();
+    assert!(tune::quant::runs_tiled(&plain, DType::F32, (4096, 4096, 4096)));
+    // With them, f32 from the split's threshold runs as f16 halves: the
+    // weight is dequantised for that kernel, not decoded into slower tiles.
+    let h = h200_like();
+    assert!(tune::coop_split_for_shape(&h, (4096, 4096, 4096), 1, false).is_some());
+    assert!(!tune::quant::runs_tiled(&h, DType::F32, (4096, 4096, 4096)));
+    // Below the threshold the f32 dispatcher's tiled kernel, as without.
+    let small = (64, 96, 128);
+    assert!(tune::coop_split_for_shape(&h, small, 1, false).is_none());
+    assert_eq!(
+        tune::quant::runs_tiled(&h, DType::F32, small),
+        tune::quant::runs_tiled(&plain, DType::F32, small)
+    );
+    // Few rows of x: the GEMVs.
+    assert!(!tune::quant::runs_tiled(&plain, DType::F32, (8, 4096, 4096)));
+}
