@@ -166,17 +166,22 @@ fn relu_over_fp8_codes_is_exact() {
             .iter()
             .map(|v| v.to_bits().wrapping_mul(2654435761)),
     );
-    let t = ctx.tensor(&words, [words.len()]).unwrap();
-    let plan = ctx.relu_fp8_plan(&t).unwrap();
-    plan.run().unwrap();
-    let got = plan.output().to_vec_blocking::<u32>().unwrap();
-    for (i, (&w, &g)) in words.iter().zip(&got).enumerate() {
-        let want = (0..4).fold(0, |acc, j| {
-            acc | relu_code((w >> (8 * j)) & 0xff) << (8 * j)
-        });
-        assert_eq!(g, want, "word {i}: {w:#010x}");
+    // Each invocation takes four words: every tail length too.
+    for n in [words.len(), 1, 2, 3, 4, 5] {
+        let words = &words[words.len() - n..];
+        let t = ctx.tensor(words, [n]).unwrap();
+        let plan = ctx.relu_fp8_plan(&t).unwrap();
+        ctx.write(plan.output(), &vec![0xdead_beef_u32; n]).unwrap();
+        plan.run().unwrap();
+        let got = plan.output().to_vec_blocking::<u32>().unwrap();
+        for (i, (&w, &g)) in words.iter().zip(&got).enumerate() {
+            let want = (0..4).fold(0, |acc, j| {
+                acc | relu_code((w >> (8 * j)) & 0xff) << (8 * j)
+            });
+            assert_eq!(g, want, "{n} words, word {i}: {w:#010x}");
+        }
+        assert_eq!(plan.bytes(), 2 * plan.flops());
     }
-    assert_eq!(plan.bytes(), 2 * plan.flops());
 }
 
 #[test]

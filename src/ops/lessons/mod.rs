@@ -192,7 +192,8 @@ impl Context {
         }
         let words = u32_of("words", codes.numel())?;
         let out = self.alloc(codes.shape(), DType::U32, "wgtile lesson relu fp8")?;
-        let g = grid(self.profile(), u64::from(words.div_ceil(WG)), op)?;
+        // One 16-byte word (four u32 words) per invocation.
+        let g = grid(self.profile(), u64::from(words.div_ceil(4).div_ceil(WG)), op)?;
         let mut dispatches = Vec::new();
         if words > 0 {
             let params = self.uniform(&[words, g[0], 0, 0]);
