@@ -33,7 +33,16 @@
 //   44 and 123: f32 -15%, 158 registers; f16 -1%): the steps are not
 //   latency-bound. At 4096 x 4096 the kernel reads W at 0.87-0.93x of a
 //   plain read of the same bytes: docs/perf/matmul.md#gemv.
-// - reduce: y[n] = sum over the SPLITS partials (f32), written as Elem.
+// - vecmat_rows (2 <= M <= 8, N and B's strides even): vecmat_pairs for MR
+//   rows of x at once (MR = M, text-specialised), so the weight is read
+//   once for all of them: every pair of B loaded feeds 2 x MR multiply-adds
+//   (MR accumulator chains, no k unroll into separate sums), x's rows are
+//   broadcasts. The 4 k-groups reduce one row at a time through workgroup
+//   memory into partials [count, MR, SPLITS, N]. The general kernels ran
+//   M = 4 and 8 against a 4096 x 14336 weight at 9-23% of the copy (H200,
+//   run 158), reading their M-row tiles mostly empty.
+// - reduce: y[z, row, n] = sum over the SPLITS partials (f32), written as
+//   Elem; grid y = M (1 but for vecmat_rows).
 // - matvec (N = 1): y[m] = sum_k A[m, k] x[k]. A workgroup is 4 rows x 64
 //   invocations; the 64 invocations of a row stride along it (consecutive
 //   addresses), keep 4 accumulators, and reduce through workgroup memory.
@@ -64,6 +73,8 @@ alias Out = Elem;
 @group(0) @binding(8) var<storage, read> rhs4: array<vec4<u32>>;
 
 const WIDE_HALF: u32 = 0u;
+// Rows of x per workgroup of vecmat_rows (text-specialised, 2..8).
+const MR: u32 = 2u;
 // Words of columns per workgroup (1, 2, 4 or 8) and row slices (a power of
 // two; WIDE_LANES * WIDE_SLICES <= 256). Default 4 x 64; the others are
 // `WGTILE_GEMV_WIDE_SHAPE` experiments. Every other shape ran at 0.53-0.87x
@@ -407,15 +418,94 @@ fn vecmat_wide(
 fn reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
     let n = params.n;
     let col = gid.x;
+    let row = wid.y;
     let z = params.batch_base + wid.z;
     if col >= n {
         return;
     }
+    let first = (wid.z * params.m + row) * params.splits;
     var s = 0.0;
     for (var i = 0u; i < params.splits; i++) {
-        s += partials[(wid.z * params.splits + i) * n + col];
+        s += partials[(first + i) * n + col];
     }
-    out[z * n + col] = Out(epilogue(s, z, 0u, col));
+    out[(z * params.m + row) * n + col] = Out(epilogue(s, z, row, col));
+}
+
+@compute @workgroup_size(64, 4, 1)
+fn vecmat_rows(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let n = params.n;
+    let k = params.k;
+    let offs = batch_offsets(wid.z);
+    // Pair p holds columns 2p and 2p + 1 (N is even: pairs are whole).
+    let pairs = n / 2u;
+    let p = wid.x * 128u + lid.x;
+    let p2 = p + 64u;
+    let split = wid.y;
+    let k_begin = split * params.k_chunk;
+    let k_end = min(k_begin + params.k_chunk, k);
+    var acc: array<vec2<f32>, MR>;
+    var bcc: array<vec2<f32>, MR>;
+    if p < pairs {
+        let lda = params.a_row_stride;
+        let ldb = params.b_row_stride / 2u;
+        let b = offs.z / 2u + p;
+        // Past the edge the second pair re-reads the last one (in bounds);
+        // its sums are dropped below.
+        let b2 = offs.z / 2u + min(p2, pairs - 1u);
+        var kk = k_begin + lid.y;
+        for (; kk + 12u < k_end; kk += 16u) {
+            // The weight's eight pairs first, then every row's arithmetic.
+            let w0 = vec2<f32>(rhs2[b + kk * ldb]);
+            let w1 = vec2<f32>(rhs2[b + (kk + 4u) * ldb]);
+            let w2 = vec2<f32>(rhs2[b + (kk + 8u) * ldb]);
+            let w3 = vec2<f32>(rhs2[b + (kk + 12u) * ldb]);
+            let v0 = vec2<f32>(rhs2[b2 + kk * ldb]);
+            let v1 = vec2<f32>(rhs2[b2 + (kk + 4u) * ldb]);
+            let v2 = vec2<f32>(rhs2[b2 + (kk + 8u) * ldb]);
+            let v3 = vec2<f32>(rhs2[b2 + (kk + 12u) * ldb]);
+            for (var r = 0u; r < MR; r++) {
+                let x = offs.y + r * lda + kk;
+                let x0 = vec2(f32(lhs[x]));
+                let x1 = vec2(f32(lhs[x + 4u]));
+                let x2 = vec2(f32(lhs[x + 8u]));
+                let x3 = vec2(f32(lhs[x + 12u]));
+                acc[r] = fma(x3, w3, fma(x2, w2, fma(x1, w1, fma(x0, w0, acc[r]))));
+                bcc[r] = fma(x3, v3, fma(x2, v2, fma(x1, v1, fma(x0, v0, bcc[r]))));
+            }
+        }
+        for (; kk < k_end; kk += 4u) {
+            let w0 = vec2<f32>(rhs2[b + kk * ldb]);
+            let v0 = vec2<f32>(rhs2[b2 + kk * ldb]);
+            for (var r = 0u; r < MR; r++) {
+                let x0 = vec2(f32(lhs[offs.y + r * lda + kk]));
+                acc[r] = fma(x0, w0, acc[r]);
+                bcc[r] = fma(x0, v0, bcc[r]);
+            }
+        }
+    }
+    // One row at a time: the 4 k-groups meet in workgroup memory.
+    let slot = lid.y * 64u + lid.x;
+    for (var r = 0u; r < MR; r++) {
+        sums2[slot] = acc[r];
+        sums2[256u + slot] = bcc[r];
+        workgroupBarrier();
+        if lid.y == 0u && p < pairs {
+            let base = ((wid.z * MR + r) * params.splits + split) * n;
+            let s = (sums2[lid.x] + sums2[64u + lid.x]) + (sums2[128u + lid.x] + sums2[192u + lid.x]);
+            partials[base + 2u * p] = s.x;
+            partials[base + 2u * p + 1u] = s.y;
+            if p2 < pairs {
+                let t = 256u + lid.x;
+                let s2 = (sums2[t] + sums2[t + 64u]) + (sums2[t + 128u] + sums2[t + 192u]);
+                partials[base + 2u * p2] = s2.x;
+                partials[base + 2u * p2 + 1u] = s2.y;
+            }
+        }
+        workgroupBarrier();
+    }
 }
 
 @compute @workgroup_size(64, 4, 1)

@@ -241,6 +241,10 @@ registry! {
     /// batch strides even).
     GemvVecmatPairs = "matmul_gemv.vecmat_pairs", entry "vecmat_pairs", dtype F32, flags [TRUSTED],
         parts [MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE];
+    /// 2 <= M <= 8: `MR` (= M) rows of x per workgroup, the weight read once
+    /// in column pairs, K split into f32 partials per row.
+    GemvVecmatRows = "matmul_gemv.vecmat_rows", entry "vecmat_rows", dtype F32, flags [TRUSTED],
+        parts [MATMUL_GEMV, MATMUL_PARAMS, MATMUL_EPILOGUE];
     /// M = 1 in one dispatch: a workgroup owns a few 16-byte words of
     /// columns over all of K (N and B's strides multiples of 16 bytes).
     GemvVecmatWide = "matmul_gemv.vecmat_wide", entry "vecmat_wide", dtype F32, flags [EPILOGUE, TRUSTED],

@@ -13,6 +13,20 @@ pub(crate) enum GemvVariant {
     Wide,
     /// M = 1 with K split over workgroups: `vecmat` or `vecmat_pairs`, then `reduce`.
     Split { pairs: bool },
+    /// 2 <= M <= [`GEMV_MAX_ROWS`]: `vecmat_rows` (K split, column pairs),
+    /// then `reduce` per row.
+    Rows,
+}
+
+/// Rows of x the GEMV kernels take at once (`vecmat_rows`; more go to the
+/// tiled kernels, which then fill their tiles' rows).
+pub const GEMV_MAX_ROWS: usize = 8;
+
+/// Whether `vecmat_rows` runs `m` rows of x against `[k, n]` stored with
+/// rows `b_pitch` apart: N and the pitch even (whole column pairs),
+/// operands not transposed.
+pub(crate) fn gemv_rows_fit(m: usize, n: usize, b_pitch: usize, transposed: bool) -> bool {
+    (2..=GEMV_MAX_ROWS).contains(&m) && n >= 2 && n.is_multiple_of(2) && b_pitch.is_multiple_of(2) && !transposed
 }
 
 /// The GEMV kernels for `shape` (M = 1 or N = 1): the one-dispatch kernel
@@ -29,6 +43,9 @@ pub(crate) fn gemv_variant(p: &AdapterProfile, dtype: DType, shape: &MatmulShape
     let n = shape.n;
     if n == 1 {
         return GemvVariant::Matvec;
+    }
+    if shape.m > 1 {
+        return GemvVariant::Rows;
     }
     let aligned = |per: usize| {
         n.is_multiple_of(per)

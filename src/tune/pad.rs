@@ -294,7 +294,15 @@ pub fn choose_for(
     let crop = !matches!(padded, MatmulKernel::Coop { .. }) && np != n;
     let raw_aligned = tune::Layout::dense(m, n, k, false, false).coop_aligned(dtype);
     let raw_speed = relative_speed(p, raw, raw_aligned);
-    let gain = match (raw_speed, relative_speed(p, padded, true)) {
+    // The GEMV of a few rows, which even N makes possible, has no rate
+    // in this model yet: counted as fast as the raw kernel, so only
+    // `Padding::Always` takes it (to measure).
+    let padded_speed = if padded == MatmulKernel::Gemv && raw != MatmulKernel::Gemv {
+        raw_speed
+    } else {
+        relative_speed(p, padded, true)
+    };
+    let gain = match (raw_speed, padded_speed) {
         // A faster family, or another kernel estimated as fast (vec4 on a CPU
         // adapter: only `Padding::Always` takes that, to measure).
         (Some(r), Some(q)) if q > r || (q == r && padded != raw) => q / r,

@@ -342,6 +342,72 @@ fn matrix_vector_shapes() {
     assert_eq!(c.kernel(), MatmulKernel::Gemv, "{c}");
 }
 
+#[test]
+fn few_rows_of_x_read_the_weight_once() {
+    let Some(ctx) = common::ctx() else { return };
+    // 2 to 8 rows against even N: vecmat_rows. N past one workgroup's 256
+    // columns and off its second pair block (258, 514, 1030); K prime and
+    // long enough for several splits (4099); x batched over a shared
+    // weight, and both batched.
+    let cases: [(&[usize], &[usize]); 9] = [
+        (&[2, 129], &[129, 522]),
+        (&[3, 257], &[257, 258]),
+        (&[4, 4099], &[4099, 64]),
+        (&[5, 31], &[31, 1030]),
+        (&[6, 64], &[64, 2]),
+        (&[7, 13], &[13, 514]),
+        (&[8, 1000], &[1000, 300]),
+        (&[3, 2, 67], &[67, 130]),
+        (&[2, 4, 33], &[2, 33, 260]),
+    ];
+    for kernel in [None, Some(MatmulKernel::Gemv)] {
+        for (i, (a, b)) in cases.iter().enumerate() {
+            check(&ctx, a, b, DType::F32, kernel, 400 + i as u64);
+            if ctx.profile().shader_f16 {
+                check(&ctx, a, b, DType::F16, kernel, 500 + i as u64);
+            }
+        }
+    }
+    // The dispatcher's pick, and the rows an epilogue sees: bias per
+    // column, ReLU, then a residual per (row, column).
+    for m in 2..=8 {
+        let c = ctx.explain_matmul(DType::F32, m, 4096, 4096, 1).unwrap();
+        assert_eq!(c.kernel(), MatmulKernel::Gemv, "{c}");
+    }
+    let c = ctx.explain_matmul(DType::F32, 9, 4096, 4096, 1).unwrap();
+    assert_ne!(c.kernel(), MatmulKernel::Gemv, "{c}");
+    let c = ctx.explain_matmul(DType::F32, 4, 4095, 4096, 1).unwrap();
+    assert_ne!(c.kernel(), MatmulKernel::Gemv, "odd N: {c}");
+    let (m, k, n) = (5, 77, 262);
+    let av = common::random(m * k, 31);
+    let bv = common::random(k * n, 32);
+    let biasv = common::random(n, 33);
+    let resv = common::random(m * n, 34);
+    let a = ctx.tensor(&av, [m, k]).unwrap();
+    let b = ctx.tensor(&bv, [k, n]).unwrap();
+    let bias = ctx.tensor(&biasv, [n]).unwrap();
+    let res = ctx.tensor(&resv, [m, n]).unwrap();
+    let out = ctx.full([m, n], f32::NAN, DType::F32).unwrap();
+    let epilogue = wgtile::Epilogue::new().bias(&bias).residual(&res).relu();
+    let plan = ctx
+        .matmul_plan_with(&a, &b, Some(&out), &MatmulOptions::default(), &epilogue)
+        .unwrap();
+    assert!(plan.label().contains("5 rows at once"), "{}", plan.label());
+    plan.run().unwrap();
+    let (c, mag) = common::matmul_ref(&av, &bv, m, n, k, &[(0, 0)]);
+    let want: Vec<f64> = c
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v + f64::from(biasv[i % n])).max(0.0) + f64::from(resv[i]))
+        .collect();
+    common::assert_close(
+        "5 rows, relu(bias) + residual",
+        &out.to_vec_blocking::<f32>().unwrap(),
+        &want,
+        |i| common::matmul_tolerance(DType::F32, k, want[i], mag[i]) + 1e-7,
+    );
+}
+
 /// `data` stored as `[.., rows, cols]` returned as `[.., cols, rows]`.
 fn transpose_batched(data: &[f32], dims: &[usize]) -> Vec<f32> {
     let (rows, cols) = (dims[dims.len() - 2], dims[dims.len() - 1]);

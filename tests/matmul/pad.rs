@@ -36,8 +36,10 @@ fn check(ctx: &wgtile::Context, a_shape: &[usize], b_shape: &[usize], dtype: DTy
         "{what}: expected a padded plan, got {label}"
     );
     assert!(!raw_label.contains("padded"), "{what}: {raw_label}");
-    // Same compute core, same summation order, zeros added exactly: equal values.
-    if !label.contains("coop") {
+    // Same compute core, same summation order, zeros added exactly: equal
+    // values. (A few rows of x against an N padded to even run on the GEMV
+    // of several rows instead: another order, the f64 check below.)
+    if !label.contains("coop") && !label.contains("gemv") {
         for (i, (p, r)) in padded.iter().zip(&raw).enumerate() {
             assert!(
                 p == r,

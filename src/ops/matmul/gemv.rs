@@ -58,13 +58,16 @@ impl Context {
             }
             return Ok(dispatches);
         }
+        let variant = gemv_variant(self.profile(), dtype, shape);
+        if variant == GemvVariant::Rows {
+            return self.gemv_rows_dispatches((dtype, out_dtype), shape, (a, b, c), epilogue, scratch, range);
+        }
         // One dispatch, no partial sums, where N alone covers the compute
         // units and B's rows split into 16-byte words
         // (`WGTILE_GEMV_WIDE=0` turns it off, `=1` takes it whenever the
         // alignment allows, to compare).
         let (lanes, slices) = gemv_wide_shape();
         let wide_groups = n.div_ceil(lanes as usize * (16 / dtype.size()));
-        let variant = gemv_variant(self.profile(), dtype, shape);
         if variant == GemvVariant::Wide {
             if wide_groups > max {
                 return Err(too_many(wide_groups, "vector-matrix product along N"));
@@ -148,6 +151,79 @@ impl Context {
                     (6, residual),
                 ],
                 [n.div_ceil(256) as u32, 1, count],
+            ));
+        }
+        scratch.push(partials);
+        Ok(dispatches)
+    }
+
+    /// `vecmat_rows` for 2 <= M <= 8 rows of x (N and B's pitch even), then
+    /// `reduce` per row: K split as for one row, the partials `[count, M,
+    /// splits, N]`.
+    fn gemv_rows_dispatches(
+        &self,
+        (dtype, out_dtype): (DType, DType),
+        shape: &MatmulShape,
+        (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
+        epilogue: &Epilogue,
+        scratch: &mut Vec<Tensor>,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<Dispatch>> {
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let even = |s: usize| s.is_multiple_of(2);
+        if !(crate::tune::gemv::gemv_rows_fit(m, n, shape.b_pitch, shape.transpose_a || shape.transpose_b)
+            && shape.b_strides.iter().all(|&s| even(s)))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "the GEMV of several rows takes 2 to 8 rows of x against a weight of even N and \
+                 even strides, read in place; got M = {m}, N = {n}, B's pitch {}",
+                shape.b_pitch
+            )));
+        }
+        let (bias, residual) = self.epilogue_buffers(epilogue);
+        let device = &self.inner.device;
+        let max = self.profile().max_workgroups_per_dim as usize;
+        let batches = range.len();
+        let per_dispatch = batches.min(max);
+        let col_groups = n.div_ceil(256);
+        if col_groups > max {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: col_groups as u64,
+                max: max as u64,
+                what: "vector-matrix product along N".into(),
+            });
+        }
+        // K split as for one row: about four workgroups per compute unit,
+        // at least 64 rows of B per split.
+        let target = 4 * self.profile().compute_units.max(1) as usize;
+        let wanted = target.div_ceil(col_groups * batches).max(1);
+        let k_chunk = k.div_ceil(wanted.min(k.div_ceil(64).clamp(1, max)));
+        let splits = k.div_ceil(k_chunk);
+        let partials = self.alloc(&[per_dispatch, m, splits, n], DType::F32, "wgtile gemv partials")?;
+        let spec = Spec::new(Kernel::GemvVecmatRows)
+            .dtype(dtype)
+            .constant("MR", u32_of(m, "rows")?);
+        let vecmat = self.inner.pipelines.get(device, &spec)?;
+        let reduce = self.inner.pipelines.get(
+            device,
+            &epilogue.specialise(out_spec(Kernel::GemvReduce, dtype, out_dtype)),
+        )?;
+        let mut dispatches = Vec::new();
+        for base in range.clone().step_by(per_dispatch.max(1)) {
+            let count = per_dispatch.min(range.end - base) as u32;
+            let p = self.matmul_params(shape, base, epilogue, (k_chunk, splits));
+            dispatches.push(Dispatch::with_bindings(
+                device,
+                vecmat.clone(),
+                &[(0, &p), (1, a), (7, b), (4, &partials.buffer)],
+                [col_groups as u32, splits as u32, count],
+            ));
+            dispatches.push(Dispatch::with_bindings(
+                device,
+                reduce.clone(),
+                &[(0, &p), (3, c), (4, &partials.buffer), (5, bias), (6, residual)],
+                [n.div_ceil(256) as u32, m as u32, count],
             ));
         }
         scratch.push(partials);

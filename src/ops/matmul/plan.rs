@@ -152,7 +152,7 @@ impl Context {
                     return Err(Error::InvalidArgument(format!(
                         "{kernel} cannot run a {dtype} matmul with M = {m}, K = {k}, N = {n}{}{} \
                          (vec4: stored rows and N multiples of 4; coop-matrix: f16, row-major, \
-                         stored rows multiples of 8; gemv: M or N = 1, row-major; transposed \
+                         stored rows multiples of 8; gemv: M or N = 1, or M of 2 to 8 with N and B's rows even, row-major; transposed \
                          operands: naive, scalar tiled, scalar broadcast, or tiled vec4)",
                         if transposed { ", transposed" } else { "" },
                         if padded_operands {
@@ -213,6 +213,7 @@ impl Context {
                 },
                 GemvVariant::Split { pairs: true } => "K split, column pairs".to_string(),
                 GemvVariant::Split { pairs: false } => "K split".to_string(),
+                GemvVariant::Rows => format!("{} rows at once, K split, column pairs", shape.m),
             };
             plan.label.push_str(&format!(" [{variant}]"));
         }

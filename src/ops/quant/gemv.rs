@@ -10,9 +10,8 @@ use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::quant::{QuantAxis, QuantFormat};
 use crate::runtime::Context;
-use crate::problem::MatmulShape;
 use crate::tune::route::MatmulOptions;
-use crate::tune::{self, MatmulKernel};
+use crate::tune;
 
 pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
 use crate::tune::quant::{QuantEngines, QuantRoute, quant_cols_workgroup, quant_route};

@@ -137,6 +137,15 @@ pub(crate) fn choose(
                 .into(),
         );
     }
+    if crate::tune::gemv::gemv_rows_fit(m, n, layout.b_pitch, strided) && MatmulKernel::Gemv.fits(p) {
+        return describe(
+            MatmulKernel::Gemv,
+            format!(
+                "{m} rows of x: the weight read once for all of them, each element used \
+                 {m} times; a tile's rows would stand mostly empty"
+            ),
+        );
+    }
     // Transposed f16 operands too: the coop kernel reads them in place
     // (staged as stored, loaded column-major) at 240-248 TFLOP/s at 4096
     // on the H200, as fast as row-major (docs/perf/matmul.md).

@@ -531,8 +531,10 @@ impl MatmulKernel {
                 }
             }
             MatmulKernel::Gemv => {
-                // matvec reads the vector B through its row pitch.
-                (m == 1 || n == 1) && !layout.transposed()
+                // matvec reads the vector B through its row pitch; a few
+                // rows of x take B in column pairs (vecmat_rows).
+                ((m == 1 || n == 1) && !layout.transposed())
+                    || crate::tune::gemv::gemv_rows_fit(m, n, layout.b_pitch, layout.transposed())
             }
             MatmulKernel::SplitK { vec4, splits, .. } => splits >= 2 && (!vec4 || layout.vec4(n)),
             // The vec4 variant reads row-major operands only.

@@ -42,6 +42,10 @@ pub fn matmul_specs() -> Vec<Spec> {
         ] {
             specs.push(Spec::new(kernel).dtype(dtype));
         }
+        // vecmat_rows for every row count it takes.
+        for rows in 2..=crate::tune::gemv::GEMV_MAX_ROWS as u32 {
+            specs.push(Spec::new(Kernel::GemvVecmatRows).dtype(dtype).constant("MR", rows));
+        }
         specs.push(gemv_wide_spec(dtype));
         // WGTILE_GEMV_WIDE_SHAPE's other workgroups.
         for (lanes, slices) in [(2, 64), (2, 128), (1, 256)] {
