@@ -54,6 +54,8 @@ async fn matmul_on_odd_shapes_and_batches() {
         (1, 33, 65, 17),
         (3, 17, 31, 9),
         (1, 64, 64, 64),
+        // A few rows against even N: the GEMV of several rows.
+        (1, 5, 129, 258),
     ] {
         let a = common::random(batch * m * k, 1 + m as u64);
         let b = common::random(k * n, 2 + n as u64);
@@ -62,6 +64,9 @@ async fn matmul_on_odd_shapes_and_batches() {
         let plan = ctx
             .matmul_plan(&ta, &tb, None, &MatmulOptions::default())
             .unwrap();
+        if (m, n) == (5, 258) {
+            assert!(plan.label().contains("5 rows at once"), "{}", plan.label());
+        }
         let got = run(&ctx, &plan).await;
         let offsets: Vec<(usize, usize)> = (0..batch).map(|z| (z * m * k, 0)).collect();
         let (want, mag) = common::matmul_ref(&a, &b, m, n, k, &offsets);
