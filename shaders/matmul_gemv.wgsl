@@ -33,7 +33,8 @@
 //   44 and 123: f32 -15%, 158 registers; f16 -1%): the steps are not
 //   latency-bound. At 4096 x 4096 the kernel reads W at 0.87-0.93x of a
 //   plain read of the same bytes: docs/perf/matmul.md#gemv.
-// - vecmat_rows (2 <= M <= 8, N and B's strides even): vecmat_pairs for MR
+// - vecmat_rows (2 <= M <= 8, N and B's strides even; 1 <= M <= 8 for a
+//   bf16 B, read as u32 words, B_BF16): vecmat_pairs for MR
 //   rows of x at once (MR = M, text-specialised), so the weight is read
 //   once for all of them: every pair of B loaded feeds 2 x MR multiply-adds
 //   (MR accumulator chains, no k unroll into separate sums), x's rows are
@@ -69,12 +70,28 @@ alias Out = Elem;
 // B as pairs of adjacent elements (vecmat_pairs; the launch binds B again).
 @group(0) @binding(7) var<storage, read> rhs2: array<vec2<Elem>>;
 
+// B as bf16 pairs, one u32 word each (vecmat_rows with B_BF16 = 1; the
+// launch binds B at 7 and 9, as the entry point references both).
+@group(0) @binding(9) var<storage, read> rhs2b: array<u32>;
+
 // B as 16-byte words (vecmat_wide; the launch binds B again).
 @group(0) @binding(8) var<storage, read> rhs4: array<vec4<u32>>;
 
 const WIDE_HALF: u32 = 0u;
-// Rows of x per workgroup of vecmat_rows (text-specialised, 2..8).
+// Rows of x per workgroup of vecmat_rows (text-specialised, 1..8).
 const MR: u32 = 2u;
+// vecmat_rows: B is bf16 (its pairs widened in registers: a shift and a
+// mask; x is f32), text-specialised.
+const B_BF16: u32 = 0u;
+
+// Pair i of B (vecmat_rows) as f32.
+fn b_pair(i: u32) -> vec2<f32> {
+    if B_BF16 == 1u {
+        let w = rhs2b[i];
+        return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u));
+    }
+    return vec2<f32>(rhs2[i]);
+}
 // Words of columns per workgroup (1, 2, 4 or 8) and row slices (a power of
 // two; WIDE_LANES * WIDE_SLICES <= 256). Default 4 x 64; the others are
 // `WGTILE_GEMV_WIDE_SHAPE` experiments. Every other shape ran at 0.53-0.87x
@@ -458,14 +475,14 @@ fn vecmat_rows(
         var kk = k_begin + lid.y;
         for (; kk + 12u < k_end; kk += 16u) {
             // The weight's eight pairs first, then every row's arithmetic.
-            let w0 = vec2<f32>(rhs2[b + kk * ldb]);
-            let w1 = vec2<f32>(rhs2[b + (kk + 4u) * ldb]);
-            let w2 = vec2<f32>(rhs2[b + (kk + 8u) * ldb]);
-            let w3 = vec2<f32>(rhs2[b + (kk + 12u) * ldb]);
-            let v0 = vec2<f32>(rhs2[b2 + kk * ldb]);
-            let v1 = vec2<f32>(rhs2[b2 + (kk + 4u) * ldb]);
-            let v2 = vec2<f32>(rhs2[b2 + (kk + 8u) * ldb]);
-            let v3 = vec2<f32>(rhs2[b2 + (kk + 12u) * ldb]);
+            let w0 = b_pair(b + kk * ldb);
+            let w1 = b_pair(b + (kk + 4u) * ldb);
+            let w2 = b_pair(b + (kk + 8u) * ldb);
+            let w3 = b_pair(b + (kk + 12u) * ldb);
+            let v0 = b_pair(b2 + kk * ldb);
+            let v1 = b_pair(b2 + (kk + 4u) * ldb);
+            let v2 = b_pair(b2 + (kk + 8u) * ldb);
+            let v3 = b_pair(b2 + (kk + 12u) * ldb);
             for (var r = 0u; r < MR; r++) {
                 let x = offs.y + r * lda + kk;
                 let x0 = vec2(f32(lhs[x]));
@@ -477,8 +494,8 @@ fn vecmat_rows(
             }
         }
         for (; kk < k_end; kk += 4u) {
-            let w0 = vec2<f32>(rhs2[b + kk * ldb]);
-            let v0 = vec2<f32>(rhs2[b2 + kk * ldb]);
+            let w0 = b_pair(b + kk * ldb);
+            let v0 = b_pair(b2 + kk * ldb);
             for (var r = 0u; r < MR; r++) {
                 let x0 = vec2(f32(lhs[offs.y + r * lda + kk]));
                 acc[r] = fma(x0, w0, acc[r]);

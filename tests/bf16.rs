@@ -747,3 +747,71 @@ fn the_check_pass_flags_exactly_the_values_f16_cannot_hold() {
         assert!(ctx.bf16_check_pass(a, b).unwrap(), "{bad:#06x} not flagged");
     }
 }
+
+#[test]
+fn few_rows_read_a_bf16_weight_in_place() {
+    let Some(ctx) = common::ctx() else { return };
+    // 1 to 8 rows of x, even N: x staged to f32, the weight read as bf16
+    // words by the GEMV of rows, whatever the values' range (1e6 is past
+    // f16's). Odd N keeps the staged route.
+    for (i, &(m, n, k)) in [
+        (1, 258, 129),
+        (4, 130, 4099),
+        (8, 2, 61),
+        (3, 514, 67),
+        (2, 7, 33),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for out in [DType::BF16, DType::F32] {
+            for scale in [1.0, 1e6] {
+                check_matmul(&ctx, (m, n, k), scale, out, 40 + i as u64);
+            }
+        }
+        let a = ctx.zeros([m, k], DType::BF16).unwrap();
+        let b = ctx.zeros([k, n], DType::BF16).unwrap();
+        let label = ctx
+            .matmul_plan(&a, &b, None, &Default::default())
+            .unwrap()
+            .label()
+            .to_string();
+        assert_eq!(
+            label.contains("bf16 weight read in place"),
+            n % 2 == 0,
+            "{label}"
+        );
+    }
+    // Batches of x over one weight fold into rows; an epilogue's bias and
+    // residual (bf16) per row.
+    let (k, n) = (45, 66);
+    let av = common::random(2 * 3 * k, 50);
+    let bv = common::random(k * n, 51);
+    let biasv = common::random(n, 52);
+    let resv = common::random(2 * 3 * n, 53);
+    let (a, ah) = common::upload(&ctx, &av, &[2, 3, k], DType::BF16);
+    let (b, bh) = common::upload(&ctx, &bv, &[k, n], DType::BF16);
+    let (bias, biash) = common::upload(&ctx, &biasv, &[n], DType::BF16);
+    let (res, resh) = common::upload(&ctx, &resv, &[2, 3, n], DType::BF16);
+    let epilogue = wgtile::Epilogue::new().bias(&bias).residual(&res);
+    let options = wgtile::MatmulOptions {
+        out_dtype: Some(DType::F32),
+        ..Default::default()
+    };
+    let plan = ctx
+        .matmul_plan_with(&a, &b, None, &options, &epilogue)
+        .unwrap();
+    assert!(plan.label().contains("6 rows at once"), "{}", plan.label());
+    ctx.fill(plan.output(), f32::NAN).unwrap();
+    plan.run().unwrap();
+    let got = plan.output().to_f32_vec_blocking().unwrap();
+    let (c, mag) = common::matmul_ref(&ah, &bh, 6, n, k, &[(0, 0)]);
+    let want: Vec<f64> = c
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v + f64::from(biash[i % n]) + f64::from(resh[i]))
+        .collect();
+    common::assert_close("bf16 rows with bias and residual", &got, &want, |i| {
+        common::matmul_tolerance(DType::F32, k, want[i], mag[i]) + 1e-7
+    });
+}

@@ -22,6 +22,12 @@ pub(crate) enum GemvVariant {
 /// tiled kernels, which then fill their tiles' rows).
 pub const GEMV_MAX_ROWS: usize = 8;
 
+/// Whether `vecmat_rows` reads a bf16 `[k, n]` (rows `b_pitch` apart) in
+/// place for `m` rows of f32 x: as [`gemv_rows_fit`], from one row on.
+pub(crate) fn gemv_bf16_fit(m: usize, n: usize, b_pitch: usize, transposed: bool) -> bool {
+    m == 1 && gemv_rows_fit(2, n, b_pitch, transposed) || gemv_rows_fit(m, n, b_pitch, transposed)
+}
+
 /// Whether `vecmat_rows` runs `m` rows of x against `[k, n]` stored with
 /// rows `b_pitch` apart: N and the pitch even (whole column pairs),
 /// operands not transposed.

@@ -60,7 +60,7 @@ impl Context {
         }
         let variant = gemv_variant(self.profile(), dtype, shape);
         if variant == GemvVariant::Rows {
-            return self.gemv_rows_dispatches((dtype, out_dtype), shape, (a, b, c), epilogue, scratch, range);
+            return self.gemv_rows_dispatches((dtype, out_dtype), shape, (a, b, c), epilogue, scratch, range, false);
         }
         // One dispatch, no partial sums, where N alone covers the compute
         // units and B's rows split into 16-byte words
@@ -159,8 +159,10 @@ impl Context {
 
     /// `vecmat_rows` for 2 <= M <= 8 rows of x (N and B's pitch even), then
     /// `reduce` per row: K split as for one row, the partials `[count, M,
-    /// splits, N]`.
-    fn gemv_rows_dispatches(
+    /// splits, N]`. With `b_bf16`, B is bf16 (read as u32 words of two) and
+    /// x f32 (`dtype`), from one row on.
+    #[allow(clippy::too_many_arguments)] // the GEMV's common arguments, and B's dtype
+    pub(crate) fn gemv_rows_dispatches(
         &self,
         (dtype, out_dtype): (DType, DType),
         shape: &MatmulShape,
@@ -168,12 +170,16 @@ impl Context {
         epilogue: &Epilogue,
         scratch: &mut Vec<Tensor>,
         range: std::ops::Range<usize>,
+        b_bf16: bool,
     ) -> Result<Vec<Dispatch>> {
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let even = |s: usize| s.is_multiple_of(2);
-        if !(crate::tune::gemv::gemv_rows_fit(m, n, shape.b_pitch, shape.transpose_a || shape.transpose_b)
-            && shape.b_strides.iter().all(|&s| even(s)))
-        {
+        let rows_fit = if b_bf16 {
+            crate::tune::gemv::gemv_bf16_fit(m, n, shape.b_pitch, shape.transpose_a || shape.transpose_b)
+        } else {
+            crate::tune::gemv::gemv_rows_fit(m, n, shape.b_pitch, shape.transpose_a || shape.transpose_b)
+        };
+        if !(rows_fit && shape.b_strides.iter().all(|&s| even(s))) {
             return Err(Error::InvalidArgument(format!(
                 "the GEMV of several rows takes 2 to 8 rows of x against a weight of even N and \
                  even strides, read in place; got M = {m}, N = {n}, B's pitch {}",
@@ -201,9 +207,12 @@ impl Context {
         let k_chunk = k.div_ceil(wanted.min(k.div_ceil(64).clamp(1, max)));
         let splits = k.div_ceil(k_chunk);
         let partials = self.alloc(&[per_dispatch, m, splits, n], DType::F32, "wgtile gemv partials")?;
-        let spec = Spec::new(Kernel::GemvVecmatRows)
+        let mut spec = Spec::new(Kernel::GemvVecmatRows)
             .dtype(dtype)
             .constant("MR", u32_of(m, "rows")?);
+        if b_bf16 {
+            spec = spec.constant("B_BF16", 1);
+        }
         let vecmat = self.inner.pipelines.get(device, &spec)?;
         let reduce = self.inner.pipelines.get(
             device,
@@ -216,7 +225,7 @@ impl Context {
             dispatches.push(Dispatch::with_bindings(
                 device,
                 vecmat.clone(),
-                &[(0, &p), (1, a), (7, b), (4, &partials.buffer)],
+                &[(0, &p), (1, a), (7, b), (9, b), (4, &partials.buffer)],
                 [col_groups as u32, splits as u32, count],
             ));
             dispatches.push(Dispatch::with_bindings(

@@ -46,6 +46,17 @@ pub fn matmul_specs() -> Vec<Spec> {
         for rows in 2..=crate::tune::gemv::GEMV_MAX_ROWS as u32 {
             specs.push(Spec::new(Kernel::GemvVecmatRows).dtype(dtype).constant("MR", rows));
         }
+        // A bf16 weight read in place (f32 x), from one row on.
+        if dtype == DType::F32 {
+            for rows in 1..=crate::tune::gemv::GEMV_MAX_ROWS as u32 {
+                specs.push(
+                    Spec::new(Kernel::GemvVecmatRows)
+                        .dtype(dtype)
+                        .constant("MR", rows)
+                        .constant("B_BF16", 1),
+                );
+            }
+        }
         specs.push(gemv_wide_spec(dtype));
         // WGTILE_GEMV_WIDE_SHAPE's other workgroups.
         for (lanes, slices) in [(2, 64), (2, 128), (1, 256)] {
