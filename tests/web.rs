@@ -441,6 +441,26 @@ async fn bf16_matmul_and_softmax() {
     common::assert_close("bf16 matmul", &c.to_f32_vec().await.unwrap(), &want, |i| {
         common::matmul_tolerance(DType::BF16, k, want[i], mag[i])
     });
+    // A few rows against an even N: the GEMV reads the bf16 weight as words.
+    let (xs, xh) = common::upload(&ctx, &common::random(3 * k, 28), &[3, k], DType::BF16);
+    let (ws, wh) = common::upload(&ctx, &common::random(k * 20, 29), &[k, 20], DType::BF16);
+    let plan = ctx
+        .matmul_plan(&xs, &ws, None, &MatmulOptions::default())
+        .unwrap();
+    assert!(
+        plan.label().contains("bf16 weight read in place"),
+        "{}",
+        plan.label()
+    );
+    ctx.fill(plan.output(), f32::NAN).unwrap();
+    plan.run().unwrap();
+    let (want, mag) = common::matmul_ref(&xh, &wh, 3, 20, k, &[(0, 0)]);
+    common::assert_close(
+        "bf16 GEMV of 3 rows",
+        &plan.output().to_f32_vec().await.unwrap(),
+        &want,
+        |i| common::matmul_tolerance(DType::BF16, k, want[i], mag[i]),
+    );
     let s = ctx.softmax(&a).unwrap();
     assert_eq!(s.dtype(), DType::BF16);
     let mut ws = Vec::new();
