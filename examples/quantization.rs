@@ -1,6 +1,6 @@
 //! Low precision, measured: a weight quantised to each block-scaled format
 //! and multiplied by a vector (the decode step of a language model), next
-//! to the f32 and f16 GEMVs of the same shape, with the quantisation
+//! to the f32, f16 and bf16 GEMVs of the same shape, with the quantisation
 //! kernels' own speed and each format's error.
 //!
 //! ```text
@@ -127,7 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             reference.run()?;
             let want = reference.output().to_vec_blocking::<f32>()?;
             drop(reference);
-            // The f32 and f16 GEMVs of the same shape (weight [K, N]: the
+            // The f32, f16 and bf16 GEMVs of the same shape (weight [K, N]: the
             // GEMV kernels' layout).
             let wkn = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 4)?;
             let f32_plan = ctx.matmul_plan(&x, &wkn, None, &MatmulOptions::default())?;
@@ -165,6 +165,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     f64::NAN,
                 ));
             }
+            // bf16, the other 16-bit storage (the GEMV reads its words).
+            let xb = ctx.rand_uniform([m, k], -1.0, 1.0, DType::BF16, 3)?;
+            let wb = ctx.rand_uniform([k, n], -1.0, 1.0, DType::BF16, 2)?;
+            let p = ctx.matmul_plan(&xb, &wb, None, &MatmulOptions::default())?;
+            rows.push(Row::new(
+                "bf16",
+                k,
+                n,
+                m,
+                time(&p)?,
+                p.bytes(),
+                copy_gbps,
+                t16,
+                f64::NAN,
+            ));
+            drop(p);
             // Each format in both layouts: blocks down the columns of a
             // [K, N] weight (the fast GEMV), and along the rows of an [N, K]
             // one (a Linear layer's layout, as checkpoints store it).
