@@ -89,9 +89,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     if FORMAT >= 4u {
                         offset = int_offset(id);
                     }
+                    let d = decode_word(words[u], offset);
                     for (var m = 0u; m < MR; m++) {
                         if m < params.m {
-                            acc[m] += word_dot(words[u], m * (params.k / 4u) + wi * xw, offset) * scale;
+                            acc[m] += decoded_dot(d, m * (params.k / 4u) + wi * xw) * scale;
                         }
                     }
                 }

@@ -76,9 +76,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             for (var w = 0u; w < WPB; w++) {
                 let word = words[w / 2u][w % 2u];
                 let xo = (j * WPB + w) * xw;
+                let d = decode_word(word, offset);
                 for (var m = 0u; m < MR; m++) {
                     if m < params.m {
-                        part[m] += word_dot(word, m * (params.k / 4u) + xo, offset);
+                        part[m] += decoded_dot(d, m * (params.k / 4u) + xo);
                     }
                 }
             }
