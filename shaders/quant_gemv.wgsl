@@ -15,8 +15,8 @@
 //   (sign at 15) read as 2^-14 times its value (subnormals included); E4M3
 //   at bits 7..13 as 2^-8 times; E5M2 is the top byte of an f16; int8 and
 //   int4 codes, offset to unsigned, sit in the mantissa of 1024. Those
-//   factors fold into the block scale. NaN element codes are not honoured
-//   (the quantiser never writes them; a NaN block scale propagates).
+//   factors fold into the block scale. E4M3's NaN codes decode to NaN
+//   (quant_decode.wgsl); a NaN block scale propagates.
 // Element pairing: word w holds elements 8w.. (4-bit) or 4w.. (8-bit);
 //   pair i of a 4-bit word is nibbles (i, i + 4), of an 8-bit word bytes
 //   (i, i + 2), matched with x[.. + i] and x[.. + 4 + i] (or + 2).
