@@ -237,16 +237,22 @@ fn vecmat_pairs(
     sums2[256u + slot] = (bcc0 + bcc1) + (bcc2 + bcc3);
     workgroupBarrier();
     if lid.y == 0u && p < pairs {
-        let base = (wid.z * params.splits + split) * n;
-        let s = (sums2[lid.x] + sums2[64u + lid.x]) + (sums2[128u + lid.x] + sums2[192u + lid.x]);
-        partials[base + 2u * p] = s.x;
-        partials[base + 2u * p + 1u] = s.y;
-        if p2 < pairs {
-            let t = 256u + lid.x;
-            let s2 = (sums2[t] + sums2[t + 64u]) + (sums2[t + 128u] + sums2[t + 192u]);
-            partials[base + 2u * p2] = s2.x;
-            partials[base + 2u * p2 + 1u] = s2.y;
-        }
+        pair_partials((wid.z * params.splits + split) * n, lid.x, p, p2, pairs);
+    }
+}
+
+// The 4 k-groups' sums of pairs p and p2 (sums2[0..256) and [256..512),
+// 64 invocations a group) added and written as partials from `base`;
+// pair p2 only where it is whole (N = 2 * pairs).
+fn pair_partials(base: u32, lx: u32, p: u32, p2: u32, pairs: u32) {
+    let s = (sums2[lx] + sums2[64u + lx]) + (sums2[128u + lx] + sums2[192u + lx]);
+    partials[base + 2u * p] = s.x;
+    partials[base + 2u * p + 1u] = s.y;
+    if p2 < pairs {
+        let t = 256u + lx;
+        let s2 = (sums2[t] + sums2[t + 64u]) + (sums2[t + 128u] + sums2[t + 192u]);
+        partials[base + 2u * p2] = s2.x;
+        partials[base + 2u * p2 + 1u] = s2.y;
     }
 }
 
@@ -510,16 +516,7 @@ fn vecmat_rows(
         sums2[256u + slot] = bcc[r];
         workgroupBarrier();
         if lid.y == 0u && p < pairs {
-            let base = ((wid.z * MR + r) * params.splits + split) * n;
-            let s = (sums2[lid.x] + sums2[64u + lid.x]) + (sums2[128u + lid.x] + sums2[192u + lid.x]);
-            partials[base + 2u * p] = s.x;
-            partials[base + 2u * p + 1u] = s.y;
-            if p2 < pairs {
-                let t = 256u + lid.x;
-                let s2 = (sums2[t] + sums2[t + 64u]) + (sums2[t + 128u] + sums2[t + 192u]);
-                partials[base + 2u * p2] = s2.x;
-                partials[base + 2u * p2 + 1u] = s2.y;
-            }
+            pair_partials(((wid.z * MR + r) * params.splits + split) * n, lid.x, p, p2, pairs);
         }
         workgroupBarrier();
     }

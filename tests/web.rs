@@ -139,15 +139,13 @@ async fn softmax_and_layer_norm_rows() {
     let x = ctx.tensor(&xs, [rows, cols]).unwrap();
     let soft = run(&ctx, &ctx.softmax_plan(&x).unwrap()).await;
     let norm = run(&ctx, &ctx.layer_norm_plan(&x, None, None, 1e-5).unwrap()).await;
-    let (mut ws, mut wn) = (Vec::new(), Vec::new());
+    let ws = common::softmax_rows(&xs.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), cols);
+    let mut wn = Vec::new();
     for r in 0..rows {
         let row: Vec<f64> = xs[r * cols..(r + 1) * cols]
             .iter()
             .map(|&v| f64::from(v))
             .collect();
-        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
-        ws.extend(row.iter().map(|v| (v - max).exp() / sum));
         let mean = row.iter().sum::<f64>() / cols as f64;
         let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / cols as f64;
         wn.extend(row.iter().map(|v| (v - mean) / (var + 1e-5).sqrt()));
@@ -463,16 +461,7 @@ async fn bf16_matmul_and_softmax() {
     );
     let s = ctx.softmax(&a).unwrap();
     assert_eq!(s.dtype(), DType::BF16);
-    let mut ws = Vec::new();
-    for r in 0..m {
-        let row: Vec<f64> = ah[r * k..(r + 1) * k]
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect();
-        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
-        ws.extend(row.iter().map(|v| (v - max).exp() / sum));
-    }
+    let ws = common::softmax_rows(&ah.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), k);
     // The result rounded to bf16: half an ulp of 8 significand bits.
     common::assert_close("bf16 softmax", &s.to_f32_vec().await.unwrap(), &ws, |i| {
         ws[i] * 2f64.powi(-8) + 1e-6
@@ -493,15 +482,10 @@ async fn fused_row_ops_and_reductions_down_columns() {
         .unwrap();
     assert_eq!(plan.dispatch_count(), 1, "{}", plan.label());
     let got = run(&ctx, &plan).await;
-    let mut want = Vec::new();
-    for r in 0..rows {
-        let row: Vec<f64> = (0..cols)
-            .map(|c| 2.0 * f64::from(xs[r * cols + c]) + f64::from(ys[c]))
-            .collect();
-        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let sum: f64 = row.iter().map(|v| (v - max).exp()).sum();
-        want.extend(row.iter().map(|v| (v - max).exp() / sum));
-    }
+    let z: Vec<f64> = (0..rows * cols)
+        .map(|i| 2.0 * f64::from(xs[i]) + f64::from(ys[i % cols]))
+        .collect();
+    let want = common::softmax_rows(&z, cols);
     common::assert_close("softmax(2x + y)", &got, &want, |i| {
         1e-6 * (1.0 + want[i] * cols as f64)
     });
@@ -561,14 +545,7 @@ async fn tensor_cores_forced_without_them_name_the_feature() {
         return;
     }
     let a = ctx.zeros([64, 64], DType::F32).unwrap();
-    let kernel = wgtile::MatmulKernel::Coop {
-        warps_m: 2,
-        warps_n: 2,
-        bk: 32,
-        frags_n: 2,
-        subgroup: 32,
-        split: false,
-    };
+    let kernel = common::coop_kernel();
     match ctx.matmul_plan(&a, &a, None, &MatmulOptions::with_kernel(kernel)) {
         Err(Error::UnsupportedFeature { feature, .. }) => {
             assert!(

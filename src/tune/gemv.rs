@@ -25,14 +25,19 @@ pub const GEMV_MAX_ROWS: usize = 8;
 /// Whether `vecmat_rows` reads a bf16 `[k, n]` (rows `b_pitch` apart) in
 /// place for `m` rows of f32 x: as [`gemv_rows_fit`], from one row on.
 pub(crate) fn gemv_bf16_fit(m: usize, n: usize, b_pitch: usize, transposed: bool) -> bool {
-    m == 1 && gemv_rows_fit(2, n, b_pitch, transposed) || gemv_rows_fit(m, n, b_pitch, transposed)
+    (1..=GEMV_MAX_ROWS).contains(&m) && pairs_fit(n, b_pitch, transposed)
 }
 
 /// Whether `vecmat_rows` runs `m` rows of x against `[k, n]` stored with
 /// rows `b_pitch` apart: N and the pitch even (whole column pairs),
 /// operands not transposed.
 pub(crate) fn gemv_rows_fit(m: usize, n: usize, b_pitch: usize, transposed: bool) -> bool {
-    (2..=GEMV_MAX_ROWS).contains(&m) && n >= 2 && n.is_multiple_of(2) && b_pitch.is_multiple_of(2) && !transposed
+    (2..=GEMV_MAX_ROWS).contains(&m) && pairs_fit(n, b_pitch, transposed)
+}
+
+/// B read in whole column pairs: N and its pitch even, not transposed.
+fn pairs_fit(n: usize, b_pitch: usize, transposed: bool) -> bool {
+    n >= 2 && n.is_multiple_of(2) && b_pitch.is_multiple_of(2) && !transposed
 }
 
 /// The GEMV kernels for `shape` (M = 1 or N = 1): the one-dispatch kernel

@@ -109,6 +109,34 @@ pub fn context_without(ctx: &Context, disabled: wgpu::Features) -> Context {
     .unwrap()
 }
 
+/// Softmax of each row of `n` values in f64 (a row of -inf gives zeros).
+pub fn softmax_rows(z: &[f64], n: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(z.len());
+    for row in z.chunks(n) {
+        let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if m == f64::NEG_INFINITY {
+            out.extend(std::iter::repeat_n(0.0, n));
+            continue;
+        }
+        let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
+        out.extend(row.iter().map(|v| (v - m).exp() / s));
+    }
+    out
+}
+
+/// A well-formed tensor-core kernel (2 x 2 subgroups of 32, a K step of
+/// 32): for the tests that force it where the adapter has no tensor cores.
+pub fn coop_kernel() -> wgtile::MatmulKernel {
+    wgtile::MatmulKernel::Coop {
+        warps_m: 2,
+        warps_n: 2,
+        bk: 32,
+        frags_n: 2,
+        subgroup: 32,
+        split: false,
+    }
+}
+
 /// Seeded uniform data in [-1, 1): never zeros, reproducible.
 pub fn random(n: usize, seed: u64) -> Vec<f32> {
     wgtile::uniform_values(n, -1.0, 1.0, seed)

@@ -139,20 +139,13 @@ fn f16_without_shader_f16_is_unsupported() {
 /// limit).
 #[test]
 fn forced_tensor_cores_without_them_name_the_feature() {
-    use wgtile::{MatmulKernel, MatmulOptions};
+    use wgtile::MatmulOptions;
     let Some(ctx) = common::ctx() else { return };
     if ctx.profile().cooperative_matrix {
         return;
     }
     let a = ctx.zeros([64, 64], DType::F16).unwrap();
-    let kernel = MatmulKernel::Coop {
-        warps_m: 2,
-        warps_n: 2,
-        bk: 32,
-        frags_n: 2,
-        subgroup: 32,
-        split: false,
-    };
+    let kernel = common::coop_kernel();
     let r = ctx.matmul_plan(&a, &a, None, &MatmulOptions::with_kernel(kernel));
     match r {
         Err(Error::UnsupportedFeature { feature, .. }) => {

@@ -889,14 +889,7 @@ fn matmul_arguments() {
         ),
     ];
     if !ctx.profile().cooperative_matrix {
-        let coop = MatmulKernel::Coop {
-            warps_m: 2,
-            warps_n: 2,
-            bk: 32,
-            frags_n: 2,
-            subgroup: 32,
-            split: false,
-        };
+        let coop = common::coop_kernel();
         forced.push((
             "tensor cores without them".into(),
             coop,

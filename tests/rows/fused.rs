@@ -157,20 +157,6 @@ fn mean_and_max_of_abs_difference_with_broadcast() {
     }
 }
 
-fn softmax_rows(z: &[f64], n: usize) -> Vec<f64> {
-    let mut out = Vec::with_capacity(z.len());
-    for row in z.chunks(n) {
-        let m = row.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if m == f64::NEG_INFINITY {
-            out.extend(std::iter::repeat_n(0.0, n));
-            continue;
-        }
-        let s: f64 = row.iter().map(|v| (v - m).exp()).sum();
-        out.extend(row.iter().map(|v| (v - m).exp() / s));
-    }
-    out
-}
-
 /// The attention pattern: softmax(x * scale + mask) over [B, H, Sq, Sk] with
 /// an additive mask [Sq, Sk] broadcast over B and H (one query row fully
 /// masked: zeros), then times a dropout-style keep mask [B, H, Sq, Sk]
@@ -208,7 +194,7 @@ fn attention_softmax_with_broadcast_mask_and_dropout_epilogue() {
             let z: Vec<f64> = (0..numel)
                 .map(|e| f64::from(xh[e] * 0.125 + mh[e % (sq * sk)]))
                 .collect();
-            let p = softmax_rows(&z, sk);
+            let p = common::softmax_rows(&z, sk);
             let input = x.expr() * 0.125 + &m;
             for epilogue in [None, Some(Expr::acc() * &k)] {
                 let plan = ctx.softmax_of_plan(&input, epilogue.as_ref()).unwrap();
@@ -444,7 +430,7 @@ fn mixed_dtypes() {
     assert_eq!(plan.output().dtype(), DType::F32);
     let got = run_poisoned(&ctx, &plan);
     let z: Vec<f64> = (0..3 * n).map(|e| f64::from(xh[e] + mh[e % n])).collect();
-    let want = softmax_rows(&z, n);
+    let want = common::softmax_rows(&z, n);
     common::assert_close(plan.label(), &got, &want, |i| want[i] * 40.0 * U);
     let (h, hh) = common::upload(&ctx, &common::random(3 * n, 3), &[3, n], DType::F16);
     let plan = ctx
@@ -452,7 +438,7 @@ fn mixed_dtypes() {
         .unwrap();
     assert_eq!(plan.output().dtype(), DType::F16);
     let got = run_poisoned(&ctx, &plan);
-    let p = softmax_rows(&hh.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), n);
+    let p = common::softmax_rows(&hh.iter().map(|&v| f64::from(v)).collect::<Vec<_>>(), n);
     let want: Vec<f64> = p.iter().zip(&xh).map(|(p, &x)| p * f64::from(x)).collect();
     common::assert_close(plan.label(), &got, &want, |i| {
         out_rounding(DType::F16, want[i]) + want[i].abs() * 40.0 * U

@@ -197,7 +197,7 @@ impl Context {
             None => self.alloc(&gshape.out_shape, DType::F32, "wgtile matmul out")?,
         };
         let mut scratch = Vec::new();
-        let dispatches = self.gemv_rows_dispatches(
+        let dispatches = self.gemv_dispatches(
             (DType::F32, DType::F32),
             &gshape,
             (&x.buffer, &b.buffer, &output.buffer),
@@ -300,36 +300,38 @@ impl Context {
             ..*options
         };
         let inner_out = out.filter(|_| out_dtype == DType::F32);
-        if options.kernel.is_none() && self.bf16_gemv_fits(&shape) {
-            let plan = self.bf16_gemv_plan((a, b), &shape, options, &inner_epilogue, inner_out)?;
-            let mut originals = vec![a];
-            originals.extend(&extras);
-            let mut all = plan.0;
-            all.tensors.extend(wide_extras.tensors);
-            all.dispatches.extend(wide_extras.dispatches);
-            all.scratch.extend(wide_extras.scratch);
-            let plan = all.before(plan.1, &originals);
-            return if out_dtype == DType::BF16 {
+        // Every route ends alike: the staging of its operands (`staged`,
+        // of `originals`) and of the epilogue's tensors run first, the
+        // result rounded to bf16 unless f32 was asked for.
+        let finish = |mut staged: crate::runtime::Staged, originals: &[&Tensor], plan: Plan| {
+            let mut all_originals = originals.to_vec();
+            all_originals.extend(&extras);
+            staged.tensors.extend(wide_extras.tensors);
+            staged.dispatches.extend(wide_extras.dispatches);
+            staged.scratch.extend(wide_extras.scratch);
+            let plan = staged.before(plan, &all_originals);
+            if out_dtype == DType::BF16 {
                 self.round_output_bf16(plan, out)
             } else {
                 Ok(plan)
-            };
+            }
+        };
+        if options.kernel.is_none() && self.bf16_gemv_fits(&shape) {
+            let (staged, plan) = self.bf16_gemv_plan((a, b), &shape, options, &inner_epilogue, inner_out)?;
+            return finish(staged, &[a], plan);
         }
         let operands = [a, b];
         if via_f16
             && let Some(kernel) = self.bf16_coop_kernel(a, b, &shape, options, epilogue)
         {
             let plan = self.bf16_coop_plan(kernel, (a, b), &shape, options, &inner_epilogue, inner_out)?;
-            let mut originals: Vec<&Tensor> = operands.to_vec();
-            originals.extend(&extras);
-            let mut all = wide_extras;
-            all.tensors.splice(0..0, operands.iter().map(|&t| t.clone()));
-            let plan = all.before(plan, &originals);
-            return if out_dtype == DType::BF16 {
-                self.round_output_bf16(plan, out)
-            } else {
-                Ok(plan)
+            // Read in place: nothing staged.
+            let unstaged = crate::runtime::Staged {
+                tensors: vec![a.clone(), b.clone()],
+                dispatches: Vec::new(),
+                scratch: Vec::new(),
             };
+            return finish(unstaged, &operands, plan);
         }
         let mut flag = None;
         let staged = if via_f16 {
@@ -374,17 +376,6 @@ impl Context {
             plan.label.push_str(" [bf16 staged to f32]");
         }
         plan.label = plan.label.replacen("matmul f16", "matmul bf16", 1).replacen("matmul f32", "matmul bf16", 1);
-        let mut originals: Vec<&Tensor> = operands.to_vec();
-        originals.extend(&extras);
-        let mut all = staged;
-        all.tensors.extend(wide_extras.tensors);
-        all.dispatches.extend(wide_extras.dispatches);
-        all.scratch.extend(wide_extras.scratch);
-        let plan = all.before(plan, &originals);
-        if out_dtype == DType::BF16 {
-            self.round_output_bf16(plan, out)
-        } else {
-            Ok(plan)
-        }
+        finish(staged, &operands, plan)
     }
 }

@@ -32,6 +32,7 @@ impl Context {
                 epilogue,
                 scratch,
                 all,
+                false,
             );
         }
         let profile = self.profile();

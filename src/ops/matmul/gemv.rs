@@ -7,10 +7,15 @@ impl Context {
     /// `vecmat` with K split over enough workgroups to fill the GPU, then
     /// `reduce` over the splits' f32 partial sums.
     ///
+    /// 2 <= M <= 8 (N and B's strides even): `vecmat_rows`, the K split
+    /// and `reduce` of one row for every row of x. With `b_bf16`, B is bf16
+    /// (read as u32 words of two) against f32 x (`dtype`), from one row on.
+    ///
     /// Only the batches in `range` run (the padding layer's last row of C:
     /// one batch of a [M, 1, K] view of A).
-    // Long on purpose: the three GEMV kernels (matvec, one-dispatch vecmat, split vecmat and
-    // its reduce) share the parameter block and the batch range.
+    // Long on purpose: the four GEMV kernels (matvec, one-dispatch vecmat, split vecmat or its
+    // rows variant, and their reduce) share the parameter block and the batch range.
+    #[allow(clippy::too_many_arguments)] // the GEMV's common arguments, and B's dtype
     pub(crate) fn gemv_dispatches(
         &self,
         (dtype, out_dtype): (DType, DType),
@@ -19,6 +24,7 @@ impl Context {
         epilogue: &Epilogue,
         scratch: &mut Vec<Tensor>,
         range: std::ops::Range<usize>,
+        b_bf16: bool,
     ) -> Result<Vec<Dispatch>> {
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let (bias, residual) = self.epilogue_buffers(epilogue);
@@ -58,10 +64,11 @@ impl Context {
             }
             return Ok(dispatches);
         }
-        let variant = gemv_variant(self.profile(), dtype, shape);
-        if variant == GemvVariant::Rows {
-            return self.gemv_rows_dispatches((dtype, out_dtype), shape, (a, b, c), epilogue, scratch, range, false);
-        }
+        let variant = if b_bf16 {
+            GemvVariant::Rows
+        } else {
+            gemv_variant(self.profile(), dtype, shape)
+        };
         // One dispatch, no partial sums, where N alone covers the compute
         // units and B's rows split into 16-byte words
         // (`WGTILE_GEMV_WIDE=0` turns it off, `=1` takes it whenever the
@@ -98,7 +105,25 @@ impl Context {
         // Two adjacent columns per load where B's rows, batches and N keep
         // the pairs whole and aligned (`WGTILE_GEMV_PAIRS=0` turns it off, to
         // compare).
-        let pairs = variant == GemvVariant::Split { pairs: true };
+        let rows = variant == GemvVariant::Rows;
+        if rows {
+            let transposed = shape.transpose_a || shape.transpose_b;
+            let fit = if b_bf16 {
+                crate::tune::gemv::gemv_bf16_fit(m, n, shape.b_pitch, transposed)
+            } else {
+                crate::tune::gemv::gemv_rows_fit(m, n, shape.b_pitch, transposed)
+            };
+            if !(fit && shape.b_strides.iter().all(|s| s.is_multiple_of(2))) {
+                return Err(Error::InvalidArgument(format!(
+                    "the GEMV of several rows takes 2 to 8 rows of x against a weight of even N and \
+                     even strides, read in place; got M = {m}, N = {n}, B's pitch {}",
+                    shape.b_pitch
+                )));
+            }
+        }
+        // Rows of C per batch the kernels write (vecmat and vecmat_pairs: one).
+        let m_rows = if rows { m } else { 1 };
+        let pairs = rows || variant == GemvVariant::Split { pairs: true };
         let columns_per_group = if pairs { 256 } else { 128 };
         // Split K so the grid holds about four workgroups per compute unit,
         // keeping at least 64 rows of B per split.
@@ -113,19 +138,21 @@ impl Context {
         let splits = k.div_ceil(k_chunk);
         // Indexed by the dispatch's own workgroup z: one dispatch's batches.
         let partials = self.alloc(
-            &[per_dispatch, splits, n],
+            &[per_dispatch, m_rows, splits, n],
             DType::F32,
             "wgtile gemv partials",
         )?;
-        let vecmat_kernel = if pairs {
-            Kernel::GemvVecmatPairs
+        let vecmat_spec = if rows {
+            let spec = Spec::new(Kernel::GemvVecmatRows)
+                .dtype(dtype)
+                .constant("MR", u32_of(m, "rows")?);
+            if b_bf16 { spec.constant("B_BF16", 1) } else { spec }
+        } else if pairs {
+            Spec::new(Kernel::GemvVecmatPairs).dtype(dtype)
         } else {
-            Kernel::GemvVecmat
+            Spec::new(Kernel::GemvVecmat).dtype(dtype)
         };
-        let vecmat = self
-            .inner
-            .pipelines
-            .get(device, &Spec::new(vecmat_kernel).dtype(dtype))?;
+        let vecmat = self.inner.pipelines.get(device, &vecmat_spec)?;
         let reduce = self.inner.pipelines.get(
             device,
             &epilogue.specialise(out_spec(Kernel::GemvReduce, dtype, out_dtype)),
@@ -133,11 +160,17 @@ impl Context {
         for base in dispatch_bases {
             let count = per_dispatch.min(range.end - base) as u32;
             let p = params(splits, k_chunk, base);
-            let b_binding = if pairs { (7, b) } else { (2, b) };
+            // vecmat_rows reads B as pairs of its dtype or as bf16 words.
+            let mut bindings = vec![(0, &p), (1, a), (4, &partials.buffer)];
+            match (rows, pairs) {
+                (true, _) => bindings.extend([(7, b), (9, b)]),
+                (false, true) => bindings.push((7, b)),
+                (false, false) => bindings.push((2, b)),
+            }
             dispatches.push(Dispatch::with_bindings(
                 device,
                 vecmat.clone(),
-                &[(0, &p), (1, a), b_binding, (4, &partials.buffer)],
+                &bindings,
                 [col_groups as u32, splits as u32, count],
             ));
             dispatches.push(Dispatch::with_bindings(
@@ -150,89 +183,7 @@ impl Context {
                     (5, bias),
                     (6, residual),
                 ],
-                [n.div_ceil(256) as u32, 1, count],
-            ));
-        }
-        scratch.push(partials);
-        Ok(dispatches)
-    }
-
-    /// `vecmat_rows` for 2 <= M <= 8 rows of x (N and B's pitch even), then
-    /// `reduce` per row: K split as for one row, the partials `[count, M,
-    /// splits, N]`. With `b_bf16`, B is bf16 (read as u32 words of two) and
-    /// x f32 (`dtype`), from one row on.
-    #[allow(clippy::too_many_arguments)] // the GEMV's common arguments, and B's dtype
-    pub(crate) fn gemv_rows_dispatches(
-        &self,
-        (dtype, out_dtype): (DType, DType),
-        shape: &MatmulShape,
-        (a, b, c): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
-        epilogue: &Epilogue,
-        scratch: &mut Vec<Tensor>,
-        range: std::ops::Range<usize>,
-        b_bf16: bool,
-    ) -> Result<Vec<Dispatch>> {
-        let (m, n, k) = (shape.m, shape.n, shape.k);
-        let even = |s: usize| s.is_multiple_of(2);
-        let rows_fit = if b_bf16 {
-            crate::tune::gemv::gemv_bf16_fit(m, n, shape.b_pitch, shape.transpose_a || shape.transpose_b)
-        } else {
-            crate::tune::gemv::gemv_rows_fit(m, n, shape.b_pitch, shape.transpose_a || shape.transpose_b)
-        };
-        if !(rows_fit && shape.b_strides.iter().all(|&s| even(s))) {
-            return Err(Error::InvalidArgument(format!(
-                "the GEMV of several rows takes 2 to 8 rows of x against a weight of even N and \
-                 even strides, read in place; got M = {m}, N = {n}, B's pitch {}",
-                shape.b_pitch
-            )));
-        }
-        let (bias, residual) = self.epilogue_buffers(epilogue);
-        let device = &self.inner.device;
-        let max = self.profile().max_workgroups_per_dim as usize;
-        let batches = range.len();
-        let per_dispatch = batches.min(max);
-        let col_groups = n.div_ceil(256);
-        if col_groups > max {
-            return Err(Error::LimitExceeded {
-                limit: "max_compute_workgroups_per_dimension",
-                requested: col_groups as u64,
-                max: max as u64,
-                what: "vector-matrix product along N".into(),
-            });
-        }
-        // K split as for one row: about four workgroups per compute unit,
-        // at least 64 rows of B per split.
-        let target = 4 * self.profile().compute_units.max(1) as usize;
-        let wanted = target.div_ceil(col_groups * batches).max(1);
-        let k_chunk = k.div_ceil(wanted.min(k.div_ceil(64).clamp(1, max)));
-        let splits = k.div_ceil(k_chunk);
-        let partials = self.alloc(&[per_dispatch, m, splits, n], DType::F32, "wgtile gemv partials")?;
-        let mut spec = Spec::new(Kernel::GemvVecmatRows)
-            .dtype(dtype)
-            .constant("MR", u32_of(m, "rows")?);
-        if b_bf16 {
-            spec = spec.constant("B_BF16", 1);
-        }
-        let vecmat = self.inner.pipelines.get(device, &spec)?;
-        let reduce = self.inner.pipelines.get(
-            device,
-            &epilogue.specialise(out_spec(Kernel::GemvReduce, dtype, out_dtype)),
-        )?;
-        let mut dispatches = Vec::new();
-        for base in range.clone().step_by(per_dispatch.max(1)) {
-            let count = per_dispatch.min(range.end - base) as u32;
-            let p = self.matmul_params(shape, base, epilogue, (k_chunk, splits));
-            dispatches.push(Dispatch::with_bindings(
-                device,
-                vecmat.clone(),
-                &[(0, &p), (1, a), (7, b), (9, b), (4, &partials.buffer)],
-                [col_groups as u32, splits as u32, count],
-            ));
-            dispatches.push(Dispatch::with_bindings(
-                device,
-                reduce.clone(),
-                &[(0, &p), (3, c), (4, &partials.buffer), (5, bias), (6, residual)],
-                [n.div_ceil(256) as u32, m as u32, count],
+                [n.div_ceil(256) as u32, m_rows as u32, count],
             ));
         }
         scratch.push(partials);

@@ -129,6 +129,7 @@ impl Context {
                 epilogue,
                 &mut scratch,
                 kernel_m..m,
+                false,
             )?);
         }
         plan.label = format!(

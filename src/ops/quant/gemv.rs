@@ -131,7 +131,7 @@ impl Context {
         let route_for = |dtype: DType, tensor_cores: bool| {
             let engines = QuantEngines {
                 tensor_cores,
-                tiled: self.runs_tiled(dtype, (m, k, n)),
+                tiled: tune::quant::runs_tiled(self.profile(), dtype, (m, k, n)),
             };
             quant_route(w.format, &w.layout(), (m, k), engines)
         };
@@ -162,12 +162,6 @@ impl Context {
             return Ok(plan);
         }
         self.quantized_plan_f32(x, w, route, (m, k, n), &out_shape)
-    }
-
-    /// Whether `x[m, k] @ W[k, n]` of `dtype` runs on the tiled quantised
-    /// GEMM ([`tune::quant::runs_tiled`]).
-    fn runs_tiled(&self, dtype: DType, mkn: (usize, usize, usize)) -> bool {
-        tune::quant::runs_tiled(self.profile(), dtype, mkn)
     }
 
     /// [`Context::matmul_quantized_plan`] for a checked f32 `x` on `route`
