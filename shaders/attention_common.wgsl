@@ -4,7 +4,8 @@
 // Layout: every operand is addressed through (batch, head, row) strides in
 // elements with a contiguous last dimension, so both [B, H, S, D] and the
 // packed [B, S, H*D] layout (and a KV cache with spare capacity) are read in
-// place, without copies.
+// place, without copies; q, k and v may start at an element offset (the
+// three parts of one fused QKV projection bound as one buffer).
 // Masking: key j is visible to query row i when
 //     i + lo_off <= j <= i + hi_off   (causal and sliding window, folded by
 //                                      the host into two diagonal offsets)
@@ -29,6 +30,9 @@ struct Params {
     k_sb: u32, k_sh: u32, k_sr: u32,
     v_sb: u32, v_sh: u32, v_sr: u32,
     o_sb: u32, o_sh: u32, o_sr: u32,
+    // first element of q, k and v in their bindings (one fused projection
+    // read in place); the backward kernels take 0
+    q_off: u32, k_off: u32, v_off: u32,
     lo_off: i32,       // first visible key is i + lo_off
     hi_off: i32,       // last visible key is i + hi_off
     scale: f32,        // softmax scale in natural units

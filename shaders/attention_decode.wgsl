@@ -235,8 +235,8 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
     let j_start = u32(max(start, 0));
     let j_end = u32(max(end, 0));
 
-    let k_base = b * params.k_sb + hk * params.k_sh;
-    let v_base = b * params.v_sb + hk * params.v_sh;
+    let k_base = params.k_off + b * params.k_sb + hk * params.k_sh;
+    let v_base = params.v_off + b * params.v_sb + hk * params.v_sh;
     let kk = lin / LK;
     let p = lin % LK;
     let c = tid % WVP;
@@ -262,7 +262,7 @@ fn decode(wid: vec3<u32>, tid: u32, lin: u32) {
             if r < ROWS && row < rows_kv && d < params.d {
                 let h = hk * params.group + row / params.sq;
                 let pos = row % params.sq;
-                let idx = b * params.q_sb + h * params.q_sh + pos * params.q_sr + d;
+                let idx = params.q_off + b * params.q_sb + h * params.q_sh + pos * params.q_sr + d;
                 if idx < arrayLength(&q) {
                     val[lane] = f32(q[idx]);
                 }

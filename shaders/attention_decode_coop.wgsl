@@ -100,7 +100,7 @@ fn stage_q(lane: u32, b: u32, hk: u32, r0: u32) {
         let hp = row_head(hk, r0 + r);
         var x = 0.0h;
         if hp.x < params.hq {
-            let idx = b * params.q_sb + hp.x * params.q_sh + hp.y * params.q_sr + c;
+            let idx = params.q_off + b * params.q_sb + hp.x * params.q_sh + hp.y * params.q_sr + c;
             x = q[min(idx, arrayLength(&q) - 1u)];
         }
         kv_sh[(r * LDKV + c) / 4u][c % 4u] = x;
@@ -246,8 +246,8 @@ fn main(
     let r0 = (wid.y % chunks) * ROWS;
     let b = wid.z;
     let keys = key_count(b);
-    let k_base = b * params.k_sb + hk * params.k_sh;
-    let v_base = b * params.v_sb + hk * params.v_sh;
+    let k_base = params.k_off + b * params.k_sb + hk * params.k_sh;
+    let v_base = params.v_off + b * params.v_sb + hk * params.v_sh;
 
     // The chunk's positions: one head's run p_lo .. p_hi when it does not
     // cross heads (prefill shapes), else every position.

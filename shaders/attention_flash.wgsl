@@ -137,7 +137,7 @@ fn prefetch_qk(
             let row = i0 + r4 * 4u + i;
             if e < BR / 4u * DK && row < row_count() && d < params.d {
                 let hp = row_head_pos(y, row);
-                val[i] = f32(q[b * params.q_sb + hp.x * params.q_sh + hp.y * params.q_sr + d]);
+                val[i] = f32(q[params.q_off + b * params.q_sb + hp.x * params.q_sh + hp.y * params.q_sr + d]);
             }
         }
         (*qp)[n] = val;
@@ -206,8 +206,8 @@ fn main(
     let hk = select(y / params.group, y, params.pack_heads == 1u);
     let rg = tid / NC;
     let cg = tid % NC;
-    let k_base = b * params.k_sb + hk * params.k_sh;
-    let v_base = b * params.v_sb + hk * params.v_sh;
+    let k_base = params.k_off + b * params.k_sb + hk * params.k_sh;
+    let v_base = params.v_off + b * params.v_sb + hk * params.v_sh;
     let keys = key_count(b);
 
     // Visible key range of this query block (and split).

@@ -328,9 +328,9 @@ fn main(
     // Heavy (late, causal) query blocks first: better tail balance.
     let i0 = (q_blocks - 1u - wid.x) * BR;
     let hk = h / params.group;
-    let q_base = b * params.q_sb + h * params.q_sh;
-    let k_base = b * params.k_sb + hk * params.k_sh;
-    let v_base = b * params.v_sb + hk * params.v_sh;
+    let q_base = params.q_off + b * params.q_sb + h * params.q_sh;
+    let k_base = params.k_off + b * params.k_sb + hk * params.k_sh;
+    let v_base = params.v_off + b * params.v_sb + hk * params.v_sh;
     let keys = key_count(b);
 
     // Visible key range of this query block.

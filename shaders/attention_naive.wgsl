@@ -28,8 +28,8 @@ fn scores(@builtin(global_invocation_id) gid: vec3<u32>) {
     let b = z / params.hq;
     let h = z % params.hq;
     let hk = h / params.group;
-    let qr = b * params.q_sb + h * params.q_sh + i * params.q_sr;
-    let kr = b * params.k_sb + hk * params.k_sh + j * params.k_sr;
+    let qr = params.q_off + b * params.q_sb + h * params.q_sh + i * params.q_sr;
+    let kr = params.k_off + b * params.k_sb + hk * params.k_sh + j * params.k_sr;
     var dot = 0.0;
     for (var d = 0u; d < params.d; d++) {
         dot = fma(f32(q[qr + d]), f32(k[kr + d]), dot);
@@ -81,7 +81,7 @@ fn pv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let hk = h / params.group;
     let keys = key_count(b);
     let pr = (z * params.sq + i) * params.sk;
-    let vb = b * params.v_sb + hk * params.v_sh + c;
+    let vb = params.v_off + b * params.v_sb + hk * params.v_sh + c;
     var acc = 0.0;
     for (var j = 0u; j < keys; j++) {
         acc = fma(scores_buf[pr + j], f32(v[vb + j * params.v_sr]), acc);

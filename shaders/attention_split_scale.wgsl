@@ -69,18 +69,18 @@ fn main(
     let heads = select(params.hkv, params.hq, which == 0u);
     var rows = params.sq;
     var cols = params.d;
-    var base = b * params.q_sb + h * params.q_sh;
+    var base = params.q_off + b * params.q_sb + h * params.q_sh;
     var stride = params.q_sr;
     var slot = b * params.hq + h;
     if which == 1u {
         rows = key_count(b);
-        base = b * params.k_sb + h * params.k_sh;
+        base = params.k_off + b * params.k_sb + h * params.k_sh;
         stride = params.k_sr;
         slot = params.batch * params.hq + b * params.hkv + h;
     } else if which == 2u {
         rows = key_count(b);
         cols = params.dv;
-        base = b * params.v_sb + h * params.v_sh;
+        base = params.v_off + b * params.v_sb + h * params.v_sh;
         stride = params.v_sr;
         slot = params.batch * (params.hq + params.hkv) + b * params.hkv + h;
     }

@@ -52,6 +52,9 @@ pub struct DevOverrides {
     /// Floats per padded row of the f32 split kernel's operands (a multiple
     /// of 4) instead of 4.
     pub split_pad_floats: Option<usize>,
+    /// The column-blocked quantised GEMV's workgroup and blocks loaded per
+    /// step `(wg, unroll)` instead of the tuned ones.
+    pub quant_cols: Option<(u32, u32)>,
 }
 
 impl DevOverrides {
@@ -70,6 +73,7 @@ impl DevOverrides {
         coop_colmajor: true,
         coop_edges: true,
         split_pad_floats: None,
+        quant_cols: None,
     };
 }
 
@@ -110,7 +114,8 @@ impl DevOverrides {
     /// `WGTILE_DECODE_CE` (2 or 4), `WGTILE_SUB_BARRIER`,
     /// `WGTILE_GEMV_WIDE`, `WGTILE_GEMV_PAIRS`, `WGTILE_COOP_COLMAJOR`,
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
-    /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`. A value that
+    /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
+    /// `WGTILE_QUANT_COLS=WGxUNROLL`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -155,6 +160,9 @@ impl DevOverrides {
             split_pad_floats: number("WGTILE_SPLIT_PAD_FLOATS")
                 .map(|f| f as usize)
                 .filter(|&f| f > 0 && f.is_multiple_of(4)),
+            quant_cols: dims("WGTILE_QUANT_COLS", 2)
+                .map(|d| (d[0], d[1]))
+                .filter(|&(wg, u)| wg.is_power_of_two() && (32..=1024).contains(&wg) && matches!(u, 1 | 2 | 4 | 8)),
         }
     }
 }

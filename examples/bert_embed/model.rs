@@ -412,10 +412,8 @@ impl Encoder {
                 &plain,
                 &Epilogue::new().bias(&l.bqkv),
             )?)?;
-            let q = sink(ctx.narrow_plan(&qkv, 2, 0, h)?)?;
-            let k = sink(ctx.narrow_plan(&qkv, 2, h, h)?)?;
-            let v = sink(ctx.narrow_plan(&qkv, 2, 2 * h, h)?)?;
-            let a = sink(ctx.attention_plan(&q, &k, &v, &attention)?.0)?;
+            // q, k and v read in place from the fused projection.
+            let a = sink(ctx.attention_qkv_plan(&qkv, &attention)?.0)?;
             let o = sink(ctx.matmul_plan_with(
                 &a,
                 &l.wo,

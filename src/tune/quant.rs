@@ -89,9 +89,20 @@ pub fn quant_route(
 /// Invocations per workgroup of the column-blocked GEMV: 1024 (32 slices
 /// of K) where the adapter allows, else its largest power of two.
 pub fn quant_cols_workgroup(max_invocations: u32) -> u32 {
+    if let Some((wg, _)) = crate::dev::overrides().quant_cols {
+        return wg.min(max_invocations.max(32));
+    }
     let wg = max_invocations.clamp(32, 1024);
     1 << (31 - wg.leading_zeros())
 }
+
+/// Blocks the column-blocked GEMV loads per step before decoding them.
+pub fn quant_cols_unroll() -> u32 {
+    crate::dev::overrides().quant_cols.map_or(QUANT_COLS_UNROLL, |(_, u)| u)
+}
+
+/// [`quant_cols_unroll`]'s default.
+pub const QUANT_COLS_UNROLL: u32 = 1;
 
 /// The tiled quantised GEMM's tile for `x[m, ..] @ W[.., n]`: as the f32
 /// dispatcher picks its tiled kernel, the largest GPU tile shape that fits

@@ -1412,3 +1412,51 @@ fn coop_nan_propagates_only_to_rows_it_touches() {
         }
     }
 }
+
+/// A fused QKV projection read in place by the tensor-core kernels (forward,
+/// decode, the f32 split's scaling pass) and their emulations gives what
+/// the same kernel gives on three copies of its parts, bit for bit.
+#[test]
+fn coop_fused_qkv_matches_copies() {
+    let Some(ctx) = emulation_ctx("coop_fused_qkv_matches_copies") else {
+        return;
+    };
+    let mut kernels = vec![
+        (AttentionKernel::FlashCoopEmulated, DType::F16, 37),
+        (AttentionKernel::DecodeCoopEmulated, DType::F16, 3),
+    ];
+    if wgtile::tune::has_coop_f16(ctx.profile()) {
+        kernels.extend([
+            (AttentionKernel::FlashCoop, DType::F16, 100),
+            (AttentionKernel::FlashCoop, DType::F32, 100),
+            (AttentionKernel::DecodeCoop, DType::F16, 5),
+        ]);
+    }
+    let (b, hq, hkv, d) = (2, 4, 2, 64);
+    let width = (hq + 2 * hkv) * d;
+    for (kernel, dtype, s) in kernels {
+        let (qkv, _) = common::upload(
+            &ctx,
+            &common::random(b * s * width, 77),
+            &[b, s, width],
+            dtype,
+        );
+        let opts = AttentionOptions::new()
+            .packed_dims(hq, hkv, d, d)
+            .causal(DiagonalAlignment::BottomRight)
+            .kernel(kernel);
+        let (plan, out) = ctx.attention_qkv_plan(&qkv, &opts).unwrap();
+        ctx.fill(&out.o, f32::NAN).unwrap();
+        plan.run().unwrap();
+        let fused = out.o.to_f32_vec_blocking().unwrap();
+        let parts = ctx.split(&qkv, 2, &[hq * d, hkv * d, hkv * d]).unwrap();
+        let (copies, _) = run_poisoned(&ctx, &parts[0], &parts[1], &parts[2], &opts);
+        assert_eq!(fused.len(), copies.len());
+        for (i, (a, e)) in fused.iter().zip(&copies).enumerate() {
+            assert!(
+                a == e,
+                "{kernel:?} {dtype:?} element {i}: fused {a} vs copies {e}"
+            );
+        }
+    }
+}

@@ -544,3 +544,116 @@ fn packed_dims_refuse_a_wider_tensor() {
     )
     .unwrap();
 }
+
+/// One fused projection `[B, S, Hq * D + Hkv * D + Hkv * Dv]` read in place
+/// by every forward kernel (flash, naive, decode) in f32 and f16, and
+/// through copies in bf16, against the f64 reference of the three parts;
+/// widths that do not add up and unpacked options are refused.
+#[test]
+fn fused_qkv_reads_in_place() {
+    let Some(ctx) = common::ctx() else { return };
+    let (hq, hkv, d, dv) = (4, 2, 16, 8);
+    let width = hq * d + hkv * d + hkv * dv;
+    for (b, s, kernel) in [
+        (2, 23, AttentionKernel::Auto),
+        (1, 13, AttentionKernel::Naive),
+        (3, 3, AttentionKernel::Decode),
+    ] {
+        let opts = AttentionOptions::new()
+            .packed_dims(hq, hkv, d, dv)
+            .causal(DiagonalAlignment::BottomRight)
+            .kernel(kernel);
+        let data = common::random(b * s * width, 300 + s as u64);
+        for (dtype, tol) in [(DType::F32, 1e-5), (DType::F16, 2e-3), (DType::BF16, 1e-2)] {
+            if dtype == DType::F16 && !ctx.profile().shader_f16 {
+                continue;
+            }
+            let (qkv, host) = common::upload(&ctx, &data, &[b, s, width], dtype);
+            // The three parts heads-first for the reference.
+            let part = |start: usize, heads: usize, dim: usize| {
+                let mut out = vec![0.0; b * heads * s * dim];
+                for bi in 0..b {
+                    for si in 0..s {
+                        for hi in 0..heads {
+                            for di in 0..dim {
+                                out[((bi * heads + hi) * s + si) * dim + di] =
+                                    host[(bi * s + si) * width + start + hi * dim + di];
+                            }
+                        }
+                    }
+                }
+                out
+            };
+            let (qh, kh, vh) = (
+                part(0, hq, d),
+                part(hq * d, hkv, d),
+                part(hq * d + hkv * d, hkv, dv),
+            );
+            let (want, _) = reference(
+                &Case::new(b, hq, hkv, s, s, d, dv),
+                &qh,
+                &kh,
+                &vh,
+                &opts,
+                None,
+            );
+            // The reference is heads-first, the result [B, S, Hq * Dv].
+            let want: Vec<f64> = (0..b * s * hq * dv)
+                .map(|idx| {
+                    let (bi, si) = (idx / (s * hq * dv), (idx / (hq * dv)) % s);
+                    let (hi, di) = ((idx / dv) % hq, idx % dv);
+                    want[((bi * hq + hi) * s + si) * dv + di]
+                })
+                .collect();
+            let (plan, out) = ctx.attention_qkv_plan(&qkv, &opts).unwrap();
+            assert_eq!(out.o.shape(), [b, s, hq * dv]);
+            if dtype != DType::BF16 {
+                assert!(!plan.label().contains("copied"), "{}", plan.label());
+            }
+            if kernel == AttentionKernel::Decode && dtype != DType::BF16 {
+                assert!(
+                    plan.label().starts_with("attention decode"),
+                    "{}",
+                    plan.label()
+                );
+            }
+            ctx.fill(&out.o, f32::NAN).unwrap();
+            plan.run().unwrap();
+            let got = out.o.to_f32_vec_blocking().unwrap();
+            common::assert_close(
+                &format!("fused qkv {kernel:?} {dtype:?} S = {s}"),
+                &got,
+                &want,
+                |_| tol,
+            );
+        }
+    }
+    // D = Dv = width / (Hq + 2 Hkv) without packed_dims.
+    let qkv = ctx
+        .tensor(&common::random(2 * 5 * 48, 7), [2, 5, 48])
+        .unwrap();
+    let out = ctx
+        .attention_qkv(&qkv, &AttentionOptions::new().packed(2, 1))
+        .unwrap();
+    assert_eq!(out.o.shape(), [2, 5, 24]);
+    // A width that is not Hq * D + Hkv * D + Hkv * Dv, unpacked options.
+    assert!(matches!(
+        ctx.attention_qkv(&qkv, &AttentionOptions::new().packed_dims(2, 1, 12, 8)),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        ctx.attention_qkv(&qkv, &AttentionOptions::new().packed(3, 2)),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        ctx.attention_qkv(&qkv, &AttentionOptions::new()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        ctx.attention_qkv(
+            &qkv.reshape([10, 48]).unwrap(),
+            &AttentionOptions::new().packed(2, 1)
+        ),
+        Err(Error::InvalidArgument(_))
+    ));
+}

@@ -394,7 +394,7 @@ impl Context {
         };
         let aligned = ops
             .iter()
-            .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+            .all(|t| t.aligned(8));
         let supported = if emulated {
             p.shader_f16 && p.subgroups
         } else {

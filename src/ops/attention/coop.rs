@@ -109,7 +109,7 @@ impl Context {
         // layout with D and Dv multiples of 16; checked all the same).
         let aligned = [q, k, v]
             .iter()
-            .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+            .all(|t| t.aligned(8));
         if !aligned {
             if forced {
                 return Err(Error::InvalidArgument(

@@ -82,7 +82,7 @@ impl Context {
         }
         let aligned = [l.k, l.v]
             .iter()
-            .all(|t| t.strides.iter().all(|s| s.is_multiple_of(8)));
+            .all(|t| t.aligned(8));
         if !decode_coop_fits(profile, rf, d, dv, emulated) || !aligned {
             return Err(Error::InvalidArgument(format!(
                 "the tensor-core decode kernel needs D and Dv multiples of 16 up to 256, \

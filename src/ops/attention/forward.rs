@@ -47,6 +47,7 @@ fn cache_view(t: &Tensor, len: usize, dtype: DType) -> Operand {
         seq: len,
         dim: s[3],
         strides: [s[1] * s[2] * s[3], s[2] * s[3], s[3]],
+        offset: 0,
     }
 }
 
@@ -54,9 +55,9 @@ fn cache_view(t: &Tensor, len: usize, dtype: DType) -> Operand {
 /// `shaders/attention_common.wgsl`) that [`raw_score_words`] rewrites:
 /// `lo_off`, `hi_off`; `scale`, `scale_log2`, `softcap`, `softcap_log2`,
 /// `mask_kind`; `has_kv_len`, `align_keys` (checked where the words are built).
-const WORD_LO: usize = 20;
-const WORD_SCALE: usize = 22;
-const WORD_HAS_KV_LEN: usize = 31;
+const WORD_LO: usize = 23;
+const WORD_SCALE: usize = 25;
+const WORD_HAS_KV_LEN: usize = 34;
 
 /// The scores kernel's words turned into the raw product's (ONNX's
 /// `qk_matmul_output_mode` 0): every key of every row visible, no soft-cap,
@@ -268,6 +269,119 @@ impl Context {
         options.check_head_dims(qo.dim, ko.dim, vo.dim)?;
         let bytes = (q.numel() + k.numel() + v.numel()) as u64 * q.dtype().size() as u64;
         self.attention_impl(qo, ko, vo, options, bytes, None)
+    }
+
+    /// Attention of q, k and v read in place from one fused projection
+    /// `qkv` `[B, S, Hq * D + Hkv * D + Hkv * Dv]` (q's heads first, then
+    /// k's, then v's, as `x @ [Wq | Wk | Wv]` writes them): no copies.
+    /// `options` must be packed ([`AttentionOptions::packed`], which takes
+    /// D = Dv = width / (Hq + 2 Hkv), or [`AttentionOptions::packed_dims`]);
+    /// a width that does not match is [`Error::ShapeMismatch`]. The result
+    /// and every other rule are [`Context::attention`]'s. bf16 `qkv` is cut
+    /// into three copies first (its kernels read staged copies anyway).
+    pub fn attention_qkv(&self, qkv: &Tensor, options: &AttentionOptions) -> Result<AttentionOutput> {
+        let (plan, out) = self.attention_qkv_plan(qkv, options)?;
+        plan.run()?;
+        Ok(out)
+    }
+
+    /// The plan of [`Context::attention_qkv`].
+    pub fn attention_qkv_plan(&self, qkv: &Tensor, options: &AttentionOptions) -> Result<(Plan, AttentionOutput)> {
+        options.check_forced()?;
+        let op = "attention_qkv";
+        self.check_owned(qkv, op)?;
+        qkv.require_contiguous(op)?;
+        let AttentionLayout::Packed { q_heads, kv_heads } = options.layout else {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: the options must be packed (AttentionOptions::packed or packed_dims): \
+                 qkv is [B, S, Hq * D + Hkv * D + Hkv * Dv]"
+            )));
+        };
+        let s = qkv.shape();
+        if s.len() != 3 {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: qkv must be [B, S, Hq * D + Hkv * D + Hkv * Dv] (rank 3), got {s:?}"
+            )));
+        }
+        let width = s[2];
+        let (d, dv) = match options.head_dims {
+            Some(dims) => dims,
+            None => {
+                let parts = q_heads + 2 * kv_heads;
+                (width / parts, width / parts)
+            }
+        };
+        let widths = [q_heads * d, kv_heads * d, kv_heads * dv];
+        if widths.iter().sum::<usize>() != width {
+            return Err(Error::shape(
+                op,
+                s,
+                &[q_heads, kv_heads, d, dv],
+                format!(
+                    "the last dimension must be Hq * D + Hkv * D + Hkv * Dv = {} for [Hq, Hkv, D, Dv]",
+                    widths.iter().sum::<usize>()
+                ),
+            ));
+        }
+        if qkv.dtype() == DType::BF16 {
+            return self.attention_qkv_copies(qkv, widths, options);
+        }
+        if let Some(mask) = &options.mask {
+            mask.tensor().require_contiguous("an attention mask")?;
+        }
+        let part = |offset: usize, heads: usize, dim: usize| Operand {
+            buffer: qkv.buffer.clone(),
+            dtype: qkv.dtype(),
+            batch: s[0],
+            heads,
+            seq: s[1],
+            dim,
+            strides: [s[1] * width, dim, width],
+            offset,
+        };
+        let q = part(0, q_heads, d);
+        let k = part(widths[0], kv_heads, d);
+        let v = part(widths[0] + widths[1], kv_heads, dv);
+        self.attention_impl(q, k, v, options, qkv.size_bytes(), None)
+    }
+
+    /// [`Context::attention_qkv_plan`] through three copies (bf16).
+    fn attention_qkv_copies(
+        &self,
+        qkv: &Tensor,
+        widths: [usize; 3],
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionOutput)> {
+        let mut start = 0;
+        let mut cuts = Vec::new();
+        for w in widths {
+            cuts.push(self.narrow_plan(qkv, 2, start, w)?);
+            start += w;
+        }
+        let (plan, out) = self.attention_plan(cuts[0].output(), cuts[1].output(), cuts[2].output(), options)?;
+        let mut dispatches = Vec::new();
+        let mut scratch = Vec::new();
+        let mut bytes = plan.bytes;
+        for c in cuts {
+            dispatches.extend(c.dispatches);
+            scratch.extend(c.scratch);
+            scratch.push(c.output);
+            bytes += c.bytes;
+        }
+        dispatches.extend(plan.dispatches);
+        scratch.extend(plan.scratch);
+        Ok((
+            Plan {
+                gpu: plan.gpu,
+                label: format!("{} (q, k, v copied out of qkv)", plan.label),
+                dispatches,
+                output: plan.output,
+                flops: plan.flops,
+                bytes,
+                scratch,
+            },
+            out,
+        ))
     }
 
     /// [`Context::attention_plan`] of bf16 q, k and v (and mask): staged
@@ -586,6 +700,9 @@ impl Context {
             for x in s {
                 words.push(u32_of(x, "stride")?);
             }
+        }
+        for t in [q, k, v] {
+            words.push(u32_of(t.offset, "operand offset")?);
         }
         debug_assert_eq!(words.len(), WORD_LO);
         words.push(lo as i32 as u32);

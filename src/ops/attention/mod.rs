@@ -570,6 +570,15 @@ pub(crate) struct Operand {
     pub(crate) seq: usize,
     pub(crate) dim: usize,
     pub(crate) strides: [usize; 3],
+    /// The first element in `buffer` (a part of a fused QKV projection).
+    pub(crate) offset: usize,
+}
+
+impl Operand {
+    /// Whether every stride and the offset are multiples of `n` elements.
+    pub(crate) fn aligned(&self, n: usize) -> bool {
+        self.offset.is_multiple_of(n) && self.strides.iter().all(|s| s.is_multiple_of(n))
+    }
 }
 
 fn operand(t: &Tensor, layout: AttentionLayout, heads: usize, what: &str) -> Result<Operand> {
@@ -615,6 +624,7 @@ fn operand(t: &Tensor, layout: AttentionLayout, heads: usize, what: &str) -> Res
         seq,
         dim,
         strides,
+        offset: 0,
     })
 }
 

@@ -14,7 +14,9 @@ use crate::tune::route::MatmulOptions;
 use crate::tune;
 
 pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
-use crate::tune::quant::{QuantEngines, QuantRoute, quant_cols_workgroup, quant_route};
+use crate::tune::quant::{
+    QUANT_COLS_UNROLL, QuantEngines, QuantRoute, quant_cols_unroll, quant_cols_workgroup, quant_route,
+};
 
 /// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
 const WG: u32 = 256;
@@ -31,11 +33,12 @@ pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32) -> S
 }
 
 /// The column-blocked GEMV's specialisation (`wg` invocations, a multiple of 32).
-pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, wg: u32) -> Spec {
+pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, wg: u32, unroll: u32) -> Spec {
     Spec::new(Kernel::QuantGemvCols)
         .constant("FORMAT", format_code(format))
         .constant("MR", mr)
         .constant("WPB", words_per_block)
+        .constant("UNROLL", unroll)
         .override_("WG", wg)
 }
 
@@ -44,7 +47,9 @@ pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
     let wpb = (format.default_block() * format.element_bits() as usize / 32) as u32;
     let mut out: Vec<Spec> = [1, 2, 4, 8].map(|mr| gemv_spec(format, mr, wpb)).to_vec();
     for wg in [256, 1024] {
-        out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, wg)));
+        for unroll in [QUANT_COLS_UNROLL, 4] {
+            out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, wg, unroll)));
+        }
     }
     out
 }
@@ -194,7 +199,7 @@ impl Context {
             let (spec, g, fifth, seventh) = if route == QuantRoute::GemvColumns {
                 let wg = quant_cols_workgroup(self.profile().max_invocations);
                 let g = grid(self.profile(), (n as u64).div_ceil(32), op)?;
-                (gemv_cols_spec(w.format, mr, wpb, wg), g, g[0], 0)
+                (gemv_cols_spec(w.format, mr, wpb, wg, quant_cols_unroll()), g, g[0], 0)
             } else {
                 let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
                 let per_word = 32 / w.format.element_bits() as usize;

@@ -1,0 +1,169 @@
+//! The column-blocked quantised GEMV's workgroup and blocks-in-flight
+//! sweep: every `(WG, UNROLL)` of `--variants` timed on the same weights,
+//! next to the f16 GEMV of the shape and a copy, with each variant's max
+//! difference to the first (they must agree to rounding).
+//!
+//! ```text
+//! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --quick
+//! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --shapes 4096x14336 --rows 1,4,8
+//! ```
+
+use clap::Parser;
+use wgtile::dev::{DevOverrides, set_overrides};
+use wgtile::{
+    Context, ContextOptions, DType, MatmulOptions, Plan, QuantAxis, QuantFormat, TimingOptions,
+};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Small sizes for a software adapter.
+    #[arg(long)]
+    quick: bool,
+    /// Weight shapes KxN (default 4096x4096,4096x14336; --quick 1024x1024).
+    #[arg(long, value_delimiter = ',')]
+    shapes: Vec<String>,
+    /// Rows of x.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    rows: Vec<usize>,
+    /// Formats as `QuantFormat`'s variants (mxfp4, int4, mxfp8e4m3, ...;
+    /// default MXFP4, int4 and both MXFP8).
+    #[arg(long, value_delimiter = ',')]
+    formats: Vec<String>,
+    /// Variants WGxUNROLL.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1024x1,1024x2,1024x4,512x2,512x4,256x1,256x2,256x4,256x8"
+    )]
+    variants: Vec<String>,
+    /// Measured runs per case.
+    #[arg(long, default_value_t = 20)]
+    repeats: u32,
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn pair(s: &str) -> Result<(usize, usize), BoxError> {
+    let (a, b) = s.split_once('x').ok_or_else(|| format!("{s}: want AxB"))?;
+    Ok((a.trim().parse()?, b.trim().parse()?))
+}
+
+fn main() -> Result<(), BoxError> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let args = Args::parse();
+    let ctx = Context::new_blocking(ContextOptions::default())?;
+    println!("{} ({:?})", ctx.profile().name, ctx.profile().backend);
+    let shapes: Vec<(usize, usize)> = if args.shapes.is_empty() {
+        if args.quick {
+            vec![(1024, 1024)]
+        } else {
+            vec![(4096, 4096), (4096, 14336)]
+        }
+    } else {
+        args.shapes
+            .iter()
+            .map(|s| pair(s))
+            .collect::<Result<_, _>>()?
+    };
+    let variants: Vec<(u32, u32)> = args
+        .variants
+        .iter()
+        .map(|s| pair(s).map(|(a, b)| (a as u32, b as u32)))
+        .collect::<Result<_, _>>()?;
+    let formats: Vec<QuantFormat> = if args.formats.is_empty() {
+        vec![
+            QuantFormat::Mxfp4,
+            QuantFormat::Int4,
+            QuantFormat::Mxfp8E4m3,
+            QuantFormat::Mxfp8E5m2,
+        ]
+    } else {
+        args.formats
+            .iter()
+            .map(|n| {
+                QuantFormat::ALL
+                    .into_iter()
+                    .find(|f| format!("{f:?}").eq_ignore_ascii_case(n))
+                    .ok_or_else(|| format!("unknown format {n}"))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let opts = TimingOptions {
+        warmup: 3,
+        warmup_seconds: if args.quick { 0.0 } else { 0.3 },
+        repeats: args.repeats.max(1),
+    };
+    let time = |plan: &Plan| -> wgtile::Result<f64> { Ok(ctx.time(plan, &opts)?.median()) };
+    let big = ctx.rand_uniform(
+        [if args.quick { 1 << 20 } else { 1 << 26 }],
+        -1.0,
+        1.0,
+        DType::F32,
+        1,
+    )?;
+    let copy = ctx.copy_plan(&big)?;
+    let copy_gbps = copy.bytes() as f64 / time(&copy)? / 1e9;
+    drop((copy, big));
+    println!("copy: {copy_gbps:.1} GB/s");
+    let mut table = Vec::new();
+    for &(k, n) in &shapes {
+        let w = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
+        for &m in &args.rows {
+            let x = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F32, 3)?;
+            let t16 = if ctx.profile().shader_f16 {
+                let x16 = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F16, 3)?;
+                let w16 = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F16, 2)?;
+                let p = ctx.matmul_plan(&x16, &w16, None, &MatmulOptions::default())?;
+                time(&p)?
+            } else {
+                f64::NAN
+            };
+            for &format in &formats {
+                let q = ctx.quantize(&w, format, QuantAxis::Columns)?;
+                let mut first: Option<Vec<f32>> = None;
+                for &(wg, unroll) in &variants {
+                    set_overrides(DevOverrides {
+                        quant_cols: Some((wg, unroll)),
+                        ..DevOverrides::DEFAULT
+                    });
+                    let p = ctx.matmul_quantized_plan(&x, &q)?;
+                    p.run()?;
+                    let got = p.output().to_vec_blocking::<f32>()?;
+                    let diff = match &first {
+                        None => 0.0,
+                        Some(f) => f
+                            .iter()
+                            .zip(&got)
+                            .map(|(a, b)| (a - b).abs())
+                            .fold(0.0f32, f32::max),
+                    };
+                    first.get_or_insert(got);
+                    let t = time(&p)?;
+                    let gbps = p.bytes() as f64 / t / 1e9;
+                    table.push(format!(
+                        "{:<12} {:>10} {:>2} {:>5}x{:<2} {:>9.1} {:>8.1} {:>6.1} {:>7.2} {:>9.2e}",
+                        format!("{format:?}"),
+                        format!("{k}x{n}"),
+                        m,
+                        wg,
+                        unroll,
+                        t * 1e6,
+                        gbps,
+                        100.0 * gbps / copy_gbps,
+                        t16 / t,
+                        diff
+                    ));
+                }
+                set_overrides(DevOverrides::DEFAULT);
+            }
+        }
+    }
+    println!(
+        "{:<12} {:>10} {:>2} {:>8} {:>9} {:>8} {:>6} {:>7} {:>9}",
+        "format", "KxN", "M", "WGxU", "time us", "GB/s", "copy%", "vs f16", "max diff"
+    );
+    for line in table {
+        println!("{line}");
+    }
+    Ok(())
+}
