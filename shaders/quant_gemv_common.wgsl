@@ -46,3 +46,11 @@ fn decoded_dot(d: Decoded, base: u32) -> f32 {
     }
     return dot(d.lo, x[base]);
 }
+
+// decoded_dot of x values already loaded (`xb` unused for 8-bit formats).
+fn decoded_dot_with(d: Decoded, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
+    if four_bit() {
+        return dot(d.lo, xa) + dot(d.hi, xb);
+    }
+    return dot(d.lo, xa);
+}

@@ -55,6 +55,12 @@ pub struct DevOverrides {
     /// The column-blocked quantised GEMV's workgroup and blocks loaded per
     /// step `(wg, unroll)` instead of the tuned ones.
     pub quant_cols: Option<(u32, u32)>,
+    /// Steps a `Context::batch` records before submitting them (0: one
+    /// submission at the end) instead of the default.
+    pub batch_chunk: Option<usize>,
+    /// Weight rows per invocation of the row-blocked quantised GEMV (1, 2
+    /// or 4) instead of the default.
+    pub quant_rows_rpt: Option<u32>,
 }
 
 impl DevOverrides {
@@ -74,6 +80,8 @@ impl DevOverrides {
         coop_edges: true,
         split_pad_floats: None,
         quant_cols: None,
+        batch_chunk: None,
+        quant_rows_rpt: None,
     };
 }
 
@@ -115,7 +123,8 @@ impl DevOverrides {
     /// `WGTILE_GEMV_WIDE`, `WGTILE_GEMV_PAIRS`, `WGTILE_COOP_COLMAJOR`,
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
-    /// `WGTILE_QUANT_COLS=WGxUNROLL`. A value that
+    /// `WGTILE_QUANT_COLS=WGxUNROLL`, `WGTILE_BATCH_CHUNK`,
+    /// `WGTILE_QUANT_ROWS_RPT`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -163,6 +172,8 @@ impl DevOverrides {
             quant_cols: dims("WGTILE_QUANT_COLS", 2)
                 .map(|d| (d[0], d[1]))
                 .filter(|&(wg, u)| wg.is_power_of_two() && (32..=1024).contains(&wg) && matches!(u, 1 | 2 | 4 | 8)),
+            batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
+            quant_rows_rpt: number("WGTILE_QUANT_ROWS_RPT").filter(|r| matches!(r, 1 | 2 | 4)),
         }
     }
 }

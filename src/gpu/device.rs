@@ -40,6 +40,14 @@ pub(crate) struct Gpu {
     pub(crate) submit_lock: Mutex<()>,
 }
 
+/// Steps (dispatches and clears) a batch records before it submits them
+/// and records on (0: one submission at the end).
+pub(crate) const BATCH_CHUNK: usize = 0;
+
+fn batch_chunk() -> usize {
+    crate::dev::overrides().batch_chunk.unwrap_or(BATCH_CHUNK)
+}
+
 /// One step of a batch: a dispatch, or the clear of a reused buffer (bound
 /// while recorded, so the pool does not hand the buffer out again before
 /// the batch submits).
@@ -468,7 +476,17 @@ impl Gpu {
     /// Encodes `dispatches` in one compute pass and submits them.
     /// In an open batch of this thread they are recorded instead.
     pub(crate) fn run_dispatches(&self, during: &str, dispatches: &[Dispatch]) -> Result<()> {
-        if dispatches.is_empty() || self.record(dispatches) {
+        if dispatches.is_empty() {
+            return Ok(());
+        }
+        if self.record(dispatches) {
+            // A long batch submits in chunks, so the GPU starts on the first
+            // ops while later ones are still being built.
+            let chunk = batch_chunk();
+            let full = self.own_batch(|b| chunk > 0 && b.steps.len() >= chunk);
+            if full == Some(true) {
+                return self.flush_if("batch", false);
+            }
             return Ok(());
         }
         self.submit(during, |enc| {

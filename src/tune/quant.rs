@@ -101,6 +101,14 @@ pub fn quant_cols_unroll() -> u32 {
     crate::dev::overrides().quant_cols.map_or(QUANT_COLS_UNROLL, |(_, u)| u)
 }
 
+/// Weight rows per invocation of the row-blocked GEMV.
+pub fn quant_rows_rpt() -> u32 {
+    crate::dev::overrides().quant_rows_rpt.unwrap_or(QUANT_ROWS_RPT)
+}
+
+/// [`quant_rows_rpt`]'s default.
+pub const QUANT_ROWS_RPT: u32 = 1;
+
 /// [`quant_cols_unroll`]'s default.
 pub const QUANT_COLS_UNROLL: u32 = 1;
 

@@ -1,7 +1,8 @@
-//! The column-blocked quantised GEMV's workgroup and blocks-in-flight
-//! sweep: every `(WG, UNROLL)` of `--variants` timed on the same weights,
-//! next to the f16 GEMV of the shape and a copy, with each variant's max
-//! difference to the first (they must agree to rounding).
+//! The quantised GEMVs' variant sweep: the column-blocked kernel's
+//! `(WG, UNROLL)` of `--variants` and the row-blocked kernel's rows per
+//! invocation (`--rpts`), timed on the same weights next to the f16 GEMV
+//! of the shape and a copy, with each variant's max difference to the
+//! first of its layout (they must agree to rounding).
 //!
 //! ```text
 //! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --quick
@@ -36,6 +37,9 @@ struct Args {
         default_value = "1024x1,1024x2,1024x4,512x2,512x4,256x1,256x2,256x4,256x8"
     )]
     variants: Vec<String>,
+    /// Weight rows per invocation of the row-blocked ([N, K]) GEMV.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    rpts: Vec<u32>,
     /// Measured runs per case.
     #[arg(long, default_value_t = 20)]
     repeats: u32,
@@ -108,6 +112,7 @@ fn main() -> Result<(), BoxError> {
     let mut table = Vec::new();
     for &(k, n) in &shapes {
         let w = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
+        let wt = ctx.rand_uniform([n, k], -1.0, 1.0, DType::F32, 2)?;
         for &m in &args.rows {
             let x = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F32, 3)?;
             let t16 = if ctx.profile().shader_f16 {
@@ -120,16 +125,30 @@ fn main() -> Result<(), BoxError> {
             };
             for &format in &formats {
                 let q = ctx.quantize(&w, format, QuantAxis::Columns)?;
-                let mut first: Option<Vec<f32>> = None;
-                for &(wg, unroll) in &variants {
-                    set_overrides(DevOverrides {
-                        quant_cols: Some((wg, unroll)),
+                let qt = ctx.quantize(&wt, format, QuantAxis::Rows)?;
+                let cols = variants.iter().map(|&(wg, u)| {
+                    let o = DevOverrides {
+                        quant_cols: Some((wg, u)),
                         ..DevOverrides::DEFAULT
-                    });
-                    let p = ctx.matmul_quantized_plan(&x, &q)?;
+                    };
+                    (&q, format!("{wg}x{u}"), o)
+                });
+                let rows = args.rpts.iter().map(|&r| {
+                    let o = DevOverrides {
+                        quant_rows_rpt: Some(r),
+                        ..DevOverrides::DEFAULT
+                    };
+                    (&qt, format!("rows{r}"), o)
+                });
+                // The first result of each layout, for the differences.
+                let mut firsts: [Option<Vec<f32>>; 2] = [None, None];
+                for (q, variant, o) in cols.chain(rows) {
+                    set_overrides(o);
+                    let p = ctx.matmul_quantized_plan(&x, q)?;
                     p.run()?;
                     let got = p.output().to_vec_blocking::<f32>()?;
-                    let diff = match &first {
+                    let first = &mut firsts[usize::from(o.quant_rows_rpt.is_some())];
+                    let diff = match &*first {
                         None => 0.0,
                         Some(f) => f
                             .iter()
@@ -141,12 +160,11 @@ fn main() -> Result<(), BoxError> {
                     let t = time(&p)?;
                     let gbps = p.bytes() as f64 / t / 1e9;
                     table.push(format!(
-                        "{:<12} {:>10} {:>2} {:>5}x{:<2} {:>9.1} {:>8.1} {:>6.1} {:>7.2} {:>9.2e}",
+                        "{:<12} {:>10} {:>2} {:>8} {:>9.1} {:>8.1} {:>6.1} {:>7.2} {:>9.2e}",
                         format!("{format:?}"),
                         format!("{k}x{n}"),
                         m,
-                        wg,
-                        unroll,
+                        variant,
                         t * 1e6,
                         gbps,
                         100.0 * gbps / copy_gbps,
@@ -160,7 +178,7 @@ fn main() -> Result<(), BoxError> {
     }
     println!(
         "{:<12} {:>10} {:>2} {:>8} {:>9} {:>8} {:>6} {:>7} {:>9}",
-        "format", "KxN", "M", "WGxU", "time us", "GB/s", "copy%", "vs f16", "max diff"
+        "format", "KxN", "M", "variant", "time us", "GB/s", "copy%", "vs f16", "max diff"
     );
     for line in table {
         println!("{line}");

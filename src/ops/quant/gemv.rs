@@ -15,7 +15,8 @@ use crate::tune;
 
 pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
 use crate::tune::quant::{
-    QUANT_COLS_UNROLL, QuantEngines, QuantRoute, quant_cols_unroll, quant_cols_workgroup, quant_route,
+    QUANT_COLS_UNROLL, QUANT_ROWS_RPT, QuantEngines, QuantRoute, quant_cols_unroll, quant_cols_workgroup,
+    quant_route, quant_rows_rpt,
 };
 
 /// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
@@ -23,10 +24,11 @@ const WG: u32 = 256;
 const ROWS: u32 = 8;
 
 /// The GEMV's specialisation for `format` and `mr` rows of x.
-pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32) -> Spec {
+pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32, rpt: u32) -> Spec {
     Spec::new(Kernel::QuantGemv)
         .constant("FORMAT", format_code(format))
         .constant("MR", mr)
+        .constant("RPT", rpt)
         .constant("ROWS", ROWS)
         .constant("WPB", words_per_block)
         .override_("WG", WG)
@@ -45,7 +47,10 @@ pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32,
 /// Every GEMV specialisation of `format` at its default block.
 pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
     let wpb = (format.default_block() * format.element_bits() as usize / 32) as u32;
-    let mut out: Vec<Spec> = [1, 2, 4, 8].map(|mr| gemv_spec(format, mr, wpb)).to_vec();
+    let mut out: Vec<Spec> = Vec::new();
+    for rpt in [QUANT_ROWS_RPT, 4] {
+        out.extend([1, 2, 4, 8].map(|mr| gemv_spec(format, mr, wpb, rpt)));
+    }
     for wg in [256, 1024] {
         for unroll in [QUANT_COLS_UNROLL, 4] {
             out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, wg, unroll)));
@@ -203,7 +208,7 @@ impl Context {
             } else {
                 let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
                 let per_word = 32 / w.format.element_bits() as usize;
-                (gemv_spec(w.format, mr, wpb), g, u("words per row", k / per_word)?, g[0])
+                (gemv_spec(w.format, mr, wpb, quant_rows_rpt()), g, u("words per row", k / per_word)?, g[0])
             };
             let params = self.uniform(&[
                 u("N", n)?,
