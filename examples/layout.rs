@@ -2,9 +2,8 @@
 //! [B, H, S, D], and the last two axes swapped), narrow, concat and an
 //! embedding lookup (gather), in GB/s of the bytes each must move and as a
 //! fraction of a plain copy measured in the same run. Then reductions and
-//! softmax over the first axis (the column kernel; a permute, the row
-//! kernel and a permute back) next to the last axis, in GB/s of the input
-//! read, and the masked mean.
+//! softmax over the first axis (the column kernels) next to the last axis,
+//! in GB/s of the input read, and the masked mean.
 //!
 //! ```text
 //! cargo run --release --example layout -- [--quick]
@@ -102,7 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let g = input / ctx.time(&p, &opts)?.median() / 1e9;
         println!("{name:<44} {g:>10.1} {:>6.0}%", 100.0 * g / ceiling);
     }
-    // Softmax over an axis as a plan (permute, row kernel, permute back),
+    // Softmax over an axis as a plan (the column kernel over axis 0),
     // GPU-timed as the sums.
     for (name, axis) in [
         ("softmax over the last axis", 1usize),

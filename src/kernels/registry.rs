@@ -200,6 +200,17 @@ registry! {
     /// Adds (or maxes) reduce_cols' f32 partials.
     ReduceColsCombine = "reduce_cols.combine", entry "combine", dtype F32, flags [TRUSTED],
         parts [shader!("reduce_cols.wgsl")];
+    /// Softmax or log-softmax over a middle axis, one invocation per column
+    /// (coalesced reads), online (max, sum) pairs down it; with one split it
+    /// also writes the column, with more it writes the pairs as partials.
+    SoftmaxCols = "softmax_cols", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("softmax_cols.wgsl")];
+    /// Merges softmax_cols' partial (max, sum) pairs per column.
+    SoftmaxColsCombine = "softmax_cols.combine", entry "combine", dtype F32, flags [TRUSTED],
+        parts [shader!("softmax_cols.wgsl")];
+    /// Writes softmax_cols' segments from the merged pairs (with a split).
+    SoftmaxColsFinish = "softmax_cols.finish", entry "finish", dtype F32, flags [TRUSTED],
+        parts [shader!("softmax_cols.wgsl")];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

@@ -1652,6 +1652,8 @@ fn row_op_arguments() {
             (RowOp::LayerNorm, Some(&wv[..])),
             (RowOp::RmsNorm, Some(&wv[..])),
             (RowOp::L2Normalize, None),
+            (RowOp::Softmax, None),
+            (RowOp::LogSoftmax, None),
         ] {
             let b = if op == RowOp::LayerNorm { w } else { None };
             let yt = host_rows(op, &xt, 3, w, b, 1e-5);
@@ -1681,12 +1683,55 @@ fn row_op_arguments() {
         ] {
             let z = ctx.zeros(&shape, DType::F32).unwrap();
             let w = ctx.zeros([shape[axis]], DType::F32).unwrap();
+            let z2 = z.clone();
             t.values(
                 format!("layer_norm_axis {axis} of {shape:?}"),
                 val(&shape, &[]),
                 move || {
                     ctx.layer_norm_axis(&z, axis, Some(&w), Some(&w), 1e-5)
                         .map(one)
+                },
+            );
+            t.values(
+                format!("softmax_axis {axis} of {shape:?}"),
+                val(&shape, &[]),
+                move || ctx.softmax_axis(&z2, axis).map(one),
+            );
+        }
+        // Over axis 0 (the column kernel), the row kernel's line semantics:
+        // an all -inf column gives zeros (log: -inf), a NaN or +inf makes
+        // its column NaN, -inf entries are masked.
+        let special = ctx
+            .tensor(
+                &[
+                    -INF, 1.0, INF, 0.0, -INF, NAN, 0.0, 0.0, -INF, 2.0, 0.0, -INF,
+                ],
+                [3, 4],
+            )
+            .unwrap();
+        let half = 0.5f32.ln();
+        for (log, want) in [
+            (
+                false,
+                [0.0, NAN, NAN, 0.5, 0.0, NAN, NAN, 0.5, 0.0, NAN, NAN, 0.0],
+            ),
+            (
+                true,
+                [
+                    -INF, NAN, NAN, half, -INF, NAN, NAN, half, -INF, NAN, NAN, -INF,
+                ],
+            ),
+        ] {
+            let x = special.clone();
+            t.values(
+                format!("softmax_axis 0 of special columns (log {log})"),
+                val(&[3, 4], &want),
+                move || {
+                    if log {
+                        ctx.log_softmax_axis(&x, 0).map(one)
+                    } else {
+                        ctx.softmax_axis(&x, 0).map(one)
+                    }
                 },
             );
         }

@@ -8,6 +8,11 @@
 //! - softmax: p (16 + 2|x - max| + 2 log2 n) u (exp is accurate to 3 + 2|x| ulp
 //!   in WGSL, the sum adds log2 n roundings); log-softmax: absolute
 //!   (4 + |x| + |max| + |ref|) 2^-21 (log is accurate to 2^-21 absolute near 1);
+//! - softmax over a middle axis (the column kernel): the same plus
+//!   (n / 4 + 16 log2 n) u of relative error in the line's sum, p times it
+//!   (softmax) or absolute (log-softmax): each of four accumulators adds up
+//!   to n / 4 terms in order, rescaled by an exp each time its running max
+//!   grows (`column_sum_u`);
 //! - norms: (32 + 4 log2 n) u (|x_hat w| + |b| + 1 + (|mean| / std) log2 n |w|);
 //! - f16 inputs: the reference uses the f16-rounded inputs; the output adds
 //!   one f16 rounding, 2^-11 |ref| + 2^-24 (subnormals).
@@ -313,6 +318,20 @@ fn assert_rows(what: &str, got: &[f32], want: &[f64], bound: impl Fn(usize) -> f
     });
 }
 
+/// The softmax tolerance of the module header for element `x` of a line of
+/// length `n` with max `m` and reference `w`, in `dtype`, plus `sum_u` u of
+/// relative error in the line's sum (the column kernel's, see
+/// `column_sum_u`).
+fn softmax_bound(x: f32, m: f64, w: f64, log: bool, n: usize, dtype: DType, sum_u: f64) -> f64 {
+    let d = (f64::from(x) - m).abs();
+    let b = if log {
+        (4.0 + f64::from(x).abs() + m.abs() + w.abs()) * 2f64.powi(-21) + sum_u * U
+    } else {
+        w * (16.0 + 2.0 * d.min(1e3) + 2.0 * log2(n) + sum_u) * U
+    };
+    b + out_rounding(dtype, w) + 1e-38
+}
+
 fn check_softmax(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType) {
     check_softmax_with(ctx, data, shape, dtype, RowOptions::default());
 }
@@ -356,13 +375,7 @@ fn check_softmax_with(
             for (j, &w) in reference.iter().enumerate() {
                 // What f32 can hold: -3e38 - 3e38 is -inf in log-softmax.
                 let w = f64::from(w as f32);
-                let d = (f64::from(row[j]) - m).abs();
-                let b = if log {
-                    (4.0 + f64::from(row[j]).abs() + m.abs() + w.abs()) * 2f64.powi(-21)
-                } else {
-                    w * (16.0 + 2.0 * d.min(1e3) + 2.0 * log2(n)) * U
-                };
-                bound.push(b + out_rounding(dtype, w) + 1e-38);
+                bound.push(softmax_bound(row[j], m, w, log, n, dtype, 0.0));
                 want.push(w);
             }
         }
@@ -1166,6 +1179,238 @@ fn reductions_and_softmax_over_any_axis() {
         vec![0.0; 6]
     );
     assert!(ctx.max(&e, Axis::Dim(1)).is_err());
+}
+
+/// The column softmax's extra relative error in a line's sum, in units of u
+/// (module header): one of four accumulators adds up to n / 4 terms in
+/// order, and each time its running max grows the sum is rescaled by an
+/// exp (8 u each): about ln n times down a line of shuffled data (its
+/// records), bounded here by 2 log2 n.
+fn column_sum_u(n: usize) -> f64 {
+    n.div_ceil(4) as f64 + 16.0 * log2(n)
+}
+
+/// Softmax and log-softmax over each axis of `data` (`shape`, `dtype`) by
+/// `row_op_axis_plan`, output poisoned, against the f64 reference per line.
+fn check_softmax_axis(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType, d: usize) {
+    let (x, held) = common::upload(ctx, data, shape, dtype);
+    let n = shape[d];
+    let lines = lines_along(shape, d);
+    let inner: usize = shape[d + 1..].iter().product();
+    for log in [false, true] {
+        let op = if log {
+            RowOp::LogSoftmax
+        } else {
+            RowOp::Softmax
+        };
+        let plan = ctx.row_op_axis_plan(op, &x, d, None, None, 0.0).unwrap();
+        let what = format!("{} {shape:?} {dtype} axis {d}", plan.label());
+        // The column kernel runs wherever the line's elements are strided.
+        assert_eq!(plan.label().contains("columns"), inner > 1, "{what}");
+        assert_eq!(plan.output().shape(), shape, "{what}");
+        assert_eq!(plan.output().dtype(), dtype, "{what}");
+        let got = run_poisoned(ctx, &plan);
+        let mut want = vec![f64::NAN; got.len()];
+        let mut bound = vec![0.0; got.len()];
+        for l in &lines {
+            let line: Vec<f32> = l.iter().map(|&i| held[i]).collect();
+            let m = line
+                .iter()
+                .map(|&v| f64::from(v))
+                .fold(f64::NEG_INFINITY, f64::max);
+            for ((&i, &v), w) in l.iter().zip(&line).zip(softmax_ref(&line, log)) {
+                let w = f64::from(w as f32);
+                want[i] = w;
+                bound[i] = softmax_bound(v, m, w, log, n, dtype, column_sum_u(n));
+            }
+        }
+        assert_rows(&what, &got, &want, |i| bound[i]);
+    }
+}
+
+/// Softmax and log-softmax over a middle axis by the column kernel: odd and
+/// prime shapes, every axis, f32, f16 and bf16, against f64 with the
+/// column tolerance (`column_sum_u`). Few columns split a long axis into
+/// segments of 16 rows ([3, 1031, 3]: 65 segments, [2000, 3]: 125,
+/// [2, 5000, 2]: 313, merged by the combine pass in eight lanes per
+/// column); short axes are one segment ([7, 13, 5]); a length-1 axis
+/// ([5, 1, 4]); later axes of length 1 make the lines contiguous: the row
+/// kernel ([4, 6, 1] over axis 1). Outputs poisoned.
+#[test]
+fn softmax_over_a_middle_axis_by_columns() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut dtypes = vec![DType::F32, DType::BF16];
+    if f16_ok(&ctx) {
+        dtypes.push(DType::F16);
+    }
+    let shapes: [&[usize]; 8] = [
+        &[7, 13, 5],
+        &[3, 1031, 3],
+        &[2, 5000, 2],
+        &[2000, 3],
+        &[2, 3, 4, 5],
+        &[5, 1, 4],
+        &[4, 6, 1],
+        &[1, 37, 300],
+    ];
+    for (si, shape) in shapes.iter().enumerate() {
+        // Scaled so exp sees a useful range.
+        let data: Vec<f32> = common::random(shape.iter().product(), 800 + si as u64)
+            .iter()
+            .map(|v| v * 4.0)
+            .collect();
+        for &dtype in &dtypes {
+            for d in 0..shape.len() {
+                check_softmax_axis(&ctx, &data, shape, dtype, d);
+            }
+        }
+    }
+    // One dispatch where the columns fill the GPU, three with a split (the
+    // pairs, their merge, the writes); bytes: x twice, the output, the 65
+    // partial pairs per column written and read, the merged pair written
+    // and read by each of the 65 segments.
+    for (shape, dispatches, pair_bytes) in [
+        ([1usize << 10, 4, 1 << 8], 1, 0),
+        ([3, 1031, 3], 3, (3 * 65 + 1) * 9 * 8),
+    ] {
+        let x = ctx.zeros(shape, DType::F32).unwrap();
+        let plan = ctx
+            .row_op_axis_plan(RowOp::Softmax, &x, 1, None, None, 0.0)
+            .unwrap();
+        assert_eq!(plan.dispatch_count(), dispatches, "{}", plan.label());
+        assert_eq!(
+            plan.bytes(),
+            3 * x.size_bytes() + pair_bytes,
+            "{}",
+            plan.label()
+        );
+    }
+    // The convenience calls give their plans' results, bit for bit.
+    let data = common::random(7 * 13 * 5, 3);
+    let x = ctx.tensor(&data, [7, 13, 5]).unwrap();
+    for (op, y) in [
+        (RowOp::Softmax, ctx.softmax_axis(&x, 1).unwrap()),
+        (RowOp::LogSoftmax, ctx.log_softmax_axis(&x, 1).unwrap()),
+    ] {
+        let plan = ctx.row_op_axis_plan(op, &x, 1, None, None, 0.0).unwrap();
+        let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(y.to_vec_blocking().unwrap()),
+            bits(run_poisoned(&ctx, &plan)),
+            "{op:?}"
+        );
+    }
+    // Zero-sized dimensions (an empty axis among them): empty results of
+    // the input's shape, as the row kernel gives, with no dispatch.
+    for shape in [
+        vec![3usize, 0, 2],
+        vec![0, 5, 3],
+        vec![3, 5, 0],
+        vec![2, 0, 3, 1],
+    ] {
+        let x = ctx.zeros(&shape, DType::F32).unwrap();
+        for d in 0..shape.len() {
+            for op in [RowOp::Softmax, RowOp::LogSoftmax] {
+                let plan = ctx.row_op_axis_plan(op, &x, d, None, None, 0.0).unwrap();
+                assert_eq!(plan.output().shape(), shape.as_slice());
+                assert_eq!(plan.dispatch_count(), 0, "{shape:?} axis {d}");
+                plan.run().unwrap();
+                assert!(plan.output().to_f32_vec_blocking().unwrap().is_empty());
+            }
+        }
+    }
+}
+
+/// Columns of -inf, +inf, NaN and huge values through the column kernel
+/// give the row kernel's answer on the same lines laid out as rows: the
+/// same NaN, zeros and infinities, the finite values within both kernels'
+/// tolerances; a split axis (1031 rows over 6 columns) too, and a
+/// length-1 axis.
+#[test]
+fn softmax_columns_match_the_row_kernel_on_special_values() {
+    let Some(ctx) = common::ctx() else { return };
+    let lines = 6;
+    for n in [1usize, 6, 40, 1031] {
+        // Line-major: line k is rows[k * n .. (k + 1) * n].
+        let mut rows = common::random(lines * n, 900 + n as u64);
+        // Line 0: -inf entries (masked) including the first and last.
+        for j in (0..n).step_by(3) {
+            rows[j] = f32::NEG_INFINITY;
+        }
+        rows[n - 1] = f32::NEG_INFINITY;
+        if n > 1 {
+            rows[1] = 0.5;
+        }
+        // Line 1: all -inf.
+        rows[n..2 * n].fill(f32::NEG_INFINITY);
+        // Line 2: one NaN.
+        rows[2 * n + n / 2] = f32::NAN;
+        // Line 3: huge values that overflow a naive exp or sum.
+        for (j, v) in rows[3 * n..4 * n].iter_mut().enumerate() {
+            *v = match j % 4 {
+                0 => 3e38,
+                1 => -3e38,
+                2 => 1e30,
+                _ => 3e38 * 0.999_999,
+            };
+        }
+        // Line 4: a +inf entry (a NaN line, as PyTorch).
+        rows[4 * n + (n - 1).min(1)] = f32::INFINITY;
+        // Line 5: plain random (a neighbour of the special lines).
+        let row_x = ctx.tensor(&rows, [lines, n]).unwrap();
+        // The same lines as columns of [2, n, 3] (axis 1) and [n, 6] (axis 0).
+        for (shape, d) in [(vec![2usize, n, 3], 1usize), (vec![n, lines], 0)] {
+            let cols: Vec<f32> = (0..lines * n)
+                .map(|i| {
+                    let (o, r, c) = if d == 1 {
+                        (i / (3 * n), i / 3 % n, i % 3)
+                    } else {
+                        (0, i / lines, i % lines)
+                    };
+                    let k = if d == 1 { o * 3 + c } else { c };
+                    rows[k * n + r]
+                })
+                .collect();
+            let col_x = ctx.tensor(&cols, shape.as_slice()).unwrap();
+            for log in [false, true] {
+                let (by_rows, plan) = if log {
+                    (
+                        ctx.log_softmax(&row_x).unwrap(),
+                        ctx.row_op_axis_plan(RowOp::LogSoftmax, &col_x, d, None, None, 0.0),
+                    )
+                } else {
+                    (
+                        ctx.softmax(&row_x).unwrap(),
+                        ctx.row_op_axis_plan(RowOp::Softmax, &col_x, d, None, None, 0.0),
+                    )
+                };
+                let plan = plan.unwrap();
+                let what = format!("{} log {log}", plan.label());
+                assert!(plan.label().contains("columns"), "{what}");
+                let by_cols = run_poisoned(&ctx, &plan);
+                let by_rows = by_rows.to_vec_blocking::<f32>().unwrap();
+                for (i, &c) in by_cols.iter().enumerate() {
+                    let (o, r, k) = if d == 1 {
+                        (i / (3 * n), i / 3 % n, i % 3)
+                    } else {
+                        (0, i / lines, i % lines)
+                    };
+                    let line = if d == 1 { o * 3 + k } else { k };
+                    let w = by_rows[line * n + r];
+                    let same = if w.is_finite() && c.is_finite() {
+                        // Both within their tolerances of f64 (sums in
+                        // another order): relative for softmax, absolute
+                        // at log-softmax's scale.
+                        let tol = if log { 2e-5 } else { 1e-4 * w.abs() + 1e-38 };
+                        (w - c).abs() <= tol.max(f32::EPSILON * w.abs() * 4.0)
+                    } else {
+                        (w.is_nan() && c.is_nan()) || w == c
+                    };
+                    assert!(same, "{what}: line {line} row {r}: columns {c}, rows {w}");
+                }
+            }
+        }
+    }
 }
 
 /// LayerNorm, RMSNorm (with and without affine parameters along the axis)

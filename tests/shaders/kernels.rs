@@ -275,3 +275,12 @@ fn every_column_reduction_specialisation() {
         }
     }
 }
+
+#[test]
+fn every_column_softmax_specialisation() {
+    let specs = wgtile::ops::rows::softmax_cols_specs();
+    assert_eq!(specs.len(), 6, "three entries, f32 and f16");
+    for spec in &specs {
+        check(spec);
+    }
+}

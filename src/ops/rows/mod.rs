@@ -1,14 +1,18 @@
 //! Row ops over the last axis (softmax, log-softmax, layer and RMS norm, L2
 //! normalisation), reductions and fused row kernels. The `*_axis` forms run
-//! the same row kernels over any axis, moved last by a permute and back.
+//! over any axis: softmax and log-softmax by a column kernel (`cols`), the
+//! norms by the row kernels with the axis moved last by a permute and back.
 //! The semantics are documented on [`RowOp`].
 
+mod cols;
 pub mod fused;
 pub mod reduce;
 mod source;
 #[cfg(any(test, feature = "dev"))]
 mod specs;
 
+#[cfg(any(test, feature = "dev"))]
+pub use cols::softmax_cols_specs;
 #[cfg(any(test, feature = "dev"))]
 pub use specs::rowops_specs;
 
@@ -586,9 +590,12 @@ impl Context {
         self.row_plan(RowOp::LogSoftmax, x, None, None, 0.0, RowOptions::default())
     }
 
-    /// [`Context::softmax`] over any `axis`: other than the last, `x` is
-    /// copied with the axis moved last, the rows normalised, and the
-    /// result copied back (two more reads and writes than the last axis).
+    /// [`Context::softmax`] over any `axis`, with its semantics (masking,
+    /// NaN and `+inf` lines, empty tensors) along that axis. Other than the
+    /// last, a column kernel normalises the lines in place of rows
+    /// (`shaders/softmax_cols.wgsl`): `x` is read twice and the result
+    /// written once, one read more than the last axis and two passes fewer
+    /// than moving the axis last and back (see [`Context::row_op_axis_plan`]).
     pub fn softmax_axis(&self, x: &Tensor, axis: usize) -> Result<Tensor> {
         self.row_op_axis(RowOp::Softmax, x, axis, None, None, 0.0)
     }
@@ -599,15 +606,25 @@ impl Context {
     }
 
     /// Any row operation over any `axis` as a [`Plan`] (the `*_axis` calls
-    /// run it): for the last axis the row kernel's plan itself; else `x`
-    /// permuted with the axis moved last, the row kernel, the result
-    /// permuted back, three dispatches with the two intermediate copies
-    /// held as scratch. `weight` and `bias` are indexed along `axis`: shape
-    /// `[x.shape[axis]]` ([`Error::ShapeMismatch`] naming `x`'s shape
-    /// otherwise, checked before anything is allocated); the other
-    /// arguments as [`Context::row_op_plan`]. An `axis` past the rank is
-    /// [`Error::InvalidArgument`]. `bytes` counts the copies' reads and
-    /// writes too.
+    /// run it): for the last axis the row kernel's plan itself. Softmax and
+    /// log-softmax over another axis of a contiguous `x` run the column
+    /// kernel (`shaders/softmax_cols.wgsl`): one invocation per line along
+    /// `axis`, adjacent invocations on adjacent lines, an online (max, sum)
+    /// pass then a writing pass over `x`; when there are too few lines to
+    /// fill the GPU, the axis is split into segments whose (max, sum) pairs
+    /// a second dispatch merges and a third writes from. Where every later
+    /// axis has length 1 the lines are contiguous and the row kernel runs on
+    /// `x` seen as rows. The other ops (and a padded `x`): `x` permuted with
+    /// the axis moved last, the row kernel, the result permuted back, three
+    /// dispatches with the two intermediate copies held as scratch.
+    ///
+    /// `weight` and `bias` are indexed along `axis`: shape `[x.shape[axis]]`
+    /// ([`Error::ShapeMismatch`] naming `x`'s shape otherwise, checked
+    /// before anything is allocated); the other arguments as
+    /// [`Context::row_op_plan`]. An `axis` past the rank is
+    /// [`Error::InvalidArgument`]. `bytes` counts what moves: the column
+    /// kernel's two reads of `x`, its write and its (max, sum) pairs; the
+    /// copies' reads and writes on the permute path.
     pub fn row_op_axis_plan(
         &self,
         op: RowOp,
@@ -641,6 +658,9 @@ impl Context {
         }
         if axis + 1 == rank {
             return self.row_plan(op, x, weight, bias, eps, RowOptions::default());
+        }
+        if matches!(op, RowOp::Softmax | RowOp::LogSoftmax) && x.is_contiguous() {
+            return self.softmax_cols_plan(op, x, axis);
         }
         let axes: Vec<usize> = (0..rank).filter(|&a| a != axis).chain([axis]).collect();
         let mut back = vec![0; rank];
@@ -749,9 +769,9 @@ impl Context {
     /// scaled by `weight` and shifted by `bias`, both of shape
     /// `[x.shape[axis]]` in `x`'s dtype (f32, f16 or bf16). The semantics,
     /// ranges and errors are [`Context::layer_norm`]'s; an `axis` past the
-    /// rank is [`Error::InvalidArgument`]. Other than the last axis it runs
-    /// as [`Context::softmax_axis`] does: the axis moved last by a copy, the
-    /// row kernel, the result copied back.
+    /// rank is [`Error::InvalidArgument`]. Other than the last axis the axis
+    /// is moved last by a copy, the row kernel runs, and the result is
+    /// copied back (see [`Context::row_op_axis_plan`]).
     pub fn layer_norm_axis(
         &self,
         x: &Tensor,
