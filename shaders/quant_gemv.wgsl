@@ -62,6 +62,7 @@ var<workgroup> red: array<f32, MR * WG>;
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    fill_lut(lid);
     // Groups of RPT rows, T invocations each.
     let row0 = (wg.y * params.gx + wg.x) * ROWS + (lid / T) * RPT;
     let tid = lid % T;

@@ -77,6 +77,7 @@ fn block_dot(acc: ptr<function, array<f32, MR>>, j: u32, id: u32, words: array<v
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    fill_lut(lid);
     let c = lid % COLS;
     let s = lid / COLS;
     let col = (wg.y * params.gx + wg.x) * COLS + c;

@@ -61,6 +61,9 @@ pub struct DevOverrides {
     /// Weight rows per invocation of the row-blocked quantised GEMV (1, 2
     /// or 4) instead of the default.
     pub quant_rows_rpt: Option<u32>,
+    /// The quantised GEMVs decode four-bit codes through a table
+    /// (`Some(true)`) or by placement (`Some(false)`).
+    pub quant_lut: Option<bool>,
 }
 
 impl DevOverrides {
@@ -82,6 +85,7 @@ impl DevOverrides {
         quant_cols: None,
         batch_chunk: None,
         quant_rows_rpt: None,
+        quant_lut: None,
     };
 }
 
@@ -124,7 +128,7 @@ impl DevOverrides {
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
     /// `WGTILE_QUANT_COLS=WGxUNROLL`, `WGTILE_BATCH_CHUNK`,
-    /// `WGTILE_QUANT_ROWS_RPT`. A value that
+    /// `WGTILE_QUANT_ROWS_RPT`, `WGTILE_QUANT_LUT`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -174,6 +178,7 @@ impl DevOverrides {
                 .filter(|&(wg, u)| wg.is_power_of_two() && (32..=1024).contains(&wg) && matches!(u, 1 | 2 | 4 | 8)),
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
             quant_rows_rpt: number("WGTILE_QUANT_ROWS_RPT").filter(|r| matches!(r, 1 | 2 | 4)),
+            quant_lut: switch("WGTILE_QUANT_LUT"),
         }
     }
 }

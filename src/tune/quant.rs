@@ -101,6 +101,15 @@ pub fn quant_cols_unroll() -> u32 {
     crate::dev::overrides().quant_cols.map_or(QUANT_COLS_UNROLL, |(_, u)| u)
 }
 
+/// Whether the quantised GEMVs decode `format`'s four-bit codes through a
+/// table in workgroup memory (`LUT` in `shaders/quant_gemv_common.wgsl`).
+pub fn quant_lut(format: QuantFormat) -> bool {
+    format.element_bits() == 4 && crate::dev::overrides().quant_lut.unwrap_or(QUANT_LUT)
+}
+
+/// [`quant_lut`]'s default.
+pub const QUANT_LUT: bool = false;
+
 /// Weight rows per invocation of the row-blocked GEMV.
 pub fn quant_rows_rpt() -> u32 {
     crate::dev::overrides().quant_rows_rpt.unwrap_or(QUANT_ROWS_RPT)

@@ -2,7 +2,8 @@
 //! `(WG, UNROLL)` of `--variants` and the row-blocked kernel's rows per
 //! invocation (`--rpts`), timed on the same weights next to the f16 GEMV
 //! of the shape and a copy, with each variant's max difference to the
-//! first of its layout (they must agree to rounding).
+//! first of its layout (they must agree to rounding); each with four-bit
+//! codes decoded by placement and through a table (`--luts`, suffix L).
 //!
 //! ```text
 //! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --quick
@@ -34,12 +35,15 @@ struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "1024x1,1024x2,1024x4,512x2,512x4,256x1,256x2,256x4,256x8"
+        default_value = "1024x1,1024x4,512x2,256x1,256x4"
     )]
     variants: Vec<String>,
     /// Weight rows per invocation of the row-blocked ([N, K]) GEMV.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
     rpts: Vec<u32>,
+    /// Four-bit codes decoded by placement (false) and through a table (true).
+    #[arg(long, value_delimiter = ',', default_value = "false,true")]
+    luts: Vec<bool>,
     /// Measured runs per case.
     #[arg(long, default_value_t = 20)]
     repeats: u32,
@@ -124,21 +128,33 @@ fn main() -> Result<(), BoxError> {
                 f64::NAN
             };
             for &format in &formats {
-                let q = ctx.quantize(&w, format, QuantAxis::Columns)?;
-                let qt = ctx.quantize(&wt, format, QuantAxis::Rows)?;
-                let cols = variants.iter().map(|&(wg, u)| {
-                    let o = DevOverrides {
-                        quant_cols: Some((wg, u)),
-                        ..DevOverrides::DEFAULT
-                    };
-                    (&q, format!("{wg}x{u}"), o)
+                let q = &ctx.quantize(&w, format, QuantAxis::Columns)?;
+                let qt = &ctx.quantize(&wt, format, QuantAxis::Rows)?;
+                let luts: &Vec<bool> = &args
+                    .luts
+                    .iter()
+                    .copied()
+                    .filter(|&l| !l || format.element_bits() == 4)
+                    .collect();
+                let cols = variants.iter().flat_map(|&(wg, u)| {
+                    luts.iter().map(move |&l| {
+                        let o = DevOverrides {
+                            quant_cols: Some((wg, u)),
+                            quant_lut: Some(l),
+                            ..DevOverrides::DEFAULT
+                        };
+                        (q, format!("{wg}x{u}{}", if l { "L" } else { "" }), o)
+                    })
                 });
-                let rows = args.rpts.iter().map(|&r| {
-                    let o = DevOverrides {
-                        quant_rows_rpt: Some(r),
-                        ..DevOverrides::DEFAULT
-                    };
-                    (&qt, format!("rows{r}"), o)
+                let rows = args.rpts.iter().flat_map(|&r| {
+                    luts.iter().map(move |&l| {
+                        let o = DevOverrides {
+                            quant_rows_rpt: Some(r),
+                            quant_lut: Some(l),
+                            ..DevOverrides::DEFAULT
+                        };
+                        (qt, format!("rows{r}{}", if l { "L" } else { "" }), o)
+                    })
                 });
                 // The first result of each layout, for the differences.
                 let mut firsts: [Option<Vec<f32>>; 2] = [None, None];
