@@ -379,6 +379,7 @@ fn specs_section(out: &mut String) {
         ("attention coop", attention::attention_coop_specs()),
         ("rows", crate::ops::rows::rowops_specs()),
         ("softmax cols", crate::ops::rows::softmax_cols_specs()),
+        ("norm cols", crate::ops::rows::norm_cols_specs()),
         ("quant", crate::ops::quant::quant_specs()),
     ];
     for (name, specs) in lists {

@@ -211,6 +211,18 @@ registry! {
     /// Writes softmax_cols' segments from the merged pairs (with a split).
     SoftmaxColsFinish = "softmax_cols.finish", entry "finish", dtype F32, flags [TRUSTED],
         parts [shader!("softmax_cols.wgsl")];
+    /// LayerNorm, RMSNorm or L2 normalisation over a middle axis, one
+    /// invocation per column (coalesced reads), Welford (count, mean, M2)
+    /// statistics down it merged by Chan's formula; with one split it also
+    /// writes the column, with more it writes (mean, M2) partials.
+    NormCols = "norm_cols", entry "main", dtype F32, flags [TRUSTED],
+        parts [shader!("norm_cols.wgsl")];
+    /// Merges norm_cols' partial (mean, M2) pairs per column.
+    NormColsCombine = "norm_cols.combine", entry "combine", dtype F32, flags [TRUSTED],
+        parts [shader!("norm_cols.wgsl")];
+    /// Writes norm_cols' segments from the merged statistics (with a split).
+    NormColsFinish = "norm_cols.finish", entry "finish", dtype F32, flags [TRUSTED],
+        parts [shader!("norm_cols.wgsl")];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

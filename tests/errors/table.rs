@@ -1735,6 +1735,52 @@ fn row_op_arguments() {
                 },
             );
         }
+        // The norms over axis 0 (their column kernel), the row kernels'
+        // line semantics: a NaN column is NaN; an infinity makes a
+        // LayerNorm column NaN and an RMS or L2 column 0 at its finite
+        // values (x * 0), NaN at the infinity; a constant or zero column
+        // normalises to 0 (LayerNorm; NaN with eps = 0: 0 / 0), to
+        // x / sqrt(x^2 + eps) (RMS) and x / max(|x| sqrt(n), eps) (L2).
+        // Columns: [1, NaN, 2], [inf, 0, 1], [2, 2, 2], [0, 0, 0].
+        let norm_special = ctx
+            .tensor(
+                &[1.0, INF, 2.0, 0.0, NAN, 0.0, 2.0, 0.0, 2.0, 1.0, 2.0, 0.0],
+                [3, 4],
+            )
+            .unwrap();
+        let rms2 = 2.0 / (4.0f32 + 1e-5).sqrt();
+        let l2c = 1.0 / 3.0f32.sqrt();
+        for (op, eps, want) in [
+            (
+                RowOp::LayerNorm,
+                1e-5,
+                [NAN, NAN, 0.0, 0.0, NAN, NAN, 0.0, 0.0, NAN, NAN, 0.0, 0.0],
+            ),
+            (RowOp::LayerNorm, 0.0, [NAN; 12]),
+            (
+                RowOp::RmsNorm,
+                1e-5,
+                [
+                    NAN, NAN, rms2, 0.0, NAN, 0.0, rms2, 0.0, NAN, 0.0, rms2, 0.0,
+                ],
+            ),
+            (
+                RowOp::L2Normalize,
+                1e-12,
+                [NAN, NAN, l2c, 0.0, NAN, 0.0, l2c, 0.0, NAN, 0.0, l2c, 0.0],
+            ),
+        ] {
+            let x = norm_special.clone();
+            t.values(
+                format!("{op:?} over axis 0 of special columns (eps {eps})"),
+                val(&[3, 4], &want),
+                move || {
+                    let plan = ctx.row_op_axis_plan(op, &x, 0, None, None, eps)?;
+                    plan.run()?;
+                    Ok(one(plan.into_output()))
+                },
+            );
+        }
     }
     // The convenience calls and the fused forms check the same things.
     let x = rnd(ctx, &[3, 7]);

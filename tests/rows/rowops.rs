@@ -14,6 +14,11 @@
 //!   to n / 4 terms in order, rescaled by an exp each time its running max
 //!   grows (`column_sum_u`);
 //! - norms: (32 + 4 log2 n) u (|x_hat w| + |b| + 1 + (|mean| / std) log2 n |w|);
+//! - norms over a middle axis (the column kernel): the same plus
+//!   `column_sum_u(n)` u (|x_hat w| + (max|x| / std) |w|) (LayerNorm) or
+//!   u |x_hat w| (RMSNorm, L2): each of four accumulators takes up to n / 4
+//!   Welford steps in order, each rounding the running mean at up to
+//!   max|x| and M2 relatively, then log-depth Chan merges;
 //! - f16 inputs: the reference uses the f16-rounded inputs; the output adds
 //!   one f16 rounding, 2^-11 |ref| + 2^-24 (subnormals).
 //!
@@ -553,23 +558,26 @@ fn check_norm_with(
     let (want, bound): (Vec<f64>, Vec<f64>) = held
         .chunks(n.max(1))
         .take(rows)
-        .flat_map(|row| norm_ref(row, rms, params, eps, dtype))
+        .flat_map(|row| norm_ref(row, rms, params, eps, dtype, 0.0))
         .unzip();
     common::assert_close(&what, &got, &want, |i| bound[i]);
 }
 
 /// One LayerNorm (or RMSNorm) row against f64: each element's reference and
 /// bound (the module's norm tolerance plus one rounding to `dtype`);
-/// `params` are the held weight and bias (RMSNorm reads no bias).
+/// `params` are the held weight and bias (RMSNorm reads no bias); `sum_u`
+/// u of extra error in the statistics (the column kernel's, module header).
 fn norm_ref(
     row: &[f32],
     rms: bool,
     params: Option<(&[f32], &[f32])>,
     eps: f32,
     dtype: DType,
+    sum_u: f64,
 ) -> Vec<(f64, f64)> {
     let n = row.len();
     let row: Vec<f64> = row.iter().map(|&v| f64::from(v)).collect();
+    let max_abs = row.iter().fold(0.0f64, |m, v| m.max(v.abs()));
     let mean = if rms {
         0.0
     } else {
@@ -591,14 +599,17 @@ fn norm_ref(
                 mean.abs() / std * log2(n) * gw.abs()
             };
             let b = (32.0 + 4.0 * log2(n)) * U * ((xhat * gw).abs() + gb.abs() + 1.0 + cancel);
+            let running = if rms { 0.0 } else { max_abs / std * gw.abs() };
+            let b = b + sum_u * U * ((xhat * gw).abs() + running);
             (y, b + out_rounding(dtype, y))
         })
         .collect()
 }
 
 /// One row divided by its L2 norm (at least `eps`) against f64, with each
-/// element's bound: (16 + 4 log2 n) u |y| plus one rounding to `dtype`.
-fn l2_ref(row: &[f32], eps: f32, dtype: DType) -> Vec<(f64, f64)> {
+/// element's bound: (16 + 4 log2 n + `sum_u`) u |y| plus one rounding to
+/// `dtype` (`sum_u`: the column kernel's extra, module header).
+fn l2_ref(row: &[f32], eps: f32, dtype: DType, sum_u: f64) -> Vec<(f64, f64)> {
     let n = row.len();
     let norm = row
         .iter()
@@ -609,7 +620,7 @@ fn l2_ref(row: &[f32], eps: f32, dtype: DType) -> Vec<(f64, f64)> {
     row.iter()
         .map(|&v| {
             let y = f64::from(v) / norm;
-            let b = (16.0 + 4.0 * log2(n)) * U * (y.abs() + 1e-30) + out_rounding(dtype, y);
+            let b = (16.0 + 4.0 * log2(n) + sum_u) * U * (y.abs() + 1e-30) + out_rounding(dtype, y);
             (y, b)
         })
         .collect()
@@ -1008,7 +1019,7 @@ fn l2_normalize_against_f64() {
                 let (want, bound): (Vec<f64>, Vec<f64>) = held
                     .chunks(n.max(1))
                     .take(rows)
-                    .flat_map(|row| l2_ref(row, eps, dtype))
+                    .flat_map(|row| l2_ref(row, eps, dtype, 0.0))
                     .unzip();
                 common::assert_close(
                     &format!("{} {shape:?} {dtype}", plan.label()),
@@ -1413,11 +1424,112 @@ fn softmax_columns_match_the_row_kernel_on_special_values() {
     }
 }
 
-/// LayerNorm, RMSNorm (with and without affine parameters along the axis)
-/// and L2 normalisation over every axis of rank-3 and rank-4 inputs with
-/// odd and prime sizes, f32 / f16 / bf16, against f64 per line with the
-/// last-axis tolerances (`norm_ref`, `l2_ref`); outputs poisoned. A NaN
-/// stays in its line; zero-sized dimensions give empty results.
+/// LayerNorm (every affine combination), RMSNorm (with and without a
+/// weight) and L2 normalisation over axis `d` of `data` (`shape`, `dtype`)
+/// by `row_op_axis_plan`, outputs poisoned, against f64 per line: the
+/// column kernel wherever the line is strided, with the column tolerance
+/// (`column_sum_u`), else the row kernel's. The convenience calls give
+/// their plans' results, bit for bit.
+fn check_norms_axis(
+    ctx: &Context,
+    data: &[f32],
+    shape: &[usize],
+    dtype: DType,
+    d: usize,
+    eps: f32,
+    seed: u64,
+) {
+    let (x, held) = common::upload(ctx, data, shape, dtype);
+    let n = shape[d];
+    let inner: usize = shape[d + 1..].iter().product();
+    let w_data: Vec<f32> = common::random(n, seed).iter().map(|v| 1.0 + v).collect();
+    let (w, w_held) = common::upload(ctx, &w_data, &[n], dtype);
+    let (b, b_held) = common::upload(ctx, &common::random(n, seed + 1), &[n], dtype);
+    let zeros = vec![0.0; n];
+    let ones = vec![1.0; n];
+    let lines = lines_along(shape, d);
+    let sum_u = if inner > 1 { column_sum_u(n) } else { 0.0 };
+    let cases: [(RowOp, Option<&Tensor>, Option<&Tensor>); 7] = [
+        (RowOp::LayerNorm, None, None),
+        (RowOp::LayerNorm, Some(&w), Some(&b)),
+        (RowOp::LayerNorm, Some(&w), None),
+        (RowOp::LayerNorm, None, Some(&b)),
+        (RowOp::RmsNorm, None, None),
+        (RowOp::RmsNorm, Some(&w), None),
+        (RowOp::L2Normalize, None, None),
+    ];
+    for (op, wt, bt) in cases {
+        let plan = ctx.row_op_axis_plan(op, &x, d, wt, bt, eps).unwrap();
+        let what = format!(
+            "{} {shape:?} {dtype} eps {eps} weight {} bias {}",
+            plan.label(),
+            wt.is_some(),
+            bt.is_some()
+        );
+        // The column kernel runs wherever the line's elements are strided.
+        assert_eq!(plan.label().contains("columns"), inner > 1, "{what}");
+        assert_eq!(plan.output().shape(), shape, "{what}");
+        assert_eq!(plan.output().dtype(), dtype, "{what}");
+        let got = run_poisoned(ctx, &plan);
+        let mut want = vec![f64::NAN; got.len()];
+        let mut bound = vec![0.0; got.len()];
+        let params = (wt.is_some() || bt.is_some()).then(|| {
+            (
+                if wt.is_some() { &w_held[..] } else { &ones[..] },
+                if bt.is_some() {
+                    &b_held[..]
+                } else {
+                    &zeros[..]
+                },
+            )
+        });
+        for l in &lines {
+            let line: Vec<f32> = l.iter().map(|&i| held[i]).collect();
+            let reference = match op {
+                RowOp::L2Normalize => l2_ref(&line, eps, dtype, sum_u),
+                _ => norm_ref(&line, op == RowOp::RmsNorm, params, eps, dtype, sum_u),
+            };
+            for (&i, (y, e)) in l.iter().zip(reference) {
+                (want[i], bound[i]) = (y, e);
+            }
+        }
+        // A length-1 line with eps = 0 is 0 / 0: NaN in the reference too.
+        assert_rows(&what, &got, &want, |i| bound[i]);
+    }
+    let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (op, wt, bt, y) in [
+        (
+            RowOp::LayerNorm,
+            Some(&w),
+            Some(&b),
+            ctx.layer_norm_axis(&x, d, Some(&w), Some(&b), eps),
+        ),
+        (
+            RowOp::RmsNorm,
+            Some(&w),
+            None,
+            ctx.rms_norm_axis(&x, d, Some(&w), eps),
+        ),
+        (
+            RowOp::L2Normalize,
+            None,
+            None,
+            ctx.l2_normalize_axis(&x, d, eps),
+        ),
+    ] {
+        let plan = ctx.row_op_axis_plan(op, &x, d, wt, bt, eps).unwrap();
+        assert_eq!(
+            bits(y.unwrap().to_f32_vec_blocking().unwrap()),
+            bits(run_poisoned(ctx, &plan)),
+            "{op:?} {shape:?} {dtype} axis {d}"
+        );
+    }
+}
+
+/// LayerNorm, RMSNorm and L2 normalisation over every axis of rank-3 and
+/// rank-4 inputs with odd and prime sizes, f32 / f16 / bf16, against f64
+/// per line (`check_norms_axis`). A NaN stays in its line; zero-sized
+/// dimensions give empty results.
 #[test]
 fn norms_over_any_axis() {
     let Some(ctx) = common::ctx() else { return };
@@ -1425,81 +1537,17 @@ fn norms_over_any_axis() {
     if f16_ok(&ctx) {
         dtypes.push(DType::F16);
     }
-    let eps = 1e-5;
-    // [3, 1031, 2] over axis 1: lines longer than 1024 (the wide layout).
+    // [3, 1031, 2] over axis 1: lines longer than 1024 (the row kernel's
+    // wide layout on the last axis, a split column kernel in the middle).
     for (si, shape) in [vec![3usize, 5, 7], vec![2, 3, 5, 7], vec![3, 1031, 2]]
         .into_iter()
         .enumerate()
     {
         let data = common::random(shape.iter().product(), 90 + si as u64);
         for &dtype in &dtypes {
-            let (x, held) = common::upload(&ctx, &data, &shape, dtype);
             for axis in 0..shape.len() {
-                let n = shape[axis];
                 let seed = 100 * si as u64 + axis as u64;
-                let w_data: Vec<f32> = common::random(n, seed).iter().map(|v| 1.0 + v).collect();
-                let (w, w_held) = common::upload(&ctx, &w_data, &[n], dtype);
-                let (b, b_held) = common::upload(&ctx, &common::random(n, seed + 1), &[n], dtype);
-                let lines = lines_along(&shape, axis);
-                // (op, weight, bias): every affine combination the op takes.
-                let cases: [(RowOp, Option<&Tensor>, Option<&Tensor>); 5] = [
-                    (RowOp::LayerNorm, None, None),
-                    (RowOp::LayerNorm, Some(&w), Some(&b)),
-                    (RowOp::RmsNorm, None, None),
-                    (RowOp::RmsNorm, Some(&w), None),
-                    (RowOp::L2Normalize, None, None),
-                ];
-                for (op, wt, bt) in cases {
-                    let plan = ctx.row_op_axis_plan(op, &x, axis, wt, bt, eps).unwrap();
-                    assert_eq!(plan.output().shape(), shape.as_slice());
-                    assert_eq!(plan.output().dtype(), dtype);
-                    let got = run_poisoned(&ctx, &plan);
-                    let mut want = vec![f64::NAN; got.len()];
-                    let mut bound = vec![0.0; got.len()];
-                    for l in &lines {
-                        let line: Vec<f32> = l.iter().map(|&i| held[i]).collect();
-                        let params = wt.map(|_| (&w_held[..], &b_held[..]));
-                        let reference = match op {
-                            RowOp::L2Normalize => l2_ref(&line, eps, dtype),
-                            _ => norm_ref(&line, op == RowOp::RmsNorm, params, eps, dtype),
-                        };
-                        for (&i, (y, e)) in l.iter().zip(reference) {
-                            (want[i], bound[i]) = (y, e);
-                        }
-                    }
-                    let what =
-                        format!("{} {shape:?} {dtype} affine {}", plan.label(), wt.is_some());
-                    common::assert_close(&what, &got, &want, |i| bound[i]);
-                }
-                // The convenience calls give their plans' results, bit for bit.
-                for (op, wt, bt, y) in [
-                    (
-                        RowOp::LayerNorm,
-                        Some(&w),
-                        Some(&b),
-                        ctx.layer_norm_axis(&x, axis, Some(&w), Some(&b), eps),
-                    ),
-                    (
-                        RowOp::RmsNorm,
-                        Some(&w),
-                        None,
-                        ctx.rms_norm_axis(&x, axis, Some(&w), eps),
-                    ),
-                    (
-                        RowOp::L2Normalize,
-                        None,
-                        None,
-                        ctx.l2_normalize_axis(&x, axis, eps),
-                    ),
-                ] {
-                    let plan = ctx.row_op_axis_plan(op, &x, axis, wt, bt, eps).unwrap();
-                    let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-                    assert_eq!(
-                        bits(y.unwrap().to_f32_vec_blocking().unwrap()),
-                        bits(run_poisoned(&ctx, &plan)),
-                        "{op:?} {shape:?} {dtype} axis {axis}"
-                    );
-                }
+                check_norms_axis(&ctx, &data, &shape, dtype, axis, 1e-5, seed);
             }
         }
     }
@@ -1531,6 +1579,249 @@ fn norms_over_any_axis() {
                 let y = y.unwrap();
                 assert_eq!(y.shape(), shape.as_slice());
                 assert!(y.to_f32_vec_blocking().unwrap().is_empty());
+            }
+        }
+    }
+}
+
+/// LayerNorm, RMSNorm and L2 normalisation over a middle axis by the
+/// column kernel (`shaders/norm_cols.wgsl`): odd and prime shapes, every
+/// axis, f32, f16 and bf16, with and without weight and bias, eps 1e-5 and
+/// 0, against f64 with the column tolerance (`check_norms_axis`). Few
+/// columns split a long axis into segments of 16 rows ([3, 1031, 3]: 65
+/// segments, [2000, 3]: 125, [2, 5000, 2]: 313, merged by the combine pass
+/// in eight lanes per column); short axes are one segment ([7, 13, 5]); a
+/// length-1 axis ([5, 1, 4]); later axes of length 1 run the row kernel
+/// ([4, 6, 1] over axis 1). Data off zero (x * 2 + 0.5) so the mean
+/// matters; a mean 10^4 standard deviations off zero (Welford and Chan:
+/// no cancellation). Outputs poisoned; dispatch counts, bytes, empty
+/// shapes and a padded x (the permute path).
+#[test]
+fn norms_over_a_middle_axis_by_columns() {
+    let Some(ctx) = common::ctx() else { return };
+    let mut dtypes = vec![DType::F32, DType::BF16];
+    if f16_ok(&ctx) {
+        dtypes.push(DType::F16);
+    }
+    let shapes: [&[usize]; 8] = [
+        &[7, 13, 5],
+        &[3, 1031, 3],
+        &[2, 5000, 2],
+        &[2000, 3],
+        &[2, 3, 4, 5],
+        &[5, 1, 4],
+        &[4, 6, 1],
+        &[1, 37, 300],
+    ];
+    for (si, shape) in shapes.iter().enumerate() {
+        let data: Vec<f32> = common::random(shape.iter().product(), 700 + si as u64)
+            .iter()
+            .map(|v| v * 2.0 + 0.5)
+            .collect();
+        for &dtype in &dtypes {
+            for d in 0..shape.len() {
+                let seed = 10 * si as u64 + d as u64;
+                check_norms_axis(&ctx, &data, shape, dtype, d, 1e-5, seed);
+                if dtype == DType::F32 {
+                    check_norms_axis(&ctx, &data, shape, dtype, d, 0.0, seed);
+                }
+            }
+        }
+    }
+    for shape in [[7usize, 13, 5], [3, 1031, 3]] {
+        let data: Vec<f32> = common::random(shape.iter().product(), 17)
+            .iter()
+            .map(|v| 100.0 + 0.01 * v)
+            .collect();
+        check_norms_axis(&ctx, &data, &shape, DType::F32, 1, 1e-12, 5);
+    }
+    // One dispatch where the columns fill the GPU, three with a split (the
+    // statistics, their merge, the writes); bytes: x twice, the weight and
+    // bias, the output, the 65 partial (mean, M2) pairs per column written
+    // and read, the merged pair written and read by each of the 65
+    // segments. bf16: x, weight and bias staged (three casts), the result
+    // rounded (one).
+    for (shape, dtype, dispatches, pair_bytes) in [
+        ([1usize << 10, 4, 1 << 8], DType::F32, 1, 0),
+        ([3, 1031, 3], DType::F32, 3, (3 * 65 + 1) * 9 * 8),
+        ([3, 1031, 3], DType::BF16, 3, (3 * 65 + 1) * 9 * 8),
+    ] {
+        let x = ctx.zeros(shape, dtype).unwrap();
+        let n = shape[1];
+        let p = ctx.zeros([n], dtype).unwrap();
+        let cases = [
+            (RowOp::LayerNorm, Some(&p), Some(&p), 2),
+            (RowOp::RmsNorm, Some(&p), None, 1),
+            (RowOp::L2Normalize, None, None, 0),
+        ];
+        for (op, wt, bt, params) in cases {
+            let plan = ctx.row_op_axis_plan(op, &x, 1, wt, bt, 1e-5).unwrap();
+            // bf16: x and each parameter staged, the result rounded.
+            let casts = if dtype == DType::BF16 { params + 2 } else { 0 };
+            assert_eq!(
+                plan.dispatch_count(),
+                dispatches + casts,
+                "{}",
+                plan.label()
+            );
+            assert_eq!(
+                plan.bytes(),
+                3 * x.size_bytes() + params as u64 * p.size_bytes() + pair_bytes,
+                "{}",
+                plan.label()
+            );
+        }
+    }
+    // Zero-sized dimensions (an empty axis among them): empty results of
+    // the input's shape, as the row kernel gives, with no dispatch.
+    for shape in [
+        vec![3usize, 0, 2],
+        vec![0, 5, 3],
+        vec![3, 5, 0],
+        vec![2, 0, 3, 1],
+    ] {
+        let x = ctx.zeros(&shape, DType::F32).unwrap();
+        for d in 0..shape.len() {
+            let w = ctx.zeros([shape[d]], DType::F32).unwrap();
+            for (op, wt, bt) in [
+                (RowOp::LayerNorm, Some(&w), Some(&w)),
+                (RowOp::RmsNorm, Some(&w), None),
+                (RowOp::L2Normalize, None, None),
+            ] {
+                let plan = ctx.row_op_axis_plan(op, &x, d, wt, bt, 1e-5).unwrap();
+                assert_eq!(plan.output().shape(), shape.as_slice());
+                assert_eq!(plan.dispatch_count(), 0, "{op:?} {shape:?} axis {d}");
+                plan.run().unwrap();
+                assert!(plan.output().to_f32_vec_blocking().unwrap().is_empty());
+            }
+        }
+    }
+    // A padded x keeps the permute path, with the same results.
+    let data = common::random(7 * 13 * 5, 23);
+    let padded = ctx.tensor_padded(&data, [7, 13, 5], 4).unwrap();
+    let x = ctx.tensor(&data, [7, 13, 5]).unwrap();
+    for op in [RowOp::LayerNorm, RowOp::RmsNorm, RowOp::L2Normalize] {
+        let plan = ctx
+            .row_op_axis_plan(op, &padded, 1, None, None, 1e-5)
+            .unwrap();
+        assert!(plan.label().contains("moved last"), "{}", plan.label());
+        let by_permute = run_poisoned(&ctx, &plan);
+        let plan = ctx.row_op_axis_plan(op, &x, 1, None, None, 1e-5).unwrap();
+        let by_cols = run_poisoned(&ctx, &plan);
+        for (i, (a, b)) in by_permute.iter().zip(&by_cols).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * (a.abs() + 1.0),
+                "{op:?} {i}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+/// Lines of NaN, +-inf, constants, zeros, overflowing and large values
+/// through the column norms give the row kernels' answer (`ctx.layer_norm`,
+/// `ctx.rms_norm`, `ctx.l2_normalize`) on the same lines laid out as rows:
+/// the same NaN and infinities, the finite values within both kernels'
+/// tolerances; eps 1e-5 and 0; a split axis (1031 rows over 12 columns), a
+/// length-1 axis. One difference, by design: a constant line whose f32 mean
+/// the row kernel rounds off the constant (0.1 here) has a variance of
+/// exactly 0 in the column kernel (its running mean stays the constant), so
+/// with eps = 0 the column gives NaN (0 / 0) where the row kernel gives
+/// whatever its rounded deviations make of it.
+#[test]
+fn norm_columns_match_the_row_kernel_on_special_values() {
+    let Some(ctx) = common::ctx() else { return };
+    let lines = 12;
+    const INEXACT: usize = 5;
+    for n in [1usize, 6, 40, 1031] {
+        // Line-major: line k is rows[k * n .. (k + 1) * n].
+        let mut rows = common::random(lines * n, 950 + n as u64);
+        let at = |k: usize, j: usize| k * n + j.min(n - 1);
+        // Line 0: one NaN; 1: one +inf; 2: one -inf (and a +inf when the
+        // line has room: inf - inf).
+        rows[at(0, n / 2)] = f32::NAN;
+        rows[at(1, 1)] = f32::INFINITY;
+        rows[at(2, 0)] = f32::NEG_INFINITY;
+        if n > 2 {
+            rows[at(2, 2)] = f32::INFINITY;
+        }
+        // Line 3: a constant with an exact f32 mean; 4: zeros; 5: a
+        // constant whose mean rounds.
+        rows[3 * n..4 * n].fill(2.0);
+        rows[4 * n..5 * n].fill(0.0);
+        rows[INEXACT * n..(INEXACT + 1) * n].fill(0.1);
+        // Line 6: deviations of 1e20, whose squares overflow f32 (the
+        // documented range: the line normalises to 0); 7: values of 1e17
+        // (squares of 1e34: in range).
+        for j in 0..n {
+            rows[6 * n + j] = if j % 2 == 0 { 1e20 } else { -1e20 };
+            rows[7 * n + j] *= 1e17;
+        }
+        // Line 8: one outlier of 1e6 among values of 1; 9: values near
+        // 30 (a mean off zero); 10, 11: plain random neighbours.
+        rows[at(8, 3)] = 1e6;
+        for v in &mut rows[9 * n..10 * n] {
+            *v += 30.0;
+        }
+        let row_x = ctx.tensor(&rows, [lines, n]).unwrap();
+        let w_data: Vec<f32> = common::random(n, 3).iter().map(|v| 1.0 + v).collect();
+        let w = ctx.tensor(&w_data, [n]).unwrap();
+        let b = ctx.tensor(&common::random(n, 4), [n]).unwrap();
+        // The same lines as columns of [2, n, 6] (axis 1) and [n, 12] (axis 0).
+        for (shape, d) in [(vec![2usize, n, 6], 1usize), (vec![n, lines], 0)] {
+            let inner = 6;
+            let line_of = |i: usize| -> (usize, usize) {
+                if d == 1 {
+                    let (o, r, c) = (i / (inner * n), i / inner % n, i % inner);
+                    (o * inner + c, r)
+                } else {
+                    (i % lines, i / lines)
+                }
+            };
+            let cols: Vec<f32> = (0..lines * n)
+                .map(|i| {
+                    let (k, r) = line_of(i);
+                    rows[k * n + r]
+                })
+                .collect();
+            let col_x = ctx.tensor(&cols, shape.as_slice()).unwrap();
+            for eps in [1e-5f32, 0.0] {
+                let cases = [
+                    (RowOp::LayerNorm, None, None),
+                    (RowOp::LayerNorm, Some(&w), Some(&b)),
+                    (RowOp::RmsNorm, None, None),
+                    (RowOp::RmsNorm, Some(&w), None),
+                    (RowOp::L2Normalize, None, None),
+                ];
+                for (op, wt, bt) in cases {
+                    let by_rows = match op {
+                        RowOp::LayerNorm => ctx.layer_norm(&row_x, wt, bt, eps),
+                        RowOp::RmsNorm => ctx.rms_norm(&row_x, wt, eps),
+                        _ => ctx.l2_normalize(&row_x, eps),
+                    }
+                    .unwrap()
+                    .to_vec_blocking::<f32>()
+                    .unwrap();
+                    let plan = ctx.row_op_axis_plan(op, &col_x, d, wt, bt, eps).unwrap();
+                    let what = format!("{} eps {eps} affine {}", plan.label(), wt.is_some());
+                    assert!(plan.label().contains("columns"), "{what}");
+                    let by_cols = run_poisoned(&ctx, &plan);
+                    for (i, &c) in by_cols.iter().enumerate() {
+                        let (line, r) = line_of(i);
+                        let w = by_rows[line * n + r];
+                        if op == RowOp::LayerNorm && line == INEXACT && eps == 0.0 {
+                            assert!(c.is_nan(), "{what}: line {line} row {r}: {c} (rows {w})");
+                            continue;
+                        }
+                        let same = if w.is_finite() && c.is_finite() {
+                            // Both within their tolerances of f64 (sums in
+                            // another order).
+                            (w - c).abs() <= 2e-4 * (w.abs() + 1.0)
+                        } else {
+                            (w.is_nan() && c.is_nan()) || w == c
+                        };
+                        assert!(same, "{what}: line {line} row {r}: columns {c}, rows {w}");
+                    }
+                }
             }
         }
     }

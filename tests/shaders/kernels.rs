@@ -289,3 +289,12 @@ fn every_column_softmax_specialisation() {
         check(spec);
     }
 }
+
+#[test]
+fn every_column_norm_specialisation() {
+    let specs = wgtile::ops::rows::norm_cols_specs();
+    assert_eq!(specs.len(), 6, "three entries, f32 and f16");
+    for spec in &specs {
+        check(spec);
+    }
+}

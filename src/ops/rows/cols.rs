@@ -1,23 +1,71 @@
-//! Softmax and log-softmax over a middle axis by the column kernel
-//! (`shaders/softmax_cols.wgsl`): each invocation walks one column, so the
-//! axis is never moved last. Builds plans; the other row ops over a middle
-//! axis keep the permute path of [`Context::row_op_axis_plan`].
+//! The row ops over a middle axis by column kernels: softmax and
+//! log-softmax (`shaders/softmax_cols.wgsl`), LayerNorm, RMSNorm and L2
+//! normalisation (`shaders/norm_cols.wgsl`). Each invocation walks one
+//! column, so the axis is never moved last. Both shaders share one launch:
+//! the same parameter block, grid, split rule and (two-float) partials per
+//! column and segment; this module builds those plans and nothing else (a
+//! padded x keeps the permute path of [`Context::row_op_axis_plan`]).
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Plan, Tensor};
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::ops::rows::{RowOp, RowOptions, check_dtype};
+use crate::ops::rows::{
+    FLAG_BIAS, FLAG_L2, FLAG_RMS, FLAG_WEIGHT, RowOp, RowOptions, check_dtype, check_param,
+};
 use crate::runtime::Context;
 
-/// Invocations per workgroup of every entry (`WG` in the shader).
+/// Invocations per workgroup of every entry (`WG` in the shaders).
 const WG: u32 = 256;
-/// Columns per workgroup of the `combine` entry (`CW` in the shader).
+/// Columns per workgroup of the `combine` entries (`CW` in the shaders).
 const COMBINE_COLUMNS: usize = 32;
 
-/// The specialisation of `kernel` (one of the three softmax_cols entries)
-/// the plan builds for `dtype`.
-pub(crate) fn softmax_cols_spec(kernel: Kernel, dtype: DType) -> Spec {
+/// The three entries of one column shader: `main` (statistics, and the
+/// writes without a split), `combine` (the partials merged per column) and
+/// `finish` (the writes after a split).
+#[derive(Clone, Copy)]
+struct ColumnKernels {
+    main: Kernel,
+    combine: Kernel,
+    finish: Kernel,
+}
+
+impl ColumnKernels {
+    const SOFTMAX: Self = Self {
+        main: Kernel::SoftmaxCols,
+        combine: Kernel::SoftmaxColsCombine,
+        finish: Kernel::SoftmaxColsFinish,
+    };
+    const NORM: Self = Self {
+        main: Kernel::NormCols,
+        combine: Kernel::NormColsCombine,
+        finish: Kernel::NormColsFinish,
+    };
+
+    fn of(op: RowOp) -> Self {
+        match op {
+            RowOp::Softmax | RowOp::LogSoftmax => Self::SOFTMAX,
+            RowOp::LayerNorm | RowOp::RmsNorm | RowOp::L2Normalize => Self::NORM,
+        }
+    }
+
+    /// Every specialisation the plans build (the three entries, f32 and
+    /// f16; bf16 runs the f32 ones).
+    #[cfg(any(test, feature = "dev"))]
+    fn specs(self) -> Vec<Spec> {
+        let mut specs = Vec::new();
+        for kernel in [self.main, self.combine, self.finish] {
+            for dtype in [DType::F32, DType::F16] {
+                specs.push(cols_spec(kernel, dtype));
+            }
+        }
+        specs
+    }
+}
+
+/// The specialisation of `kernel` (an entry of a column shader) the plan
+/// builds for `dtype`.
+fn cols_spec(kernel: Kernel, dtype: DType) -> Spec {
     Spec::new(kernel).dtype(dtype).override_("WG", WG)
 }
 
@@ -25,42 +73,48 @@ pub(crate) fn softmax_cols_spec(kernel: Kernel, dtype: DType) -> Spec {
 /// and f16), for the shader validation tests.
 #[cfg(any(test, feature = "dev"))]
 pub fn softmax_cols_specs() -> Vec<Spec> {
-    let mut specs = Vec::new();
-    for kernel in [
-        Kernel::SoftmaxCols,
-        Kernel::SoftmaxColsCombine,
-        Kernel::SoftmaxColsFinish,
-    ] {
-        for dtype in [DType::F32, DType::F16] {
-            specs.push(softmax_cols_spec(kernel, dtype));
-        }
-    }
-    specs
+    ColumnKernels::SOFTMAX.specs()
+}
+
+/// Every specialisation the column norms build (LayerNorm, RMSNorm and L2
+/// share them: the op is a parameter flag), for the shader validation
+/// tests.
+#[cfg(any(test, feature = "dev"))]
+pub fn norm_cols_specs() -> Vec<Spec> {
+    ColumnKernels::NORM.specs()
 }
 
 impl Context {
-    /// Softmax or log-softmax (`op`) of `x` over axis `d` (not the last) by
-    /// the column kernel: x read twice and written once (where every later
-    /// axis has length 1, the row kernel on x seen as rows). One dispatch when
-    /// the columns fill the GPU; else the axis split into segments whose
-    /// (max, sum) pairs a second dispatch merges per column and a third
-    /// writes from. bf16 runs staged to f32 and rounded back, as the other
-    /// column paths. `bytes` counts x twice, the output, and the pairs:
-    /// each partial written and read once, each merged pair written once and
-    /// read by every segment of its column.
-    pub(crate) fn softmax_cols_plan(&self, op: RowOp, x: &Tensor, d: usize) -> Result<Plan> {
+    /// The row op `op` of `x` over axis `d` (not the last; `weight` and
+    /// `bias` already checked to be `[x.shape[d]]` and taken by `op`) by
+    /// its column kernel: x read twice and written once (where every later
+    /// axis has length 1, the row kernel on x seen as rows). One dispatch
+    /// when the columns fill the GPU; else the axis split into segments
+    /// whose partial statistics ((max, sum) for softmax, (mean, M2) for the
+    /// norms) a second dispatch merges per column and a third writes from.
+    /// bf16 runs staged to f32 (its weight and bias too) and rounded back,
+    /// as the other column paths. `bytes` counts x twice, the parameters
+    /// and the output once, and the partials: each written and read once,
+    /// each merged pair written once and read by every segment of its
+    /// column.
+    pub(crate) fn row_op_cols_plan(
+        &self,
+        op: RowOp,
+        x: &Tensor,
+        d: usize,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f32,
+    ) -> Result<Plan> {
         let name = op.name();
-        let log_softmax = match op {
-            RowOp::Softmax => 0,
-            RowOp::LogSoftmax => 1,
-            _ => {
-                return Err(Error::InvalidArgument(format!(
-                    "{name} has no column kernel (softmax and log_softmax do)"
-                )));
-            }
-        };
         self.check_owned(x, name)?;
         x.require_contiguous(name)?;
+        let norm = matches!(op, RowOp::LayerNorm | RowOp::RmsNorm | RowOp::L2Normalize);
+        if norm && !(eps.is_finite() && eps >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: eps must be finite and >= 0, got {eps}"
+            )));
+        }
         let shape = x.shape();
         let (outer, n, inner) = (
             shape[..d].iter().product::<usize>(),
@@ -69,31 +123,51 @@ impl Context {
         );
         if inner == 1 {
             // Every later axis has length 1: the axis is contiguous, rows of
-            // the row kernel.
+            // the row kernel (which checks the parameters).
             let rows = x.reshape([outer, n])?;
-            let mut plan = self.row_plan(op, &rows, None, None, 0.0, RowOptions::default())?;
+            let mut plan = self.row_plan(op, &rows, weight, bias, eps, RowOptions::default())?;
             plan.output = plan.output.reshape(shape)?;
             return Ok(plan);
         }
         if x.dtype() == DType::BF16 {
             // Staged to f32 (exact), normalised in f32, rounded back to bf16.
-            let staged = self.stage_bf16(&[x], DType::F32)?;
-            let plan = self.softmax_cols_plan(op, &staged.tensors[0], d)?;
-            let wide = 2 * staged.tensors[0].size_bytes() + plan.output.size_bytes();
-            let pairs = plan.bytes - wide;
-            let mut plan = self.round_output_bf16(staged.before(plan, &[x]), None)?;
-            plan.bytes = 2 * x.size_bytes() + plan.output.size_bytes() + pairs;
+            let params = self.bf16_row_params(op, weight, bias)?;
+            let mut originals = vec![x];
+            originals.extend(&params);
+            let staged = self.stage_bf16(&originals, DType::F32)?;
+            let mut wide_params = staged.tensors[1..].iter();
+            let w = weight.and_then(|_| wide_params.next());
+            let b = bias.and_then(|_| wide_params.next());
+            let plan = self.row_op_cols_plan(op, &staged.tensors[0], d, w, b, eps)?;
+            let params_bytes = |ts: &[Tensor]| ts.iter().map(Tensor::size_bytes).sum::<u64>();
+            let wide = 2 * staged.tensors[0].size_bytes()
+                + params_bytes(&staged.tensors[1..])
+                + plan.output.size_bytes();
+            let partials = plan.bytes - wide;
+            let mut plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
+            plan.bytes = 2 * x.size_bytes()
+                + params.iter().map(|p| p.size_bytes()).sum::<u64>()
+                + plan.output.size_bytes()
+                + partials;
             return Ok(plan);
         }
         check_dtype(self, name, x.dtype())?;
+        self.check_all_owned(weight.into_iter().chain(bias), "a row-op weight or bias")?;
+        for p in [weight, bias] {
+            if let Some(t) = p {
+                t.require_contiguous(name)?;
+            }
+            check_param(name, shape, x.dtype(), p, n)?;
+        }
         let cols = outer * inner;
-        let output = self.alloc(shape, x.dtype(), "wgtile softmax out")?;
+        let output = self.alloc(shape, x.dtype(), "wgtile column row op out")?;
+        let params_bytes: u64 = [weight, bias].into_iter().flatten().map(Tensor::size_bytes).sum();
         let mut plan = Plan {
             gpu: self.inner.gpu.clone(),
             label: format!("{name} over axis {d} of {shape:?} (empty)"),
             dispatches: Vec::new(),
             flops: op.flops_per_element() * x.numel() as u64,
-            bytes: 2 * x.size_bytes() + output.size_bytes(),
+            bytes: 2 * x.size_bytes() + params_bytes + output.size_bytes(),
             output,
             scratch: Vec::new(),
         };
@@ -102,7 +176,7 @@ impl Context {
         if x.numel() == 0 {
             return Ok(plan);
         }
-        let u = |what: &str, v: usize| Error::u32_index("softmax indices (u32)", what, v);
+        let u = |what: &str, v: usize| Error::u32_index("column row-op indices (u32)", what, v);
         u(name, x.numel())?;
         // Enough invocations to fill the GPU (2^18: an H200 holds 270k
         // resident): split the axis when there are few columns, at least 16
@@ -122,60 +196,77 @@ impl Context {
                 what: format!("{name} over axis {d} of {shape:?}"),
             });
         }
+        // Word 5: the op's flags (norm_cols.wgsl shares the row kernels'
+        // FLAG_* values; softmax_cols reads 1 as log-softmax); word 6: eps.
+        let mut flags = match op {
+            RowOp::Softmax | RowOp::LayerNorm => 0,
+            RowOp::LogSoftmax => 1,
+            RowOp::RmsNorm => FLAG_RMS,
+            RowOp::L2Normalize => FLAG_RMS | FLAG_L2,
+        };
+        if weight.is_some() {
+            flags |= FLAG_WEIGHT;
+        }
+        if bias.is_some() {
+            flags |= FLAG_BIAS;
+        }
         let params = self.uniform(&[
             u("rows before the axis", outer)?,
             u("the axis", n)?,
             u("columns after the axis", inner)?,
             split as u32,
             seg as u32,
-            log_softmax,
-            0,
+            flags,
+            eps.to_bits(),
             0,
         ]);
         // With a split: split * cols partial pairs, then the merged pair of
         // each column (the binding is the dummy otherwise).
-        let pairs = if split > 1 {
-            Some(self.alloc(&[split + 1, cols, 2], DType::F32, "wgtile softmax pairs")?)
+        let partials = if split > 1 {
+            Some(self.alloc(&[split + 1, cols, 2], DType::F32, "wgtile column partials")?)
         } else {
             None
         };
-        let pairs_buf = pairs.as_ref().map_or(&self.inner.dummy_rw, |p| p.buffer());
+        let partials_buf = partials
+            .as_ref()
+            .map_or(&self.inner.dummy_rw, |p| p.buffer());
         let device = &self.inner.device;
-        let pipeline = |kernel| {
-            self.inner
-                .pipelines
-                .get(device, &softmax_cols_spec(kernel, x.dtype()))
-        };
+        let kernels = ColumnKernels::of(op);
+        let pipeline = |kernel| self.inner.pipelines.get(device, &cols_spec(kernel, x.dtype()));
         let grid = [gx as u32, split as u32, 1];
-        let binds = [
+        let mut binds = vec![
             (0, &params),
             (1, x.buffer()),
             (2, plan.output.buffer()),
-            (3, pairs_buf),
+            (3, partials_buf),
         ];
+        if norm {
+            binds.push((4, weight.map_or(&self.inner.dummy, |w| w.buffer())));
+            binds.push((5, bias.map_or(&self.inner.dummy, |b| b.buffer())));
+        }
         plan.dispatches.push(Dispatch::with_bindings(
             device,
-            pipeline(Kernel::SoftmaxCols)?,
+            pipeline(kernels.main)?,
             &binds,
             grid,
         ));
-        if let Some(pairs) = &pairs {
+        if let Some(partials) = &partials {
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
-                pipeline(Kernel::SoftmaxColsCombine)?,
-                &[(0, &params), (3, pairs.buffer())],
+                pipeline(kernels.combine)?,
+                &[(0, &params), (3, partials.buffer())],
                 [cols.div_ceil(COMBINE_COLUMNS) as u32, 1, 1],
             ));
             plan.dispatches.push(Dispatch::with_bindings(
                 device,
-                pipeline(Kernel::SoftmaxColsFinish)?,
+                pipeline(kernels.finish)?,
                 &binds,
                 grid,
             ));
             // The partials written and read once, the merged pairs written
             // once and read by each of the column's segments.
             plan.bytes += ((3 * split + 1) * cols * 8) as u64;
-            plan.scratch.push(pairs.clone());
+            plan.scratch.push(partials.clone());
         }
         plan.label = format!(
             "{name} over axis {d} of {shape:?} {} (columns, split {split})",

@@ -1,8 +1,8 @@
 //! Row ops over the last axis (softmax, log-softmax, layer and RMS norm, L2
 //! normalisation), reductions and fused row kernels. The `*_axis` forms run
-//! over any axis: softmax and log-softmax by a column kernel (`cols`), the
-//! norms by the row kernels with the axis moved last by a permute and back.
-//! The semantics are documented on [`RowOp`].
+//! over any axis by column kernels (`cols`), where each invocation walks one
+//! line along the axis. The semantics are documented on [`RowOp`] and hold
+//! for every axis.
 
 mod cols;
 pub mod fused;
@@ -12,7 +12,7 @@ mod source;
 mod specs;
 
 #[cfg(any(test, feature = "dev"))]
-pub use cols::softmax_cols_specs;
+pub use cols::{norm_cols_specs, softmax_cols_specs};
 #[cfg(any(test, feature = "dev"))]
 pub use specs::rowops_specs;
 
@@ -606,25 +606,33 @@ impl Context {
     }
 
     /// Any row operation over any `axis` as a [`Plan`] (the `*_axis` calls
-    /// run it): for the last axis the row kernel's plan itself. Softmax and
-    /// log-softmax over another axis of a contiguous `x` run the column
-    /// kernel (`shaders/softmax_cols.wgsl`): one invocation per line along
-    /// `axis`, adjacent invocations on adjacent lines, an online (max, sum)
-    /// pass then a writing pass over `x`; when there are too few lines to
-    /// fill the GPU, the axis is split into segments whose (max, sum) pairs
-    /// a second dispatch merges and a third writes from. Where every later
-    /// axis has length 1 the lines are contiguous and the row kernel runs on
-    /// `x` seen as rows. The other ops (and a padded `x`): `x` permuted with
-    /// the axis moved last, the row kernel, the result permuted back, three
-    /// dispatches with the two intermediate copies held as scratch.
+    /// run it): for the last axis the row kernel's plan itself. Over another
+    /// axis of a contiguous `x` every op runs a column kernel, never moving
+    /// the axis: `shaders/softmax_cols.wgsl` for softmax and log-softmax,
+    /// `shaders/norm_cols.wgsl` for LayerNorm, RMSNorm and L2
+    /// normalisation. One invocation per line along `axis`, adjacent
+    /// invocations on adjacent lines, a statistics pass (an online (max,
+    /// sum) pair; Welford (count, mean, M2) accumulators merged by Chan's
+    /// formula, the mean held at 0 for RMS and L2) then a writing pass over
+    /// `x`; when there are too few lines to fill the GPU, the axis is split
+    /// into segments whose statistics a second dispatch merges per line and
+    /// a third writes from. Where every later axis has length 1 the lines
+    /// are contiguous and the row kernel runs on `x` seen as rows. A padded
+    /// `x`: permuted with the axis moved last, the row kernel, the result
+    /// permuted back, three dispatches with the two intermediate copies
+    /// held as scratch. The semantics (NaN and infinities, eps, constant
+    /// and length-1 lines, empty tensors) are the row kernels' (one
+    /// documented difference: a constant line with `eps = 0`, see
+    /// [`Context::layer_norm_axis`]).
     ///
     /// `weight` and `bias` are indexed along `axis`: shape `[x.shape[axis]]`
     /// ([`Error::ShapeMismatch`] naming `x`'s shape otherwise, checked
     /// before anything is allocated); the other arguments as
     /// [`Context::row_op_plan`]. An `axis` past the rank is
     /// [`Error::InvalidArgument`]. `bytes` counts what moves: the column
-    /// kernel's two reads of `x`, its write and its (max, sum) pairs; the
-    /// copies' reads and writes on the permute path.
+    /// kernel's two reads of `x`, its write, the parameters and its
+    /// partial statistics (two f32 per line and segment); the copies' reads
+    /// and writes on the permute path.
     pub fn row_op_axis_plan(
         &self,
         op: RowOp,
@@ -659,8 +667,8 @@ impl Context {
         if axis + 1 == rank {
             return self.row_plan(op, x, weight, bias, eps, RowOptions::default());
         }
-        if matches!(op, RowOp::Softmax | RowOp::LogSoftmax) && x.is_contiguous() {
-            return self.softmax_cols_plan(op, x, axis);
+        if x.is_contiguous() {
+            return self.row_op_cols_plan(op, x, axis, weight, bias, eps);
         }
         let axes: Vec<usize> = (0..rank).filter(|&a| a != axis).chain([axis]).collect();
         let mut back = vec![0; rank];
@@ -769,9 +777,18 @@ impl Context {
     /// scaled by `weight` and shifted by `bias`, both of shape
     /// `[x.shape[axis]]` in `x`'s dtype (f32, f16 or bf16). The semantics,
     /// ranges and errors are [`Context::layer_norm`]'s; an `axis` past the
-    /// rank is [`Error::InvalidArgument`]. Other than the last axis the axis
-    /// is moved last by a copy, the row kernel runs, and the result is
-    /// copied back (see [`Context::row_op_axis_plan`]).
+    /// rank is [`Error::InvalidArgument`]. Other than the last axis a column
+    /// kernel normalises the lines in place of rows (`shaders/norm_cols.wgsl`):
+    /// `x` is read twice (the statistics, then the writes) and the result
+    /// written once, where moving the axis last and back took three passes
+    /// (see [`Context::row_op_axis_plan`]). Its statistics are Welford's
+    /// running (mean, M2) merged by Chan's formula rather than the row
+    /// kernel's two passes: as stable for any mean, and a constant line has
+    /// a variance of exactly 0 (so `eps = 0` gives NaN, 0 / 0, where the
+    /// row kernel's rounded mean of a constant like 0.1 can leave +-1).
+    /// The range is the same: M2 only grows, each update at most the final
+    /// sum of squared deviations, so it overflows where the row kernel's
+    /// sum does.
     pub fn layer_norm_axis(
         &self,
         x: &Tensor,
@@ -783,7 +800,8 @@ impl Context {
         self.row_op_axis(RowOp::LayerNorm, x, axis, weight, bias, eps)
     }
 
-    /// [`Context::rms_norm`] over any `axis` (as [`Context::layer_norm_axis`]):
+    /// [`Context::rms_norm`] over any `axis` (as [`Context::layer_norm_axis`],
+    /// the same column kernel with the mean held at 0):
     /// `x / sqrt(mean(x^2) + eps) * weight` along `axis`, `weight` of shape
     /// `[x.shape[axis]]`; [`Context::rms_norm`]'s range and errors.
     pub fn rms_norm_axis(
@@ -844,7 +862,9 @@ impl Context {
     /// [`Context::l2_normalize`] over any `axis`: each line of `x` along
     /// `axis` divided by `max(||line||_2, eps)`, PyTorch's
     /// `F.normalize(x, dim=axis)`; [`Context::l2_normalize`]'s range, NaN
-    /// and zero-line semantics; run as [`Context::layer_norm_axis`].
+    /// and zero-line semantics (the same `max(norm, eps)`); run by the
+    /// column kernel of [`Context::layer_norm_axis`] with the mean held at 0
+    /// (the sum of squares).
     pub fn l2_normalize_axis(&self, x: &Tensor, axis: usize, eps: f32) -> Result<Tensor> {
         self.row_op_axis(RowOp::L2Normalize, x, axis, None, None, eps)
     }
