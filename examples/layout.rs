@@ -101,13 +101,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let g = input / ctx.time(&p, &opts)?.median() / 1e9;
         println!("{name:<44} {g:>10.1} {:>6.0}%", 100.0 * g / ceiling);
     }
-    // Softmax over an axis as a plan (the column kernel over axis 0),
-    // GPU-timed as the sums.
-    for (name, axis) in [
-        ("softmax over the last axis", 1usize),
-        ("softmax over axis 0", 0),
+    // Softmax and layer norm over an axis as plans (the column kernels over
+    // axis 0), GPU-timed as the sums.
+    for (name, op, axis) in [
+        ("softmax over the last axis", wgtile::RowOp::Softmax, 1usize),
+        ("softmax over axis 0", wgtile::RowOp::Softmax, 0),
+        ("layer norm over the last axis", wgtile::RowOp::LayerNorm, 1),
+        ("layer norm over axis 0", wgtile::RowOp::LayerNorm, 0),
     ] {
-        let p = ctx.row_op_axis_plan(wgtile::RowOp::Softmax, &m, axis, None, None, 0.0)?;
+        let p = ctx.row_op_axis_plan(op, &m, axis, None, None, 1e-5)?;
         let g = input / ctx.time(&p, &opts)?.median() / 1e9;
         println!("{name:<44} {g:>10.1} {:>6.0}%", 100.0 * g / ceiling);
     }
