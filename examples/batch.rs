@@ -1,8 +1,9 @@
-//! One submission per forward pass against one per op: a small
+//! Few submissions per forward pass against one per op: a small
 //! transformer-style MLP stack (per layer: `gelu(x W1 + b1)`, `h W2 + x`,
-//! a layer norm), run three ways: op by op, inside `Context::batch` (one
-//! submission; each op still builds its plan), and as plans built once and
-//! replayed with `Context::run_plans` (one submission, nothing built).
+//! a layer norm), run three ways: op by op, inside `Context::batch` (a
+//! submission per `BATCH_CHUNK` dispatches; each op still builds its plan),
+//! and as plans built once and replayed with `Context::run_plans` (one
+//! submission, nothing built).
 //!
 //! ```text
 //! cargo run --release --example batch -- [--layers 12] [--hidden 384] [--rows 1] [--repeats 50]
@@ -135,7 +136,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     );
     println!("op by op: {:>9.1} us ({n_ops} submissions)", t_ops * 1e6);
     println!(
-        "batch:    {:>9.1} us ({n_batch} submission)   {:.2}x",
+        "batch:    {:>9.1} us ({n_batch} submissions)  {:.2}x",
         t_batch * 1e6,
         t_ops / t_batch
     );

@@ -11,8 +11,6 @@
 //   time straight into f16 bit patterns (unpack2x16float: no table, no
 //   branch), dotted with its x values, and scaled by its block's scale;
 //   the T partial sums per output are added through workgroup memory.
-//   With RPT > 1 an invocation takes the same words of RPT adjacent rows
-//   (T = WG * RPT / ROWS per group of rows), each load of x shared by them.
 // Decoding: an E2M1 nibble's 3 magnitude bits placed at f16 bits 9..11
 //   (sign at 15) read as 2^-14 times its value (subnormals included); E4M3
 //   at bits 7..13 as 2^-8 times; E5M2 is the top byte of an f16; int8 and
@@ -32,10 +30,8 @@
 const ROWS: u32 = 8u;
 // Words per block (block * bits / 32).
 const WPB: u32 = 4u;
-// Words each invocation loads per step and row.
+// Words each invocation loads per step.
 const UNROLL: u32 = 4u;
-// Weight rows per invocation, sharing each load of x.
-const RPT: u32 = 1u;
 
 struct Params {
     n: u32,
@@ -56,92 +52,70 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 override WG: u32 = 256u;
-override T: u32 = WG * RPT / ROWS;
+override T: u32 = WG / ROWS;
 
 var<workgroup> red: array<f32, MR * WG>;
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    fill_lut(lid);
-    // Groups of RPT rows, T invocations each.
-    let row0 = (wg.y * params.gx + wg.x) * ROWS + (lid / T) * RPT;
+    let row = (wg.y * params.gx + wg.x) * ROWS + lid / T;
     let tid = lid % T;
-    let live = row0 < params.n;
-    var acc: array<f32, MR * RPT>;
-    for (var a = 0u; a < MR * RPT; a++) {
-        acc[a] = 0.0;
+    let live = row < params.n;
+    var acc: array<f32, MR>;
+    for (var m = 0u; m < MR; m++) {
+        acc[m] = 0.0;
     }
     // x vec4s per word: 2 (8 elements) or 1 (4 elements).
     let xw = select(1u, 2u, four_bit());
     if live {
         let row_words = params.nb * WPB;
-        // UNROLL words per row and step, all loaded before any is used (more
-        // bytes in flight; 9-16% faster with the runtime checks off, run 139).
+        // UNROLL words per step, all loaded before any is used (more bytes
+        // in flight; 9-16% faster with the runtime checks off, run 139).
         for (var w0 = tid; w0 < params.words; w0 += T * UNROLL) {
-            var words: array<u32, UNROLL * RPT>;
+            var words: array<u32, UNROLL>;
             for (var u = 0u; u < UNROLL; u++) {
                 let wi = w0 + u * T;
-                for (var r = 0u; r < RPT; r++) {
-                    words[u * RPT + r] = 0u;
-                    if wi < params.words && row0 + r < params.n {
-                        words[u * RPT + r] = data[(row0 + r) * row_words + wi];
-                    }
+                words[u] = 0u;
+                if wi < params.words {
+                    words[u] = data[row * row_words + wi];
                 }
             }
             for (var u = 0u; u < UNROLL; u++) {
                 let wi = w0 + u * T;
                 if wi < params.words {
-                    var dec: array<Decoded, RPT>;
-                    var scale: array<f32, RPT>;
-                    for (var r = 0u; r < RPT; r++) {
-                        // Rows past N decode their zero words with block 0's
-                        // scale; their sums are never written.
-                        let id = select(0u, (row0 + r) * params.nb + wi / WPB, row0 + r < params.n);
-                        scale[r] = block_scale(id);
-                        var offset = 0.0;
-                        if FORMAT >= 4u {
-                            offset = int_offset(id);
-                        }
-                        dec[r] = decode_word(words[u * RPT + r], offset);
+                    let id = row * params.nb + wi / WPB;
+                    let scale = block_scale(id);
+                    var offset = 0.0;
+                    if FORMAT >= 4u {
+                        offset = int_offset(id);
                     }
-                    // Each row of x loaded once for the RPT rows of W.
+                    let d = decode_word(words[u], offset);
                     for (var m = 0u; m < MR; m++) {
                         if m < params.m {
-                            let base = m * (params.k / 4u) + wi * xw;
-                            let xa = x[base];
-                            var xb = vec4<f32>();
-                            if four_bit() {
-                                xb = x[base + 1u];
-                            }
-                            for (var r = 0u; r < RPT; r++) {
-                                acc[m * RPT + r] += decoded_dot_with(dec[r], xa, xb) * scale[r];
-                            }
+                            acc[m] += decoded_dot(d, m * (params.k / 4u) + wi * xw) * scale;
                         }
                     }
                 }
             }
         }
     }
-    for (var r = 0u; r < RPT; r++) {
-        for (var m = 0u; m < MR; m++) {
-            red[m * WG + lid] = acc[m * RPT + r];
-        }
-        workgroupBarrier();
-        for (var s = T / 2u; s > 0u; s = s / 2u) {
-            if tid < s {
-                for (var m = 0u; m < MR; m++) {
-                    red[m * WG + lid] += red[m * WG + lid + s];
-                }
-            }
-            workgroupBarrier();
-        }
-        if live && tid == 0u && row0 + r < params.n {
+    for (var m = 0u; m < MR; m++) {
+        red[m * WG + lid] = acc[m];
+    }
+    workgroupBarrier();
+    for (var s = T / 2u; s > 0u; s = s / 2u) {
+        if tid < s {
             for (var m = 0u; m < MR; m++) {
-                if m < params.m {
-                    out[m * params.n + row0 + r] = red[m * WG + lid];
-                }
+                red[m * WG + lid] += red[m * WG + lid + s];
             }
         }
         workgroupBarrier();
+    }
+    if live && tid == 0u {
+        for (var m = 0u; m < MR; m++) {
+            if m < params.m {
+                out[m * params.n + row] = red[m * WG + lid];
+            }
+        }
     }
 }

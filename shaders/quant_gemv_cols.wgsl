@@ -22,8 +22,6 @@
 // Words per block (block * bits / 32), even.
 const WPB: u32 = 4u;
 const COLS: u32 = 32u;
-// Blocks whose words are loaded before the first is decoded.
-const UNROLL: u32 = 1u;
 
 struct Params {
     n: u32,
@@ -47,37 +45,8 @@ override S: u32 = WG / COLS;
 
 var<workgroup> red: array<f32, MR * WG>;
 
-// Block j (index `id`) of this column, its words loaded: the dot of its
-// decoded elements with every row of x, times its scale, into acc.
-fn block_dot(acc: ptr<function, array<f32, MR>>, j: u32, id: u32, words: array<vec2<u32>, WPB / 2u>, scale: f32) {
-    // x vec4s per word: 2 (8 elements) or 1 (4 elements).
-    let xw = select(1u, 2u, four_bit());
-    var offset = 0.0;
-    if FORMAT >= 4u {
-        offset = int_offset(id);
-    }
-    var part: array<f32, MR>;
-    for (var m = 0u; m < MR; m++) {
-        part[m] = 0.0;
-    }
-    for (var w = 0u; w < WPB; w++) {
-        let word = words[w / 2u][w % 2u];
-        let xo = (j * WPB + w) * xw;
-        let d = decode_word(word, offset);
-        for (var m = 0u; m < MR; m++) {
-            if m < params.m {
-                part[m] += decoded_dot(d, m * (params.k / 4u) + xo);
-            }
-        }
-    }
-    for (var m = 0u; m < MR; m++) {
-        (*acc)[m] += part[m] * scale;
-    }
-}
-
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    fill_lut(lid);
     let c = lid % COLS;
     let s = lid / COLS;
     let col = (wg.y * params.gx + wg.x) * COLS + c;
@@ -86,32 +55,37 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     for (var m = 0u; m < MR; m++) {
         acc[m] = 0.0;
     }
+    // x vec4s per word: 2 (8 elements) or 1 (4 elements).
+    let xw = select(1u, 2u, four_bit());
     if live {
-        var j = s;
-        // UNROLL blocks per step, every word and scale loaded before any is
-        // decoded: more bytes in flight per invocation.
-        for (; j + (UNROLL - 1u) * S < params.nb; j += UNROLL * S) {
-            var words: array<array<vec2<u32>, WPB / 2u>, UNROLL>;
-            var sw: array<u32, UNROLL>;
-            for (var u = 0u; u < UNROLL; u++) {
-                let id = (j + u * S) * params.n + col;
-                for (var h = 0u; h < WPB / 2u; h++) {
-                    words[u][h] = data[id * (WPB / 2u) + h];
-                }
-                sw[u] = scale_word(id);
-            }
-            for (var u = 0u; u < UNROLL; u++) {
-                let id = (j + u * S) * params.n + col;
-                block_dot(&acc, j + u * S, id, words[u], scale_from(sw[u], id));
-            }
-        }
-        for (; j < params.nb; j += S) {
+        for (var j = s; j < params.nb; j += S) {
             let id = j * params.n + col;
             var words: array<vec2<u32>, WPB / 2u>;
             for (var h = 0u; h < WPB / 2u; h++) {
                 words[h] = data[id * (WPB / 2u) + h];
             }
-            block_dot(&acc, j, id, words, block_scale(id));
+            let scale = block_scale(id);
+            var offset = 0.0;
+            if FORMAT >= 4u {
+                offset = int_offset(id);
+            }
+            var part: array<f32, MR>;
+            for (var m = 0u; m < MR; m++) {
+                part[m] = 0.0;
+            }
+            for (var w = 0u; w < WPB; w++) {
+                let word = words[w / 2u][w % 2u];
+                let xo = (j * WPB + w) * xw;
+                let d = decode_word(word, offset);
+                for (var m = 0u; m < MR; m++) {
+                    if m < params.m {
+                        part[m] += decoded_dot(d, m * (params.k / 4u) + xo);
+                    }
+                }
+            }
+            for (var m = 0u; m < MR; m++) {
+                acc[m] += part[m] * scale;
+            }
         }
     }
     for (var m = 0u; m < MR; m++) {

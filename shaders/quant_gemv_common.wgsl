@@ -22,32 +22,8 @@ struct Decoded {
     hi: vec4<f32>,
 }
 
-// 1: four-bit codes decoded through `lut` (each code's value as `pair`
-// places it, one workgroup-memory load per element: 16 words in 16 banks,
-// no conflicts) instead of per-pair integer placement and f16-to-f32
-// conversion.
-const LUT: u32 = 0u;
-var<workgroup> lut: array<f32, 16>;
-
-// Fills `lut` (every invocation of the workgroup calls it, uniformly).
-fn fill_lut(lid: u32) {
-    if LUT == 1u && four_bit() {
-        if lid < 16u {
-            // Code lid as pair 0's low element of a word holding it.
-            lut[lid] = pair(lid, 0u).x;
-        }
-        workgroupBarrier();
-    }
-}
-
 fn decode_word(w: u32, offset: f32) -> Decoded {
     let o = vec2<f32>(offset);
-    if LUT == 1u && four_bit() {
-        let o4 = vec4<f32>(offset);
-        let lo = vec4<f32>(lut[w & 15u], lut[(w >> 4u) & 15u], lut[(w >> 8u) & 15u], lut[(w >> 12u) & 15u]);
-        let hi = vec4<f32>(lut[(w >> 16u) & 15u], lut[(w >> 20u) & 15u], lut[(w >> 24u) & 15u], lut[w >> 28u]);
-        return Decoded(lo - o4, hi - o4);
-    }
     if four_bit() {
         // pair(w, i) is elements (i, i + 4).
         let p0 = pair(w, 0u) - o;
@@ -69,12 +45,4 @@ fn decoded_dot(d: Decoded, base: u32) -> f32 {
         return dot(d.lo, x[base]) + dot(d.hi, x[base + 1u]);
     }
     return dot(d.lo, x[base]);
-}
-
-// decoded_dot of x values already loaded (`xb` unused for 8-bit formats).
-fn decoded_dot_with(d: Decoded, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
-    if four_bit() {
-        return dot(d.lo, xa) + dot(d.hi, xb);
-    }
-    return dot(d.lo, xa);
 }

@@ -20,9 +20,6 @@
 alias Elem = f32;
 // 0 sum (times scale), 1 max.
 const OP: u32 = 0u;
-// Adjacent columns per invocation: 1, or 4 read as one vec4 per row (inner
-// a multiple of 4; the host binds x at binding 4 too).
-const VEC: u32 = 1u;
 override WG: u32 = 256u;
 
 struct Params {
@@ -40,7 +37,6 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<Elem>;
 @group(0) @binding(2) var<storage, read_write> out: array<Elem>;
 @group(0) @binding(3) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(4) var<storage, read> x4: array<vec4<Elem>>;
 
 fn is_nan(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
@@ -89,56 +85,8 @@ fn finish(s: vec2<f32>) -> f32 {
 }
 
 
-// `main` for VEC = 4: four adjacent columns per invocation, one 16-byte
-// load per row, two rows per step.
-fn main4(wid: vec3<u32>, lid: u32) {
-    let iq = params.inner / 4u;
-    let g = wid.x * WG + lid;
-    if g >= params.outer * iq {
-        return;
-    }
-    let base = (g / iq) * params.n * iq + g % iq;
-    let r0 = wid.y * params.seg;
-    let r1 = min(params.n, r0 + params.seg);
-    var a: array<vec2<f32>, 4>;
-    var b: array<vec2<f32>, 4>;
-    for (var i = 0u; i < 4u; i++) {
-        a[i] = vec2<f32>(start(), 0.0);
-        b[i] = a[i];
-    }
-    var r = r0;
-    for (; r + 2u <= r1; r += 2u) {
-        let v = vec4<f32>(x4[base + r * iq]);
-        let w = vec4<f32>(x4[base + (r + 1u) * iq]);
-        for (var i = 0u; i < 4u; i++) {
-            a[i] = fold(a[i], v[i]);
-            b[i] = fold(b[i], w[i]);
-        }
-    }
-    if r < r1 {
-        let v = vec4<f32>(x4[base + r * iq]);
-        for (var i = 0u; i < 4u; i++) {
-            a[i] = fold(a[i], v[i]);
-        }
-    }
-    let cols = params.outer * params.inner;
-    for (var i = 0u; i < 4u; i++) {
-        let acc = merge(a[i], b[i]);
-        let c = 4u * g + i;
-        if params.split == 1u {
-            out[c] = Elem(finish(acc));
-        } else {
-            partials[wid.y * cols + c] = value(acc);
-        }
-    }
-}
-
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    if VEC == 4u {
-        main4(wid, lid);
-        return;
-    }
     let cols = params.outer * params.inner;
     let c = wid.x * WG + lid;
     if c >= cols {

@@ -52,18 +52,12 @@ pub struct DevOverrides {
     /// Floats per padded row of the f32 split kernel's operands (a multiple
     /// of 4) instead of 4.
     pub split_pad_floats: Option<usize>,
-    /// The column-blocked quantised GEMV's workgroup and blocks loaded per
-    /// step `(wg, unroll)` instead of the tuned ones.
-    pub quant_cols: Option<(u32, u32)>,
+    /// The column-blocked quantised GEMV's workgroup (a power of two from
+    /// 32 to 1024) instead of the tuned one.
+    pub quant_cols_wg: Option<u32>,
     /// Steps a `Context::batch` records before submitting them (0: one
     /// submission at the end) instead of the default.
     pub batch_chunk: Option<usize>,
-    /// Weight rows per invocation of the row-blocked quantised GEMV (1, 2
-    /// or 4) instead of the default.
-    pub quant_rows_rpt: Option<u32>,
-    /// The quantised GEMVs decode four-bit codes through a table
-    /// (`Some(true)`) or by placement (`Some(false)`).
-    pub quant_lut: Option<bool>,
 }
 
 impl DevOverrides {
@@ -82,10 +76,8 @@ impl DevOverrides {
         coop_colmajor: true,
         coop_edges: true,
         split_pad_floats: None,
-        quant_cols: None,
+        quant_cols_wg: None,
         batch_chunk: None,
-        quant_rows_rpt: None,
-        quant_lut: None,
     };
 }
 
@@ -127,8 +119,7 @@ impl DevOverrides {
     /// `WGTILE_GEMV_WIDE`, `WGTILE_GEMV_PAIRS`, `WGTILE_COOP_COLMAJOR`,
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
-    /// `WGTILE_QUANT_COLS=WGxUNROLL`, `WGTILE_BATCH_CHUNK`,
-    /// `WGTILE_QUANT_ROWS_RPT`, `WGTILE_QUANT_LUT`. A value that
+    /// `WGTILE_QUANT_COLS_WG`, `WGTILE_BATCH_CHUNK`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -173,12 +164,9 @@ impl DevOverrides {
             split_pad_floats: number("WGTILE_SPLIT_PAD_FLOATS")
                 .map(|f| f as usize)
                 .filter(|&f| f > 0 && f.is_multiple_of(4)),
-            quant_cols: dims("WGTILE_QUANT_COLS", 2)
-                .map(|d| (d[0], d[1]))
-                .filter(|&(wg, u)| wg.is_power_of_two() && (32..=1024).contains(&wg) && matches!(u, 1 | 2 | 4 | 8)),
+            quant_cols_wg: number("WGTILE_QUANT_COLS_WG")
+                .filter(|wg| wg.is_power_of_two() && (32..=1024).contains(wg)),
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
-            quant_rows_rpt: number("WGTILE_QUANT_ROWS_RPT").filter(|r| matches!(r, 1 | 2 | 4)),
-            quant_lut: switch("WGTILE_QUANT_LUT"),
         }
     }
 }

@@ -57,6 +57,7 @@ mod snapshot_tests;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use expr::{BinaryOp, Expr, UnaryOp};
+pub use gpu::BATCH_CHUNK;
 pub use gpu::BufferPoolStats;
 pub use gpu::Plan;
 pub use gpu::{AdapterProfile, CoopMatrixConfig};

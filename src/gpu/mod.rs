@@ -13,6 +13,7 @@ mod scope;
 mod tensor;
 mod timing;
 
+pub use device::BATCH_CHUNK;
 pub(crate) use device::Gpu;
 pub(crate) use dispatch::{Dispatch, grid};
 pub use plan::Plan;

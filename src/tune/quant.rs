@@ -89,37 +89,13 @@ pub fn quant_route(
 /// Invocations per workgroup of the column-blocked GEMV: 1024 (32 slices
 /// of K) where the adapter allows, else its largest power of two.
 pub fn quant_cols_workgroup(max_invocations: u32) -> u32 {
-    if let Some((wg, _)) = crate::dev::overrides().quant_cols {
-        return wg.min(max_invocations.max(32));
-    }
-    let wg = max_invocations.clamp(32, 1024);
+    let wg = crate::dev::overrides()
+        .quant_cols_wg
+        .unwrap_or(1024)
+        .min(max_invocations)
+        .clamp(32, 1024);
     1 << (31 - wg.leading_zeros())
 }
-
-/// Blocks the column-blocked GEMV loads per step before decoding them.
-pub fn quant_cols_unroll() -> u32 {
-    crate::dev::overrides().quant_cols.map_or(QUANT_COLS_UNROLL, |(_, u)| u)
-}
-
-/// Whether the quantised GEMVs decode `format`'s four-bit codes through a
-/// table in workgroup memory (`LUT` in `shaders/quant_gemv_common.wgsl`).
-pub fn quant_lut(format: QuantFormat) -> bool {
-    format.element_bits() == 4 && crate::dev::overrides().quant_lut.unwrap_or(QUANT_LUT)
-}
-
-/// [`quant_lut`]'s default.
-pub const QUANT_LUT: bool = false;
-
-/// Weight rows per invocation of the row-blocked GEMV.
-pub fn quant_rows_rpt() -> u32 {
-    crate::dev::overrides().quant_rows_rpt.unwrap_or(QUANT_ROWS_RPT)
-}
-
-/// [`quant_rows_rpt`]'s default.
-pub const QUANT_ROWS_RPT: u32 = 1;
-
-/// [`quant_cols_unroll`]'s default.
-pub const QUANT_COLS_UNROLL: u32 = 1;
 
 /// The tiled quantised GEMM's tile for `x[m, ..] @ W[.., n]`: as the f32
 /// dispatcher picks its tiled kernel, the largest GPU tile shape that fits

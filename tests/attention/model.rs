@@ -291,11 +291,20 @@ fn tiny_bert_matches_f64_end_to_end() {
     let (emb, layers) = upload(&ctx, &w);
     let ids_t = ctx.tensor(&ids, [b, s]).unwrap();
     let mask_t = ctx.tensor(&mask, [b, s]).unwrap();
+    // Op by op, then batched: chunks of BATCH_CHUNK steps, far fewer
+    // submissions.
+    let s0 = ctx.submissions();
+    drop(forward(&ctx, &emb, &layers, &ids_t, &mask_t, &lens).unwrap());
+    let op_by_op = ctx.submissions() - s0;
     let s0 = ctx.submissions();
     let (h, pooled) = ctx
         .batch(|| forward(&ctx, &emb, &layers, &ids_t, &mask_t, &lens))
         .unwrap();
-    assert_eq!(ctx.submissions() - s0, 1, "the forward is one submission");
+    let batched = ctx.submissions() - s0;
+    assert!(
+        batched >= 1 && batched * 3 <= op_by_op,
+        "the batched forward took {batched} submissions, op by op {op_by_op}"
+    );
     let (states, pooled_want) = forward64(&w, &ids, &lens, s);
     let h_want = &states[LAYERS - 1];
     let h_got = h.to_vec_blocking::<f32>().unwrap();
@@ -539,13 +548,16 @@ fn bert_checkpoint_matches_f64_every_layer() {
         let ids_t = ctx.tensor(&ids, [b, s]).unwrap();
         let mask_t = ctx.tensor(&mask, [b, s]).unwrap();
         let s0 = ctx.submissions();
+        drop(encoder.forward(&ctx, &ids_t, &mask_t, true).unwrap());
+        let op_by_op = ctx.submissions() - s0;
+        let s0 = ctx.submissions();
         let out = ctx
             .batch(|| encoder.forward(&ctx, &ids_t, &mask_t, true))
             .unwrap();
-        assert_eq!(
-            ctx.submissions() - s0,
-            1,
-            "{tag}: the forward is one submission"
+        let batched = ctx.submissions() - s0;
+        assert!(
+            batched >= 1 && batched * 3 <= op_by_op,
+            "{tag}: the batched forward took {batched} submissions, op by op {op_by_op}"
         );
         let (states, pooled) = forward64(&w, &ids, &lens, s);
         assert_eq!(out.hidden.len(), LAYERS);

@@ -1,9 +1,8 @@
-//! The quantised GEMVs' variant sweep: the column-blocked kernel's
-//! `(WG, UNROLL)` of `--variants` and the row-blocked kernel's rows per
-//! invocation (`--rpts`), timed on the same weights next to the f16 GEMV
-//! of the shape and a copy, with each variant's max difference to the
-//! first of its layout (they must agree to rounding); each with four-bit
-//! codes decoded by placement and through a table (`--luts`, suffix L).
+//! The quantised GEMVs' workgroup sweep: the column-blocked (`[K, N]`)
+//! kernel at every workgroup of `--wgs`, and the row-blocked (`[N, K]`)
+//! kernel, timed on the same weights next to the f16 GEMV of the shape and
+//! a copy, with each column variant's max difference to the first (they
+//! must agree to rounding).
 //!
 //! ```text
 //! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --quick
@@ -31,19 +30,9 @@ struct Args {
     /// default MXFP4, int4 and both MXFP8).
     #[arg(long, value_delimiter = ',')]
     formats: Vec<String>,
-    /// Variants WGxUNROLL.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "1024x1,1024x4,512x2,256x1,256x4"
-    )]
-    variants: Vec<String>,
-    /// Weight rows per invocation of the row-blocked ([N, K]) GEMV.
-    #[arg(long, value_delimiter = ',', default_value = "1,4")]
-    rpts: Vec<u32>,
-    /// Four-bit codes decoded by placement (false) and through a table (true).
-    #[arg(long, value_delimiter = ',', default_value = "false,true")]
-    luts: Vec<bool>,
+    /// Workgroups of the column-blocked kernel.
+    #[arg(long, value_delimiter = ',', default_value = "1024,512,256")]
+    wgs: Vec<u32>,
     /// Measured runs per case.
     #[arg(long, default_value_t = 20)]
     repeats: u32,
@@ -51,7 +40,7 @@ struct Args {
 
 type BoxError = Box<dyn std::error::Error>;
 
-fn pair(s: &str) -> Result<(usize, usize), BoxError> {
+fn shape(s: &str) -> Result<(usize, usize), BoxError> {
     let (a, b) = s.split_once('x').ok_or_else(|| format!("{s}: want AxB"))?;
     Ok((a.trim().parse()?, b.trim().parse()?))
 }
@@ -70,14 +59,9 @@ fn main() -> Result<(), BoxError> {
     } else {
         args.shapes
             .iter()
-            .map(|s| pair(s))
+            .map(|s| shape(s))
             .collect::<Result<_, _>>()?
     };
-    let variants: Vec<(u32, u32)> = args
-        .variants
-        .iter()
-        .map(|s| pair(s).map(|(a, b)| (a as u32, b as u32)))
-        .collect::<Result<_, _>>()?;
     let formats: Vec<QuantFormat> = if args.formats.is_empty() {
         vec![
             QuantFormat::Mxfp4,
@@ -130,40 +114,22 @@ fn main() -> Result<(), BoxError> {
             for &format in &formats {
                 let q = &ctx.quantize(&w, format, QuantAxis::Columns)?;
                 let qt = &ctx.quantize(&wt, format, QuantAxis::Rows)?;
-                let luts: &Vec<bool> = &args
-                    .luts
-                    .iter()
-                    .copied()
-                    .filter(|&l| !l || format.element_bits() == 4)
-                    .collect();
-                let cols = variants.iter().flat_map(|&(wg, u)| {
-                    luts.iter().map(move |&l| {
-                        let o = DevOverrides {
-                            quant_cols: Some((wg, u)),
-                            quant_lut: Some(l),
-                            ..DevOverrides::DEFAULT
-                        };
-                        (q, format!("{wg}x{u}{}", if l { "L" } else { "" }), o)
-                    })
+                let cols = args.wgs.iter().map(|&wg| {
+                    let o = DevOverrides {
+                        quant_cols_wg: Some(wg),
+                        ..DevOverrides::DEFAULT
+                    };
+                    (q, format!("cols{wg}"), o, 0)
                 });
-                let rows = args.rpts.iter().flat_map(|&r| {
-                    luts.iter().map(move |&l| {
-                        let o = DevOverrides {
-                            quant_rows_rpt: Some(r),
-                            quant_lut: Some(l),
-                            ..DevOverrides::DEFAULT
-                        };
-                        (qt, format!("rows{r}{}", if l { "L" } else { "" }), o)
-                    })
-                });
+                let rows = [(qt, "rows".to_string(), DevOverrides::DEFAULT, 1)];
                 // The first result of each layout, for the differences.
                 let mut firsts: [Option<Vec<f32>>; 2] = [None, None];
-                for (q, variant, o) in cols.chain(rows) {
+                for (q, variant, o, layout) in cols.chain(rows) {
                     set_overrides(o);
                     let p = ctx.matmul_quantized_plan(&x, q)?;
                     p.run()?;
                     let got = p.output().to_vec_blocking::<f32>()?;
-                    let first = &mut firsts[usize::from(o.quant_rows_rpt.is_some())];
+                    let first = &mut firsts[layout];
                     let diff = match &*first {
                         None => 0.0,
                         Some(f) => f

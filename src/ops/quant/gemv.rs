@@ -14,59 +14,37 @@ use crate::tune::route::MatmulOptions;
 use crate::tune;
 
 pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
-use crate::tune::quant::{
-    QUANT_COLS_UNROLL, QUANT_ROWS_RPT, QuantEngines, QuantRoute, quant_cols_unroll, quant_cols_workgroup,
-    quant_lut, quant_route, quant_rows_rpt,
-};
+use crate::tune::quant::{QuantEngines, QuantRoute, quant_cols_workgroup, quant_route};
 
 /// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
 const WG: u32 = 256;
 const ROWS: u32 = 8;
 
 /// The GEMV's specialisation for `format` and `mr` rows of x.
-pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32, rpt: u32, lut: bool) -> Spec {
+pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32) -> Spec {
     Spec::new(Kernel::QuantGemv)
         .constant("FORMAT", format_code(format))
-        .constant("LUT", u32::from(lut))
         .constant("MR", mr)
-        .constant("RPT", rpt)
         .constant("ROWS", ROWS)
         .constant("WPB", words_per_block)
         .override_("WG", WG)
 }
 
 /// The column-blocked GEMV's specialisation (`wg` invocations, a multiple of 32).
-pub(crate) fn gemv_cols_spec(
-    format: QuantFormat,
-    mr: u32,
-    words_per_block: u32,
-    wg: u32,
-    unroll: u32,
-    lut: bool,
-) -> Spec {
+pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, wg: u32) -> Spec {
     Spec::new(Kernel::QuantGemvCols)
         .constant("FORMAT", format_code(format))
-        .constant("LUT", u32::from(lut))
         .constant("MR", mr)
         .constant("WPB", words_per_block)
-        .constant("UNROLL", unroll)
         .override_("WG", wg)
 }
 
 /// Every GEMV specialisation of `format` at its default block.
 pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
     let wpb = (format.default_block() * format.element_bits() as usize / 32) as u32;
-    let luts: &[bool] = if format.element_bits() == 4 { &[false, true] } else { &[false] };
-    let mut out: Vec<Spec> = Vec::new();
-    for &lut in luts {
-        for rpt in [QUANT_ROWS_RPT, 4] {
-            out.extend([1, 2, 4, 8].map(|mr| gemv_spec(format, mr, wpb, rpt, lut)));
-        }
-        for wg in [256, 1024] {
-            for unroll in [QUANT_COLS_UNROLL, 4] {
-                out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, wg, unroll, lut)));
-            }
-        }
+    let mut out: Vec<Spec> = [1, 2, 4, 8].map(|mr| gemv_spec(format, mr, wpb)).to_vec();
+    for wg in [256, 1024] {
+        out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, wg)));
     }
     out
 }
@@ -216,12 +194,11 @@ impl Context {
             let (spec, g, fifth, seventh) = if route == QuantRoute::GemvColumns {
                 let wg = quant_cols_workgroup(self.profile().max_invocations);
                 let g = grid(self.profile(), (n as u64).div_ceil(32), op)?;
-                let lut = quant_lut(w.format);
-                (gemv_cols_spec(w.format, mr, wpb, wg, quant_cols_unroll(), lut), g, g[0], 0)
+                (gemv_cols_spec(w.format, mr, wpb, wg), g, g[0], 0)
             } else {
                 let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
                 let per_word = 32 / w.format.element_bits() as usize;
-                (gemv_spec(w.format, mr, wpb, quant_rows_rpt(), quant_lut(w.format)), g, u("words per row", k / per_word)?, g[0])
+                (gemv_spec(w.format, mr, wpb), g, u("words per row", k / per_word)?, g[0])
             };
             let params = self.uniform(&[
                 u("N", n)?,

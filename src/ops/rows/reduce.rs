@@ -8,11 +8,6 @@ use crate::ops::rows::{RowParams, RowSource, check_dtype, grid, row_spec, rows_o
 use crate::runtime::Context;
 use crate::gpu::Plan;
 use crate::gpu::Tensor;
-
-/// The column reduction reads four adjacent columns per invocation (one
-/// 16-byte load per row) where the columns after the axis are a multiple
-/// of 4.
-const COLS_VEC4: bool = false;
 pub(crate) use crate::tune::rows::{combine_spec, reduce_layout, reduce_row_layout};
 
 /// Which elements a reduction covers.
@@ -330,14 +325,10 @@ impl Context {
         // Enough invocations to fill the GPU (2^18: an H200 holds 270k
         // resident): split the axis when there are few columns, at least 16
         // rows per split.
-        // Four adjacent columns per invocation where rows allow (16-byte loads).
-        let vec = if COLS_VEC4 && inner.is_multiple_of(4) { 4 } else { 1 };
-        let lanes = cols / vec;
-        let target = if vec == 4 { 1usize << 17 } else { 1 << 18 };
-        let split = target.div_ceil(lanes).clamp(1, n.div_ceil(16).max(1));
+        let split = (1usize << 18).div_ceil(cols).clamp(1, n.div_ceil(16).max(1));
         let seg = n.div_ceil(split);
         let split = n.div_ceil(seg);
-        let gx = lanes.div_ceil(WG as usize);
+        let gx = cols.div_ceil(WG as usize);
         let max = self.profile().max_workgroups_per_dim as usize;
         if gx > max || split > max {
             return Err(Error::LimitExceeded {
@@ -374,9 +365,8 @@ impl Context {
                 .constant("OP", op.op())
                 .override_("WG", WG)
         };
-        let main = spec(Kernel::ReduceCols).constant("VEC", vec as u32);
-        let pipeline = self.inner.pipelines.get(&self.inner.device, &main)?;
-        let binds = [(0, &params), (1, x.buffer()), (2, output.buffer()), (3, partials_buf), (4, x.buffer())];
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec(Kernel::ReduceCols))?;
+        let binds = [(0, &params), (1, x.buffer()), (2, output.buffer()), (3, partials_buf)];
         let mut dispatches = vec![Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
@@ -395,7 +385,7 @@ impl Context {
         }
         Ok(Some(Plan {
             gpu: self.inner.gpu.clone(),
-            label: format!("{name} over axis {d} of {shape:?} (columns x {vec}, split {split})"),
+            label: format!("{name} over axis {d} of {shape:?} (columns, split {split})"),
             dispatches,
             flops: x.numel() as u64,
             bytes: x.size_bytes() + output.size_bytes(),
