@@ -9,7 +9,9 @@
 // reduce_cols.wgsl). Then the column is read again and written: 2 reads +
 // 1 write per element, against the row kernel's 1 + 1.
 //
-// Entry `main`: invocation c of the outer * inner columns folds rows
+// Entry `main` (cols_driver.wgsl, with `combine` and `finish`; this file
+//   defines the hooks they call): invocation c of the outer * inner
+//   columns folds rows
 //   [s * seg, (s + 1) * seg) of its column, s = workgroup y. With one split
 //   it reads those rows again and writes them; with more it writes its pair
 //   to partials[s * cols + c], entry `combine` merges each column's pairs
@@ -163,72 +165,17 @@ fn write_rows(base: u32, r0: u32, r1: u32, p: vec2<f32>) {
     }
 }
 
-// The first element of column c (of outer * inner).
-fn column_base(c: u32) -> u32 {
-    return (c / params.inner) * params.n * params.inner + c % params.inner;
+// The hooks of cols_driver.wgsl: a (max, sum) pair is its own partial.
+alias Acc = vec2<f32>;
+
+fn column_acc(base: u32, r0: u32, r1: u32) -> Acc {
+    return column_pair(base, r0, r1);
 }
 
-@compute @workgroup_size(WG, 1, 1)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let cols = params.outer * params.inner;
-    let c = wid.x * WG + lid;
-    if c >= cols {
-        return;
-    }
-    let base = column_base(c);
-    let r0 = wid.y * params.seg;
-    let r1 = min(params.n, r0 + params.seg);
-    let p = column_pair(base, r0, r1);
-    if params.split == 1u {
-        write_rows(base, r0, r1, p);
-        return;
-    }
-    partials[wid.y * cols + c] = p;
+fn stored(a: Acc) -> vec2<f32> {
+    return a;
 }
 
-// Columns per workgroup of `combine` (WG / CW lanes share a column).
-const CW: u32 = 32u;
-var<workgroup> sh_pair: array<vec2<f32>, WG>;
-
-@compute @workgroup_size(WG, 1, 1)
-fn combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    // WG / CW lanes per column each merge every (WG / CW)-th partial (rows
-    // of CW adjacent columns: coalesced), then meet in workgroup memory.
-    let cols = params.outer * params.inner;
-    let parts = WG / CW;
-    let c = wid.x * CW + lid % CW;
-    let part = lid / CW;
-    var a0 = empty();
-    var a1 = a0;
-    if c < cols {
-        var s = part;
-        for (; s + parts < params.split; s += 2u * parts) {
-            a0 = merge(a0, partials[s * cols + c]);
-            a1 = merge(a1, partials[(s + parts) * cols + c]);
-        }
-        if s < params.split {
-            a0 = merge(a0, partials[s * cols + c]);
-        }
-    }
-    sh_pair[lid] = merge(a0, a1);
-    workgroupBarrier();
-    if part == 0u && c < cols {
-        var acc = sh_pair[lid];
-        for (var p = 1u; p < parts; p++) {
-            acc = merge(acc, sh_pair[p * CW + lid]);
-        }
-        partials[params.split * cols + c] = acc;
-    }
-}
-
-@compute @workgroup_size(WG, 1, 1)
-fn finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let cols = params.outer * params.inner;
-    let c = wid.x * WG + lid;
-    if c >= cols {
-        return;
-    }
-    let r0 = wid.y * params.seg;
-    let r1 = min(params.n, r0 + params.seg);
-    write_rows(column_base(c), r0, r1, partials[params.split * cols + c]);
+fn partial(s: u32, c: u32, cols: u32) -> Acc {
+    return partials[s * cols + c];
 }
