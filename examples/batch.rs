@@ -13,7 +13,7 @@
 //! speedup over op by op.
 
 use clap::Parser;
-use wgtile::{Context, ContextOptions, DType, Epilogue, MatmulOptions, Plan, Result, Tensor};
+use wgtile::{Context, ContextOptions, DType, Plan, Result};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -28,66 +28,18 @@ struct Args {
     repeats: usize,
 }
 
-struct Layer {
-    w1: Tensor,
-    b1: Tensor,
-    w2: Tensor,
-    gamma: Tensor,
-    beta: Tensor,
-}
-
-fn forward(ctx: &Context, layers: &[Layer], x: &Tensor) -> Result<Tensor> {
-    let mut x = x.clone();
-    for l in layers {
-        let h = ctx.matmul_with(&x, &l.w1, &Epilogue::new().bias(&l.b1).gelu())?;
-        let y = ctx.matmul_with(&h, &l.w2, &Epilogue::new().residual(&x))?;
-        x = ctx.layer_norm(&y, Some(&l.gamma), Some(&l.beta), 1e-5)?;
-    }
-    Ok(x)
-}
-
-/// The same forward pass as plans, built once.
-fn forward_plans(ctx: &Context, layers: &[Layer], x: &Tensor) -> Result<Vec<Plan>> {
-    let mut plans: Vec<Plan> = Vec::new();
-    let mut x = x.clone();
-    let opts = MatmulOptions::default();
-    for l in layers {
-        let h =
-            ctx.matmul_plan_with(&x, &l.w1, None, &opts, &Epilogue::new().bias(&l.b1).gelu())?;
-        let y = ctx.matmul_plan_with(
-            h.output(),
-            &l.w2,
-            None,
-            &opts,
-            &Epilogue::new().residual(&x),
-        )?;
-        let n = ctx.layer_norm_plan(y.output(), Some(&l.gamma), Some(&l.beta), 1e-5)?;
-        x = n.output().clone();
-        plans.extend([h, y, n]);
-    }
-    Ok(plans)
-}
+#[path = "common/mlp.rs"]
+mod mlp;
+use mlp::{forward, forward_plans};
 
 fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     env_logger::init();
     let args = Args::parse();
     let ctx = Context::new_blocking(ContextOptions::default())?;
     println!("adapter: {}", ctx.profile().name);
-    let (d, f) = (args.hidden, 4 * args.hidden);
-    let rand = |shape: &[usize], seed: u64| ctx.rand_uniform(shape, -0.1, 0.1, DType::F32, seed);
-    let layers = (0..args.layers)
-        .map(|i| {
-            let s = 10 * i as u64;
-            Ok(Layer {
-                w1: rand(&[d, f], s)?,
-                b1: rand(&[f], s + 1)?,
-                w2: rand(&[f, d], s + 2)?,
-                gamma: ctx.full([d], 1.0, DType::F32)?,
-                beta: ctx.zeros([d], DType::F32)?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let x = rand(&[args.rows, d], 999)?;
+    let d = args.hidden;
+    let layers = mlp::layers(&ctx, args.layers, d)?;
+    let x = ctx.rand_uniform([args.rows, d], -0.1, 0.1, DType::F32, 999)?;
     // Warm-up: pipelines compiled, the clock up.
     for _ in 0..5 {
         forward(&ctx, &layers, &x)?;

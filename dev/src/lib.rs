@@ -10,3 +10,6 @@ pub mod attention;
 /// helpers, shared rather than copied.
 #[path = "../../examples/common/mod.rs"]
 pub mod matrix;
+/// The `batch` example's MLP stack (op by op and as plans).
+#[path = "../../examples/common/mlp.rs"]
+pub mod mlp;

@@ -10,7 +10,8 @@
 
 use clap::Parser;
 use wgtile::dev::{DevOverrides, set_overrides};
-use wgtile::{Context, ContextOptions, DType, Epilogue, MatmulOptions, Plan, Result, Tensor};
+use wgtile::{Context, ContextOptions, DType, Plan, Result};
+use wgtile_dev::mlp::{self, forward, forward_plans};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -28,57 +29,14 @@ struct Args {
     repeats: usize,
 }
 
-struct Layer {
-    w1: Tensor,
-    b1: Tensor,
-    w2: Tensor,
-    gamma: Tensor,
-    beta: Tensor,
-}
-
-fn forward(ctx: &Context, layers: &[Layer], x: &Tensor) -> Result<Tensor> {
-    let mut x = x.clone();
-    for l in layers {
-        let h = ctx.matmul_with(&x, &l.w1, &Epilogue::new().bias(&l.b1).gelu())?;
-        let y = ctx.matmul_with(&h, &l.w2, &Epilogue::new().residual(&x))?;
-        x = ctx.layer_norm(&y, Some(&l.gamma), Some(&l.beta), 1e-5)?;
-    }
-    Ok(x)
-}
-
-fn plans(ctx: &Context, layers: &[Layer], x: &Tensor) -> Result<Vec<Plan>> {
-    let mut out: Vec<Plan> = Vec::new();
-    let mut x = x.clone();
-    let o = MatmulOptions::default();
-    for l in layers {
-        let h = ctx.matmul_plan_with(&x, &l.w1, None, &o, &Epilogue::new().bias(&l.b1).gelu())?;
-        let y = ctx.matmul_plan_with(h.output(), &l.w2, None, &o, &Epilogue::new().residual(&x))?;
-        let n = ctx.layer_norm_plan(y.output(), Some(&l.gamma), Some(&l.beta), 1e-5)?;
-        x = n.output().clone();
-        out.extend([h, y, n]);
-    }
-    Ok(out)
-}
-
 fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();
     let ctx = Context::new_blocking(ContextOptions::default())?;
     println!("{} ({:?})", ctx.profile().name, ctx.profile().backend);
-    let (d, f) = (args.hidden, 4 * args.hidden);
+    let d = args.hidden;
+    let layers = mlp::layers(&ctx, args.layers, d)?;
     let rand = |shape: &[usize], seed: u64| ctx.rand_uniform(shape, -0.1, 0.1, DType::F32, seed);
-    let layers = (0..args.layers)
-        .map(|i| {
-            let s = 10 * i as u64;
-            Ok(Layer {
-                w1: rand(&[d, f], s)?,
-                b1: rand(&[f], s + 1)?,
-                w2: rand(&[f, d], s + 2)?,
-                gamma: ctx.full([d], 1.0, DType::F32)?,
-                beta: ctx.zeros([d], DType::F32)?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
     println!(
         "{:>5} {:>10} {:>11} {:>7} {:>8}",
         "rows", "mode", "us/forward", "submits", "vs ops"
@@ -86,7 +44,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     for &rows in &args.rows {
         let x = rand(&[rows, d], 999)?;
         let want = forward(&ctx, &layers, &x)?.to_vec_blocking::<f32>()?;
-        let replay = plans(&ctx, &layers, &x)?;
+        let replay = forward_plans(&ctx, &layers, &x)?;
         let refs: Vec<&Plan> = replay.iter().collect();
         // mode: None op by op, Some(c) a batch of chunk c, Some(MAX) replay.
         let measure = |mode: Option<usize>| -> Result<(f64, u64)> {
