@@ -178,24 +178,8 @@ impl Context {
         }
         let u = |what: &str, v: usize| Error::u32_index("column row-op indices (u32)", what, v);
         u(name, x.numel())?;
-        // Enough invocations to fill the GPU (2^18: an H200 holds 270k
-        // resident): split the axis when there are few columns, at least 16
-        // rows per split (the column reduction's rule).
-        let split = (1usize << 18)
-            .div_ceil(cols)
-            .clamp(1, n.div_ceil(16).max(1));
-        let seg = n.div_ceil(split);
-        let split = n.div_ceil(seg);
-        let gx = cols.div_ceil(WG as usize);
-        let max = self.profile().max_workgroups_per_dim as usize;
-        if gx > max || split > max {
-            return Err(Error::LimitExceeded {
-                limit: "max_compute_workgroups_per_dimension",
-                requested: gx.max(split) as u64,
-                max: max as u64,
-                what: format!("{name} over axis {d} of {shape:?}"),
-            });
-        }
+        // The column reduction's grid and split.
+        let (split, seg, gx) = self.column_grid(cols, n, WG, || format!("{name} over axis {d} of {shape:?}"))?;
         // Word 5: the op's flags (norm_cols.wgsl shares the row kernels'
         // FLAG_* values; softmax_cols reads 1 as log-softmax); word 6: eps.
         let mut flags = match op {

@@ -293,6 +293,35 @@ impl Context {
         Ok(plan)
     }
 
+    /// The column kernels' grid for `cols` columns of `n` rows and `wg`
+    /// invocations per workgroup: `(split, seg, gx)`, the axis split into
+    /// `split` segments of `seg` rows so that about 2^18 invocations run
+    /// (an H200 holds 270k resident), at least 16 rows a segment, and `gx`
+    /// workgroups along the columns; [`Error::LimitExceeded`] naming `what`
+    /// where the grid passes the adapter's limit.
+    pub(crate) fn column_grid(
+        &self,
+        cols: usize,
+        n: usize,
+        wg: u32,
+        what: impl FnOnce() -> String,
+    ) -> Result<(usize, usize, usize)> {
+        let split = (1usize << 18).div_ceil(cols).clamp(1, n.div_ceil(16).max(1));
+        let seg = n.div_ceil(split);
+        let split = n.div_ceil(seg);
+        let gx = cols.div_ceil(wg as usize);
+        let max = self.profile().max_workgroups_per_dim as usize;
+        if gx > max || split > max {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: gx.max(split) as u64,
+                max: max as u64,
+                what: what(),
+            });
+        }
+        Ok((split, seg, gx))
+    }
+
     /// The reduction over middle axis `d` by the column kernel, or `None`
     /// where it does not apply (an empty axis or result: the row path
     /// gives NumPy's answers).
@@ -322,22 +351,7 @@ impl Context {
         let u = |what: &str, v: usize| Error::u32_index("reduction indices (u32)", what, v);
         u(name, x.numel())?;
         const WG: u32 = 256;
-        // Enough invocations to fill the GPU (2^18: an H200 holds 270k
-        // resident): split the axis when there are few columns, at least 16
-        // rows per split.
-        let split = (1usize << 18).div_ceil(cols).clamp(1, n.div_ceil(16).max(1));
-        let seg = n.div_ceil(split);
-        let split = n.div_ceil(seg);
-        let gx = cols.div_ceil(WG as usize);
-        let max = self.profile().max_workgroups_per_dim as usize;
-        if gx > max || split > max {
-            return Err(Error::LimitExceeded {
-                limit: "max_compute_workgroups_per_dimension",
-                requested: gx.max(split) as u64,
-                max: max as u64,
-                what: format!("{name} over axis {d} of {shape:?}"),
-            });
-        }
+        let (split, seg, gx) = self.column_grid(cols, n, WG, || format!("{name} over axis {d} of {shape:?}"))?;
         let mut out_shape = shape.to_vec();
         out_shape.remove(d);
         let output = self.alloc(&out_shape, x.dtype(), "wgtile reduce out")?;
