@@ -6,7 +6,7 @@
 //! in GB/s of the input read, and the masked mean.
 //!
 //! ```text
-//! cargo run --release --example layout -- [--quick]
+//! cargo run --release --example layout -- [--quick] [--batch 32]
 //! ```
 
 use clap::Parser;
@@ -19,6 +19,10 @@ struct Args {
     quick: bool,
     #[arg(long, default_value_t = 30)]
     repeats: u32,
+    /// Batch B of x [B, 512, 16, 64] (the any-axis rows view it as [B * 512,
+    /// 1024]); 8 makes a 16 MiB f32 tensor that stays in a large L2.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -34,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (b, s, h, d) = if args.quick {
         (2, 128, 8, 64)
     } else {
-        (32, 512, 16, 64)
+        (args.batch.max(1), 512, 16, 64)
     };
     let x = ctx.rand_uniform([b, s, h, d], -1.0, 1.0, DType::F32, 1)?;
     let copy = ctx.copy_plan(&x)?;
