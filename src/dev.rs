@@ -55,6 +55,9 @@ pub struct DevOverrides {
     /// The column-blocked quantised GEMV's workgroup (a power of two from
     /// 32 to 1024) instead of the tuned one.
     pub quant_cols_wg: Option<u32>,
+    /// Adjacent columns per workgroup of the column-blocked quantised GEMV
+    /// (32, 64 or 128) instead of 32.
+    pub quant_cols_columns: Option<u32>,
     /// Steps a `Context::batch` records before submitting them (0: one
     /// submission at the end) instead of the default.
     pub batch_chunk: Option<usize>,
@@ -77,6 +80,7 @@ impl DevOverrides {
         coop_edges: true,
         split_pad_floats: None,
         quant_cols_wg: None,
+        quant_cols_columns: None,
         batch_chunk: None,
     };
 }
@@ -119,7 +123,8 @@ impl DevOverrides {
     /// `WGTILE_GEMV_WIDE`, `WGTILE_GEMV_PAIRS`, `WGTILE_COOP_COLMAJOR`,
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
-    /// `WGTILE_QUANT_COLS_WG`, `WGTILE_BATCH_CHUNK`. A value that
+    /// `WGTILE_QUANT_COLS_WG`, `WGTILE_QUANT_COLS_COLUMNS`,
+    /// `WGTILE_BATCH_CHUNK`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -166,6 +171,7 @@ impl DevOverrides {
                 .filter(|&f| f > 0 && f.is_multiple_of(4)),
             quant_cols_wg: number("WGTILE_QUANT_COLS_WG")
                 .filter(|wg| wg.is_power_of_two() && (32..=1024).contains(wg)),
+            quant_cols_columns: number("WGTILE_QUANT_COLS_COLUMNS").filter(|c| matches!(c, 32 | 64 | 128)),
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
         }
     }

@@ -86,6 +86,12 @@ pub fn quant_route(
     }
 }
 
+/// Adjacent columns per workgroup of the column-blocked GEMV (`COLS` in
+/// `shaders/quant_gemv_cols.wgsl`): 32, one subgroup's run.
+pub fn quant_cols_columns() -> u32 {
+    crate::dev::overrides().quant_cols_columns.unwrap_or(32)
+}
+
 /// Invocations per workgroup of the column-blocked GEMV: 1024 (32 slices
 /// of K) where the adapter allows, else its largest power of two.
 pub fn quant_cols_workgroup(max_invocations: u32) -> u32 {

@@ -11,6 +11,7 @@
 //! cargo run -p wgtile-dev --release --bin pipeline_stats -- --all        # every dispatcher specialisation
 //! cargo run -p wgtile-dev --release --bin pipeline_stats -- --filter Coop
 //! cargo run -p wgtile-dev --release --bin pipeline_stats -- --attention   # the attention kernels this adapter gets
+//! cargo run -p wgtile-dev --release --bin pipeline_stats -- --quant --filter quant_gemv
 //! ```
 //! Why: a register count over 65536 / (workgroup size x workgroups per unit)
 //! halves a kernel's occupancy without any error, and no other tool reaches
@@ -37,6 +38,11 @@ struct Args {
     /// instead of the matmul kernels.
     #[arg(long)]
     attention: bool,
+    /// The quantisation kernels (quantise, dequantise, the GEMVs, the GEMM's
+    /// decoding) instead of the matmul kernels; `--filter quant_gemv` for
+    /// the GEMVs.
+    #[arg(long)]
+    quant: bool,
     /// Only kernels whose label contains this text.
     #[arg(long)]
     filter: Option<String>,
@@ -51,6 +57,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let specs = if args.attention {
         attention_specs()?
+    } else if args.quant {
+        wgtile::ops::quant::quant_specs()
     } else if args.all {
         wgtile::tune::matmul_specs()
     } else {

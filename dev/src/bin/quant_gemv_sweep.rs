@@ -1,5 +1,6 @@
 //! The quantised GEMVs' workgroup sweep: the column-blocked (`[K, N]`)
-//! kernel at every workgroup of `--wgs`, and the row-blocked (`[N, K]`)
+//! kernel at every workgroup of `--wgs` and columns per workgroup of
+//! `--columns` (printed WG/COLS), and the row-blocked (`[N, K]`)
 //! kernel, timed on the same weights next to the f16 GEMV of the shape and
 //! a copy, with each column variant's max difference to the first (they
 //! must agree to rounding).
@@ -33,6 +34,9 @@ struct Args {
     /// Workgroups of the column-blocked kernel.
     #[arg(long, value_delimiter = ',', default_value = "1024,512,256")]
     wgs: Vec<u32>,
+    /// Adjacent columns per workgroup of the column-blocked kernel.
+    #[arg(long, value_delimiter = ',', default_value = "32,64,128")]
+    columns: Vec<u32>,
     /// Measured runs per case.
     #[arg(long, default_value_t = 20)]
     repeats: u32,
@@ -114,12 +118,18 @@ fn main() -> Result<(), BoxError> {
             for &format in &formats {
                 let q = &ctx.quantize(&w, format, QuantAxis::Columns)?;
                 let qt = &ctx.quantize(&wt, format, QuantAxis::Rows)?;
-                let cols = args.wgs.iter().map(|&wg| {
-                    let o = DevOverrides {
-                        quant_cols_wg: Some(wg),
-                        ..DevOverrides::DEFAULT
-                    };
-                    (q, format!("cols{wg}"), o, 0)
+                let cols = args.wgs.iter().flat_map(|&wg| {
+                    args.columns
+                        .iter()
+                        .filter(move |&&c| c <= wg)
+                        .map(move |&c| {
+                            let o = DevOverrides {
+                                quant_cols_wg: Some(wg),
+                                quant_cols_columns: Some(c),
+                                ..DevOverrides::DEFAULT
+                            };
+                            (q, format!("{wg}/{c}"), o, 0)
+                        })
                 });
                 let rows = [(qt, "rows".to_string(), DevOverrides::DEFAULT, 1)];
                 // The first result of each layout, for the differences.

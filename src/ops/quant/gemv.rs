@@ -14,7 +14,7 @@ use crate::tune::route::MatmulOptions;
 use crate::tune;
 
 pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
-use crate::tune::quant::{QuantEngines, QuantRoute, quant_cols_workgroup, quant_route};
+use crate::tune::quant::{QuantEngines, QuantRoute, quant_cols_columns, quant_cols_workgroup, quant_route};
 
 /// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
 const WG: u32 = 256;
@@ -33,6 +33,7 @@ pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32) -> S
 /// The column-blocked GEMV's specialisation (`wg` invocations, a multiple of 32).
 pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, wg: u32) -> Spec {
     Spec::new(Kernel::QuantGemvCols)
+        .constant("COLS", quant_cols_columns())
         .constant("FORMAT", format_code(format))
         .constant("MR", mr)
         .constant("WPB", words_per_block)
@@ -193,7 +194,7 @@ impl Context {
             // seventh, and the same bindings.
             let (spec, g, fifth, seventh) = if route == QuantRoute::GemvColumns {
                 let wg = quant_cols_workgroup(self.profile().max_invocations);
-                let g = grid(self.profile(), (n as u64).div_ceil(32), op)?;
+                let g = grid(self.profile(), (n as u64).div_ceil(u64::from(quant_cols_columns())), op)?;
                 (gemv_cols_spec(w.format, mr, wpb, wg), g, g[0], 0)
             } else {
                 let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
