@@ -11,7 +11,7 @@
 //! cargo run -p wgtile-dev --release --bin pipeline_stats -- --all        # every dispatcher specialisation
 //! cargo run -p wgtile-dev --release --bin pipeline_stats -- --filter Coop
 //! cargo run -p wgtile-dev --release --bin pipeline_stats -- --attention   # the attention kernels this adapter gets
-//! cargo run -p wgtile-dev --release --bin pipeline_stats -- --quant --filter quant_gemv
+//! cargo run -p wgtile-dev --release --bin pipeline_stats -- --quant --filter QuantGemv
 //! ```
 //! Why: a register count over 65536 / (workgroup size x workgroups per unit)
 //! halves a kernel's occupancy without any error, and no other tool reaches
@@ -39,8 +39,8 @@ struct Args {
     #[arg(long)]
     attention: bool,
     /// The quantisation kernels (quantise, dequantise, the GEMVs, the GEMM's
-    /// decoding) instead of the matmul kernels; `--filter quant_gemv` for
-    /// the GEMVs.
+    /// decoding) instead of the matmul kernels; `--filter QuantGemv` for
+    /// the GEMVs (labels spell the kernel as `Kernel`'s variant).
     #[arg(long)]
     quant: bool,
     /// Only kernels whose label contains this text.
