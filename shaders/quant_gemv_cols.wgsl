@@ -14,14 +14,18 @@
 // Needs K a multiple of the block and an even number of words per block
 //   (every default block); the host falls back to dequantise + matmul
 //   otherwise.
-// Workgroup: WG x 1 x 1 (override, a multiple of 32); grid of ceil(N / 32)
-//   workgroups (2-D).
+// Workgroup: WG x 1 x 1 (override, a multiple of 32); grid of ceil(N /
+//   COLS) workgroups (2-D) times KSPLIT (z: a share of K each, partials
+//   added by `reduce_k`).
 // Bindings: 0 params, 1 x (vec4 f32), 2 data (vec2 u32), 3 scales, 4 zero
-//   points, 5 globals, 6 out.
+//   points, 5 globals, 6 out, 7 partials (KSPLIT > 1; bound either way).
 
 // Words per block (block * bits / 32), even.
 const WPB: u32 = 4u;
 const COLS: u32 = 32u;
+// Workgroups along K per group of columns (grid z): with more than one,
+// each writes its sums to `partials` and entry `reduce_k` adds them.
+const KSPLIT: u32 = 1u;
 
 struct Params {
     n: u32,
@@ -39,6 +43,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> data: array<vec2<u32>>;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(7) var<storage, read_write> partials: array<f32>;
 
 override WG: u32 = 256u;
 override S: u32 = WG / COLS;
@@ -58,7 +63,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // x vec4s per word: 2 (8 elements) or 1 (4 elements).
     let xw = select(1u, 2u, four_bit());
     if live {
-        for (var j = s; j < params.nb; j += S) {
+        let nbz = (params.nb + KSPLIT - 1u) / KSPLIT;
+        let je = min(params.nb, (wg.z + 1u) * nbz);
+        for (var j = wg.z * nbz + s; j < je; j += S) {
             let id = j * params.n + col;
             var words: array<vec2<u32>, WPB / 2u>;
             for (var h = 0u; h < WPB / 2u; h++) {
@@ -99,8 +106,31 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 for (var t = 0u; t < S; t++) {
                     total += red[m * WG + t * COLS + c];
                 }
-                out[m * params.n + col] = total;
+                if KSPLIT == 1u {
+                    out[m * params.n + col] = total;
+                } else {
+                    partials[(wg.z * params.m + m) * params.n + col] = total;
+                }
             }
         }
     }
+}
+
+// The KSPLIT partial sums of each output added (one invocation each).
+@compute @workgroup_size(256, 1, 1)
+fn reduce_k(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let count = params.m * params.n;
+    let i = (wg.y * nwg.x + wg.x) * 256u + lid;
+    if i >= count {
+        return;
+    }
+    var total = 0.0;
+    for (var z = 0u; z < KSPLIT; z++) {
+        total += partials[z * count + i];
+    }
+    out[i] = total;
 }

@@ -58,6 +58,9 @@ pub struct DevOverrides {
     /// Adjacent columns per workgroup of the column-blocked quantised GEMV
     /// (32, 64 or 128) instead of 32.
     pub quant_cols_columns: Option<u32>,
+    /// Workgroups along K per group of columns of the column-blocked
+    /// quantised GEMV (1 to 16) instead of 1.
+    pub quant_cols_ksplit: Option<u32>,
     /// Steps a `Context::batch` records before submitting them (0: one
     /// submission at the end) instead of the default.
     pub batch_chunk: Option<usize>,
@@ -81,6 +84,7 @@ impl DevOverrides {
         split_pad_floats: None,
         quant_cols_wg: None,
         quant_cols_columns: None,
+        quant_cols_ksplit: None,
         batch_chunk: None,
     };
 }
@@ -124,7 +128,7 @@ impl DevOverrides {
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
     /// `WGTILE_QUANT_COLS_WG`, `WGTILE_QUANT_COLS_COLUMNS`,
-    /// `WGTILE_BATCH_CHUNK`. A value that
+    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -172,6 +176,7 @@ impl DevOverrides {
             quant_cols_wg: number("WGTILE_QUANT_COLS_WG")
                 .filter(|wg| wg.is_power_of_two() && (32..=1024).contains(wg)),
             quant_cols_columns: number("WGTILE_QUANT_COLS_COLUMNS").filter(|c| matches!(c, 32 | 64 | 128)),
+            quant_cols_ksplit: number("WGTILE_QUANT_COLS_KSPLIT").filter(|k| (1..=16).contains(k)),
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
         }
     }

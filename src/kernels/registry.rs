@@ -433,6 +433,9 @@ registry! {
     /// adjacent invocations, x broadcast (M <= 8).
     QuantGemvCols = "quant_gemv_cols", entry "main", dtype F32, flags [TRUSTED],
         parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC];
+    /// Adds quant_gemv_cols' partial sums when K is split over workgroups.
+    QuantGemvColsReduce = "quant_gemv_cols.reduce_k", entry "reduce_k", dtype F32, flags [TRUSTED],
+        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC];
     /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
     /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
     /// memory; strided scalar loads, any layout.

@@ -92,6 +92,12 @@ pub fn quant_cols_columns() -> u32 {
     crate::dev::overrides().quant_cols_columns.unwrap_or(32)
 }
 
+/// Workgroups along K per group of columns of the column-blocked GEMV
+/// (`KSPLIT`): 1 (each workgroup walks all of K).
+pub fn quant_cols_ksplit() -> u32 {
+    crate::dev::overrides().quant_cols_ksplit.unwrap_or(1)
+}
+
 /// Invocations per workgroup of the column-blocked GEMV: 1024 (32 slices
 /// of K) where the adapter allows, else its largest power of two.
 pub fn quant_cols_workgroup(max_invocations: u32) -> u32 {

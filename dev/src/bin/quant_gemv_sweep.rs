@@ -1,6 +1,7 @@
 //! The quantised GEMVs' workgroup sweep: the column-blocked (`[K, N]`)
 //! kernel at every workgroup of `--wgs` and columns per workgroup of
-//! `--columns` (printed WG/COLS), and the row-blocked (`[N, K]`)
+//! `--columns` and K split over `--ksplits` workgroups (printed
+//! WG/COLS/KSPLIT), and the row-blocked (`[N, K]`)
 //! kernel, timed on the same weights next to the f16 GEMV of the shape and
 //! a copy, with each column variant's max difference to the first (they
 //! must agree to rounding).
@@ -37,6 +38,9 @@ struct Args {
     /// Adjacent columns per workgroup of the column-blocked kernel.
     #[arg(long, value_delimiter = ',', default_value = "32,64,128")]
     columns: Vec<u32>,
+    /// Workgroups along K per group of columns of the column-blocked kernel.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    ksplits: Vec<u32>,
     /// Measured runs per case.
     #[arg(long, default_value_t = 20)]
     repeats: u32,
@@ -118,23 +122,24 @@ fn main() -> Result<(), BoxError> {
             for &format in &formats {
                 let q = &ctx.quantize(&w, format, QuantAxis::Columns)?;
                 let qt = &ctx.quantize(&wt, format, QuantAxis::Rows)?;
-                let cols = args.wgs.iter().flat_map(|&wg| {
-                    args.columns
-                        .iter()
-                        .filter(move |&&c| c <= wg)
-                        .map(move |&c| {
+                let mut cols = Vec::new();
+                for &wg in &args.wgs {
+                    for &c in args.columns.iter().filter(|&&c| c <= wg) {
+                        for &z in &args.ksplits {
                             let o = DevOverrides {
                                 quant_cols_wg: Some(wg),
                                 quant_cols_columns: Some(c),
+                                quant_cols_ksplit: Some(z),
                                 ..DevOverrides::DEFAULT
                             };
-                            (q, format!("{wg}/{c}"), o, 0)
-                        })
-                });
+                            cols.push((q, format!("{wg}/{c}/{z}"), o, 0));
+                        }
+                    }
+                }
                 let rows = [(qt, "rows".to_string(), DevOverrides::DEFAULT, 1)];
                 // The first result of each layout, for the differences.
                 let mut firsts: [Option<Vec<f32>>; 2] = [None, None];
-                for (q, variant, o, layout) in cols.chain(rows) {
+                for (q, variant, o, layout) in cols.into_iter().chain(rows) {
                     set_overrides(o);
                     let p = ctx.matmul_quantized_plan(&x, q)?;
                     p.run()?;

@@ -14,7 +14,9 @@ use crate::tune::route::MatmulOptions;
 use crate::tune;
 
 pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
-use crate::tune::quant::{QuantEngines, QuantRoute, quant_cols_columns, quant_cols_workgroup, quant_route};
+use crate::tune::quant::{
+    QuantEngines, QuantRoute, quant_cols_columns, quant_cols_ksplit, quant_cols_workgroup, quant_route,
+};
 
 /// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
 const WG: u32 = 256;
@@ -32,7 +34,14 @@ pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32) -> S
 
 /// The column-blocked GEMV's specialisation (`wg` invocations, a multiple of 32).
 pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, wg: u32) -> Spec {
-    Spec::new(Kernel::QuantGemvCols)
+    gemv_cols_spec_k(Kernel::QuantGemvCols, format, mr, words_per_block, wg, quant_cols_ksplit())
+}
+
+/// [`gemv_cols_spec`] of `kernel` (the GEMV or its K reduction) with K
+/// split over `ksplit` workgroups.
+fn gemv_cols_spec_k(kernel: Kernel, format: QuantFormat, mr: u32, words_per_block: u32, wg: u32, ksplit: u32) -> Spec {
+    Spec::new(kernel)
+        .constant("KSPLIT", ksplit)
         .constant("COLS", quant_cols_columns())
         .constant("FORMAT", format_code(format))
         .constant("MR", mr)
@@ -46,6 +55,10 @@ pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
     let mut out: Vec<Spec> = [1, 2, 4, 8].map(|mr| gemv_spec(format, mr, wpb)).to_vec();
     for wg in [256, 1024] {
         out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, wg)));
+    }
+    // K split over two workgroups, and the reduction of its partials.
+    for kernel in [Kernel::QuantGemvCols, Kernel::QuantGemvColsReduce] {
+        out.push(gemv_cols_spec_k(kernel, format, 1, wpb, 1024, 2));
     }
     out
 }
@@ -187,15 +200,21 @@ impl Context {
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let u = u32_of;
         let mut dispatches = Vec::new();
+        let mut scratch = Vec::new();
         if m > 0 && n > 0 {
             let mr = (m as u32).next_power_of_two();
             let wpb = lay.words_per_block() as u32;
             // Both GEMVs take the same parameter slots but the fifth and
             // seventh, and the same bindings.
-            let (spec, g, fifth, seventh) = if route == QuantRoute::GemvColumns {
+            let cols = route == QuantRoute::GemvColumns;
+            // K over `ksplit` workgroups per group of columns (grid z).
+            let ksplit = if cols { quant_cols_ksplit().min(lay.blocks_per_line() as u32).max(1) } else { 1 };
+            let (spec, g, fifth, seventh) = if cols {
                 let wg = quant_cols_workgroup(self.profile().max_invocations);
-                let g = grid(self.profile(), (n as u64).div_ceil(u64::from(quant_cols_columns())), op)?;
-                (gemv_cols_spec(w.format, mr, wpb, wg), g, g[0], 0)
+                let mut g = grid(self.profile(), (n as u64).div_ceil(u64::from(quant_cols_columns())), op)?;
+                g[2] = ksplit;
+                let spec = gemv_cols_spec_k(Kernel::QuantGemvCols, w.format, mr, wpb, wg, ksplit);
+                (spec, g, g[0], 0)
             } else {
                 let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
                 let per_word = 32 / w.format.element_bits() as usize;
@@ -212,12 +231,34 @@ impl Context {
                 0,
             ]);
             let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-            dispatches.push(Dispatch::with_bindings(
-                &self.inner.device,
-                pipeline,
-                &w.product_bindings(&params, x, &out),
-                g,
-            ));
+            if !cols {
+                dispatches.push(Dispatch::with_bindings(
+                    &self.inner.device,
+                    pipeline,
+                    &w.product_bindings(&params, x, &out),
+                    g,
+                ));
+            } else if ksplit == 1 {
+                // The partials binding is declared either way: the dummy.
+                let mut binds = w.product_bindings(&params, x, &out).to_vec();
+                binds.push((7, &self.inner.dummy_rw));
+                dispatches.push(Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g));
+            } else {
+                let partials = self.alloc(&[ksplit as usize, m, n], DType::F32, "wgtile quantized GEMV partials")?;
+                let mut binds = w.product_bindings(&params, x, &out).to_vec();
+                binds.push((7, partials.buffer()));
+                dispatches.push(Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g));
+                let wg = quant_cols_workgroup(self.profile().max_invocations);
+                let reduce = gemv_cols_spec_k(Kernel::QuantGemvColsReduce, w.format, mr, wpb, wg, ksplit);
+                let reduce = self.inner.pipelines.get(&self.inner.device, &reduce)?;
+                dispatches.push(Dispatch::with_bindings(
+                    &self.inner.device,
+                    reduce,
+                    &[(0, &params), (6, out.buffer()), (7, partials.buffer())],
+                    grid(self.profile(), ((m * n) as u64).div_ceil(256), op)?,
+                ));
+                scratch.push(partials);
+            }
         }
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
@@ -230,7 +271,7 @@ impl Context {
             output: out,
             flops: 2 * (m * n * k) as u64,
             bytes: w.packed_bytes() + (m * k * 4 + m * n * 4) as u64,
-            scratch: Vec::new(),
+            scratch,
         })
     }
 
