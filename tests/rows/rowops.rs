@@ -1239,6 +1239,30 @@ fn check_softmax_axis(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType
     }
 }
 
+/// The shapes the column kernels are tested on, over every axis: splits
+/// into segments of 16 rows ([3, 1031, 3], [2000, 3], [2, 5000, 2]), one
+/// segment ([7, 13, 5]), a length-1 axis ([5, 1, 4]), later axes of length
+/// 1 (the row kernel: [4, 6, 1]).
+const COLUMN_SHAPES: [&[usize]; 8] = [
+    &[7, 13, 5],
+    &[3, 1031, 3],
+    &[2, 5000, 2],
+    &[2000, 3],
+    &[2, 3, 4, 5],
+    &[5, 1, 4],
+    &[4, 6, 1],
+    &[1, 37, 300],
+];
+
+/// f32, bf16 and (where the adapter has it) f16.
+fn column_dtypes(ctx: &wgtile::Context) -> Vec<DType> {
+    let mut dtypes = vec![DType::F32, DType::BF16];
+    if f16_ok(ctx) {
+        dtypes.push(DType::F16);
+    }
+    dtypes
+}
+
 /// Softmax and log-softmax over a middle axis by the column kernel: odd and
 /// prime shapes, every axis, f32, f16 and bf16, against f64 with the
 /// column tolerance (`column_sum_u`). Few columns split a long axis into
@@ -1250,21 +1274,8 @@ fn check_softmax_axis(ctx: &Context, data: &[f32], shape: &[usize], dtype: DType
 #[test]
 fn softmax_over_a_middle_axis_by_columns() {
     let Some(ctx) = common::ctx() else { return };
-    let mut dtypes = vec![DType::F32, DType::BF16];
-    if f16_ok(&ctx) {
-        dtypes.push(DType::F16);
-    }
-    let shapes: [&[usize]; 8] = [
-        &[7, 13, 5],
-        &[3, 1031, 3],
-        &[2, 5000, 2],
-        &[2000, 3],
-        &[2, 3, 4, 5],
-        &[5, 1, 4],
-        &[4, 6, 1],
-        &[1, 37, 300],
-    ];
-    for (si, shape) in shapes.iter().enumerate() {
+    let dtypes = column_dtypes(&ctx);
+    for (si, shape) in COLUMN_SHAPES.iter().enumerate() {
         // Scaled so exp sees a useful range.
         let data: Vec<f32> = common::random(shape.iter().product(), 800 + si as u64)
             .iter()
@@ -1599,21 +1610,8 @@ fn norms_over_any_axis() {
 #[test]
 fn norms_over_a_middle_axis_by_columns() {
     let Some(ctx) = common::ctx() else { return };
-    let mut dtypes = vec![DType::F32, DType::BF16];
-    if f16_ok(&ctx) {
-        dtypes.push(DType::F16);
-    }
-    let shapes: [&[usize]; 8] = [
-        &[7, 13, 5],
-        &[3, 1031, 3],
-        &[2, 5000, 2],
-        &[2000, 3],
-        &[2, 3, 4, 5],
-        &[5, 1, 4],
-        &[4, 6, 1],
-        &[1, 37, 300],
-    ];
-    for (si, shape) in shapes.iter().enumerate() {
+    let dtypes = column_dtypes(&ctx);
+    for (si, shape) in COLUMN_SHAPES.iter().enumerate() {
         let data: Vec<f32> = common::random(shape.iter().product(), 700 + si as u64)
             .iter()
             .map(|v| v * 2.0 + 0.5)
