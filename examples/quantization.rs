@@ -23,6 +23,9 @@
 //! unquantised weight.
 //! Compare with `python3 bench/torch_quant.py` (same shapes).
 
+#[path = "common/mod.rs"]
+mod common;
+
 use clap::Parser;
 use wgtile::{
     Context, ContextOptions, DType, MatmulKernel, MatmulOptions, Plan, QuantAxis, QuantFormat,
@@ -94,16 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let time = |plan: &Plan| -> wgtile::Result<f64> { Ok(ctx.time(plan, &opts)?.median()) };
     // The copy ceiling: a large tensor read and written once.
-    let big = ctx.rand_uniform(
-        [if args.quick { 1 << 20 } else { 1 << 26 }],
-        -1.0,
-        1.0,
-        DType::F32,
-        1,
-    )?;
-    let copy = ctx.copy_plan(&big)?;
-    let copy_gbps = copy.bytes() as f64 / time(&copy)? / 1e9;
-    drop(big);
+    let copy_gbps = common::copy_ceiling(&ctx, args.quick, time)?;
     println!("copy ceiling: {copy_gbps:.1} GB/s\n");
     for g in &args.gemm {
         gemm_table(&ctx, g, &time, args.stages)?;

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use wgtile::{Context, DType, Tensor};
+use wgtile::{Context, DType, Plan, Tensor};
 
 /// Outputs compared with the f64 reference per matrix: all of them up to this
 /// many, else this many spread over the matrix (the reference costs 2K flops each).
@@ -62,4 +62,22 @@ pub fn max_error(a: &[f32], b: &[f32], c: &[f32], n: usize) -> f64 {
         };
     }
     worst
+}
+
+/// The copy ceiling in GB/s: a large f32 tensor (2^26 elements, 2^20 when
+/// `quick`) read and written once, timed by `time` (seconds per run).
+pub fn copy_ceiling(
+    ctx: &Context,
+    quick: bool,
+    time: impl Fn(&Plan) -> wgtile::Result<f64>,
+) -> wgtile::Result<f64> {
+    let big = ctx.rand_uniform(
+        [if quick { 1 << 20 } else { 1 << 26 }],
+        -1.0,
+        1.0,
+        DType::F32,
+        1,
+    )?;
+    let copy = ctx.copy_plan(&big)?;
+    Ok(copy.bytes() as f64 / time(&copy)? / 1e9)
 }

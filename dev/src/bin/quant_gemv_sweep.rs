@@ -94,16 +94,7 @@ fn main() -> Result<(), BoxError> {
         repeats: args.repeats.max(1),
     };
     let time = |plan: &Plan| -> wgtile::Result<f64> { Ok(ctx.time(plan, &opts)?.median()) };
-    let big = ctx.rand_uniform(
-        [if args.quick { 1 << 20 } else { 1 << 26 }],
-        -1.0,
-        1.0,
-        DType::F32,
-        1,
-    )?;
-    let copy = ctx.copy_plan(&big)?;
-    let copy_gbps = copy.bytes() as f64 / time(&copy)? / 1e9;
-    drop((copy, big));
+    let copy_gbps = wgtile_dev::matrix::copy_ceiling(&ctx, args.quick, time)?;
     println!("copy: {copy_gbps:.1} GB/s");
     let mut table = Vec::new();
     for &(k, n) in &shapes {
