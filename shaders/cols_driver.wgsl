@@ -1,16 +1,18 @@
-// cols_driver: the entries shared by the column kernels (softmax_cols,
-// norm_cols) over x viewed as [outer, n, inner]: `main` (one invocation
-// per column, workgroup y the segment), `combine` (each column's segment
-// partials merged) and `finish` (each segment written from its column's
-// merged partial). Appended after the kernel's file, which defines:
-//   alias Acc                    the accumulator (statistics of a segment)
+// cols_driver: the entries shared by the column kernels (reduce_cols,
+// softmax_cols, norm_cols) over x viewed as [outer, n, inner]: `main` (one
+// invocation per column, workgroup y the segment) and `combine` (each
+// column's segment partials merged); cols_finish.wgsl adds `finish` for
+// the kernels that write the column again. Appended after the kernel's
+// file, which defines:
+//   alias Acc, alias Stored      a segment's accumulator, what a partial keeps
 //   fn column_acc(base, r0, r1)  Acc of rows [r0, r1) of the column at base
-//   fn stored(a: Acc)            the vec2<f32> a partial keeps of it
+//   fn stored(a: Acc) -> Stored
 //   fn partial(s, c, cols)       partial s of column c as an Acc
 //   fn empty(), fn merge(a, b)   the identity and the merge of Accs
-//   fn write_rows(base, r0, r1, p: vec2<f32>)  the rows written from p
-// and `params` (outer, n, inner, split, seg), `partials` (vec2<f32>:
-// split * cols partials, then each column's merged one) and `WG`.
+//   fn single(c, base, r0, r1, a)  the result of column c from its one segment
+//   fn combined(c, a)            column c's merged Acc written (by `combine`)
+// and `params` (outer, n, inner, split, seg), `partials` (Stored: split *
+// cols partials, then what `combined` keeps) and `WG`.
 
 // The first element of column c (of outer * inner).
 fn column_base(c: u32) -> u32 {
@@ -27,12 +29,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let base = column_base(c);
     let r0 = wid.y * params.seg;
     let r1 = min(params.n, r0 + params.seg);
-    let a = stored(column_acc(base, r0, r1));
+    let a = column_acc(base, r0, r1);
     if params.split == 1u {
-        write_rows(base, r0, r1, a);
+        single(c, base, r0, r1, a);
         return;
     }
-    partials[wid.y * cols + c] = a;
+    partials[wid.y * cols + c] = stored(a);
 }
 
 // Columns per workgroup of `combine` (WG / CW lanes share a column).
@@ -66,18 +68,6 @@ fn combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         for (var p = 1u; p < parts; p++) {
             acc = merge(acc, sh_acc[p * CW + lid]);
         }
-        partials[params.split * cols + c] = stored(acc);
+        combined(c, acc);
     }
-}
-
-@compute @workgroup_size(WG, 1, 1)
-fn finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let cols = params.outer * params.inner;
-    let c = wid.x * WG + lid;
-    if c >= cols {
-        return;
-    }
-    let r0 = wid.y * params.seg;
-    let r1 = min(params.n, r0 + params.seg);
-    write_rows(column_base(c), r0, r1, partials[params.split * cols + c]);
 }

@@ -186,7 +186,9 @@ fn column_acc(base: u32, r0: u32, r1: u32) -> Acc {
     return column_stats(base, r0, r1);
 }
 
-fn stored(a: Acc) -> vec2<f32> {
+alias Stored = vec2<f32>;
+
+fn stored(a: Acc) -> Stored {
     return a.yz;
 }
 
@@ -202,3 +204,10 @@ fn partial(s: u32, c: u32, cols: u32) -> vec3<f32> {
     return vec3<f32>(count, p.x, p.y);
 }
 
+fn single(c: u32, base: u32, r0: u32, r1: u32, a: Acc) {
+    write_rows(base, r0, r1, stored(a));
+}
+
+fn combined(c: u32, a: Acc) {
+    partials[params.split * params.outer * params.inner + c] = stored(a);
+}

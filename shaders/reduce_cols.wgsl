@@ -5,7 +5,8 @@
 // Four rows per step into four accumulators: four loads in flight per
 // invocation instead of one waiting on the last (docs/perf/layout.md).
 //
-// Entry `main`: invocation c of the outer * inner columns sums (or maxes)
+// Entry `main` (cols_driver.wgsl, with `combine`; this file defines the
+//   hooks they call): invocation c of the outer * inner columns sums (or maxes)
 //   rows [s * seg, (s + 1) * seg) of its column, s = workgroup y. With
 //   one split it writes out[c] (the sum times `scale`: 1, or 1/n for the
 //   mean); with more it writes the f32 partial partials[s * cols + c] and
@@ -84,19 +85,26 @@ fn finish(s: vec2<f32>) -> f32 {
     return s.x * params.scale;
 }
 
+// The hooks of cols_driver.wgsl (its `main` and `combine`): (acc, NaN
+// seen) pairs; a partial keeps the value (NaN as a value, sums unscaled).
+alias Acc = vec2<f32>;
+alias Stored = f32;
 
-@compute @workgroup_size(WG, 1, 1)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let cols = params.outer * params.inner;
-    let c = wid.x * WG + lid;
-    if c >= cols {
-        return;
-    }
-    let base = (c / params.inner) * params.n * params.inner + c % params.inner;
-    let r0 = wid.y * params.seg;
-    let r1 = min(params.n, r0 + params.seg);
+fn empty() -> Acc {
+    return vec2<f32>(start(), 0.0);
+}
+
+fn stored(a: Acc) -> Stored {
+    return value(a);
+}
+
+fn partial(s: u32, c: u32, cols: u32) -> Acc {
+    return fold(empty(), partials[s * cols + c]);
+}
+
+fn column_acc(base: u32, r0: u32, r1: u32) -> Acc {
     let step = params.inner;
-    var a0 = vec2<f32>(start(), 0.0);
+    var a0 = empty();
     var a1 = a0;
     var a2 = a0;
     var a3 = a0;
@@ -111,46 +119,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (; r < r1; r++) {
         a0 = fold(a0, f32(x[base + r * step]));
     }
-    let acc = merge(merge(a0, a1), merge(a2, a3));
-    if params.split == 1u {
-        out[c] = Elem(finish(acc));
-        return;
-    }
-    // A partial: NaN as a value (max), unscaled (sum).
-    partials[wid.y * cols + c] = value(acc);
+    return merge(merge(a0, a1), merge(a2, a3));
 }
 
-// Columns per workgroup of `combine` (WG / CW lanes share a column).
-const CW: u32 = 32u;
-var<workgroup> sh_part: array<vec2<f32>, WG>;
+fn single(c: u32, base: u32, r0: u32, r1: u32, a: Acc) {
+    out[c] = Elem(finish(a));
+}
 
-@compute @workgroup_size(WG, 1, 1)
-fn combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    // WG / CW lanes per column each fold every (WG / CW)-th partial (rows
-    // of CW adjacent columns: coalesced), then meet in workgroup memory.
-    let cols = params.outer * params.inner;
-    let parts = WG / CW;
-    let c = wid.x * CW + lid % CW;
-    let part = lid / CW;
-    var a0 = vec2<f32>(start(), 0.0);
-    var a1 = a0;
-    if c < cols {
-        var s = part;
-        for (; s + parts < params.split; s += 2u * parts) {
-            a0 = fold(a0, partials[s * cols + c]);
-            a1 = fold(a1, partials[(s + parts) * cols + c]);
-        }
-        if s < params.split {
-            a0 = fold(a0, partials[s * cols + c]);
-        }
-    }
-    sh_part[lid] = merge(a0, a1);
-    workgroupBarrier();
-    if part == 0u && c < cols {
-        var acc = sh_part[lid];
-        for (var p = 1u; p < parts; p++) {
-            acc = merge(acc, sh_part[p * CW + lid]);
-        }
-        out[c] = Elem(finish(acc));
-    }
+fn combined(c: u32, a: Acc) {
+    out[c] = Elem(finish(a));
 }

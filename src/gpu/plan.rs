@@ -38,6 +38,26 @@ impl fmt::Debug for Plan {
 }
 
 impl Plan {
+    /// This plan run after `earlier` (in order), whose outputs feed it:
+    /// their dispatches first, their outputs and scratch kept alive as this
+    /// plan's scratch, their FLOPs and bytes added.
+    pub(crate) fn after(mut self, earlier: Vec<Plan>) -> Plan {
+        let mut dispatches = Vec::new();
+        let mut scratch = Vec::new();
+        for p in earlier {
+            dispatches.extend(p.dispatches);
+            scratch.extend(p.scratch);
+            scratch.push(p.output);
+            self.flops += p.flops;
+            self.bytes += p.bytes;
+        }
+        dispatches.append(&mut self.dispatches);
+        self.dispatches = dispatches;
+        scratch.append(&mut self.scratch);
+        self.scratch = scratch;
+        self
+    }
+
     /// Submits the work (it runs asynchronously; reading the output waits for it).
     pub fn run(&self) -> Result<()> {
         self.gpu.run_dispatches(&self.label, &self.dispatches)

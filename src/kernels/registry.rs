@@ -45,6 +45,7 @@ const QUANT_VEC: &str = shader!("quant_vec.wgsl");
 pub(crate) const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
 const QUANT_GEMV_COMMON: &str = shader!("quant_gemv_common.wgsl");
 const COLS_DRIVER: &str = shader!("cols_driver.wgsl");
+const COLS_FINISH: &str = shader!("cols_finish.wgsl");
 /// The packed-word and block-scale decoding of the quantised formats.
 pub(crate) const QUANT_DECODE: &str = shader!("quant_decode.wgsl");
 /// A matmul's B operand as a quantised weight, in runs of 8 k.
@@ -197,33 +198,33 @@ registry! {
     /// Sum, max or mean over a middle axis, one invocation per output
     /// column (coalesced reads), split along the axis when columns are few.
     ReduceCols = "reduce_cols", entry "main", dtype F32, flags [TRUSTED],
-        parts [shader!("reduce_cols.wgsl")];
+        parts [shader!("reduce_cols.wgsl"), COLS_DRIVER];
     /// Adds (or maxes) reduce_cols' f32 partials.
     ReduceColsCombine = "reduce_cols.combine", entry "combine", dtype F32, flags [TRUSTED],
-        parts [shader!("reduce_cols.wgsl")];
+        parts [shader!("reduce_cols.wgsl"), COLS_DRIVER];
     /// Softmax or log-softmax over a middle axis, one invocation per column
     /// (coalesced reads), online (max, sum) pairs down it; with one split it
     /// also writes the column, with more it writes the pairs as partials.
     SoftmaxCols = "softmax_cols", entry "main", dtype F32, flags [TRUSTED],
-        parts [shader!("softmax_cols.wgsl"), COLS_DRIVER];
+        parts [shader!("softmax_cols.wgsl"), COLS_DRIVER, COLS_FINISH];
     /// Merges softmax_cols' partial (max, sum) pairs per column.
     SoftmaxColsCombine = "softmax_cols.combine", entry "combine", dtype F32, flags [TRUSTED],
-        parts [shader!("softmax_cols.wgsl"), COLS_DRIVER];
+        parts [shader!("softmax_cols.wgsl"), COLS_DRIVER, COLS_FINISH];
     /// Writes softmax_cols' segments from the merged pairs (with a split).
     SoftmaxColsFinish = "softmax_cols.finish", entry "finish", dtype F32, flags [TRUSTED],
-        parts [shader!("softmax_cols.wgsl"), COLS_DRIVER];
+        parts [shader!("softmax_cols.wgsl"), COLS_DRIVER, COLS_FINISH];
     /// LayerNorm, RMSNorm or L2 normalisation over a middle axis, one
     /// invocation per column (coalesced reads), Welford (count, mean, M2)
     /// statistics down it merged by Chan's formula; with one split it also
     /// writes the column, with more it writes (mean, M2) partials.
     NormCols = "norm_cols", entry "main", dtype F32, flags [TRUSTED],
-        parts [shader!("norm_cols.wgsl"), COLS_DRIVER];
+        parts [shader!("norm_cols.wgsl"), COLS_DRIVER, COLS_FINISH];
     /// Merges norm_cols' partial (mean, M2) pairs per column.
     NormColsCombine = "norm_cols.combine", entry "combine", dtype F32, flags [TRUSTED],
-        parts [shader!("norm_cols.wgsl"), COLS_DRIVER];
+        parts [shader!("norm_cols.wgsl"), COLS_DRIVER, COLS_FINISH];
     /// Writes norm_cols' segments from the merged statistics (with a split).
     NormColsFinish = "norm_cols.finish", entry "finish", dtype F32, flags [TRUSTED],
-        parts [shader!("norm_cols.wgsl"), COLS_DRIVER];
+        parts [shader!("norm_cols.wgsl"), COLS_DRIVER, COLS_FINISH];
     /// Matmul, one invocation per output element: the on-GPU reference.
     MatmulNaive = "matmul_naive", entry "main", dtype F32, flags [EPILOGUE],
         parts [shader!("matmul_naive.wgsl"), MATMUL_PARAMS, MATMUL_EPILOGUE];

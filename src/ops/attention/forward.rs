@@ -359,29 +359,9 @@ impl Context {
             start += w;
         }
         let (plan, out) = self.attention_plan(cuts[0].output(), cuts[1].output(), cuts[2].output(), options)?;
-        let mut dispatches = Vec::new();
-        let mut scratch = Vec::new();
-        let mut bytes = plan.bytes;
-        for c in cuts {
-            dispatches.extend(c.dispatches);
-            scratch.extend(c.scratch);
-            scratch.push(c.output);
-            bytes += c.bytes;
-        }
-        dispatches.extend(plan.dispatches);
-        scratch.extend(plan.scratch);
-        Ok((
-            Plan {
-                gpu: plan.gpu,
-                label: format!("{} (q, k, v copied out of qkv)", plan.label),
-                dispatches,
-                output: plan.output,
-                flops: plan.flops,
-                bytes,
-                scratch,
-            },
-            out,
-        ))
+        let mut plan = plan.after(cuts);
+        plan.label.push_str(" (q, k, v copied out of qkv)");
+        Ok((plan, out))
     }
 
     /// [`Context::attention_plan`] of bf16 q, k and v (and mask): staged

@@ -679,23 +679,9 @@ impl Context {
         let rows = self.row_plan(op, into.output(), weight, bias, eps, RowOptions::default())?;
         let out = self.permute_plan(rows.output(), &back)?;
         let label = format!("{} over axis {axis} (moved last: {})", op.name(), rows.label);
-        let mut scratch = into.scratch;
-        scratch.push(into.output);
-        scratch.extend(rows.scratch);
-        scratch.push(rows.output);
-        scratch.extend(out.scratch);
-        let mut dispatches = into.dispatches;
-        dispatches.extend(rows.dispatches);
-        dispatches.extend(out.dispatches);
-        Ok(Plan {
-            gpu: self.inner.gpu.clone(),
-            label,
-            dispatches,
-            output: out.output,
-            flops: rows.flops,
-            bytes: into.bytes + rows.bytes + out.bytes,
-            scratch,
-        })
+        let mut plan = out.after(vec![into, rows]);
+        plan.label = label;
+        Ok(plan)
     }
 
     fn row_op_axis(
