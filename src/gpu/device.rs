@@ -185,9 +185,11 @@ impl Gpu {
     }
 
     /// Records `dispatches` in this thread's open batch, after the clears
-    /// of the buffers this thread's allocations reused; false when there
-    /// is no batch.
-    fn record(&self, dispatches: &[Dispatch]) -> bool {
+    /// of the buffers this thread's allocations reused: `None` when there
+    /// is no batch, else whether the batch now holds a full chunk
+    /// ([`BATCH_CHUNK`] steps) to submit.
+    fn record(&self, dispatches: &[Dispatch]) -> Option<bool> {
+        let chunk = batch_chunk();
         self.own_batch(|b| {
             let clears = self.pool.take_clears(true);
             b.steps.extend(
@@ -196,8 +198,8 @@ impl Gpu {
                     .map(|c| Step::Clear(Bindings::new(vec![c]))),
             );
             b.steps.extend(dispatches.iter().cloned().map(Step::Run));
+            chunk > 0 && b.steps.len() >= chunk
         })
-        .is_some()
     }
 
     /// The steps this thread's batch recorded so far, taken out.
@@ -482,15 +484,12 @@ impl Gpu {
         if dispatches.is_empty() {
             return Ok(());
         }
-        if self.record(dispatches) {
+        match self.record(dispatches) {
             // A long batch submits in chunks, so the GPU starts on the first
             // ops while later ones are still being built.
-            let chunk = batch_chunk();
-            let full = self.own_batch(|b| chunk > 0 && b.steps.len() >= chunk);
-            if full == Some(true) {
-                return self.flush_if("batch", false);
-            }
-            return Ok(());
+            Some(true) => return self.flush_if("batch", false),
+            Some(false) => return Ok(()),
+            None => {}
         }
         self.submit(during, |enc| {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
