@@ -5,7 +5,8 @@
 // the kernels that write the column again. Appended after the kernel's
 // file, which defines:
 //   alias Acc, alias Stored      a segment's accumulator, what a partial keeps
-//   fn column_acc(base, r0, r1)  Acc of rows [r0, r1) of the column at base
+//   fn load(at) -> f32           element `at` of x, as the fold reads it
+//   fn fold(a: Acc, v: f32)      a with one more element
 //   fn stored(a: Acc) -> Stored
 //   fn partial(s, c, cols)       partial s of column c as an Acc
 //   fn empty(), fn merge(a, b)   the identity and the merge of Accs
@@ -13,6 +14,29 @@
 //   fn combined(c, a)            column c's merged Acc written (by `combine`)
 // and `params` (outer, n, inner, split, seg), `partials` (Stored: split *
 // cols partials, then what `combined` keeps) and `WG`.
+
+// The accumulator of rows [r0, r1) of the column starting at `base`: four
+// rows per step into four accumulators (four loads in flight per
+// invocation instead of one waiting on the last), merged at the end.
+fn column_acc(base: u32, r0: u32, r1: u32) -> Acc {
+    let step = params.inner;
+    var a0 = empty();
+    var a1 = a0;
+    var a2 = a0;
+    var a3 = a0;
+    var r = r0;
+    for (; r + 4u <= r1; r += 4u) {
+        let at = base + r * step;
+        a0 = fold(a0, load(at));
+        a1 = fold(a1, load(at + step));
+        a2 = fold(a2, load(at + 2u * step));
+        a3 = fold(a3, load(at + 3u * step));
+    }
+    for (; r < r1; r++) {
+        a0 = fold(a0, load(base + r * step));
+    }
+    return merge(merge(a0, a1), merge(a2, a3));
+}
 
 // The first element of column c (of outer * inner).
 fn column_base(c: u32) -> u32 {

@@ -106,27 +106,6 @@ fn merge(a: vec3<f32>, b: vec3<f32>) -> vec3<f32> {
     return vec3<f32>(count, mean, m2);
 }
 
-// The accumulator of rows [r0, r1) of the column starting at `base`.
-fn column_stats(base: u32, r0: u32, r1: u32) -> vec3<f32> {
-    let step = params.inner;
-    var a0 = vec3<f32>(0.0);
-    var a1 = a0;
-    var a2 = a0;
-    var a3 = a0;
-    var r = r0;
-    for (; r + 4u <= r1; r += 4u) {
-        let at = base + r * step;
-        a0 = fold(a0, f32(x[at]));
-        a1 = fold(a1, f32(x[at + step]));
-        a2 = fold(a2, f32(x[at + 2u * step]));
-        a3 = fold(a3, f32(x[at + 3u * step]));
-    }
-    for (; r < r1; r++) {
-        a0 = fold(a0, f32(x[base + r * step]));
-    }
-    return merge(merge(a0, a1), merge(a2, a3));
-}
-
 // The factor each element is multiplied by, from the column's M2 (sum of
 // squared deviations, or of squares for RMS and L2): norm.wgsl's norm_inv.
 fn norm_inv(m2: f32) -> f32 {
@@ -182,8 +161,8 @@ fn write_rows(base: u32, r0: u32, r1: u32, p: vec2<f32>) {
 // (mean, M2), its count is its segment's length.
 alias Acc = vec3<f32>;
 
-fn column_acc(base: u32, r0: u32, r1: u32) -> Acc {
-    return column_stats(base, r0, r1);
+fn load(at: u32) -> f32 {
+    return f32(x[at]);
 }
 
 alias Stored = vec2<f32>;

@@ -102,24 +102,8 @@ fn partial(s: u32, c: u32, cols: u32) -> Acc {
     return fold(empty(), partials[s * cols + c]);
 }
 
-fn column_acc(base: u32, r0: u32, r1: u32) -> Acc {
-    let step = params.inner;
-    var a0 = empty();
-    var a1 = a0;
-    var a2 = a0;
-    var a3 = a0;
-    var r = r0;
-    for (; r + 4u <= r1; r += 4u) {
-        let at = base + r * step;
-        a0 = fold(a0, f32(x[at]));
-        a1 = fold(a1, f32(x[at + step]));
-        a2 = fold(a2, f32(x[at + 2u * step]));
-        a3 = fold(a3, f32(x[at + 3u * step]));
-    }
-    for (; r < r1; r++) {
-        a0 = fold(a0, f32(x[base + r * step]));
-    }
-    return merge(merge(a0, a1), merge(a2, a3));
+fn load(at: u32) -> f32 {
+    return f32(x[at]);
 }
 
 fn single(c: u32, base: u32, r0: u32, r1: u32, a: Acc) {

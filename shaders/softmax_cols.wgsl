@@ -104,27 +104,6 @@ fn merge(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(m, a.y * exp(a.x - m) + b.y * exp(b.x - m));
 }
 
-// The pair of rows [r0, r1) of the column starting at `base`.
-fn column_pair(base: u32, r0: u32, r1: u32) -> vec2<f32> {
-    let step = params.inner;
-    var a0 = empty();
-    var a1 = a0;
-    var a2 = a0;
-    var a3 = a0;
-    var r = r0;
-    for (; r + 4u <= r1; r += 4u) {
-        let at = base + r * step;
-        a0 = fold(a0, load(at));
-        a1 = fold(a1, load(at + step));
-        a2 = fold(a2, load(at + 2u * step));
-        a3 = fold(a3, load(at + 3u * step));
-    }
-    for (; r < r1; r++) {
-        a0 = fold(a0, load(base + r * step));
-    }
-    return merge(merge(a0, a1), merge(a2, a3));
-}
-
 // Softmax (or log-softmax) of v given its column's pair and log(sum); the
 // column-level special cases first.
 fn softmax_out(v: f32, p: vec2<f32>, log_sum: f32) -> f32 {
@@ -167,10 +146,6 @@ fn write_rows(base: u32, r0: u32, r1: u32, p: vec2<f32>) {
 
 // The hooks of cols_driver.wgsl: a (max, sum) pair is its own partial.
 alias Acc = vec2<f32>;
-
-fn column_acc(base: u32, r0: u32, r1: u32) -> Acc {
-    return column_pair(base, r0, r1);
-}
 
 alias Stored = vec2<f32>;
 
