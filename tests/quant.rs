@@ -947,3 +947,110 @@ fn quantized_gemm_tiled_against_f64() {
         Err(Error::ShapeMismatch { .. })
     ));
 }
+
+/// Every launch the autotuner may pick for the column-blocked GEMV
+/// (workgroups of 256, 512 and 1024 invocations, K unsplit or split over 2
+/// and 4 workgroups whose partials a second pass adds) gives the f64
+/// product of the dequantised weight, including splits whose last share
+/// of K is empty (5 blocks over 4 workgroups) or a single block; launches
+/// the kernel cannot run are refused by name.
+#[test]
+fn every_quantized_gemv_launch_against_f64() {
+    use wgtile::tune::quant::{
+        QUANT_GEMV_KSPLITS, QUANT_GEMV_WORKGROUPS, QuantGemvLaunch, quant_gemv_candidates,
+    };
+    let Some(ctx) = common::ctx() else { return };
+    let max = ctx.profile().max_invocations;
+    let formats = [
+        QuantFormat::Mxfp4,
+        QuantFormat::Int4Zp,
+        QuantFormat::Mxfp8E4m3,
+        QuantFormat::Nvfp4,
+    ];
+    for (f, format) in formats.into_iter().enumerate() {
+        let block = format.default_block();
+        for (i, (m, blocks, n)) in [(1, 5, 67), (3, 8, 33), (8, 1, 5), (2, 13, 97)]
+            .into_iter()
+            .enumerate()
+        {
+            let k = blocks * block;
+            let wv = edge_values(k * n, (f * 17 + i) as u64, false);
+            let host = quant::quantize(&wv, &[k, n], format, QuantAxis::Columns, block).unwrap();
+            let q = ctx.upload_quantized(&host).unwrap();
+            let wd = host.dequantize().unwrap();
+            let xv = common::random(m * k, 5 + i as u64);
+            let x = ctx.tensor(&xv, [m, k]).unwrap();
+            let (want, mag) = reference(&xv, &wd, m, k, n, false);
+            let bound =
+                |j: usize| 4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[j] + 1e-30;
+            let mut launches: Vec<QuantGemvLaunch> = quant_gemv_candidates(max, blocks);
+            for wg in QUANT_GEMV_WORKGROUPS.into_iter().filter(|&wg| wg <= max) {
+                for ksplit in QUANT_GEMV_KSPLITS {
+                    let launch = QuantGemvLaunch { wg, ksplit };
+                    if !launches.contains(&launch) {
+                        launches.push(launch);
+                    }
+                }
+            }
+            for launch in launches {
+                let plan = ctx.quant_gemv_cols_plan(&x, &q, launch).unwrap();
+                ctx.fill(plan.output(), f32::NAN).unwrap();
+                plan.run().unwrap();
+                let got = plan.output().to_vec_blocking::<f32>().unwrap();
+                common::assert_close(
+                    &format!("{format} M{m} K{k} N{n} {launch}"),
+                    &got,
+                    &want,
+                    bound,
+                );
+            }
+        }
+    }
+    // Launches and operands the kernel cannot take.
+    let host = quant::quantize(
+        &common::random(64 * 8, 1),
+        &[64, 8],
+        QuantFormat::Mxfp4,
+        QuantAxis::Columns,
+        32,
+    )
+    .unwrap();
+    let q = ctx.upload_quantized(&host).unwrap();
+    let x = ctx.tensor(&common::random(64, 2), [1, 64]).unwrap();
+    for launch in [
+        QuantGemvLaunch { wg: 48, ksplit: 1 },
+        QuantGemvLaunch { wg: 16, ksplit: 1 },
+        QuantGemvLaunch { wg: 256, ksplit: 0 },
+        QuantGemvLaunch {
+            wg: 256,
+            ksplit: 17,
+        },
+    ] {
+        let r = ctx.quant_gemv_cols_plan(&x, &q, launch);
+        assert!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "{launch}: {r:?}"
+        );
+    }
+    let launch = QuantGemvLaunch { wg: 256, ksplit: 2 };
+    let rows = ctx
+        .quantize(
+            &ctx.tensor(&common::random(64 * 8, 3), [8, 64]).unwrap(),
+            QuantFormat::Mxfp4,
+            QuantAxis::Rows,
+        )
+        .unwrap();
+    let nine = ctx.tensor(&common::random(9 * 64, 4), [9, 64]).unwrap();
+    for (what, r) in [
+        (
+            "rows-blocked weight",
+            ctx.quant_gemv_cols_plan(&x, &rows, launch),
+        ),
+        (
+            "nine rows of x",
+            ctx.quant_gemv_cols_plan(&nine, &q, launch),
+        ),
+    ] {
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{what}: {r:?}");
+    }
+}

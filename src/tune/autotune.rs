@@ -24,6 +24,8 @@ use std::thread::ThreadId;
 
 use serde::{Deserialize, Serialize};
 
+use serde::de::DeserializeOwned;
+
 use super::MatmulKernel;
 use super::cache::{Entry, Measurement, ShapeBucket, TuneCache, TuneKey};
 use crate::dtype::DType;
@@ -41,6 +43,19 @@ pub const AUTOTUNE_ENV: &str = "WGTILE_AUTOTUNE";
 /// (pipeline builds, fresh data, warm-up and repeats of several kernels:
 /// tens of milliseconds) would ever win back.
 pub const TUNE_MIN_FLOPS: u64 = 1 << 30;
+
+/// Memory-bound kernels (the quantised GEMVs) reading fewer bytes than
+/// this (4 MiB) are never tuned: a few microseconds on any GPU worth
+/// tuning for, where launch overhead hides what the candidates change.
+pub const TUNE_MIN_BYTES: u64 = 1 << 22;
+
+/// What the autotuner chooses between: a matmul kernel, or another kernel's
+/// launch shape (the quantised GEMV's workgroup and K split). Cached as
+/// JSON, so its serialised form must stay stable between versions of a
+/// candidate type (the cache key's op names the type).
+pub trait Candidate: Copy + PartialEq + fmt::Debug + fmt::Display + Serialize + DeserializeOwned {}
+
+impl Candidate for MatmulKernel {}
 
 /// How much autotuning to do.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -154,16 +169,16 @@ pub enum DecisionSource {
 
 /// The autotuner's answer.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Decision {
+pub struct Decision<C = MatmulKernel> {
     /// The kernel to run.
-    pub kernel: MatmulKernel,
+    pub kernel: C,
     /// Where the choice came from.
     pub source: DecisionSource,
     /// Seconds this call spent tuning (0 unless it measured).
     pub tuning_seconds: f64,
 }
 
-impl fmt::Display for Decision {
+impl<C: fmt::Display> fmt::Display for Decision<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({:?}", self.kernel, self.source)?;
         if self.tuning_seconds > 0.0 {
@@ -305,7 +320,7 @@ impl Autotuner {
     /// all fail, the heuristic decides and nothing is cached. Only a lost
     /// device ([`Error::DeviceLost`]) is returned as an error.
     #[allow(clippy::too_many_arguments)] // the problem's dimensions, spelled out as the ops have them
-    pub fn decide(
+    pub fn decide<C: Candidate>(
         &self,
         profile: &AdapterProfile,
         op: &str,
@@ -314,10 +329,10 @@ impl Autotuner {
         n: usize,
         k: usize,
         batch: usize,
-        candidates: &[MatmulKernel],
-        heuristic: MatmulKernel,
-        measure: impl FnMut(MatmulKernel) -> Result<f64>,
-    ) -> Result<Decision> {
+        candidates: &[C],
+        heuristic: C,
+        measure: impl FnMut(C) -> Result<f64>,
+    ) -> Result<Decision<C>> {
         self.decide_transposed(
             profile,
             (op, dtype),
@@ -333,27 +348,66 @@ impl Autotuner {
     /// (`(transpose_a, transpose_b)`): the flags are part of the cache key, so
     /// each layout is tuned and remembered on its own.
     #[allow(clippy::too_many_arguments)] // decide's arguments plus the layout
+    pub fn decide_transposed<C: Candidate>(
+        &self,
+        profile: &AdapterProfile,
+        (op, dtype): (&str, DType),
+        (m, n, k, batch): (usize, usize, usize, usize),
+        transposes: (bool, bool),
+        candidates: &[C],
+        heuristic: C,
+        measure: impl FnMut(C) -> Result<f64>,
+    ) -> Result<Decision<C>> {
+        let worth = Self::worth_tuning(profile, m, n, k, batch);
+        let problem = (m, n, k, batch);
+        self.decide_keyed(profile, (op, dtype), problem, transposes, worth, candidates, heuristic, measure)
+    }
+
+    /// Whether a memory-bound kernel reading `bytes` is worth tuning on
+    /// this adapter: at least [`TUNE_MIN_BYTES`], and not a CPU adapter.
+    pub fn worth_tuning_bytes(profile: &AdapterProfile, bytes: u64) -> bool {
+        bytes >= TUNE_MIN_BYTES && !profile.is_cpu()
+    }
+
+    /// [`Autotuner::decide`] for a memory-bound kernel over `[m, k] x [k, n]`
+    /// (the quantised GEMVs, far below [`TUNE_MIN_FLOPS`]): tuned where it
+    /// reads at least [`TUNE_MIN_BYTES`] (`bytes`) on a GPU.
+    #[allow(clippy::too_many_arguments)] // decide's arguments plus the bytes read
+    pub fn decide_memory_bound<C: Candidate>(
+        &self,
+        profile: &AdapterProfile,
+        (op, dtype): (&str, DType),
+        (m, n, k): (usize, usize, usize),
+        bytes: u64,
+        candidates: &[C],
+        heuristic: C,
+        measure: impl FnMut(C) -> Result<f64>,
+    ) -> Result<Decision<C>> {
+        let worth = Self::worth_tuning_bytes(profile, bytes);
+        self.decide_keyed(profile, (op, dtype), (m, n, k, 1), (false, false), worth, candidates, heuristic, measure)
+    }
+
+    /// The decision once the problem is judged `worth` tuning or not.
+    #[allow(clippy::too_many_arguments)] // decide_transposed's arguments plus the judgement
     // Long on purpose: cache lookup, candidate timing and cache update in one place, so the
     // lock that serialises tuning covers all three.
-    pub fn decide_transposed(
+    fn decide_keyed<C: Candidate>(
         &self,
         profile: &AdapterProfile,
         (op, dtype): (&str, DType),
         (m, n, k, batch): (usize, usize, usize, usize),
         (a_t, b_t): (bool, bool),
-        candidates: &[MatmulKernel],
-        heuristic: MatmulKernel,
-        mut measure: impl FnMut(MatmulKernel) -> Result<f64>,
-    ) -> Result<Decision> {
+        worth: bool,
+        candidates: &[C],
+        heuristic: C,
+        mut measure: impl FnMut(C) -> Result<f64>,
+    ) -> Result<Decision<C>> {
         let by_heuristic = Decision {
             kernel: heuristic,
             source: DecisionSource::Heuristic,
             tuning_seconds: 0.0,
         };
-        if self.mode == AutotuneMode::Off
-            || candidates.len() < 2
-            || !Self::worth_tuning(profile, m, n, k, batch)
-        {
+        if self.mode == AutotuneMode::Off || candidates.len() < 2 || !worth {
             return Ok(by_heuristic);
         }
         let shape = shape_text(m, n, k, batch);
@@ -387,7 +441,7 @@ impl Autotuner {
             return Ok(hit);
         }
 
-        let timed: Vec<MatmulKernel> = candidates
+        let timed: Vec<C> = candidates
             .iter()
             .copied()
             .take(self.mode.max_candidates())
@@ -405,7 +459,7 @@ impl Autotuner {
                         "autotune: {op} {dtype} {shape}: {kernel} {:.3} ms",
                         seconds * 1e3
                     );
-                    measured.push(Measurement { kernel, seconds });
+                    measured.push((kernel, seconds));
                 }
                 Ok(seconds) => {
                     log::debug!(
@@ -421,11 +475,7 @@ impl Autotuner {
         }
         bar.finish_and_clear();
         let tuning_seconds = start.elapsed().as_secs_f64();
-        let Some(best) = measured
-            .iter()
-            .min_by(|a, b| a.seconds.total_cmp(&b.seconds))
-            .copied()
-        else {
+        let Some((best, best_seconds)) = measured.iter().min_by(|a, b| a.1.total_cmp(&b.1)).copied() else {
             log::warn!(
                 "autotune: every candidate for {op} {dtype} {shape} failed to run; using the heuristic's {heuristic}"
             );
@@ -438,22 +488,15 @@ impl Autotuner {
             "autotune: tuned {op} {dtype} {shape} in {:.0} ms over {} candidates -> {} ({:.3} ms)",
             tuning_seconds * 1e3,
             measured.len(),
-            best.kernel,
-            best.seconds * 1e3
+            best,
+            best_seconds * 1e3
         );
+        let measured = measured.into_iter().map(|(kernel, s)| Measurement::new(kernel, s)).collect();
         let mut state = lock(&self.state);
         state.announced.insert(key.clone());
-        state.cache.insert(
-            key,
-            Entry {
-                kernel: best.kernel,
-                measured,
-                mode: self.mode,
-                tuning_seconds,
-            },
-        );
+        state.cache.insert(key, Entry::new(best, measured, self.mode, tuning_seconds));
         Ok(Decision {
-            kernel: best.kernel,
+            kernel: best,
             source: DecisionSource::Tuned,
             tuning_seconds,
         })
@@ -461,20 +504,20 @@ impl Autotuner {
 
     /// The cached decision for `key`, if one satisfies the mode and names a
     /// current candidate.
-    fn cached(
+    fn cached<C: Candidate>(
         &self,
         key: &TuneKey,
         op: &str,
         dtype: DType,
         shape: &str,
-        candidates: &[MatmulKernel],
-    ) -> Option<Decision> {
+        candidates: &[C],
+    ) -> Option<Decision<C>> {
         let mut state = lock(&self.state);
         let entry = state.cache.get(key)?;
-        if !self.mode.satisfied_by(entry.mode) || !candidates.contains(&entry.kernel) {
+        let kernel = entry.winner::<C>()?;
+        if !self.mode.satisfied_by(entry.mode) || !candidates.contains(&kernel) {
             return None;
         }
-        let kernel = entry.kernel;
         if state.announced.insert(key.clone()) {
             log::info!("autotune: cache hit for {op} {dtype} {shape} -> {kernel} (no tuning)");
         } else {

@@ -21,8 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use super::MatmulKernel;
-use super::autotune::AutotuneMode;
+use super::autotune::{AutotuneMode, Candidate};
 use crate::dtype::DType;
 use crate::gpu::AdapterProfile;
 
@@ -177,7 +176,7 @@ impl TuneKey {
         op: &str,
         dtype: DType,
         bucket: ShapeBucket,
-        candidates: &[MatmulKernel],
+        candidates: &[impl fmt::Debug],
     ) -> Self {
         Self {
             adapter: AdapterKey::new(profile),
@@ -195,7 +194,7 @@ impl TuneKey {
 /// A stable checksum of a candidate list (order matters: the fast mode times
 /// the first few): 64-bit FNV-1a over the candidates' `Debug` strings. Unlike
 /// std's hasher it is the same in every process and every build.
-pub fn candidates_checksum(candidates: &[MatmulKernel]) -> u64 {
+pub fn candidates_checksum<C: fmt::Debug>(candidates: &[C]) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut hash = OFFSET;
@@ -209,25 +208,61 @@ pub fn candidates_checksum(candidates: &[MatmulKernel]) -> u64 {
 }
 
 /// One candidate's measured time.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
-    /// The candidate.
-    pub kernel: MatmulKernel,
+    /// The candidate, as its [`Candidate`] type serialises it.
+    pub kernel: serde_json::Value,
     /// Its median run time in seconds.
     pub seconds: f64,
 }
 
-/// The result of tuning one key.
+impl Measurement {
+    /// `kernel` took `seconds`.
+    pub fn new<C: Candidate>(kernel: C, seconds: f64) -> Self {
+        Self {
+            kernel: to_value(kernel),
+            seconds,
+        }
+    }
+}
+
+/// A candidate as the cache stores it (a matmul kernel as before the
+/// cache held other kinds: the file format is unchanged).
+fn to_value<C: Candidate>(kernel: C) -> serde_json::Value {
+    // Candidates are plain enums and structs of integers and flags.
+    serde_json::to_value(kernel).unwrap_or(serde_json::Value::Null)
+}
+
+/// The result of tuning one key. The key's op names the kind of candidate
+/// (a matmul kernel, a quantised GEMV's launch), which the entry stores as
+/// JSON and [`Entry::winner`] reads back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     /// The fastest candidate.
-    pub kernel: MatmulKernel,
+    pub kernel: serde_json::Value,
     /// Every candidate that ran, with its time (failed ones are absent).
     pub measured: Vec<Measurement>,
     /// How thoroughly it was tuned (a fast result does not satisfy the full mode).
     pub mode: AutotuneMode,
     /// Seconds the tuning took.
     pub tuning_seconds: f64,
+}
+
+impl Entry {
+    /// The entry of a tuning that picked `kernel` out of `measured`.
+    pub fn new<C: Candidate>(kernel: C, measured: Vec<Measurement>, mode: AutotuneMode, tuning_seconds: f64) -> Self {
+        Self {
+            kernel: to_value(kernel),
+            measured,
+            mode,
+            tuning_seconds,
+        }
+    }
+
+    /// The winner as a `C`, if it reads as one.
+    pub fn winner<C: Candidate>(&self) -> Option<C> {
+        serde_json::from_value(self.kernel.clone()).ok()
+    }
 }
 
 #[derive(Serialize, Deserialize)]

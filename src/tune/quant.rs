@@ -3,10 +3,15 @@
 //! matmul (a pure function of the problem and the adapter's kinds of
 //! kernel), and the tiled GEMM's tile.
 
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
 use crate::dtype::DType;
 use crate::gpu::AdapterProfile;
 use crate::problem::MatmulShape;
 use crate::quant::{QuantAxis, QuantFormat, QuantLayout};
+use crate::tune::autotune::Candidate;
 use crate::tune::route::{MatmulOptions, f32_on_tensor_cores};
 use crate::tune::{
     Layout, MatmulKernel, TILE_CONFIGS, TileConfig, WAVE_FILL, choose_matmul_layout,
@@ -92,21 +97,70 @@ pub fn quant_cols_columns() -> u32 {
     crate::dev::overrides().quant_cols_columns.unwrap_or(32)
 }
 
-/// Workgroups along K per group of columns of the column-blocked GEMV
-/// (`KSPLIT`): 1 (each workgroup walks all of K).
-pub fn quant_cols_ksplit() -> u32 {
-    crate::dev::overrides().quant_cols_ksplit.unwrap_or(1)
+/// The column-blocked GEMV's launch (`shaders/quant_gemv_cols.wgsl`):
+/// invocations per workgroup, and workgroups along K per group of columns
+/// (`KSPLIT`; with more than one, each adds a share of K's blocks into
+/// partial sums that a second dispatch adds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct QuantGemvLaunch {
+    /// Invocations per workgroup: a power of two from 32 to 1024.
+    pub wg: u32,
+    /// Workgroups along K: 1, 2 or 4.
+    pub ksplit: u32,
 }
 
-/// Invocations per workgroup of the column-blocked GEMV: 1024 (32 slices
-/// of K) where the adapter allows, else its largest power of two.
-pub fn quant_cols_workgroup(max_invocations: u32) -> u32 {
-    let wg = crate::dev::overrides()
-        .quant_cols_wg
-        .unwrap_or(1024)
-        .min(max_invocations)
-        .clamp(32, 1024);
-    1 << (31 - wg.leading_zeros())
+impl fmt::Display for QuantGemvLaunch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "quantized GEMV {} invocations, K over {}", self.wg, self.ksplit)
+    }
+}
+
+impl Candidate for QuantGemvLaunch {}
+
+/// Workgroup sizes the column-blocked GEMV is built for.
+pub const QUANT_GEMV_WORKGROUPS: [u32; 3] = [256, 512, 1024];
+
+/// K splits the column-blocked GEMV is built for.
+pub const QUANT_GEMV_KSPLITS: [u32; 3] = [1, 2, 4];
+
+/// The heuristic's launch for a weight of `blocks` blocks along K: 1024
+/// invocations (32 slices of K; the adapter's largest power of two where
+/// it allows fewer) and K unsplit, the best of run 167's sweep at 4096 x
+/// 14336 (docs/perf/quant.md). The `dev` feature's switches replace either.
+pub fn quant_gemv_launch(max_invocations: u32, blocks: usize) -> QuantGemvLaunch {
+    let o = crate::dev::overrides();
+    let wg = o.quant_cols_wg.unwrap_or(1024).min(max_invocations).clamp(32, 1024);
+    QuantGemvLaunch {
+        wg: 1 << (31 - wg.leading_zeros()),
+        ksplit: o.quant_cols_ksplit.unwrap_or(1).min(blocks.max(1) as u32),
+    }
+}
+
+/// Whether the `dev` feature's switches fix the launch (no tuning then).
+pub fn quant_gemv_launch_fixed() -> bool {
+    let o = crate::dev::overrides();
+    o.quant_cols_wg.is_some() || o.quant_cols_ksplit.is_some()
+}
+
+/// The autotuner's candidates for the column-blocked GEMV, the heuristic's
+/// first: then K split over 2 and 4 workgroups (shorter chains of
+/// dependent loads per workgroup and more workgroups in flight, the lead
+/// of run 167: a 4096 x 4096 weight fills one workgroup per SM), then half
+/// the invocations, unsplit and split over 2. Each fits the adapter and
+/// gives every share of K at least one block.
+pub fn quant_gemv_candidates(max_invocations: u32, blocks: usize) -> Vec<QuantGemvLaunch> {
+    let first = quant_gemv_launch(max_invocations, blocks);
+    let wide = first.wg;
+    let mut out = vec![first];
+    let more = [(wide, 2), (wide, 4), (wide / 2, 1), (wide / 2, 2)];
+    for (wg, ksplit) in more {
+        let launch = QuantGemvLaunch { wg, ksplit };
+        let built = QUANT_GEMV_WORKGROUPS.contains(&wg) && QUANT_GEMV_KSPLITS.contains(&ksplit);
+        if built && ksplit as usize <= blocks && !out.contains(&launch) {
+            out.push(launch);
+        }
+    }
+    out
 }
 
 /// The tiled quantised GEMM's tile for `x[m, ..] @ W[.., n]`: as the f32

@@ -379,30 +379,33 @@ fn tiled_spec(dtype: DType, tile: TileConfig, format: u32, block: u32, words: u3
 /// tensor-core layout the dispatcher picks at 4096^3 on a subgroup of 32.
 pub fn quant_gemm_specs() -> Vec<Spec> {
     use crate::quant::QuantFormat;
-    let kernel = MatmulKernel::Coop {
-        warps_m: 4,
-        warps_n: 4,
-        bk: 32,
-        frags_n: 2,
+    // Every tensor-core layout the autotuner may time (subgroups of 32).
+    let kernels = crate::tune::COOP_CONFIGS.map(|(warps_m, warps_n, bk, frags_n)| MatmulKernel::Coop {
+        warps_m,
+        warps_n,
+        bk,
+        frags_n,
         subgroup: 32,
         split: false,
-    };
+    });
     let mut out = Vec::new();
     for format in QuantFormat::ALL {
         let block = format.default_block() as u32;
         let words = block * format.element_bits() / 32;
-        for cols in [false, true] {
-            for aligned in [1, 0] {
-                let mut spec = kernel
-                    .spec(DType::F16)
-                    .dtype(DType::F32)
-                    .constant("TRANS_B", 1)
-                    .constant("TRANS_COLMAJOR", 1)
-                    .constant("ALIGNED", aligned);
-                for (name, text) in coop_quant_blocks(format_code(format), block, words, cols) {
-                    spec = spec.block(name, text);
+        for kernel in kernels {
+            for cols in [false, true] {
+                for aligned in [1, 0] {
+                    let mut spec = kernel
+                        .spec(DType::F16)
+                        .dtype(DType::F32)
+                        .constant("TRANS_B", 1)
+                        .constant("TRANS_COLMAJOR", 1)
+                        .constant("ALIGNED", aligned);
+                    for (name, text) in coop_quant_blocks(format_code(format), block, words, cols) {
+                        spec = spec.block(name, text);
+                    }
+                    out.push(spec);
                 }
-                out.push(spec);
             }
         }
         out.push(Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format_code(format)));

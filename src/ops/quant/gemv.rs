@@ -15,7 +15,8 @@ use crate::tune;
 
 pub use crate::tune::quant::QUANT_GEMV_MAX_ROWS;
 use crate::tune::quant::{
-    QuantEngines, QuantRoute, quant_cols_columns, quant_cols_ksplit, quant_cols_workgroup, quant_route,
+    QUANT_GEMV_KSPLITS, QUANT_GEMV_WORKGROUPS, QuantEngines, QuantGemvLaunch, QuantRoute, quant_cols_columns,
+    quant_route,
 };
 
 /// Workgroup of the fused GEMV: ROWS weight rows x (WG / ROWS) invocations.
@@ -32,35 +33,40 @@ pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32) -> S
         .override_("WG", WG)
 }
 
-/// The column-blocked GEMV's specialisation (`wg` invocations, a multiple of 32).
-pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, wg: u32) -> Spec {
-    gemv_cols_spec_k(Kernel::QuantGemvCols, format, mr, words_per_block, wg, quant_cols_ksplit())
-}
-
-/// [`gemv_cols_spec`] of `kernel` (the GEMV or its K reduction) with K
-/// split over `ksplit` workgroups.
-fn gemv_cols_spec_k(kernel: Kernel, format: QuantFormat, mr: u32, words_per_block: u32, wg: u32, ksplit: u32) -> Spec {
-    Spec::new(kernel)
-        .constant("KSPLIT", ksplit)
+/// The column-blocked GEMV's specialisation for `launch`.
+pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, launch: QuantGemvLaunch) -> Spec {
+    Spec::new(Kernel::QuantGemvCols)
+        .constant("KSPLIT", launch.ksplit)
         .constant("COLS", quant_cols_columns())
         .constant("FORMAT", format_code(format))
         .constant("MR", mr)
         .constant("WPB", words_per_block)
-        .override_("WG", wg)
+        .override_("WG", launch.wg)
 }
 
-/// Every GEMV specialisation of `format` at its default block.
+/// The column-blocked GEMV's reduction of `ksplit` partial sums (it reads
+/// nothing of the format or the launch).
+pub(crate) fn gemv_cols_reduce_spec(ksplit: u32) -> Spec {
+    Spec::new(Kernel::QuantGemvColsReduce).constant("KSPLIT", ksplit)
+}
+
+/// Every GEMV specialisation of `format` at its default block: every
+/// launch the autotuner may pick ([`crate::tune::quant::quant_gemv_candidates`]).
 pub(crate) fn specs_for(format: QuantFormat) -> Vec<Spec> {
     let wpb = (format.default_block() * format.element_bits() as usize / 32) as u32;
     let mut out: Vec<Spec> = [1, 2, 4, 8].map(|mr| gemv_spec(format, mr, wpb)).to_vec();
-    for wg in [256, 1024] {
-        out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, wg)));
-    }
-    // K split over two workgroups, and the reduction of its partials.
-    for kernel in [Kernel::QuantGemvCols, Kernel::QuantGemvColsReduce] {
-        out.push(gemv_cols_spec_k(kernel, format, 1, wpb, 1024, 2));
+    for wg in QUANT_GEMV_WORKGROUPS {
+        for ksplit in QUANT_GEMV_KSPLITS {
+            let launch = QuantGemvLaunch { wg, ksplit };
+            out.extend([1, 2, 4, 8].map(|mr| gemv_cols_spec(format, mr, wpb, launch)));
+        }
     }
     out
+}
+
+/// The K reductions of every split the column-blocked GEMV may run.
+pub(crate) fn reduce_specs() -> Vec<Spec> {
+    QUANT_GEMV_KSPLITS.into_iter().filter(|&k| k > 1).map(gemv_cols_reduce_spec).collect()
 }
 
 impl Context {
@@ -97,7 +103,15 @@ impl Context {
     ///
     /// Anything else (a CPU adapter, blocks not a multiple of 8, bf16 `x`
     /// first widened to f32) dequantises the weight to f32 and runs
-    /// [`Context::matmul`]'s engine (correct, not fused). Element codes
+    /// [`Context::matmul`]'s engine (correct, not fused).
+    ///
+    /// On a GPU with autotuning on (`WGTILE_AUTOTUNE`), the first call of a
+    /// shape bucket times the column-blocked GEMV's launches (workgroup
+    /// size, K split over workgroups) where the packed weight is 4 MiB or
+    /// more, and the tensor-core GEMM's layouts or the tiled GEMM's tiles
+    /// from 1 GFLOP, on random activations and this weight; the winner is
+    /// cached per adapter, format, block and shape bucket, in memory and on
+    /// disk, as the matmul's are. Element codes
     /// that are not numbers (E4M3's NaN, E5M2's infinities and NaNs, only
     /// in uploaded data) give what IEEE arithmetic gives on every route.
     pub fn matmul_quantized(&self, x: &Tensor, w: &QuantTensor) -> Result<Tensor> {
@@ -152,10 +166,12 @@ impl Context {
         let route = route_for(read_as, tensor_cores.is_some());
         match (route, tensor_cores) {
             (QuantRoute::TensorCores, Some(kernel)) => {
+                let kernel = self.quant_gemm_tuned(w, (m, k, n), kernel)?;
                 return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape);
             }
             (QuantRoute::Tiled, _) if x.dtype() != DType::BF16 => {
-                return self.quant_tiled_plan(x, w, (m, k, n), &out_shape, None);
+                let tile = self.quant_tiled_tuned(x.dtype(), w, (m, k, n))?;
+                return self.quant_tiled_plan(x, w, (m, k, n), &out_shape, tile);
             }
             _ => {}
         }
@@ -189,75 +205,23 @@ impl Context {
         out_shape: &[usize],
     ) -> Result<Plan> {
         let op = "matmul_quantized";
-        let lay = w.layout();
         if let QuantRoute::Dequantize(why) = route {
             log::debug!("{op}: dequantise + matmul ({why})");
             return self.dequantized_matmul(x, w, out_shape);
         }
         if route == QuantRoute::Tiled {
-            return self.quant_tiled_plan(x, w, (m, k, n), out_shape, None);
+            let tile = self.quant_tiled_tuned(DType::F32, w, (m, k, n))?;
+            return self.quant_tiled_plan(x, w, (m, k, n), out_shape, tile);
         }
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
-        let u = u32_of;
         let mut dispatches = Vec::new();
         let mut scratch = Vec::new();
         if m > 0 && n > 0 {
-            let mr = (m as u32).next_power_of_two();
-            let wpb = lay.words_per_block() as u32;
-            // Both GEMVs take the same parameter slots but the fifth and
-            // seventh, and the same bindings.
-            let cols = route == QuantRoute::GemvColumns;
-            // K over `ksplit` workgroups per group of columns (grid z).
-            let ksplit = if cols { quant_cols_ksplit().min(lay.blocks_per_line() as u32).max(1) } else { 1 };
-            let (spec, g, fifth, seventh) = if cols {
-                let wg = quant_cols_workgroup(self.profile().max_invocations);
-                let mut g = grid(self.profile(), (n as u64).div_ceil(u64::from(quant_cols_columns())), op)?;
-                g[2] = ksplit;
-                let spec = gemv_cols_spec_k(Kernel::QuantGemvCols, w.format, mr, wpb, wg, ksplit);
-                (spec, g, g[0], 0)
+            if route == QuantRoute::GemvColumns {
+                let launch = self.quant_gemv_tuned(w, (m, k, n))?;
+                (dispatches, scratch) = self.gemv_cols_dispatches(x, w, &out, (m, k, n), launch)?;
             } else {
-                let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
-                let per_word = 32 / w.format.element_bits() as usize;
-                (gemv_spec(w.format, mr, wpb), g, u("words per row", k / per_word)?, g[0])
-            };
-            let params = self.uniform(&[
-                u("N", n)?,
-                u("K", k)?,
-                u("M", m)?,
-                u("blocks per line", lay.blocks_per_line())?,
-                fifth,
-                0,
-                seventh,
-                0,
-            ]);
-            let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-            if !cols {
-                dispatches.push(Dispatch::with_bindings(
-                    &self.inner.device,
-                    pipeline,
-                    &w.product_bindings(&params, x, &out),
-                    g,
-                ));
-            } else if ksplit == 1 {
-                // The partials binding is declared either way: the dummy.
-                let mut binds = w.product_bindings(&params, x, &out).to_vec();
-                binds.push((7, &self.inner.dummy_rw));
-                dispatches.push(Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g));
-            } else {
-                let partials = self.alloc(&[ksplit as usize, m, n], DType::F32, "wgtile quantized GEMV partials")?;
-                let mut binds = w.product_bindings(&params, x, &out).to_vec();
-                binds.push((7, partials.buffer()));
-                dispatches.push(Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g));
-                let wg = quant_cols_workgroup(self.profile().max_invocations);
-                let reduce = gemv_cols_spec_k(Kernel::QuantGemvColsReduce, w.format, mr, wpb, wg, ksplit);
-                let reduce = self.inner.pipelines.get(&self.inner.device, &reduce)?;
-                dispatches.push(Dispatch::with_bindings(
-                    &self.inner.device,
-                    reduce,
-                    &[(0, &params), (6, out.buffer()), (7, partials.buffer())],
-                    grid(self.profile(), ((m * n) as u64).div_ceil(256), op)?,
-                ));
-                scratch.push(partials);
+                dispatches.push(self.gemv_rows_dispatch(x, w, &out, (m, k, n))?);
             }
         }
         Ok(Plan {
@@ -273,6 +237,65 @@ impl Context {
             bytes: w.packed_bytes() + (m * k * 4 + m * n * 4) as u64,
             scratch,
         })
+    }
+
+    /// The GEMV's parameters (both kernels take the same slots but the
+    /// fifth and seventh).
+    fn gemv_params(&self, w: &QuantTensor, (m, k, n): (usize, usize, usize), fifth: u32, seventh: u32) -> Result<wgpu::Buffer> {
+        let u = u32_of;
+        let blocks = u("blocks per line", w.layout().blocks_per_line())?;
+        Ok(self.uniform(&[u("N", n)?, u("K", k)?, u("M", m)?, blocks, fifth, 0, seventh, 0]))
+    }
+
+    /// The row-blocked GEMV (`shaders/quant_gemv.wgsl`) of f32 `x` into `out`.
+    fn gemv_rows_dispatch(&self, x: &Tensor, w: &QuantTensor, out: &Tensor, (m, k, n): (usize, usize, usize)) -> Result<Dispatch> {
+        let op = "matmul_quantized";
+        let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
+        let per_word = 32 / w.format.element_bits() as usize;
+        let params = self.gemv_params(w, (m, k, n), u32_of("words per row", k / per_word)?, g[0])?;
+        let mr = (m as u32).next_power_of_two();
+        let spec = gemv_spec(w.format, mr, w.layout().words_per_block() as u32);
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        Ok(Dispatch::with_bindings(&self.inner.device, pipeline, &w.product_bindings(&params, x, out), g))
+    }
+
+    /// The column-blocked GEMV (`shaders/quant_gemv_cols.wgsl`) of f32 `x`
+    /// into `out` with `launch`: its dispatches (with a K split, the
+    /// partial sums' reduction after it) and scratch (the partials).
+    pub(crate) fn gemv_cols_dispatches(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        out: &Tensor,
+        (m, k, n): (usize, usize, usize),
+        launch: QuantGemvLaunch,
+    ) -> Result<(Vec<Dispatch>, Vec<Tensor>)> {
+        let op = "matmul_quantized";
+        let lay = w.layout();
+        let mut g = grid(self.profile(), (n as u64).div_ceil(u64::from(quant_cols_columns())), op)?;
+        let ksplit = launch.ksplit.min(lay.blocks_per_line() as u32).max(1);
+        g[2] = ksplit;
+        let params = self.gemv_params(w, (m, k, n), g[0], 0)?;
+        let mr = (m as u32).next_power_of_two();
+        let spec = gemv_cols_spec(w.format, mr, lay.words_per_block() as u32, QuantGemvLaunch { ksplit, ..launch });
+        let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
+        let mut binds = w.product_bindings(&params, x, out).to_vec();
+        if ksplit == 1 {
+            // The partials binding is declared either way: the dummy.
+            binds.push((7, &self.inner.dummy_rw));
+            return Ok((vec![Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g)], Vec::new()));
+        }
+        let partials = self.alloc(&[ksplit as usize, m, n], DType::F32, "wgtile quantized GEMV partials")?;
+        binds.push((7, partials.buffer()));
+        let main = Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g);
+        let reduce = self.inner.pipelines.get(&self.inner.device, &gemv_cols_reduce_spec(ksplit))?;
+        let reduce = Dispatch::with_bindings(
+            &self.inner.device,
+            reduce,
+            &[(0, &params), (6, out.buffer()), (7, partials.buffer())],
+            grid(self.profile(), ((m * n) as u64).div_ceil(256), op)?,
+        );
+        Ok((vec![main, reduce], vec![partials]))
     }
 
     /// The fallback: the weight dequantised to f32, then the matmul engine

@@ -4,6 +4,7 @@
 
 pub mod gemm;
 pub mod gemv;
+mod tune;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -201,6 +202,7 @@ pub fn quant_specs() -> Vec<Spec> {
         }
         out.extend(gemv::specs_for(f));
     }
+    out.extend(gemv::reduce_specs());
     out.extend(gemm::quant_gemm_specs());
     out
 }

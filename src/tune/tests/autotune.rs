@@ -144,7 +144,7 @@ fn the_key_changes_with_the_candidate_set_and_the_problem() {
 
     // Stable (FNV-1a of the Debug strings): the same in every process.
     assert_eq!(candidates_checksum(&c), candidates_checksum(&c.clone()));
-    assert_ne!(candidates_checksum(&[]), candidates_checksum(&c));
+    assert_ne!(candidates_checksum::<MatmulKernel>(&[]), candidates_checksum(&c));
     let fewer = &c[..c.len() - 1];
     assert_ne!(
         TuneKey::new(&p, "matmul", DType::F32, bucket, fewer),
@@ -573,14 +573,8 @@ fn tune_cache_round_trips_and_merges_with_other_writers() {
     let dir = temp_dir("roundtrip");
     let path = dir.join("autotune.json");
     let key = |m| TuneKey::new(&p, "matmul", DType::F32, ShapeBucket::new(m, m, m, 1), &c);
-    let entry = |kernel| Entry {
-        kernel,
-        measured: vec![Measurement {
-            kernel,
-            seconds: 1.5e-3,
-        }],
-        mode: AutotuneMode::Fast,
-        tuning_seconds: 0.25,
+    let entry = |kernel: MatmulKernel| {
+        Entry::new(kernel, vec![Measurement::new(kernel, 1.5e-3)], AutotuneMode::Fast, 0.25)
     };
 
     let mut a = TuneCache::new(Some(path.clone()));
@@ -727,12 +721,7 @@ fn tune_cache_is_bounded() {
     let p = gpu();
     let c = big_candidates(&p);
     let bucket = ShapeBucket::new(256, 256, 256, 1);
-    let entry = Entry {
-        kernel: c[0],
-        measured: Vec::new(),
-        mode: AutotuneMode::Fast,
-        tuning_seconds: 0.0,
-    };
+    let entry = Entry::new(c[0], Vec::new(), AutotuneMode::Fast, 0.0);
     let mut cache = TuneCache::new(None);
     let key = |i: usize| TuneKey::new(&p, &format!("op{i}"), DType::F32, bucket, &c);
     for i in 0..MAX_TUNE_ENTRIES + 50 {
@@ -745,4 +734,46 @@ fn tune_cache_is_bounded() {
     assert!(cache.get(&last).is_some());
     cache.insert(last.clone(), entry.clone());
     assert_eq!(cache.len(), MAX_TUNE_ENTRIES);
+}
+
+#[test]
+fn quantized_gemv_launches_are_tuned_by_bytes_and_cached_beside_matmuls() {
+    use crate::tune::autotune::TUNE_MIN_BYTES;
+    use crate::tune::quant::{QuantGemvLaunch, quant_gemv_candidates};
+    let p = gpu();
+    let mut cpu = gpu();
+    cpu.device_type = wgpu::DeviceType::Cpu;
+    let c = quant_gemv_candidates(1024, 128);
+    let dir = temp_dir("gemv-launch");
+    let path = dir.join("autotune.json");
+    let op = ("quantized GEMV mxfp4 block 32", DType::F32);
+    // The fourth candidate (half the invocations, unsplit) is fastest.
+    let time = |l: QuantGemvLaunch| {
+        let i = c.iter().position(|&x| x == l).unwrap();
+        Ok([3.0, 2.0, 4.0, 1.0, 5.0][i] * 1e-6)
+    };
+    let full = Autotuner::new(AutotuneMode::Full, Some(path.clone()));
+    let never = |_: QuantGemvLaunch| -> crate::Result<f64> { panic!("not worth tuning") };
+    // A GEMV (far below TUNE_MIN_FLOPS) is tuned by the bytes it reads:
+    // not below TUNE_MIN_BYTES, not on a CPU adapter.
+    for (profile, bytes) in [(&p, TUNE_MIN_BYTES - 1), (&cpu, TUNE_MIN_BYTES * 8)] {
+        let d = full.decide_memory_bound(profile, op, (1, 4096, 4096), bytes, &c, c[0], never).unwrap();
+        assert_eq!((d.kernel, d.source), (c[0], DecisionSource::Heuristic));
+    }
+    let d = full.decide_memory_bound(&p, op, (1, 4096, 4096), TUNE_MIN_BYTES, &c, c[0], time).unwrap();
+    assert_eq!((d.kernel, d.source), (c[3], DecisionSource::Tuned));
+    // A matmul tuned into the same file keeps its own entry.
+    let m = big_candidates(&p);
+    full.decide(&p, "matmul", DType::F32, BIG, BIG, BIG, 1, &m, m[0], |k| Ok(fake_time(&m, k)))
+        .unwrap();
+    // A second process reads both back, each as its own kind.
+    let second = Autotuner::new(AutotuneMode::Full, Some(path.clone()));
+    let d = second.decide_memory_bound(&p, op, (1, 4096, 4096), TUNE_MIN_BYTES, &c, c[0], never).unwrap();
+    assert_eq!((d.kernel, d.source), (c[3], DecisionSource::Cache));
+    let d = second.decide(&p, "matmul", DType::F32, BIG, BIG, BIG, 1, &m, m[0], |_| panic!("cached")).unwrap();
+    assert_eq!((d.kernel, d.source), (m[2], DecisionSource::Cache));
+    // Another bucket of rows of x is tuned apart.
+    let d = second.decide_memory_bound(&p, op, (8, 4096, 4096), TUNE_MIN_BYTES, &c, c[0], time).unwrap();
+    assert_eq!(d.source, DecisionSource::Tuned);
+    std::fs::remove_dir_all(dir).unwrap();
 }
