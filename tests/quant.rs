@@ -584,6 +584,79 @@ fn quantized_gemm_f16_against_f64() {
     );
 }
 
+/// Every tensor-core layout the autotuner may time for the quantised GEMM
+/// (adapters with cooperative matrices only), against the f64 product of
+/// the dequantised weight; M, N and K off every tile.
+#[test]
+fn quantized_gemm_every_tensor_core_layout() {
+    let Some(ctx) = common::ctx() else { return };
+    let kernels: Vec<_> = wgtile::tune::COOP_CONFIGS
+        .into_iter()
+        .filter_map(|c| wgtile::MatmulKernel::coop_for(ctx.profile(), c))
+        .collect();
+    // A kernel that is not a tensor-core layout is refused by name.
+    let q = ctx.quantize(
+        &ctx.tensor(&common::random(64, 1), [8, 8]).unwrap(),
+        QuantFormat::Int8,
+        QuantAxis::Rows,
+    );
+    let (x, _) = common::upload(&ctx, &common::random(16, 2), &[2, 8], DType::F16);
+    let r = ctx.quant_gemm_coop(&x, &q.unwrap(), wgtile::MatmulKernel::Gemv);
+    assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    if kernels.is_empty() {
+        eprintln!("adapter has no cooperative matrices");
+        return;
+    }
+    let (m, k, n) = (131, 200, 77);
+    for (f, format) in [
+        QuantFormat::Mxfp4,
+        QuantFormat::Mxfp8E4m3,
+        QuantFormat::Int4Zp,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let axis = if f % 2 == 0 {
+            QuantAxis::Columns
+        } else {
+            QuantAxis::Rows
+        };
+        let wshape = if axis == QuantAxis::Rows {
+            [n, k]
+        } else {
+            [k, n]
+        };
+        let wv = common::random(n * k, 40 + f as u64);
+        let q = ctx
+            .quantize(&ctx.tensor(&wv, wshape).unwrap(), format, axis)
+            .unwrap();
+        let wd = q.to_host_blocking().unwrap().dequantize().unwrap();
+        let (x, xv) = common::upload(&ctx, &common::random(m * k, 41), &[m, k], DType::F16);
+        let (want, mag) = reference(&xv, &wd, m, k, n, axis == QuantAxis::Rows);
+        let xabs: Vec<f32> = xv.iter().map(|v| v.abs()).collect();
+        let (xsum, _) = reference(
+            &xabs,
+            &vec![1.0f32; n * k],
+            m,
+            k,
+            n,
+            axis == QuantAxis::Rows,
+        );
+        // f32 accumulation, each weight rounded to f16 in the tiles.
+        let bound = |i: usize| {
+            let staged = mag[i] * 2f64.powi(-11) + xsum[i] * 2f64.powi(-25);
+            4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i] + staged + 1e-30
+        };
+        for &kernel in &kernels {
+            let plan = ctx.quant_gemm_coop(&x, &q, kernel).unwrap();
+            ctx.fill(plan.output(), f32::NAN).unwrap();
+            plan.run().unwrap();
+            let got = plan.output().to_vec_blocking::<f32>().unwrap();
+            common::assert_close(&format!("{format} {axis:?} {kernel}"), &got, &want, bound);
+        }
+    }
+}
+
 /// Checks one product; true when it ran on the tensor cores.
 fn check_gemm(
     ctx: &Context,

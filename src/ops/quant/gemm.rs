@@ -213,6 +213,35 @@ impl Context {
         Ok(Dispatch::with_bindings(&self.inner.device, pipeline, &bindings, [gx as u32, gy as u32, 1]))
     }
 
+    /// The tensor-core quantised GEMM of f16 `x[M, K]` in the layout
+    /// `kernel` (a [`MatmulKernel::Coop`] without the f32 split that fits
+    /// the adapter), whatever the dispatcher or the autotuner would pick:
+    /// for tests and side-by-side measurements.
+    #[doc(hidden)]
+    pub fn quant_gemm_coop(&self, x: &Tensor, w: &QuantTensor, kernel: MatmulKernel) -> Result<Plan> {
+        let op = "quant_gemm_coop";
+        self.check_owned(x, op)?;
+        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
+        if x.dtype() != DType::F16 || x.shape().len() != 2 || w.shape.len() != 2 {
+            return Err(Error::InvalidArgument(format!("{op} takes f16 x [M, K] and a rank-2 weight")));
+        }
+        x.require_contiguous(op)?;
+        let (m, k) = (x.shape()[0], x.shape()[1]);
+        let (wk, n) = match w.axis {
+            QuantAxis::Rows => (w.shape[1], w.shape[0]),
+            QuantAxis::Columns => (w.shape[0], w.shape[1]),
+        };
+        if wk != k || !w.block.is_multiple_of(8) {
+            return Err(Error::shape(op, x.shape(), &w.shape, "K differs, or blocks not a multiple of 8"));
+        }
+        if !matches!(kernel, MatmulKernel::Coop { split: false, .. }) || !kernel.fits(self.profile()) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: {kernel} is not a tensor-core layout this adapter runs"
+            )));
+        }
+        self.quant_gemm_plan(kernel, x, w, (m, k, n), &[m, n])
+    }
+
     /// The tiled quantised GEMM on any adapter, whatever the route would
     /// pick (CPU adapters dequantise instead), with `tile` or the route's:
     /// for tests and side-by-side measurements.
