@@ -28,8 +28,8 @@ mod common;
 
 use clap::Parser;
 use wgtile::{
-    Context, ContextOptions, DType, MatmulKernel, MatmulOptions, Plan, QuantAxis, QuantFormat,
-    TileConfig, TimingOptions,
+    Context, ContextOptions, DType, Epilogue, MatmulKernel, MatmulOptions, Plan, QuantAxis,
+    QuantFormat, TileConfig, TimingOptions,
 };
 
 #[derive(Parser, Debug)]
@@ -379,7 +379,7 @@ fn gemm_f32_table(
             time(&deq)? + t_tiled32,
         );
         drop(deq);
-        let tiled = ctx.quant_gemm_tiled(&x, &q, tile)?;
+        let tiled = ctx.quant_gemm_tiled(&x, &q, tile, &Epilogue::new())?;
         line(
             &format!("{} tiled, decoded in tiles", format.name()),
             time(&tiled)?,

@@ -23,8 +23,10 @@
 // Needs K a multiple of a word's elements (8 at 4 bits, 4 at 8); the host
 //   falls back to dequantise + matmul otherwise.
 // Workgroup: WG x 1 x 1 (override); grid of ceil(N / ROWS) workgroups (2-D).
-// Bindings: 0 params, 1 x (vec4 f32), 2 data (u32), 3 scales, 4 zero
-//   points, 5 globals, 6 out.
+// Output: the fused matmul epilogue (bias, activation, residual) applied
+//   to each sum on its way out.
+// Bindings: 0 params, 1 x (vec4 f32), 2 data (u32), 3 out, 5 and 6 the
+//   epilogue's bias and residual, 10 scales, 11 zero points, 12 globals.
 
 // Weight rows per workgroup.
 const ROWS: u32 = 8u;
@@ -33,23 +35,8 @@ const WPB: u32 = 4u;
 // Words each invocation loads per step.
 const UNROLL: u32 = 4u;
 
-struct Params {
-    n: u32,
-    k: u32,
-    m: u32,
-    // blocks per weight row
-    nb: u32,
-    // words of a row that hold elements below K (K / elements per word)
-    words: u32,
-    pad0: u32,
-    // workgroups per grid row
-    gx: u32,
-    pad: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> data: array<u32>;
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 override WG: u32 = 256u;
 override T: u32 = WG / ROWS;
@@ -114,7 +101,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     if live && tid == 0u {
         for (var m = 0u; m < MR; m++) {
             if m < params.m {
-                out[m * params.n + row] = red[m * WG + lid];
+                out[m * params.n + row] = epilogue(red[m * WG + lid], 0u, m, row);
             }
         }
     }

@@ -17,8 +17,11 @@
 // Workgroup: WG x 1 x 1 (override, a multiple of 32); grid of ceil(N /
 //   COLS) workgroups (2-D) times KSPLIT (z: a share of K each, partials
 //   added by `reduce_k`).
-// Bindings: 0 params, 1 x (vec4 f32), 2 data (vec2 u32), 3 scales, 4 zero
-//   points, 5 globals, 6 out, 7 partials (KSPLIT > 1; bound either way).
+// Output: the fused matmul epilogue applied to each sum on its way out
+//   (by `reduce_k` when K is split).
+// Bindings: 0 params, 1 x (vec4 f32), 2 data (vec2 u32), 3 out, 5 and 6 the
+//   epilogue's bias and residual, 7 partials (KSPLIT > 1; bound either
+//   way), 10 scales, 11 zero points, 12 globals.
 
 // Words per block (block * bits / 32), even.
 const WPB: u32 = 4u;
@@ -27,22 +30,8 @@ const COLS: u32 = 32u;
 // each writes its sums to `partials` and entry `reduce_k` adds them.
 const KSPLIT: u32 = 1u;
 
-struct Params {
-    n: u32,
-    k: u32,
-    m: u32,
-    // blocks per column (K / block)
-    nb: u32,
-    // workgroups per grid row
-    gx: u32,
-    pad0: u32,
-    pad1: u32,
-    pad2: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(2) var<storage, read> data: array<vec2<u32>>;
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(7) var<storage, read_write> partials: array<f32>;
 
 override WG: u32 = 256u;
@@ -107,7 +96,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     total += red[m * WG + t * COLS + c];
                 }
                 if KSPLIT == 1u {
-                    out[m * params.n + col] = total;
+                    out[m * params.n + col] = epilogue(total, 0u, m, col);
                 } else {
                     partials[(wg.z * params.m + m) * params.n + col] = total;
                 }
@@ -132,5 +121,5 @@ fn reduce_k(
     for (var z = 0u; z < KSPLIT; z++) {
         total += partials[z * count + i];
     }
-    out[i] = total;
+    out[i] = epilogue(total, 0u, i / params.n, i % params.n);
 }

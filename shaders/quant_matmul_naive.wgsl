@@ -8,13 +8,18 @@
 // W: [K, N] blocked down columns (COLS = 1; block j of column n at
 //   j * N + n) or [N, K] along rows (at n * NB + j).
 // Workgroup: 64 x 1 x 1; 2-D grid.
+// Output: the fused matmul epilogue, as the kernel it stands in for.
 // Bindings: 0 params, 1 x (f16 pairs, or f32 with X_HALF = 0), 2 data,
-//   3 scales, 4 zero points, 5 globals, 6 out (f32).
+//   3 out (f32), 5 and 6 the epilogue's bias and residual, 10 scales,
+//   11 zero points, 12 globals.
 
 // 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
 const FORMAT: u32 = 0u;
 const COLS: u32 = 0u;
 const X_HALF: u32 = 1u;
+
+// The output and epilogue tensors' type.
+alias Out = f32;
 
 struct Params {
     m: u32,
@@ -27,16 +32,18 @@ struct Params {
     wpb: u32,
     // workgroups per grid row
     gx: u32,
-    pad0: u32,
+    // the epilogue's scale and a generated epilogue's scalars
+    alpha: f32,
+    epi_k: array<vec4<f32>, 2>,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<u32>;
 @group(0) @binding(2) var<storage, read> data: array<u32>;
-@group(0) @binding(3) var<storage, read> scales: array<u32>;
-@group(0) @binding(4) var<storage, read> zeros: array<u32>;
-@group(0) @binding(5) var<storage, read> globals: array<u32>;
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(10) var<storage, read> scales: array<u32>;
+@group(0) @binding(11) var<storage, read> zeros: array<u32>;
+@group(0) @binding(12) var<storage, read> globals: array<u32>;
 
 fn x_at(i: u32) -> f32 {
     if X_HALF == 1u {
@@ -72,5 +79,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         acc += x_at(row * params.k + kk) * (v * block_scale(id));
     }
-    out[o] = acc;
+    out[o] = epilogue(acc, 0u, row, col);
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use wgtile::quant::{self, E2M1, E4M3, E5M2, HostQuant};
-use wgtile::{Context, DType, Error, QuantAxis, QuantFormat, Tensor, bf16, f16};
+use wgtile::{Context, DType, Epilogue, Error, QuantAxis, QuantFormat, Tensor, bf16, f16};
 
 /// Seeded values with the edge cases each block kind needs: random
 /// magnitudes over many binades, outliers, all-zero blocks, exact ties of
@@ -601,7 +601,12 @@ fn quantized_gemm_every_tensor_core_layout() {
         QuantAxis::Rows,
     );
     let (x, _) = common::upload(&ctx, &common::random(16, 2), &[2, 8], DType::F16);
-    let r = ctx.quant_gemm_coop(&x, &q.unwrap(), wgtile::MatmulKernel::Gemv);
+    let r = ctx.quant_gemm_coop(
+        &x,
+        &q.unwrap(),
+        wgtile::MatmulKernel::Gemv,
+        &Epilogue::new(),
+    );
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     if kernels.is_empty() {
         eprintln!("adapter has no cooperative matrices");
@@ -648,7 +653,9 @@ fn quantized_gemm_every_tensor_core_layout() {
             4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i] + staged + 1e-30
         };
         for &kernel in &kernels {
-            let plan = ctx.quant_gemm_coop(&x, &q, kernel).unwrap();
+            let plan = ctx
+                .quant_gemm_coop(&x, &q, kernel, &Epilogue::new())
+                .unwrap();
             ctx.fill(plan.output(), f32::NAN).unwrap();
             plan.run().unwrap();
             let got = plan.output().to_vec_blocking::<f32>().unwrap();
@@ -781,7 +788,7 @@ fn quantized_gemm_fallback_and_scale_check() {
                     .unwrap();
                 let wd = q.to_host_blocking().unwrap().dequantize().unwrap();
                 let (x, xv) = common::upload(&ctx, &common::random(m * k, 3), &[m, k], DType::F16);
-                let (out, flagged) = ctx.quant_gemm_fallback(&x, &q).unwrap();
+                let (out, flagged) = ctx.quant_gemm_fallback(&x, &q, &Epilogue::new()).unwrap();
                 assert!(!flagged, "{format}: weights in [-1, 1) flagged");
                 let (want, mag) = reference(&xv, &wd, m, k, n, rows);
                 common::assert_close(
@@ -809,7 +816,7 @@ fn quantized_gemm_fallback_and_scale_check() {
         h.scales[1] = (h.scales[1] & 0xffff) | (bits << 16);
         let q = ctx.upload_quantized(&h).unwrap();
         assert_eq!(
-            ctx.quant_gemm_fallback(&x, &q).unwrap().1,
+            ctx.quant_gemm_fallback(&x, &q, &Epilogue::new()).unwrap().1,
             want,
             "scale bits {bits:#x}"
         );
@@ -829,7 +836,7 @@ fn quantized_gemm_fallback_and_scale_check() {
         h.scales[0] = (h.scales[0] & !0xff00) | (code << 8);
         let q = ctx.upload_quantized(&h).unwrap();
         assert_eq!(
-            ctx.quant_gemm_fallback(&x, &q).unwrap().1,
+            ctx.quant_gemm_fallback(&x, &q, &Epilogue::new()).unwrap().1,
             want,
             "E8M0 {code}"
         );
@@ -887,7 +894,9 @@ fn fp8_special_codes_reach_every_product() {
                     let (x, xv) =
                         common::upload(&ctx, &common::random(m * k, 22 + m as u64), &[m, k], dtype);
                     let routed = ctx.matmul_quantized_plan(&x, &q).unwrap();
-                    let tiled = ctx.quant_gemm_tiled(&x, &q, None).unwrap();
+                    let tiled = ctx
+                        .quant_gemm_tiled(&x, &q, None, &Epilogue::new())
+                        .unwrap();
                     for plan in [routed, tiled] {
                         ctx.fill(plan.output(), 1.0e30).unwrap();
                         plan.run().unwrap();
@@ -977,7 +986,9 @@ fn quantized_gemm_tiled_against_f64() {
                     let wd = host.dequantize().unwrap();
                     let (x, xv) =
                         common::upload(&ctx, &common::random(m * k, 7 + m as u64), &[m, k], dtype);
-                    let plan = ctx.quant_gemm_tiled(&x, &q, None).unwrap();
+                    let plan = ctx
+                        .quant_gemm_tiled(&x, &q, None, &Epilogue::new())
+                        .unwrap();
                     ctx.fill(plan.output(), f32::NAN).unwrap();
                     plan.run().unwrap();
                     let got = plan.output().to_vec_blocking::<f32>().unwrap();
@@ -1010,13 +1021,15 @@ fn quantized_gemm_tiled_against_f64() {
     .unwrap();
     let q = ctx.upload_quantized(&host).unwrap();
     let x = ctx.tensor(&[0.0f32; 0], [0, 8]).unwrap();
-    let plan = ctx.quant_gemm_tiled(&x, &q, None).unwrap();
+    let plan = ctx
+        .quant_gemm_tiled(&x, &q, None, &Epilogue::new())
+        .unwrap();
     plan.run().unwrap();
     assert_eq!(plan.output().shape(), [0, 8]);
     // Mismatched K is refused by name.
     let x = ctx.tensor(&[0.0f32; 18], [2, 9]).unwrap();
     assert!(matches!(
-        ctx.quant_gemm_tiled(&x, &q, None),
+        ctx.quant_gemm_tiled(&x, &q, None, &Epilogue::new()),
         Err(Error::ShapeMismatch { .. })
     ));
 }
@@ -1066,7 +1079,9 @@ fn every_quantized_gemv_launch_against_f64() {
                 }
             }
             for launch in launches {
-                let plan = ctx.quant_gemv_cols_plan(&x, &q, launch).unwrap();
+                let plan = ctx
+                    .quant_gemv_cols_plan(&x, &q, launch, &Epilogue::new())
+                    .unwrap();
                 ctx.fill(plan.output(), f32::NAN).unwrap();
                 plan.run().unwrap();
                 let got = plan.output().to_vec_blocking::<f32>().unwrap();
@@ -1099,7 +1114,7 @@ fn every_quantized_gemv_launch_against_f64() {
             ksplit: 17,
         },
     ] {
-        let r = ctx.quant_gemv_cols_plan(&x, &q, launch);
+        let r = ctx.quant_gemv_cols_plan(&x, &q, launch, &Epilogue::new());
         assert!(
             matches!(r, Err(Error::InvalidArgument(_))),
             "{launch}: {r:?}"
@@ -1117,13 +1132,168 @@ fn every_quantized_gemv_launch_against_f64() {
     for (what, r) in [
         (
             "rows-blocked weight",
-            ctx.quant_gemv_cols_plan(&x, &rows, launch),
+            ctx.quant_gemv_cols_plan(&x, &rows, launch, &Epilogue::new()),
         ),
         (
             "nine rows of x",
-            ctx.quant_gemv_cols_plan(&nine, &q, launch),
+            ctx.quant_gemv_cols_plan(&nine, &q, launch, &Epilogue::new()),
         ),
     ] {
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{what}: {r:?}");
     }
+}
+
+/// The fused epilogue (scale, bias, activation, residual; the exact GELU
+/// as a generated expression) on every quantised route: both GEMVs (the
+/// column one with K split too, the epilogue in its reduction), the
+/// dequantise route (rows of x past the GEMVs on a CPU adapter; x of rank
+/// 3 with a residual of the output's shape), the tiled GEMM and the f32
+/// fallback of the tensor-core GEMM, against the f64 product of the
+/// dequantised weight with the epilogue in f64; outputs poisoned first.
+#[test]
+fn quantized_products_apply_the_epilogue() {
+    use wgtile::Activation;
+    use wgtile::tune::quant::QuantGemvLaunch;
+    let Some(ctx) = common::ctx() else { return };
+    let act = |a: Activation, v: f64| match a {
+        Activation::Relu => v.max(0.0),
+        Activation::Gelu => 0.5 * v * common::erfc64(-v / std::f64::consts::SQRT_2),
+        Activation::Silu => v / (1.0 + (-v).exp()),
+        _ => v,
+    };
+    let cases = [
+        (
+            QuantFormat::Mxfp4,
+            QuantAxis::Columns,
+            Activation::Relu,
+            0.5f32,
+        ),
+        (QuantFormat::Int4Zp, QuantAxis::Rows, Activation::Gelu, 1.0),
+        (
+            QuantFormat::Mxfp8E4m3,
+            QuantAxis::Columns,
+            Activation::Silu,
+            -2.0,
+        ),
+        (QuantFormat::Int8, QuantAxis::Rows, Activation::None, 3.0),
+    ];
+    for (c, (format, axis, activation, alpha)) in cases.into_iter().enumerate() {
+        let (k, n) = (96, 37);
+        let wshape = if axis == QuantAxis::Rows {
+            [n, k]
+        } else {
+            [k, n]
+        };
+        let host = quant::quantize(
+            &common::random(k * n, 60 + c as u64),
+            &wshape,
+            format,
+            axis,
+            32,
+        )
+        .unwrap();
+        let q = ctx.upload_quantized(&host).unwrap();
+        let wd = host.dequantize().unwrap();
+        for lead in [vec![1], vec![3], vec![2, 10]] {
+            let m: usize = lead.iter().product();
+            let mut xshape = lead.clone();
+            xshape.push(k);
+            let mut oshape = lead.clone();
+            oshape.push(n);
+            let seed = (c * 10 + m) as u64;
+            let xv = common::random(m * k, seed);
+            let bv = common::random(n, seed + 1);
+            let rv = common::random(m * n, seed + 2);
+            let bias = ctx.tensor(&bv, [n]).unwrap();
+            let residual = ctx.tensor(&rv, oshape.as_slice()).unwrap();
+            let epi = Epilogue::new()
+                .scale(alpha)
+                .activation(activation)
+                .bias(&bias)
+                .residual(&residual);
+            let (prod, mag) = reference(&xv, &wd, m, k, n, axis == QuantAxis::Rows);
+            let want: Vec<f64> = (0..m * n)
+                .map(|i| {
+                    act(
+                        activation,
+                        f64::from(alpha) * prod[i] + f64::from(bv[i % n]),
+                    ) + f64::from(rv[i])
+                })
+                .collect();
+            let bound = |i: usize| {
+                let product = 4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i];
+                1.2 * f64::from(alpha.abs()) * product
+                    + 8.0 * 2f64.powi(-24) * (want[i].abs() + 1.0)
+            };
+            let check = |what: &str, plan: wgtile::Plan| {
+                ctx.fill(plan.output(), f32::NAN).unwrap();
+                plan.run().unwrap();
+                let got = plan.output().to_vec_blocking::<f32>().unwrap();
+                let label = format!(
+                    "{format} {axis:?} {activation:?} x {xshape:?}: {what} ({})",
+                    plan.label()
+                );
+                common::assert_close(&label, &got, &want, bound);
+            };
+            let x = ctx.tensor(&xv, xshape.as_slice()).unwrap();
+            check(
+                "route",
+                ctx.matmul_quantized_plan_with(&x, &q, &epi).unwrap(),
+            );
+            if lead.len() > 1 {
+                continue;
+            }
+            // The kernels the route does not take on this adapter, 2-D x.
+            let epi2 = Epilogue::new()
+                .scale(alpha)
+                .activation(activation)
+                .bias(&bias)
+                .residual(&residual.reshape([m, n]).unwrap());
+            check(
+                "tiled GEMM",
+                ctx.quant_gemm_tiled(&x, &q, None, &epi2).unwrap(),
+            );
+            if axis == QuantAxis::Columns {
+                let launch = QuantGemvLaunch { wg: 256, ksplit: 2 };
+                check(
+                    "GEMV, K over 2",
+                    ctx.quant_gemv_cols_plan(&x, &q, launch, &epi2).unwrap(),
+                );
+            }
+            if ctx.profile().shader_f16 {
+                // The fallback reads f16 x: the reference takes x rounded.
+                let (x16, _) = common::upload(&ctx, &xv, &[m, k], DType::F16);
+                let xr: Vec<f32> = xv.iter().map(|&v| f16::from_f32(v).to_f32()).collect();
+                let (p16, _) = reference(&xr, &wd, m, k, n, axis == QuantAxis::Rows);
+                let (got, _) = ctx.quant_gemm_fallback(&x16, &q, &epi2).unwrap();
+                let got = got.to_vec_blocking::<f32>().unwrap();
+                let want16: Vec<f64> = (0..m * n)
+                    .map(|i| {
+                        act(activation, f64::from(alpha) * p16[i] + f64::from(bv[i % n]))
+                            + f64::from(rv[i])
+                    })
+                    .collect();
+                common::assert_close(&format!("{format} fallback M{m}"), &got, &want16, bound);
+            }
+        }
+    }
+    // Epilogue tensors of the wrong dtype or shape are refused by name.
+    let host = quant::quantize(
+        &common::random(64 * 8, 1),
+        &[64, 8],
+        QuantFormat::Mxfp4,
+        QuantAxis::Columns,
+        32,
+    )
+    .unwrap();
+    let q = ctx.upload_quantized(&host).unwrap();
+    let x = ctx.tensor(&common::random(64, 2), [1, 64]).unwrap();
+    let (b16, _) = common::upload(&ctx, &[0.0; 8], &[8], DType::F16);
+    let b7 = ctx.tensor(&[0.0f32; 7], [7]).unwrap();
+    let r = ctx.matmul_quantized_plan_with(&x, &q, &Epilogue::new().bias(&b16));
+    assert!(matches!(r, Err(Error::DTypeMismatch { .. })), "{r:?}");
+    let r = ctx.matmul_quantized_plan_with(&x, &q, &Epilogue::new().bias(&b7));
+    assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
+    let r = ctx.matmul_quantized_plan_with(&x, &q, &Epilogue::new().residual(&b7));
+    assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
 }

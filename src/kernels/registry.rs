@@ -400,8 +400,8 @@ registry! {
         parts [shader!("quant_scale_check.wgsl"), QUANT_DECODE, QUANT_CODEC];
     /// A quantised weight times x in f32, one invocation per output (the
     /// tensor-core quantised GEMM's fallback).
-    QuantMatmulNaive = "quant.matmul_naive", entry "main", dtype F32, flags [TRUSTED],
-        parts [shader!("quant_matmul_naive.wgsl"), QUANT_DECODE, QUANT_CODEC];
+    QuantMatmulNaive = "quant.matmul_naive", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("quant_matmul_naive.wgsl"), QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// Block-scaled quantisation: one invocation per 4 blocks (`FORMAT`).
     Quantize = "quant.quantize", entry "quantize", dtype F32, flags [TRUSTED],
         parts [QUANT_CODEC, QUANT_COMMON, QUANT];
@@ -428,15 +428,15 @@ registry! {
     DequantizeVec = "quant.dequantize_vec", entry "dequantize_vec", dtype F32, flags [TRUSTED],
         parts [QUANT_CODEC, QUANT_COMMON, QUANT_VEC];
     /// `x @ W^T` with a row-blocked quantised W, decoded in registers (M <= 8).
-    QuantGemv = "quant_gemv", entry "main", dtype F32, flags [TRUSTED],
-        parts [shader!("quant_gemv.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC];
+    QuantGemv = "quant_gemv", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("quant_gemv.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// `x @ W` with a column-blocked quantised W [K, N]: adjacent columns on
     /// adjacent invocations, x broadcast (M <= 8).
-    QuantGemvCols = "quant_gemv_cols", entry "main", dtype F32, flags [TRUSTED],
-        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC];
+    QuantGemvCols = "quant_gemv_cols", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// Adds quant_gemv_cols' partial sums when K is split over workgroups.
-    QuantGemvColsReduce = "quant_gemv_cols.reduce_k", entry "reduce_k", dtype F32, flags [TRUSTED],
-        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC];
+    QuantGemvColsReduce = "quant_gemv_cols.reduce_k", entry "reduce_k", dtype F32, flags [EPILOGUE, TRUSTED],
+        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
     /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
     /// memory; strided scalar loads, any layout.

@@ -241,6 +241,32 @@ impl Epilogue {
     }
 
     /// Adds the `EPI_*` specialisation of a kernel that has the epilogue part.
+    /// The epilogue's words of a kernel's parameters: alpha's bits, then the
+    /// generated epilogue's scalars (`epi_k`, zeros past them).
+    pub(crate) fn param_words(&self) -> [u32; 1 + EPILOGUE_DATA_CONSTANTS] {
+        let mut words = [0u32; 1 + EPILOGUE_DATA_CONSTANTS];
+        words[0] = self.alpha.to_bits();
+        for (slot, c) in words[1..].iter_mut().zip(self.data_constants()) {
+            *slot = c.to_bits();
+        }
+        words
+    }
+
+    /// The bias and residual tensors the epilogue reads.
+    pub(crate) fn tensors(&self) -> [Option<&Tensor>; 2] {
+        [self.bias.as_ref(), self.residual.as_ref()]
+    }
+
+    /// The same epilogue with its residual viewed as `shape` (the same
+    /// elements: a product flattened to 2-D).
+    pub(crate) fn with_residual_shape(&self, shape: &[usize]) -> Result<Epilogue> {
+        let mut e = self.clone();
+        if let Some(r) = &self.residual {
+            e.residual = Some(r.reshape(shape)?);
+        }
+        Ok(e)
+    }
+
     /// The scalars of a generated epilogue passed as data (`epi_k`).
     pub(crate) fn data_constants(&self) -> &[f32] {
         match &self.generated {
@@ -249,7 +275,7 @@ impl Epilogue {
         }
     }
 
-    fn specialise(&self, spec: Spec) -> Spec {
+    pub(crate) fn specialise(&self, spec: Spec) -> Spec {
         if !spec.kernel.has_epilogue() {
             return spec;
         }
@@ -272,7 +298,7 @@ impl Epilogue {
         spec
     }
 
-    fn check(&self, ctx: &Context, dtype: DType, n: usize, out_shape: &[usize]) -> Result<()> {
+    pub(crate) fn check(&self, ctx: &Context, dtype: DType, n: usize, out_shape: &[usize]) -> Result<()> {
         if self.activation.code().is_none() && self.generated.is_none() {
             return Err(Error::InvalidArgument(format!(
                 "matmul epilogue: {:?} must be resolved into a generated epilogue first",

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::codegen::matmul_coop::coop_quant_blocks;
 use crate::kernels::{Dispatch, Kernel, Spec};
+use crate::ops::matmul::Epilogue;
 use crate::problem::MatmulShape;
 use crate::quant::QuantAxis;
 use crate::runtime::Context;
@@ -52,6 +53,7 @@ impl Context {
         w: &QuantTensor,
         (m, k, n): (usize, usize, usize),
         out_shape: &[usize],
+        epilogue: &Epilogue,
     ) -> Result<Plan> {
         let op = "matmul_quantized";
         let lay = w.layout();
@@ -64,11 +66,13 @@ impl Context {
         let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
         dispatches.push(self.scale_check_dispatch(w, &flag)?);
 
-        let mut spec = kernel
-            .spec(DType::F16)
-            .dtype(DType::F32)
-            .constant("TRANS_B", 1)
-            .constant("TRANS_COLMAJOR", 1);
+        let mut spec = epilogue.specialise(
+            kernel
+                .spec(DType::F16)
+                .dtype(DType::F32)
+                .constant("TRANS_B", 1)
+                .constant("TRANS_COLMAJOR", 1),
+        );
         if !k.is_multiple_of(8) {
             spec = spec.constant("ALIGNED", 0);
         }
@@ -82,10 +86,11 @@ impl Context {
         }
         let block = kernel.block();
         let what = format!("{op} with {kernel}");
-        dispatches.push(self.quant_b_dispatch(&spec, x, w, &out, (m, k, n), block, true, what)?);
+        let products = (m, k, n);
+        dispatches.push(self.quant_b_dispatch(&spec, x, w, &out, products, block, true, what, epilogue)?);
 
         // The fallback, armed by the check: the weight decoded in f32.
-        let fallback = self.quant_naive_dispatch(x, w, (m, k, n), &out)?;
+        let fallback = self.quant_naive_dispatch(x, w, (m, k, n), &out, epilogue)?;
         dispatches.extend(self.armed(&flag, vec![fallback])?);
 
         Ok(Plan {
@@ -115,6 +120,7 @@ impl Context {
         (m, k, n): (usize, usize, usize),
         out_shape: &[usize],
         tile: Option<TileConfig>,
+        epilogue: &Epilogue,
     ) -> Result<Plan> {
         let op = "matmul_quantized";
         let u = u32_of;
@@ -134,10 +140,10 @@ impl Context {
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let mut dispatches = Vec::new();
         if m * n > 0 {
-            let spec = quant_tiled_spec(x.dtype(), tile, w)?;
+            let spec = epilogue.specialise(quant_tiled_spec(x.dtype(), tile, w)?);
             let what = format!("{op} with {tile:?}");
             let block = (tile.bm, tile.bn);
-            dispatches.push(self.quant_b_dispatch(&spec, x, w, &out, (m, k, n), block, false, what)?);
+            dispatches.push(self.quant_b_dispatch(&spec, x, w, &out, (m, k, n), block, false, what, epilogue)?);
         }
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
@@ -173,6 +179,7 @@ impl Context {
         (bm, bn): (u32, u32),
         coop: bool,
         what: String,
+        epilogue: &Epilogue,
     ) -> Result<Dispatch> {
         let (gx, gy) = (n.div_ceil(bn as usize), m.div_ceil(bm as usize));
         let max = self.profile().max_workgroups_per_dim as usize;
@@ -186,11 +193,9 @@ impl Context {
         }
         let mut shape = MatmulShape::with_transposes(&[m, k], &[n, k], false, true)?;
         shape.b_pitch = w.layout().blocks_per_line();
-        // No epilogue (the default one: its terms off, nothing to specialise).
-        let epilogue = Default::default();
         let pipeline = self.inner.pipelines.get(&self.inner.device, spec)?;
-        let params = self.matmul_params(&shape, 0, &epilogue, (0, 1));
-        let (bias, residual) = self.epilogue_buffers(&epilogue);
+        let params = self.matmul_params(&shape, 0, epilogue, (0, 1));
+        let (bias, residual) = self.epilogue_buffers(epilogue);
         let mut bindings = vec![
             (0, &params),
             (1, x.buffer()),
@@ -218,7 +223,7 @@ impl Context {
     /// the adapter), whatever the dispatcher or the autotuner would pick:
     /// for tests and side-by-side measurements.
     #[doc(hidden)]
-    pub fn quant_gemm_coop(&self, x: &Tensor, w: &QuantTensor, kernel: MatmulKernel) -> Result<Plan> {
+    pub fn quant_gemm_coop(&self, x: &Tensor, w: &QuantTensor, kernel: MatmulKernel, epilogue: &Epilogue) -> Result<Plan> {
         let op = "quant_gemm_coop";
         self.check_owned(x, op)?;
         self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
@@ -239,14 +244,21 @@ impl Context {
                 "{op}: {kernel} is not a tensor-core layout this adapter runs"
             )));
         }
-        self.quant_gemm_plan(kernel, x, w, (m, k, n), &[m, n])
+        let epilogue = self.quant_epilogue(epilogue, &[m, n])?;
+        self.quant_gemm_plan(kernel, x, w, (m, k, n), &[m, n], &epilogue)
     }
 
     /// The tiled quantised GEMM on any adapter, whatever the route would
     /// pick (CPU adapters dequantise instead), with `tile` or the route's:
     /// for tests and side-by-side measurements.
     #[doc(hidden)]
-    pub fn quant_gemm_tiled(&self, x: &Tensor, w: &QuantTensor, tile: Option<TileConfig>) -> Result<Plan> {
+    pub fn quant_gemm_tiled(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        tile: Option<TileConfig>,
+        epilogue: &Epilogue,
+    ) -> Result<Plan> {
         let op = "quant_gemm_tiled";
         self.check_owned(x, op)?;
         self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
@@ -271,7 +283,8 @@ impl Context {
                 "{op}: tile {t:?} does not fit this adapter, or is not an 8 x 8 register tile with a K step of a multiple of 8"
             )));
         }
-        self.quant_tiled_plan(x, w, (m, k, n), &[m, n], tile)
+        let epilogue = self.quant_epilogue(epilogue, &[m, n])?;
+        self.quant_tiled_plan(x, w, (m, k, n), &[m, n], tile, &epilogue)
     }
 
     #[cfg(not(target_arch = "wasm32"))]
@@ -280,7 +293,7 @@ impl Context {
     /// both run on any adapter, the tensor-core kernel they guard only
     /// where there are tensor cores.
     #[doc(hidden)]
-    pub fn quant_gemm_fallback(&self, x: &Tensor, w: &QuantTensor) -> Result<(Tensor, bool)> {
+    pub fn quant_gemm_fallback(&self, x: &Tensor, w: &QuantTensor, epilogue: &Epilogue) -> Result<(Tensor, bool)> {
         self.check_owned(x, "quant_gemm_fallback")?;
         self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], "quant_gemm_fallback")?;
         if x.dtype() != DType::F16 || x.shape().len() != 2 || w.shape.len() != 2 {
@@ -294,6 +307,7 @@ impl Context {
             QuantAxis::Rows => w.shape[0],
             QuantAxis::Columns => w.shape[1],
         };
+        let epilogue = self.quant_epilogue(epilogue, &[m, n])?;
         let out = self.alloc(&[m, n], DType::F32, "wgtile quantized GEMM fallback")?;
         let flag = self.alloc(&[4], DType::F32, "wgtile quantized GEMM check flag")?;
         let mut dispatches = vec![
@@ -301,7 +315,7 @@ impl Context {
             self.scale_check_dispatch(w, flag.buffer())?,
         ];
         if m * n > 0 {
-            dispatches.push(self.quant_naive_dispatch(x, w, (m, k, n), &out)?);
+            dispatches.push(self.quant_naive_dispatch(x, w, (m, k, n), &out, &epilogue)?);
         }
         self.run_dispatches("quant_gemm_fallback", &dispatches)?;
         let flagged = flag.to_vec_blocking::<f32>()?[2].to_bits() != 0;
@@ -315,6 +329,7 @@ impl Context {
         w: &QuantTensor,
         (m, k, n): (usize, usize, usize),
         out: &Tensor,
+        epilogue: &Epilogue,
     ) -> Result<Dispatch> {
         let lay = w.layout();
         let u = u32_of;
@@ -323,11 +338,13 @@ impl Context {
             ((m * n) as u64).div_ceil(64),
             "the quantised GEMM's f32 fallback",
         )?;
-        let spec = Spec::new(Kernel::QuantMatmulNaive)
-            .constant("FORMAT", format_code(w.format))
-            .constant("COLS", u32::from(w.axis == QuantAxis::Columns));
+        let spec = epilogue.specialise(
+            Spec::new(Kernel::QuantMatmulNaive)
+                .constant("FORMAT", format_code(w.format))
+                .constant("COLS", u32::from(w.axis == QuantAxis::Columns)),
+        );
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-        let params = self.uniform(&[
+        let mut words = vec![
             u("M", m)?,
             u("N", n)?,
             u("K", k)?,
@@ -335,14 +352,11 @@ impl Context {
             u("block", w.block)?,
             u("words per block", lay.words_per_block())?,
             g[0],
-            0,
-        ]);
-        Ok(Dispatch::with_bindings(
-            &self.inner.device,
-            pipeline,
-            &w.product_bindings(&params, x, out),
-            g,
-        ))
+        ];
+        words.extend(epilogue.param_words());
+        let params = self.uniform(&words);
+        let binds = w.product_bindings(&params, x, out, self.epilogue_buffers(epilogue));
+        Ok(Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g))
     }
 
     /// The scale check: sets word 2 of `flag` where a block of `w` decodes

@@ -10,6 +10,9 @@ use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::quant::{QuantAxis, QuantFormat};
 use crate::runtime::Context;
+use std::borrow::Cow;
+
+use crate::ops::matmul::Epilogue;
 use crate::tune::route::MatmulOptions;
 use crate::tune;
 
@@ -115,13 +118,28 @@ impl Context {
     /// that are not numbers (E4M3's NaN, E5M2's infinities and NaNs, only
     /// in uploaded data) give what IEEE arithmetic gives on every route.
     pub fn matmul_quantized(&self, x: &Tensor, w: &QuantTensor) -> Result<Tensor> {
-        let plan = self.matmul_quantized_plan(x, w)?;
+        self.matmul_quantized_with(x, w, &Epilogue::default())
+    }
+
+    /// [`Context::matmul_quantized`] with a fused [`Epilogue`]
+    /// (`act(alpha * (x @ W) + bias) + residual`, or a generated
+    /// expression), applied in registers before the single store on every
+    /// route: the GEMVs, the tensor-core and tiled GEMMs and their f32
+    /// fallback. The bias (`[N]`) and residual (the output's shape) are
+    /// f32, the output's type.
+    pub fn matmul_quantized_with(&self, x: &Tensor, w: &QuantTensor, epilogue: &Epilogue) -> Result<Tensor> {
+        let plan = self.matmul_quantized_plan_with(x, w, epilogue)?;
         plan.run()?;
         Ok(plan.into_output())
     }
 
     /// The plan of [`Context::matmul_quantized`].
     pub fn matmul_quantized_plan(&self, x: &Tensor, w: &QuantTensor) -> Result<Plan> {
+        self.matmul_quantized_plan_with(x, w, &Epilogue::default())
+    }
+
+    /// The plan of [`Context::matmul_quantized_with`].
+    pub fn matmul_quantized_plan_with(&self, x: &Tensor, w: &QuantTensor, epilogue: &Epilogue) -> Result<Plan> {
         let op = "matmul_quantized";
         self.check_owned(x, op)?;
         self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
@@ -150,6 +168,8 @@ impl Context {
         let m: usize = lead.iter().product();
         let mut out_shape = lead.to_vec();
         out_shape.push(n);
+        let resolved = self.quant_epilogue(epilogue, &out_shape)?;
+        let epilogue = &*resolved;
         let tensor_cores = match x.dtype() {
             DType::F16 if m > QUANT_GEMV_MAX_ROWS && n > 0 => self.quant_gemm_kernel((m, k, n)),
             _ => None,
@@ -167,11 +187,11 @@ impl Context {
         match (route, tensor_cores) {
             (QuantRoute::TensorCores, Some(kernel)) => {
                 let kernel = self.quant_gemm_tuned(w, (m, k, n), kernel)?;
-                return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape);
+                return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape, epilogue);
             }
             (QuantRoute::Tiled, _) if x.dtype() != DType::BF16 => {
                 let tile = self.quant_tiled_tuned(x.dtype(), w, (m, k, n))?;
-                return self.quant_tiled_plan(x, w, (m, k, n), &out_shape, tile);
+                return self.quant_tiled_plan(x, w, (m, k, n), &out_shape, tile, epilogue);
             }
             _ => {}
         }
@@ -185,13 +205,13 @@ impl Context {
             let route = if x.dtype() == DType::F16 { route_for(DType::F32, false) } else { route };
             let xf = self.alloc(x.shape(), DType::F32, "wgtile widened activations")?;
             let widen = self.cast_dispatch(x, &xf)?;
-            let mut plan = self.quantized_plan_f32(&xf, w, route, (m, k, n), &out_shape)?;
+            let mut plan = self.quantized_plan_f32(&xf, w, route, (m, k, n), &out_shape, epilogue)?;
             plan.dispatches.splice(0..0, widen);
             plan.bytes = plan.bytes - xf.size_bytes() + x.size_bytes();
             plan.scratch.push(xf);
             return Ok(plan);
         }
-        self.quantized_plan_f32(x, w, route, (m, k, n), &out_shape)
+        self.quantized_plan_f32(x, w, route, (m, k, n), &out_shape, epilogue)
     }
 
     /// [`Context::matmul_quantized_plan`] for a checked f32 `x` on `route`
@@ -203,15 +223,16 @@ impl Context {
         route: QuantRoute,
         (m, k, n): (usize, usize, usize),
         out_shape: &[usize],
+        epilogue: &Epilogue,
     ) -> Result<Plan> {
         let op = "matmul_quantized";
         if let QuantRoute::Dequantize(why) = route {
             log::debug!("{op}: dequantise + matmul ({why})");
-            return self.dequantized_matmul(x, w, out_shape);
+            return self.dequantized_matmul(x, w, out_shape, epilogue);
         }
         if route == QuantRoute::Tiled {
             let tile = self.quant_tiled_tuned(DType::F32, w, (m, k, n))?;
-            return self.quant_tiled_plan(x, w, (m, k, n), out_shape, tile);
+            return self.quant_tiled_plan(x, w, (m, k, n), out_shape, tile, epilogue);
         }
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let mut dispatches = Vec::new();
@@ -219,9 +240,9 @@ impl Context {
         if m > 0 && n > 0 {
             if route == QuantRoute::GemvColumns {
                 let launch = self.quant_gemv_tuned(w, (m, k, n))?;
-                (dispatches, scratch) = self.gemv_cols_dispatches(x, w, &out, (m, k, n), launch)?;
+                (dispatches, scratch) = self.gemv_cols_dispatches(x, w, &out, (m, k, n), launch, epilogue)?;
             } else {
-                dispatches.push(self.gemv_rows_dispatch(x, w, &out, (m, k, n))?);
+                dispatches.push(self.gemv_rows_dispatch(x, w, &out, (m, k, n), epilogue)?);
             }
         }
         Ok(Plan {
@@ -239,24 +260,57 @@ impl Context {
         })
     }
 
-    /// The GEMV's parameters (both kernels take the same slots but the
-    /// fifth and seventh).
-    fn gemv_params(&self, w: &QuantTensor, (m, k, n): (usize, usize, usize), fifth: u32, seventh: u32) -> Result<wgpu::Buffer> {
+    /// `epilogue` checked for a quantised product of `out_shape` (f32
+    /// tensors, the bias `[N]`, the residual of the output's shape, both
+    /// contiguous), the exact GELU resolved into a generated epilogue.
+    pub(crate) fn quant_epilogue<'e>(&self, epilogue: &'e Epilogue, out_shape: &[usize]) -> Result<Cow<'e, Epilogue>> {
+        let n = out_shape.last().copied().unwrap_or(0);
+        let resolved = epilogue.resolved();
+        resolved.check(self, DType::F32, n, out_shape)?;
+        for (t, what) in resolved.tensors().into_iter().zip(["the epilogue bias", "the epilogue residual"]) {
+            if let Some(t) = t {
+                t.require_contiguous(what)?;
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// The GEMVs' parameters (`Params` in `shaders/quant_gemv_common.wgsl`):
+    /// sizes, workgroups per grid row `gx`, the row kernel's `words` per
+    /// row, and the epilogue's words.
+    fn gemv_params(
+        &self,
+        w: &QuantTensor,
+        (m, k, n): (usize, usize, usize),
+        (gx, words): (u32, u32),
+        epilogue: &Epilogue,
+    ) -> Result<wgpu::Buffer> {
         let u = u32_of;
         let blocks = u("blocks per line", w.layout().blocks_per_line())?;
-        Ok(self.uniform(&[u("N", n)?, u("K", k)?, u("M", m)?, blocks, fifth, 0, seventh, 0]))
+        let mut p = vec![u("M", m)?, u("N", n)?, u("K", k)?, blocks, gx, words, 0];
+        p.extend(epilogue.param_words());
+        Ok(self.uniform(&p))
     }
 
     /// The row-blocked GEMV (`shaders/quant_gemv.wgsl`) of f32 `x` into `out`.
-    fn gemv_rows_dispatch(&self, x: &Tensor, w: &QuantTensor, out: &Tensor, (m, k, n): (usize, usize, usize)) -> Result<Dispatch> {
+    fn gemv_rows_dispatch(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        out: &Tensor,
+        (m, k, n): (usize, usize, usize),
+        epilogue: &Epilogue,
+    ) -> Result<Dispatch> {
         let op = "matmul_quantized";
         let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
         let per_word = 32 / w.format.element_bits() as usize;
-        let params = self.gemv_params(w, (m, k, n), u32_of("words per row", k / per_word)?, g[0])?;
+        let words = u32_of("words per row", k / per_word)?;
+        let params = self.gemv_params(w, (m, k, n), (g[0], words), epilogue)?;
         let mr = (m as u32).next_power_of_two();
-        let spec = gemv_spec(w.format, mr, w.layout().words_per_block() as u32);
+        let spec = epilogue.specialise(gemv_spec(w.format, mr, w.layout().words_per_block() as u32));
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-        Ok(Dispatch::with_bindings(&self.inner.device, pipeline, &w.product_bindings(&params, x, out), g))
+        let binds = w.product_bindings(&params, x, out, self.epilogue_buffers(epilogue));
+        Ok(Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g))
     }
 
     /// The column-blocked GEMV (`shaders/quant_gemv_cols.wgsl`) of f32 `x`
@@ -269,17 +323,21 @@ impl Context {
         out: &Tensor,
         (m, k, n): (usize, usize, usize),
         launch: QuantGemvLaunch,
+        epilogue: &Epilogue,
     ) -> Result<(Vec<Dispatch>, Vec<Tensor>)> {
         let op = "matmul_quantized";
         let lay = w.layout();
         let mut g = grid(self.profile(), (n as u64).div_ceil(u64::from(quant_cols_columns())), op)?;
         let ksplit = launch.ksplit.min(lay.blocks_per_line() as u32).max(1);
         g[2] = ksplit;
-        let params = self.gemv_params(w, (m, k, n), g[0], 0)?;
+        let params = self.gemv_params(w, (m, k, n), (g[0], 0), epilogue)?;
         let mr = (m as u32).next_power_of_two();
         let spec = gemv_cols_spec(w.format, mr, lay.words_per_block() as u32, QuantGemvLaunch { ksplit, ..launch });
+        // The epilogue goes where the sums are final: the reduction when K is split.
+        let spec = if ksplit == 1 { epilogue.specialise(spec) } else { spec };
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-        let mut binds = w.product_bindings(&params, x, out).to_vec();
+        let (bias, residual) = self.epilogue_buffers(epilogue);
+        let mut binds = w.product_bindings(&params, x, out, (bias, residual));
         if ksplit == 1 {
             // The partials binding is declared either way: the dummy.
             binds.push((7, &self.inner.dummy_rw));
@@ -288,11 +346,12 @@ impl Context {
         let partials = self.alloc(&[ksplit as usize, m, n], DType::F32, "wgtile quantized GEMV partials")?;
         binds.push((7, partials.buffer()));
         let main = Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g);
-        let reduce = self.inner.pipelines.get(&self.inner.device, &gemv_cols_reduce_spec(ksplit))?;
+        let reduce = epilogue.specialise(gemv_cols_reduce_spec(ksplit));
+        let reduce = self.inner.pipelines.get(&self.inner.device, &reduce)?;
         let reduce = Dispatch::with_bindings(
             &self.inner.device,
             reduce,
-            &[(0, &params), (6, out.buffer()), (7, partials.buffer())],
+            &[(0, &params), (3, out.buffer()), (5, bias), (6, residual), (7, partials.buffer())],
             grid(self.profile(), ((m * n) as u64).div_ceil(256), op)?,
         );
         Ok((vec![main, reduce], vec![partials]))
@@ -300,19 +359,17 @@ impl Context {
 
     /// The fallback: the weight dequantised to f32, then the matmul engine
     /// (the dequantised weight is the plan's scratch).
-    fn dequantized_matmul(&self, x: &Tensor, w: &QuantTensor, out_shape: &[usize]) -> Result<Plan> {
+    fn dequantized_matmul(&self, x: &Tensor, w: &QuantTensor, out_shape: &[usize], epilogue: &Epilogue) -> Result<Plan> {
         let deq = self.dequantize_plan(w)?;
         let wf = deq.output().clone();
         let k = *x.shape().last().unwrap_or(&0);
         let rows = x.numel() / k.max(1);
         let x2 = x.reshape([rows, k])?;
         let transposed = w.axis == QuantAxis::Rows;
-        let mm = self.matmul_plan(
-            &x2,
-            &wf,
-            None,
-            &MatmulOptions::default().transposed(false, transposed),
-        )?;
+        let n = out_shape.last().copied().unwrap_or(0);
+        let epilogue = epilogue.with_residual_shape(&[rows, n])?;
+        let options = MatmulOptions::default().transposed(false, transposed);
+        let mm = self.matmul_plan_with(&x2, &wf, None, &options, &epilogue)?;
         let mut dispatches = deq.dispatches;
         dispatches.extend(mm.dispatches);
         let mut scratch = mm.scratch;

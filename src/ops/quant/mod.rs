@@ -116,22 +116,26 @@ fn params(lay: &QuantLayout, gx: u32, n: u32) -> Result<[u32; 8]> {
 }
 
 impl QuantTensor {
-    /// The bindings of the kernels that multiply by this weight: 0 params,
-    /// 1 x, 2 codes, 3 scales, 4 zero points, 5 globals, 6 out.
+    /// The bindings of the GEMVs and the f32 GEMM that multiply by this
+    /// weight: 0 params, 1 x, 2 codes, 3 out, 5 and 6 the epilogue's bias
+    /// and residual, 10 scales, 11 zero points, 12 globals.
     pub(crate) fn product_bindings<'a>(
         &'a self,
         params: &'a wgpu::Buffer,
         x: &'a Tensor,
         out: &'a Tensor,
-    ) -> [(u32, &'a wgpu::Buffer); 7] {
-        [
+        (bias, residual): (&'a wgpu::Buffer, &'a wgpu::Buffer),
+    ) -> Vec<(u32, &'a wgpu::Buffer)> {
+        vec![
             (0, params),
             (1, x.buffer()),
             (2, self.data.buffer()),
-            (3, self.scales.buffer()),
-            (4, self.zeros.buffer()),
-            (5, self.globals.buffer()),
-            (6, out.buffer()),
+            (3, out.buffer()),
+            (5, bias),
+            (6, residual),
+            (10, self.scales.buffer()),
+            (11, self.zeros.buffer()),
+            (12, self.globals.buffer()),
         ]
     }
 }

@@ -12,6 +12,7 @@ use super::QuantTensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::{Plan, Tensor};
+use crate::ops::matmul::Epilogue;
 use crate::quant::QuantAxis;
 use crate::runtime::Context;
 use crate::tune::autotune::{AutotuneMode, Candidate};
@@ -79,7 +80,7 @@ impl Context {
         let candidates = quant_gemv_candidates(max, blocks);
         let op = format!("quantized GEMV {} block {}", w.format, w.block);
         self.tune_quant((&op, DType::F32), (m, k, n), Some(w.packed_bytes()), &candidates, |x, launch| {
-            self.quant_gemv_cols_plan(x, w, launch)
+            self.quant_gemv_cols_plan(x, w, launch, &Epilogue::default())
         })
     }
 
@@ -87,7 +88,13 @@ impl Context {
     /// the route or the autotuner would pick: for the autotuner, tests and
     /// side-by-side measurements.
     #[doc(hidden)]
-    pub fn quant_gemv_cols_plan(&self, x: &Tensor, w: &QuantTensor, launch: QuantGemvLaunch) -> Result<Plan> {
+    pub fn quant_gemv_cols_plan(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        launch: QuantGemvLaunch,
+        epilogue: &Epilogue,
+    ) -> Result<Plan> {
         let op = "quant_gemv_cols_plan";
         self.check_owned(x, op)?;
         self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
@@ -121,9 +128,10 @@ impl Context {
                 w.axis
             )));
         }
+        let epilogue = self.quant_epilogue(epilogue, &[m, n])?;
         let out = self.alloc(&[m, n], DType::F32, "wgtile quantized matmul out")?;
         let (dispatches, scratch) = if n > 0 {
-            self.gemv_cols_dispatches(x, w, &out, (m, k, n), launch)?
+            self.gemv_cols_dispatches(x, w, &out, (m, k, n), launch, &epilogue)?
         } else {
             (Vec::new(), Vec::new())
         };
@@ -163,7 +171,7 @@ impl Context {
         }
         let op = format!("quantized GEMM tensor cores {} block {} {:?}", w.format, w.block, w.axis);
         self.tune_quant((&op, DType::F16), (m, k, n), None, &candidates, |x, kernel| {
-            self.quant_gemm_plan(kernel, x, w, (m, k, n), &[m, n])
+            self.quant_gemm_plan(kernel, x, w, (m, k, n), &[m, n], &Epilogue::default())
         })
     }
 
@@ -192,7 +200,7 @@ impl Context {
             let MatmulKernel::Tiled { tile, .. } = kernel else {
                 unreachable!("every candidate is a tiled kernel")
             };
-            self.quant_tiled_plan(x, w, (m, k, n), &[m, n], Some(tile))
+            self.quant_tiled_plan(x, w, (m, k, n), &[m, n], Some(tile), &Epilogue::default())
         })?;
         Ok(match pick {
             MatmulKernel::Tiled { tile, .. } => Some(tile),
