@@ -68,13 +68,14 @@ pub use ops::attention::{
     AttentionOutput, DiagonalAlignment, KvCache,
 };
 pub use ops::lessons::{Activations, BranchForm, ReadOrder, SigmoidChain};
-pub use ops::matmul::{Activation, Epilogue, MatmulExplanation, MatmulOptions};
+pub use ops::matmul::{MatmulExplanation, MatmulOptions};
 pub use ops::quant::QuantTensor;
 pub use ops::rows::reduce::{Axis, Reduction};
 pub use ops::rows::{RowOp, RowOptions};
 pub use problem::{MatmulShape, Padding};
 pub use quant::{QuantAxis, QuantFormat};
 pub use runtime::Timing;
+pub use runtime::{Activation, Epilogue};
 pub use runtime::{Context, ContextOptions, DEFAULT_BUFFER_POOL_BYTES};
 pub use tune::attention::{
     BackwardCoopTiles, BackwardTiles, DecodeTiles, FlashCoopTiles, FlashTiles,

@@ -6,11 +6,13 @@
 mod batch;
 mod cast;
 mod context;
+mod epilogue;
 mod pad_copy;
 mod tensor;
 mod timing;
 
 pub(crate) use cast::*;
 pub use context::*;
+pub use epilogue::{Activation, Epilogue};
 pub(crate) use pad_copy::*;
 pub use timing::*;

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::codegen::matmul_coop::coop_quant_blocks;
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::ops::matmul::Epilogue;
+use crate::runtime::Epilogue;
 use crate::problem::MatmulShape;
 use crate::quant::QuantAxis;
 use crate::runtime::Context;

@@ -12,7 +12,7 @@ use crate::quant::{QuantAxis, QuantFormat};
 use crate::runtime::Context;
 use std::borrow::Cow;
 
-use crate::ops::matmul::Epilogue;
+use crate::runtime::Epilogue;
 use crate::tune::route::MatmulOptions;
 use crate::tune;
 

@@ -12,7 +12,7 @@ use super::QuantTensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::{Plan, Tensor};
-use crate::ops::matmul::Epilogue;
+use crate::runtime::Epilogue;
 use crate::quant::QuantAxis;
 use crate::runtime::Context;
 use crate::tune::autotune::{AutotuneMode, Candidate};
