@@ -4,7 +4,7 @@
 // shape allows in quant_vec.wgsl).
 //
 // Entry `amax`: the largest finite |x| of the whole input (NVFP4's
-//   per-tensor scale): 8 elements per invocation, a workgroup tree, one
+//   per-tensor scale): AMAX_PER elements per invocation, a workgroup tree, one
 //   atomic max of the bits per workgroup.
 // Entry `quantize`: one invocation per group of 4 blocks (so the packed
 //   scale and zero-point words have one writer each): a first pass over a
@@ -57,7 +57,7 @@ fn element_index(l: u32, j: u32, t: u32) -> u32 {
 }
 
 // Elements per invocation of `amax`.
-const AMAX_PER: u32 = 8u;
+const AMAX_PER: u32 = 32u;
 
 @compute @workgroup_size(WG, 1, 1)
 fn amax(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

@@ -51,8 +51,17 @@ fn rne_shift(sig: u32, shift: u32) -> u32 {
 // The magnitude code of |x| * 2^-k (|x| finite, given by its bits),
 // saturated at the largest finite magnitude.
 fn round_bits(bits: u32, k: i32, f: Mini) -> u32 {
+    return round_bits_guarded(bits, k, f).x;
+}
+
+// round_bits' code (x) and 1 in y where |x| * 2^-k lies within 2^-20 of
+// its own magnitude from a midpoint between two codes: there an f32
+// quotient's error (3.1 ulp) could have decided the rounding. The
+// distance is read from the bits the rounding drops (their offset from
+// half a step), so the callers need no midpoint values on their fast path.
+fn round_bits_guarded(bits: u32, k: i32, f: Mini) -> vec2<u32> {
     if bits == 0u {
-        return 0u;
+        return vec2<u32>(0u, 0u);
     }
     let ef = bits >> 23u;
     let m = bits & 0x7fffffu;
@@ -65,21 +74,25 @@ fn round_bits(bits: u32, k: i32, f: Mini) -> u32 {
     }
     e -= k;
     let e_eff = max(e, 1 - f.bias);
-    let shift = 23 - i32(f.mbits) + (e_eff - e);
-    let q = rne_shift(sig, u32(shift));
+    let shift = u32(23 - i32(f.mbits) + (e_eff - e));
+    let q = rne_shift(sig, shift);
     let hi = u32(max(e_eff + f.bias - 1, 0));
-    return min((hi << f.mbits) + q, f.max_code);
+    // Beyond 25 dropped bits the value is under a quarter step: code 0,
+    // far from the first midpoint.
+    var near = 0u;
+    if shift <= 25u {
+        let rem = sig & ((1u << shift) - 1u);
+        let half = 1u << (shift - 1u);
+        let off = select(half - rem, rem - half, rem >= half);
+        near = u32(off <= (sig >> 20u) + 1u);
+    }
+    return vec2<u32>(min((hi << f.mbits) + q, f.max_code), near);
 }
 
 // Margins around a midpoint beyond which an f32 quotient (2.5 ulp, 1.5e-7
 // relative) cannot be on the wrong side: 2^-20 relative.
 const CLEAR_UP: f32 = 1.00000095367431640625;
 const CLEAR_DOWN: f32 = 0.99999904632568359375;
-
-// The value of an exact number whose significand and exponent fit an f32.
-fn ex_value(a: Ex) -> f32 {
-    return ldexp(f32(a.sig), a.e);
-}
 
 fn ex_f32(bits: u32) -> Ex {
     let b = bits & 0x7fffffffu;
@@ -171,20 +184,19 @@ fn reciprocal(y: f32) -> f32 {
 // The magnitude code nearest |x| / y (ties to even), saturated; y > 0
 // finite; inv from `reciprocal(y)` or 0.
 fn round_div_mini(xb: u32, y: f32, inv: f32, f: Mini) -> u32 {
-    let ax = ex_f32(xb);
-    let ey = ex_f32(bitcast<u32>(y));
     let t = quotient(xb, y, inv);
     var c = f.max_code;
     if finite_bits(bitcast<u32>(t)) {
-        c = round_bits(bitcast<u32>(t) & 0x7fffffffu, 0, f);
+        // Clear of every midpoint by more than the division's error: c is
+        // the exact quotient's code, no exact comparison needed.
+        let r = round_bits_guarded(bitcast<u32>(t) & 0x7fffffffu, 0, f);
+        if r.y == 0u {
+            return r.x;
+        }
+        c = r.x;
     }
-    // Clear of both midpoints by more than the division's error: c is the
-    // exact quotient's code, no exact comparison needed.
-    let lo_clear = c == 0u || t > ex_value(mini_mid(c - 1u, f)) * CLEAR_UP;
-    let hi_clear = c == f.max_code || t < ex_value(mini_mid(c, f)) * CLEAR_DOWN;
-    if lo_clear && hi_clear {
-        return c;
-    }
+    let ax = ex_f32(xb);
+    let ey = ex_f32(bitcast<u32>(y));
     if c > 0u && goes_down(ax, ex_mul(mini_mid(c - 1u, f), ey), c) {
         c -= 1u;
     } else if c < f.max_code && goes_up(ax, ex_mul(mini_mid(c, f), ey), c) {
@@ -196,8 +208,6 @@ fn round_div_mini(xb: u32, y: f32, inv: f32, f: Mini) -> u32 {
 // The integer in [0, top] nearest |x| / y (ties to even); y > 0 finite;
 // inv from `reciprocal(y)` or 0.
 fn round_div_int(xb: u32, y: f32, inv: f32, top: u32) -> u32 {
-    let ax = ex_f32(xb);
-    let ey = ex_f32(bitcast<u32>(y));
     let t = quotient(xb, y, inv);
     var c = top;
     if finite_bits(bitcast<u32>(t)) {
@@ -208,6 +218,8 @@ fn round_div_int(xb: u32, y: f32, inv: f32, top: u32) -> u32 {
     if lo_clear && hi_clear {
         return c;
     }
+    let ax = ex_f32(xb);
+    let ey = ex_f32(bitcast<u32>(y));
     if c > 0u && goes_down(ax, ex_mul(Ex(2u * c - 1u, -1), ey), c) {
         c -= 1u;
     } else if c < top && goes_up(ax, ex_mul(Ex(2u * c + 1u, -1), ey), c) {

@@ -99,6 +99,39 @@ fn quantize_matches_the_host_bit_for_bit() {
     assert!(checked > 1000);
 }
 
+/// NVFP4's per-tensor scale comes from the largest finite |x| over the
+/// whole tensor, reduced over many workgroups of the amax pass: with the
+/// largest value in the first, a middle and the last (partial) workgroup
+/// the codes and scales match the host's bit for bit.
+#[test]
+fn nvfp4_amax_spans_every_workgroup() {
+    let Some(ctx) = common::ctx() else { return };
+    let n = 97 * 263;
+    for at in [0, n / 2 + 11, n - 1] {
+        let mut values = common::random(n, 5);
+        values[at] = -37.5;
+        let t = ctx.tensor(&values, [97, 263]).unwrap();
+        let got = ctx
+            .quantize(&t, QuantFormat::Nvfp4, QuantAxis::Rows)
+            .unwrap()
+            .to_host_blocking()
+            .unwrap();
+        let want =
+            quant::quantize(&values, &[97, 263], QuantFormat::Nvfp4, QuantAxis::Rows, 16).unwrap();
+        assert_eq!(
+            got.global_scale.to_bits(),
+            want.global_scale.to_bits(),
+            "largest at {at}"
+        );
+        same_bits(
+            &format!("largest at {at} scales"),
+            &got.scales,
+            &want.scales,
+        );
+        same_bits(&format!("largest at {at} data"), &got.data, &want.data);
+    }
+}
+
 #[test]
 fn f16_inputs_and_other_block_sizes() {
     let Some(ctx) = common::ctx() else { return };
@@ -1296,4 +1329,76 @@ fn quantized_products_apply_the_epilogue() {
     assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
     let r = ctx.matmul_quantized_plan_with(&x, &q, &Epilogue::new().residual(&b7));
     assert!(matches!(r, Err(Error::ShapeMismatch { .. })), "{r:?}");
+}
+
+/// Elements whose exact quotient by the block scale lies within a few
+/// ulps of a midpoint between two E2M1 codes (NVFP4; the scale is not a
+/// power of two, so the GPU's f32 quotient may land on either side): the
+/// exact comparison must decide them, and the codes match the host's bit
+/// for bit. Each row is one block: its largest value sets the block scale.
+#[test]
+fn nvfp4_quotients_near_midpoints_round_exactly() {
+    let Some(ctx) = common::ctx() else { return };
+    let rows = 64;
+    let mids = [0.25f64, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0];
+    // The block maxima: 100 for the tensor, then values that give other scales.
+    let amax: Vec<f32> = (0..rows)
+        .map(|r| {
+            if r == 0 {
+                100.0
+            } else {
+                100.0 / (1.0 + r as f32 * 0.137)
+            }
+        })
+        .collect();
+    let mut values = vec![0.0f32; rows * 16];
+    for r in 0..rows {
+        values[r * 16] = amax[r];
+    }
+    let shape = [rows, 16];
+    let first = quant::quantize(&values, &shape, QuantFormat::Nvfp4, QuantAxis::Rows, 16).unwrap();
+    let mut near = 0;
+    let mut misrounded = 0;
+    for r in 0..rows {
+        let s = (first.scales[r / 4] >> (8 * (r % 4))) & 0xff;
+        let y = E4M3.decode(s) * first.global_scale;
+        let inv = 1.0 / y;
+        for t in 1..16 {
+            let m = mids[(r + t) % mids.len()];
+            let x0 = (m * f64::from(y)) as f32;
+            // x0 and its neighbours, off the exact tie.
+            let x = match t % 3 {
+                0 => x0,
+                1 => f32::from_bits(x0.to_bits() + 1),
+                _ => f32::from_bits(x0.to_bits() - 1),
+            };
+            let sign = if t % 2 == 0 { -1.0 } else { 1.0 };
+            values[r * 16 + t] = sign * x;
+            if (f64::from(x) / f64::from(y) - m).abs() < 1e-6 * m {
+                near += 1;
+            }
+            // What rounding the f32 quotient alone would give, against the
+            // exact side of the midpoint.
+            let q = x * inv;
+            if (f64::from(q) >= m) != (f64::from(x) / f64::from(y) >= m) || f64::from(q) == m {
+                misrounded += 1;
+            }
+        }
+    }
+    assert!(
+        near > 500 && misrounded > 20,
+        "{near} near midpoints, {misrounded} misrounded by the f32 quotient"
+    );
+    let want = quant::quantize(&values, &shape, QuantFormat::Nvfp4, QuantAxis::Rows, 16).unwrap();
+    assert_eq!(
+        want.scales, first.scales,
+        "the candidates leave every block scale as it was"
+    );
+    let t = ctx.tensor(&values, shape).unwrap();
+    let got = ctx
+        .quantize(&t, QuantFormat::Nvfp4, QuantAxis::Rows)
+        .unwrap()
+        .to_host_blocking()
+        .unwrap();
+    same_bits("NVFP4 near midpoints", &got.data, &want.data);
 }

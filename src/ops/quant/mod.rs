@@ -16,6 +16,10 @@ use crate::runtime::Context;
 /// Invocations per workgroup of the quantisation kernels.
 const WG: u32 = 256;
 
+/// Elements per invocation of NVFP4's amax pass (`AMAX_PER` in
+/// `shaders/quant.wgsl`).
+const AMAX_PER: u32 = 32;
+
 /// A block-quantised tensor on the GPU: packed element codes, one scale
 /// per block (and a zero point for [`QuantFormat::Int4Zp`]), NVFP4's
 /// per-tensor scale, the logical shape and the block axis. Made by
@@ -317,8 +321,8 @@ impl Context {
         let lay = QuantLayout::new(&shape, axis, block, format.element_bits())?;
         let q = self.alloc_quant(format, axis, block, &shape)?;
         let n = u32_of("elements", t.numel())?;
-        // The amax kernel's last workgroup indexes up to n + WG * 8.
-        if n > u32::MAX - 8 * WG {
+        // The amax kernel's last workgroup indexes up to n + WG * AMAX_PER.
+        if n > u32::MAX - AMAX_PER * WG {
             return Err(Error::InvalidArgument(format!(
                 "quantize: {n} elements is more than the kernels index"
             )));
@@ -353,10 +357,10 @@ impl Context {
         if lay.blocks() > 0 {
             if format == QuantFormat::Nvfp4 {
                 dispatches.push(self.fill_dispatch(q.globals.buffer(), 0)?);
-                // 8 elements per invocation, one atomic per workgroup.
+                // AMAX_PER elements per invocation, one atomic per workgroup.
                 let g = grid(
                     self.profile(),
-                    u64::from(n).div_ceil(u64::from(8 * WG)),
+                    u64::from(n).div_ceil(u64::from(AMAX_PER * WG)),
                     "quantize",
                 )?;
                 dispatches.push(bind(Kernel::QuantAmax, g[0], n, g)?);
