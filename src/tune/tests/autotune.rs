@@ -747,7 +747,7 @@ fn quantized_gemv_launches_are_tuned_by_bytes_and_cached_beside_matmuls() {
     let dir = temp_dir("gemv-launch");
     let path = dir.join("autotune.json");
     let op = ("quantized GEMV mxfp4 block 32", DType::F32);
-    // The fourth candidate (half the invocations, unsplit) is fastest.
+    // The fourth candidate is fastest (timed in the full mode).
     let time = |l: QuantGemvLaunch| {
         let i = c.iter().position(|&x| x == l).unwrap();
         Ok([3.0, 2.0, 4.0, 1.0, 5.0][i] * 1e-6)
