@@ -1,35 +1,13 @@
-// quant_gemv_common: what both quantised GEMVs share: the parameters, the
-// x, scale and zero-point bindings and the dot of one packed word with x
-// (the decoding is quant_decode.wgsl's, shared with the tensor-core GEMM).
-// The fused matmul epilogue (matmul_epilogue.wgsl, appended by the
-// registry) reads `params.m`, `params.n`, `params.alpha`, `params.epi_k`
-// and bindings 5 and 6 as `Out`.
+// quant_gemv_common: what both quantised GEMVs share: the x, scale and
+// zero-point bindings and the dot of one packed word with x (the decoding
+// is quant_decode.wgsl's, shared with the tensor-core GEMM; the parameters
+// are quant_product_params.wgsl's).
 
 // 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
 const FORMAT: u32 = 0u;
 // Rows of x (M) an invocation accumulates (a power of two >= M).
 const MR: u32 = 1u;
 
-// The output and epilogue tensors' type.
-alias Out = f32;
-
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    // blocks per weight line (K / block, rounded up)
-    nb: u32,
-    // workgroups per grid row
-    gx: u32,
-    // words of a weight row that hold elements below K (quant_gemv only)
-    words: u32,
-    pad0: u32,
-    // the epilogue's scale and a generated epilogue's scalars
-    alpha: f32,
-    epi_k: array<vec4<f32>, 2>,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(10) var<storage, read> scales: array<u32>;
 @group(0) @binding(11) var<storage, read> zeros: array<u32>;

@@ -9,6 +9,7 @@
 //   j * N + n) or [N, K] along rows (at n * NB + j).
 // Workgroup: 64 x 1 x 1; 2-D grid.
 // Output: the fused matmul epilogue, as the kernel it stands in for.
+// Params: quant_product_params.wgsl (appended by the registry).
 // Bindings: 0 params, 1 x (f16 pairs, or f32 with X_HALF = 0), 2 data,
 //   3 out (f32), 5 and 6 the epilogue's bias and residual, 10 scales,
 //   11 zero points, 12 globals.
@@ -18,26 +19,6 @@ const FORMAT: u32 = 0u;
 const COLS: u32 = 0u;
 const X_HALF: u32 = 1u;
 
-// The output and epilogue tensors' type.
-alias Out = f32;
-
-struct Params {
-    m: u32,
-    n: u32,
-    k: u32,
-    // blocks per line
-    nb: u32,
-    block: u32,
-    // words per block
-    wpb: u32,
-    // workgroups per grid row
-    gx: u32,
-    // the epilogue's scale and a generated epilogue's scalars
-    alpha: f32,
-    epi_k: array<vec4<f32>, 2>,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> x: array<u32>;
 @group(0) @binding(2) var<storage, read> data: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
@@ -72,7 +53,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             id = j * params.n + col;
         }
         let e = t % per_word;
-        let code = pair(data[id * params.wpb + t / per_word], e % half)[e / half];
+        let code = pair(data[id * (params.block / per_word) + t / per_word], e % half)[e / half];
         var v = code;
         if FORMAT >= 4u {
             v -= int_offset(id);

@@ -1067,6 +1067,20 @@ fn quantized_gemm_tiled_against_f64() {
     ));
 }
 
+/// A [64, 8] MXFP4 weight blocked down its columns and x [1, 64], for the
+/// refusals.
+fn small_mxfp4(ctx: &Context) -> (wgtile::QuantTensor, Tensor) {
+    let host = quant::quantize(
+        &common::random(64 * 8, 1),
+        &[64, 8],
+        QuantFormat::Mxfp4,
+        QuantAxis::Columns,
+        32,
+    );
+    let q = ctx.upload_quantized(&host.unwrap()).unwrap();
+    (q, ctx.tensor(&common::random(64, 2), [1, 64]).unwrap())
+}
+
 /// Every launch the autotuner may pick for the column-blocked GEMV
 /// (workgroups of 256, 512 and 1024 invocations, K unsplit or split over 2
 /// and 4 workgroups whose partials a second pass adds) gives the f64
@@ -1128,16 +1142,7 @@ fn every_quantized_gemv_launch_against_f64() {
         }
     }
     // Launches and operands the kernel cannot take.
-    let host = quant::quantize(
-        &common::random(64 * 8, 1),
-        &[64, 8],
-        QuantFormat::Mxfp4,
-        QuantAxis::Columns,
-        32,
-    )
-    .unwrap();
-    let q = ctx.upload_quantized(&host).unwrap();
-    let x = ctx.tensor(&common::random(64, 2), [1, 64]).unwrap();
+    let (q, x) = small_mxfp4(&ctx);
     for launch in [
         QuantGemvLaunch { wg: 48, ksplit: 1 },
         QuantGemvLaunch { wg: 16, ksplit: 1 },
@@ -1311,16 +1316,7 @@ fn quantized_products_apply_the_epilogue() {
         }
     }
     // Epilogue tensors of the wrong dtype or shape are refused by name.
-    let host = quant::quantize(
-        &common::random(64 * 8, 1),
-        &[64, 8],
-        QuantFormat::Mxfp4,
-        QuantAxis::Columns,
-        32,
-    )
-    .unwrap();
-    let q = ctx.upload_quantized(&host).unwrap();
-    let x = ctx.tensor(&common::random(64, 2), [1, 64]).unwrap();
+    let (q, x) = small_mxfp4(&ctx);
     let (b16, _) = common::upload(&ctx, &[0.0; 8], &[8], DType::F16);
     let b7 = ctx.tensor(&[0.0f32; 7], [7]).unwrap();
     let r = ctx.matmul_quantized_plan_with(&x, &q, &Epilogue::new().bias(&b16));

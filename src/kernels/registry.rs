@@ -44,6 +44,7 @@ const QUANT_COMMON: &str = shader!("quant_common.wgsl");
 const QUANT_VEC: &str = shader!("quant_vec.wgsl");
 pub(crate) const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
 const QUANT_GEMV_COMMON: &str = shader!("quant_gemv_common.wgsl");
+const QUANT_PRODUCT_PARAMS: &str = shader!("quant_product_params.wgsl");
 const COLS_DRIVER: &str = shader!("cols_driver.wgsl");
 const COLS_FINISH: &str = shader!("cols_finish.wgsl");
 /// The packed-word and block-scale decoding of the quantised formats.
@@ -401,7 +402,7 @@ registry! {
     /// A quantised weight times x in f32, one invocation per output (the
     /// tensor-core quantised GEMM's fallback).
     QuantMatmulNaive = "quant.matmul_naive", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
-        parts [shader!("quant_matmul_naive.wgsl"), QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
+        parts [shader!("quant_matmul_naive.wgsl"), QUANT_PRODUCT_PARAMS, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// Block-scaled quantisation: one invocation per 4 blocks (`FORMAT`).
     Quantize = "quant.quantize", entry "quantize", dtype F32, flags [TRUSTED],
         parts [QUANT_CODEC, QUANT_COMMON, QUANT];
@@ -429,14 +430,14 @@ registry! {
         parts [QUANT_CODEC, QUANT_COMMON, QUANT_VEC];
     /// `x @ W^T` with a row-blocked quantised W, decoded in registers (M <= 8).
     QuantGemv = "quant_gemv", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
-        parts [shader!("quant_gemv.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
+        parts [shader!("quant_gemv.wgsl"), QUANT_GEMV_COMMON, QUANT_PRODUCT_PARAMS, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// `x @ W` with a column-blocked quantised W [K, N]: adjacent columns on
     /// adjacent invocations, x broadcast (M <= 8).
     QuantGemvCols = "quant_gemv_cols", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
-        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
+        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_PRODUCT_PARAMS, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// Adds quant_gemv_cols' partial sums when K is split over workgroups.
     QuantGemvColsReduce = "quant_gemv_cols.reduce_k", entry "reduce_k", dtype F32, flags [EPILOGUE, TRUSTED],
-        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
+        parts [shader!("quant_gemv_cols.wgsl"), QUANT_GEMV_COMMON, QUANT_PRODUCT_PARAMS, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// Matmul for CPU adapters (llvmpipe): one subgroup of 8 lanes per
     /// workgroup shares its rows of A through subgroupBroadcast, no workgroup
     /// memory; strided scalar loads, any layout.

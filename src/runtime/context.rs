@@ -129,6 +129,20 @@ impl Context {
         Error::require_float(t.dtype(), what)
     }
 
+    /// [`Context::check_owned`], and `t` of `dtype`
+    /// ([`Error::DTypeMismatch`] otherwise).
+    pub(crate) fn check_operand(&self, t: &Tensor, dtype: DType, op: &'static str) -> Result<()> {
+        self.check_owned(t, op)?;
+        if t.dtype() != dtype {
+            return Err(Error::DTypeMismatch {
+                op,
+                expected: dtype,
+                got: t.dtype(),
+            });
+        }
+        Ok(())
+    }
+
     /// [`Context::check_owned`] for ops that take any dtype (copies,
     /// writes, fills, indices).
     pub(crate) fn check_owned_any(&self, t: &Tensor, what: &str) -> Result<()> {

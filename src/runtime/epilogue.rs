@@ -278,7 +278,7 @@ impl Epilogue {
                     "the bias needs one value per output column",
                 ));
             }
-            check_operand(ctx, bias, dtype, "matmul bias")?;
+            ctx.check_operand(bias, dtype, "matmul bias")?;
         }
         if let Some(residual) = &self.residual {
             if residual.shape() != out_shape {
@@ -289,20 +289,8 @@ impl Epilogue {
                     "the residual needs the output's shape",
                 ));
             }
-            check_operand(ctx, residual, dtype, "matmul residual")?;
+            ctx.check_operand(residual, dtype, "matmul residual")?;
         }
         Ok(())
     }
-}
-
-fn check_operand(ctx: &Context, t: &Tensor, dtype: DType, op: &'static str) -> Result<()> {
-    ctx.check_owned(t, op)?;
-    if t.dtype() != dtype {
-        return Err(Error::DTypeMismatch {
-            op,
-            expected: dtype,
-            got: t.dtype(),
-        });
-    }
-    Ok(())
 }

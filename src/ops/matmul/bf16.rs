@@ -29,7 +29,7 @@ impl Context {
     #[doc(hidden)]
     pub fn bf16_check_pass(&self, a: &Tensor, b: &Tensor) -> Result<bool> {
         for t in [a, b] {
-            check_operand(self, t, DType::BF16, "the bf16 check pass")?;
+            self.check_operand(t, DType::BF16, "the bf16 check pass")?;
         }
         let flag = self.alloc(&[4], DType::F32, "wgtile bf16 check flag")?;
         let mut dispatches = vec![self.fill_dispatch(&flag.buffer, 0)?];
@@ -279,7 +279,7 @@ impl Context {
             (epilogue.residual.as_ref(), "matmul residual"),
         ] {
             if let Some(t) = t {
-                check_operand(self, t, DType::BF16, what)?;
+                self.check_operand(t, DType::BF16, what)?;
             }
         }
         // The f16 kernels (tensor cores where the adapter has them) unless

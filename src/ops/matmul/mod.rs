@@ -60,18 +60,6 @@ impl std::fmt::Display for MatmulExplanation {
 }
 
 
-fn check_operand(ctx: &Context, t: &Tensor, dtype: DType, op: &'static str) -> Result<()> {
-    ctx.check_owned(t, op)?;
-    if t.dtype() != dtype {
-        return Err(Error::DTypeMismatch {
-            op,
-            expected: dtype,
-            got: t.dtype(),
-        });
-    }
-    Ok(())
-}
-
 fn u32_of(v: usize, what: &str) -> Result<u32> {
     u32::try_from(v).map_err(|_| Error::LimitExceeded {
         limit: "u32 indexing",

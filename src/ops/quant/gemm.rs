@@ -218,17 +218,21 @@ impl Context {
         Ok(Dispatch::with_bindings(&self.inner.device, pipeline, &bindings, [gx as u32, gy as u32, 1]))
     }
 
-    /// The tensor-core quantised GEMM of f16 `x[M, K]` in the layout
-    /// `kernel` (a [`MatmulKernel::Coop`] without the f32 split that fits
-    /// the adapter), whatever the dispatcher or the autotuner would pick:
-    /// for tests and side-by-side measurements.
-    #[doc(hidden)]
-    pub fn quant_gemm_coop(&self, x: &Tensor, w: &QuantTensor, kernel: MatmulKernel, epilogue: &Epilogue) -> Result<Plan> {
-        let op = "quant_gemm_coop";
+    /// `(M, K, N)` of `x[M, K] @ w` for the GEMMs called directly: both on
+    /// this device, `x` contiguous and of a dtype the kernel takes (`ok`,
+    /// named by `dtypes`), a rank-2 weight with K matching and blocks of a
+    /// multiple of 8 (a run of 8 k stays in one block).
+    fn quant_gemm_operands(
+        &self,
+        op: &'static str,
+        x: &Tensor,
+        w: &QuantTensor,
+        (ok, dtypes): (bool, &str),
+    ) -> Result<(usize, usize, usize)> {
         self.check_owned(x, op)?;
         self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
-        if x.dtype() != DType::F16 || x.shape().len() != 2 || w.shape.len() != 2 {
-            return Err(Error::InvalidArgument(format!("{op} takes f16 x [M, K] and a rank-2 weight")));
+        if !ok || x.shape().len() != 2 || w.shape.len() != 2 {
+            return Err(Error::InvalidArgument(format!("{op} takes {dtypes} x [M, K] and a rank-2 weight")));
         }
         x.require_contiguous(op)?;
         let (m, k) = (x.shape()[0], x.shape()[1]);
@@ -239,6 +243,17 @@ impl Context {
         if wk != k || !w.block.is_multiple_of(8) {
             return Err(Error::shape(op, x.shape(), &w.shape, "K differs, or blocks not a multiple of 8"));
         }
+        Ok((m, k, n))
+    }
+
+    /// The tensor-core quantised GEMM of f16 `x[M, K]` in the layout
+    /// `kernel` (a [`MatmulKernel::Coop`] without the f32 split that fits
+    /// the adapter), whatever the dispatcher or the autotuner would pick:
+    /// for tests and side-by-side measurements.
+    #[doc(hidden)]
+    pub fn quant_gemm_coop(&self, x: &Tensor, w: &QuantTensor, kernel: MatmulKernel, epilogue: &Epilogue) -> Result<Plan> {
+        let op = "quant_gemm_coop";
+        let (m, k, n) = self.quant_gemm_operands(op, x, w, (x.dtype() == DType::F16, "f16"))?;
         if !matches!(kernel, MatmulKernel::Coop { split: false, .. }) || !kernel.fits(self.profile()) {
             return Err(Error::InvalidArgument(format!(
                 "{op}: {kernel} is not a tensor-core layout this adapter runs"
@@ -260,22 +275,7 @@ impl Context {
         epilogue: &Epilogue,
     ) -> Result<Plan> {
         let op = "quant_gemm_tiled";
-        self.check_owned(x, op)?;
-        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
-        if x.dtype() == DType::BF16 || x.shape().len() != 2 || w.shape.len() != 2 {
-            return Err(Error::InvalidArgument(
-                "quant_gemm_tiled takes f32 or f16 x [M, K] and a rank-2 weight".into(),
-            ));
-        }
-        x.require_contiguous(op)?;
-        let (m, k) = (x.shape()[0], x.shape()[1]);
-        let (wk, n) = match w.axis {
-            QuantAxis::Rows => (w.shape[1], w.shape[0]),
-            QuantAxis::Columns => (w.shape[0], w.shape[1]),
-        };
-        if wk != k || !w.block.is_multiple_of(8) {
-            return Err(Error::shape(op, x.shape(), &w.shape, "K differs, or blocks not a multiple of 8"));
-        }
+        let (m, k, n) = self.quant_gemm_operands(op, x, w, (x.dtype() != DType::BF16, "f32 or f16"))?;
         if let Some(t) = tile
             && (!t.fits(self.profile()) || t.reg != 8 || !t.bk.is_multiple_of(8))
         {
@@ -331,8 +331,6 @@ impl Context {
         out: &Tensor,
         epilogue: &Epilogue,
     ) -> Result<Dispatch> {
-        let lay = w.layout();
-        let u = u32_of;
         let g = grid(
             self.profile(),
             ((m * n) as u64).div_ceil(64),
@@ -344,17 +342,7 @@ impl Context {
                 .constant("COLS", u32::from(w.axis == QuantAxis::Columns)),
         );
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-        let mut words = vec![
-            u("M", m)?,
-            u("N", n)?,
-            u("K", k)?,
-            u("blocks per line", lay.blocks_per_line())?,
-            u("block", w.block)?,
-            u("words per block", lay.words_per_block())?,
-            g[0],
-        ];
-        words.extend(epilogue.param_words());
-        let params = self.uniform(&words);
+        let params = self.quant_product_params(w, (m, k, n), (g[0], 0), epilogue)?;
         let binds = w.product_bindings(&params, x, out, self.epilogue_buffers(epilogue));
         Ok(Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g))
     }

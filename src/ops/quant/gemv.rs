@@ -275,10 +275,10 @@ impl Context {
         Ok(resolved)
     }
 
-    /// The GEMVs' parameters (`Params` in `shaders/quant_gemv_common.wgsl`):
-    /// sizes, workgroups per grid row `gx`, the row kernel's `words` per
-    /// row, and the epilogue's words.
-    fn gemv_params(
+    /// The parameters of the GEMVs and the f32 GEMM fallback (`Params` in
+    /// `shaders/quant_product_params.wgsl`): sizes, workgroups per grid row
+    /// `gx`, the row GEMV's `words` per row, the epilogue's words.
+    pub(crate) fn quant_product_params(
         &self,
         w: &QuantTensor,
         (m, k, n): (usize, usize, usize),
@@ -287,7 +287,7 @@ impl Context {
     ) -> Result<wgpu::Buffer> {
         let u = u32_of;
         let blocks = u("blocks per line", w.layout().blocks_per_line())?;
-        let mut p = vec![u("M", m)?, u("N", n)?, u("K", k)?, blocks, gx, words, 0];
+        let mut p = vec![u("M", m)?, u("N", n)?, u("K", k)?, blocks, gx, words, u("block", w.block)?];
         p.extend(epilogue.param_words());
         Ok(self.uniform(&p))
     }
@@ -305,7 +305,7 @@ impl Context {
         let g = grid(self.profile(), (n as u64).div_ceil(u64::from(ROWS)), op)?;
         let per_word = 32 / w.format.element_bits() as usize;
         let words = u32_of("words per row", k / per_word)?;
-        let params = self.gemv_params(w, (m, k, n), (g[0], words), epilogue)?;
+        let params = self.quant_product_params(w, (m, k, n), (g[0], words), epilogue)?;
         let mr = (m as u32).next_power_of_two();
         let spec = epilogue.specialise(gemv_spec(w.format, mr, w.layout().words_per_block() as u32));
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
@@ -330,7 +330,7 @@ impl Context {
         let mut g = grid(self.profile(), (n as u64).div_ceil(u64::from(quant_cols_columns())), op)?;
         let ksplit = launch.ksplit.min(lay.blocks_per_line() as u32).max(1);
         g[2] = ksplit;
-        let params = self.gemv_params(w, (m, k, n), (g[0], 0), epilogue)?;
+        let params = self.quant_product_params(w, (m, k, n), (g[0], 0), epilogue)?;
         let mr = (m as u32).next_power_of_two();
         let spec = gemv_cols_spec(w.format, mr, lay.words_per_block() as u32, QuantGemvLaunch { ksplit, ..launch });
         // The epilogue goes where the sums are final: the reduction when K is split.
