@@ -15,7 +15,7 @@
 //   two beyond for bf16); floats to integers truncate toward zero and
 //   saturate, NaN giving 0 (Rust's `as`); i32 <-> u32 keeps the bits.
 // Entry `check`: the exactness test alone, over every stored word (below).
-// Generated blocks (src/kernels/cast.rs): `flag_decl` / `flag` set word 2
+// Generated blocks (src/kernels/cast.rs): `flag_decl` / `flag` (`flag8`) set word 2
 //   of a flag buffer where a value does not convert exactly (bf16 operands
 //   staged to f16 for the tensor cores); `guard_decl` / `guard` make the
 //   whole dispatch return unless such a flag is set (the f32 fallback's
@@ -159,6 +159,57 @@ fn main(
         let word = convert(r0) | (convert(r1) << 16u);
         // @gen flag
         dst[w] = word;
+    }
+}
+
+// Entry `main8` (a contiguous source of a multiple of 8 elements): 8
+// elements per step, loaded and stored as 16-byte units (one per 8 16-bit
+// values, two per 8 32-bit ones), the loads and stores of a copy; `main`'s
+// single words held the H200's casts at 1.2-1.6 TB/s (run 145 of
+// docs/perf/log-2026-12.md: 26 us for a 16 MB bf16 -> f16 cast). Grid
+// stride over the units (`params.words` of them); the same conversions and
+// generated blocks (`flag8` for the checked cast).
+@group(0) @binding(7) var<storage, read> src8: array<vec4<u32>>;
+@group(0) @binding(8) var<storage, read_write> dst8: array<vec4<u32>>;
+
+// The bits of unit u's 8 elements (16-bit values in the low half).
+fn raw8(u: u32) -> array<u32, 8> {
+    if IN == 0u || IN >= 3u {
+        let a = src8[2u * u];
+        let b = src8[2u * u + 1u];
+        return array<u32, 8>(a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
+    }
+    let v = src8[u];
+    return array<u32, 8>(
+        v.x & 0xffffu, v.x >> 16u, v.y & 0xffffu, v.y >> 16u,
+        v.z & 0xffffu, v.z >> 16u, v.w & 0xffffu, v.w >> 16u,
+    );
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn main8(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let tid = lid;
+    // @gen guard
+    let threads = params.groups_x * params.groups_y * WG;
+    for (var u = (wid.y * params.groups_x + wid.x) * WG + lid; u < params.words; u += threads) {
+        let r = raw8(u);
+        var c: array<u32, 8>;
+        for (var i = 0u; i < 8u; i++) {
+            c[i] = convert(r[i]);
+        }
+        // @gen flag8
+        if OUT == 0u || OUT >= 3u {
+            dst8[2u * u] = vec4<u32>(c[0], c[1], c[2], c[3]);
+            dst8[2u * u + 1u] = vec4<u32>(c[4], c[5], c[6], c[7]);
+        } else {
+            dst8[u] = vec4<u32>(
+                c[0] | (c[1] << 16u), c[2] | (c[3] << 16u),
+                c[4] | (c[5] << 16u), c[6] | (c[7] << 16u),
+            );
+        }
     }
 }
 

@@ -69,6 +69,22 @@ pub(crate) fn cast_checked_spec() -> Spec {
             "    if !bf16_fits_f16(r0) || !bf16_fits_f16(r1) {\n\
              \x20       atomicOr(&cast_flag[2], 1u);\n    }",
         )
+        .block(
+            "flag8",
+            "        let packed = vec4<u32>(r[0] | (r[1] << 16u), r[2] | (r[3] << 16u), \
+             r[4] | (r[5] << 16u), r[6] | (r[7] << 16u));\n\
+             \x20       if !fits8(packed) {\n\
+             \x20           atomicOr(&cast_flag[2], 1u);\n        }",
+        )
+}
+
+/// `spec` (a cast's) as the 8-element entry `main8`, for a contiguous
+/// source of a multiple of 8 elements.
+pub(crate) fn cast_vec(spec: Spec) -> Spec {
+    Spec {
+        kernel: Kernel::CastVec,
+        ..spec
+    }
 }
 
 /// `from` to `to`, run only where word 2 of the buffer at
@@ -84,14 +100,12 @@ pub fn cast_specs() -> Vec<Spec> {
         .iter()
         .flat_map(|&from| all.iter().map(move |&to| (from, to)))
         .collect();
-    pairs
+    let all: Vec<Spec> = pairs
         .into_iter()
         .map(|(from, to)| cast_spec(from, to))
-        .chain([
-            cast_checked_spec(),
-            cast_guarded_spec(DType::BF16, DType::F32),
-            cast_check_spec(),
-        ])
-        .collect()
+        .chain([cast_checked_spec(), cast_guarded_spec(DType::BF16, DType::F32)])
+        .collect();
+    let vec: Vec<Spec> = all.iter().cloned().map(cast_vec).collect();
+    all.into_iter().chain(vec).chain([cast_check_spec()]).collect()
 }
 

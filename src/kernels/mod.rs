@@ -81,8 +81,8 @@ impl Spec {
             | Kernel::AttentionFlash => {
                 vec![("guard_decl", String::new()), ("guard", String::new())]
             }
-            Kernel::Cast | Kernel::CastCheck => {
-                ["flag_decl", "flag", "guard_decl", "guard", "check_flag"]
+            Kernel::Cast | Kernel::CastVec | Kernel::CastCheck => {
+                ["flag_decl", "flag", "flag8", "guard_decl", "guard", "check_flag"]
                     .map(|name| (name, String::new()))
                     .to_vec()
             }

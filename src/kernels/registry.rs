@@ -132,6 +132,10 @@ registry! {
     /// invocation; padded source rows read in place).
     Cast = "cast", entry "main", dtype F32, flags [TRUSTED],
         parts [shader!("cast.wgsl"), HALF_BITS];
+    /// The cast of a contiguous tensor of a multiple of 8 elements, 8
+    /// elements per step in 16-byte loads and stores.
+    CastVec = "cast.main8", entry "main8", dtype F32, flags [TRUSTED],
+        parts [shader!("cast.wgsl"), HALF_BITS];
     /// Writes the grids of conditional dispatches from a flag (indirect
     /// dispatch arguments).
     Arm = "arm", entry "main", dtype F32, flags [],

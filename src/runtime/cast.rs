@@ -5,8 +5,8 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Plan, Tensor, grid, last_dim};
-use crate::kernels::Spec;
-use crate::kernels::cast::{CAST_FLAG_BINDING, CAST_GROUPS, CAST_WG, cast_spec};
+use crate::kernels::cast::{CAST_FLAG_BINDING, CAST_GROUPS, CAST_WG, cast_spec, cast_vec};
+use crate::kernels::{Kernel, Spec};
 use crate::runtime::Context;
 
 /// bf16 operands staged for an op's kernels: the tensors the kernels read
@@ -150,7 +150,13 @@ impl Context {
         let stored = src.storage_len();
         let n32 = u32::try_from(n).map_err(|_| too_big("elements", n))?;
         u32::try_from(stored).map_err(|_| too_big("stored elements", stored))?;
-        let words = if dst.dtype().size() == 4 {
+        let row = last_dim(src.shape()) as u32;
+        // Contiguous and whole units of 8: 16-byte loads and stores.
+        let vec =
+            spec.kernel == Kernel::Cast && src.row_stride() == row as usize && n.is_multiple_of(8);
+        let words = if vec {
+            n32 / 8
+        } else if dst.dtype().size() == 4 {
             n32
         } else {
             n32.div_ceil(2)
@@ -160,8 +166,8 @@ impl Context {
             u64::from(words.div_ceil(CAST_WG)).min(CAST_GROUPS),
             "a cast",
         )?;
+        let spec = if vec { cast_vec(spec) } else { spec };
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
-        let row = last_dim(src.shape()) as u32;
         let params = self.uniform(&[
             n32,
             words,
@@ -172,7 +178,8 @@ impl Context {
             0,
             0,
         ]);
-        let mut binds = vec![(0, &params), (1, src.buffer()), (2, dst.buffer())];
+        let (src_at, dst_at) = if vec { (7, 8) } else { (1, 2) };
+        let mut binds = vec![(0, &params), (src_at, src.buffer()), (dst_at, dst.buffer())];
         binds.extend(flag.map(|f| (CAST_FLAG_BINDING, f)));
         Ok(Some(Dispatch::with_bindings(
             &self.inner.device,
