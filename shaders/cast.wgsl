@@ -165,8 +165,8 @@ fn main(
 // Entry `main8` (a contiguous source of a multiple of 8 elements): 8
 // elements per step, loaded and stored as 16-byte units (one per 8 16-bit
 // values, two per 8 32-bit ones), the loads and stores of a copy; `main`'s
-// single words held the H200's casts at 1.2-1.6 TB/s (run 145 of
-// docs/perf/log-2026-12.md: 26 us for a 16 MB bf16 -> f16 cast). Grid
+// single words held the H200's casts at 1.3-1.7 TB/s (runs 140-145 of
+// docs/perf/log-2026-12.md: 26 us for a 16.8 MB bf16 -> f16 cast). Grid
 // stride over the units (`params.words` of them); the same conversions and
 // generated blocks (`flag8` for the checked cast).
 @group(0) @binding(7) var<storage, read> src8: array<vec4<u32>>;
