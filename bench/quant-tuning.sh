@@ -17,7 +17,7 @@ source bench/env.sh || exit 1
 LIMIT=300 TAIL=40 run "GEMV launches" "$B/quant_gemv_sweep" --shapes 4096x4096,4096x14336 \
   --formats mxfp4,int4 --rows 1,8 --wgs 1024,512 --columns 32 --ksplits 1,2,4
 LIMIT=300 TAIL=30 run "GEMV registers" "$B/pipeline_stats" --quant --filter QuantGemvCols
-LIMIT=300 TAIL=50 run "quantization, autotune off" "$B/quantization" --shapes 4096x4096,4096x14336 --rows 1,8
+LIMIT=300 TAIL=60 run "quantization, autotune off" "$B/quantization" --shapes 4096x4096,4096x14336 --rows 1,8 --stages
 export WGTILE_AUTOTUNE=fast WGTILE_CACHE_DIR="$OUT/autotune-cache"
 rm -rf "$WGTILE_CACHE_DIR"
 LIMIT=300 TAIL=50 run "quantization, autotune fast" env RUST_LOG=wgtile=info "$B/quantization" \

@@ -16,7 +16,8 @@
 //! dequantise at the same size, in GB/s of input plus packed output.
 //! `--gemm MxKxN`: the quantised GEMM (f16 x[M, K], a weight of N outputs
 //! in each format and layout) next to the f16 matmul of the same shape, in
-//! TFLOP/s; `--stages` times each dispatch of its plan. Then f32 x: the
+//! TFLOP/s; `--stages` times each dispatch of its plan (and of the
+//! quantise and dequantise plans of more than one). Then f32 x: the
 //! route `matmul_quantized` takes (on tensor cores or a CPU adapter the
 //! weight is dequantised for the f32 engine) next to the tiled GEMM with
 //! the weight decoded into its f32 tiles, and the f32 matmul on the
@@ -218,6 +219,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 gbps,
                 100.0 * gbps / copy_gbps
             );
+            if args.stages && plan.stages().len() > 1 {
+                for (i, stage) in plan.stages().iter().enumerate() {
+                    println!("    stage {:>2}: {:>9.1} us", i + 1, time(stage)? * 1e6);
+                }
+            }
             Ok(())
         };
         for axis in [QuantAxis::Rows, QuantAxis::Columns] {
