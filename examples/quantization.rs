@@ -55,16 +55,6 @@ struct Args {
     stages: bool,
 }
 
-fn parse_shape(s: &str) -> Result<(usize, usize), String> {
-    let (k, n) = s
-        .split_once('x')
-        .ok_or_else(|| format!("shape {s:?} is not KxN"))?;
-    Ok((
-        k.trim().parse().map_err(|e| format!("{s}: {e}"))?,
-        n.trim().parse().map_err(|e| format!("{s}: {e}"))?,
-    ))
-}
-
 /// The largest |a - b| over the largest |b|.
 fn rel_error(a: &[f32], b: &[f32]) -> f64 {
     let scale = b.iter().fold(0.0f64, |m, &v| m.max(f64::from(v).abs()));
@@ -79,18 +69,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let ctx = Context::new_blocking(ContextOptions::default())?;
     println!("adapter: {}", ctx.profile().name);
-    let shapes: Vec<(usize, usize)> = if args.shapes.is_empty() {
-        if args.quick {
-            vec![(1024, 1024)]
-        } else {
-            vec![(4096, 4096), (4096, 14336)]
-        }
-    } else {
-        args.shapes
-            .iter()
-            .map(|s| parse_shape(s))
-            .collect::<Result<_, _>>()?
-    };
+    let shapes = common::weight_shapes(&args.shapes, args.quick)?;
     let opts = TimingOptions {
         warmup: 3,
         warmup_seconds: if args.quick { 0.0 } else { 0.3 },

@@ -81,3 +81,26 @@ pub fn copy_ceiling(
     let copy = ctx.copy_plan(&big)?;
     Ok(copy.bytes() as f64 / time(&copy)? / 1e9)
 }
+
+/// The weight shapes `KxN` of the quantised GEMV measurements: `specs`
+/// parsed, or by default 4096 x 4096 and 4096 x 14336 (1024 x 1024 when
+/// `quick`).
+pub fn weight_shapes(specs: &[String], quick: bool) -> Result<Vec<(usize, usize)>, String> {
+    if specs.is_empty() {
+        return Ok(if quick {
+            vec![(1024, 1024)]
+        } else {
+            vec![(4096, 4096), (4096, 14336)]
+        });
+    }
+    specs
+        .iter()
+        .map(|s| {
+            let (k, n) = s
+                .split_once('x')
+                .ok_or_else(|| format!("shape {s:?} is not KxN"))?;
+            let num = |v: &str| v.trim().parse::<usize>().map_err(|e| format!("{s}: {e}"));
+            Ok((num(k)?, num(n)?))
+        })
+        .collect()
+}

@@ -22,9 +22,8 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::ThreadId;
 
-use serde::{Deserialize, Serialize};
-
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use super::MatmulKernel;
 use super::cache::{Entry, Measurement, ShapeBucket, TuneCache, TuneKey};

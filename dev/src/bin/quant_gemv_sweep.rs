@@ -48,28 +48,12 @@ struct Args {
 
 type BoxError = Box<dyn std::error::Error>;
 
-fn shape(s: &str) -> Result<(usize, usize), BoxError> {
-    let (a, b) = s.split_once('x').ok_or_else(|| format!("{s}: want AxB"))?;
-    Ok((a.trim().parse()?, b.trim().parse()?))
-}
-
 fn main() -> Result<(), BoxError> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = Args::parse();
     let ctx = Context::new_blocking(ContextOptions::default())?;
     println!("{} ({:?})", ctx.profile().name, ctx.profile().backend);
-    let shapes: Vec<(usize, usize)> = if args.shapes.is_empty() {
-        if args.quick {
-            vec![(1024, 1024)]
-        } else {
-            vec![(4096, 4096), (4096, 14336)]
-        }
-    } else {
-        args.shapes
-            .iter()
-            .map(|s| shape(s))
-            .collect::<Result<_, _>>()?
-    };
+    let shapes = wgtile_dev::matrix::weight_shapes(&args.shapes, args.quick)?;
     let formats: Vec<QuantFormat> = if args.formats.is_empty() {
         vec![
             QuantFormat::Mxfp4,

@@ -15,10 +15,9 @@ use crate::error::{Error, Result};
 use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::codegen::matmul_coop::coop_quant_blocks;
 use crate::kernels::{Dispatch, Kernel, Spec};
-use crate::runtime::Epilogue;
 use crate::problem::MatmulShape;
 use crate::quant::QuantAxis;
-use crate::runtime::Context;
+use crate::runtime::{Context, Epilogue};
 use crate::tune::{self, MatmulKernel, TileConfig};
 
 /// Invocations per workgroup of the scale check.

@@ -3,16 +3,15 @@
 //! GEMM for many rows of f16 x (`gemm.rs`), else the weight dequantised
 //! once and the matmul engine.
 
+use std::borrow::Cow;
+
 use super::{QuantTensor, format_code, u32_of};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::quant::{QuantAxis, QuantFormat};
-use crate::runtime::Context;
-use std::borrow::Cow;
-
-use crate::runtime::Epilogue;
+use crate::runtime::{Context, Epilogue};
 use crate::tune::route::MatmulOptions;
 use crate::tune;
 

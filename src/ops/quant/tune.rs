@@ -12,9 +12,8 @@ use super::QuantTensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::{Plan, Tensor};
-use crate::runtime::Epilogue;
 use crate::quant::QuantAxis;
-use crate::runtime::Context;
+use crate::runtime::{Context, Epilogue};
 use crate::tune::autotune::{AutotuneMode, Candidate};
 use crate::tune::quant::{
     QuantGemvLaunch, quant_gemv_candidates, quant_gemv_launch, quant_gemv_launch_fixed, quant_tiled_tile,
@@ -38,7 +37,9 @@ impl Context {
         candidates: &[C],
         plan_of: impl Fn(&Tensor, C) -> Result<Plan>,
     ) -> Result<C> {
-        let heuristic = candidates[0];
+        let Some(&heuristic) = candidates.first() else {
+            return Err(crate::error::Error::InvalidArgument(format!("{op}: no kernel to tune")));
+        };
         let tuner = self.autotuner();
         if tuner.mode() == AutotuneMode::Off || candidates.len() < 2 {
             return Ok(heuristic);
