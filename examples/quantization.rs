@@ -416,7 +416,7 @@ impl std::fmt::Display for Row {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{:<38} {:>11} {:>3} {:>10.1} {:>9.1} {:>5.0}% {:>8} {:>9.2e}",
+            "{:<38} {:>11} {:>3} {:>10.1} {:>9.1} {:>5.0}% {:>8} {:>9}",
             self.name,
             self.shape,
             self.m,
@@ -424,7 +424,12 @@ impl std::fmt::Display for Row {
             self.gbps,
             self.copy_pct,
             self.vs_f16.map_or("-".to_string(), |s| format!("{s:.2}x")),
-            self.err
+            // The dense rows have no quantisation error to show.
+            if self.err.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{:.2e}", self.err)
+            }
         )
     }
 }
