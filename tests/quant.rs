@@ -1116,7 +1116,7 @@ fn every_quantized_gemv_launch_against_f64() {
             let (want, mag) = reference(&xv, &wd, m, k, n, false);
             let bound =
                 |j: usize| 4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[j] + 1e-30;
-            let mut launches: Vec<QuantGemvLaunch> = quant_gemv_candidates(max, blocks);
+            let mut launches: Vec<QuantGemvLaunch> = quant_gemv_candidates(max, blocks, m);
             for wg in QUANT_GEMV_WORKGROUPS.into_iter().filter(|&wg| wg <= max) {
                 for ksplit in QUANT_GEMV_KSPLITS {
                     let launch = QuantGemvLaunch { wg, ksplit };

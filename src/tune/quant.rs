@@ -142,19 +142,26 @@ pub fn quant_gemv_launch_fixed() -> bool {
     o.quant_cols_wg.is_some() || o.quant_cols_ksplit.is_some()
 }
 
-/// The autotuner's candidates for the column-blocked GEMV, the heuristic's
-/// first: then K split over 2 workgroups (shorter chains of dependent
-/// loads per workgroup and more workgroups in flight, the lead of run 167:
-/// a 4096 x 4096 weight fills one workgroup per SM), the same with half
-/// the invocations (two workgroups per SM where registers allow only one
-/// of the full size), K over 4, and half the invocations unsplit; the fast
-/// mode times the first three. Each fits the adapter and gives every
-/// share of K at least one block.
-pub fn quant_gemv_candidates(max_invocations: u32, blocks: usize) -> Vec<QuantGemvLaunch> {
+/// The autotuner's candidates for the column-blocked GEMV with `m` rows of
+/// x, the heuristic's first; the fast mode times the first three. One row:
+/// K split over 2 workgroups (shorter chains of dependent loads per
+/// workgroup and more workgroups in flight, the lead of run 167: a 4096 x
+/// 4096 weight fills one workgroup per SM), the same with half the
+/// invocations (two workgroups per SM where registers allow only one of
+/// the full size), K over 4, half the invocations unsplit. Four rows and
+/// more hold 4-8 sums per invocation and their x values: half and a
+/// quarter of the invocations first (more registers per invocation), then
+/// the splits. Each fits the adapter and gives every share of K at least
+/// one block.
+pub fn quant_gemv_candidates(max_invocations: u32, blocks: usize, m: usize) -> Vec<QuantGemvLaunch> {
     let first = quant_gemv_launch(max_invocations, blocks);
     let wide = first.wg;
+    let more = if m >= 4 {
+        [(wide / 2, 1), (wide / 4, 1), (wide, 2), (wide / 2, 2)]
+    } else {
+        [(wide, 2), (wide / 2, 2), (wide, 4), (wide / 2, 1)]
+    };
     let mut out = vec![first];
-    let more = [(wide, 2), (wide / 2, 2), (wide, 4), (wide / 2, 1)];
     for (wg, ksplit) in more {
         let launch = QuantGemvLaunch { wg, ksplit };
         let built = QUANT_GEMV_WORKGROUPS.contains(&wg) && QUANT_GEMV_KSPLITS.contains(&ksplit);

@@ -78,7 +78,7 @@ impl Context {
         if quant_gemv_launch_fixed() {
             return Ok(quant_gemv_launch(max, blocks));
         }
-        let candidates = quant_gemv_candidates(max, blocks);
+        let candidates = quant_gemv_candidates(max, blocks, m);
         let op = format!("quantized GEMV {} block {}", w.format, w.block);
         self.tune_quant((&op, DType::F32), (m, k, n), Some(w.packed_bytes()), &candidates, |x, launch| {
             self.quant_gemv_cols_plan(x, w, launch, &Epilogue::default())
@@ -216,15 +216,18 @@ mod tests {
 
     #[test]
     fn the_heuristic_leads_every_candidate_list() {
-        for (max, blocks) in [(1024, 128), (256, 128), (1024, 1), (1024, 3)] {
-            let c = quant_gemv_candidates(max, blocks);
+        for (max, blocks, m) in [(1024, 128, 1), (256, 128, 1), (1024, 1, 1), (1024, 3, 1), (1024, 128, 8)] {
+            let c = quant_gemv_candidates(max, blocks, m);
             assert_eq!(c[0], quant_gemv_launch(max, blocks), "{max} {blocks}");
             for launch in &c {
                 assert!(launch.wg <= max && launch.ksplit as usize <= blocks.max(1), "{launch}");
             }
         }
-        assert_eq!(quant_gemv_candidates(1024, 128).len(), 5);
-        assert_eq!(quant_gemv_candidates(1024, 1).len(), 2, "no split of a single block");
+        assert_eq!(quant_gemv_candidates(1024, 128, 1).len(), 5);
+        assert_eq!(quant_gemv_candidates(1024, 1, 1).len(), 2, "no split of a single block");
+        // Four rows and more try smaller workgroups first.
+        let wgs: Vec<u32> = quant_gemv_candidates(1024, 128, 8).iter().take(3).map(|l| l.wg).collect();
+        assert_eq!(wgs, [1024, 512, 256]);
     }
 
     #[test]

@@ -743,7 +743,7 @@ fn quantized_gemv_launches_are_tuned_by_bytes_and_cached_beside_matmuls() {
     let p = gpu();
     let mut cpu = gpu();
     cpu.device_type = wgpu::DeviceType::Cpu;
-    let c = quant_gemv_candidates(1024, 128);
+    let c = quant_gemv_candidates(1024, 128, 1);
     let dir = temp_dir("gemv-launch");
     let path = dir.join("autotune.json");
     let op = ("quantized GEMV mxfp4 block 32", DType::F32);
