@@ -845,7 +845,99 @@ pub fn quantize(
     })
 }
 
+/// Little-endian bytes as words, the last one zero-padded.
+fn words_of(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks(4)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        })
+        .collect()
+}
+
 impl HostQuant {
+    /// A quantised tensor from a checkpoint's bytes, as they are stored:
+    /// `data` the element codes block after block in storage order
+    /// ([`QuantLayout::block_id`]), one 8-bit code per byte or two 4-bit
+    /// codes per byte (the first in the low nibble); `scales` one byte per
+    /// block (E8M0 for the MX formats, E4M3 for NVFP4) or two
+    /// little-endian bytes (the integer formats' f16 scales); `zeros` one
+    /// byte per block for [`QuantFormat::Int4Zp`], empty otherwise;
+    /// `global_scale` NVFP4's per-tensor scale (1 otherwise). An OCP MX
+    /// weight `[N, K]` stored as `blocks` `[N, K / 32, 16]` and `scales`
+    /// `[N, K / 32]` bytes is `from_bytes(Mxfp4, Rows, 32, &[N, K], blocks,
+    /// scales, &[], 1.0)`. Each part must have exactly the bytes the shape
+    /// needs ([`Error::InvalidArgument`] says which does not).
+    #[allow(clippy::too_many_arguments)] // the parts of a checkpoint tensor, as stored
+    pub fn from_bytes(
+        format: QuantFormat,
+        axis: QuantAxis,
+        block: usize,
+        shape: &[usize],
+        data: &[u8],
+        scales: &[u8],
+        zeros: &[u8],
+        global_scale: f32,
+    ) -> Result<HostQuant> {
+        format.check_block(block)?;
+        let lay = QuantLayout::new(shape, axis, block, format.element_bits())?;
+        let blocks = lay.blocks();
+        let bits = |b: u32| blocks * block * b as usize / 8;
+        let want = [
+            ("data", data.len(), bits(format.element_bits())),
+            (
+                "scales",
+                scales.len(),
+                blocks * format.scale_bits() as usize / 8,
+            ),
+            (
+                "zeros",
+                zeros.len(),
+                blocks * format.zero_bits() as usize / 8,
+            ),
+        ];
+        for (what, got, n) in want {
+            if got != n {
+                return Err(Error::InvalidArgument(format!(
+                    "{format} of shape {shape:?} in blocks of {block}: {what} has {got} bytes, needs {n}"
+                )));
+            }
+        }
+        let host = HostQuant {
+            format,
+            axis,
+            block,
+            shape: shape.to_vec(),
+            data: words_of(data),
+            scales: words_of(scales),
+            zeros: words_of(zeros),
+            global_scale,
+        };
+        host.check()?;
+        Ok(host)
+    }
+
+    /// The parts as a checkpoint stores them: the bytes
+    /// [`HostQuant::from_bytes`] takes, `(data, scales, zeros)`.
+    pub fn to_bytes(&self) -> Result<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+        self.check()?;
+        let blocks = self.layout()?.blocks();
+        let bytes = |words: &[u32], n: usize| -> Vec<u8> {
+            words.iter().flat_map(|w| w.to_le_bytes()).take(n).collect()
+        };
+        let f = self.format;
+        Ok((
+            bytes(
+                &self.data,
+                blocks * self.block * f.element_bits() as usize / 8,
+            ),
+            bytes(&self.scales, blocks * f.scale_bits() as usize / 8),
+            bytes(&self.zeros, blocks * f.zero_bits() as usize / 8),
+        ))
+    }
+
     /// The packed layout.
     pub fn layout(&self) -> Result<QuantLayout> {
         QuantLayout::new(
@@ -1234,6 +1326,69 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn checkpoint_bytes_round_trip() {
+        let mut rng = Rng(7);
+        let values: Vec<f32> = (0..12 * 70)
+            .map(|_| (rng.next() % 2001) as f32 / 100.0 - 10.0)
+            .collect();
+        for format in QuantFormat::ALL {
+            for (shape, axis) in [([12, 70], QuantAxis::Rows), ([70, 12], QuantAxis::Columns)] {
+                let q = quantize(&values, &shape, format, axis, format.default_block()).unwrap();
+                let (data, scales, zeros) = q.to_bytes().unwrap();
+                let back = HostQuant::from_bytes(
+                    format,
+                    axis,
+                    q.block,
+                    &shape,
+                    &data,
+                    &scales,
+                    &zeros,
+                    q.global_scale,
+                )
+                .unwrap();
+                assert_eq!(back, q, "{format} {axis:?}");
+                // One byte short is refused by name.
+                let short = HostQuant::from_bytes(
+                    format,
+                    axis,
+                    q.block,
+                    &shape,
+                    &data[..data.len() - 1],
+                    &scales,
+                    &zeros,
+                    q.global_scale,
+                );
+                assert!(
+                    matches!(short, Err(Error::InvalidArgument(m)) if m.contains("data")),
+                    "{format}"
+                );
+            }
+        }
+        // An MXFP4 block as an OCP checkpoint stores it: codes 1 (0.5) and 2
+        // (1.0) in the low and high nibble of the first byte, 6 (4.0) then
+        // 15 (-6.0) in the last; scale 2^1 (E8M0 128).
+        let mut blocks = [0u8; 16];
+        blocks[0] = 0x21;
+        blocks[15] = 0xf6;
+        let q = HostQuant::from_bytes(
+            QuantFormat::Mxfp4,
+            QuantAxis::Rows,
+            32,
+            &[1, 32],
+            &blocks,
+            &[128],
+            &[],
+            1.0,
+        )
+        .unwrap();
+        let v = q.dequantize().unwrap();
+        assert_eq!(
+            (v[0], v[1], v[2], v[30], v[31]),
+            (1.0, 2.0, 0.0, 8.0, -12.0)
+        );
     }
 
     #[test]

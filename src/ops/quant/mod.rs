@@ -478,7 +478,8 @@ impl Context {
     }
 
     /// A quantised tensor from packed host parts (a checkpoint's bytes as
-    /// [`HostQuant`] words), checked for size and format first.
+    /// [`HostQuant`] words: [`HostQuant::from_bytes`] builds them from the
+    /// bytes as stored), checked for size and format first.
     pub fn upload_quantized(&self, host: &HostQuant) -> Result<QuantTensor> {
         host.check()?;
         let q = self.alloc_quant(host.format, host.axis, host.block, &host.shape)?;
