@@ -12,7 +12,7 @@
 //! `python3 bench/torch_bf16.py` (same shapes).
 
 use clap::Parser;
-use wgtile::{AttentionOptions, Context, ContextOptions, DType, Plan, TimingOptions};
+use wgtile::{AttentionOptions, Context, ContextOptions, DType, Plan, Tensor, TimingOptions, bf16};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -75,12 +75,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 stages(&plan)?;
             }
         }
+        // bf16 as models hold it: normal activations times a normal weight
+        // of standard deviation 0.02. Unlike the uniform data above (a
+        // grid of multiples of 2^-23, every value an f16 value), a few
+        // values fall below 2^-17, where bf16's 8 significant bits need
+        // more than f16's subnormals: the check arms the f32 fallback.
+        let a = normal_bf16(&ctx, &[n, n], 1.0, 7)?;
+        let b = normal_bf16(&ctx, &[n, n], 0.02, 8)?;
+        let plan = ctx.matmul_plan(&a, &b, None, &Default::default())?;
+        let t = time(&plan)?;
+        row(&format!("matmul {n}^3, normal data"), DType::BF16, &plan, t);
+        println!(
+            "    the check arms the f32 fallback: {}",
+            ctx.bf16_check_pass(&a, &b)?
+        );
     }
     let (bh, s, hd) = if args.quick {
         (2, 256, 64)
     } else {
         (16, 4096, 128)
     };
+    // Normal q, k, v (as a model's projections give them).
+    let qkv: Vec<Tensor> = (0..3)
+        .map(|i| normal_bf16(&ctx, &[1, bh, s, hd], 1.0, 9 + i))
+        .collect::<wgtile::Result<_>>()?;
+    let (plan, _) = ctx.attention_plan(&qkv[0], &qkv[1], &qkv[2], &AttentionOptions::new())?;
+    let t = time(&plan)?;
+    row(
+        &format!("attention {bh}x{s}x{hd}, normal data"),
+        DType::BF16,
+        &plan,
+        t,
+    );
     for &d in &dtypes {
         let q = ctx.rand_uniform([1, bh, s, hd], -1.0, 1.0, d, 3)?;
         let k = ctx.rand_uniform([1, bh, s, hd], -1.0, 1.0, d, 4)?;
@@ -119,4 +145,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+/// A bf16 tensor of normal samples of standard deviation `sigma`
+/// (Box-Muller over a seeded generator on the host).
+fn normal_bf16(ctx: &Context, shape: &[usize], sigma: f64, seed: u64) -> wgtile::Result<Tensor> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut uniform = || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let n: usize = shape.iter().product();
+    let values: Vec<bf16> = (0..n)
+        .map(|_| {
+            let (u1, u2) = (uniform(), uniform());
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            bf16::from_f64(sigma * z)
+        })
+        .collect();
+    ctx.tensor(&values, shape)
 }
