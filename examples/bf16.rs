@@ -79,7 +79,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // of standard deviation 0.02. Unlike the uniform data above (a
         // grid of multiples of 2^-23, every value an f16 value), a few
         // values fall below 2^-17, where bf16's 8 significant bits need
-        // more than f16's subnormals: the check arms the f32 fallback.
+        // more than f16's subnormals.
         let a = normal_bf16(&ctx, &[n, n], 1.0, 7)?;
         let b = normal_bf16(&ctx, &[n, n], 0.02, 8)?;
         let plan = ctx.matmul_plan(&a, &b, None, &Default::default())?;

@@ -17,9 +17,7 @@
 // Entry `check`: the exactness test alone, over every stored word (below).
 // Generated blocks (src/kernels/cast.rs): `flag_decl` / `flag` (`flag8`) set word 2
 //   of a flag buffer where a value does not convert exactly (bf16 operands
-//   staged to f16 for the tensor cores); `guard_decl` / `guard` make the
-//   whole dispatch return unless such a flag is set (the f32 fallback's
-//   copies).
+//   staged to f16 for the tensor cores).
 
 struct Params {
     elements: u32,
@@ -40,7 +38,6 @@ override WG: u32 = 256u;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 // @gen flag_decl
-// @gen guard_decl
 
 // The stored bits of logical element e.
 fn raw(e: u32) -> u32 {
@@ -139,11 +136,9 @@ fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let tid = lid;
-    // @gen guard
     // A grid-stride loop over the words: a grid of a few thousand
-    // workgroups, not one per 256 words, so launching (and, guarded,
-    // skipping) costs little next to the copy.
+    // workgroups, not one per 256 words, so launching costs little next to
+    // the copy.
     let threads = params.groups_x * params.groups_y * WG;
     for (var w = (wid.y * params.groups_x + wid.x) * WG + lid; w < params.words; w += threads) {
         if OUT == 0u || OUT >= 3u {
@@ -191,8 +186,6 @@ fn main8(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let tid = lid;
-    // @gen guard
     let threads = params.groups_x * params.groups_y * WG;
     for (var u = (wid.y * params.groups_x + wid.x) * WG + lid; u < params.words; u += threads) {
         let r = raw8(u);

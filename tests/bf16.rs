@@ -629,13 +629,22 @@ fn attention_and_quantisation_of_bf16() {
     };
     let (q, qh) = common::upload(&ctx, &common::random(n, 1), &[b, h, s, d], DType::BF16);
     let (k, kh) = common::upload(&ctx, &common::random(n, 2), &[b, h, s, d], DType::BF16);
-    // Values in f16's range take the f16 kernels; 1e6 (past 65504) arms the
-    // f32 plan, which then writes o and the logsumexp.
-    for v_scale in [1.0f32, 1e6] {
+    // The route (f16 kernels with an armed f32 plan on tensor cores, f32
+    // staging elsewhere) and the f16 staging forced on any adapter: values
+    // in f16's range take the f16 kernels; 1e6 (past 65504) arms the f32
+    // plan, which then writes o and the logsumexp.
+    for (v_scale, forced) in [(1.0f32, false), (1e6, false), (1.0, true), (1e6, true)] {
+        if forced && !ctx.profile().shader_f16 {
+            continue;
+        }
         let vv: Vec<f32> = common::random(n, 3).iter().map(|x| x * v_scale).collect();
         let (v, vh) = common::upload(&ctx, &vv, &[b, h, s, d], DType::BF16);
         let opts = wgtile::AttentionOptions::new().with_lse();
-        let (plan, out) = ctx.attention_plan(&q, &k, &v, &opts).unwrap();
+        let (plan, out) = if forced {
+            ctx.attention_plan_bf16_via_f16(&q, &k, &v, &opts).unwrap()
+        } else {
+            ctx.attention_plan(&q, &k, &v, &opts).unwrap()
+        };
         ctx.fill(&out.o, f32::NAN).unwrap();
         plan.run().unwrap();
         assert_eq!(out.o.dtype(), DType::BF16);

@@ -48,6 +48,12 @@ impl Context {
         if dispatches.is_empty() {
             return Ok(dispatches);
         }
+        if dispatches.iter().any(|d| d.indirect.is_some()) {
+            // One flag per dispatch: a conditional one inside would lose its own.
+            return Err(Error::InvalidArgument(
+                "internal: a conditional dispatch cannot be made conditional again".into(),
+            ));
+        }
         let grids: Vec<u32> = dispatches.iter().flat_map(|d| d.workgroups).collect();
         let args = std::sync::Arc::new(self.inner.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgtile conditional grids"),

@@ -364,9 +364,10 @@ impl Context {
         Ok((plan, out))
     }
 
-    /// [`Context::attention_plan`] of bf16 q, k and v (and mask): staged
-    /// to f32 (exact), the f32 kernels, `o` rounded to bf16 (the logsumexp
-    /// stays f32).
+    /// [`Context::attention_plan`] of bf16 q, k and v (and mask): on tensor
+    /// cores staged to f16 with the f32 path armed by any value f16 cannot
+    /// hold, else staged to f32 (exact) for the f32 kernels; `o` rounded to
+    /// bf16 (the logsumexp stays f32).
     fn attention_plan_bf16(
         &self,
         q: &Tensor,
@@ -387,7 +388,11 @@ impl Context {
         }
         let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
         // The probabilities and scores come from the naive path: f32 staging.
-        if !options.wants_matrices() && self.inner.gpu.require_f16("").is_ok() {
+        // Elsewhere the f16 kernels where they run on tensor cores; without
+        // them f32 staging is exact and costs no check and no fallback (which
+        // bf16 as models hold it nearly always arms: values below 2^-17 need
+        // more than f16's subnormals; docs/perf/README.md).
+        if !options.wants_matrices() && crate::tune::has_coop_f16(self.profile()) {
             // Options the f16 kernels cannot take (a forced f32-only kernel)
             // fail there; the f32 path below reports what is wrong, if anything.
             if let Ok(done) = self.attention_bf16_via_f16(&originals, options) {
@@ -401,6 +406,27 @@ impl Context {
         let plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
         let o = plan.output().clone();
         Ok((plan, AttentionOutput { o, ..out }))
+    }
+
+    /// bf16 attention through the f16 kernels, the f32 plan armed by any
+    /// value f16 cannot hold, on any adapter with `shader-f16` (the route
+    /// takes it on tensor cores only): for tests of the staging and its
+    /// fallback.
+    #[doc(hidden)]
+    pub fn attention_plan_bf16_via_f16(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+    ) -> Result<(Plan, AttentionOutput)> {
+        let mask = options.mask.as_ref().map(|m| m.tensor());
+        for t in [q, k, v].into_iter().chain(mask) {
+            self.check_operand(t, DType::BF16, "attention_plan_bf16_via_f16")?;
+        }
+        self.require_f16("bf16 attention through f16")?;
+        let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
+        self.attention_bf16_via_f16(&originals, options)
     }
 
     /// bf16 attention on the f16 kernels: q, k, v (and mask) cast to f16
