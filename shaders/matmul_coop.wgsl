@@ -56,7 +56,14 @@
 // bf16 inputs (INPUT_BF16 = 1): loaded exactly as f16 ones (2-byte
 //   elements), widened to f32 and narrowed to f16 in the put: exact for
 //   values f16 holds; the bf16 plan checks the operands first and arms the
-//   f32 kernel where one is not (src/ops/matmul/bf16.rs).
+//   f32 kernel where one is not (src/ops/matmul/bf16.rs). Scaled
+//   (BF16_SCALED = 1, with the split's `split_decl` and `split_exps`): each
+//   operand times its power of two 2^e from its largest finite |x|
+//   (matmul_split_scale.wgsl with IN_BF16) before the narrowing, so that
+//   every value within 2^29 of the largest is an f16 value (8 significant
+//   bits in f16's 11) and smaller ones keep f16's subnormal steps; C is
+//   divided by 2^(ea + eb) before the epilogue as in the split. No check
+//   and no fallback: infinities and NaN pass through f16 as through f32.
 // Quantised B (the `quant_*` blocks, matmul_coop_quant.wgsl): B is a
 //   QuantTensor blocked along K, staged as B^T with each run of 8 k
 //   decoded to f16 in the put; A is f16 (src/ops/quant/gemm.rs).
@@ -103,6 +110,9 @@ const INPUT_BF16: u32 = 0u;
 // 1 (with INPUT_F32): each f32 value split into two halves, three products
 // per fragment pair: f32's accuracy (see "Split f32" above).
 const SPLIT: u32 = 0u;
+// 1 (with INPUT_BF16): each operand scaled by its power of two before the
+// narrowing to f16 (see "bf16 inputs" above).
+const BF16_SCALED: u32 = 0u;
 
 const WARPS_M: u32 = 2u;
 const WARPS_N: u32 = 4u;
@@ -202,8 +212,16 @@ fn unpack_pair(w: u32) -> vec2<f32> {
 }
 
 // 8 halves as two vec4<f16>; f16() narrows back exactly (for bf16, values
-// in f16's range: the host's check pass arms the f32 fallback otherwise).
-fn halves8(v: vec4<u32>) -> array<vec4<f16>, 2> {
+// in f16's range: the host's check pass arms the f32 fallback otherwise;
+// scaled bf16 values times their operand's 2^e first).
+fn halves8(v: vec4<u32>, is_a: bool) -> array<vec4<f16>, 2> {
+    if INPUT_BF16 == 1u && BF16_SCALED == 1u {
+        let s = select(split_scale.y, split_scale.x, is_a);
+        return array<vec4<f16>, 2>(
+            vec4<f16>(vec4<f32>(unpack_pair(v.x), unpack_pair(v.y)) * s),
+            vec4<f16>(vec4<f32>(unpack_pair(v.z), unpack_pair(v.w)) * s),
+        );
+    }
     return array<vec4<f16>, 2>(
         vec4<f16>(vec4<f32>(unpack_pair(v.x), unpack_pair(v.y))),
         vec4<f16>(vec4<f32>(unpack_pair(v.z), unpack_pair(v.w))),
@@ -211,7 +229,7 @@ fn halves8(v: vec4<u32>) -> array<vec4<f16>, 2> {
 }
 
 fn store8(dst: u32, v: vec4<u32>, is_a: bool) {
-    let h = halves8(v);
+    let h = halves8(v, is_a);
     store_halves(dst, h[0], h[1], is_a);
 }
 
@@ -226,7 +244,7 @@ fn put_half(i: u32, h: f16, is_a: bool) {
 // A transposed run: its 8 halves go down a column of the tile, `step`
 // halves apart, from half offset `dst`.
 fn scatter8(dst: u32, step: u32, v: vec4<u32>, is_a: bool) {
-    let h = halves8(v);
+    let h = halves8(v, is_a);
     let lo = h[0];
     let hi = h[1];
     put_half(dst, lo.x, is_a);
@@ -490,7 +508,7 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
         let r = row + e / 16u;
         let c = col + e % 16u;
         if (EDGE_M == 0u || r < params.m) && (EDGE_N == 0u || c < params.n) {
-            if SPLIT == 1u {
+            if SPLIT == 1u || BF16_SCALED == 1u {
                 let x = ldexp(ldexp(c_sh[scratch + e], -unscale.x), -unscale.y);
                 out[c_base + r * params.n + c] = Elem(epilogue(x, z, r, c));
                 continue;

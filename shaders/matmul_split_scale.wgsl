@@ -19,6 +19,10 @@
 // CUDA-core kernel's dispatches after the split kernel read it (their
 // guard, matmul_tiled_core.wgsl) and recompute C with IEEE semantics, or
 // return at once where it is 0.
+// bf16 operands (IN_BF16 = 1, the scaled bf16 form of the tensor-core
+// kernel: BF16_SCALED in matmul_coop.wgsl): the same pass over 16-bit
+// elements, read two to a word (16-byte loads of 8 where rows start on 16
+// bytes) and widened exactly (bf16 is the top half of an f32).
 // Why this grid (H200): a workgroup per R rows with one atomic max each
 // replaced 64 workgroups per operand with a grid-stride loop (~128 GB/s,
 // ~1 ms of a 4.2 ms f32 4096^3 matmul); loading the R rows together lost:
@@ -27,6 +31,8 @@
 const WG: u32 = 256u;
 // Rows per workgroup.
 const R: u32 = 8u;
+// 1: A and B are bf16 (element indices count 16-bit values).
+const IN_BF16: u32 = 0u;
 const F32_MAX: f32 = 3.4028235e38;
 
 // One operand's logical layout: element (z, r, c) at
@@ -61,6 +67,14 @@ var<workgroup> red: array<f32, WG>;
 var<workgroup> bad: atomic<u32>;
 
 fn value(which: u32, at: u32) -> f32 {
+    if IN_BF16 == 1u {
+        // The word holding element `at` (bits only: no float operation).
+        var w = bitcast<u32>(rhs[at >> 1u]);
+        if which == 0u {
+            w = bitcast<u32>(lhs[at >> 1u]);
+        }
+        return bitcast<f32>(((w >> ((at & 1u) * 16u)) & 0xffffu) << 16u);
+    }
     if which == 0u {
         return lhs[at];
     }
@@ -72,6 +86,27 @@ fn quad(which: u32, at: u32) -> vec4<f32> {
         return lhs4[at];
     }
     return rhs4[at];
+}
+
+// The largest finite |x| of a 16-byte unit `q` (4 f32 values, or 8 bf16
+// ones), per lane.
+fn unit_max(q: vec4<f32>) -> vec4<f32> {
+    if IN_BF16 == 1u {
+        let u = bitcast<vec4<u32>>(q);
+        return max(finite_abs(bitcast<vec4<f32>>(u << vec4<u32>(16u))),
+            finite_abs(bitcast<vec4<f32>>(u & vec4<u32>(0xffff0000u))));
+    }
+    return finite_abs(q);
+}
+
+// 1 where a value of unit `q` is an infinity or NaN.
+fn unit_bad(q: vec4<f32>) -> u32 {
+    if IN_BF16 == 1u {
+        let u = bitcast<vec4<u32>>(q);
+        return non_finite(bitcast<vec4<f32>>(u << vec4<u32>(16u)))
+            | non_finite(bitcast<vec4<f32>>(u & vec4<u32>(0xffff0000u)));
+    }
+    return non_finite(q);
 }
 
 // |x| where finite, else 0 (per lane).
@@ -100,7 +135,9 @@ fn main(
     // Rows of contiguous columns that all start on 16 bytes: 16-byte loads
     // for the whole words of each row, single loads for the rest (H200,
     // run 90: single loads alone read ~1.3 TB/s at 1792).
-    let words = op.cs == 1u && ((op.rs | op.s0 | op.s1) & 3u) == 0u;
+    // Elements per 16-byte unit: 4 f32 values or 8 bf16 ones.
+    let per = select(4u, 8u, IN_BF16 == 1u);
+    let words = op.cs == 1u && ((op.rs | op.s0 | op.s1) & (per - 1u)) == 0u;
     if tid == 0u {
         atomicStore(&bad, 0u);
     }
@@ -119,13 +156,13 @@ fn main(
             let base = (z / op.inner) * op.s0 + (z % op.inner) * op.s1 + (zr % op.rows) * op.rs;
             var c0 = 0u;
             if words {
-                let quads = op.cols / 4u;
+                let quads = op.cols / per;
                 for (var q = tid; q < quads; q += WG) {
-                    let x = quad(which, base / 4u + q);
-                    m4 = max(m4, finite_abs(x));
-                    seen |= non_finite(x);
+                    let x = quad(which, base / per + q);
+                    m4 = max(m4, unit_max(x));
+                    seen |= unit_bad(x);
                 }
-                c0 = quads * 4u;
+                c0 = quads * per;
             }
             for (var c = c0 + tid; c < op.cols; c += WG) {
                 let a = abs(value(which, base + c * op.cs));

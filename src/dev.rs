@@ -64,6 +64,10 @@ pub struct DevOverrides {
     /// Steps a `Context::batch` records before submitting them (0: one
     /// submission at the end) instead of the default.
     pub batch_chunk: Option<usize>,
+    /// bf16 products on the tensor cores scale each operand by a power of
+    /// two before the narrowing to f16 (no check pass, no fallback)
+    /// instead of checking that every value is an f16 value.
+    pub bf16_scaled: bool,
 }
 
 impl DevOverrides {
@@ -86,6 +90,7 @@ impl DevOverrides {
         quant_cols_columns: None,
         quant_cols_ksplit: None,
         batch_chunk: None,
+        bf16_scaled: false,
     };
 }
 
@@ -128,7 +133,7 @@ impl DevOverrides {
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
     /// `WGTILE_QUANT_COLS_WG`, `WGTILE_QUANT_COLS_COLUMNS`,
-    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`. A value that
+    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`, `WGTILE_BF16_SCALED`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -178,6 +183,7 @@ impl DevOverrides {
             quant_cols_columns: number("WGTILE_QUANT_COLS_COLUMNS").filter(|c| matches!(c, 32 | 64 | 128)),
             quant_cols_ksplit: number("WGTILE_QUANT_COLS_KSPLIT").filter(|k| (1..=16).contains(k)),
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
+            bf16_scaled: switch("WGTILE_BF16_SCALED").unwrap_or(d.bf16_scaled),
         }
     }
 }

@@ -824,3 +824,145 @@ fn few_rows_read_a_bf16_weight_in_place() {
         common::matmul_tolerance(DType::F32, k, want[i], mag[i]) + 1e-7
     });
 }
+
+/// Normal samples of standard deviation `sigma` (Box-Muller), rounded to
+/// bf16 and widened back: bf16 as models hold it, with values below 2^-17
+/// that f16 cannot hold.
+fn normal_bf16_values(n: usize, sigma: f64, seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut uniform = || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    (0..n)
+        .map(|_| {
+            let (u1, u2) = (uniform(), uniform());
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            bf16::from_f64(sigma * z).to_f32()
+        })
+        .collect()
+}
+
+/// The scaled form's first pass: the largest finite |A| and |B| of bf16
+/// operands over their logical elements (16-byte units of rows that start
+/// on 16 bytes, single loads of the rest, transposed and batched operands),
+/// infinities and NaN left out and flagged.
+#[test]
+fn bf16_scale_pass_finds_the_largest_finite_values() {
+    let Some(ctx) = common::ctx() else { return };
+    let upload = |v: &[f32], shape: &[usize]| common::upload(&ctx, v, shape, DType::BF16).0;
+    let cases: [(&[usize], &[usize], bool); 4] = [
+        (&[37, 45], &[45, 24], false),
+        (&[64, 48], &[48, 40], false),
+        (&[3, 16, 40], &[40, 32], false),
+        (&[33, 24], &[40, 24], true),
+    ];
+    for (i, (ash, bsh, tb)) in cases.into_iter().enumerate() {
+        let (na, nb) = (ash.iter().product::<usize>(), bsh.iter().product::<usize>());
+        let mut av = normal_bf16_values(na, 1.0, i as u64);
+        let mut bv = normal_bf16_values(nb, 0.02, 10 + i as u64);
+        // The largest values in a last row's tail and a first row's head, in
+        // the low or the high half of a word as the case goes.
+        av[na - 1 - i % 2] = -300.0;
+        bv[i % 2] = 6.5;
+        let options = wgtile::MatmulOptions {
+            transpose_b: tb,
+            ..Default::default()
+        };
+        let (maxima, bad) = ctx
+            .bf16_scale_maxima(&upload(&av, ash), &upload(&bv, bsh), &options)
+            .unwrap();
+        assert_eq!((maxima, bad), ([300.0, 6.5], false), "case {i}");
+        // Infinities and NaN are flagged and do not count.
+        av[5] = f32::INFINITY;
+        bv[7] = f32::NAN;
+        let (maxima, bad) = ctx
+            .bf16_scale_maxima(&upload(&av, ash), &upload(&bv, bsh), &options)
+            .unwrap();
+        assert_eq!(
+            (maxima, bad),
+            ([300.0, 6.5], true),
+            "case {i} with inf and NaN"
+        );
+    }
+}
+
+/// The scaled form on tensor cores (each operand times its power of two
+/// before the narrowing to f16, no check and no fallback) against the f64
+/// product: normal data (values f16 cannot hold), all-tiny and all-huge
+/// operands, one outlier, odd shapes; infinities give IEEE's answer.
+/// Refused by name where the f16 dispatcher keeps the product off the
+/// tensor cores (every CPU adapter).
+#[test]
+fn matmul_of_bf16_scaled_on_tensor_cores() {
+    let Some(ctx) = common::ctx() else { return };
+    let (a, _) = common::upload(&ctx, &common::random(64 * 64, 1), &[64, 64], DType::BF16);
+    if let Err(e) = ctx.matmul_bf16_scaled_plan(&a, &a) {
+        assert!(
+            matches!(e, wgtile::Error::UnsupportedFeature { .. }),
+            "{e:?}"
+        );
+        return;
+    }
+    for (i, (m, n, k)) in [(256, 384, 320), (300, 260, 136), (129, 131, 257)]
+        .into_iter()
+        .enumerate()
+    {
+        for (what, sa, sb) in [
+            ("normal", 1.0, 0.02),
+            ("tiny", 1e-30, 1e-6),
+            ("huge", 1e20, 1e10),
+        ] {
+            let av: Vec<f32> = normal_bf16_values(m * k, 1.0, i as u64)
+                .iter()
+                .map(|x| bf16::from_f64(f64::from(*x) * sa).to_f32())
+                .collect();
+            let bv: Vec<f32> = normal_bf16_values(k * n, 1.0, 5 + i as u64)
+                .iter()
+                .map(|x| bf16::from_f64(f64::from(*x) * sb).to_f32())
+                .collect();
+            let (a, ah) = common::upload(&ctx, &av, &[m, k], DType::BF16);
+            let (b, bh) = common::upload(&ctx, &bv, &[k, n], DType::BF16);
+            let plan = ctx.matmul_bf16_scaled_plan(&a, &b).unwrap();
+            ctx.fill(plan.output(), f32::NAN).unwrap();
+            plan.run().unwrap();
+            let got = plan.output().to_vec_blocking::<f32>().unwrap();
+            let (want, mag) = common::matmul_ref(&ah, &bh, m, n, k, &[(0, 0)]);
+            let (amax, bmax) = (
+                ah.iter().fold(0f64, |x, &y| x.max(f64::from(y.abs()))),
+                bh.iter().fold(0f64, |x, &y| x.max(f64::from(y.abs()))),
+            );
+            // f32 accumulation, plus each value below 2^-29 of its operand's
+            // largest kept to f16's subnormal steps (2^-40 of the largest).
+            let bound = |j: usize| {
+                common::matmul_tolerance(DType::F32, k, want[j], mag[j])
+                    + k as f64 * amax * bmax * 2f64.powi(-38)
+            };
+            common::assert_close(
+                &format!("{what} {m}x{n}x{k} ({})", plan.label()),
+                &got,
+                &want,
+                bound,
+            );
+        }
+    }
+    // An infinity in A: the columns of B it meets give IEEE's inf or NaN.
+    let (m, n, k) = (32, 32, 32);
+    let mut av = common::random(m * k, 3);
+    av[5] = f32::INFINITY;
+    let (a, _) = common::upload(&ctx, &av, &[m, k], DType::BF16);
+    let (b, _) = common::upload(&ctx, &common::random(k * n, 4), &[k, n], DType::BF16);
+    let plan = ctx.matmul_bf16_scaled_plan(&a, &b).unwrap();
+    plan.run().unwrap();
+    let got = plan.output().to_vec_blocking::<f32>().unwrap();
+    assert!(
+        got[..n].iter().all(|x| !x.is_finite()),
+        "row 0 meets the infinity"
+    );
+    assert!(
+        got[n..].iter().all(|x| x.is_finite()),
+        "the other rows stay finite"
+    );
+}

@@ -102,9 +102,12 @@ impl Context {
     }
 
     /// The tensor cores on bf16 `a` and `b` in place (staged to f16 in the
-    /// kernel's put), after a check pass over both that arms the f32 tiled
-    /// kernel on f32 copies where a value is not an f16 value. The output
-    /// is f32 (`out`, or a new tensor).
+    /// kernel's put), after a check pass over both that arms the f32 plan
+    /// on f32 copies where a value is not an f16 value; `scaled`: each
+    /// operand times its power of two before the narrowing (`BF16_SCALED`
+    /// in `shaders/matmul_coop.wgsl`: a scale pass first, no check, no
+    /// fallback). The output is f32 (`out`, or a new tensor).
+    #[allow(clippy::too_many_arguments)] // the product, its options and the form
     fn bf16_coop_plan(
         &self,
         kernel: MatmulKernel,
@@ -113,6 +116,7 @@ impl Context {
         options: &MatmulOptions,
         epilogue: &Epilogue,
         out: Option<&Tensor>,
+        scaled: bool,
     ) -> Result<Plan> {
         for (numel, what) in [
             (a.storage_len(), "matmul operand A"),
@@ -125,10 +129,44 @@ impl Context {
             Some(o) => o.clone(),
             None => self.alloc(&shape.out_shape, DType::F32, "wgtile matmul out")?,
         };
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let bytes = a.size_bytes()
+            + b.size_bytes()
+            + output.size_bytes()
+            + [epilogue.bias.as_ref(), epilogue.residual.as_ref()]
+                .into_iter()
+                .flatten()
+                .map(|t| t.size_bytes())
+                .sum::<u64>();
+        let mut scratch = Vec::new();
+        if scaled {
+            // The scale pass and the kernel (the split form's path, bf16).
+            let kernel = kernel.with_split(true);
+            let dispatches = self.matmul_dispatches(
+                kernel,
+                (DType::BF16, DType::F32),
+                shape,
+                (&a.buffer, &b.buffer, &output.buffer),
+                (epilogue, None),
+                &mut scratch,
+            )?;
+            return Ok(Plan {
+                gpu: self.inner.gpu.clone(),
+                label: format!(
+                    "matmul bf16 {m}x{n}x{k} x{} {kernel} [bf16 read by the tensor cores, each \
+                     operand scaled by a power of two]",
+                    shape.batch_count()
+                ),
+                dispatches,
+                flops: shape.flops(),
+                bytes,
+                output,
+                scratch,
+            });
+        }
         let flag = self.storage_words(&[0; 4]);
         let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
         dispatches.extend(self.check_f16_dispatch((a, b), &flag)?);
-        let mut scratch = Vec::new();
         dispatches.extend(self.matmul_dispatches(
             kernel,
             (DType::BF16, DType::F32),
@@ -139,7 +177,6 @@ impl Context {
         )?);
         let fallback = self.bf16_fallback((a, b), options, epilogue, &output, &flag, &mut scratch)?;
         dispatches.extend(fallback);
-        let (m, n, k) = (shape.m, shape.n, shape.k);
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
             label: format!(
@@ -149,17 +186,50 @@ impl Context {
             ),
             dispatches,
             flops: shape.flops(),
-            bytes: a.size_bytes()
-                + b.size_bytes()
-                + output.size_bytes()
-                + [epilogue.bias.as_ref(), epilogue.residual.as_ref()]
-                    .into_iter()
-                    .flatten()
-                    .map(|t| t.size_bytes())
-                    .sum::<u64>(),
+            bytes,
             output,
             scratch,
         })
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    /// The scaled form's first pass alone on bf16 `a` and `b` as `options`
+    /// read them (transposes, padded rows, batches): the largest finite |A|
+    /// and |B| over their logical elements and whether either holds an
+    /// infinity or NaN. For tests: the pass runs on any adapter, the kernel
+    /// it scales for only on tensor cores.
+    #[doc(hidden)]
+    pub fn bf16_scale_maxima(&self, a: &Tensor, b: &Tensor, options: &MatmulOptions) -> Result<([f32; 2], bool)> {
+        for t in [a, b] {
+            self.check_operand(t, DType::BF16, "bf16_scale_maxima")?;
+        }
+        let shape = operand_shape(a, b, options)?;
+        let (maxima, passes) = self.split_scale_dispatches(&shape, &a.buffer, &b.buffer, true)?;
+        self.run_dispatches("bf16 scale pass", &passes)?;
+        let words = maxima.to_vec_blocking::<f32>()?;
+        Ok(([words[0], words[1]], words[2].to_bits() != 0))
+    }
+
+    /// The bf16 product of `a @ b` on the tensor cores in the scaled form
+    /// (each operand times its power of two before the narrowing to f16;
+    /// no check, no fallback) with an f32 output, whatever the dev switch
+    /// says: for tests and measurements. Refused where the f16 dispatcher
+    /// keeps the product off the tensor cores.
+    #[doc(hidden)]
+    pub fn matmul_bf16_scaled_plan(&self, a: &Tensor, b: &Tensor) -> Result<Plan> {
+        for t in [a, b] {
+            self.check_operand(t, DType::BF16, "matmul_bf16_scaled_plan")?;
+        }
+        let options = MatmulOptions::default();
+        let shape = operand_shape(a, b, &options)?;
+        let epilogue = Epilogue::default();
+        let kernel = self.bf16_coop_kernel(a, b, &shape, &options, &epilogue).ok_or_else(|| {
+            Error::UnsupportedFeature {
+                feature: "the f16 tensor-core kernel for this product",
+                what: "matmul_bf16_scaled_plan".into(),
+            }
+        })?;
+        self.bf16_coop_plan(kernel, (a, b), &shape, &options, &epilogue, None, true)
     }
 
     /// Whether a bf16 product runs on the GEMV of a few rows with the
@@ -320,7 +390,8 @@ impl Context {
         if via_f16
             && let Some(kernel) = self.bf16_coop_kernel(a, b, &shape, options, epilogue)
         {
-            let plan = self.bf16_coop_plan(kernel, (a, b), &shape, options, &inner_epilogue, inner_out)?;
+            let scaled = crate::dev::overrides().bf16_scaled;
+            let plan = self.bf16_coop_plan(kernel, (a, b), &shape, options, &inner_epilogue, inner_out, scaled)?;
             // Read in place: nothing staged.
             let unstaged = crate::runtime::Staged {
                 tensors: vec![a.clone(), b.clone()],

@@ -141,7 +141,7 @@ impl Context {
         // f32 CUDA-core kernel's dispatches after it, which compute only when
         // that pass flags an infinity or NaN.
         let split_max = if matches!(kernel, MatmulKernel::Coop { split: true, .. }) {
-            let (maxima, passes) = self.split_scale_dispatches(shape, a, b)?;
+            let (maxima, passes) = self.split_scale_dispatches(shape, a, b, dtype == DType::BF16)?;
             dispatches.extend(passes);
             Some(maxima)
         } else {
@@ -180,7 +180,9 @@ impl Context {
                 [gx as u32, gy as u32, count as u32],
             ));
         }
-        if let Some(maxima) = &split_max {
+        // The scaled bf16 form needs no fallback: infinities and NaN pass
+        // through f16 as they do through f32.
+        if let Some(maxima) = split_max.as_ref().filter(|_| dtype != DType::BF16) {
             dispatches.extend(self.split_fallback_dispatches(
                 (dtype, out_dtype),
                 shape,
@@ -276,6 +278,7 @@ impl Context {
         shape: &MatmulShape,
         a: &wgpu::Buffer,
         b: &wgpu::Buffer,
+        bf16: bool,
     ) -> Result<(Tensor, [Dispatch; 2])> {
         // Rows per workgroup (the shader's R).
         const ROWS: usize = 8;
@@ -307,7 +310,7 @@ impl Context {
         let pipeline = self
             .inner
             .pipelines
-            .get(device, &Spec::new(Kernel::MatmulSplitScale))?;
+            .get(device, &split_scale_spec(bf16))?;
         let rows = shape.batch_count() * shape.m.max(shape.k);
         let groups = rows
             .div_ceil(ROWS)
@@ -386,4 +389,10 @@ impl Context {
 /// tiles (184 with B^T, 45-47 with A^T); docs/perf/matmul.md.
 pub(crate) fn coop_colmajor() -> bool {
     crate::dev::overrides().coop_colmajor
+}
+
+/// The scale pass of the split (f32) or scaled (bf16) tensor-core form.
+pub(crate) fn split_scale_spec(bf16: bool) -> Spec {
+    let spec = Spec::new(Kernel::MatmulSplitScale);
+    if bf16 { spec.constant("IN_BF16", 1) } else { spec }
 }

@@ -154,7 +154,7 @@ impl Context {
             ));
         }
         let mut scratch = Vec::new();
-        let (maxima, passes) = self.split_scale_dispatches(&shape, &a.buffer, &b.buffer)?;
+        let (maxima, passes) = self.split_scale_dispatches(&shape, &a.buffer, &b.buffer, false)?;
         let mut dispatches: Vec<Dispatch> = passes.into();
         dispatches.extend(self.split_fallback_dispatches(
             (DType::F32, DType::F32),

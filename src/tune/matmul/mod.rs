@@ -156,7 +156,9 @@ pub enum MatmulKernel {
         /// operand's power of two) split into two f16 halves, three products
         /// per fragment pair (`SPLIT = 1`; a pass before the kernel finds
         /// the scales). Without it f32 operands are rounded to f16
-        /// (`MatmulOptions::reduced_precision`).
+        /// (`MatmulOptions::reduced_precision`). For bf16 operands: each
+        /// scaled by its power of two before the narrowing to f16, one part
+        /// (`BF16_SCALED = 1`).
         #[serde(default)]
         split: bool,
     },
@@ -281,6 +283,17 @@ impl MatmulKernel {
         Self::coop_with(p, layout, false)
     }
 
+    /// The same tensor-core layout with `split` set (for bf16 operands the
+    /// scaled form, for f32 the split); other kernels unchanged.
+    pub fn with_split(self, split: bool) -> Self {
+        match self {
+            MatmulKernel::Coop { warps_m, warps_n, bk, frags_n, subgroup, .. } => {
+                MatmulKernel::Coop { warps_m, warps_n, bk, frags_n, subgroup, split }
+            }
+            other => other,
+        }
+    }
+
     /// The f32 split form of the cooperative-matrix kernel (see
     /// [`MatmulKernel::Coop`]'s `split`), when the adapter can run it.
     pub fn coop_split_for(p: &AdapterProfile, layout: (u32, u32, u32, u32)) -> Option<Self> {
@@ -363,13 +376,19 @@ impl MatmulKernel {
                 } else {
                     spec
                 };
-                if split && dtype == DType::F32 {
-                    spec.constant("SPLIT", 1)
+                match (split, dtype) {
+                    (true, DType::F32) => spec
+                        .constant("SPLIT", 1)
                         .block("split_decl", gen_coop::COOP_SPLIT_DECL)
                         .block("split_exps", gen_coop::COOP_SPLIT_EXPS)
-                        .block("split_products", gen_coop::coop_split_products(frags_n))
-                } else {
-                    spec
+                        .block("split_products", gen_coop::coop_split_products(frags_n)),
+                    // bf16 scaled by each operand's power of two before the
+                    // narrowing (the split's scale, one f16 part).
+                    (true, DType::BF16) => spec
+                        .constant("BF16_SCALED", 1)
+                        .block("split_decl", gen_coop::COOP_SPLIT_DECL)
+                        .block("split_exps", gen_coop::COOP_SPLIT_EXPS),
+                    _ => spec,
                 }
             }
             MatmulKernel::Gemv => Spec::new(Kernel::GemvVecmat).dtype(dtype),

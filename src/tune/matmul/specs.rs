@@ -70,6 +70,7 @@ pub fn matmul_specs() -> Vec<Spec> {
     // The tensor-core layouts (f16 and f32 rounded; the f32 split form and
     // its first pass), every load variant.
     specs.push(Spec::new(Kernel::MatmulSplitScale));
+    specs.push(Spec::new(Kernel::MatmulSplitScale).constant("IN_BF16", 1));
     let layouts = COOP_CONFIGS
         .map(|c| (c, false))
         .into_iter()
@@ -84,14 +85,22 @@ pub fn matmul_specs() -> Vec<Spec> {
                 subgroup,
                 split,
             };
-            let dtypes: &[DType] = if split { &[DType::F32] } else { &DType::COMPUTE };
+            // bf16 operands: read in place (f32 output), and scaled (split).
+            let dtypes: &[DType] = if split {
+                &[DType::F32, DType::BF16]
+            } else {
+                &[DType::F32, DType::F16, DType::BF16]
+            };
             for &dtype in dtypes {
-                specs.push(kernel.spec(dtype));
-                specs.push(kernel.spec(dtype).constant("ALIGNED", 0));
+                let spec = |d: DType| {
+                    let s = kernel.spec(d);
+                    if d == DType::BF16 { s.dtype(DType::F32) } else { s }
+                };
+                specs.push(spec(dtype));
+                specs.push(spec(dtype).constant("ALIGNED", 0));
                 for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
                     for cm in [0, 1] {
-                        let t = kernel
-                            .spec(dtype)
+                        let t = spec(dtype)
                             .constant("TRANS_A", ta)
                             .constant("TRANS_B", tb)
                             .constant("TRANS_COLMAJOR", cm);
