@@ -13,7 +13,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # (dev/: every kernel variant side by side, the driver's register counts,
 # the atomics probe).
 examples=(tour matmul_sweep fusion rowops attention quantization bf16 bert_embed layout batch)
-dev_bins=(matmul_kernels pipeline_stats atomics_probe attention_sweep coop_attention_probe quant_gemv_sweep)
+dev_bins=(matmul_kernels pipeline_stats atomics_probe attention_sweep coop_attention_probe quant_gemv_sweep bf16_matmul)
 cargo build --release -p wgtile $(printf -- '--example %s ' "${examples[@]}")
 cargo build --release -p wgtile-dev $(printf -- '--bin %s ' "${dev_bins[@]}")
 rm -rf .bin/stage && mkdir -p .bin/stage

@@ -225,8 +225,8 @@ impl Context {
         let epilogue = Epilogue::default();
         let kernel = self.bf16_coop_kernel(a, b, &shape, &options, &epilogue).ok_or_else(|| {
             Error::UnsupportedFeature {
-                feature: "the f16 tensor-core kernel for this product",
-                what: "matmul_bf16_scaled_plan".into(),
+                feature: "cooperative matrices (f16 tensor cores)",
+                what: "matmul_bf16_scaled_plan (or the f16 dispatcher keeps this product off them)".into(),
             }
         })?;
         self.bf16_coop_plan(kernel, (a, b), &shape, &options, &epilogue, None, true)
