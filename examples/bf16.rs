@@ -12,7 +12,9 @@
 //! `python3 bench/torch_bf16.py` (same shapes).
 
 use clap::Parser;
-use wgtile::{AttentionOptions, Context, ContextOptions, DType, Plan, Tensor, TimingOptions, bf16};
+use wgtile::{
+    AttentionOptions, Context, ContextOptions, DType, Plan, Tensor, TimingOptions, bf16, f16,
+};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -80,15 +82,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // grid of multiples of 2^-23, every value an f16 value), a few
         // values fall below 2^-17, where bf16's 8 significant bits need
         // more than f16's subnormals.
-        let a = normal_bf16(&ctx, &[n, n], 1.0, 7)?;
-        let b = normal_bf16(&ctx, &[n, n], 0.02, 8)?;
+        let (a, a_out) = normal_bf16(&ctx, &[n, n], 1.0, 7)?;
+        let (b, b_out) = normal_bf16(&ctx, &[n, n], 0.02, 8)?;
         let plan = ctx.matmul_plan(&a, &b, None, &Default::default())?;
         let t = time(&plan)?;
         row(&format!("matmul {n}^3, normal data"), DType::BF16, &plan, t);
-        println!(
-            "    the check arms the f32 fallback: {}",
-            ctx.bf16_check_pass(&a, &b)?
-        );
+        // (Where the tensor cores read bf16 in place, one such value arms
+        // the f32 fallback; other adapters stage bf16 to f32.)
+        println!("    values f16 cannot hold: {a_out} in A, {b_out} in B");
     }
     let (bh, s, hd) = if args.quick {
         (2, 256, 64)
@@ -97,7 +98,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Normal q, k, v (as a model's projections give them).
     let qkv: Vec<Tensor> = (0..3)
-        .map(|i| normal_bf16(&ctx, &[1, bh, s, hd], 1.0, 9 + i))
+        .map(|i| Ok(normal_bf16(&ctx, &[1, bh, s, hd], 1.0, 9 + i)?.0))
         .collect::<wgtile::Result<_>>()?;
     let (plan, _) = ctx.attention_plan(&qkv[0], &qkv[1], &qkv[2], &AttentionOptions::new())?;
     let t = time(&plan)?;
@@ -148,8 +149,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// A bf16 tensor of normal samples of standard deviation `sigma`
-/// (Box-Muller over a seeded generator on the host).
-fn normal_bf16(ctx: &Context, shape: &[usize], sigma: f64, seed: u64) -> wgtile::Result<Tensor> {
+/// (Box-Muller over a seeded generator on the host), and how many of its
+/// values f16 cannot hold exactly.
+fn normal_bf16(
+    ctx: &Context,
+    shape: &[usize],
+    sigma: f64,
+    seed: u64,
+) -> wgtile::Result<(Tensor, usize)> {
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut uniform = || {
         state = state
@@ -165,5 +172,9 @@ fn normal_bf16(ctx: &Context, shape: &[usize], sigma: f64, seed: u64) -> wgtile:
             bf16::from_f64(sigma * z)
         })
         .collect();
-    ctx.tensor(&values, shape)
+    let outside = values
+        .iter()
+        .filter(|v| f16::from_f32(v.to_f32()).to_f64() != v.to_f64())
+        .count();
+    Ok((ctx.tensor(&values, shape)?, outside))
 }
