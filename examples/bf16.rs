@@ -148,33 +148,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// A bf16 tensor of normal samples of standard deviation `sigma`
-/// (Box-Muller over a seeded generator on the host), and how many of its
-/// values f16 cannot hold exactly.
+/// A bf16 tensor of normal samples of standard deviation `sigma`, and how
+/// many of its values f16 cannot hold exactly.
 fn normal_bf16(
     ctx: &Context,
     shape: &[usize],
     sigma: f64,
     seed: u64,
 ) -> wgtile::Result<(Tensor, usize)> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut uniform = || {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
-    let n: usize = shape.iter().product();
-    let values: Vec<bf16> = (0..n)
-        .map(|_| {
-            let (u1, u2) = (uniform(), uniform());
-            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-            bf16::from_f64(sigma * z)
-        })
-        .collect();
+    let t = ctx.rand_normal(shape, 0.0, sigma as f32, DType::BF16, seed)?;
+    let values = t.to_vec_blocking::<bf16>()?;
     let outside = values
         .iter()
         .filter(|v| f16::from_f32(v.to_f32()).to_f64() != v.to_f64())
         .count();
-    Ok((ctx.tensor(&values, shape)?, outside))
+    Ok((t, outside))
 }

@@ -61,7 +61,7 @@ pub use gpu::BATCH_CHUNK;
 pub use gpu::BufferPoolStats;
 pub use gpu::Plan;
 pub use gpu::{AdapterProfile, CoopMatrixConfig};
-pub use gpu::{MAX_RANK, Tensor, uniform_values};
+pub use gpu::{MAX_RANK, Tensor, normal_values, uniform_values};
 pub use gpu::{TimeSource, TimingOptions};
 pub use ops::attention::{
     AttentionGrads, AttentionKernel, AttentionLayout, AttentionMask, AttentionOptions,

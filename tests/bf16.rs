@@ -825,23 +825,13 @@ fn few_rows_read_a_bf16_weight_in_place() {
     });
 }
 
-/// Normal samples of standard deviation `sigma` (Box-Muller), rounded to
-/// bf16 and widened back: bf16 as models hold it, with values below 2^-17
-/// that f16 cannot hold.
+/// Normal samples of standard deviation `sigma`, rounded to bf16 and
+/// widened back: bf16 as models hold it, with values below 2^-17 that f16
+/// cannot hold.
 fn normal_bf16_values(n: usize, sigma: f64, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut uniform = || {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
-    (0..n)
-        .map(|_| {
-            let (u1, u2) = (uniform(), uniform());
-            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-            bf16::from_f64(sigma * z).to_f32()
-        })
+    wgtile::normal_values(n, 0.0, sigma as f32, seed)
+        .into_iter()
+        .map(|x| bf16::from_f32(x).to_f32())
         .collect()
 }
 

@@ -42,6 +42,57 @@ fn zeros_full_and_rand_uniform() {
     assert_ne!(again.to_vec_blocking::<f32>().unwrap(), v);
 }
 
+/// Normal samples: the host's values uploaded (and rounded to bf16 as the
+/// half crate rounds), their mean and spread near the asked ones, some
+/// values near zero that a uniform grid never has, a new seed new values,
+/// bad parameters refused by name.
+#[test]
+fn rand_normal_matches_its_host_values() {
+    let Some(ctx) = common::ctx() else { return };
+    let n = 20_000;
+    let r = ctx
+        .rand_normal([20, 1000], 1.5, 0.25, DType::F32, 7)
+        .unwrap();
+    let v = r.to_vec_blocking::<f32>().unwrap();
+    assert_eq!(v, wgtile::normal_values(n, 1.5, 0.25, 7));
+    let mean = v.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+    let var = v
+        .iter()
+        .map(|&x| (f64::from(x) - mean).powi(2))
+        .sum::<f64>()
+        / n as f64;
+    assert!(
+        (mean - 1.5).abs() < 0.01 && (var.sqrt() - 0.25).abs() < 0.01,
+        "mean {mean}, std {}",
+        var.sqrt()
+    );
+    let b = ctx.rand_normal([n], 0.0, 1.0, DType::BF16, 8).unwrap();
+    let want: Vec<wgtile::bf16> = wgtile::normal_values(n, 0.0, 1.0, 8)
+        .into_iter()
+        .map(wgtile::bf16::from_f32)
+        .collect();
+    assert_eq!(b.to_vec_blocking::<wgtile::bf16>().unwrap(), want);
+    // Values within 1e-3 of zero: about 0.08% of N(0, 1).
+    assert!(want.iter().filter(|x| x.to_f32().abs() < 1e-3).count() > 2);
+    assert_ne!(
+        ctx.rand_normal([n], 0.0, 1.0, DType::BF16, 9)
+            .unwrap()
+            .to_vec_blocking::<wgtile::bf16>()
+            .unwrap(),
+        want
+    );
+    for (mean, std) in [(0.0, -1.0), (f32::NAN, 1.0), (0.0, f32::INFINITY)] {
+        assert!(matches!(
+            ctx.rand_normal([4], mean, std, DType::F32, 1),
+            Err(wgtile::Error::InvalidArgument(_))
+        ));
+    }
+    assert!(matches!(
+        ctx.rand_normal([4], 0.0, 1.0, DType::I32, 1),
+        Err(wgtile::Error::NotFloat { .. })
+    ));
+}
+
 #[test]
 fn empty_tensors_and_reshape() {
     let Some(ctx) = common::ctx() else { return };

@@ -21,7 +21,7 @@ pub use pool::BufferPoolStats;
 pub(crate) use pool::{Pool, PooledBuffer};
 pub(crate) use scope::settle;
 pub(crate) use tensor::{BUFFER_ALIGN, check_rank, last_dim, numel};
-pub use tensor::{MAX_RANK, Tensor, uniform_values};
+pub use tensor::{MAX_RANK, Tensor, normal_values, uniform_values};
 
 pub use profile::{AdapterProfile, CoopMatrixConfig, estimate_compute_units};
 pub use timing::{TimeSource, TimingOptions};

@@ -267,3 +267,24 @@ pub fn uniform_values(n: usize, low: f32, high: f32, seed: u64) -> Vec<f32> {
         .map(|_| low + (high - low) * rng.next_f32())
         .collect()
 }
+
+/// `n` samples of the normal distribution of `mean` and standard deviation
+/// `std` from `seed` (Box-Muller in f64 over the generator
+/// [`uniform_values`] uses, rounded to f32): exactly what
+/// [`Context::rand_normal`](crate::Context::rand_normal) uploads, for
+/// building host references. Unlike [`uniform_values`]' grid of 24-bit
+/// steps they take every magnitude near zero, as weights and activations
+/// do (bf16 values below 2^-17, which f16 cannot hold, for instance).
+pub fn normal_values(n: usize, mean: f32, std: f32, seed: u64) -> Vec<f32> {
+    let mut rng = SplitMix64(seed);
+    let unit = |r: &mut SplitMix64| (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    (0..n)
+        .map(|_| {
+            // u1 in (0, 1]: its logarithm is finite.
+            let u1 = 1.0 - unit(&mut rng);
+            let u2 = unit(&mut rng);
+            let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+            (f64::from(mean) + f64::from(std) * z) as f32
+        })
+        .collect()
+}

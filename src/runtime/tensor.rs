@@ -350,6 +350,31 @@ impl Context {
         self.tensor_from_f32(&values, shape, dtype)
     }
 
+    /// Normal random values of `mean` and standard deviation `std` from
+    /// `seed` (on the host, so the same seed gives the same tensor on every
+    /// adapter; see [`normal_values`](crate::normal_values)), rounded to
+    /// `dtype`. A mean or deviation that is not finite, or a negative
+    /// deviation, is [`Error::InvalidArgument`].
+    pub fn rand_normal(
+        &self,
+        shape: impl AsRef<[usize]>,
+        mean: f32,
+        std: f32,
+        dtype: DType,
+        seed: u64,
+    ) -> Result<Tensor> {
+        Error::require_float(dtype, "rand_normal")?;
+        let shape = shape.as_ref();
+        if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "rand_normal needs a finite mean and a finite, non-negative deviation, got mean {mean}, std {std}"
+            )));
+        }
+        self.inner.gpu.tensor_bytes(shape, last_dim(shape), dtype)?;
+        let values = crate::gpu::normal_values(numel(shape)?, mean, std, seed);
+        self.tensor_from_f32(&values, shape, dtype)
+    }
+
     /// Uploads f32 host values as a `dtype` tensor of `shape`, rounded to
     /// nearest even on the host for `f16` and `bf16` (what the `half`
     /// crate's `from_f32` gives; NaN stays NaN).

@@ -13,7 +13,7 @@
 //! ```
 
 use clap::Parser;
-use wgtile::{Context, ContextOptions, DType, MatmulOptions, Plan, Tensor, TimingOptions, bf16};
+use wgtile::{Context, ContextOptions, DType, MatmulOptions, Plan, TimingOptions};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -22,25 +22,6 @@ struct Args {
     sizes: Vec<usize>,
     #[arg(long, default_value_t = 20)]
     repeats: u32,
-}
-
-/// Normal samples of standard deviation `sigma`, as bf16.
-fn normal(ctx: &Context, shape: &[usize], sigma: f64, seed: u64) -> wgtile::Result<Tensor> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut uniform = || {
-        state = state
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    };
-    let n: usize = shape.iter().product();
-    let v: Vec<bf16> = (0..n)
-        .map(|_| {
-            let (u1, u2) = (uniform(), uniform());
-            bf16::from_f64(sigma * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos())
-        })
-        .collect();
-    ctx.tensor(&v, shape)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -87,8 +68,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ),
             (
                 "normal",
-                normal(&ctx, &[n, n], 1.0, 5)?,
-                normal(&ctx, &[n, n], 0.02, 6)?,
+                ctx.rand_normal([n, n], 0.0, 1.0, DType::BF16, 5)?,
+                ctx.rand_normal([n, n], 0.0, 0.02, DType::BF16, 6)?,
             ),
         ];
         for (what, a, b) in &data {

@@ -375,18 +375,7 @@ impl Context {
         v: &Tensor,
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionOutput)> {
-        let mask = options.mask.as_ref().map(|m| m.tensor());
-        for t in [k, v].into_iter().chain(mask) {
-            self.check_owned(t, "an attention operand or mask")?;
-            if t.dtype() != DType::BF16 {
-                return Err(Error::DTypeMismatch {
-                    op: "attention",
-                    expected: DType::BF16,
-                    got: t.dtype(),
-                });
-            }
-        }
-        let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
+        let originals = self.bf16_attention_operands([q, k, v], options, "attention")?;
         // The probabilities and scores come from the naive path: f32 staging.
         // Elsewhere the f16 kernels where they run on tensor cores; without
         // them f32 staging is exact and costs no check and no fallback (which
@@ -420,13 +409,25 @@ impl Context {
         v: &Tensor,
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionOutput)> {
-        let mask = options.mask.as_ref().map(|m| m.tensor());
-        for t in [q, k, v].into_iter().chain(mask) {
-            self.check_operand(t, DType::BF16, "attention_plan_bf16_via_f16")?;
-        }
+        let originals = self.bf16_attention_operands([q, k, v], options, "attention_plan_bf16_via_f16")?;
         self.require_f16("bf16 attention through f16")?;
-        let originals: Vec<&Tensor> = [q, k, v].into_iter().chain(mask).collect();
         self.attention_bf16_via_f16(&originals, options)
+    }
+
+    /// q, k, v and the mask of a bf16 attention, each checked to be a bf16
+    /// tensor of this device.
+    fn bf16_attention_operands<'t>(
+        &self,
+        qkv: [&'t Tensor; 3],
+        options: &'t AttentionOptions,
+        op: &'static str,
+    ) -> Result<Vec<&'t Tensor>> {
+        let mask = options.mask.as_ref().map(|m| m.tensor());
+        let all: Vec<&Tensor> = qkv.into_iter().chain(mask).collect();
+        for t in &all {
+            self.check_operand(t, DType::BF16, op)?;
+        }
+        Ok(all)
     }
 
     /// bf16 attention on the f16 kernels: q, k, v (and mask) cast to f16

@@ -139,34 +139,15 @@ impl Context {
                 .map(|t| t.size_bytes())
                 .sum::<u64>();
         let mut scratch = Vec::new();
-        if scaled {
-            // The scale pass and the kernel (the split form's path, bf16).
-            let kernel = kernel.with_split(true);
-            let dispatches = self.matmul_dispatches(
-                kernel,
-                (DType::BF16, DType::F32),
-                shape,
-                (&a.buffer, &b.buffer, &output.buffer),
-                (epilogue, None),
-                &mut scratch,
-            )?;
-            return Ok(Plan {
-                gpu: self.inner.gpu.clone(),
-                label: format!(
-                    "matmul bf16 {m}x{n}x{k} x{} {kernel} [bf16 read by the tensor cores, each \
-                     operand scaled by a power of two]",
-                    shape.batch_count()
-                ),
-                dispatches,
-                flops: shape.flops(),
-                bytes,
-                output,
-                scratch,
-            });
+        // Scaled: the scale pass and the kernel (the split form's path,
+        // bf16). Else the check pass first and the armed fallback after.
+        let kernel = if scaled { kernel.with_split(true) } else { kernel };
+        let flag = (!scaled).then(|| self.storage_words(&[0; 4]));
+        let mut dispatches = Vec::new();
+        if let Some(f) = &flag {
+            dispatches.push(self.fill_dispatch(f, 0)?);
+            dispatches.extend(self.check_f16_dispatch((a, b), f)?);
         }
-        let flag = self.storage_words(&[0; 4]);
-        let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
-        dispatches.extend(self.check_f16_dispatch((a, b), &flag)?);
         dispatches.extend(self.matmul_dispatches(
             kernel,
             (DType::BF16, DType::F32),
@@ -175,13 +156,18 @@ impl Context {
             (epilogue, None),
             &mut scratch,
         )?);
-        let fallback = self.bf16_fallback((a, b), options, epilogue, &output, &flag, &mut scratch)?;
-        dispatches.extend(fallback);
+        if let Some(f) = &flag {
+            dispatches.extend(self.bf16_fallback((a, b), options, epilogue, &output, f, &mut scratch)?);
+        }
+        let how = if scaled {
+            "each operand scaled by a power of two"
+        } else {
+            "f32 fallback armed by any value f16 cannot hold"
+        };
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
             label: format!(
-                "matmul bf16 {m}x{n}x{k} x{} {kernel} [bf16 read by the tensor cores; \
-                 f32 fallback armed by any value f16 cannot hold]",
+                "matmul bf16 {m}x{n}x{k} x{} {kernel} [bf16 read by the tensor cores; {how}]",
                 shape.batch_count()
             ),
             dispatches,
