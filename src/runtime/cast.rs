@@ -45,6 +45,22 @@ impl Context {
         flag: &wgpu::Buffer,
         dispatches: Vec<Dispatch>,
     ) -> Result<Vec<Dispatch>> {
+        self.armed_either(flag, Vec::new(), dispatches)
+    }
+
+    /// `unless` made conditional on word 2 of `flag` being clear and `set`
+    /// on it being set (one first dispatch writes both groups' grids): the
+    /// f16 kernels of a bf16 plan and its f32 fallback, exactly one of
+    /// which runs.
+    pub(crate) fn armed_either(
+        &self,
+        flag: &wgpu::Buffer,
+        unless: Vec<Dispatch>,
+        set: Vec<Dispatch>,
+    ) -> Result<Vec<Dispatch>> {
+        let n_unless = u32::try_from(unless.len()).unwrap_or(u32::MAX);
+        let mut dispatches = unless;
+        dispatches.extend(set);
         if dispatches.is_empty() {
             return Ok(dispatches);
         }
@@ -62,7 +78,7 @@ impl Context {
             mapped_at_creation: false,
         }));
         let grids_buffer = self.storage_words(&grids);
-        let params = self.uniform(&[dispatches.len() as u32, 0, 0, 0]);
+        let params = self.uniform(&[dispatches.len() as u32, n_unless, 0, 0]);
         let pipeline = self
             .inner
             .pipelines

@@ -432,9 +432,10 @@ impl Context {
 
     /// bf16 attention on the f16 kernels: q, k, v (and mask) cast to f16
     /// by the checked cast, which sets a flag where a value is not an f16
-    /// value; the f16 plan; `o` rounded to bf16. The flag arms the f32 plan
-    /// on f32 copies (conditional dispatches: zero workgroups while the flag
-    /// is clear), which then overwrites `o` and the logsumexp.
+    /// value; then either the f16 plan and `o` rounded to bf16 (the flag
+    /// clear) or the f32 plan on f32 copies writing `o` and the logsumexp
+    /// (the flag set): conditional dispatches, zero workgroups for the
+    /// group that does not run.
     fn attention_bf16_via_f16(
         &self,
         originals: &[&Tensor],
@@ -457,8 +458,8 @@ impl Context {
         let (p16, out16) =
             self.attention_plan(&halves[0], &halves[1], &halves[2], &options.with_mask_over(halves.get(3)))?;
         let o = self.alloc(out16.o.shape(), DType::BF16, "wgtile attention out")?;
-        dispatches.extend(p16.dispatches.iter().cloned());
-        dispatches.extend(self.cast_dispatch(&out16.o, &o)?);
+        let mut on_f16: Vec<Dispatch> = p16.dispatches.to_vec();
+        on_f16.extend(self.cast_dispatch(&out16.o, &o)?);
         let mut fallback = Vec::new();
         let mut wides = Vec::new();
         for &t in originals {
@@ -473,7 +474,7 @@ impl Context {
         if let (Some(l16), Some(l32)) = (&out16.lse, &out32.lse) {
             fallback.extend(self.cast_dispatch(l32, l16)?);
         }
-        dispatches.extend(self.armed(&flag, fallback)?);
+        dispatches.extend(self.armed_either(&flag, on_f16, fallback)?);
         scratch.extend(halves);
         scratch.extend(wides);
         scratch.extend(p16.scratch.iter().cloned());

@@ -2,7 +2,7 @@
 //! A few rows of x read a bf16 weight in place (the GEMV). Where the f16
 //! dispatcher takes the tensor cores, their kernel reads the bf16 operands
 //! in place and narrows them to f16 in its put: exact for f16 values; a
-//! check pass first arms the f32 tiled kernel on f32 copies where a value
+//! check pass first runs the f32 plan on f32 copies instead where a value
 //! is not one (which bf16 as models hold it nearly always has: values
 //! below 2^-17 need more than f16's subnormals; docs/perf/README.md).
 //! Everything else runs on f32 copies, exact. Bias and residual are staged
@@ -41,16 +41,14 @@ impl Context {
 
     /// The f32 fallback of a bf16 product: f32 copies of `a` and `b` and
     /// the f32 dispatcher's plan on them writing `output` (on the tensor
-    /// cores the f32 split), all conditional on word 2 of `flag`: zero
-    /// workgroups while it is clear. The copies and the plan's scratch go
-    /// to `scratch`.
+    /// cores the f32 split), to be made conditional by the caller. The
+    /// copies and the plan's scratch go to `scratch`.
     fn bf16_fallback(
         &self,
         (a, b): (&Tensor, &Tensor),
         options: &MatmulOptions,
         epilogue: &Epilogue,
         output: &Tensor,
-        flag: &wgpu::Buffer,
         scratch: &mut Vec<Tensor>,
     ) -> Result<Vec<Dispatch>> {
         let mut dispatches = Vec::new();
@@ -68,7 +66,7 @@ impl Context {
         dispatches.extend(plan.dispatches);
         scratch.extend(plan.scratch);
         scratch.extend(wide);
-        self.armed(flag, dispatches)
+        Ok(dispatches)
     }
 
     /// The tensor-core kernel the f16 route would take for this product,
@@ -102,8 +100,8 @@ impl Context {
     }
 
     /// The tensor cores on bf16 `a` and `b` in place (staged to f16 in the
-    /// kernel's put), after a check pass over both that arms the f32 plan
-    /// on f32 copies where a value is not an f16 value; `scaled`: each
+    /// kernel's put), after a check pass over both: where a value is not
+    /// an f16 value the f32 plan on f32 copies runs instead; `scaled`: each
     /// operand times its power of two before the narrowing (`BF16_SCALED`
     /// in `shaders/matmul_coop.wgsl`: a scale pass first, no check, no
     /// fallback). The output is f32 (`out`, or a new tensor).
@@ -148,21 +146,27 @@ impl Context {
             dispatches.push(self.fill_dispatch(f, 0)?);
             dispatches.extend(self.check_f16_dispatch((a, b), f)?);
         }
-        dispatches.extend(self.matmul_dispatches(
+        let kernel_dispatches = self.matmul_dispatches(
             kernel,
             (DType::BF16, DType::F32),
             shape,
             (&a.buffer, &b.buffer, &output.buffer),
             (epilogue, None),
             &mut scratch,
-        )?);
-        if let Some(f) = &flag {
-            dispatches.extend(self.bf16_fallback((a, b), options, epilogue, &output, f, &mut scratch)?);
+        )?;
+        match &flag {
+            // The f16 kernel where every value is an f16 value, else the
+            // f32 fallback: one of the two runs.
+            Some(f) => {
+                let fallback = self.bf16_fallback((a, b), options, epilogue, &output, &mut scratch)?;
+                dispatches.extend(self.armed_either(f, kernel_dispatches, fallback)?);
+            }
+            None => dispatches.extend(kernel_dispatches),
         }
         let how = if scaled {
             "each operand scaled by a power of two"
         } else {
-            "f32 fallback armed by any value f16 cannot hold"
+            "the f32 plan instead where a value is not an f16 value"
         };
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
