@@ -23,6 +23,7 @@ use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::runtime::Context;
 use crate::gpu::Plan;
 use crate::gpu::Tensor;
+use crate::ops::rows::source::RowFusion;
 pub(crate) use crate::tune::rows::{
     RowLayout, register_layout, row_spec, streaming_layout, workgroup_cap,
 };
@@ -389,9 +390,10 @@ impl Context {
         self.row_source_plan(op, RowSource::Tensor(x), weight, bias, eps, options)
     }
 
-    /// [`Context::row_source_plan`] of a bf16 tensor: it and its affine
-    /// parameters (bf16 too) staged to f32 (exact), the f32 kernel, the
-    /// result rounded to bf16.
+    /// [`Context::row_source_plan`] of a bf16 tensor: `x` read as bf16 words
+    /// and widened in the row kernel (a fused source of one leaf: no pass
+    /// staging it to f32), its affine parameters (bf16 too) staged to f32
+    /// (exact), the result computed in f32 and rounded to bf16.
     fn row_plan_bf16(
         &self,
         op: RowOp,
@@ -402,15 +404,13 @@ impl Context {
         options: RowOptions,
     ) -> Result<Plan> {
         let params = self.bf16_row_params(op, weight, bias)?;
-        let mut originals = vec![x];
-        originals.extend(&params);
-        let staged = self.stage_bf16(&originals, DType::F32)?;
-        let mut wide = staged.tensors[1..].iter();
+        let fusion = RowFusion::new(self, &x.expr(), None)?;
+        let staged = self.stage_bf16(&params, DType::F32)?;
+        let mut wide = staged.tensors.iter();
         let w = weight.and_then(|_| wide.next());
         let b = bias.and_then(|_| wide.next());
-        let plan =
-            self.row_source_plan(op, RowSource::Tensor(&staged.tensors[0]), w, b, eps, options)?;
-        self.round_output_bf16(staged.before(plan, &originals), None)
+        let plan = self.row_source_plan(op, RowSource::Fused(&fusion), w, b, eps, options)?;
+        self.round_output_bf16(staged.before(plan, &params), None)
     }
 
     /// A bf16 row op's weight and bias, those given: this context's and

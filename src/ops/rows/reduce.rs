@@ -8,6 +8,7 @@ use crate::ops::rows::{RowParams, RowSource, check_dtype, grid, row_spec, rows_o
 use crate::runtime::Context;
 use crate::gpu::Plan;
 use crate::gpu::Tensor;
+use crate::ops::rows::source::RowFusion;
 pub(crate) use crate::tune::rows::{combine_spec, reduce_layout, reduce_row_layout};
 
 /// Which elements a reduction covers.
@@ -108,10 +109,11 @@ impl Context {
         }
         x.require_contiguous(op.name())?;
         if x.dtype() == DType::BF16 {
-            // Staged to f32 (exact), reduced in f32, rounded back to bf16.
-            let staged = self.stage_bf16(&[x], DType::F32)?;
-            let plan = self.reduce_source_plan(RowSource::Tensor(&staged.tensors[0]), op, axis)?;
-            return self.round_output_bf16(staged.before(plan, &[x]), None);
+            // Read as bf16 words and widened in the kernel (a fused source
+            // of one leaf), reduced in f32, rounded back to bf16.
+            let fusion = RowFusion::new(self, &x.expr(), None)?;
+            let plan = self.reduce_source_plan(RowSource::Fused(&fusion), op, axis)?;
+            return self.round_output_bf16(plan, None);
         }
         self.reduce_source_plan(RowSource::Tensor(x), op, axis)
     }
