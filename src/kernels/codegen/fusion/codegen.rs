@@ -453,7 +453,7 @@ pub(crate) fn load_code(input: InputDesc, j: usize, vec4: bool) -> String {
     if input.dtype == DType::BF16 {
         // Pairs in u32 words, widened exactly: a vec4 unit is one vec2<u32>.
         let one = |word: String, e: String| {
-            format!("V(bitcast<f32>(({word} >> (({e}) & 1u) * 16u) << 16u))")
+            format!("V(bitcast<f32>(({word} >> ((({e}) & 1u) * 16u)) << 16u))")
         };
         return match input.access {
             Access::Output if vec4 => "ew_unpack_bf16x4(ew_out[i])".into(),
