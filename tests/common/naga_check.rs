@@ -36,6 +36,7 @@ pub fn check_wgsl_with(
     spirv_only: bool,
     subgroup_barrier: bool,
 ) {
+    check_operator_mixing(label, source);
     let module = naga::front::wgsl::parse_str(source)
         .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(source)));
     let mut capabilities = Capabilities::all() - Capabilities::SUBGROUP_BARRIER;
@@ -123,4 +124,91 @@ pub fn check_spec(spec: &Spec) {
     let label = format!("{spec:?}");
     let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
     check_spec_source(&label, &source, spec);
+}
+
+/// WGSL makes the operands of `<<` and `>>` unary expressions: a shift
+/// that meets another arithmetic or bitwise operator needs parentheses
+/// (`a >> (b * c)`). naga takes C's precedence instead, so only a browser's
+/// compiler would refuse such a shader (Chromium's did, in a fused bf16
+/// load). Panics on a shift (written ` >> ` or ` << `, as the shaders and
+/// the generators write binary operators) whose operand holds, outside
+/// parentheses, one of `* / % + - & | ^` or another shift.
+fn check_operator_mixing(label: &str, source: &str) {
+    const OPS: [&str; 10] = [
+        " * ", " / ", " % ", " + ", " - ", " & ", " | ", " ^ ", " << ", " >> ",
+    ];
+    // The operand of a shift on one side: the text up to the first
+    // delimiter outside parentheses (an opening or closing one, a comma,
+    // a statement's end, an assignment or a comparison).
+    fn operand(text: &[u8], forward: bool) -> String {
+        let (open, close) = if forward {
+            (b"([", b")]")
+        } else {
+            (b")]", b"([")
+        };
+        let mut depth = 0i32;
+        let mut out = Vec::new();
+        let idx: Vec<usize> = if forward {
+            (0..text.len()).collect()
+        } else {
+            (0..text.len()).rev().collect()
+        };
+        for i in idx {
+            let c = text[i];
+            if open.contains(&c) {
+                depth += 1;
+            } else if close.contains(&c) {
+                if depth == 0 {
+                    break;
+                }
+                depth -= 1;
+            } else if depth == 0 {
+                let spaced = |t: u8| {
+                    c == t
+                        && i > 0
+                        && i + 1 < text.len()
+                        && text[i - 1] == b' '
+                        && text[i + 1] == b' '
+                };
+                if matches!(c, b',' | b';' | b'{' | b'}' | b'=' | b'!' | b'?')
+                    || spaced(b'<')
+                    || spaced(b'>')
+                {
+                    break;
+                }
+                if (c == b'&' || c == b'|') && i + 1 < text.len() && text[i + 1] == c {
+                    break;
+                }
+                if (c == b'&' || c == b'|') && i > 0 && text[i - 1] == c {
+                    break;
+                }
+            }
+            out.push(if depth == 0 { c } else { b'_' });
+        }
+        if !forward {
+            out.reverse();
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    for (n, line) in source.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("").as_bytes();
+        for shift in [" >> ", " << "] {
+            let text = String::from_utf8_lossy(code);
+            for (at, _) in text.match_indices(shift) {
+                let left = operand(&code[..at], false);
+                let right = operand(&code[at + shift.len()..], true);
+                for side in [&left, &right] {
+                    let padded = format!(" {side} ");
+                    if let Some(op) = OPS.iter().find(|op| padded.contains(*op)) {
+                        panic!(
+                            "{label}: line {}: `{}` mixes a shift with `{}` without parentheses (WGSL refuses it)",
+                            n + 1,
+                            line.trim(),
+                            op.trim()
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -293,3 +293,20 @@ fn every_column_norm_specialisation() {
         check(spec);
     }
 }
+
+/// The operator check refuses what WGSL refuses and naga takes: a shift
+/// mixed with another arithmetic or bitwise operator without parentheses
+/// (Chromium's compiler rejected such a fused bf16 load); the same with
+/// parentheses, nested template brackets and comparisons pass.
+#[test]
+#[should_panic(expected = "mixes a shift")]
+fn a_shift_mixed_with_a_product_is_refused() {
+    let src = "@compute @workgroup_size(1) fn main() {\n    var i = 1u;\n    let x = 7u >> (i & 1u) * 16u;\n}\n";
+    crate::common::naga_check::check_wgsl("mixed shift", src, "main", &[], false);
+}
+
+#[test]
+fn parenthesised_shifts_pass_the_operator_check() {
+    let src = "var<private> a: array<vec2<u32>, 2>;\n@compute @workgroup_size(1) fn main() {\n    var i = 1u;\n    let x = (7u >> ((i & 1u) * 16u)) | (a[0].x << 2u);\n    let b = x >> 1u == i;\n}\n";
+    crate::common::naga_check::check_wgsl("parenthesised shift", src, "main", &[], false);
+}
