@@ -12,8 +12,40 @@
 //   fn empty(), fn merge(a, b)   the identity and the merge of Accs
 //   fn single(c, base, r0, r1, a)  the result of column c from its one segment
 //   fn combined(c, a)            column c's merged Acc written (by `combine`)
-// and `params` (outer, n, inner, split, seg), `partials` (Stored: split *
-// cols partials, then what `combined` keeps) and `WG`.
+// and `alias Elem`, `partials` (Stored: split * cols partials, then what
+// `combined` keeps) and `WG`. The uniform and x and out are declared here.
+
+// The column kernels' uniform (one Rust writer, `Context::column_params`):
+// x viewed as [outer, n, inner]; `split` segments of `seg` rows; the op's
+// word (softmax_cols: 1 for log-softmax; norm_cols: its FLAG_*) and value
+// (reduce_cols: the sum's scale; norm_cols: eps).
+struct Params {
+    outer: u32,
+    n: u32,
+    inner: u32,
+    split: u32,
+    seg: u32,
+    op_word: u32,
+    op_value: f32,
+    pad0: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> x: array<Elem>;
+@group(0) @binding(2) var<storage, read_write> out: array<Elem>;
+
+fn is_nan(v: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
+}
+
+// Non-finite values from bit patterns held in a var: a constant expression
+// that is not finite is a shader-creation error in WGSL (the browser's
+// compiler rejects it), and integer tests survive compilers that assume
+// finite math.
+fn from_bits(bits: u32) -> f32 {
+    var b = bits;
+    return bitcast<f32>(b);
+}
 
 // The accumulator of rows [r0, r1) of the column starting at `base`: four
 // rows per step into four accumulators (four loads in flight per

@@ -39,18 +39,6 @@
 alias Elem = f32;
 override WG: u32 = 256u;
 
-struct Params {
-    outer: u32,
-    n: u32,
-    inner: u32,
-    split: u32,
-    seg: u32,
-    // FLAG_* below (the row kernels' values, rowops_common.wgsl).
-    flags: u32,
-    eps: f32,
-    pad0: u32,
-}
-
 // No mean subtraction: M2 is the sum of squares (RMSNorm and L2).
 const FLAG_RMS: u32 = 2u;
 // Multiply by `weight` (gamma).
@@ -60,20 +48,13 @@ const FLAG_BIAS: u32 = 8u;
 // With FLAG_RMS: x / max(||x||, eps).
 const FLAG_L2: u32 = 16u;
 
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<Elem>;
-@group(0) @binding(2) var<storage, read_write> out: array<Elem>;
 // (mean, M2) pairs: split * cols partials, then each column's merged pair.
 @group(0) @binding(3) var<storage, read_write> partials: array<vec2<f32>>;
 @group(0) @binding(4) var<storage, read> weight: array<Elem>;
 @group(0) @binding(5) var<storage, read> bias: array<Elem>;
 
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
 fn rms() -> bool {
-    return (params.flags & FLAG_RMS) != 0u;
+    return (params.op_word & FLAG_RMS) != 0u;
 }
 
 // v folded into the accumulator (count, mean, M2): Welford's step, or the
@@ -109,25 +90,25 @@ fn merge(a: vec3<f32>, b: vec3<f32>) -> vec3<f32> {
 // The factor each element is multiplied by, from the column's M2 (sum of
 // squared deviations, or of squares for RMS and L2): norm.wgsl's norm_inv.
 fn norm_inv(m2: f32) -> f32 {
-    if (params.flags & FLAG_L2) != 0u {
+    if (params.op_word & FLAG_L2) != 0u {
         // max() may drop a NaN, and a NaN compare may be folded away: a NaN
         // sum (told by its bits) is passed on as it is.
         if is_nan(m2) {
             return m2;
         }
-        return 1.0 / max(sqrt(m2), params.eps);
+        return 1.0 / max(sqrt(m2), params.op_value);
     }
-    return inverseSqrt(m2 / f32(params.n) + params.eps);
+    return inverseSqrt(m2 / f32(params.n) + params.op_value);
 }
 
 // Element v of row r normalised and affine-transformed (norm.wgsl's
 // norm_out, in its order).
 fn norm_out(v: f32, r: u32, mean: f32, inv: f32) -> f32 {
     var y = (v - mean) * inv;
-    if (params.flags & FLAG_WEIGHT) != 0u {
+    if (params.op_word & FLAG_WEIGHT) != 0u {
         y *= f32(weight[r]);
     }
-    if (params.flags & FLAG_BIAS) != 0u {
+    if (params.op_word & FLAG_BIAS) != 0u {
         y += f32(bias[r]);
     }
     return y;

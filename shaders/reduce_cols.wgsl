@@ -23,33 +23,7 @@ alias Elem = f32;
 const OP: u32 = 0u;
 override WG: u32 = 256u;
 
-struct Params {
-    outer: u32,
-    n: u32,
-    inner: u32,
-    split: u32,
-    seg: u32,
-    scale: f32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<Elem>;
-@group(0) @binding(2) var<storage, read_write> out: array<Elem>;
 @group(0) @binding(3) var<storage, read_write> partials: array<f32>;
-
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
-
-// An f32 from its bits, as a runtime value: a constant expression that is
-// not finite is a shader-creation error in WGSL (the browser's compiler
-// rejects it).
-fn from_bits(bits: u32) -> f32 {
-    var b = bits;
-    return bitcast<f32>(b);
-}
 
 // The identity of OP (0, or -inf for max).
 fn start() -> f32 {
@@ -82,7 +56,7 @@ fn finish(s: vec2<f32>) -> f32 {
     if OP == 1u {
         return value(s);
     }
-    return s.x * params.scale;
+    return s.x * params.op_value;
 }
 
 // The hooks of cols_driver.wgsl (its `main` and `combine`): (acc, NaN

@@ -1,4 +1,4 @@
-// softmax_cols: softmax or log-softmax (params.log_softmax) over the middle
+// softmax_cols: softmax or log-softmax (params.op_word) over the middle
 // axis of x viewed as [outer, n, inner] with inner > 1 (any axis but the
 // last), without moving the axis last and back (three passes over x). Each
 // invocation owns one column (stride inner) and adjacent invocations take
@@ -30,35 +30,8 @@
 alias Elem = f32;
 override WG: u32 = 256u;
 
-struct Params {
-    outer: u32,
-    n: u32,
-    inner: u32,
-    split: u32,
-    seg: u32,
-    // 1: log-softmax.
-    log_softmax: u32,
-    pad0: u32,
-    pad1: u32,
-}
-
-@group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> x: array<Elem>;
-@group(0) @binding(2) var<storage, read_write> out: array<Elem>;
 // (max, sum) pairs: split * cols partials, then each column's merged pair.
 @group(0) @binding(3) var<storage, read_write> partials: array<vec2<f32>>;
-
-// Non-finite values from bit patterns held in a var: a constant expression
-// that is not finite is a shader-creation error in WGSL, and integer tests
-// survive compilers that assume finite math.
-fn from_bits(bits: u32) -> f32 {
-    var b = bits;
-    return bitcast<f32>(b);
-}
-
-fn is_nan(v: f32) -> bool {
-    return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
-}
 
 fn is_pos_inf(v: f32) -> bool {
     return bitcast<u32>(v) == 0x7f800000u;
@@ -110,7 +83,7 @@ fn softmax_out(v: f32, p: vec2<f32>, log_sum: f32) -> f32 {
     if is_pos_inf(p.x) {
         return from_bits(0x7fc00000u);
     }
-    let log_out = params.log_softmax != 0u;
+    let log_out = params.op_word != 0u;
     if is_neg_inf(p.x) {
         return select(0.0, from_bits(0xff800000u), log_out);
     }

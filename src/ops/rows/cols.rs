@@ -180,8 +180,8 @@ impl Context {
         u(name, x.numel())?;
         // The column reduction's grid and split.
         let (split, seg, gx) = self.column_grid(cols, n, WG, || format!("{name} over axis {d} of {shape:?}"))?;
-        // Word 5: the op's flags (norm_cols.wgsl shares the row kernels'
-        // FLAG_* values; softmax_cols reads 1 as log-softmax); word 6: eps.
+        // The op's word: norm_cols.wgsl shares the row kernels' FLAG_*
+        // values; softmax_cols reads 1 as log-softmax. Its value: eps.
         let mut flags = match op {
             RowOp::Softmax | RowOp::LayerNorm => 0,
             RowOp::LogSoftmax => 1,
@@ -194,16 +194,7 @@ impl Context {
         if bias.is_some() {
             flags |= FLAG_BIAS;
         }
-        let params = self.uniform(&[
-            u("rows before the axis", outer)?,
-            u("the axis", n)?,
-            u("columns after the axis", inner)?,
-            split as u32,
-            seg as u32,
-            flags,
-            eps.to_bits(),
-            0,
-        ]);
+        let params = self.column_params("column row-op indices (u32)", (outer, n, inner), (split, seg), (flags, eps))?;
         // With a split: split * cols partial pairs, then the merged pair of
         // each column (the binding is the dummy otherwise).
         let partials = if split > 1 {

@@ -295,6 +295,30 @@ impl Context {
         Ok(plan)
     }
 
+    /// The column kernels' uniform (`Params` in `shaders/cols_driver.wgsl`):
+    /// x viewed as `[outer, n, inner]`, `split` segments of `seg` rows, the
+    /// op's word and value; `what` names the index limit an oversized view
+    /// breaks.
+    pub(crate) fn column_params(
+        &self,
+        what: &'static str,
+        (outer, n, inner): (usize, usize, usize),
+        (split, seg): (usize, usize),
+        (op_word, op_value): (u32, f32),
+    ) -> Result<wgpu::Buffer> {
+        let u = |name: &str, v: usize| Error::u32_index(what, name, v);
+        Ok(self.uniform(&[
+            u("rows before the axis", outer)?,
+            u("the axis", n)?,
+            u("columns after the axis", inner)?,
+            u("segments", split)?,
+            u("segment rows", seg)?,
+            op_word,
+            op_value.to_bits(),
+            0,
+        ]))
+    }
+
     /// The column kernels' grid for `cols` columns of `n` rows and `wg`
     /// invocations per workgroup: `(split, seg, gx)`, the axis split into
     /// `split` segments of `seg` rows so that about 2^18 invocations run
@@ -358,16 +382,7 @@ impl Context {
         out_shape.remove(d);
         let output = self.alloc(&out_shape, x.dtype(), "wgtile reduce out")?;
         let scale = if op == Reduction::Mean { 1.0 / n as f32 } else { 1.0 };
-        let params = self.uniform(&[
-            u("rows before the axis", outer)?,
-            u("the axis", n)?,
-            u("columns after the axis", inner)?,
-            split as u32,
-            seg as u32,
-            scale.to_bits(),
-            0,
-            0,
-        ]);
+        let params = self.column_params("reduction indices (u32)", (outer, n, inner), (split, seg), (0, scale))?;
         // Partials only with a split (the binding is the dummy otherwise).
         let partials = if split > 1 {
             Some(self.alloc(&[split, cols], DType::F32, "wgtile reduce partials")?)
