@@ -449,6 +449,34 @@ fn softmax_f16_and_without_subgroups() {
     }
 }
 
+/// Six lines of `n` values (line k at `k * n ..`) for softmax's special
+/// cases: 0 has -inf entries (masked) including the first and last and a
+/// finite second; 1 is all -inf; 2 has one NaN; 3 huge values that
+/// overflow a naive exp or sum; 4 a +inf entry (a NaN line, as PyTorch);
+/// 5 plain random (a neighbour of the special lines).
+fn special_softmax_lines(n: usize, seed: u64) -> Vec<f32> {
+    let mut v = common::random(6 * n, seed);
+    for j in (0..n).step_by(3) {
+        v[j] = f32::NEG_INFINITY;
+    }
+    v[n - 1] = f32::NEG_INFINITY;
+    if n > 1 {
+        v[1] = 0.5;
+    }
+    v[n..2 * n].fill(f32::NEG_INFINITY);
+    v[2 * n + n / 2] = f32::NAN;
+    for (j, x) in v[3 * n..4 * n].iter_mut().enumerate() {
+        *x = match j % 4 {
+            0 => 3e38,
+            1 => -3e38,
+            2 => 1e30,
+            _ => 3e38 * 0.999_999,
+        };
+    }
+    v[4 * n + (n - 1).min(1)] = f32::INFINITY;
+    v
+}
+
 #[test]
 fn softmax_masking_nan_and_huge_values() {
     let Some(ctx) = common::ctx() else { return };
@@ -456,28 +484,7 @@ fn softmax_masking_nan_and_huge_values() {
     // 1024-invocation layout and the online (streaming) kernel.
     for n in [6usize, 8, 1031, 9001, 33001, 40000] {
         let rows = 6;
-        let mut data = common::random(rows * n, n as u64);
-        // Row 0: -inf entries (masked) including the first and last.
-        for j in (0..n).step_by(3) {
-            data[j] = f32::NEG_INFINITY;
-        }
-        data[n - 1] = f32::NEG_INFINITY;
-        // Row 1: all -inf.
-        data[n..2 * n].fill(f32::NEG_INFINITY);
-        // Row 2: one NaN.
-        data[2 * n + n / 2] = f32::NAN;
-        // Row 3: huge values that overflow a naive exp or sum.
-        for (j, v) in data[3 * n..4 * n].iter_mut().enumerate() {
-            *v = match j % 4 {
-                0 => 3e38,
-                1 => -3e38,
-                2 => 1e30,
-                _ => 3e38 * 0.999_999,
-            };
-        }
-        // Row 4: a +inf entry (NaN row, as PyTorch).
-        data[4 * n + 1] = f32::INFINITY;
-        // Row 5: plain random (a neighbour of the special rows).
+        let data = special_softmax_lines(n, n as u64);
         check_softmax(&ctx, &data, &[rows, n], DType::F32);
         let x = ctx.tensor(&data, [rows, n]).unwrap();
         let p = ctx.softmax(&x).unwrap().to_vec_blocking::<f32>().unwrap();
@@ -1354,31 +1361,7 @@ fn softmax_columns_match_the_row_kernel_on_special_values() {
     let lines = 6;
     for n in [1usize, 6, 40, 1031] {
         // Line-major: line k is rows[k * n .. (k + 1) * n].
-        let mut rows = common::random(lines * n, 900 + n as u64);
-        // Line 0: -inf entries (masked) including the first and last.
-        for j in (0..n).step_by(3) {
-            rows[j] = f32::NEG_INFINITY;
-        }
-        rows[n - 1] = f32::NEG_INFINITY;
-        if n > 1 {
-            rows[1] = 0.5;
-        }
-        // Line 1: all -inf.
-        rows[n..2 * n].fill(f32::NEG_INFINITY);
-        // Line 2: one NaN.
-        rows[2 * n + n / 2] = f32::NAN;
-        // Line 3: huge values that overflow a naive exp or sum.
-        for (j, v) in rows[3 * n..4 * n].iter_mut().enumerate() {
-            *v = match j % 4 {
-                0 => 3e38,
-                1 => -3e38,
-                2 => 1e30,
-                _ => 3e38 * 0.999_999,
-            };
-        }
-        // Line 4: a +inf entry (a NaN line, as PyTorch).
-        rows[4 * n + (n - 1).min(1)] = f32::INFINITY;
-        // Line 5: plain random (a neighbour of the special lines).
+        let rows = special_softmax_lines(n, 900 + n as u64);
         let row_x = ctx.tensor(&rows, [lines, n]).unwrap();
         // The same lines as columns of [2, n, 3] (axis 1) and [n, 6] (axis 0).
         for (shape, d) in [(vec![2usize, n, 3], 1usize), (vec![n, lines], 0)] {
