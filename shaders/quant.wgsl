@@ -56,7 +56,7 @@ fn element_index(l: u32, j: u32, t: u32) -> u32 {
     return pos * params.cols + l;
 }
 
-// Elements per invocation of `amax`.
+// Elements per invocation of `amax` (set by the host: src/ops/quant/mod.rs).
 const AMAX_PER: u32 = 32u;
 
 @compute @workgroup_size(WG, 1, 1)

@@ -310,7 +310,7 @@ impl Context {
         let pipeline = self
             .inner
             .pipelines
-            .get(device, &split_scale_spec(bf16))?;
+            .get(device, &tune::split_scale_spec(bf16))?;
         let rows = shape.batch_count() * shape.m.max(shape.k);
         let groups = rows
             .div_ceil(ROWS)
@@ -389,10 +389,4 @@ impl Context {
 /// tiles (184 with B^T, 45-47 with A^T); docs/perf/matmul.md.
 pub(crate) fn coop_colmajor() -> bool {
     crate::dev::overrides().coop_colmajor
-}
-
-/// The scale pass of the split (f32) or scaled (bf16) tensor-core form.
-pub(crate) fn split_scale_spec(bf16: bool) -> Spec {
-    let spec = Spec::new(Kernel::MatmulSplitScale);
-    if bf16 { spec.constant("IN_BF16", 1) } else { spec }
 }

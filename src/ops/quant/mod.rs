@@ -186,10 +186,11 @@ pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, input: DType) -> S
         DType::F16 => 1,
         DType::BF16 => 2,
     };
-    Spec::new(kernel)
+    let spec = Spec::new(kernel)
         .constant("FORMAT", format_code(format))
         .constant("IN_HALF", in_half)
-        .override_("WG", WG)
+        .override_("WG", WG);
+    if kernel == Kernel::QuantAmax { spec.constant("AMAX_PER", AMAX_PER) } else { spec }
 }
 
 /// Every specialisation the quantisation kernels run in.

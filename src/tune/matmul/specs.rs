@@ -69,8 +69,7 @@ pub fn matmul_specs() -> Vec<Spec> {
     }
     // The tensor-core layouts (f16 and f32 rounded; the f32 split form and
     // its first pass), every load variant.
-    specs.push(Spec::new(Kernel::MatmulSplitScale));
-    specs.push(Spec::new(Kernel::MatmulSplitScale).constant("IN_BF16", 1));
+    specs.extend([split_scale_spec(false), split_scale_spec(true)]);
     let layouts = COOP_CONFIGS
         .map(|c| (c, false))
         .into_iter()
@@ -175,4 +174,11 @@ pub fn gemv_wide_spec(dtype: DType) -> Spec {
     Spec::new(Kernel::GemvVecmatWide)
         .dtype(dtype)
         .constant("WIDE_HALF", u32::from(dtype == DType::F16))
+}
+
+/// The first pass of the split (f32) or scaled (bf16) tensor-core form:
+/// the operands' largest finite magnitudes (`shaders/matmul_split_scale.wgsl`).
+pub fn split_scale_spec(bf16: bool) -> Spec {
+    let spec = Spec::new(Kernel::MatmulSplitScale);
+    if bf16 { spec.constant("IN_BF16", 1) } else { spec }
 }
