@@ -209,33 +209,3 @@ impl Context {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_heuristic_leads_every_candidate_list() {
-        for (max, blocks, m) in [(1024, 128, 1), (256, 128, 1), (1024, 1, 1), (1024, 3, 1), (1024, 128, 8)] {
-            let c = quant_gemv_candidates(max, blocks, m);
-            assert_eq!(c[0], quant_gemv_launch(max, blocks), "{max} {blocks}");
-            for launch in &c {
-                assert!(launch.wg <= max && launch.ksplit as usize <= blocks.max(1), "{launch}");
-            }
-        }
-        assert_eq!(quant_gemv_candidates(1024, 128, 1).len(), 5);
-        assert_eq!(quant_gemv_candidates(1024, 1, 1).len(), 2, "no split of a single block");
-        // Four rows and more try smaller workgroups first.
-        let wgs: Vec<u32> = quant_gemv_candidates(1024, 128, 8).iter().take(3).map(|l| l.wg).collect();
-        assert_eq!(wgs, [1024, 512, 256]);
-    }
-
-    #[test]
-    fn launches_serialise_stably() {
-        let launch = QuantGemvLaunch { wg: 512, ksplit: 2 };
-        let text = serde_json::to_string(&launch).unwrap();
-        assert_eq!(text, r#"{"wg":512,"ksplit":2}"#);
-        assert_eq!(serde_json::from_str::<QuantGemvLaunch>(&text).unwrap(), launch);
-        assert!(serde_json::from_str::<MatmulKernel>(&text).is_err());
-    }
-}
