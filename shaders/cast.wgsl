@@ -14,10 +14,11 @@
 //   to nearest even (through f32: one rounding up to 2^24 in magnitude,
 //   two beyond for bf16); floats to integers truncate toward zero and
 //   saturate, NaN giving 0 (Rust's `as`); i32 <-> u32 keeps the bits.
-// Entry `check`: the exactness test alone, over every stored word (below).
-// Generated blocks (src/kernels/cast.rs): `flag_decl` / `flag` (`flag8`) set word 2
-//   of a flag buffer where a value does not convert exactly (bf16 operands
-//   staged to f16 for the tensor cores).
+// Entry `check`: the range test alone over two operands (below).
+// Generated blocks (src/kernels/cast.rs), the checked cast of bf16 operands
+//   staged to f16 for the tensor cores: `flag_decl`, `flag` (`flag8`) and
+//   `flag_end` gather each value's `range_bits` and publish them into the
+//   flag buffer the arm pass reads (arm.wgsl), operand slot `params.pad1`.
 
 struct Params {
     elements: u32,
@@ -155,6 +156,7 @@ fn main(
         // @gen flag
         dst[w] = word;
     }
+    // @gen flag_end
 }
 
 // Entry `main8` (a contiguous source of a multiple of 8 elements): 8
@@ -204,18 +206,33 @@ fn main8(
             );
         }
     }
+    // @gen flag_end
 }
 
-// Entry `check` (the bf16 matmul's first pass): sets word 2 of the flag
-// where a bf16 value of `src4` (`words` 16-byte units of 8 values) or of
-// `src24` (`params.pad0` units) is not exactly an f16 value; writes nothing
-// else. Buffers are allocated in 16-byte multiples, zero past the data.
-// Bit tests only: zero, infinities and NaN convert exactly; so does every
-// value with f16's normal exponents (8 significant bits fit f16's 11), and
-// an f16 subnormal one whose lowest set bit is at least 2^-24.
-@group(0) @binding(5) var<storage, read> src4: array<vec4<u32>>;
-@group(0) @binding(6) var<storage, read> src24: array<vec4<u32>>;
+// The range test of bf16 values staged to f16. A value f16 holds exactly
+// converts as it is; one below 2^-17 (bf16's 8 significant bits past f16's
+// subnormals; normal data always has a few) moves to a neighbouring
+// multiple of 2^-24, at most 2^-14 of its operand's largest magnitude when
+// that is at least 2^-10. So the f16 kernels run unless a finite value is
+// beyond f16's range or an operand holds an inexact value and nothing of
+// 2^-10 or more (arm.wgsl). Bits of 16-bit pattern `b`: 1 beyond f16's
+// finite range, 2 not an f16 value (below f16's normals), 4 at least 2^-10
+// in magnitude (infinities and NaN included).
+fn range_bits(b: u32) -> u32 {
+    let mag = b & 0x7fffu;
+    var r = select(0u, 4u, mag >= 0x3a80u);
+    if mag >= 0x4780u && mag < 0x7f80u {
+        r |= 1u;
+    } else if !bf16_fits_f16(b) {
+        r |= 2u;
+    }
+    return r;
+}
 
+// Whether f16 holds bf16 pattern `b` exactly. Bit tests only: zero,
+// infinities and NaN convert exactly; so does every value with f16's normal
+// exponents (8 significant bits fit f16's 11), and an f16 subnormal one
+// whose lowest set bit is at least 2^-24.
 fn bf16_fits_f16(b: u32) -> bool {
     let e = (b >> 7u) & 0xffu;
     let m = b & 0x7fu;
@@ -232,11 +249,28 @@ fn bf16_fits_f16(b: u32) -> bool {
     return e >= 103u && e < 113u && e + countTrailingZeros(m | 0x80u) >= 110u;
 }
 
-fn fits8(v: vec4<u32>) -> bool {
-    return bf16_fits_f16(v.x & 0xffffu) && bf16_fits_f16(v.x >> 16u)
-        && bf16_fits_f16(v.y & 0xffffu) && bf16_fits_f16(v.y >> 16u)
-        && bf16_fits_f16(v.z & 0xffffu) && bf16_fits_f16(v.z >> 16u)
-        && bf16_fits_f16(v.w & 0xffffu) && bf16_fits_f16(v.w >> 16u);
+// Entry `check` (the bf16 matmul's first pass): the range bits of bf16
+// operand A (`src4`, `words` 16-byte units of 8 values, `elements` values
+// stored) and B (`src24`, `params.pad0` units, `params.pad1` values)
+// published as slots 0 and 1; writes nothing else. Lanes past the stored
+// values (a 16-byte unit's tail) do not count.
+@group(0) @binding(5) var<storage, read> src4: array<vec4<u32>>;
+@group(0) @binding(6) var<storage, read> src24: array<vec4<u32>>;
+
+// The range bits of the values of unit `v` (values `first`..) below `count`.
+fn range8(v: vec4<u32>, first: u32, count: u32) -> u32 {
+    let w = array<u32, 4>(v.x, v.y, v.z, v.w);
+    var r = 0u;
+    for (var i = 0u; i < 4u; i++) {
+        let at = first + 2u * i;
+        if at < count {
+            r |= range_bits(w[i] & 0xffffu);
+        }
+        if at + 1u < count {
+            r |= range_bits(w[i] >> 16u);
+        }
+    }
+    return r;
 }
 
 @compute @workgroup_size(WG, 1, 1)
@@ -246,12 +280,12 @@ fn check(
 ) {
     let threads = params.groups_x * params.groups_y * WG;
     let first = (wid.y * params.groups_x + wid.x) * WG + lid;
-    var bad = false;
+    var seen = vec2<u32>(0u, 0u);
     for (var w = first; w < params.words; w += threads) {
-        bad = bad || !fits8(src4[w]);
+        seen.x |= range8(src4[w], 8u * w, params.elements);
     }
     for (var w = first; w < params.pad0; w += threads) {
-        bad = bad || !fits8(src24[w]);
+        seen.y |= range8(src24[w], 8u * w, params.pad1);
     }
     // @gen check_flag
 }

@@ -55,8 +55,9 @@
 //   loaded (ALIGNED then means row strides multiples of 4 floats).
 // bf16 inputs (INPUT_BF16 = 1): loaded exactly as f16 ones (2-byte
 //   elements), widened to f32 and narrowed to f16 in the put: exact for
-//   values f16 holds; the bf16 plan checks the operands first and arms the
-//   f32 kernel where one is not (src/ops/matmul/bf16.rs). Scaled
+//   values f16 holds, within 2^-24 for the smaller ones; the bf16 plan runs
+//   the range test first (cast.wgsl) and arms the f32 plan where it fails
+//   (src/ops/matmul/bf16.rs). Scaled
 //   (BF16_SCALED = 1, with the split's `split_decl` and `split_exps`): each
 //   operand times its power of two 2^e from its largest finite |x|
 //   (matmul_split_scale.wgsl with IN_BF16) before the narrowing, so that
@@ -212,8 +213,8 @@ fn unpack_pair(w: u32) -> vec2<f32> {
 }
 
 // 8 halves as two vec4<f16>; f16() narrows back exactly (for bf16, values
-// in f16's range: the host's check pass arms the f32 fallback otherwise;
-// scaled bf16 values times their operand's 2^e first).
+// f16 holds; the range test bounds the others, cast.wgsl; scaled bf16
+// values times their operand's 2^e first).
 fn halves8(v: vec4<u32>, is_a: bool) -> array<vec4<f16>, 2> {
     if INPUT_BF16 == 1u && BF16_SCALED == 1u {
         let s = select(split_scale.y, split_scale.x, is_a);

@@ -66,7 +66,7 @@ pub struct DevOverrides {
     pub batch_chunk: Option<usize>,
     /// bf16 products on the tensor cores scale each operand by a power of
     /// two before the narrowing to f16 (no check pass, no fallback)
-    /// instead of checking that every value is an f16 value.
+    /// instead of the range test and its armed f32 fallback.
     pub bf16_scaled: bool,
 }
 

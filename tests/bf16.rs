@@ -346,8 +346,22 @@ fn check_matmul(
         .iter()
         .map(|v| v * scale)
         .collect();
-    let (a, ah) = common::upload(ctx, &av, &[m, k], DType::BF16);
-    let (b, bh) = common::upload(ctx, &bv, &[k, n], DType::BF16);
+    check_matmul_of(ctx, (m, n, k), (&av, &bv), out, &format!("x{scale}"));
+}
+
+/// `a @ b` of bf16 operands of values `av`, `bv` against the f64 product
+/// of the values they hold: f32 accumulation and the output's rounding,
+/// plus where the f16 kernels run (tensor cores) f16's subnormal step
+/// 2^-24 for each value f16 cannot hold, times what it meets.
+fn check_matmul_of(
+    ctx: &Context,
+    (m, n, k): (usize, usize, usize),
+    (av, bv): (&[f32], &[f32]),
+    out: DType,
+    what: &str,
+) {
+    let (a, ah) = common::upload(ctx, av, &[m, k], DType::BF16);
+    let (b, bh) = common::upload(ctx, bv, &[k, n], DType::BF16);
     let options = wgtile::MatmulOptions {
         out_dtype: Some(out),
         ..Default::default()
@@ -358,11 +372,28 @@ fn check_matmul(
     plan.run().unwrap();
     let got = plan.output().to_f32_vec_blocking().unwrap();
     let (want, mag) = common::matmul_ref(&ah, &bh, m, n, k, &[(0, 0)]);
+    let moved = |x: f32| {
+        if fits_f16(bf16::from_f32(x).to_bits()) {
+            0.0
+        } else {
+            2f64.powi(-24)
+        }
+    };
+    let mut range = vec![0.0f64; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let (x, dx) = (f64::from(ah[i * k + p].abs()), moved(ah[i * k + p]));
+            for j in 0..n {
+                let y = bh[p * n + j];
+                range[i * n + j] += dx * f64::from(y.abs()) + x * moved(y);
+            }
+        }
+    }
     common::assert_close(
-        &format!("bf16 {m}x{n}x{k} x{scale} -> {out}: {}", plan.label()),
+        &format!("bf16 {m}x{n}x{k} {what} -> {out}: {}", plan.label()),
         &got,
         &want,
-        |i| common::matmul_tolerance(out, k, want[i], mag[i]),
+        |i| common::matmul_tolerance(out, k, want[i], mag[i]) + range[i],
     );
 }
 
@@ -389,6 +420,15 @@ fn matmul_of_bf16_on_both_staging_paths() {
             for scale in [1.0, 1e6, 1e-6] {
                 check_matmul(&ctx, mnk, scale, out, 10 * i as u64);
             }
+            // Normal activations times a weight of N(0, 0.02), with values
+            // below 2^-17 (planted, so that small shapes have them too):
+            // the range test keeps the f16 kernels.
+            let (m, n, k) = mnk;
+            let mut av = normal_bf16_values(m * k, 1.0, 60 + i as u64);
+            let mut bv = normal_bf16_values(k * n, 0.02, 70 + i as u64);
+            av[(m * k) / 3] = 1.01e-7;
+            bv[(k * n) / 2] = -2.9e-7;
+            check_matmul_of(&ctx, mnk, (&av, &bv), out, "normal");
         }
     }
     // One huge value in an otherwise small operand still arms the fallback.
@@ -627,13 +667,38 @@ fn attention_and_quantisation_of_bf16() {
         }
         (o, lse)
     };
-    let (q, qh) = common::upload(&ctx, &common::random(n, 1), &[b, h, s, d], DType::BF16);
-    let (k, kh) = common::upload(&ctx, &common::random(n, 2), &[b, h, s, d], DType::BF16);
+    // q and k with a few values f16 cannot hold (below 2^-17, as normal
+    // data has), among values of 2^-10 or more: the range test keeps the
+    // f16 kernels for them.
+    let mut qv = common::random(n, 1);
+    let mut kv = common::random(n, 2);
+    qv[3] = 1.01e-7;
+    qv[n - 2] = -3.3e-6;
+    kv[5] = 2.9e-7;
+    for x in [qv[3], qv[n - 2], kv[5]] {
+        let b = bf16::from_f32(x);
+        assert_ne!(
+            f16::from_f32(b.to_f32()).to_f32(),
+            b.to_f32(),
+            "{x} is not an f16 value"
+        );
+    }
+    let (q, qh) = common::upload(&ctx, &qv, &[b, h, s, d], DType::BF16);
+    let (k, kh) = common::upload(&ctx, &kv, &[b, h, s, d], DType::BF16);
     // The route (f16 kernels with an armed f32 plan on tensor cores, f32
     // staging elsewhere) and the f16 staging forced on any adapter: values
     // in f16's range take the f16 kernels; 1e6 (past 65504) arms the f32
-    // plan, which then writes o and the logsumexp.
-    for (v_scale, forced) in [(1.0f32, false), (1e6, false), (1.0, true), (1e6, true)] {
+    // plan, which then writes o and the logsumexp, and so does 1e-6 (v
+    // below 2^-10 everywhere; o's error bound scales with it, which f16's
+    // subnormal steps of 2^-24 would break).
+    for (v_scale, forced) in [
+        (1.0f32, false),
+        (1e6, false),
+        (1e-6, false),
+        (1.0, true),
+        (1e6, true),
+        (1e-6, true),
+    ] {
         if forced && !ctx.profile().shader_f16 {
             continue;
         }
@@ -711,50 +776,273 @@ fn fits_f16(b: u16) -> bool {
     h.to_bits() == v.to_bits() || (v.is_nan() && h.is_nan())
 }
 
-#[test]
-fn the_check_pass_flags_exactly_the_values_f16_cannot_hold() {
-    let Some(ctx) = common::ctx() else { return };
-    let (exact, inexact): (Vec<u16>, Vec<u16>) = (0..=u16::MAX).partition(|&b| fits_f16(b));
-    // Every class is there: zeros, infinities, NaN, f16 normals and
-    // subnormals; too large, too small, and subnormals with bits below 2^-24.
+/// A finite bf16 pattern beyond f16's range (rounds to infinity).
+fn beyond_f16(b: u16) -> bool {
+    let v = bf16::from_bits(b).to_f32();
+    v.is_finite() && v.abs() > 65504.0
+}
+
+/// At least 2^-10 in magnitude (infinities and NaN included).
+fn large(b: u16) -> bool {
+    b & 0x7fff >= 0x3a80
+}
+
+/// The range test's verdict on operands of bf16 patterns, as documented:
+/// the f32 fallback where a finite value is beyond f16's range, or where an
+/// operand holds a value f16 cannot hold and nothing of 2^-10 or more.
+fn arms(operands: &[Vec<u16>]) -> bool {
+    operands.iter().flatten().any(|&b| beyond_f16(b))
+        || operands
+            .iter()
+            .any(|o| o.iter().any(|&b| !fits_f16(b)) && !o.iter().any(|&b| large(b)))
+}
+
+/// The patterns the range test sorts: f16 values below 2^-10 and above,
+/// values f16 cannot hold (all below 2^-17 or bf16 subnormals), and finite
+/// values beyond f16's range; each class near its boundaries and spread.
+struct Classes {
+    small_exact: Vec<u16>,
+    large_exact: Vec<u16>,
+    inexact: Vec<u16>,
+    beyond: Vec<u16>,
+}
+
+fn classes() -> Classes {
+    let all: Vec<u16> = (0..=u16::MAX)
+        .filter(|&b| !bf16::from_bits(b).is_nan())
+        .collect();
+    let pick =
+        |f: &dyn Fn(u16) -> bool| -> Vec<u16> { all.iter().copied().filter(|&b| f(b)).collect() };
+    let c = Classes {
+        small_exact: pick(&|b| fits_f16(b) && !large(b)),
+        large_exact: pick(&|b| fits_f16(b) && large(b)),
+        inexact: pick(&|b| !fits_f16(b) && !beyond_f16(b)),
+        beyond: pick(&beyond_f16),
+    };
+    // Every class is there: f16 subnormals and normals, tiny values with
+    // bits below 2^-24 and bf16 subnormals, and the huge ones.
+    assert!(c.small_exact.len() > 2_000 && c.large_exact.len() > 5_000);
+    assert!(c.inexact.len() > 20_000 && c.beyond.len() > 20_000);
     assert!(
-        exact.len() > 8_000 && inexact.len() > 50_000,
-        "{} / {}",
-        exact.len(),
-        inexact.len()
+        c.inexact.iter().all(|&b| b & 0x7fff < 0x3880),
+        "inexact values are below f16's normals"
     );
+    c
+}
+
+/// A small deterministic generator of indices.
+struct Picks(u64);
+
+impl Picks {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+    fn of(&mut self, from: &[u16]) -> u16 {
+        from[self.below(from.len())]
+    }
+}
+
+/// The range test of the bf16 matmul's check pass and of the checked cast
+/// that stages attention's operands, as the arm pass decides it: planted
+/// patterns at each class boundary (the largest inexact values, the
+/// smallest beyond f16's range, 2^-10 and the pattern below it), alone in
+/// an operand or beside another operand's large values; then random mixes
+/// of the classes against the documented rule. Lengths of 257 (single
+/// words) and 256 (16-byte units) take both cast entries.
+#[test]
+fn the_range_test_arms_the_f32_fallback_as_documented() {
+    let Some(ctx) = common::ctx() else { return };
+    let c = classes();
     let tensor = |bits: &[u16]| {
         let v: Vec<bf16> = bits.iter().map(|&b| bf16::from_bits(b)).collect();
         ctx.tensor(&v, [bits.len()]).unwrap()
     };
-    let all_exact = tensor(&exact);
-    let one = tensor(&[0x3f80]);
-    assert!(
-        !ctx.bf16_check_pass(&all_exact, &one).unwrap(),
-        "every exact pattern"
-    );
-    assert!(
-        !ctx.bf16_check_pass(&one, &all_exact).unwrap(),
-        "every exact pattern, as B"
-    );
-    // Each inexact pattern near a boundary of f16's range (exponents
-    // 100-115 and 140-145, positive), and a spread of the others, alone
-    // among exact values, at an even or odd position, in A or in B.
-    let near = |b: u16| matches!((b >> 7) & 0xff, 100..=115 | 140..=145) && b < 0x8000;
-    let step = inexact.len() / 97;
-    let cases: Vec<u16> = inexact
+    // The checked cast (one to four operands) and, of two, the check pass:
+    // both decide alike.
+    let check = |ops: &[Vec<u16>]| -> bool {
+        let t: Vec<Tensor> = ops.iter().map(|o| tensor(o)).collect();
+        let cast = ctx.bf16_cast_check(&t.iter().collect::<Vec<_>>()).unwrap();
+        if ops.len() == 2 {
+            assert_eq!(
+                ctx.bf16_check_pass(&t[0], &t[1]).unwrap(),
+                cast,
+                "check pass and checked cast"
+            );
+        }
+        cast
+    };
+    let mut picks = Picks(7);
+    let mut fill =
+        |from: &[u16], n: usize| -> Vec<u16> { (0..n).map(|_| picks.of(from)).collect() };
+    let normal: Vec<u16> = normal_bf16_values(257, 1.0, 3)
         .iter()
-        .copied()
-        .filter(|&b| near(b))
-        .chain(inexact.iter().copied().step_by(step))
+        .map(|x| bf16::from_f32(*x).to_bits())
         .collect();
-    for (i, &bad) in cases.iter().enumerate() {
-        let mut bits = exact[..257].to_vec();
-        bits[100 + i % 2] = bad;
-        let t = tensor(&bits);
-        let (a, b) = if i % 3 == 0 { (&one, &t) } else { (&t, &one) };
-        assert!(ctx.bf16_check_pass(a, b).unwrap(), "{bad:#06x} not flagged");
+    let small = fill(&c.small_exact, 257);
+    // Every class boundary: the largest inexact values (below 2^-17,
+    // either sign), the smallest and largest beyond f16's range, bf16's
+    // smallest and largest subnormals.
+    let top = *c.inexact.iter().filter(|&&b| b < 0x8000).max().unwrap();
+    assert!(
+        f64::from(bf16::from_bits(top).to_f32()) < 2f64.powi(-17),
+        "{top:#06x}"
+    );
+    let inexact_edges = [
+        top,
+        top | 0x8000,
+        0x0001,
+        0x8001,
+        0x007f,
+        c.inexact[c.inexact.len() / 2],
+    ];
+    assert_eq!(
+        c.beyond.iter().copied().filter(|&b| b < 0x8000).min(),
+        Some(0x4780)
+    );
+    let beyond_edges = [0x4780, 0xc780, 0x7f7f, 0xff7f];
+    for len in [257usize, 256] {
+        for at in [0usize, 1, 100, len - 1] {
+            let with = |base: &[u16], b: u16| {
+                let mut v = base[..len].to_vec();
+                v[at] = b;
+                v
+            };
+            for &b in &inexact_edges {
+                // In an operand of normal values: the f16 kernels.
+                assert!(
+                    !check(&[with(&normal, b), normal[..len].to_vec()]),
+                    "{b:#06x} among normal values"
+                );
+                assert!(
+                    !check(&[with(&normal, b)]),
+                    "{b:#06x} among normal values (cast)"
+                );
+                // Among values below 2^-10: the f32 plan, whatever the other
+                // operand holds; 2^-10 (or an infinity) anywhere in it keeps
+                // the f16 kernels, the pattern below 2^-10 does not.
+                let alone = with(&small, b);
+                assert!(
+                    check(&[alone.clone(), normal[..len].to_vec()]),
+                    "{b:#06x} among small values"
+                );
+                assert!(
+                    check(&[
+                        normal[..len].to_vec(),
+                        alone.clone(),
+                        normal[..len].to_vec()
+                    ]),
+                    "{b:#06x}, slot 1 of 3"
+                );
+                for (edge, keeps) in [
+                    (0x3a80u16, true),
+                    (0xba80, true),
+                    (0x7f80, true),
+                    (0x3a7f, false),
+                ] {
+                    let mut v = alone.clone();
+                    v[(at + len / 2) % len] = edge;
+                    assert_eq!(
+                        !check(&[v.clone(), small[..len].to_vec()]),
+                        keeps,
+                        "{b:#06x} with {edge:#06x}"
+                    );
+                    assert_eq!(
+                        !check(&[small[..len].to_vec(), v]),
+                        keeps,
+                        "{b:#06x} with {edge:#06x}, slot 1"
+                    );
+                }
+            }
+            for &b in &beyond_edges {
+                assert!(
+                    check(&[normal[..len].to_vec(), with(&normal, b)]),
+                    "{b:#06x}"
+                );
+                assert!(
+                    check(&[
+                        normal[..len].to_vec(),
+                        normal[..len].to_vec(),
+                        normal[..len].to_vec(),
+                        with(&normal, b)
+                    ]),
+                    "{b:#06x}, slot 3 of 4"
+                );
+            }
+        }
     }
+    // Every f16 value together: nothing arms.
+    let every_exact: Vec<u16> = c
+        .small_exact
+        .iter()
+        .chain(&c.large_exact)
+        .copied()
+        .collect();
+    assert!(!check(&[every_exact.clone(), normal.clone()]));
+    assert!(!check(&[every_exact]));
+    // Random mixes: 1 to 4 operands, each drawn from a random subset of
+    // the classes (mostly one class, so that the small-only operands occur).
+    let all = [&c.small_exact, &c.large_exact, &c.inexact, &c.beyond];
+    let (mut armed, mut kept) = (0, 0);
+    for case in 0..160 {
+        let count = if case % 2 == 0 { 2 } else { 1 + picks.below(4) };
+        let len = [257, 256, 9, 31][picks.below(4)];
+        let ops: Vec<Vec<u16>> = (0..count)
+            .map(|_| {
+                let main = all[[0, 0, 1, 2][picks.below(4)]];
+                (0..len)
+                    .map(|_| {
+                        let r = picks.below(1000);
+                        let from = if r < 990 {
+                            main
+                        } else {
+                            all[picks.below(if r < 999 { 3 } else { 4 })]
+                        };
+                        picks.of(from)
+                    })
+                    .collect()
+            })
+            .collect();
+        let want = arms(&ops);
+        assert_eq!(check(&ops), want, "case {case}: {count} operands of {len}");
+        if want { armed += 1 } else { kept += 1 }
+    }
+    assert!(armed > 30 && kept > 30, "{armed} armed, {kept} kept");
+}
+
+/// Lanes past a bf16 operand's values do not count in the check pass: a
+/// wrapped buffer whose last 16 bytes hold 2^-10 past three small values
+/// and an inexact one still arms the fallback.
+#[test]
+fn the_check_pass_reads_no_value_past_the_operand() {
+    let Some(ctx) = common::ctx() else { return };
+    let words: [u16; 8] = [
+        0x0001, 0x0100, 0x0200, 0x0300, 0x3a80, 0x3f80, 0x3f80, 0x3f80,
+    ];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    let buffer = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("bf16 operand with a tail"),
+        size: 16,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    ctx.queue().write_buffer(&buffer, 0, &bytes);
+    let a = ctx.tensor_from_buffer(&buffer, [4], DType::BF16).unwrap();
+    let b = ctx.tensor(&[bf16::from_f32(1.0); 3], [3]).unwrap();
+    assert!(
+        ctx.bf16_check_pass(&a, &b).unwrap(),
+        "the tail's 2^-10 counted"
+    );
+    let whole = ctx.tensor_from_buffer(&buffer, [5], DType::BF16).unwrap();
+    assert!(
+        !ctx.bf16_check_pass(&whole, &b).unwrap(),
+        "2^-10 within the operand"
+    );
 }
 
 #[test]

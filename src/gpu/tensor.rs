@@ -274,7 +274,8 @@ pub fn uniform_values(n: usize, low: f32, high: f32, seed: u64) -> Vec<f32> {
 /// [`Context::rand_normal`](crate::Context::rand_normal) uploads, for
 /// building host references. Unlike [`uniform_values`]' grid of 24-bit
 /// steps they take every magnitude near zero, as weights and activations
-/// do (bf16 values below 2^-17, which f16 cannot hold, for instance).
+/// do (bf16 values below 2^-17, which f16 cannot hold exactly, for
+/// instance).
 pub fn normal_values(n: usize, mean: f32, std: f32, seed: u64) -> Vec<f32> {
     let mut rng = SplitMix64(seed);
     let unit = |r: &mut SplitMix64| (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64;

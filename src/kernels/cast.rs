@@ -35,47 +35,77 @@ pub(crate) fn cast_spec(from: DType, to: DType) -> Spec {
 /// Binding of the flag buffer of the checked cast and the check pass.
 pub(crate) const CAST_FLAG_BINDING: u32 = 3;
 
-/// The flag buffer's declaration (word 2 is the flag that arms the f32
-/// fallback).
+/// Operand slots of the range test (q, k, v and a mask at most).
+pub(crate) const RANGE_SLOTS: u32 = 4;
+
+/// Words of a range-test flag buffer: word 2 (a value beyond f16's range)
+/// and two per operand slot from word 4 (`shaders/arm.wgsl`).
+pub(crate) const FLAG_WORDS: usize = 4 + 2 * RANGE_SLOTS as usize;
+
+/// The flag buffer's declaration and `publish_range`: a workgroup's range
+/// bits (`range_bits` in `shaders/cast.wgsl`) of operand slots `slot` and
+/// `slot + 1` into the flag buffer, one global atomic per workgroup and
+/// word (nearly every value of real data sets bit 4: one per value would
+/// queue millions on one word).
 fn flag_decl() -> String {
     format!(
         "@group(0) @binding({CAST_FLAG_BINDING}) var<storage, read_write> cast_flag: \
-         array<atomic<u32>>;"
+         array<atomic<u32>>;
+var<private> range_seen: u32;
+var<workgroup> range_wg: array<atomic<u32>, 2>;
+
+fn publish_range(lid: u32, seen: vec2<u32>, slot: u32) {{
+    // Workgroup memory starts undefined (pipelines skip its zeroing).
+    if lid == 0u {{
+        atomicStore(&range_wg[0], 0u);
+        atomicStore(&range_wg[1], 0u);
+    }}
+    workgroupBarrier();
+    atomicOr(&range_wg[0], seen.x);
+    atomicOr(&range_wg[1], seen.y);
+    workgroupBarrier();
+    if lid == 0u {{
+        for (var s = 0u; s < 2u; s++) {{
+            let bits = atomicLoad(&range_wg[s]);
+            if (bits & 1u) != 0u {{
+                atomicOr(&cast_flag[2], 1u);
+            }}
+            if (bits & 2u) != 0u {{
+                atomicOr(&cast_flag[4u + 2u * (slot + s)], 1u);
+            }}
+            if (bits & 4u) != 0u {{
+                atomicOr(&cast_flag[5u + 2u * (slot + s)], 1u);
+            }}
+        }}
+    }}
+}}"
     )
 }
 
-/// The check pass of a bf16 operand: sets the flag at
-/// [`CAST_FLAG_BINDING`] where a value is not exactly an f16 value.
+/// The check pass of two bf16 operands: their range bits published as
+/// slots 0 and 1 of the flag buffer at [`CAST_FLAG_BINDING`].
 pub(crate) fn cast_check_spec() -> Spec {
     Spec::new(Kernel::CastCheck)
         .constant("IN", code(DType::BF16))
         .constant("OUT", code(DType::F16))
         .override_("WG", CAST_WG)
         .block("flag_decl", flag_decl())
-        .block(
-            "check_flag",
-            "    if bad {\n        atomicOr(&cast_flag[2], 1u);\n    }",
-        )
+        .block("check_flag", "    publish_range(lid, seen, 0u);")
 }
 
-/// bf16 to f16, setting word 2 of the buffer at [`CAST_FLAG_BINDING`]
-/// where a value is not exactly representable in f16 (the word that arms
-/// the f32 fallback).
+/// bf16 to f16 publishing the source's range bits as slot `params.pad1`
+/// of the flag buffer at [`CAST_FLAG_BINDING`] (what arms the f32
+/// fallback).
 pub(crate) fn cast_checked_spec() -> Spec {
     cast_spec(DType::BF16, DType::F16)
         .block("flag_decl", flag_decl())
-        .block(
-            "flag",
-            "    if !bf16_fits_f16(r0) || !bf16_fits_f16(r1) {\n\
-             \x20       atomicOr(&cast_flag[2], 1u);\n    }",
-        )
+        .block("flag", "        range_seen |= range_bits(r0) | range_bits(r1);")
         .block(
             "flag8",
-            "        let packed = vec4<u32>(r[0] | (r[1] << 16u), r[2] | (r[3] << 16u), \
-             r[4] | (r[5] << 16u), r[6] | (r[7] << 16u));\n\
-             \x20       if !fits8(packed) {\n\
-             \x20           atomicOr(&cast_flag[2], 1u);\n        }",
+            "        for (var i = 0u; i < 8u; i++) {\n\
+             \x20           range_seen |= range_bits(r[i]);\n        }",
         )
+        .block("flag_end", "    publish_range(lid, vec2<u32>(range_seen, 0u), params.pad1);")
 }
 
 /// `spec` (a cast's) as the 8-element entry `main8`, for a contiguous

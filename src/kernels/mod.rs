@@ -82,7 +82,7 @@ impl Spec {
                 vec![("guard_decl", String::new()), ("guard", String::new())]
             }
             Kernel::Cast | Kernel::CastVec | Kernel::CastCheck => {
-                ["flag_decl", "flag", "flag8", "check_flag"]
+                ["flag_decl", "flag", "flag8", "flag_end", "check_flag"]
                     .map(|name| (name, String::new()))
                     .to_vec()
             }

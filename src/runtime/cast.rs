@@ -5,7 +5,9 @@
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gpu::{Dispatch, Plan, Tensor, grid, last_dim};
-use crate::kernels::cast::{CAST_FLAG_BINDING, CAST_GROUPS, CAST_WG, cast_spec, cast_vec};
+use crate::kernels::cast::{
+    CAST_FLAG_BINDING, CAST_GROUPS, CAST_WG, FLAG_WORDS, RANGE_SLOTS, cast_spec, cast_vec,
+};
 use crate::kernels::{Kernel, Spec};
 use crate::runtime::Context;
 
@@ -45,16 +47,26 @@ impl Context {
         flag: &wgpu::Buffer,
         dispatches: Vec<Dispatch>,
     ) -> Result<Vec<Dispatch>> {
-        self.armed_either(flag, Vec::new(), dispatches)
+        self.armed_either((flag, 0), Vec::new(), dispatches)
     }
 
-    /// `unless` made conditional on word 2 of `flag` being clear and `set`
-    /// on it being set (one first dispatch writes both groups' grids): the
-    /// f16 kernels of a bf16 plan and its f32 fallback, exactly one of
-    /// which runs.
+    /// A zeroed flag buffer for the range test of bf16 operands staged to
+    /// f16 ([`FLAG_WORDS`] words) and the dispatch that clears it again at
+    /// the start of each run.
+    pub(crate) fn range_flag(&self) -> Result<(wgpu::Buffer, Dispatch)> {
+        let flag = self.storage_words(&[0; FLAG_WORDS]);
+        let clear = self.fill_dispatch(&flag, 0)?;
+        Ok((flag, clear))
+    }
+
+    /// `unless` made conditional on `flag` being clear and `set` on it
+    /// being set (one first dispatch writes both groups' grids): the f16
+    /// kernels of a bf16 plan and its f32 fallback, exactly one of which
+    /// runs. The flag is set where its word 2 is, or where one of its first
+    /// `slots` operand slots failed the range test (`shaders/arm.wgsl`).
     pub(crate) fn armed_either(
         &self,
-        flag: &wgpu::Buffer,
+        (flag, slots): (&wgpu::Buffer, u32),
         unless: Vec<Dispatch>,
         set: Vec<Dispatch>,
     ) -> Result<Vec<Dispatch>> {
@@ -78,7 +90,7 @@ impl Context {
             mapped_at_creation: false,
         }));
         let grids_buffer = self.storage_words(&grids);
-        let params = self.uniform(&[dispatches.len() as u32, n_unless, 0, 0]);
+        let params = self.uniform(&[dispatches.len() as u32, n_unless, slots, 0]);
         let pipeline = self
             .inner
             .pipelines
@@ -95,6 +107,72 @@ impl Context {
             d
         }));
         Ok(out)
+    }
+
+    /// bf16 `tensors` (at most [`RANGE_SLOTS`]) cast to new f16 tensors by
+    /// the checked cast, tensor i publishing its range test as slot i of
+    /// `flag` (a [`Context::range_flag`]): the casts and the f16 tensors.
+    pub(crate) fn checked_halves(
+        &self,
+        tensors: &[&Tensor],
+        flag: &wgpu::Buffer,
+    ) -> Result<(Vec<Dispatch>, Vec<Tensor>)> {
+        let mut dispatches = Vec::new();
+        let mut halves = Vec::new();
+        for (slot, &t) in (0..RANGE_SLOTS).zip(tensors) {
+            let h = self.alloc(t.shape(), DType::F16, "wgtile bf16 staging")?;
+            dispatches.extend(self.cast_dispatch_with(
+                t,
+                &h,
+                crate::kernels::cast::cast_checked_spec(),
+                Some((flag, slot)),
+            )?);
+            halves.push(h);
+        }
+        if halves.len() < tensors.len() {
+            return Err(Error::InvalidArgument(format!(
+                "internal: the range test has {RANGE_SLOTS} operand slots"
+            )));
+        }
+        Ok((dispatches, halves))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    /// The checked cast of bf16 `tensors` (1 to 4 of them) alone: whether
+    /// their range test arms the f32 fallback, as the arm pass decides it.
+    /// For tests of the staging that bf16 attention takes on tensor cores.
+    #[doc(hidden)]
+    pub fn bf16_cast_check(&self, tensors: &[&Tensor]) -> Result<bool> {
+        for t in tensors {
+            self.check_operand(t, DType::BF16, "bf16_cast_check")?;
+        }
+        let (flag, clear) = self.range_flag()?;
+        let (casts, _halves) = self.checked_halves(tensors, &flag)?;
+        let mut dispatches = vec![clear];
+        dispatches.extend(casts);
+        self.arms_fallback(dispatches, (&flag, tensors.len() as u32))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    /// Runs `dispatches` (a range test into `flag`) and then an arm pass
+    /// choosing between two marker fills: whether it picks the fallback.
+    pub(crate) fn arms_fallback(
+        &self,
+        mut dispatches: Vec<Dispatch>,
+        flag: (&wgpu::Buffer, u32),
+    ) -> Result<bool> {
+        let marker = self.alloc(&[4], DType::U32, "wgtile arm marker")?;
+        let on_f16 = self.fill_dispatch(&marker.buffer, 1)?;
+        let fallback = self.fill_dispatch(&marker.buffer, 2)?;
+        dispatches.extend(self.armed_either(flag, vec![on_f16], vec![fallback])?);
+        self.run_dispatches("the range test", &dispatches)?;
+        match marker.to_vec_blocking::<u32>()?[0] {
+            1 => Ok(false),
+            2 => Ok(true),
+            w => Err(Error::InvalidArgument(format!(
+                "internal: the arm pass ran neither group (marker {w})"
+            ))),
+        }
     }
 
     /// `t` converted to `dtype`, in a new contiguous tensor (`t` itself
@@ -150,15 +228,21 @@ impl Context {
     }
 
     /// [`Context::cast_dispatch`] with a given specialisation of the cast
-    /// kernel and its flag buffer (the checked and guarded casts).
+    /// kernel and its flag buffer and operand slot (the checked cast:
+    /// [`Context::range_flag`]).
     pub(crate) fn cast_dispatch_with(
         &self,
         src: &Tensor,
         dst: &Tensor,
         spec: Spec,
-        flag: Option<&wgpu::Buffer>,
+        flag: Option<(&wgpu::Buffer, u32)>,
     ) -> Result<Option<Dispatch>> {
         debug_assert_eq!(src.shape(), dst.shape());
+        if flag.is_some_and(|(_, slot)| slot >= RANGE_SLOTS) {
+            return Err(Error::InvalidArgument(format!(
+                "internal: the range test has {RANGE_SLOTS} operand slots"
+            )));
+        }
         let n = src.numel();
         if n == 0 {
             return Ok(None);
@@ -198,11 +282,11 @@ impl Context {
             groups[0],
             groups[1],
             0,
-            0,
+            flag.map_or(0, |(_, slot)| slot),
         ]);
         let (src_at, dst_at) = if vec { (7, 8) } else { (1, 2) };
         let mut binds = vec![(0, &params), (src_at, src.buffer()), (dst_at, dst.buffer())];
-        binds.extend(flag.map(|f| (CAST_FLAG_BINDING, f)));
+        binds.extend(flag.map(|(f, _)| (CAST_FLAG_BINDING, f)));
         Ok(Some(Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
@@ -211,24 +295,25 @@ impl Context {
         )))
     }
 
-    /// The check pass over bf16 `a`'s and `b`'s stored words (one
-    /// dispatch): sets word 2 of `flag` where a value is not exactly an f16
-    /// value.
+    /// The range test of bf16 `a` and `b` over their stored values (one
+    /// dispatch), published as operand slots 0 and 1 of `flag` (a
+    /// [`Context::range_flag`]).
     pub(crate) fn check_f16_dispatch(
         &self,
         (a, b): (&Tensor, &Tensor),
         flag: &wgpu::Buffer,
     ) -> Result<Option<Dispatch>> {
-        let words = |t: &Tensor| {
+        let stored = |t: &Tensor| {
             let stored = t.storage_len();
-            u32::try_from(stored.div_ceil(8)).map_err(|_| Error::LimitExceeded {
+            u32::try_from(stored).map_err(|_| Error::LimitExceeded {
                 limit: "cast element count (u32 indices)",
                 requested: stored as u64,
                 max: u64::from(u32::MAX),
                 what: format!("the check of a bf16 {:?} tensor", t.shape()),
             })
         };
-        let (wa, wb) = (words(a)?, words(b)?);
+        let (na, nb) = (stored(a)?, stored(b)?);
+        let (wa, wb) = (na.div_ceil(8), nb.div_ceil(8));
         if wa == 0 && wb == 0 {
             return Ok(None);
         }
@@ -241,7 +326,7 @@ impl Context {
             .inner
             .pipelines
             .get(&self.inner.device, &crate::kernels::cast::cast_check_spec())?;
-        let params = self.uniform(&[0, wa, 1, 1, groups[0], groups[1], wb, 0]);
+        let params = self.uniform(&[na, wa, 1, 1, groups[0], groups[1], wb, nb]);
         Ok(Some(Dispatch::with_bindings(
             &self.inner.device,
             pipeline,

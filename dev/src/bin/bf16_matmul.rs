@@ -1,10 +1,11 @@
 //! The bf16 matmul's two tensor-core forms side by side: the route (bf16
 //! read in place and narrowed to f16 after a check pass, the f32 plan armed
-//! where a value is not an f16 value) and the scaled form (each operand
+//! where the range test fails) and the scaled form (each operand
 //! times its power of two before the narrowing; no check, no fallback),
 //! each on uniform data (`rand_uniform`: every value an f16 value) and on
 //! normal data (activations of N(0, 1) times a weight of N(0, 0.02), with
-//! values below 2^-17 that f16 cannot hold), next to the f16 matmul of the
+//! values below 2^-17 that f16 cannot hold exactly, which the range test
+//! lets through), next to the f16 matmul of the
 //! same size; f32 outputs, the largest error against the f32 matmul of
 //! the widened operands relative to its largest magnitude.
 //!

@@ -365,9 +365,9 @@ impl Context {
     }
 
     /// [`Context::attention_plan`] of bf16 q, k and v (and mask): on tensor
-    /// cores staged to f16 with the f32 path armed by any value f16 cannot
-    /// hold, else staged to f32 (exact) for the f32 kernels; `o` rounded to
-    /// bf16 (the logsumexp stays f32).
+    /// cores staged to f16 with the f32 path armed by the range test (see
+    /// [`DType::BF16`]), else staged to f32 (exact) for the f32 kernels;
+    /// `o` rounded to bf16 (the logsumexp stays f32).
     fn attention_plan_bf16(
         &self,
         q: &Tensor,
@@ -378,9 +378,7 @@ impl Context {
         let originals = self.bf16_attention_operands([q, k, v], options, "attention")?;
         // The probabilities and scores come from the naive path: f32 staging.
         // Elsewhere the f16 kernels where they run on tensor cores; without
-        // them f32 staging is exact and costs no check and no fallback (which
-        // bf16 as models hold it nearly always arms: values below 2^-17 need
-        // more than f16's subnormals; docs/perf/README.md).
+        // them f32 staging is exact and costs no check and no fallback.
         if !options.wants_matrices() && crate::tune::has_coop_f16(self.profile()) {
             // Options the f16 kernels cannot take (a forced f32-only kernel)
             // fail there; the f32 path below reports what is wrong, if anything.
@@ -397,10 +395,9 @@ impl Context {
         Ok((plan, AttentionOutput { o, ..out }))
     }
 
-    /// bf16 attention through the f16 kernels, the f32 plan armed by any
-    /// value f16 cannot hold, on any adapter with `shader-f16` (the route
-    /// takes it on tensor cores only): for tests of the staging and its
-    /// fallback.
+    /// bf16 attention through the f16 kernels, the f32 plan armed by the
+    /// range test, on any adapter with `shader-f16` (the route takes it on
+    /// tensor cores only): for tests of the staging and its fallback.
     #[doc(hidden)]
     pub fn attention_plan_bf16_via_f16(
         &self,
@@ -431,30 +428,21 @@ impl Context {
     }
 
     /// bf16 attention on the f16 kernels: q, k, v (and mask) cast to f16
-    /// by the checked cast, which sets a flag where a value is not an f16
-    /// value; then either the f16 plan and `o` rounded to bf16 (the flag
-    /// clear) or the f32 plan on f32 copies writing `o` and the logsumexp
-    /// (the flag set): conditional dispatches, zero workgroups for the
-    /// group that does not run.
+    /// by the checked cast, each publishing its range test
+    /// (`shaders/cast.wgsl`); then either the f16 plan and `o` rounded to
+    /// bf16 (the test passed) or the f32 plan on f32 copies writing `o` and
+    /// the logsumexp (it failed): conditional dispatches, zero workgroups
+    /// for the group that does not run.
     fn attention_bf16_via_f16(
         &self,
         originals: &[&Tensor],
         options: &AttentionOptions,
     ) -> Result<(Plan, AttentionOutput)> {
-        let flag = self.storage_words(&[0; 4]);
-        let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
+        let (flag, clear) = self.range_flag()?;
+        let (casts, halves) = self.checked_halves(originals, &flag)?;
+        let mut dispatches = vec![clear];
+        dispatches.extend(casts);
         let mut scratch = Vec::new();
-        let mut halves = Vec::new();
-        for &t in originals {
-            let h = self.alloc(t.shape(), DType::F16, "wgtile bf16 staging")?;
-            dispatches.extend(self.cast_dispatch_with(
-                t,
-                &h,
-                crate::kernels::cast::cast_checked_spec(),
-                Some(&flag),
-            )?);
-            halves.push(h);
-        }
         let (p16, out16) =
             self.attention_plan(&halves[0], &halves[1], &halves[2], &options.with_mask_over(halves.get(3)))?;
         let o = self.alloc(out16.o.shape(), DType::BF16, "wgtile attention out")?;
@@ -474,7 +462,7 @@ impl Context {
         if let (Some(l16), Some(l32)) = (&out16.lse, &out32.lse) {
             fallback.extend(self.cast_dispatch(l32, l16)?);
         }
-        dispatches.extend(self.armed_either(&flag, on_f16, fallback)?);
+        dispatches.extend(self.armed_either((&flag, originals.len() as u32), on_f16, fallback)?);
         scratch.extend(halves);
         scratch.extend(wides);
         scratch.extend(p16.scratch.iter().cloned());
@@ -484,7 +472,7 @@ impl Context {
         let plan = Plan {
             gpu: self.inner.gpu.clone(),
             label: format!(
-                "{} [bf16 staged to f16; f32 fallback armed by any value f16 cannot hold]",
+                "{} [bf16 staged to f16; f32 fallback armed by the range test]",
                 p16.label().replacen("f16", "bf16", 1)
             ),
             dispatches,

@@ -1,12 +1,14 @@
 //! bf16 matmul. WGSL has no bf16 arithmetic and the tensor cores take f16.
 //! A few rows of x read a bf16 weight in place (the GEMV). Where the f16
 //! dispatcher takes the tensor cores, their kernel reads the bf16 operands
-//! in place and narrows them to f16 in its put: exact for f16 values; a
-//! check pass first runs the f32 plan on f32 copies instead where a value
-//! is not one (which bf16 as models hold it nearly always has: values
-//! below 2^-17 need more than f16's subnormals; docs/perf/README.md).
-//! Everything else runs on f32 copies, exact. Bias and residual are staged
-//! to f32; a bf16 result is rounded from the f32 one (nearest even).
+//! in place and narrows them to f16 in its put, after a check pass (the
+//! range test of `shaders/cast.wgsl`): values f16 holds convert exactly,
+//! the few below 2^-17 that bf16 as models hold it has move by at most
+//! 2^-24 (f16's subnormal step); where a finite value is beyond f16's range,
+//! or an operand has such small values and nothing of 2^-10 or more, the
+//! f32 plan runs on f32 copies instead. Everything else runs on f32 copies,
+//! exact. Bias and residual are staged to f32; a bf16 result is rounded
+//! from the f32 one (nearest even).
 
 use super::*;
 
@@ -23,20 +25,21 @@ impl Epilogue {
 
 impl Context {
     #[cfg(not(target_arch = "wasm32"))]
-    /// The bf16 matmul's check pass alone: whether `a` or `b` (bf16) holds
-    /// a value f16 cannot hold exactly (the condition that arms the f32
-    /// fallback). For tests: the pass runs on any adapter, the tensor-core
-    /// kernel it guards only where there are tensor cores.
+    /// The bf16 matmul's check pass alone: whether the range test of `a`
+    /// and `b` (bf16) arms the f32 fallback (a finite value beyond f16's
+    /// range, or a value f16 cannot hold in an operand with nothing of
+    /// 2^-10 or more), as the arm pass decides it. For tests: the pass runs
+    /// on any adapter, the tensor-core kernel it guards only where there
+    /// are tensor cores.
     #[doc(hidden)]
     pub fn bf16_check_pass(&self, a: &Tensor, b: &Tensor) -> Result<bool> {
         for t in [a, b] {
             self.check_operand(t, DType::BF16, "the bf16 check pass")?;
         }
-        let flag = self.alloc(&[4], DType::F32, "wgtile bf16 check flag")?;
-        let mut dispatches = vec![self.fill_dispatch(&flag.buffer, 0)?];
-        dispatches.extend(self.check_f16_dispatch((a, b), &flag.buffer)?);
-        self.run_dispatches("bf16 check pass", &dispatches)?;
-        Ok(flag.to_vec_blocking::<f32>()?[2].to_bits() != 0)
+        let (flag, clear) = self.range_flag()?;
+        let mut dispatches = vec![clear];
+        dispatches.extend(self.check_f16_dispatch((a, b), &flag)?);
+        self.arms_fallback(dispatches, (&flag, 2))
     }
 
     /// The f32 fallback of a bf16 product: f32 copies of `a` and `b` and
@@ -100,8 +103,8 @@ impl Context {
     }
 
     /// The tensor cores on bf16 `a` and `b` in place (staged to f16 in the
-    /// kernel's put), after a check pass over both: where a value is not
-    /// an f16 value the f32 plan on f32 copies runs instead; `scaled`: each
+    /// kernel's put), after a check pass over both: where the range test
+    /// fails the f32 plan on f32 copies runs instead; `scaled`: each
     /// operand times its power of two before the narrowing (`BF16_SCALED`
     /// in `shaders/matmul_coop.wgsl`: a scale pass first, no check, no
     /// fallback). The output is f32 (`out`, or a new tensor).
@@ -140,12 +143,15 @@ impl Context {
         // Scaled: the scale pass and the kernel (the split form's path,
         // bf16). Else the check pass first and the armed fallback after.
         let kernel = if scaled { kernel.with_split(true) } else { kernel };
-        let flag = (!scaled).then(|| self.storage_words(&[0; 4]));
         let mut dispatches = Vec::new();
-        if let Some(f) = &flag {
-            dispatches.push(self.fill_dispatch(f, 0)?);
-            dispatches.extend(self.check_f16_dispatch((a, b), f)?);
-        }
+        let flag = if scaled {
+            None
+        } else {
+            let (f, clear) = self.range_flag()?;
+            dispatches.push(clear);
+            dispatches.extend(self.check_f16_dispatch((a, b), &f)?);
+            Some(f)
+        };
         let kernel_dispatches = self.matmul_dispatches(
             kernel,
             (DType::BF16, DType::F32),
@@ -155,18 +161,18 @@ impl Context {
             &mut scratch,
         )?;
         match &flag {
-            // The f16 kernel where every value is an f16 value, else the
-            // f32 fallback: one of the two runs.
+            // The f16 kernel where the range test passes, else the f32
+            // fallback: one of the two runs.
             Some(f) => {
                 let fallback = self.bf16_fallback((a, b), options, epilogue, &output, &mut scratch)?;
-                dispatches.extend(self.armed_either(f, kernel_dispatches, fallback)?);
+                dispatches.extend(self.armed_either((f, 2), kernel_dispatches, fallback)?);
             }
             None => dispatches.extend(kernel_dispatches),
         }
         let how = if scaled {
             "each operand scaled by a power of two"
         } else {
-            "the f32 plan instead where a value is not an f16 value"
+            "the f32 plan instead where the range test fails"
         };
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
@@ -391,9 +397,7 @@ impl Context {
             return finish(unstaged, &operands, plan);
         }
         // Elsewhere f32 copies and the f32 kernels: exact, with no check and
-        // no fallback. (Staging to f16 was exact only where every value is
-        // an f16 value, and bf16 as models hold it nearly never is: values
-        // below 2^-17 need more than f16's subnormals; docs/perf/README.md.)
+        // no fallback.
         let staged = self.stage_bf16(&operands, DType::F32)?;
         let mut plan = self.matmul_plan_with(
             &staged.tensors[0],
