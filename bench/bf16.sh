@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# bf16 next to f16 and f32: matmul (read in place by the tensor cores with
-# an armed f32 fallback), attention, softmax and a fused ReLU, each bf16
-# plan's stages apart, on uniform and on normal data (what models hold,
-# which arms the fallback), and PyTorch's bf16 / f16 / f32 in the same
-# call; then the matmul's scaled form (wgtile-dev's bf16_matmul: no check,
-# no fallback) against the route on both kinds of data. The bf16 tests come
-# first, on this GPU.
+# bf16 next to f16 and f32: matmul (read in place by the tensor cores after
+# the range test, an f32 fallback armed), attention, softmax and a fused
+# ReLU, each bf16 plan's stages apart, on uniform and on normal data (what
+# models hold: a few values below 2^-17, which the range test lets
+# through), and PyTorch's bf16 / f16 / f32 in the same call; then the
+# matmul's scaled form (wgtile-dev's bf16_matmul: no check, no fallback)
+# against the route on both kinds of data. The bf16 tests come first, on
+# this GPU.
 #
 #   bench/build.sh && bash bench/bf16.sh
 set -u
