@@ -220,33 +220,14 @@ fn main8(
 // in magnitude (infinities and NaN included).
 fn range_bits(b: u32) -> u32 {
     let mag = b & 0x7fffu;
-    var r = select(0u, 4u, mag >= 0x3a80u);
-    if mag >= 0x4780u && mag < 0x7f80u {
-        r |= 1u;
-    } else if !bf16_fits_f16(b) {
-        r |= 2u;
-    }
-    return r;
-}
-
-// Whether f16 holds bf16 pattern `b` exactly. Bit tests only: zero,
-// infinities and NaN convert exactly; so does every value with f16's normal
-// exponents (8 significant bits fit f16's 11), and an f16 subnormal one
-// whose lowest set bit is at least 2^-24.
-fn bf16_fits_f16(b: u32) -> bool {
-    let e = (b >> 7u) & 0xffu;
-    let m = b & 0x7fu;
-    if e >= 113u && e <= 142u {
-        return true;
-    }
-    if e == 0u {
-        return m == 0u;
-    }
-    if e == 0xffu {
-        return true;
-    }
-    // 1.m x 2^(e - 127), lowest bit 2^(e - 134 + ctz): at least 2^-24.
-    return e >= 103u && e < 113u && e + countTrailingZeros(m | 0x80u) >= 110u;
+    // Below f16's normals (2^-14) and nonzero, a value is an f16 value when
+    // its lowest set bit, 2^(e - 134 + ctz), is at least 2^-24. Branch-free
+    // (`&`, not `&&`): the test runs on every value.
+    let e = mag >> 7u;
+    let inexact = (mag != 0u) & (mag < 0x3880u) & (e + countTrailingZeros(mag | 0x80u) < 110u);
+    return select(0u, 4u, mag >= 0x3a80u)
+        | select(0u, 1u, (mag >= 0x4780u) & (mag < 0x7f80u))
+        | select(0u, 2u, inexact);
 }
 
 // Entry `check` (the bf16 matmul's first pass): the range bits of bf16

@@ -117,6 +117,12 @@ impl Context {
         tensors: &[&Tensor],
         flag: &wgpu::Buffer,
     ) -> Result<(Vec<Dispatch>, Vec<Tensor>)> {
+        if tensors.len() > RANGE_SLOTS as usize {
+            return Err(Error::InvalidArgument(format!(
+                "the range test takes at most {RANGE_SLOTS} operands, not {}",
+                tensors.len()
+            )));
+        }
         let mut dispatches = Vec::new();
         let mut halves = Vec::new();
         for (slot, &t) in (0..RANGE_SLOTS).zip(tensors) {
@@ -128,11 +134,6 @@ impl Context {
                 Some((flag, slot)),
             )?);
             halves.push(h);
-        }
-        if halves.len() < tensors.len() {
-            return Err(Error::InvalidArgument(format!(
-                "internal: the range test has {RANGE_SLOTS} operand slots"
-            )));
         }
         Ok((dispatches, halves))
     }
