@@ -69,7 +69,7 @@ fn quant_values(v: vec4<u32>, id: u32) -> QuantRun {
         lo = vec4<f32>(a0.x, a1.x, a0.y, a1.y);
         hi = vec4<f32>(b0.x, b1.x, b0.y, b1.y);
     }
-    if FORMAT >= 4u {
+    if int_format() {
         let off = vec4<f32>(offset_from(v.w, id));
         lo -= off;
         hi -= off;

@@ -11,6 +11,31 @@
 // Subnormal inputs are read as bits, so a device that flushes them in
 // arithmetic still encodes them exactly.
 
+// The formats (the includer declares `FORMAT`, src/ops/quant/mod.rs's
+// `format_code`): 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8,
+// 5 int4, 6 int4 with zero points, 7 FP8 E4M3 and 8 FP8 E5M2 with f32
+// block scales.
+fn int_format() -> bool {
+    return FORMAT >= 4u && FORMAT <= 6u;
+}
+
+fn f32_scales() -> bool {
+    return FORMAT >= 7u;
+}
+
+fn e4m3_codes() -> bool {
+    return FORMAT == 0u || FORMAT == 7u;
+}
+
+fn e5m2_codes() -> bool {
+    return FORMAT == 1u || FORMAT == 8u;
+}
+
+// 1 / 448 and 1 / 57344 rounded to f32: FP8's block scale is amax times
+// one of them (src/quant.rs: FP8_E4M3_FACTOR, FP8_E5M2_FACTOR).
+const FP8_E4M3_FACTOR: f32 = 0x1.24924ap-9f;
+const FP8_E5M2_FACTOR: f32 = 0x1.24924ap-16f;
+
 // A sign-magnitude float: mantissa bits, exponent bias, largest finite
 // magnitude code.
 struct Mini {

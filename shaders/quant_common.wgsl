@@ -8,7 +8,7 @@
 // ([amax bits, per-tensor scale bits]); the includer declares 1 (input)
 // and 6 (output).
 
-// 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
+// quant_codec.wgsl's format code.
 const FORMAT: u32 = 0u;
 // Input: 0 f32, 1 f16, 2 bf16 (16-bit inputs two per word).
 const IN_HALF: u32 = 0u;
@@ -40,7 +40,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> globals: array<atomic<u32>>;
 
 fn elem_bits() -> u32 {
-    return select(4u, 8u, FORMAT <= 1u || FORMAT == 4u);
+    return select(4u, 8u, FORMAT <= 1u || FORMAT == 4u || f32_scales());
 }
 
 fn is_mx() -> bool {
@@ -48,10 +48,10 @@ fn is_mx() -> bool {
 }
 
 fn mini() -> Mini {
-    if FORMAT == 0u {
+    if e4m3_codes() {
         return E4M3;
     }
-    if FORMAT == 1u {
+    if e5m2_codes() {
         return E5M2;
     }
     return E2M1;
@@ -137,6 +137,18 @@ fn scale_of(st: Stats) -> BlockScale {
         r.inv = reciprocal(r.y);
         return r;
     }
+    if f32_scales() {
+        // A NaN scale for a block with NaN or Inf; 0 (every code 0) for
+        // an all-zero block.
+        if !finite {
+            r.scale = 0x7fc00000u;
+            return r;
+        }
+        r.y = bitcast<f32>(amax_b) * select(FP8_E4M3_FACTOR, FP8_E5M2_FACTOR, FORMAT == 8u);
+        r.scale = bitcast<u32>(r.y);
+        r.inv = reciprocal(r.y);
+        return r;
+    }
     if !finite {
         r.scale = 0x7e00u;
         return r;
@@ -179,6 +191,9 @@ fn encode(b: u32, s: BlockScale) -> u32 {
     if FORMAT == 3u {
         return select(0u, 8u, neg) | round_div_mini(mag, s.y, s.inv, E2M1);
     }
+    if f32_scales() {
+        return select(0u, 0x80u, neg) | round_div_mini(mag, s.y, s.inv, mini());
+    }
     if FORMAT == 6u {
         let m = i32(round_div_int(mag, s.y, s.inv, 31u));
         return u32(clamp(select(m, -m, neg && mag != 0u) + i32(s.zero), 0, 15));
@@ -193,7 +208,13 @@ fn encode(b: u32, s: BlockScale) -> u32 {
 // (`sc`, `z`: 0 past the last block), and for NVFP4 (group 0) the
 // per-tensor scale.
 fn store_group(g: u32, sc: array<u32, 4>, z: array<u32, 4>) {
-    if FORMAT >= 4u {
+    if f32_scales() {
+        for (var q = 0u; q < 4u; q++) {
+            if g * 4u + q < arrayLength(&scales) {
+                scales[g * 4u + q] = sc[q];
+            }
+        }
+    } else if int_format() {
         scales[g * 2u] = sc[0] | (sc[1] << 16u);
         if g * 2u + 1u < arrayLength(&scales) {
             scales[g * 2u + 1u] = sc[2] | (sc[3] << 16u);
@@ -219,7 +240,10 @@ struct Decode {
 }
 
 fn block_decode(id: u32) -> Decode {
-    if FORMAT >= 4u {
+    if f32_scales() {
+        return Decode(bitcast<f32>(scales[id]), 0);
+    }
+    if int_format() {
         let s = f16_value(scales[id / 2u] >> (16u * (id % 2u)));
         var z = 0;
         if FORMAT == 6u {
@@ -240,14 +264,14 @@ fn element_value(q: u32, d: Decode) -> f32 {
     if FORMAT == 6u {
         return f32(i32(q) - d.zero) * d.factor;
     }
-    if FORMAT >= 4u {
+    if int_format() {
         let shift = 32u - elem_bits();
         return f32(i32(q << shift) >> shift) * d.factor;
     }
     var v: f32;
-    if FORMAT == 0u {
+    if e4m3_codes() {
         v = e4m3_value(q);
-    } else if FORMAT == 1u {
+    } else if e5m2_codes() {
         v = e5m2_value(q);
     } else {
         v = e2m1_value(q);

@@ -2,13 +2,13 @@
 // bit patterns, and each block's scale times the factor that undoes the
 // placement (shared by the quantised GEMVs and the tensor-core GEMM).
 //
-// The includer declares `FORMAT` (0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4,
-// 3 NVFP4, 4 int8, 5 int4, 6 int4+zp) and the `scales`, `zeros` and
-// `globals` bindings.
+// The includer declares `FORMAT` (quant_codec.wgsl's code) and the
+// `scales`, `zeros` and `globals` bindings.
 // Placement: an E2M1 nibble or an E4M3 byte is moved into an f16's
 //   exponent and mantissa fields as they stand, so the f16 reads the code's
 //   value times 2^-14 or 2^-8 (the bias difference), which the block scale
-//   multiplies back; E5M2 is the top byte of an f16 (factor 1). An integer
+//   multiplies back; E5M2 is the top byte of an f16 (factor 1); FP8 with
+//   f32 scales decodes as MXFP8 does, its scale in place of 2^e. An integer
 //   code lands as 1024 + code (+ bias 128 or 8) in an f16 whose exponent
 //   is 10, subtracted as `int_offset`. One unpack2x16float then widens two
 //   elements exactly.
@@ -20,9 +20,12 @@ fn four_bit() -> bool {
 }
 
 // The word of `scales` holding block `id`'s scale (four E8M0 / E4M3
-// bytes or two f16 halves per word).
+// bytes, two f16 halves or one f32 per word).
 fn scale_word(id: u32) -> u32 {
-    if FORMAT >= 4u {
+    if f32_scales() {
+        return scales[id];
+    }
+    if int_format() {
         return scales[id / 2u];
     }
     return scales[id / 4u];
@@ -30,7 +33,11 @@ fn scale_word(id: u32) -> u32 {
 
 // Block `id`'s scale from its word, times the decoding factor.
 fn scale_from(word: u32, id: u32) -> f32 {
-    if FORMAT >= 4u {
+    if f32_scales() {
+        // 2^8 undoes the f16 placement of E4M3.
+        return bitcast<f32>(word) * select(1.0, 256.0, FORMAT == 7u);
+    }
+    if int_format() {
         return f16_value(word >> (16u * (id % 2u)));
     }
     let sc = (word >> (8u * (id % 4u))) & 0xffu;
@@ -79,7 +86,7 @@ fn pair(w: u32, i: u32) -> vec2<f32> {
         // E2M1 nibbles (i, i + 4) at bit offsets 4i and 4i + 16.
         let v = w >> (4u * i);
         bits = ((v & 0x00070007u) << 9u) | ((v & 0x00080008u) << 12u);
-    } else if FORMAT == 0u {
+    } else if e4m3_codes() {
         // E4M3 bytes (i, i + 2). The NaN code S.1111.111 would place as
         // 1.875 (480 after the scale): its magnitude + 1 carries into bit 7
         // (no other magnitude's does), which placed with the magnitude sets
@@ -90,7 +97,7 @@ fn pair(w: u32, i: u32) -> vec2<f32> {
         let mag = v & 0x007f007fu;
         let carry = (mag + 0x00010001u) & 0x00800080u;
         bits = ((mag | carry) << 7u) | ((v & 0x00800080u) << 8u);
-    } else if FORMAT == 1u {
+    } else if e5m2_codes() {
         let v = w >> (8u * i);
         bits = (v & 0x00ff00ffu) << 8u;
     } else if FORMAT == 4u {

@@ -73,7 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                     let id = row * params.nb + wi / WPB;
                     let scale = block_scale(id);
                     var offset = 0.0;
-                    if FORMAT >= 4u {
+                    if int_format() {
                         offset = int_offset(id);
                     }
                     let d = decode_word(words[u], offset);

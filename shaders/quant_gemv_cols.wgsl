@@ -62,7 +62,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
             let scale = block_scale(id);
             var offset = 0.0;
-            if FORMAT >= 4u {
+            if int_format() {
                 offset = int_offset(id);
             }
             var part: array<f32, MR>;

@@ -3,7 +3,7 @@
 // is quant_decode.wgsl's, shared with the tensor-core GEMM; the parameters
 // are quant_product_params.wgsl's).
 
-// 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
+// quant_codec.wgsl's format code.
 const FORMAT: u32 = 0u;
 // Rows of x (M) an invocation accumulates (a power of two >= M).
 const MR: u32 = 1u;

@@ -14,7 +14,7 @@
 //   3 out (f32), 5 and 6 the epilogue's bias and residual, 10 scales,
 //   11 zero points, 12 globals.
 
-// 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
+// quant_codec.wgsl's format code.
 const FORMAT: u32 = 0u;
 const COLS: u32 = 0u;
 const X_HALF: u32 = 1u;
@@ -55,7 +55,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let e = t % per_word;
         let code = pair(data[id * (params.block / per_word) + t / per_word], e % half)[e / half];
         var v = code;
-        if FORMAT >= 4u {
+        if int_format() {
             v -= int_offset(id);
         }
         acc += x_at(row * params.k + kk) * (v * block_scale(id));

@@ -51,7 +51,8 @@ fn fetch_b(j: u32, tid: u32, b_base: u32, col0: u32, k0: u32, k_end: u32) -> vec
     let w = quant_word(gn, gk);
     let id = w / WPB;
     var v = quant_fetch(w);
-    v.z = v.z >> select(8u * (id % 4u), 16u * (id % 2u), FORMAT >= 4u);
+    // (An f32 scale fills its word.)
+    v.z = v.z >> select(select(8u * (id % 4u), 16u * (id % 2u), int_format()), 0u, f32_scales());
     v.w = v.w >> (8u * (id % 4u));
     return v;
 }

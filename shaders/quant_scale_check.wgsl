@@ -8,7 +8,7 @@
 // Algorithm: one invocation per block; every flagging invocation stores
 //   the same word (no atomics needed). 2-D grid.
 
-// 0 MXFP8 E4M3, 1 MXFP8 E5M2, 2 MXFP4, 3 NVFP4, 4 int8, 5 int4, 6 int4+zp.
+// quant_codec.wgsl's format code.
 const FORMAT: u32 = 0u;
 
 override WG: u32 = 256u;
@@ -31,11 +31,11 @@ struct Params {
 // block scale's factor), for block `id`.
 fn largest_code(id: u32) -> f32 {
     switch FORMAT {
-        case 0u: {
+        case 0u, 7u: {
             // 448 placed 2^-8 low.
             return 1.75;
         }
-        case 1u: {
+        case 1u, 8u: {
             return 57344.0;
         }
         case 2u, 3u: {

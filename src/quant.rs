@@ -1,6 +1,7 @@
 //! Block-scaled low-precision formats (plain data): the element codecs (FP8
-//! E4M3 and E5M2, FP4 E2M1, the E8M0 scale, f16 scales, small integers), the
-//! block rules of the OCP Microscaling spec v1.0 (MXFP8, MXFP4), NVFP4 and
+//! E4M3 and E5M2, FP4 E2M1, the E8M0 scale, f16 and f32 scales, small
+//! integers), the block rules of the OCP Microscaling spec v1.0 (MXFP8,
+//! MXFP4), NVFP4, FP8 with f32 block scales (how FP8 checkpoints ship) and
 //! blocked integers, the packed layout, and the host quantise / dequantise
 //! that the GPU kernels (`shaders/quant.wgsl`) reproduce bit for bit.
 //!
@@ -36,6 +37,14 @@ pub enum QuantFormat {
     /// Asymmetric int4 in [0, 15] with a per-block zero point `z` in [0, 15]
     /// and an f16 scale: `x = (q - z) * scale`, the range widened to hold 0.
     Int4Zp,
+    /// FP8 E4M3 elements with one f32 scale per block (`amax * (1 / 448)`),
+    /// blocks of 128 by default or any multiple of 4 up to 1024: the layout
+    /// of FP8 checkpoints, whose per-tensor, per-channel or 128 x 128 scales
+    /// repeat per block ([`HostQuant::fp8_from_scales`]).
+    Fp8E4m3,
+    /// FP8 E5M2 elements with one f32 scale per block (`amax * (1 /
+    /// 57344)`), blocks as [`QuantFormat::Fp8E4m3`].
+    Fp8E5m2,
 }
 
 /// Which way a 2-D `[R, C]` tensor's blocks run.
@@ -52,7 +61,7 @@ pub enum QuantAxis {
 
 impl QuantFormat {
     /// Every format, for sweeps and tests.
-    pub const ALL: [QuantFormat; 7] = [
+    pub const ALL: [QuantFormat; 9] = [
         QuantFormat::Mxfp8E4m3,
         QuantFormat::Mxfp8E5m2,
         QuantFormat::Mxfp4,
@@ -60,6 +69,8 @@ impl QuantFormat {
         QuantFormat::Int8,
         QuantFormat::Int4,
         QuantFormat::Int4Zp,
+        QuantFormat::Fp8E4m3,
+        QuantFormat::Fp8E5m2,
     ];
 
     /// The format's name as in its spec.
@@ -72,13 +83,17 @@ impl QuantFormat {
             QuantFormat::Int8 => "int8 (blocked)",
             QuantFormat::Int4 => "int4 (blocked)",
             QuantFormat::Int4Zp => "int4 with zero point (blocked)",
+            QuantFormat::Fp8E4m3 => "FP8 (E4M3) with f32 block scales",
+            QuantFormat::Fp8E5m2 => "FP8 (E5M2) with f32 block scales",
         }
     }
 
-    /// The block size the spec fixes (MX: 32, NVFP4: 16) or the default (32).
+    /// The block size the spec fixes (MX: 32, NVFP4: 16) or the default
+    /// (FP8 with f32 scales 128, the integers 32).
     pub const fn default_block(self) -> usize {
         match self {
             QuantFormat::Nvfp4 => 16,
+            QuantFormat::Fp8E4m3 | QuantFormat::Fp8E5m2 => 128,
             _ => 32,
         }
     }
@@ -87,22 +102,31 @@ impl QuantFormat {
     pub const fn block_is_free(self) -> bool {
         matches!(
             self,
-            QuantFormat::Int8 | QuantFormat::Int4 | QuantFormat::Int4Zp
+            QuantFormat::Int8
+                | QuantFormat::Int4
+                | QuantFormat::Int4Zp
+                | QuantFormat::Fp8E4m3
+                | QuantFormat::Fp8E5m2
         )
     }
 
     /// Bits per element.
     pub const fn element_bits(self) -> u32 {
         match self {
-            QuantFormat::Mxfp8E4m3 | QuantFormat::Mxfp8E5m2 | QuantFormat::Int8 => 8,
+            QuantFormat::Mxfp8E4m3
+            | QuantFormat::Mxfp8E5m2
+            | QuantFormat::Int8
+            | QuantFormat::Fp8E4m3
+            | QuantFormat::Fp8E5m2 => 8,
             _ => 4,
         }
     }
 
-    /// Bits per block scale (E8M0 and E4M3 8, f16 16).
+    /// Bits per block scale (E8M0 and E4M3 8, f16 16, f32 32).
     pub const fn scale_bits(self) -> u32 {
         match self {
             QuantFormat::Int8 | QuantFormat::Int4 | QuantFormat::Int4Zp => 16,
+            QuantFormat::Fp8E4m3 | QuantFormat::Fp8E5m2 => 32,
             _ => 8,
         }
     }
@@ -144,8 +168,8 @@ impl QuantFormat {
     /// The element code of this format's blocks.
     pub(crate) const fn element(self) -> Grid {
         match self {
-            QuantFormat::Mxfp8E4m3 => Grid::Float(E4M3),
-            QuantFormat::Mxfp8E5m2 => Grid::Float(E5M2),
+            QuantFormat::Mxfp8E4m3 | QuantFormat::Fp8E4m3 => Grid::Float(E4M3),
+            QuantFormat::Mxfp8E5m2 | QuantFormat::Fp8E5m2 => Grid::Float(E5M2),
             QuantFormat::Mxfp4 | QuantFormat::Nvfp4 => Grid::Float(E2M1),
             QuantFormat::Int8 => Grid::Int { lo: -127, hi: 127 },
             QuantFormat::Int4 => Grid::Int { lo: -7, hi: 7 },
@@ -501,6 +525,24 @@ pub fn nvfp4_global_scale(amax: f32) -> f32 {
 /// `1 / (448 * 6)` rounded to f32.
 pub const NVFP4_GLOBAL_FACTOR: f32 = 1.0 / 2688.0;
 
+/// `1 / 448` rounded to f32: FP8 E4M3's block scale factor.
+pub const FP8_E4M3_FACTOR: f32 = 1.0 / 448.0;
+
+/// `1 / 57344` rounded to f32: FP8 E5M2's block scale factor.
+pub const FP8_E5M2_FACTOR: f32 = 1.0 / 57344.0;
+
+/// The f32 scale of an FP8 block ([`QuantFormat::Fp8E4m3`] or
+/// [`QuantFormat::Fp8E5m2`]) whose largest finite magnitude is `amax`:
+/// `amax` times the format's factor, a product, so every device rounds it
+/// alike (0 for an all-zero block, whose elements all encode 0).
+pub fn fp8_block_scale(format: QuantFormat, amax: f32) -> f32 {
+    let factor = match format {
+        QuantFormat::Fp8E5m2 => FP8_E5M2_FACTOR,
+        _ => FP8_E4M3_FACTOR,
+    };
+    amax * factor
+}
+
 /// One block's scale and codes.
 struct BlockCodes {
     scale: u32,
@@ -590,6 +632,26 @@ fn quantize_block(format: QuantFormat, x: &[f32], global: f32) -> BlockCodes {
                     .collect(),
             }
         }
+        QuantFormat::Fp8E4m3 | QuantFormat::Fp8E5m2 => {
+            if !finite {
+                return zeros(f32::NAN.to_bits());
+            }
+            let Grid::Float(f) = format.element() else {
+                unreachable!()
+            };
+            let y = fp8_block_scale(format, amax);
+            if y == 0.0 {
+                return zeros(0);
+            }
+            BlockCodes {
+                scale: y.to_bits(),
+                zero: 0,
+                codes: x
+                    .iter()
+                    .map(|&v| sign(v, 8) | Grid::Float(f).round_div(v, y))
+                    .collect(),
+            }
+        }
         QuantFormat::Int4Zp => {
             if !finite {
                 return zeros(F16.nan_code.unwrap_or(0x7E00));
@@ -640,6 +702,8 @@ pub(crate) fn dequantize_code(format: QuantFormat, q: u32, s: u32, z: u32, globa
         QuantFormat::Int8 => (q as u8 as i8) as f32 * F16.decode(s),
         QuantFormat::Int4 => ((((q & 0xF) << 28) as i32) >> 28) as f32 * F16.decode(s),
         QuantFormat::Int4Zp => (q as i32 - z as i32) as f32 * F16.decode(s),
+        QuantFormat::Fp8E4m3 => E4M3.decode(q) * f32::from_bits(s),
+        QuantFormat::Fp8E5m2 => E5M2.decode(q) * f32::from_bits(s),
     }
 }
 
@@ -770,15 +834,20 @@ fn pack(values: impl Iterator<Item = u32>, bits: u32, count: usize) -> Vec<u32> 
     let per_word = (32 / bits) as usize;
     let mut out = vec![0u32; count.div_ceil(per_word)];
     for (i, v) in values.enumerate() {
-        out[i / per_word] |= (v & ((1 << bits) - 1)) << (bits as usize * (i % per_word));
+        out[i / per_word] |= (v & field_mask(bits)) << (bits as usize * (i % per_word));
     }
     out
+}
+
+/// The low `bits` bits (1 to 32).
+fn field_mask(bits: u32) -> u32 {
+    u32::MAX >> (32 - bits)
 }
 
 /// Field `i` (`bits` wide) of packed words.
 pub(crate) fn unpack(words: &[u32], bits: u32, i: usize) -> u32 {
     let per_word = (32 / bits) as usize;
-    (words[i / per_word] >> (bits as usize * (i % per_word))) & ((1u32 << bits) - 1)
+    (words[i / per_word] >> (bits as usize * (i % per_word))) & field_mask(bits)
 }
 
 /// Quantises row-major `values` of `shape` on the host, exactly as the GPU
@@ -862,8 +931,9 @@ impl HostQuant {
     /// `data` the element codes block after block in storage order
     /// ([`QuantLayout::block_id`]), one 8-bit code per byte or two 4-bit
     /// codes per byte (the first in the low nibble); `scales` one byte per
-    /// block (E8M0 for the MX formats, E4M3 for NVFP4) or two
-    /// little-endian bytes (the integer formats' f16 scales); `zeros` one
+    /// block (E8M0 for the MX formats, E4M3 for NVFP4), two little-endian
+    /// bytes (the integer formats' f16 scales) or four (FP8's f32 scales;
+    /// [`HostQuant::fp8_from_scales`] takes them per tile); `zeros` one
     /// byte per block for [`QuantFormat::Int4Zp`], empty otherwise;
     /// `global_scale` NVFP4's per-tensor scale (1 otherwise). An OCP MX
     /// weight `[N, K]` stored as `blocks` `[N, K / 32, 16]` and `scales`
@@ -914,6 +984,82 @@ impl HostQuant {
             scales: words_of(scales),
             zeros: words_of(zeros),
             global_scale,
+        };
+        host.check()?;
+        Ok(host)
+    }
+
+    /// An FP8 checkpoint weight `[N, K]` as a [`QuantFormat::Fp8E4m3`] or
+    /// [`QuantFormat::Fp8E5m2`] tensor blocked along its rows (K) in
+    /// blocks of `block`. `codes`: one E4M3 or E5M2 byte per element,
+    /// row-major (PyTorch's `float8_e4m3fn` and `float8_e5m2` bytes).
+    /// `scales`: one f32 per tile of `tile = (rows, cols)` elements,
+    /// row-major over `[ceil(N / rows), ceil(K / cols)]` tiles, the value of
+    /// an element being its code times its tile's scale: per-tensor scales
+    /// are `tile = (N, K)`, per-output-channel ones `(1, K)`, DeepSeek-V3's
+    /// `weight_scale_inv` `(128, 128)`. Each block takes its tile's scale,
+    /// so `block` must divide `cols` unless `cols` spans K (blocks of 128,
+    /// the default, fit all three). Errors name a size that does not fit.
+    pub fn fp8_from_scales(
+        format: QuantFormat,
+        [n, k]: [usize; 2],
+        codes: &[u8],
+        scales: &[f32],
+        (tile_rows, tile_cols): (usize, usize),
+        block: usize,
+    ) -> Result<HostQuant> {
+        if !matches!(format, QuantFormat::Fp8E4m3 | QuantFormat::Fp8E5m2) {
+            return Err(Error::InvalidArgument(format!(
+                "fp8_from_scales takes FP8 with f32 block scales, not {format}"
+            )));
+        }
+        format.check_block(block)?;
+        let what = format!("an FP8 weight [{n}, {k}] in tiles of ({tile_rows}, {tile_cols})");
+        if tile_rows == 0 || tile_cols == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: tiles must not be empty"
+            )));
+        }
+        if tile_cols < k && !tile_cols.is_multiple_of(block) {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: blocks of {block} straddle tiles {tile_cols} wide (the block must divide the tile)"
+            )));
+        }
+        let (tr, tc) = (n.div_ceil(tile_rows), k.div_ceil(tile_cols));
+        for (part, got, want) in [
+            ("codes", codes.len(), n * k),
+            ("scales", scales.len(), tr * tc),
+        ] {
+            if got != want {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: {part} has {got} values, needs {want}"
+                )));
+            }
+        }
+        let lay = QuantLayout::new(&[n, k], QuantAxis::Rows, block, format.element_bits())?;
+        let nb = lay.blocks_per_line();
+        let mut data = Vec::with_capacity(lay.blocks() * lay.words_per_block());
+        let mut block_scales = Vec::with_capacity(lay.blocks());
+        for l in 0..n {
+            for j in 0..nb {
+                let start = (j * block).min(k);
+                let end = ((j + 1) * block).min(k);
+                let mut bytes = codes[l * k + start..l * k + end].to_vec();
+                bytes.resize(block, 0);
+                data.extend(words_of(&bytes));
+                let scale = scales[(l / tile_rows) * tc + start / tile_cols];
+                block_scales.push(scale.to_bits());
+            }
+        }
+        let host = HostQuant {
+            format,
+            axis: QuantAxis::Rows,
+            block,
+            shape: vec![n, k],
+            data,
+            scales: block_scales,
+            zeros: Vec::new(),
+            global_scale: 1.0,
         };
         host.check()?;
         Ok(host)
@@ -1312,6 +1458,10 @@ mod tests {
                             QuantFormat::Int8 => amax / 127.0 * 0.51,
                             QuantFormat::Int4 => amax / 7.0 * 0.51,
                             QuantFormat::Int4Zp => (hi - lo) / 15.0 * 0.51 + (hi - lo) * 1e-3,
+                            // amax lands on the top code: half the top
+                            // binade's step (32 of 448, 8192 of 57344).
+                            QuantFormat::Fp8E4m3 => amax * 16.0 / 448.0,
+                            QuantFormat::Fp8E5m2 => amax * 4096.0 / 57344.0,
                         } * 1.01
                             + 1e-6;
                         for &i in &idx {

@@ -308,6 +308,7 @@ fn quantized_matmul_fallbacks_against_f64() {
         QuantFormat::Nvfp4,
         QuantFormat::Int4Zp,
         QuantFormat::Mxfp8E4m3,
+        QuantFormat::Fp8E5m2,
     ] {
         // K off the chunk, more than 8 rows, blocks down columns.
         check_matmul(&ctx, format, 2, 45, 17, QuantAxis::Rows);
@@ -437,6 +438,7 @@ fn quantized_matmul_shapes_and_errors() {
         (QuantFormat::Mxfp4, 0.54),
         (QuantFormat::Nvfp4, 0.57),
         (QuantFormat::Int4, 0.57),
+        (QuantFormat::Fp8E4m3, 1.04),
     ] {
         let q = ctx.quantize(&big, format, QuantAxis::Rows).unwrap();
         let per = q.packed_bytes() as f64 / (64.0 * 1024.0);
@@ -542,6 +544,32 @@ fn division_ties_round_to_even_on_the_gpu() {
         }
     }
     cases.push((QuantFormat::Nvfp4, x));
+    // FP8 with f32 scales: an amax whose block scale (amax times 1 / 448 or
+    // 1 / 57344 in f32) has 10 trailing zero bits, the other values exact
+    // midpoints of the element grid times it.
+    for (format, mids) in [
+        (
+            QuantFormat::Fp8E4m3,
+            &[1.0625f32, 1.1875, 2.125, 2.375, 4.25, 12.5, 0.53125][..],
+        ),
+        (
+            QuantFormat::Fp8E5m2,
+            &[1.125f32, 1.375, 2.25, 6.5, 0.5625, 0.28125][..],
+        ),
+    ] {
+        let amax = (0..1 << 16)
+            .map(|i| 1.0 + i as f32 / 65536.0)
+            .find(|&a| quant::fp8_block_scale(format, a).to_bits().trailing_zeros() >= 10)
+            .expect("an amax with a short scale");
+        let y = quant::fp8_block_scale(format, amax);
+        let x: Vec<f32> = (0..128)
+            .map(|i| match i {
+                0 => amax,
+                _ => mids[i % mids.len()] * y * if i % 3 == 0 { -1.0 } else { 1.0 },
+            })
+            .collect();
+        cases.push((format, x));
+    }
     for (format, values) in cases {
         let n = values.len();
         let want = quant::quantize(
@@ -650,6 +678,7 @@ fn quantized_gemm_every_tensor_core_layout() {
         QuantFormat::Mxfp4,
         QuantFormat::Mxfp8E4m3,
         QuantFormat::Int4Zp,
+        QuantFormat::Fp8E4m3,
     ]
     .into_iter()
     .enumerate()
@@ -889,12 +918,16 @@ fn fp8_special_codes_reach_every_product() {
     // GEMMs' runs of 8) has the last block's padding (k = 85..95) poisoned
     // with NaN codes too, which no route may read as values.
     let n = 24;
-    for (format, k) in [QuantFormat::Mxfp8E4m3, QuantFormat::Mxfp8E5m2]
-        .into_iter()
-        .flat_map(|f| [(f, 96usize), (f, 85)])
-    {
+    let formats = [
+        QuantFormat::Mxfp8E4m3,
+        QuantFormat::Mxfp8E5m2,
+        QuantFormat::Fp8E4m3,
+        QuantFormat::Fp8E5m2,
+    ];
+    for (format, k) in formats.into_iter().flat_map(|f| [(f, 96usize), (f, 85)]) {
+        let e4m3 = matches!(format, QuantFormat::Mxfp8E4m3 | QuantFormat::Fp8E4m3);
         // (column of W, k, code): NaNs, +inf and -inf.
-        let specials: &[(usize, usize, u32)] = if format == QuantFormat::Mxfp8E4m3 {
+        let specials: &[(usize, usize, u32)] = if e4m3 {
             &[(3, 5, 0x7f), (7, 40, 0xff), (19, 84, 0x7f)]
         } else {
             &[(3, 5, 0x7c), (7, 40, 0xfc), (11, 70, 0x7e), (19, 84, 0xff)]
@@ -909,6 +942,13 @@ fn fp8_special_codes_reach_every_product() {
             };
             let mut host =
                 quant::quantize(&common::random(n * k, 21), &shape, format, axis, 32).unwrap();
+            if matches!(format, QuantFormat::Fp8E4m3 | QuantFormat::Fp8E5m2) {
+                // Power-of-two f32 scales, so that tensor cores' f16 staging
+                // stays exact, as for the MX scales.
+                host.scales
+                    .iter_mut()
+                    .for_each(|s| *s = 0.015625f32.to_bits());
+            }
             let lay = host.layout().unwrap();
             for (col, kk, code) in specials.iter().copied().chain(poison.clone()) {
                 // A line is a row of [N, K] or a column of [K, N]: column n of W.
@@ -1099,6 +1139,7 @@ fn every_quantized_gemv_launch_against_f64() {
         QuantFormat::Int4Zp,
         QuantFormat::Mxfp8E4m3,
         QuantFormat::Nvfp4,
+        QuantFormat::Fp8E4m3,
     ];
     for (f, format) in formats.into_iter().enumerate() {
         let block = format.default_block();
@@ -1214,6 +1255,7 @@ fn quantized_products_apply_the_epilogue() {
             -2.0,
         ),
         (QuantFormat::Int8, QuantAxis::Rows, Activation::None, 3.0),
+        (QuantFormat::Fp8E5m2, QuantAxis::Rows, Activation::Relu, 1.5),
     ];
     for (c, (format, axis, activation, alpha)) in cases.into_iter().enumerate() {
         let (k, n) = (96, 37);
@@ -1397,4 +1439,102 @@ fn nvfp4_quotients_near_midpoints_round_exactly() {
         .to_host_blocking()
         .unwrap();
     same_bits("NVFP4 near midpoints", &got.data, &want.data);
+}
+
+/// FP8 checkpoint weights with f32 scales per tile (per tensor, per output
+/// channel, DeepSeek-V3's 128 x 128 blocks, and tiles narrower than K with
+/// smaller blocks): every element dequantises to its code times its tile's
+/// scale, bit for bit on the host and on the GPU, and the routed product
+/// gives the f64 one; sizes that do not fit are named errors.
+#[test]
+fn fp8_checkpoint_weights_with_tile_scales() {
+    let Some(ctx) = common::ctx() else { return };
+    // 300 rows: tiles of 128 leave a partial tile row.
+    let (n, k, m) = (300usize, 384usize, 3usize);
+    let (x, xv) = common::upload(&ctx, &common::random(m * k, 31), &[m, k], DType::F32);
+    for (f, (format, grid)) in [(QuantFormat::Fp8E4m3, E4M3), (QuantFormat::Fp8E5m2, E5M2)]
+        .into_iter()
+        .enumerate()
+    {
+        // Every finite code (E4M3's NaN and E5M2's top exponent avoided).
+        let codes: Vec<u8> = (0..n * k)
+            .map(|i| {
+                let c = ((i * 7919 + 13 * f) % 256) as u8;
+                match format {
+                    QuantFormat::Fp8E4m3 if c & 0x7f == 0x7f => c ^ 1,
+                    QuantFormat::Fp8E5m2 if c & 0x7c == 0x7c => c & !0x40,
+                    _ => c,
+                }
+            })
+            .collect();
+        for (tile, block) in [
+            ((n, k), 128),
+            ((1, k), 128),
+            ((128, 128), 128),
+            ((64, 256), 64),
+        ] {
+            let tiles = n.div_ceil(tile.0) * k.div_ceil(tile.1);
+            let scales: Vec<f32> = common::random(tiles, 40 + tiles as u64)
+                .iter()
+                .map(|r| 1e-3 * (1.5 + r))
+                .collect();
+            let host =
+                HostQuant::fp8_from_scales(format, [n, k], &codes, &scales, tile, block).unwrap();
+            let want: Vec<f32> = (0..n * k)
+                .map(|i| {
+                    let (r, c) = (i / k, i % k);
+                    let s = scales[(r / tile.0) * k.div_ceil(tile.1) + c / tile.1];
+                    grid.decode(u32::from(codes[i])) * s
+                })
+                .collect();
+            let what = format!("{format} tiles {tile:?} blocks of {block}");
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+            same_bits(
+                &format!("{what}: host"),
+                &bits(&host.dequantize().unwrap()),
+                &bits(&want),
+            );
+            let q = ctx.upload_quantized(&host).unwrap();
+            let got = ctx
+                .dequantize(&q)
+                .unwrap()
+                .to_vec_blocking::<f32>()
+                .unwrap();
+            same_bits(&format!("{what}: GPU"), &bits(&got), &bits(&want));
+            let plan = ctx.matmul_quantized_plan(&x, &q).unwrap();
+            ctx.fill(plan.output(), f32::NAN).unwrap();
+            plan.run().unwrap();
+            let (y, mag) = reference(&xv, &want, m, k, n, true);
+            common::assert_close(
+                &format!("{what}: {}", plan.label()),
+                &plan.output().to_vec_blocking::<f32>().unwrap(),
+                &y,
+                |i| 4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i],
+            );
+        }
+    }
+    // What does not fit: blocks straddling tiles, part sizes, empty tiles,
+    // another format, a block the format cannot take.
+    let codes = vec![0u8; 16 * 256];
+    let bad = |format, codes: &[u8], scales: &[f32], tile, block| {
+        let r = HostQuant::fp8_from_scales(format, [16, 256], codes, scales, tile, block);
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    };
+    bad(QuantFormat::Fp8E4m3, &codes, &[1.0; 4], (8, 96), 64);
+    bad(QuantFormat::Fp8E4m3, &codes[1..], &[1.0; 2], (8, 256), 128);
+    bad(QuantFormat::Fp8E4m3, &codes, &[1.0; 3], (8, 256), 128);
+    bad(QuantFormat::Fp8E4m3, &codes, &[1.0; 2], (0, 256), 128);
+    bad(QuantFormat::Mxfp8E4m3, &codes, &[1.0; 2], (8, 256), 32);
+    bad(QuantFormat::Fp8E5m2, &codes, &[1.0; 2], (8, 256), 6);
+    assert!(
+        HostQuant::fp8_from_scales(
+            QuantFormat::Fp8E5m2,
+            [16, 256],
+            &codes,
+            &[1.0; 2],
+            (8, 256),
+            128
+        )
+        .is_ok()
+    );
 }

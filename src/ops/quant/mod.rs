@@ -230,13 +230,19 @@ impl Context {
     /// `amax_block / (6 * global)`, non-finite blocks the NaN scale. Integer
     /// formats: f16 scales `amax / 127` (int8) or `amax / 7` (int4), or
     /// `(max - min) / 15` with a zero point for [`QuantFormat::Int4Zp`] (the
-    /// range widened to hold 0); a non-finite block gets a NaN scale.
+    /// range widened to hold 0); a non-finite block gets a NaN scale. FP8
+    /// with f32 scales: each block's scale is `amax * (1 / 448)` (E4M3) or
+    /// `amax * (1 / 57344)` (E5M2) in f32 ([`crate::quant::fp8_block_scale`]),
+    /// the elements their quotient by it rounded and saturated (never an
+    /// E5M2 infinity); all-zero blocks get scale 0 and zero codes,
+    /// non-finite blocks the f32 NaN scale.
     pub fn quantize(&self, t: &Tensor, format: QuantFormat, axis: QuantAxis) -> Result<QuantTensor> {
         self.quantize_with_block(t, format, axis, format.default_block())
     }
 
-    /// [`Context::quantize`] with a block size (the integer formats take any
-    /// multiple of 8 (int4) or 4 (int8) up to 1024; MX and NVFP4 only theirs).
+    /// [`Context::quantize`] with a block size (the integer and FP8 formats
+    /// take any multiple of 8 (4-bit) or 4 (8-bit) up to 1024; MX and NVFP4
+    /// only theirs).
     pub fn quantize_with_block(
         &self,
         t: &Tensor,
