@@ -83,8 +83,8 @@ impl QuantFormat {
             QuantFormat::Int8 => "int8 (blocked)",
             QuantFormat::Int4 => "int4 (blocked)",
             QuantFormat::Int4Zp => "int4 with zero point (blocked)",
-            QuantFormat::Fp8E4m3 => "FP8 (E4M3) with f32 block scales",
-            QuantFormat::Fp8E5m2 => "FP8 (E5M2) with f32 block scales",
+            QuantFormat::Fp8E4m3 => "FP8 (E4M3, f32 scales)",
+            QuantFormat::Fp8E5m2 => "FP8 (E5M2, f32 scales)",
         }
     }
 
