@@ -820,8 +820,8 @@ pub struct HostQuant {
     /// byte `t % 4` (8-bit) or nibble `t % 8` (4-bit, low first) of word
     /// `t / 4` or `t / 8`.
     pub data: Vec<u32>,
-    /// One scale per block in storage order, packed four E8M0/E4M3 bytes or
-    /// two f16 halves per word (low first).
+    /// One scale per block in storage order, packed four E8M0/E4M3 bytes,
+    /// two f16 halves (low first) or one f32 per word.
     pub scales: Vec<u32>,
     /// Int4Zp's zero points, four bytes per word; empty otherwise.
     pub zeros: Vec<u32>,
