@@ -990,13 +990,18 @@ impl HostQuant {
     }
 
     /// An FP8 checkpoint weight `[N, K]` as a [`QuantFormat::Fp8E4m3`] or
-    /// [`QuantFormat::Fp8E5m2`] tensor blocked along its rows (K) in
-    /// blocks of `block`. `codes`: one E4M3 or E5M2 byte per element,
-    /// row-major (PyTorch's `float8_e4m3fn` and `float8_e5m2` bytes).
-    /// `scales`: one f32 per tile of `tile = (rows, cols)` elements,
-    /// row-major over `[ceil(N / rows), ceil(K / cols)]` tiles, the value of
-    /// an element being its code times its tile's scale: per-tensor scales
-    /// are `tile = (N, K)`, per-output-channel ones `(1, K)`, DeepSeek-V3's
+    /// [`QuantFormat::Fp8E5m2`] tensor in blocks of `block` along K: with
+    /// `axis` [`QuantAxis::Rows`] the `[N, K]` weight as stored (`x @ Wᵀ`
+    /// through the row-blocked GEMV), with [`QuantAxis::Columns`] its
+    /// transpose `[K, N]` blocked down its columns (the same product, `x @
+    /// Wᵀ`, through the faster column-blocked GEMV, as
+    /// [`Context::quantize_transposed`](crate::Context::quantize_transposed)
+    /// lays out). `codes`: one E4M3 or E5M2 byte per element, row-major
+    /// (PyTorch's `float8_e4m3fn` and `float8_e5m2` bytes). `scales`: one
+    /// f32 per tile of `tile = (rows, cols)` elements of `[N, K]`, row-major
+    /// over `[ceil(N / rows), ceil(K / cols)]` tiles, the value of an element
+    /// being its code times its tile's scale: per-tensor scales are `tile =
+    /// (N, K)`, per-output-channel ones `(1, K)`, DeepSeek-V3's
     /// `weight_scale_inv` `(128, 128)`. Each block takes its tile's scale,
     /// so `block` must divide `cols` unless `cols` spans K (blocks of 128,
     /// the default, fit all three). Errors name a size that does not fit.
@@ -1006,7 +1011,7 @@ impl HostQuant {
         codes: &[u8],
         scales: &[f32],
         (tile_rows, tile_cols): (usize, usize),
-        block: usize,
+        (axis, block): (QuantAxis, usize),
     ) -> Result<HostQuant> {
         if !matches!(format, QuantFormat::Fp8E4m3 | QuantFormat::Fp8E5m2) {
             return Err(Error::InvalidArgument(format!(
@@ -1036,26 +1041,32 @@ impl HostQuant {
                 )));
             }
         }
-        let lay = QuantLayout::new(&[n, k], QuantAxis::Rows, block, format.element_bits())?;
-        let nb = lay.blocks_per_line();
-        let mut data = Vec::with_capacity(lay.blocks() * lay.words_per_block());
-        let mut block_scales = Vec::with_capacity(lay.blocks());
+        // Line l of the layout is row l of [N, K] either way (a column of
+        // the transpose): its blocks run along K.
+        let shape = match axis {
+            QuantAxis::Rows => vec![n, k],
+            QuantAxis::Columns => vec![k, n],
+        };
+        let lay = QuantLayout::new(&shape, axis, block, format.element_bits())?;
+        let wpb = lay.words_per_block();
+        let mut data = vec![0u32; lay.blocks() * wpb];
+        let mut block_scales = vec![0u32; lay.blocks()];
         for l in 0..n {
-            for j in 0..nb {
-                let start = (j * block).min(k);
-                let end = ((j + 1) * block).min(k);
+            for j in 0..lay.blocks_per_line() {
+                let start = j * block;
+                let end = (start + block).min(k);
                 let mut bytes = codes[l * k + start..l * k + end].to_vec();
                 bytes.resize(block, 0);
-                data.extend(words_of(&bytes));
-                let scale = scales[(l / tile_rows) * tc + start / tile_cols];
-                block_scales.push(scale.to_bits());
+                let id = lay.block_id(l, j);
+                data[id * wpb..(id + 1) * wpb].copy_from_slice(&words_of(&bytes));
+                block_scales[id] = scales[(l / tile_rows) * tc + start / tile_cols].to_bits();
             }
         }
         let host = HostQuant {
             format,
-            axis: QuantAxis::Rows,
+            axis,
             block,
-            shape: vec![n, k],
+            shape,
             data,
             scales: block_scales,
             zeros: Vec::new(),

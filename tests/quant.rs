@@ -1467,27 +1467,37 @@ fn fp8_checkpoint_weights_with_tile_scales() {
                 }
             })
             .collect();
-        for (tile, block) in [
+        let layouts = [
             ((n, k), 128),
             ((1, k), 128),
             ((128, 128), 128),
             ((64, 256), 64),
-        ] {
+        ];
+        for ((tile, block), axis) in layouts
+            .into_iter()
+            .flat_map(|l| [(l, QuantAxis::Rows), (l, QuantAxis::Columns)])
+        {
             let tiles = n.div_ceil(tile.0) * k.div_ceil(tile.1);
             let scales: Vec<f32> = common::random(tiles, 40 + tiles as u64)
                 .iter()
                 .map(|r| 1e-3 * (1.5 + r))
                 .collect();
             let host =
-                HostQuant::fp8_from_scales(format, [n, k], &codes, &scales, tile, block).unwrap();
-            let want: Vec<f32> = (0..n * k)
+                HostQuant::fp8_from_scales(format, [n, k], &codes, &scales, tile, (axis, block))
+                    .unwrap();
+            // W [N, K], and the layout's values: W, or Wᵀ [K, N].
+            let w: Vec<f32> = (0..n * k)
                 .map(|i| {
                     let (r, c) = (i / k, i % k);
                     let s = scales[(r / tile.0) * k.div_ceil(tile.1) + c / tile.1];
                     grid.decode(u32::from(codes[i])) * s
                 })
                 .collect();
-            let what = format!("{format} tiles {tile:?} blocks of {block}");
+            let want: Vec<f32> = match axis {
+                QuantAxis::Rows => w.clone(),
+                _ => (0..n * k).map(|i| w[(i % n) * k + i / n]).collect(),
+            };
+            let what = format!("{format} tiles {tile:?} blocks of {block} {axis:?}");
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
             same_bits(
                 &format!("{what}: host"),
@@ -1501,10 +1511,11 @@ fn fp8_checkpoint_weights_with_tile_scales() {
                 .to_vec_blocking::<f32>()
                 .unwrap();
             same_bits(&format!("{what}: GPU"), &bits(&got), &bits(&want));
+            // x @ Wᵀ either way.
             let plan = ctx.matmul_quantized_plan(&x, &q).unwrap();
             ctx.fill(plan.output(), f32::NAN).unwrap();
             plan.run().unwrap();
-            let (y, mag) = reference(&xv, &want, m, k, n, true);
+            let (y, mag) = reference(&xv, &w, m, k, n, true);
             common::assert_close(
                 &format!("{what}: {}", plan.label()),
                 &plan.output().to_vec_blocking::<f32>().unwrap(),
@@ -1517,7 +1528,14 @@ fn fp8_checkpoint_weights_with_tile_scales() {
     // another format, a block the format cannot take.
     let codes = vec![0u8; 16 * 256];
     let bad = |format, codes: &[u8], scales: &[f32], tile, block| {
-        let r = HostQuant::fp8_from_scales(format, [16, 256], codes, scales, tile, block);
+        let r = HostQuant::fp8_from_scales(
+            format,
+            [16, 256],
+            codes,
+            scales,
+            tile,
+            (QuantAxis::Rows, block),
+        );
         assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     };
     bad(QuantFormat::Fp8E4m3, &codes, &[1.0; 4], (8, 96), 64);
@@ -1533,7 +1551,7 @@ fn fp8_checkpoint_weights_with_tile_scales() {
             &codes,
             &[1.0; 2],
             (8, 256),
-            128
+            (QuantAxis::Columns, 128)
         )
         .is_ok()
     );
