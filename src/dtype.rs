@@ -18,8 +18,9 @@ pub enum DType {
     /// set; overflow rounds to infinity as IEEE rounding does). Needs no
     /// adapter feature.
     ///
-    /// Matmul and attention of bf16 operands on tensor cores run the f16
-    /// kernels after a range test on the GPU: values f16 holds convert
+    /// Matmul, attention and the quantised GEMM of bf16 operands (its
+    /// activations, more than 8 rows) on tensor cores run the f16 kernels
+    /// after a range test on the GPU: values f16 holds convert
     /// exactly, and the few below 2^-17 that real data has (bf16's 8
     /// significant bits past f16's subnormals) move to a neighbouring
     /// multiple of 2^-24. Where a finite value is beyond f16's range (65504),

@@ -1556,3 +1556,107 @@ fn fp8_checkpoint_weights_with_tile_scales() {
         .is_ok()
     );
 }
+
+/// bf16 activations of more than 8 rows: staged to f16 for the f16 GEMM
+/// (the tensor cores in the route; the tiled kernel here, forced, on any
+/// `shader-f16` adapter) after the range test, the f32 product where it
+/// fails. Normal values with a few below 2^-17 keep the f16 kernel (each
+/// moved by at most 2^-24, in the bound); values below 2^-10 everywhere
+/// (1e-6) and one beyond f16's range (1e6) take the f32 fallback, which f16
+/// would visibly break (2^-24 steps, infinity). With a bias and ReLU; then
+/// the route itself, against the same f64 product.
+#[test]
+fn bf16_activations_reach_the_f16_gemm_after_the_range_test() {
+    let Some(ctx) = common::ctx() else { return };
+    let (m, k, n) = (37usize, 96usize, 45usize);
+    let wv = common::random(k * n, 61);
+    let w32 = ctx.tensor(&wv, [k, n]).unwrap();
+    let bias_v = common::random(n, 62);
+    let bias = ctx.tensor(&bias_v, [n]).unwrap();
+    for format in [QuantFormat::Mxfp4, QuantFormat::Fp8E4m3] {
+        let q = ctx.quantize(&w32, format, QuantAxis::Columns).unwrap();
+        let wd = q.to_host_blocking().unwrap().dequantize().unwrap();
+        for (what, scale, planted) in [
+            ("normal", 1.0f32, None),
+            ("tiny", 1e-6, None),
+            ("huge", 1.0, Some(1e6f32)),
+        ] {
+            let mut xv: Vec<f32> = wgtile::normal_values(m * k, 0.0, scale, 63)
+                .into_iter()
+                .map(|v| bf16::from_f32(v).to_f32())
+                .collect();
+            xv[5] = 1.01e-7 * scale;
+            xv[m * k / 2] = -2.9e-7 * scale;
+            if let Some(p) = planted {
+                xv[m * k - 3] = p;
+            }
+            let x = ctx
+                .tensor(
+                    &xv.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>(),
+                    [m, k],
+                )
+                .unwrap();
+            let xh: Vec<f32> = xv.iter().map(|&v| bf16::from_f32(v).to_f32()).collect();
+            let (want, mag) = reference(&xh, &wd, m, k, n, false);
+            // f32 accumulation, plus, where the range test keeps the f16
+            // kernel (a value of 2^-10 or more, none beyond f16's range),
+            // 2^-24 for each x value f16 cannot hold, times the weight it
+            // meets.
+            let f16_kept = xh.iter().any(|v| f64::from(v.abs()) >= 2f64.powi(-10))
+                && xh.iter().all(|v| v.abs() <= 65504.0);
+            let moved = |v: f32| {
+                let b = bf16::from_f32(v).to_f32();
+                if !f16_kept || f16::from_f32(b).to_f32() == b {
+                    0.0
+                } else {
+                    2f64.powi(-24)
+                }
+            };
+            let bound = |i: usize| {
+                let (r, c) = (i / n, i % n);
+                let range: f64 = (0..k)
+                    .map(|p| moved(xh[r * k + p]) * f64::from(wd[p * n + c].abs()))
+                    .sum();
+                4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i] + range + 1e-30
+            };
+            let relu = |v: f64| v.max(0.0);
+            let with_epilogue: Vec<f64> = want
+                .iter()
+                .enumerate()
+                .map(|(i, v)| relu(v + f64::from(bias_v[i % n])))
+                .collect();
+            let epilogue = Epilogue::new()
+                .bias(&bias)
+                .activation(wgtile::Activation::Relu);
+            if ctx.profile().shader_f16 {
+                let plan = ctx.quant_gemm_bf16_via_f16(&x, &q, &epilogue).unwrap();
+                ctx.fill(plan.output(), f32::NAN).unwrap();
+                plan.run().unwrap();
+                common::assert_close(
+                    &format!("{format} {what}, staged ({})", plan.label()),
+                    &plan.output().to_vec_blocking::<f32>().unwrap(),
+                    &with_epilogue,
+                    |i| bound(i) + f64::from(f32::EPSILON) * f64::from(bias_v[i % n].abs()),
+                );
+            }
+            let plan = ctx.matmul_quantized_plan(&x, &q).unwrap();
+            ctx.fill(plan.output(), f32::NAN).unwrap();
+            plan.run().unwrap();
+            common::assert_close(
+                &format!("{format} {what}, routed ({})", plan.label()),
+                &plan.output().to_vec_blocking::<f32>().unwrap(),
+                &want,
+                bound,
+            );
+        }
+    }
+    // The forced entry refuses what is not bf16.
+    let x16 = ctx.zeros([9, 96], DType::F16).unwrap();
+    let q = ctx
+        .quantize(&w32, QuantFormat::Mxfp4, QuantAxis::Columns)
+        .unwrap();
+    assert!(matches!(
+        ctx.quant_gemm_bf16_via_f16(&x16, &q, &Epilogue::new()),
+        Err(Error::InvalidArgument(_))
+    ));
+}

@@ -5,7 +5,9 @@
 //! a weight whose decoded values could leave f16's range arms the f32
 //! fallback (`shaders/quant_matmul_naive.wgsl`: one dispatch, so the
 //! unarmed plan pays for one empty launch), which then writes the result
-//! instead. Elsewhere (GPUs without cooperative matrices): the
+//! instead. bf16 activations are narrowed to f16 by the checked cast first,
+//! whose range test joins the scale check in arming the fallback (on x
+//! widened to f32). Elsewhere (GPUs without cooperative matrices): the
 //! register-tiled kernel with the weight decoded into its f32 tiles
 //! (`shaders/quant_matmul_tiled.wgsl`), exact.
 
@@ -16,12 +18,22 @@ use crate::gpu::{Plan, Tensor, grid};
 use crate::kernels::codegen::matmul_coop::coop_quant_blocks;
 use crate::kernels::{Dispatch, Kernel, Spec};
 use crate::problem::MatmulShape;
-use crate::quant::QuantAxis;
+use crate::quant::{QuantAxis, QuantFormat};
 use crate::runtime::{Context, Epilogue};
 use crate::tune::{self, MatmulKernel, TileConfig};
 
 /// Invocations per workgroup of the scale check.
 const CHECK_WG: u32 = 256;
+
+/// The f16 GEMM that bf16 activations are staged for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum QuantF16Engine {
+    /// The tensor-core kernel in this layout (the route's).
+    TensorCores(MatmulKernel),
+    /// The tiled kernel with this tile (for tests on any `shader-f16`
+    /// adapter).
+    Tiled(TileConfig),
+}
 
 impl Context {
     /// The tensor-core kernel for `x[M, K] @ W` (W `[N, K]` as the kernel
@@ -54,58 +66,109 @@ impl Context {
         out_shape: &[usize],
         epilogue: &Epilogue,
     ) -> Result<Plan> {
-        let op = "matmul_quantized";
-        let lay = w.layout();
-        let u = u32_of;
-        for (what, v) in [("M x K", m * k), ("M x N", m * n), ("packed words", w.data.numel())] {
-            u(what, v)?;
-        }
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let flag = self.storage_words(&[0; 4]);
         let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
         dispatches.push(self.scale_check_dispatch(w, &flag)?);
-
-        let mut spec = epilogue.specialise(
-            kernel
-                .spec(DType::F16)
-                .dtype(DType::F32)
-                .constant("TRANS_B", 1)
-                .constant("TRANS_COLMAJOR", 1),
-        );
-        if !k.is_multiple_of(8) {
-            spec = spec.constant("ALIGNED", 0);
-        }
-        for (name, text) in coop_quant_blocks(
-            format_code(w.format),
-            u("block", w.block)?,
-            u("words per block", lay.words_per_block())?,
-            w.axis == QuantAxis::Columns,
-        ) {
-            spec = spec.block(name, text);
-        }
-        let block = kernel.block();
-        let what = format!("{op} with {kernel}");
-        let products = (m, k, n);
-        dispatches.push(self.quant_b_dispatch(&spec, x, w, &out, products, block, true, what, epilogue)?);
-
+        dispatches.push(self.quant_coop_dispatch(kernel, x, w, &out, (m, k, n), epilogue)?);
         // The fallback, armed by the check: the weight decoded in f32.
         let fallback = self.quant_naive_dispatch(x, w, (m, k, n), &out, epilogue)?;
         dispatches.extend(self.armed(&flag, vec![fallback])?);
+        let how = format!("{kernel} [weights decoded to f16 in the tiles; f32 fallback armed by a scale beyond f16]");
+        Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, Vec::new()), &how))
+    }
 
-        Ok(Plan {
+    /// The plan of a quantised GEMM of `x` and `w`: its dispatches, output
+    /// and scratch, labelled with the format, the block axis, the shape and
+    /// `how`.
+    fn quant_gemm_result(
+        &self,
+        (x, w): (&Tensor, &QuantTensor),
+        (m, k, n): (usize, usize, usize),
+        (dispatches, output, scratch): (Vec<Dispatch>, Tensor, Vec<Tensor>),
+        how: &str,
+    ) -> Plan {
+        Plan {
             gpu: self.inner.gpu.clone(),
             label: format!(
-                "quantized GEMM ({}, blocks along {}, {m}x{n}x{k}) {kernel} [weights decoded to f16 \
-                 in the tiles; f32 fallback armed by a scale beyond f16]",
+                "quantized GEMM ({}, blocks along {}, {m}x{n}x{k}) {how}",
                 w.format,
                 if w.axis == QuantAxis::Columns { "columns" } else { "rows" }
             ),
             dispatches,
-            output: out,
+            output,
             flops: 2 * (m * n * k) as u64,
             bytes: w.packed_bytes() + x.size_bytes() + (m * n * 4) as u64,
-            scratch: Vec::new(),
-        })
+            scratch,
+        }
+    }
+
+    /// The tensor-core GEMM dispatch of f16 `x` and `w` with `kernel`.
+    fn quant_coop_dispatch(
+        &self,
+        kernel: MatmulKernel,
+        x: &Tensor,
+        w: &QuantTensor,
+        out: &Tensor,
+        (m, k, n): (usize, usize, usize),
+        epilogue: &Epilogue,
+    ) -> Result<Dispatch> {
+        let u = u32_of;
+        for (what, v) in [("M x K", m * k), ("M x N", m * n), ("packed words", w.data.numel())] {
+            u(what, v)?;
+        }
+        let spec = epilogue.specialise(coop_spec(
+            kernel,
+            format_code(w.format),
+            (u("block", w.block)?, u("words per block", w.layout().words_per_block())?),
+            w.axis == QuantAxis::Columns,
+            k.is_multiple_of(8),
+        ));
+        let what = format!("matmul_quantized with {kernel}");
+        self.quant_b_dispatch(&spec, x, w, out, (m, k, n), kernel.block(), true, what, epilogue)
+    }
+
+    /// bf16 `x` (contiguous, `[.., K]`) times `w` through an f16 GEMM
+    /// (`engine`: the tensor cores, or the tiled kernel for tests), into a
+    /// new f32 tensor of `out_shape`. The checked cast narrows x to f16 and
+    /// publishes its range test ([`crate::DType::BF16`]); on tensor cores
+    /// the weight's scale check joins it. Where either fails, x widened to
+    /// f32 and the f32 naive product run instead: one of the two groups
+    /// runs, decided on the GPU.
+    pub(crate) fn quant_gemm_plan_bf16(
+        &self,
+        engine: QuantF16Engine,
+        x: &Tensor,
+        w: &QuantTensor,
+        (m, k, n): (usize, usize, usize),
+        out_shape: &[usize],
+        epilogue: &Epilogue,
+    ) -> Result<Plan> {
+        let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
+        let (flag, clear) = self.range_flag()?;
+        let (casts, halves) = self.checked_halves(&[x], &flag)?;
+        let mut dispatches = vec![clear];
+        dispatches.extend(casts);
+        let x16 = &halves[0];
+        let mut on_f16 = Vec::new();
+        let how = match engine {
+            QuantF16Engine::TensorCores(kernel) => {
+                dispatches.push(self.scale_check_dispatch(w, &flag)?);
+                on_f16.push(self.quant_coop_dispatch(kernel, x16, w, &out, (m, k, n), epilogue)?);
+                format!("{kernel} [weights decoded to f16 in the tiles")
+            }
+            QuantF16Engine::Tiled(tile) => {
+                on_f16.push(self.quant_tiled_dispatch(x16, w, &out, (m, k, n), tile, epilogue)?);
+                tiled_how(tile)
+            }
+        };
+        let x32 = self.alloc(x.shape(), DType::F32, "wgtile widened activations")?;
+        let mut fallback: Vec<Dispatch> = self.cast_dispatch(x, &x32)?.into_iter().collect();
+        fallback.push(self.quant_naive_dispatch(&x32, w, (m, k, n), &out, epilogue)?);
+        dispatches.extend(self.armed_either((&flag, 1), on_f16, fallback)?);
+        let how = format!("{how}; bf16 x staged to f16, the f32 fallback armed by its range test or a scale beyond f16]");
+        let scratch = vec![halves[0].clone(), x32];
+        Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, scratch), &how))
     }
 
     /// `x` (f32 or f16, contiguous, `[.., K]`) times `w` on the register-tiled
@@ -129,37 +192,38 @@ impl Context {
         if x.dtype() == DType::F16 {
             self.require_f16("f16 activations")?;
         }
-        let tile = tile.or_else(|| tune::quant::quant_tiled_tile(self.profile(), m, n));
-        let tile = tile.ok_or_else(|| {
-            Error::UnsupportedFeature {
-                feature: "workgroups of 64 invocations with 8 KiB of workgroup memory",
-                what: format!("{op}: the tiled GEMM"),
-            }
-        })?;
+        let tile = self.quant_tile(tile, (m, n), op)?;
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let mut dispatches = Vec::new();
         if m * n > 0 {
-            let spec = epilogue.specialise(quant_tiled_spec(x.dtype(), tile, w)?);
-            let what = format!("{op} with {tile:?}");
-            let block = (tile.bm, tile.bn);
-            dispatches.push(self.quant_b_dispatch(&spec, x, w, &out, (m, k, n), block, false, what, epilogue)?);
+            dispatches.push(self.quant_tiled_dispatch(x, w, &out, (m, k, n), tile, epilogue)?);
         }
-        Ok(Plan {
-            gpu: self.inner.gpu.clone(),
-            label: format!(
-                "quantized GEMM ({}, blocks along {}, {m}x{n}x{k}) tiled {}x{}x{} [weights \
-                 decoded to f32 in the tiles]",
-                w.format,
-                if w.axis == QuantAxis::Columns { "columns" } else { "rows" },
-                tile.bm,
-                tile.bn,
-                tile.bk
-            ),
-            dispatches,
-            output: out,
-            flops: 2 * (m * n * k) as u64,
-            bytes: w.packed_bytes() + x.size_bytes() + (m * n * 4) as u64,
-            scratch: Vec::new(),
+        let how = format!("{}]", tiled_how(tile));
+        Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, Vec::new()), &how))
+    }
+
+    /// The tiled GEMM dispatch of `x` (f32 or f16) and `w` with `tile`.
+    fn quant_tiled_dispatch(
+        &self,
+        x: &Tensor,
+        w: &QuantTensor,
+        out: &Tensor,
+        (m, k, n): (usize, usize, usize),
+        tile: TileConfig,
+        epilogue: &Epilogue,
+    ) -> Result<Dispatch> {
+        let spec = epilogue.specialise(quant_tiled_spec(x.dtype(), tile, w)?);
+        let what = format!("matmul_quantized with {tile:?}");
+        self.quant_b_dispatch(&spec, x, w, out, (m, k, n), (tile.bm, tile.bn), false, what, epilogue)
+    }
+
+    /// `tile`, or the tiled GEMM's tile for `m` x `n` outputs on this
+    /// adapter (refused by name where none fits).
+    fn quant_tile(&self, tile: Option<TileConfig>, (m, n): (usize, usize), op: &str) -> Result<TileConfig> {
+        let tile = tile.or_else(|| tune::quant::quant_tiled_tile(self.profile(), m, n));
+        tile.ok_or_else(|| Error::UnsupportedFeature {
+            feature: "workgroups of 64 invocations with 8 KiB of workgroup memory",
+            what: format!("{op}: the tiled GEMM"),
         })
     }
 
@@ -286,6 +350,20 @@ impl Context {
         self.quant_tiled_plan(x, w, (m, k, n), &[m, n], tile, &epilogue)
     }
 
+    /// bf16 `x[M, K]` times `w` through the tiled GEMM on f16 activations:
+    /// the staging the route gives bf16 activations on tensor cores (the
+    /// checked cast, its range test and the armed f32 fallback) on any
+    /// adapter with `shader-f16`, for tests of the staging.
+    #[doc(hidden)]
+    pub fn quant_gemm_bf16_via_f16(&self, x: &Tensor, w: &QuantTensor, epilogue: &Epilogue) -> Result<Plan> {
+        let op = "quant_gemm_bf16_via_f16";
+        let (m, k, n) = self.quant_gemm_operands(op, x, w, (x.dtype() == DType::BF16, "bf16"))?;
+        self.require_f16(op)?;
+        let tile = self.quant_tile(None, (m, n), op)?;
+        let epilogue = self.quant_epilogue(epilogue, &[m, n])?;
+        self.quant_gemm_plan_bf16(QuantF16Engine::Tiled(tile), x, w, (m, k, n), &[m, n], &epilogue)
+    }
+
     #[cfg(not(target_arch = "wasm32"))]
     /// The quantised GEMM's f32 fallback alone, on f16 `x[M, K]`, and
     /// its scale check (true where it would arm the fallback). For tests:
@@ -321,7 +399,7 @@ impl Context {
         Ok((out, flagged))
     }
 
-    /// `out = x @ w` in f32, one invocation per output (f16 `x`).
+    /// `out = x @ w` in f32, one invocation per output (f16 or f32 `x`).
     fn quant_naive_dispatch(
         &self,
         x: &Tensor,
@@ -335,11 +413,7 @@ impl Context {
             ((m * n) as u64).div_ceil(64),
             "the quantised GEMM's f32 fallback",
         )?;
-        let spec = epilogue.specialise(
-            Spec::new(Kernel::QuantMatmulNaive)
-                .constant("FORMAT", format_code(w.format))
-                .constant("COLS", u32::from(w.axis == QuantAxis::Columns)),
-        );
+        let spec = epilogue.specialise(naive_spec(w.format, w.axis == QuantAxis::Columns, x.dtype()));
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let params = self.quant_product_params(w, (m, k, n), (g[0], 0), epilogue)?;
         let binds = w.product_bindings(&params, x, out, self.epilogue_buffers(epilogue));
@@ -371,6 +445,38 @@ impl Context {
             g,
         ))
     }
+}
+
+/// How the tiled GEMM runs, for plan labels (the bracket left open).
+fn tiled_how(tile: TileConfig) -> String {
+    format!("tiled {}x{}x{} [weights decoded to f32 in the tiles", tile.bm, tile.bn, tile.bk)
+}
+
+/// The naive product's specialisation for `format`, the block axis (`cols`:
+/// down the columns) and `x` of `dtype` (f16 or f32).
+fn naive_spec(format: QuantFormat, cols: bool, dtype: DType) -> Spec {
+    Spec::new(Kernel::QuantMatmulNaive)
+        .constant("FORMAT", format_code(format))
+        .constant("COLS", u32::from(cols))
+        .constant("X_HALF", u32::from(dtype == DType::F16))
+}
+
+/// The tensor-core GEMM's specialisation for `kernel` and a weight of
+/// `format`, `(block, words per block)`, blocked down its columns or not,
+/// with K a multiple of 8 (`aligned`) or not.
+fn coop_spec(kernel: MatmulKernel, format: u32, (block, words): (u32, u32), cols: bool, aligned: bool) -> Spec {
+    let mut spec = kernel
+        .spec(DType::F16)
+        .dtype(DType::F32)
+        .constant("TRANS_B", 1)
+        .constant("TRANS_COLMAJOR", 1);
+    if !aligned {
+        spec = spec.constant("ALIGNED", 0);
+    }
+    for (name, text) in coop_quant_blocks(format, block, words, cols) {
+        spec = spec.block(name, text);
+    }
+    spec
 }
 
 /// The tiled quantised GEMM's specialisation for `x` of `dtype`, `tile`
@@ -408,7 +514,6 @@ fn tiled_spec(dtype: DType, tile: TileConfig, format: u32, block: u32, words: u3
 /// each format on both block axes, aligned and unaligned K, with the
 /// tensor-core layout the dispatcher picks at 4096^3 on a subgroup of 32.
 pub fn quant_gemm_specs() -> Vec<Spec> {
-    use crate::quant::QuantFormat;
     // Every tensor-core layout the autotuner may time (subgroups of 32).
     let kernels = crate::tune::COOP_CONFIGS.map(|(warps_m, warps_n, bk, frags_n)| MatmulKernel::Coop {
         warps_m,
@@ -424,17 +529,8 @@ pub fn quant_gemm_specs() -> Vec<Spec> {
         let words = block * format.element_bits() / 32;
         for kernel in kernels {
             for cols in [false, true] {
-                for aligned in [1, 0] {
-                    let mut spec = kernel
-                        .spec(DType::F16)
-                        .dtype(DType::F32)
-                        .constant("TRANS_B", 1)
-                        .constant("TRANS_COLMAJOR", 1)
-                        .constant("ALIGNED", aligned);
-                    for (name, text) in coop_quant_blocks(format_code(format), block, words, cols) {
-                        spec = spec.block(name, text);
-                    }
-                    out.push(spec);
+                for aligned in [true, false] {
+                    out.push(coop_spec(kernel, format_code(format), (block, words), cols, aligned));
                 }
             }
         }
@@ -445,12 +541,10 @@ pub fn quant_gemm_specs() -> Vec<Spec> {
                 out.push(tiled_spec(dtype, tile, format_code(format), block, words, cols));
             }
         }
-        for cols in [0, 1] {
-            out.push(
-                Spec::new(Kernel::QuantMatmulNaive)
-                    .constant("FORMAT", format_code(format))
-                    .constant("COLS", cols),
-            );
+        for cols in [false, true] {
+            for dtype in [DType::F16, DType::F32] {
+                out.push(naive_spec(format, cols, dtype));
+            }
         }
     }
     out

@@ -85,17 +85,19 @@ impl Context {
     /// a multiple of the block, for a row-blocked one when K is a multiple
     /// of 8 (4-bit) or 4 (8-bit formats).
     ///
-    /// More rows of f16 `x`, on an adapter with tensor cores (cooperative
-    /// matrices), run the tensor-core matmul with the weight decoded into
-    /// its f16 workgroup tiles as they are staged (blocks of a multiple of
-    /// 8 elements, either axis, any M, N, K). Each dequantised weight is
+    /// More rows of f16 or bf16 `x`, on an adapter with tensor cores
+    /// (cooperative matrices), run the tensor-core matmul with the weight
+    /// decoded into its f16 workgroup tiles as they are staged (blocks of a
+    /// multiple of 8 elements, either axis, any M, N, K). Each dequantised weight is
     /// rounded to f16 there, nearest even: exact for the MX formats and
     /// NVFP4's element times its block scale within f16's normal range
     /// (a relative error below 2^-11 otherwise, or 2^-25 absolute below
     /// 2^-14, the precision the f16 activations have). A first pass reads
     /// the block scales: if any block could decode beyond f16's range (or
     /// has a NaN scale), the f32 route below writes the whole result
-    /// instead.
+    /// instead. bf16 `x` is narrowed to f16 first, after the range test
+    /// [`DType::BF16`] documents; where that fails too, the f32 route runs
+    /// on x widened exactly.
     ///
     /// More rows of f32 or f16 `x` on a GPU without tensor cores (or where
     /// the f16 dispatcher keeps the shape off them) run the register-tiled
@@ -104,8 +106,8 @@ impl Context {
     /// decoding, f32 accumulation.
     ///
     /// Anything else (a CPU adapter, blocks not a multiple of 8, bf16 `x`
-    /// first widened to f32) dequantises the weight to f32 and runs
-    /// [`Context::matmul`]'s engine (correct, not fused).
+    /// off tensor cores first widened to f32) dequantises the weight to f32
+    /// and runs [`Context::matmul`]'s engine (correct, not fused).
     ///
     /// On a GPU with autotuning on (`WGTILE_AUTOTUNE`), the first call of a
     /// shape bucket times the column-blocked GEMV's launches (workgroup
@@ -169,8 +171,10 @@ impl Context {
         out_shape.push(n);
         let resolved = self.quant_epilogue(epilogue, &out_shape)?;
         let epilogue = &*resolved;
+        // bf16 x reaches the tensor cores staged to f16 (after the range
+        // test that DType::BF16 documents).
         let tensor_cores = match x.dtype() {
-            DType::F16 if m > QUANT_GEMV_MAX_ROWS && n > 0 => self.quant_gemm_kernel((m, k, n)),
+            DType::F16 | DType::BF16 if m > QUANT_GEMV_MAX_ROWS && n > 0 => self.quant_gemm_kernel((m, k, n)),
             _ => None,
         };
         // The route for x as the kernels read it: bf16 is widened first.
@@ -186,6 +190,10 @@ impl Context {
         match (route, tensor_cores) {
             (QuantRoute::TensorCores, Some(kernel)) => {
                 let kernel = self.quant_gemm_tuned(w, (m, k, n), kernel)?;
+                if x.dtype() == DType::BF16 {
+                    let engine = super::gemm::QuantF16Engine::TensorCores(kernel);
+                    return self.quant_gemm_plan_bf16(engine, x, w, (m, k, n), &out_shape, epilogue);
+                }
                 return self.quant_gemm_plan(kernel, x, w, (m, k, n), &out_shape, epilogue);
             }
             (QuantRoute::Tiled, _) if x.dtype() != DType::BF16 => {
