@@ -242,7 +242,7 @@ fn gemm_table(
     let tflops = |t: f64| 2.0 * (m * n * k) as f64 / t / 1e12;
     let x = ctx.rand_uniform([m, k], -1.0, 1.0, DType::F16, 3)?;
     println!(
-        "{:<30} {:>16} {:>10} {:>9} {:>8} {:>9}",
+        "{:<44} {:>16} {:>10} {:>9} {:>8} {:>9}",
         "GEMM weight", "MxKxN", "time us", "TFLOP/s", "vs f16", "rel err"
     );
     let mut t16 = f64::NAN;
@@ -261,7 +261,7 @@ fn gemm_table(
         }
         let line = |name: &str, t: f64, err: f64| {
             println!(
-                "{:<30} {:>16} {:>10.1} {:>9.1} {:>7.2}x {:>9.2e}",
+                "{:<44} {:>16} {:>10.1} {:>9.1} {:>7.2}x {:>9.2e}",
                 name,
                 format!("{m}x{k}x{n}"),
                 t * 1e6,
@@ -288,6 +288,19 @@ fn gemm_table(
                     println!("    stage {:>2}: {:>9.1} us", i + 1, time(stage)? * 1e6);
                 }
             }
+        }
+        // bf16 activations as models hold them (normal values, a few below
+        // 2^-17): staged to f16 after the range test on tensor cores.
+        let xb = ctx.rand_normal([m, k], 0.0, 1.0, DType::BF16, 5)?;
+        let want = ctx.matmul_plan(&ctx.cast(&xb, DType::F32)?, &w, None, &opts)?;
+        want.run()?;
+        let want = want.output().to_vec_blocking::<f32>()?;
+        for format in [QuantFormat::Mxfp4, QuantFormat::Fp8E4m3] {
+            let q = ctx.quantize(&w, format, axis)?;
+            let p = ctx.matmul_quantized_plan(&xb, &q)?;
+            p.run()?;
+            let err = rel_error(&p.output().to_vec_blocking::<f32>()?, &want);
+            line(&format!("{} {tag}, bf16 x", format.name()), time(&p)?, err);
         }
     }
     println!();
