@@ -1544,6 +1544,19 @@ fn fp8_checkpoint_weights_with_tile_scales() {
     bad(QuantFormat::Fp8E4m3, &codes, &[1.0; 2], (0, 256), 128);
     bad(QuantFormat::Mxfp8E4m3, &codes, &[1.0; 2], (8, 256), 32);
     bad(QuantFormat::Fp8E5m2, &codes, &[1.0; 2], (8, 256), 6);
+    // Zero-sized weights hold nothing, as NumPy's would.
+    for (shape, tile) in [([0usize, 256usize], (8, 256)), ([16, 0], (8, 128))] {
+        let h = HostQuant::fp8_from_scales(
+            QuantFormat::Fp8E4m3,
+            shape,
+            &[],
+            &[],
+            tile,
+            (QuantAxis::Rows, 128),
+        )
+        .unwrap();
+        assert!(h.dequantize().unwrap().is_empty() && h.data.is_empty() && h.scales.is_empty());
+    }
     assert!(
         HostQuant::fp8_from_scales(
             QuantFormat::Fp8E5m2,
