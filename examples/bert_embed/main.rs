@@ -4,7 +4,7 @@
 //! residuals, masked mean pooling and L2 normalisation, in one submission.
 //!
 //! ```text
-//! cargo run --release --example bert_embed -- --model DIR [--dtype f32|f16|bf16] [SENTENCE ...]
+//! cargo run --release --example bert_embed -- --model DIR [--dtype f32|f16|bf16] [--quant FORMAT] [SENTENCE ...]
 //! cargo run --release --example bert_embed -- --model DIR --reference ref.json
 //! cargo run --release --example bert_embed -- --bench [--shape minilm|base] [--batch 1,32,128] [--seq 128]
 //! ```
@@ -14,7 +14,9 @@
 //! `--reference` compares with embeddings that `reference.py` wrote with
 //! sentence-transformers. `--bench` runs random weights of the given shapes
 //! three ways (op by op, one `Context::batch`, a plan built once) and prints
-//! sentences per second.
+//! sentences per second. `--quant` (an f32 encoder) multiplies by the
+//! linear layers' weights quantised to a `QuantFormat` (`mxfp8e4m3`,
+//! `mxfp4`, `fp8e4m3`, `int8`, ...), and says how far the embeddings move.
 
 mod model;
 
@@ -23,7 +25,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use model::{Config, Encoder};
-use wgtile::{Context, ContextOptions, DType, Result};
+use wgtile::{Context, ContextOptions, DType, QuantFormat, Result};
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -59,8 +61,42 @@ struct Args {
     /// pool; default: the library's).
     #[arg(long)]
     pool_mib: Option<u64>,
+    /// Quantise the linear layers' weights to this format (`QuantFormat`'s
+    /// variant names: mxfp8e4m3, mxfp4, nvfp4, int8, int4, fp8e4m3, ...;
+    /// an f32 encoder).
+    #[arg(long)]
+    quant: Option<String>,
     /// Sentences to embed.
     sentences: Vec<String>,
+}
+
+/// The format `--quant` names, if any.
+fn quant_format(args: &Args) -> Result<Option<QuantFormat>> {
+    let Some(name) = &args.quant else {
+        return Ok(None);
+    };
+    QuantFormat::ALL
+        .into_iter()
+        .find(|f| format!("{f:?}").eq_ignore_ascii_case(name.trim()))
+        .map(Some)
+        .ok_or_else(|| wgtile::Error::InvalidArgument(format!("unknown --quant format `{name}`")))
+}
+
+/// The worst cosine similarity between the rows of two `[B, H]`
+/// embeddings.
+fn worst_cosine(a: &[f32], b: &[f32], h: usize) -> f64 {
+    a.chunks(h)
+        .zip(b.chunks(h))
+        .map(|(x, y)| {
+            let dot: f64 = x
+                .iter()
+                .zip(y)
+                .map(|(p, q)| f64::from(*p) * f64::from(*q))
+                .sum();
+            let norm = |v: &[f32]| v.iter().map(|p| f64::from(*p).powi(2)).sum::<f64>().sqrt();
+            dot / (norm(x) * norm(y))
+        })
+        .fold(1.0, f64::min)
 }
 
 fn dtype_of(name: &str) -> Result<DType> {
@@ -146,7 +182,7 @@ fn embed(ctx: &Context, args: &Args, dir: &std::path::Path) -> Result<()> {
         ],
     };
     let started = Instant::now();
-    let encoder = Encoder::load(ctx, dir, dtype)?;
+    let mut encoder = Encoder::load(ctx, dir, dtype)?;
     ctx.synchronize()?;
     println!(
         "loaded {} layers, hidden {}, {} heads as {dtype} in {:.2} s",
@@ -155,6 +191,10 @@ fn embed(ctx: &Context, args: &Args, dir: &std::path::Path) -> Result<()> {
         encoder.cfg.heads,
         started.elapsed().as_secs_f64()
     );
+    if let Some(format) = quant_format(args)? {
+        let per = encoder.quantize_linears(ctx, format)?;
+        println!("linear layers quantised to {format}: {per:.3} bytes per weight");
+    }
     let (ids, mask, seq) = tokenize(dir, &sentences)?;
     let b = sentences.len();
     let ids_t = ctx.tensor(&ids, [b, seq])?;
@@ -254,10 +294,8 @@ fn bench(ctx: &Context, args: &Args) -> Result<()> {
         args.shape, cfg.layers, cfg.hidden, cfg.heads, cfg.ffn
     );
     let mut rows = Vec::new();
-    for name in args.dtype.split(',') {
-        let dtype = dtype_of(name)?;
-        let encoder = Encoder::random(ctx, cfg.clone(), dtype, 7)?;
-        for &b in &batches {
+    let inputs =
+        |b: usize, dtype: DType| -> Result<(Vec<i32>, Vec<f32>, wgtile::Tensor, wgtile::Tensor)> {
             let host_ids: Vec<i32> = wgtile::uniform_values(b * seq, 1000.0, 30000.0, b as u64)
                 .iter()
                 .map(|&v| v as i32)
@@ -265,6 +303,31 @@ fn bench(ctx: &Context, args: &Args) -> Result<()> {
             let host_mask = vec![1.0f32; b * seq];
             let ids = ctx.tensor(&host_ids, [b, seq])?;
             let mask = ctx.tensor_from_f32(&host_mask, [b, seq], dtype)?;
+            Ok((host_ids, host_mask, ids, mask))
+        };
+    for name in args.dtype.split(',') {
+        let dtype = dtype_of(name)?;
+        let mut encoder = Encoder::random(ctx, cfg.clone(), dtype, 7)?;
+        let mut label = dtype.to_string();
+        if let Some(format) = quant_format(args)? {
+            // The embeddings of the first batch before and after.
+            let b = batches.first().copied().unwrap_or(1);
+            let (_, _, ids, mask) = inputs(b, dtype)?;
+            let embed = |e: &Encoder| -> Result<Vec<f32>> {
+                ctx.batch(|| e.forward(ctx, &ids, &mask, false))?
+                    .embeddings
+                    .to_f32_vec_blocking()
+            };
+            let before = embed(&encoder)?;
+            let per = encoder.quantize_linears(ctx, format)?;
+            let worst = worst_cosine(&before, &embed(&encoder)?, cfg.hidden);
+            println!(
+                "  linear layers quantised to {format} ({per:.3} bytes per weight): the worst cosine to the {dtype} weights' embeddings {worst:.5}"
+            );
+            label = format!("{dtype}, {format} weights");
+        }
+        for &b in &batches {
+            let (host_ids, host_mask, ids, mask) = inputs(b, dtype)?;
             let eager = median_time(ctx, args.seconds, || {
                 encoder.forward(ctx, &ids, &mask, false).map(drop)
             })?;
@@ -298,7 +361,7 @@ fn bench(ctx: &Context, args: &Args) -> Result<()> {
             if args.profile {
                 profile(ctx, &plan, planned)?;
             }
-            rows.push((dtype, b, eager, batched, planned));
+            rows.push((label.clone(), b, eager, batched, planned));
         }
     }
     println!();

@@ -15,8 +15,8 @@ use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
 use wgtile::{
-    AttentionOptions, Axis, Context, DType, Epilogue, Error, MatmulOptions, Plan, Reduction,
-    Result, Tensor,
+    AttentionOptions, Axis, Context, DType, Epilogue, Error, MatmulOptions, Plan, QuantAxis,
+    QuantFormat, QuantTensor, Reduction, Result, Tensor,
 };
 
 fn bad(what: impl Into<String>) -> Error {
@@ -143,6 +143,9 @@ pub struct Layer {
     pub wf: Tensor,
     pub bf: Tensor,
     pub ln2: (Tensor, Tensor),
+    /// `wqkv`, `wo`, `wi` and `wf` quantised (blocks along K), which the
+    /// forward pass then multiplies by instead (`Encoder::quantize_linears`).
+    pub quant: Option<[QuantTensor; 4]>,
 }
 
 /// A BERT encoder's weights on the GPU, in one compute dtype.
@@ -310,6 +313,7 @@ impl Encoder {
                 wf: up(&transposed(&wf, h, f), &[f, h])?,
                 bf: up(&bf, &[h])?,
                 ln2: ln(file, &format!("{at}.output"))?,
+                quant: None,
             });
         }
         Ok(Self {
@@ -349,6 +353,7 @@ impl Encoder {
                 wf: r(&[f, h], -lim(f), lim(f))?,
                 bf: r(&[h], -0.1, 0.1)?,
                 ln2: (r(&[h], 0.9, 1.1)?, r(&[h], -0.1, 0.1)?),
+                quant: None,
             });
         }
         Ok(Self {
@@ -359,6 +364,33 @@ impl Encoder {
             cfg,
             dtype,
         })
+    }
+
+    /// Quantises every layer's linear weights to `format` (blocks along K,
+    /// the layout the quantised GEMV reads fastest); the forward pass then
+    /// multiplies by them through `Context::matmul_quantized_with`, with
+    /// the same fused bias, activation and residual. f32 encoders only (the
+    /// quantised products take f32 bias and residual and write f32).
+    /// Returns the packed bytes per weight.
+    pub fn quantize_linears(&mut self, ctx: &Context, format: QuantFormat) -> Result<f64> {
+        if self.dtype != DType::F32 {
+            return Err(bad(format!(
+                "quantised linear layers need an f32 encoder, not {}",
+                self.dtype
+            )));
+        }
+        let (mut bytes, mut weights) = (0u64, 0usize);
+        for l in &mut self.layers {
+            let q = |w: &Tensor| ctx.quantize(w, format, QuantAxis::Columns);
+            let quant = [q(&l.wqkv)?, q(&l.wo)?, q(&l.wi)?, q(&l.wf)?];
+            bytes += quant.iter().map(|t| t.packed_bytes()).sum::<u64>();
+            weights += [&l.wqkv, &l.wo, &l.wi, &l.wf]
+                .iter()
+                .map(|t| t.numel())
+                .sum::<usize>();
+            l.quant = Some(quant);
+        }
+        Ok(bytes as f64 / weights.max(1) as f64)
     }
 
     /// The forward pass from `ids` (`I32 [B, S]`) and `mask` (`[B, S]` of
@@ -403,32 +435,29 @@ impl Encoder {
             Act::GeluTanh => Epilogue::new().gelu_tanh(),
         };
         let plain = MatmulOptions::default();
+        // x @ W with a fused epilogue: the weight as it is, or quantised.
+        let linear = |x: &Tensor, w: &Tensor, q: Option<&QuantTensor>, e: &Epilogue| match q {
+            Some(q) => ctx.matmul_quantized_plan_with(x, q, e),
+            None => ctx.matmul_plan_with(x, w, None, &plain, e),
+        };
         let mut hidden = Vec::new();
         for l in &self.layers {
-            let qkv = sink(ctx.matmul_plan_with(
-                &x,
-                &l.wqkv,
-                None,
-                &plain,
-                &Epilogue::new().bias(&l.bqkv),
-            )?)?;
+            let q = |i: usize| l.quant.as_ref().map(|q| &q[i]);
+            let qkv = sink(linear(&x, &l.wqkv, q(0), &Epilogue::new().bias(&l.bqkv))?)?;
             // q, k and v read in place from the fused projection.
             let a = sink(ctx.attention_qkv_plan(&qkv, &attention)?.0)?;
-            let o = sink(ctx.matmul_plan_with(
+            let o = sink(linear(
                 &a,
                 &l.wo,
-                None,
-                &plain,
+                q(1),
                 &Epilogue::new().bias(&l.bo).residual(&x),
             )?)?;
             let x1 = sink(ctx.layer_norm_plan(&o, Some(&l.ln1.0), Some(&l.ln1.1), cfg.eps)?)?;
-            let inner =
-                sink(ctx.matmul_plan_with(&x1, &l.wi, None, &plain, &act.clone().bias(&l.bi))?)?;
-            let f = sink(ctx.matmul_plan_with(
+            let inner = sink(linear(&x1, &l.wi, q(2), &act.clone().bias(&l.bi))?)?;
+            let f = sink(linear(
                 &inner,
                 &l.wf,
-                None,
-                &plain,
+                q(3),
                 &Epilogue::new().bias(&l.bf).residual(&x1),
             )?)?;
             x = sink(ctx.layer_norm_plan(&f, Some(&l.ln2.0), Some(&l.ln2.1), cfg.eps)?)?;
