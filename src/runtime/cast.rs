@@ -148,10 +148,13 @@ impl Context {
             self.check_operand(t, DType::BF16, "bf16_cast_check")?;
         }
         let (flag, clear) = self.range_flag()?;
-        let (casts, _halves) = self.checked_halves(tensors, &flag)?;
+        let (casts, halves) = self.checked_halves(tensors, &flag)?;
         let mut dispatches = vec![clear];
         dispatches.extend(casts);
-        self.arms_fallback(dispatches, (&flag, tensors.len() as u32))
+        let armed = self.arms_fallback(dispatches, (&flag, tensors.len() as u32));
+        // The casts' outputs stay out of the buffer pool until they have run.
+        drop(halves);
+        armed
     }
 
     #[cfg(not(target_arch = "wasm32"))]
