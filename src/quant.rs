@@ -11,6 +11,49 @@
 //! f32 division is corrected by exact integer comparisons against the two
 //! neighbouring midpoints, so host and GPU agree whatever the GPU's division
 //! accuracy.
+//!
+//! # Loading a quantised checkpoint
+//!
+//! A checkpoint's packed parts become a [`HostQuant`] as they are stored,
+//! then a GPU tensor through `Context::upload_quantized`. An OCP MXFP4
+//! weight `[N, K]` stored as `blocks` (`[N, K / 32, 16]` bytes, two E2M1
+//! codes per byte, the first in the low nibble) and `scales` (`[N, K / 32]`
+//! E8M0 bytes):
+//!
+//! ```
+//! use wgtile::quant::{HostQuant, QuantAxis, QuantFormat};
+//! let (n, k) = (4, 64);
+//! let blocks = vec![0x21u8; n * k / 2]; // codes 1 and 2: 0.5 and 1.0
+//! let scales = vec![128u8; n * k / 32]; // 2^(128 - 127) = 2
+//! let w = HostQuant::from_bytes(
+//!     QuantFormat::Mxfp4, QuantAxis::Rows, 32, &[n, k], &blocks, &scales, &[], 1.0,
+//! )?;
+//! assert_eq!(&w.dequantize()?[..2], &[1.0, 2.0]);
+//! # Ok::<(), wgtile::Error>(())
+//! ```
+//!
+//! An FP8 weight with one f32 scale per 128 x 128 tile (DeepSeek-V3's
+//! `weight_scale_inv`), laid out as its transpose `[K, N]` blocked down
+//! the columns, the layout the quantised GEMV reads fastest (`x @ Wᵀ`
+//! either way):
+//!
+//! ```
+//! use wgtile::quant::{HostQuant, QuantAxis, QuantFormat};
+//! let (n, k) = (256, 384);
+//! let codes = vec![0x38u8; n * k]; // E4M3 1.0
+//! let tiles: Vec<f32> = (0..2 * 3).map(|t| t as f32 + 1.0).collect(); // [N / 128, K / 128]
+//! let w = HostQuant::fp8_from_scales(
+//!     QuantFormat::Fp8E4m3, [n, k], &codes, &tiles, (128, 128), (QuantAxis::Columns, 128),
+//! )?;
+//! let wt = w.dequantize()?; // Wᵀ, [K, N] row-major
+//! assert_eq!(wt[0], 1.0); // W[0, 0]: tile (0, 0)
+//! assert_eq!(wt[300 * n + 200], 6.0); // W[200, 300]: tile (1, 2)
+//! # Ok::<(), wgtile::Error>(())
+//! ```
+//!
+//! On the GPU, `ctx.upload_quantized(&w)?` gives a
+//! [`QuantTensor`](crate::QuantTensor) for `ctx.matmul_quantized(&x, &q)`:
+//! the fused GEMV for up to 8 rows of x, the quantised GEMM beyond.
 
 use crate::error::{Error, Result};
 
