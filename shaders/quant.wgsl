@@ -19,7 +19,8 @@
 // Entry `quantize_cols` (blocks down columns, cols % 4 == 0): the same per
 //   word, with adjacent columns on adjacent invocations (coalesced loads)
 //   and a workgroup of C columns by the words of one block row.
-// Entry `dequantize`: one invocation per output element (row-major).
+// Entry `dequantize`: one invocation per output element (row-major); with
+//   GATHER (quant_common.wgsl) its rows are the ids' rows of the table.
 // Entry `dequantize_cols` (blocks down columns): one invocation per 4
 //   rows of a column, each store coalesced across adjacent columns.
 // Workgroup: WG x 1 x 1 (override); 2-D grid.
@@ -152,8 +153,12 @@ fn dequantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_in
     if i >= params.n {
         return;
     }
-    let r = i / params.cols;
+    let r = table_row(i / params.cols);
     let c = i % params.cols;
+    if r == 0xffffffffu {
+        out[i] = bitcast<f32>(0x7fc00000u);
+        return;
+    }
     var l = r;
     var pos = c;
     if params.axis == 1u {

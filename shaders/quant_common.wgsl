@@ -5,13 +5,17 @@
 // decoding factor of a block.
 //
 // Bindings: 0 params, 2 data, 3 scales, 4 zero points, 5 globals
-// ([amax bits, per-tensor scale bits]); the includer declares 1 (input)
-// and 6 (output).
+// ([amax bits, per-tensor scale bits]), 7 the gathered ids (dequantise
+// only); the includer declares 1 (input) and 6 (output).
 
 // quant_codec.wgsl's format code.
 const FORMAT: u32 = 0u;
 // Input: 0 f32, 1 f16, 2 bf16 (16-bit inputs two per word).
 const IN_HALF: u32 = 0u;
+// Dequantise rows by id (`Context::gather_quantized`): output row r is the
+// table's row `gather_ids[r]` (binding 7; i32 ids read as u32, so negative
+// ones are 2^31 or more), and ids past `params.rows` give NaN rows.
+const GATHER: u32 = 0u;
 // 1 / 2688 rounded to f32 (src/quant.rs: NVFP4_GLOBAL_FACTOR).
 const NVFP4_GLOBAL_FACTOR: f32 = 0x1.861862p-12f;
 
@@ -38,6 +42,18 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> scales: array<u32>;
 @group(0) @binding(4) var<storage, read_write> zeros: array<u32>;
 @group(0) @binding(5) var<storage, read_write> globals: array<atomic<u32>>;
+// The dequantise entries' gathered rows (bound to any buffer otherwise).
+@group(0) @binding(7) var<storage, read> gather_ids: array<u32>;
+
+// The table row of output row r: r itself, or its id (GATHER); 0xffffffff
+// for an id outside the table.
+fn table_row(r: u32) -> u32 {
+    if GATHER == 0u {
+        return r;
+    }
+    let t = gather_ids[r];
+    return select(0xffffffffu, t, t < params.rows);
+}
 
 fn elem_bits() -> u32 {
     return select(4u, 8u, FORMAT <= 1u || FORMAT == 4u || f32_scales());

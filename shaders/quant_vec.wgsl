@@ -7,7 +7,7 @@
 //   a row's end when cols % 8 == 0).
 // Entry `dequantize_vec` (blocks along rows, cols % 4 == 0): one
 //   invocation per 4 consecutive elements of a row (one word, one scale:
-//   blocks are whole words), one 16-byte store.
+//   blocks are whole words), one 16-byte store; rows by id with GATHER.
 // Workgroup: WG x 1 x 1 (override); 2-D grid.
 // Bindings: quant_common.wgsl's, 1 x (16-byte units of the input: f32,
 //   or f16 / bf16 pairs per u32 when IN_HALF != 0), 6 out (vec4 f32).
@@ -79,7 +79,11 @@ fn dequantize_vec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocatio
         return;
     }
     let quads = params.cols / 4u;
-    let r = g / quads;
+    let r = table_row(g / quads);
+    if r == 0xffffffffu {
+        out[g] = vec4<f32>(bitcast<f32>(0x7fc00000u));
+        return;
+    }
     let pos = (g % quads) * 4u;
     let j = pos / params.block;
     let t = pos % params.block;

@@ -1673,3 +1673,87 @@ fn bf16_activations_reach_the_f16_gemm_after_the_range_test() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// Rows of a quantised table by id: each gathered row is the dequantised
+/// table's row bit for bit (i32 and u32 ids, any shape, both block axes,
+/// rows of a multiple of 4 and not), ids outside the table (its length,
+/// -1, far past it) give NaN rows, zero ids give an empty result; a table
+/// that is not rank 2 and float ids are named errors.
+#[test]
+fn gather_quantized_rows_match_the_dequantised_table() {
+    let Some(ctx) = common::ctx() else { return };
+    let v = 37usize;
+    let formats = [
+        QuantFormat::Mxfp4,
+        QuantFormat::Fp8E4m3,
+        QuantFormat::Int4Zp,
+        QuantFormat::Nvfp4,
+    ];
+    for (f, format) in formats.into_iter().enumerate() {
+        for (h, axis) in [
+            (64usize, QuantAxis::Rows),
+            (70, QuantAxis::Rows),
+            (64, QuantAxis::Columns),
+        ] {
+            let shape = [v, h];
+            let t = ctx
+                .tensor(&edge_values(v * h, 70 + f as u64, false), shape)
+                .unwrap();
+            let q = ctx.quantize(&t, format, axis).unwrap();
+            let table = ctx
+                .dequantize(&q)
+                .unwrap()
+                .to_vec_blocking::<f32>()
+                .unwrap();
+            let ids: Vec<i32> = vec![3, 0, 36, 37, -1, 5, 1000, 3, 12, 36, 0, 2_000_000_000];
+            let what = format!("{format} [{v}, {h}] {axis:?}");
+            let want_row = |id: i64| -> Vec<u32> {
+                if (0..v as i64).contains(&id) {
+                    table[id as usize * h..(id as usize + 1) * h]
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect()
+                } else {
+                    vec![f32::NAN.to_bits(); h]
+                }
+            };
+            let want: Vec<u32> = ids.iter().flat_map(|&id| want_row(i64::from(id))).collect();
+            let signed = ctx.tensor(&ids, [3, 4]).unwrap();
+            let unsigned: Vec<u32> = ids.iter().map(|&i| i as u32).collect();
+            let unsigned = ctx.tensor(&unsigned, [12]).unwrap();
+            for (ids_t, out_shape) in [(&signed, vec![3, 4, h]), (&unsigned, vec![12, h])] {
+                let got = ctx.gather_quantized(&q, ids_t).unwrap();
+                assert_eq!(got.shape(), out_shape.as_slice(), "{what}");
+                let bits: Vec<u32> = got
+                    .to_vec_blocking::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.to_bits())
+                    .collect();
+                same_bits(&format!("{what} {}", ids_t.dtype()), &bits, &want);
+            }
+        }
+    }
+    let t = ctx.tensor(&common::random(8 * 32, 80), [8, 32]).unwrap();
+    let q = ctx
+        .quantize(&t, QuantFormat::Mxfp4, QuantAxis::Rows)
+        .unwrap();
+    let none = ctx.tensor::<i32>(&[], [0]).unwrap();
+    assert_eq!(ctx.gather_quantized(&q, &none).unwrap().shape(), &[0, 32]);
+    let float_ids = ctx.tensor(&[1.0f32], [1]).unwrap();
+    assert!(matches!(
+        ctx.gather_quantized(&q, &float_ids),
+        Err(Error::DTypeMismatch { .. })
+    ));
+    let t3 = ctx
+        .tensor(&common::random(2 * 4 * 32, 81), [2, 4, 32])
+        .unwrap();
+    let q3 = ctx
+        .quantize(&t3, QuantFormat::Mxfp4, QuantAxis::Rows)
+        .unwrap();
+    let one = ctx.tensor(&[1i32], [1]).unwrap();
+    assert!(matches!(
+        ctx.gather_quantized(&q3, &one),
+        Err(Error::InvalidArgument(_))
+    ));
+}

@@ -209,6 +209,9 @@ pub fn quant_specs() -> Vec<Spec> {
         for k in [Kernel::Dequantize, Kernel::DequantizeVec, Kernel::DequantizeCols] {
             out.push(quant_spec(k, f, DType::F32));
         }
+        for k in [Kernel::Dequantize, Kernel::DequantizeVec] {
+            out.push(quant_spec(k, f, DType::F32).constant("GATHER", 1));
+        }
         out.extend(gemv::specs_for(f));
     }
     out.extend(gemv::reduce_specs());
@@ -434,18 +437,73 @@ impl Context {
     /// The plan of [`Context::dequantize`] (its output is the plan's).
     pub fn dequantize_plan(&self, q: &QuantTensor) -> Result<Plan> {
         self.check_all_owned([&q.data, &q.scales, &q.zeros, &q.globals], "dequantize")?;
-        let lay = q.layout();
         let out = self.alloc(&q.shape, DType::F32, "wgtile dequantized")?;
+        self.dequantize_into(q, None, out, format!("dequantize {}", q.format))
+    }
+
+    /// Rows of a quantised table `[V, H]` (blocks along either axis) by
+    /// `ids` (i32 or u32, any shape): an f32 tensor of shape `ids.shape ++
+    /// [H]` whose row `r` is row `ids[r]` of [`Context::dequantize`]'s
+    /// result, bit for bit. The embedding lookup of a quantised embedding
+    /// table, which [`Context::matmul_quantized`] also multiplies by (x @
+    /// Wᵀ of a `[V, H]` table blocked along rows: tied input and output
+    /// embeddings share one packed copy). Ids outside `[0, V)`, negative
+    /// ones included, give rows of NaN, as [`Context::gather`]'s do.
+    pub fn gather_quantized(&self, table: &QuantTensor, ids: &Tensor) -> Result<Tensor> {
+        let plan = self.gather_quantized_plan(table, ids)?;
+        plan.run()?;
+        Ok(plan.into_output())
+    }
+
+    /// [`Context::gather_quantized`] as a plan.
+    pub fn gather_quantized_plan(&self, table: &QuantTensor, ids: &Tensor) -> Result<Plan> {
+        let op = "gather_quantized";
+        self.check_all_owned([&table.data, &table.scales, &table.zeros, &table.globals], op)?;
+        self.check_owned_any(ids, "the gather_quantized ids")?;
+        if !matches!(ids.dtype(), DType::I32 | DType::U32) {
+            return Err(Error::DTypeMismatch {
+                op: "gather_quantized ids (i32 or u32)",
+                expected: DType::I32,
+                got: ids.dtype(),
+            });
+        }
+        ids.require_contiguous(op)?;
+        let [rows, h] = table.shape[..] else {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: the table must be rank 2 ([V, H]), got {:?}",
+                table.shape
+            )));
+        };
+        if ids.dtype() == DType::I32 && rows > 1 << 31 {
+            return Err(Error::LimitExceeded {
+                limit: "rows gathered by i32 ids",
+                requested: rows as u64,
+                max: 1 << 31,
+                what: format!("{op} from a table of more rows than i32 ids reach (use u32 ids)"),
+            });
+        }
+        let mut shape = ids.shape().to_vec();
+        shape.push(h);
+        let out = self.alloc(&shape, DType::F32, "wgtile gathered rows")?;
+        self.dequantize_into(table, Some(ids), out, format!("{op} {}", table.format))
+    }
+
+    /// The plan writing `q` dequantised into `out` (`q`'s shape), or the
+    /// rows of `q` that `ids` name (`out` of `ids.shape ++ [H]`).
+    fn dequantize_into(&self, q: &QuantTensor, ids: Option<&Tensor>, out: Tensor, label: String) -> Result<Plan> {
+        let lay = q.layout();
         let n = u32_of("elements", out.numel())?;
         let mut dispatches = Vec::new();
         if n > 0 {
             // Each store coalesced: 4 elements and a 16-byte store per
             // invocation along rows, 4 rows of one column down columns (one
             // word per invocation with 4-byte stores lost 2x for 4-bit
-            // formats, docs/perf/quant.md), else one element.
+            // formats, docs/perf/quant.md), else one element. Gathered rows
+            // of a column-blocked table are not 4 consecutive rows: one
+            // element per invocation.
             let (kernel, count) = if lay.axis == QuantAxis::Rows && lay.cols.is_multiple_of(4) {
                 (Kernel::DequantizeVec, n / 4)
-            } else if lay.axis == QuantAxis::Columns {
+            } else if lay.axis == QuantAxis::Columns && ids.is_none() {
                 (
                     Kernel::DequantizeCols,
                     u32_of("quads", lay.rows.div_ceil(4) * lay.cols)?,
@@ -454,30 +512,37 @@ impl Context {
                 (Kernel::Dequantize, n)
             };
             let g = grid(self.profile(), u64::from(count).div_ceil(u64::from(WG)), "dequantize")?;
-            let pipeline = self
-                .inner
-                .pipelines
-                .get(&self.inner.device, &quant_spec(kernel, q.format, DType::F32))?;
+            let mut spec = quant_spec(kernel, q.format, DType::F32);
+            if ids.is_some() {
+                spec = spec.constant("GATHER", 1);
+            }
+            let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
             let params = self.uniform(&params(&lay, g[0], count)?);
-            dispatches.push(Dispatch::with_bindings(
-                &self.inner.device,
-                pipeline,
-                &[
-                    (0, &params),
-                    (2, q.data.buffer()),
-                    (3, q.scales.buffer()),
-                    (4, q.zeros.buffer()),
-                    (5, q.globals.buffer()),
-                    (6, out.buffer()),
-                ],
-                g,
-            ));
+            let mut binds = vec![
+                (0, &params),
+                (2, q.data.buffer()),
+                (3, q.scales.buffer()),
+                (4, q.zeros.buffer()),
+                (5, q.globals.buffer()),
+                (6, out.buffer()),
+            ];
+            if kernel != Kernel::DequantizeCols {
+                // The ids the rows come from (read only with GATHER; the
+                // binding is declared either way).
+                binds.push((7, ids.map_or(&self.inner.dummy_rw, |t| t.buffer())));
+            }
+            dispatches.push(Dispatch::with_bindings(&self.inner.device, pipeline, &binds, g));
         }
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
-            label: format!("dequantize {}", q.format),
+            label,
             dispatches,
-            bytes: q.packed_bytes() + u64::from(n) * 4,
+            // What is read: the whole packed tensor, or the gathered rows'
+            // share of it and the ids.
+            bytes: match ids {
+                None => q.packed_bytes(),
+                Some(t) => (f64::from(n) * q.format.bytes_per_element(q.block)) as u64 + t.size_bytes(),
+            } + u64::from(n) * 4,
             output: out,
             flops: 0,
             scratch: Vec::new(),
