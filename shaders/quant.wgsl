@@ -156,7 +156,7 @@ fn dequantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_in
     let r = table_row(i / params.cols);
     let c = i % params.cols;
     if r == 0xffffffffu {
-        out[i] = bitcast<f32>(0x7fc00000u);
+        out[i] = codec_bits(0x7fc00000u);
         return;
     }
     var l = r;

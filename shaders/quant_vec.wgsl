@@ -81,7 +81,7 @@ fn dequantize_vec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocatio
     let quads = params.cols / 4u;
     let r = table_row(g / quads);
     if r == 0xffffffffu {
-        out[g] = vec4<f32>(bitcast<f32>(0x7fc00000u));
+        out[g] = vec4<f32>(codec_bits(0x7fc00000u));
         return;
     }
     let pos = (g % quads) * 4u;

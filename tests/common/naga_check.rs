@@ -37,6 +37,7 @@ pub fn check_wgsl_with(
     subgroup_barrier: bool,
 ) {
     check_operator_mixing(label, source);
+    check_nonfinite_constants(label, source);
     let module = naga::front::wgsl::parse_str(source)
         .unwrap_or_else(|e| panic!("{label}: parse: {}", e.emit_to_string(source)));
     let mut capabilities = Capabilities::all() - Capabilities::SUBGROUP_BARRIER;
@@ -124,6 +125,37 @@ pub fn check_spec(spec: &Spec) {
     let label = format!("{spec:?}");
     let source = spec.wgsl().unwrap_or_else(|e| panic!("{label}: {e}"));
     check_spec_source(&label, &source, spec);
+}
+
+/// A constant expression must be finite in WGSL: `bitcast<f32>(0x7fc00000u)`
+/// is a shader-creation error in a browser's compiler (Chromium's refused
+/// a dequantise kernel's NaN row) though naga folds it. Panics on
+/// `bitcast<f32>(` applied to a hex literal whose bits are an infinity or a
+/// NaN (the literal alone as the argument); such values come from a
+/// runtime bitcast (`codec_bits`, `nan()`).
+fn check_nonfinite_constants(label: &str, source: &str) {
+    const CAST: &str = "bitcast<f32>(0x";
+    for (n, line) in source.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        for (at, _) in code.match_indices(CAST) {
+            let rest = &code[at + CAST.len()..];
+            let digits: String = rest.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+            // The literal alone (`...u)`): an expression around it is a
+            // runtime value.
+            if !rest[digits.len()..].starts_with("u)") {
+                continue;
+            }
+            let Ok(bits) = u32::from_str_radix(&digits, 16) else {
+                continue;
+            };
+            assert!(
+                bits & 0x7f80_0000 != 0x7f80_0000,
+                "{label}: line {}: a non-finite f32 constant (WGSL refuses it): {}",
+                n + 1,
+                line.trim()
+            );
+        }
+    }
 }
 
 /// WGSL makes the operands of `<<` and `>>` unary expressions: a shift
