@@ -51,6 +51,9 @@
 //! # Ok::<(), wgtile::Error>(())
 //! ```
 //!
+//! A 4-bit GPTQ checkpoint (AutoGPTQ's `qweight`, `qzeros` and `scales`)
+//! loads with [`HostQuant::from_gptq`].
+//!
 //! On the GPU, `ctx.upload_quantized(&w)?` gives a
 //! [`QuantTensor`](crate::QuantTensor) for `ctx.matmul_quantized(&x, &q)`:
 //! the fused GEMV for up to 8 rows of x, the quantised GEMM beyond.
@@ -1113,6 +1116,97 @@ impl HostQuant {
             data,
             scales: block_scales,
             zeros: Vec::new(),
+            global_scale: 1.0,
+        };
+        host.check()?;
+        Ok(host)
+    }
+
+    /// A 4-bit GPTQ checkpoint weight (`x @ W` with `W` `[K, N]`) as an
+    /// [`QuantFormat::Int4Zp`] tensor `[K, N]` blocked down its columns
+    /// (groups along K), from the tensors as stored: `qweight` int32 `[K /
+    /// 8, N]` (word `(r, n)` holds `q[8r + i, n]` in bits `4i..4i + 4`),
+    /// `qzeros` int32 `[ceil(K / group), N / 8]` (word `(g, c)` holds the
+    /// zero point of column `8c + i` in bits `4i..`), `scales` f16
+    /// `[ceil(K / group), N]`, all little-endian bytes. Each value is `(q -
+    /// z) * scale`. `zeros_minus_one`: the checkpoint stores each zero point
+    /// less one (AutoGPTQ's `checkpoint_format: "gptq"`, most GPTQ
+    /// checkpoints), not as it is (`"gptq_v2"`). Groups up to 1024 become
+    /// blocks; larger ones (a multiple of 128, such as `group_size: -1`
+    /// with K = 4096) become blocks of 128 sharing their group's scale.
+    /// Checkpoints with `desc_act` (a `g_idx` that permutes K) are not this
+    /// layout. Errors name a size that does not fit.
+    pub fn from_gptq(
+        [k, n]: [usize; 2],
+        (qweight, qzeros, scales): (&[u8], &[u8], &[u8]),
+        group: usize,
+        zeros_minus_one: bool,
+    ) -> Result<HostQuant> {
+        let what = format!("a GPTQ weight [{k}, {n}] in groups of {group}");
+        if group == 0 || !k.is_multiple_of(8) || !n.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: K and N must be multiples of 8 (whole int32 words) and groups not empty"
+            )));
+        }
+        let block = if group <= 1024 { group } else { 128 };
+        if !group.is_multiple_of(block) {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: groups over 1024 must be a multiple of 128"
+            )));
+        }
+        QuantFormat::Int4Zp.check_block(block)?;
+        let groups = k.div_ceil(group);
+        for (part, got, want) in [
+            ("qweight", qweight.len(), k / 8 * n * 4),
+            ("qzeros", qzeros.len(), groups * n / 8 * 4),
+            ("scales", scales.len(), groups * n * 2),
+        ] {
+            if got != want {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: {part} has {got} bytes, needs {want}"
+                )));
+            }
+        }
+        let qweight = words_of(qweight);
+        let qzeros = words_of(qzeros);
+        let scale_of = |g: usize, c: usize| {
+            u32::from(u16::from_le_bytes([
+                scales[2 * (g * n + c)],
+                scales[2 * (g * n + c) + 1],
+            ]))
+        };
+        let lay = QuantLayout::new(&[k, n], QuantAxis::Columns, block, 4)?;
+        let wpb = lay.words_per_block();
+        let mut data = vec![0u32; lay.blocks() * wpb];
+        let (mut block_scales, mut zeros) = (
+            Vec::with_capacity(lay.blocks()),
+            Vec::with_capacity(lay.blocks()),
+        );
+        // Block j of column c holds k = j * block .., words of 8 k as GPTQ's.
+        for j in 0..lay.blocks_per_line() {
+            let g = j * block / group;
+            for c in 0..n {
+                let id = lay.block_id(c, j);
+                for w in 0..wpb {
+                    let r = j * wpb + w;
+                    if r < k / 8 {
+                        data[id * wpb + w] = qweight[r * n + c];
+                    }
+                }
+                let stored = (qzeros[g * n / 8 + c / 8] >> (4 * (c % 8))) & 0xf;
+                zeros.push(stored + u32::from(zeros_minus_one));
+                block_scales.push(scale_of(g, c));
+            }
+        }
+        // Block ids run j * N + c: the order the loops pushed.
+        let host = HostQuant {
+            format: QuantFormat::Int4Zp,
+            axis: QuantAxis::Columns,
+            block,
+            shape: vec![k, n],
+            data,
+            scales: pack(block_scales.into_iter(), 16, lay.blocks()),
+            zeros: pack(zeros.into_iter(), 8, lay.blocks()),
             global_scale: 1.0,
         };
         host.check()?;

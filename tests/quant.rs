@@ -1757,3 +1757,110 @@ fn gather_quantized_rows_match_the_dequantised_table() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+/// A 4-bit GPTQ checkpoint (qweight, qzeros and scales packed as AutoGPTQ
+/// stores them, zero points less one or as they are, groups of 32 and 128
+/// and one group over K = 1536) loads as an int4-with-zero-point tensor
+/// whose values are `(q - z) * scale` bit for bit, on the host and the
+/// GPU, and whose product is `x @ W`; sizes that do not fit are named
+/// errors.
+#[test]
+fn gptq_checkpoints_load_as_int4_with_zero_points() {
+    let Some(ctx) = common::ctx() else { return };
+    for (k, n, group, minus_one) in [
+        (256usize, 48usize, 32usize, true),
+        (384, 40, 128, false),
+        (1536, 16, 1536, true),
+    ] {
+        let groups = k.div_ceil(group);
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |m: u32| {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((rng >> 33) as u32) % m
+        };
+        let q: Vec<u32> = (0..k * n).map(|_| next(16)).collect(); // q[k][n]
+        let z: Vec<u32> = (0..groups * n).map(|_| next(16)).collect(); // stored
+        let s: Vec<f16> = (0..groups * n)
+            .map(|_| f16::from_f32((next(1000) as f32 + 1.0) * 1e-4))
+            .collect();
+        // AutoGPTQ's packing: eight 4-bit values per int32, low bits first,
+        // along K for qweight and along N for qzeros.
+        let mut qweight = vec![0u32; k / 8 * n];
+        for kk in 0..k {
+            for c in 0..n {
+                qweight[kk / 8 * n + c] |= q[kk * n + c] << (4 * (kk % 8));
+            }
+        }
+        let mut qzeros = vec![0u32; groups * n / 8];
+        for g in 0..groups {
+            for c in 0..n {
+                qzeros[g * n / 8 + c / 8] |= z[g * n + c] << (4 * (c % 8));
+            }
+        }
+        let bytes = |w: &[u32]| -> Vec<u8> { w.iter().flat_map(|v| v.to_le_bytes()).collect() };
+        let scale_bytes: Vec<u8> = s.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+        let host = HostQuant::from_gptq(
+            [k, n],
+            (&bytes(&qweight), &bytes(&qzeros), &scale_bytes),
+            group,
+            minus_one,
+        )
+        .unwrap();
+        let want: Vec<f32> = (0..k * n)
+            .map(|i| {
+                let (kk, c) = (i / n, i % n);
+                let zero = z[kk / group * n + c] + u32::from(minus_one);
+                (q[i] as f32 - zero as f32) * s[kk / group * n + c].to_f32()
+            })
+            .collect();
+        let what = format!("GPTQ [{k}, {n}] groups of {group}");
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+        same_bits(
+            &format!("{what}: host"),
+            &bits(&host.dequantize().unwrap()),
+            &bits(&want),
+        );
+        let w = ctx.upload_quantized(&host).unwrap();
+        let got = ctx
+            .dequantize(&w)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap();
+        same_bits(&format!("{what}: GPU"), &bits(&got), &bits(&want));
+        for m in [1usize, 11] {
+            let (x, xv) = common::upload(
+                &ctx,
+                &common::random(m * k, 90 + m as u64),
+                &[m, k],
+                DType::F32,
+            );
+            let plan = ctx.matmul_quantized_plan(&x, &w).unwrap();
+            ctx.fill(plan.output(), f32::NAN).unwrap();
+            plan.run().unwrap();
+            let (y, mag) = reference(&xv, &want, m, k, n, false);
+            common::assert_close(
+                &format!("{what} M = {m}: {}", plan.label()),
+                &plan.output().to_vec_blocking::<f32>().unwrap(),
+                &y,
+                |i| 4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i],
+            );
+        }
+    }
+    let w = vec![0u8; 256 / 8 * 16 * 4];
+    let zeros = vec![0u8; 2 * 16 / 8 * 4];
+    let scales = vec![0u8; 2 * 16 * 2];
+    let bad = |kn: [usize; 2], parts: (&[u8], &[u8], &[u8]), group| {
+        let r = HostQuant::from_gptq(kn, parts, group, true);
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    };
+    bad([256, 16], (&w[4..], &zeros, &scales), 128);
+    bad([256, 16], (&w, &zeros[4..], &scales), 128);
+    bad([256, 16], (&w, &zeros, &scales[2..]), 128);
+    bad([256, 12], (&w, &zeros, &scales), 128);
+    bad([256, 16], (&w, &zeros, &scales), 0);
+    bad([256, 16], (&w, &zeros, &scales), 12);
+    bad([2048, 16], (&w, &zeros, &scales), 1100);
+    assert!(HostQuant::from_gptq([256, 16], (&w, &zeros, &scales), 128, true).is_ok());
+}
