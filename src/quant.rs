@@ -51,8 +51,9 @@
 //! # Ok::<(), wgtile::Error>(())
 //! ```
 //!
-//! A 4-bit GPTQ checkpoint (AutoGPTQ's `qweight`, `qzeros` and `scales`)
-//! loads with [`HostQuant::from_gptq`].
+//! A 4-bit GPTQ or AWQ checkpoint (`qweight`, `qzeros` and `scales` as
+//! AutoGPTQ or AutoAWQ pack them) loads with [`HostQuant::from_gptq`] or
+//! [`HostQuant::from_awq`].
 //!
 //! On the GPU, `ctx.upload_quantized(&w)?` gives a
 //! [`QuantTensor`](crate::QuantTensor) for `ctx.matmul_quantized(&x, &q)`:
@@ -972,6 +973,87 @@ fn words_of(bytes: &[u8]) -> Vec<u32> {
         .collect()
 }
 
+/// Checks the parts of a 4-bit checkpoint weight `[K, N]` packed eight
+/// values per int32 (GPTQ's and AWQ's): sizes, groups, and K and N
+/// multiples of 8.
+fn check_int4_parts(
+    what: &str,
+    [k, n]: [usize; 2],
+    (qweight, qzeros, scales): (&[u8], &[u8], &[u8]),
+    group: usize,
+) -> Result<()> {
+    if group == 0 || !k.is_multiple_of(8) || !n.is_multiple_of(8) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: K and N must be multiples of 8 (whole int32 words) and groups not empty"
+        )));
+    }
+    if group > 1024 && !group.is_multiple_of(128) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: groups over 1024 must be a multiple of 128"
+        )));
+    }
+    QuantFormat::Int4Zp.check_block(if group <= 1024 { group } else { 128 })?;
+    let groups = k.div_ceil(group);
+    for (part, got, want) in [
+        ("qweight", qweight.len(), k * n / 2),
+        ("qzeros", qzeros.len(), groups * n / 2),
+        ("scales", scales.len(), groups * n * 2),
+    ] {
+        if got != want {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: {part} has {got} bytes, needs {want}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// An [`QuantFormat::Int4Zp`] tensor `[K, N]` blocked down its columns in
+/// groups of `group` along K (blocks of `group`, or of 128 for groups over
+/// 1024), from `q(k, n)`, `z(group, n)` and f16 `scales` bytes
+/// `[ceil(K / group), N]` (checked by `check_int4_parts`).
+fn int4_zp_from(
+    [k, n]: [usize; 2],
+    group: usize,
+    scales: &[u8],
+    q: impl Fn(usize, usize) -> u32,
+    z: impl Fn(usize, usize) -> u32,
+) -> Result<HostQuant> {
+    let block = if group <= 1024 { group } else { 128 };
+    let lay = QuantLayout::new(&[k, n], QuantAxis::Columns, block, 4)?;
+    let wpb = lay.words_per_block();
+    let mut data = vec![0u32; lay.blocks() * wpb];
+    let (mut block_scales, mut zeros) = (
+        Vec::with_capacity(lay.blocks()),
+        Vec::with_capacity(lay.blocks()),
+    );
+    // Block ids run j * N + c: the order of the loops.
+    for j in 0..lay.blocks_per_line() {
+        let g = j * block / group;
+        for c in 0..n {
+            let id = lay.block_id(c, j);
+            for t in 0..block.min(k - j * block) {
+                data[id * wpb + t / 8] |= q(j * block + t, c) << (4 * (t % 8));
+            }
+            zeros.push(z(g, c));
+            let at = 2 * (g * n + c);
+            block_scales.push(u32::from(u16::from_le_bytes([scales[at], scales[at + 1]])));
+        }
+    }
+    let host = HostQuant {
+        format: QuantFormat::Int4Zp,
+        axis: QuantAxis::Columns,
+        block,
+        shape: vec![k, n],
+        data,
+        scales: pack(block_scales.into_iter(), 16, lay.blocks()),
+        zeros: pack(zeros.into_iter(), 8, lay.blocks()),
+        global_scale: 1.0,
+    };
+    host.check()?;
+    Ok(host)
+}
+
 impl HostQuant {
     /// A quantised tensor from a checkpoint's bytes, as they are stored:
     /// `data` the element codes block after block in storage order
@@ -1135,7 +1217,8 @@ impl HostQuant {
     /// blocks; larger ones (a multiple of 128, such as `group_size: -1`
     /// with K = 4096) become blocks of 128 sharing their group's scale.
     /// Checkpoints with `desc_act` (a `g_idx` that permutes K) are not this
-    /// layout. Errors name a size that does not fit.
+    /// layout. K and N must be multiples of 8; errors name a size that
+    /// does not fit.
     pub fn from_gptq(
         [k, n]: [usize; 2],
         (qweight, qzeros, scales): (&[u8], &[u8], &[u8]),
@@ -1143,74 +1226,43 @@ impl HostQuant {
         zeros_minus_one: bool,
     ) -> Result<HostQuant> {
         let what = format!("a GPTQ weight [{k}, {n}] in groups of {group}");
-        if group == 0 || !k.is_multiple_of(8) || !n.is_multiple_of(8) {
-            return Err(Error::InvalidArgument(format!(
-                "{what}: K and N must be multiples of 8 (whole int32 words) and groups not empty"
-            )));
-        }
-        let block = if group <= 1024 { group } else { 128 };
-        if !group.is_multiple_of(block) {
-            return Err(Error::InvalidArgument(format!(
-                "{what}: groups over 1024 must be a multiple of 128"
-            )));
-        }
-        QuantFormat::Int4Zp.check_block(block)?;
-        let groups = k.div_ceil(group);
-        for (part, got, want) in [
-            ("qweight", qweight.len(), k / 8 * n * 4),
-            ("qzeros", qzeros.len(), groups * n / 8 * 4),
-            ("scales", scales.len(), groups * n * 2),
-        ] {
-            if got != want {
-                return Err(Error::InvalidArgument(format!(
-                    "{what}: {part} has {got} bytes, needs {want}"
-                )));
-            }
-        }
-        let qweight = words_of(qweight);
-        let qzeros = words_of(qzeros);
-        let scale_of = |g: usize, c: usize| {
-            u32::from(u16::from_le_bytes([
-                scales[2 * (g * n + c)],
-                scales[2 * (g * n + c) + 1],
-            ]))
-        };
-        let lay = QuantLayout::new(&[k, n], QuantAxis::Columns, block, 4)?;
-        let wpb = lay.words_per_block();
-        let mut data = vec![0u32; lay.blocks() * wpb];
-        let (mut block_scales, mut zeros) = (
-            Vec::with_capacity(lay.blocks()),
-            Vec::with_capacity(lay.blocks()),
-        );
-        // Block j of column c holds k = j * block .., words of 8 k as GPTQ's.
-        for j in 0..lay.blocks_per_line() {
-            let g = j * block / group;
-            for c in 0..n {
-                let id = lay.block_id(c, j);
-                for w in 0..wpb {
-                    let r = j * wpb + w;
-                    if r < k / 8 {
-                        data[id * wpb + w] = qweight[r * n + c];
-                    }
-                }
-                let stored = (qzeros[g * n / 8 + c / 8] >> (4 * (c % 8))) & 0xf;
-                zeros.push(stored + u32::from(zeros_minus_one));
-                block_scales.push(scale_of(g, c));
-            }
-        }
-        // Block ids run j * N + c: the order the loops pushed.
-        let host = HostQuant {
-            format: QuantFormat::Int4Zp,
-            axis: QuantAxis::Columns,
-            block,
-            shape: vec![k, n],
-            data,
-            scales: pack(block_scales.into_iter(), 16, lay.blocks()),
-            zeros: pack(zeros.into_iter(), 8, lay.blocks()),
-            global_scale: 1.0,
-        };
-        host.check()?;
-        Ok(host)
+        check_int4_parts(&what, [k, n], (qweight, qzeros, scales), group)?;
+        let (qw, qz) = (words_of(qweight), words_of(qzeros));
+        int4_zp_from(
+            [k, n],
+            group,
+            scales,
+            |kk, c| (qw[kk / 8 * n + c] >> (4 * (kk % 8))) & 0xf,
+            |g, c| ((qz[g * n / 8 + c / 8] >> (4 * (c % 8))) & 0xf) + u32::from(zeros_minus_one),
+        )
+    }
+
+    /// A 4-bit AWQ checkpoint weight (`x @ W` with `W` `[K, N]`) as an
+    /// [`QuantFormat::Int4Zp`] tensor `[K, N]` blocked down its columns,
+    /// from the tensors as AutoAWQ stores them (`version: "gemm"`):
+    /// `qweight` int32 `[K, N / 8]` and `qzeros` int32 `[ceil(K / group), N
+    /// / 8]`, eight columns per word in AWQ's order (column `8c + j` in
+    /// bits `4i..` where `i` is `j`'s place in 0, 2, 4, 6, 1, 3, 5, 7),
+    /// `scales` f16 `[ceil(K / group), N]`, all little-endian bytes. Each
+    /// value is `(q - z) * scale`. Groups as [`HostQuant::from_gptq`]'s; K
+    /// and N must be multiples of 8.
+    pub fn from_awq(
+        [k, n]: [usize; 2],
+        (qweight, qzeros, scales): (&[u8], &[u8], &[u8]),
+        group: usize,
+    ) -> Result<HostQuant> {
+        let what = format!("an AWQ weight [{k}, {n}] in groups of {group}");
+        check_int4_parts(&what, [k, n], (qweight, qzeros, scales), group)?;
+        // The bit offset of column j of a word: 4 x its place in AWQ's order.
+        const PLACE: [usize; 8] = [0, 4, 1, 5, 2, 6, 3, 7];
+        let (qw, qz) = (words_of(qweight), words_of(qzeros));
+        int4_zp_from(
+            [k, n],
+            group,
+            scales,
+            |kk, c| (qw[kk * n / 8 + c / 8] >> (4 * PLACE[c % 8])) & 0xf,
+            |g, c| (qz[g * n / 8 + c / 8] >> (4 * PLACE[c % 8])) & 0xf,
+        )
     }
 
     /// The parts as a checkpoint stores them: the bytes

@@ -1760,12 +1760,13 @@ fn gather_quantized_rows_match_the_dequantised_table() {
 
 /// A 4-bit GPTQ checkpoint (qweight, qzeros and scales packed as AutoGPTQ
 /// stores them, zero points less one or as they are, groups of 32 and 128
-/// and one group over K = 1536) loads as an int4-with-zero-point tensor
-/// whose values are `(q - z) * scale` bit for bit, on the host and the
-/// GPU, and whose product is `x @ W`; sizes that do not fit are named
+/// and one group over K = 1536) and the same values packed as AutoAWQ
+/// stores them (along N in AWQ's column order) load as int4-with-zero-point
+/// tensors whose values are `(q - z) * scale` bit for bit, on the host and
+/// the GPU, and whose product is `x @ W`; sizes that do not fit are named
 /// errors.
 #[test]
-fn gptq_checkpoints_load_as_int4_with_zero_points() {
+fn gptq_and_awq_checkpoints_load_as_int4_with_zero_points() {
     let Some(ctx) = common::ctx() else { return };
     for (k, n, group, minus_one) in [
         (256usize, 48usize, 32usize, true),
@@ -1822,6 +1823,52 @@ fn gptq_checkpoints_load_as_int4_with_zero_points() {
             &bits(&host.dequantize().unwrap()),
             &bits(&want),
         );
+        // AWQ: along N, column 8c + ORDER[i] in bits 4i, zero points as
+        // they are.
+        const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
+        let awq_pack = |v: &[u32], rows: usize| -> Vec<u32> {
+            let mut out = vec![0u32; rows * n / 8];
+            for r in 0..rows {
+                for c8 in 0..n / 8 {
+                    for (i, &j) in ORDER.iter().enumerate() {
+                        out[r * n / 8 + c8] |= v[r * n + 8 * c8 + j] << (4 * i);
+                    }
+                }
+            }
+            out
+        };
+        let awq = HostQuant::from_awq(
+            [k, n],
+            (
+                &bytes(&awq_pack(&q, k)),
+                &bytes(&awq_pack(&z, groups)),
+                &scale_bytes,
+            ),
+            group,
+        )
+        .unwrap();
+        let want_awq: Vec<f32> = (0..k * n)
+            .map(|i| {
+                let (kk, c) = (i / n, i % n);
+                (q[i] as f32 - z[kk / group * n + c] as f32) * s[kk / group * n + c].to_f32()
+            })
+            .collect();
+        let awq_gpu = ctx.upload_quantized(&awq).unwrap();
+        let got = ctx
+            .dequantize(&awq_gpu)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap();
+        same_bits(
+            &format!("AWQ [{k}, {n}]: host"),
+            &bits(&awq.dequantize().unwrap()),
+            &bits(&want_awq),
+        );
+        same_bits(
+            &format!("AWQ [{k}, {n}]: GPU"),
+            &bits(&got),
+            &bits(&want_awq),
+        );
         let w = ctx.upload_quantized(&host).unwrap();
         let got = ctx
             .dequantize(&w)
@@ -1863,4 +1910,9 @@ fn gptq_checkpoints_load_as_int4_with_zero_points() {
     bad([256, 16], (&w, &zeros, &scales), 12);
     bad([2048, 16], (&w, &zeros, &scales), 1100);
     assert!(HostQuant::from_gptq([256, 16], (&w, &zeros, &scales), 128, true).is_ok());
+    assert!(HostQuant::from_awq([256, 16], (&w, &zeros, &scales), 128).is_ok());
+    assert!(matches!(
+        HostQuant::from_awq([256, 16], (&w, &zeros[4..], &scales), 128),
+        Err(Error::InvalidArgument(_))
+    ));
 }
