@@ -1066,12 +1066,12 @@ impl HostQuant {
     /// `global_scale` NVFP4's per-tensor scale (1 otherwise). An OCP MX
     /// weight `[N, K]` stored as `blocks` `[N, K / 32, 16]` and `scales`
     /// `[N, K / 32]` bytes is `from_bytes(Mxfp4, Rows, 32, &[N, K], blocks,
-    /// scales, &[], 1.0)`; an NVFP4 one as NVIDIA's ModelOpt stores it
-    /// (`weight` `[N, K / 2]` bytes, the even element in the low nibble;
-    /// `weight_scale` `[N, K / 16]` E4M3 bytes; the f32 `weight_scale_2`)
-    /// is `from_bytes(Nvfp4, Rows, 16, &[N, K], weight, weight_scale, &[],
-    /// weight_scale_2)`. Each part must have exactly the bytes the shape
-    /// needs ([`Error::InvalidArgument`] says which does not).
+    /// scales, &[], 1.0)`; an NVFP4 one stored as `[N, K / 2]` bytes (the
+    /// even element in the low nibble), `[N, K / 16]` E4M3 block scales and
+    /// an f32 per-tensor scale `g` (values `code * scale * g`) is
+    /// `from_bytes(Nvfp4, Rows, 16, &[N, K], data, scales, &[], g)`. Each
+    /// part must have exactly the bytes the shape needs
+    /// ([`Error::InvalidArgument`] says which does not).
     #[allow(clippy::too_many_arguments)] // the parts of a checkpoint tensor, as stored
     pub fn from_bytes(
         format: QuantFormat,
