@@ -1220,9 +1220,9 @@ impl HostQuant {
     /// checkpoints), not as it is (`"gptq_v2"`). Groups up to 1024 become
     /// blocks; larger ones (a multiple of 128, such as `group_size: -1`
     /// with K = 4096) become blocks of 128 sharing their group's scale.
-    /// Checkpoints with `desc_act` (a `g_idx` that permutes K) are not this
-    /// layout. K and N must be multiples of 8; errors name a size that
-    /// does not fit.
+    /// Checkpoints with `desc_act` (a `g_idx` that permutes K) take
+    /// [`HostQuant::from_gptq_act_order`]. K and N must be multiples of 8;
+    /// errors name a size that does not fit.
     pub fn from_gptq(
         [k, n]: [usize; 2],
         (qweight, qzeros, scales): (&[u8], &[u8], &[u8]),
@@ -1239,6 +1239,59 @@ impl HostQuant {
             |kk, c| (qw[kk / 8 * n + c] >> (4 * (kk % 8))) & 0xf,
             |g, c| ((qz[g * n / 8 + c / 8] >> (4 * (c % 8))) & 0xf) + u32::from(zeros_minus_one),
         )
+    }
+
+    /// A 4-bit GPTQ checkpoint quantised with `desc_act` (act-order: `g_idx`
+    /// int32 `[K]` names each input channel's group, in no order) as
+    /// [`HostQuant::from_gptq`] does, with K reordered so that each group's
+    /// channels are contiguous, and that order: row `p` of the result is
+    /// row `order[p]` of `W`, so `x @ W` is `x[.., order] @ result`
+    /// (`Context::index_select` along x's last axis with `order` as u32
+    /// ids). Each group must hold `group` channels (the last one at most
+    /// that); errors name what does not fit.
+    pub fn from_gptq_act_order(
+        [k, n]: [usize; 2],
+        (qweight, qzeros, scales): (&[u8], &[u8], &[u8]),
+        g_idx: &[i32],
+        group: usize,
+        zeros_minus_one: bool,
+    ) -> Result<(HostQuant, Vec<u32>)> {
+        let what = format!("a GPTQ weight [{k}, {n}] in groups of {group} with g_idx");
+        check_int4_parts(&what, [k, n], (qweight, qzeros, scales), group)?;
+        let groups = k.div_ceil(group);
+        if g_idx.len() != k {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: g_idx has {} entries, needs {k}",
+                g_idx.len()
+            )));
+        }
+        if let Some(bad) = g_idx.iter().find(|&&g| g < 0 || g as usize >= groups) {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: g_idx holds group {bad}, outside 0..{groups}"
+            )));
+        }
+        // Channels sorted by group (stable): group g then sits at positions
+        // g * group .. if every group but the last holds `group` channels.
+        let mut order: Vec<usize> = (0..k).collect();
+        order.sort_by_key(|&c| g_idx[c]);
+        if let Some(p) = (0..k).find(|&p| g_idx[order[p]] as usize != p / group) {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: group {} does not hold {group} channels (position {p} of the sorted order)",
+                g_idx[order[p]]
+            )));
+        }
+        let (qw, qz) = (words_of(qweight), words_of(qzeros));
+        let host = int4_zp_from(
+            [k, n],
+            group,
+            scales,
+            |p, c| {
+                let kk = order[p];
+                (qw[kk / 8 * n + c] >> (4 * (kk % 8))) & 0xf
+            },
+            |g, c| ((qz[g * n / 8 + c / 8] >> (4 * (c % 8))) & 0xf) + u32::from(zeros_minus_one),
+        )?;
+        Ok((host, order.into_iter().map(|c| c as u32).collect()))
     }
 
     /// A 4-bit AWQ checkpoint weight (`x @ W` with `W` `[K, N]`) as an

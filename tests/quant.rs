@@ -1758,6 +1758,67 @@ fn gather_quantized_rows_match_the_dequantised_table() {
     ));
 }
 
+/// A deterministic stream of small integers.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, m: u32) -> u32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as u32) % m
+    }
+}
+
+/// Random 4-bit codes `q` `[K, N]`, stored zero points `z` `[groups, N]`
+/// below `z_top` and f16 scales of `scale` steps, with AutoGPTQ's packing
+/// of `q` and `z` (eight values per int32, low bits first, along K for
+/// qweight and along N for qzeros) and the scales' bytes.
+struct Gptq {
+    q: Vec<u32>,
+    z: Vec<u32>,
+    s: Vec<f16>,
+    qweight: Vec<u8>,
+    qzeros: Vec<u8>,
+    scales: Vec<u8>,
+}
+
+fn gptq_parts(
+    (k, n, groups): (usize, usize, usize),
+    (z_top, scale): (u32, f32),
+    seed: u64,
+) -> Gptq {
+    let mut rng = Lcg(seed);
+    let q: Vec<u32> = (0..k * n).map(|_| rng.below(16)).collect();
+    let z: Vec<u32> = (0..groups * n).map(|_| rng.below(z_top)).collect();
+    let s: Vec<f16> = (0..groups * n)
+        .map(|_| f16::from_f32((rng.below(1000) as f32 + 1.0) * scale))
+        .collect();
+    let mut qweight = vec![0u32; k / 8 * n];
+    for kk in 0..k {
+        for c in 0..n {
+            qweight[kk / 8 * n + c] |= q[kk * n + c] << (4 * (kk % 8));
+        }
+    }
+    let mut qzeros = vec![0u32; groups * n / 8];
+    for g in 0..groups {
+        for c in 0..n {
+            qzeros[g * n / 8 + c / 8] |= z[g * n + c] << (4 * (c % 8));
+        }
+    }
+    let bytes = |w: &[u32]| -> Vec<u8> { w.iter().flat_map(|v| v.to_le_bytes()).collect() };
+    let scales = s.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+    Gptq {
+        qweight: bytes(&qweight),
+        qzeros: bytes(&qzeros),
+        scales,
+        q,
+        z,
+        s,
+    }
+}
+
 /// A 4-bit GPTQ checkpoint (qweight, qzeros and scales packed as AutoGPTQ
 /// stores them, zero points less one or as they are, groups of 32 and 128
 /// and one group over K = 1536) and the same values packed as AutoAWQ
@@ -1774,37 +1835,14 @@ fn gptq_and_awq_checkpoints_load_as_int4_with_zero_points() {
         (1536, 16, 1536, true),
     ] {
         let groups = k.div_ceil(group);
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |m: u32| {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((rng >> 33) as u32) % m
-        };
-        let q: Vec<u32> = (0..k * n).map(|_| next(16)).collect(); // q[k][n]
-        let z: Vec<u32> = (0..groups * n).map(|_| next(16)).collect(); // stored
-        let s: Vec<f16> = (0..groups * n)
-            .map(|_| f16::from_f32((next(1000) as f32 + 1.0) * 1e-4))
-            .collect();
-        // AutoGPTQ's packing: eight 4-bit values per int32, low bits first,
-        // along K for qweight and along N for qzeros.
-        let mut qweight = vec![0u32; k / 8 * n];
-        for kk in 0..k {
-            for c in 0..n {
-                qweight[kk / 8 * n + c] |= q[kk * n + c] << (4 * (kk % 8));
-            }
-        }
-        let mut qzeros = vec![0u32; groups * n / 8];
-        for g in 0..groups {
-            for c in 0..n {
-                qzeros[g * n / 8 + c / 8] |= z[g * n + c] << (4 * (c % 8));
-            }
-        }
-        let bytes = |w: &[u32]| -> Vec<u8> { w.iter().flat_map(|v| v.to_le_bytes()).collect() };
-        let scale_bytes: Vec<u8> = s.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+        let parts = gptq_parts((k, n, groups), (16, 1e-4), 0x9e37_79b9_7f4a_7c15);
+        let (q, z, s) = (&parts.q, &parts.z, &parts.s);
+        let (scale_bytes, bytes) = (&parts.scales, |w: &[u32]| -> Vec<u8> {
+            w.iter().flat_map(|v| v.to_le_bytes()).collect()
+        });
         let host = HostQuant::from_gptq(
             [k, n],
-            (&bytes(&qweight), &bytes(&qzeros), &scale_bytes),
+            (&parts.qweight, &parts.qzeros, scale_bytes),
             group,
             minus_one,
         )
@@ -1840,8 +1878,8 @@ fn gptq_and_awq_checkpoints_load_as_int4_with_zero_points() {
         let awq = HostQuant::from_awq(
             [k, n],
             (
-                &bytes(&awq_pack(&q, k)),
-                &bytes(&awq_pack(&z, groups)),
+                &bytes(&awq_pack(q, k)),
+                &bytes(&awq_pack(z, groups)),
                 &scale_bytes,
             ),
             group,
@@ -1915,4 +1953,92 @@ fn gptq_and_awq_checkpoints_load_as_int4_with_zero_points() {
         HostQuant::from_awq([256, 16], (&w, &zeros[4..], &scales), 128),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+/// A GPTQ checkpoint quantised with act-order (`g_idx` naming each input
+/// channel's group, in a random order): the loaded weight's row `p` is the
+/// original row `order[p]` bit for bit, and `x[.., order] @ W'` is `x @ W`
+/// (x reordered by `index_select` on the GPU); a `g_idx` of the wrong
+/// length, with a group out of range or with unbalanced groups is a named
+/// error.
+#[test]
+fn gptq_act_order_checkpoints_reorder_k() {
+    let Some(ctx) = common::ctx() else { return };
+    let (k, n, group) = (256usize, 24usize, 32usize);
+    let groups = k / group;
+    let mut rng = Lcg(0x2545_f491_4f6c_dd1d);
+    // A random order of the channels; g_idx gives its p-th channel group p / 32.
+    let mut perm: Vec<usize> = (0..k).collect();
+    for i in (1..k).rev() {
+        perm.swap(i, rng.below(i as u32 + 1) as usize);
+    }
+    let mut g_idx = vec![0i32; k];
+    for (p, &c) in perm.iter().enumerate() {
+        g_idx[c] = (p / group) as i32;
+    }
+    let packed = gptq_parts((k, n, groups), (15, 1e-3), 0x2545_f491);
+    let (q, z, s) = (&packed.q, &packed.z, &packed.s);
+    let parts = (&packed.qweight[..], &packed.qzeros[..], &packed.scales[..]);
+    // W in the checkpoint's channel order: (q - (z + 1)) * s of its group.
+    let w: Vec<f32> = (0..k * n)
+        .map(|i| {
+            let (kk, c) = (i / n, i % n);
+            let g = g_idx[kk] as usize;
+            (q[i] as f32 - (z[g * n + c] + 1) as f32) * s[g * n + c].to_f32()
+        })
+        .collect();
+    let (host, order) = HostQuant::from_gptq_act_order([k, n], parts, &g_idx, group, true).unwrap();
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        (0..k as u32).collect::<Vec<_>>(),
+        "a permutation of K"
+    );
+    let want: Vec<u32> = (0..k * n)
+        .map(|i| w[order[i / n] as usize * n + i % n].to_bits())
+        .collect();
+    let got: Vec<u32> = host
+        .dequantize()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    same_bits("act-order rows", &got, &want);
+    let q_gpu = ctx.upload_quantized(&host).unwrap();
+    let ids = ctx.tensor(&order, [k]).unwrap();
+    for m in [1usize, 10] {
+        let (x, xv) = common::upload(
+            &ctx,
+            &common::random(m * k, 95 + m as u64),
+            &[m, k],
+            DType::F32,
+        );
+        let xo = ctx.index_select(&x, 1, &ids).unwrap();
+        let y = ctx
+            .matmul_quantized(&xo, &q_gpu)
+            .unwrap()
+            .to_vec_blocking::<f32>()
+            .unwrap();
+        let (want_y, mag) = reference(&xv, &w, m, k, n, false);
+        common::assert_close(&format!("act-order x @ W, M = {m}"), &y, &want_y, |i| {
+            4.0 * (k as f64).sqrt() * f64::from(f32::EPSILON) * mag[i]
+        });
+    }
+    // What does not fit.
+    let bad = |g: &[i32]| {
+        let r = HostQuant::from_gptq_act_order([k, n], parts, g, group, true);
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    };
+    bad(&g_idx[1..]);
+    let mut out_of_range = g_idx.clone();
+    out_of_range[7] = groups as i32;
+    bad(&out_of_range);
+    let mut negative = g_idx.clone();
+    negative[3] = -1;
+    bad(&negative);
+    let mut unbalanced = g_idx.clone();
+    let (a, b) = (perm[0], perm[group]);
+    unbalanced[b] = unbalanced[a];
+    bad(&unbalanced);
 }
