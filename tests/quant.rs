@@ -1880,7 +1880,7 @@ fn gptq_and_awq_checkpoints_load_as_int4_with_zero_points() {
             (
                 &bytes(&awq_pack(q, k)),
                 &bytes(&awq_pack(z, groups)),
-                &scale_bytes,
+                scale_bytes,
             ),
             group,
         )
