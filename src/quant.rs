@@ -992,7 +992,7 @@ fn check_int4_parts(
             "{what}: groups over 1024 must be a multiple of 128"
         )));
     }
-    QuantFormat::Int4Zp.check_block(if group <= 1024 { group } else { 128 })?;
+    QuantFormat::Int4Zp.check_block(int4_block(group))?;
     let groups = k.div_ceil(group);
     for (part, got, want) in [
         ("qweight", qweight.len(), k * n / 2),
@@ -1008,6 +1008,25 @@ fn check_int4_parts(
     Ok(())
 }
 
+/// The block of a 4-bit checkpoint's groups: the group up to 1024 (the
+/// largest block), else 128, which larger groups are multiples of.
+fn int4_block(group: usize) -> usize {
+    if group <= 1024 { group } else { 128 }
+}
+
+/// GPTQ's code of row `k`, column `c` from `qweight` words (N per eight
+/// rows, eight 4-bit values each, low bits first).
+fn gptq_code(qw: &[u32], n: usize) -> impl Fn(usize, usize) -> u32 + '_ {
+    move |k, c| (qw[k / 8 * n + c] >> (4 * (k % 8))) & 0xf
+}
+
+/// GPTQ's zero point of group `g`, column `c` from `qzeros` words (N / 8
+/// per group, eight 4-bit values each, low bits first), plus one where the
+/// checkpoint stores it less one.
+fn gptq_zero(qz: &[u32], n: usize, minus_one: bool) -> impl Fn(usize, usize) -> u32 + '_ {
+    move |g, c| ((qz[g * n / 8 + c / 8] >> (4 * (c % 8))) & 0xf) + u32::from(minus_one)
+}
+
 /// An [`QuantFormat::Int4Zp`] tensor `[K, N]` blocked down its columns in
 /// groups of `group` along K (blocks of `group`, or of 128 for groups over
 /// 1024), from `q(k, n)`, `z(group, n)` and f16 `scales` bytes
@@ -1019,7 +1038,7 @@ fn int4_zp_from(
     q: impl Fn(usize, usize) -> u32,
     z: impl Fn(usize, usize) -> u32,
 ) -> Result<HostQuant> {
-    let block = if group <= 1024 { group } else { 128 };
+    let block = int4_block(group);
     let lay = QuantLayout::new(&[k, n], QuantAxis::Columns, block, 4)?;
     let wpb = lay.words_per_block();
     let mut data = vec![0u32; lay.blocks() * wpb];
@@ -1236,8 +1255,8 @@ impl HostQuant {
             [k, n],
             group,
             scales,
-            |kk, c| (qw[kk / 8 * n + c] >> (4 * (kk % 8))) & 0xf,
-            |g, c| ((qz[g * n / 8 + c / 8] >> (4 * (c % 8))) & 0xf) + u32::from(zeros_minus_one),
+            gptq_code(&qw, n),
+            gptq_zero(&qz, n, zeros_minus_one),
         )
     }
 
@@ -1281,15 +1300,13 @@ impl HostQuant {
             )));
         }
         let (qw, qz) = (words_of(qweight), words_of(qzeros));
+        let code = gptq_code(&qw, n);
         let host = int4_zp_from(
             [k, n],
             group,
             scales,
-            |p, c| {
-                let kk = order[p];
-                (qw[kk / 8 * n + c] >> (4 * (kk % 8))) & 0xf
-            },
-            |g, c| ((qz[g * n / 8 + c / 8] >> (4 * (c % 8))) & 0xf) + u32::from(zeros_minus_one),
+            |p, c| code(order[p], c),
+            gptq_zero(&qz, n, zeros_minus_one),
         )?;
         Ok((host, order.into_iter().map(|c| c as u32).collect()))
     }

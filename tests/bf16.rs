@@ -833,22 +833,6 @@ fn classes() -> Classes {
     c
 }
 
-/// A small deterministic generator of indices.
-struct Picks(u64);
-
-impl Picks {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
-    fn of(&mut self, from: &[u16]) -> u16 {
-        from[self.below(from.len())]
-    }
-}
-
 /// The range test of the bf16 matmul's check pass and of the checked cast
 /// that stages attention's operands, as the arm pass decides it: planted
 /// patterns at each class boundary (the largest inexact values, the
@@ -878,7 +862,7 @@ fn the_range_test_arms_the_f32_fallback_as_documented() {
         }
         cast
     };
-    let mut picks = Picks(7);
+    let mut picks = common::Lcg(7);
     let mut fill =
         |from: &[u16], n: usize| -> Vec<u16> { (0..n).map(|_| picks.of(from)).collect() };
     let normal: Vec<u16> = normal_bf16_values(257, 1.0, 3)

@@ -1758,19 +1758,6 @@ fn gather_quantized_rows_match_the_dequantised_table() {
     ));
 }
 
-/// A deterministic stream of small integers.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, m: u32) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) as u32) % m
-    }
-}
-
 /// Random 4-bit codes `q` `[K, N]`, stored zero points `z` `[groups, N]`
 /// below `z_top` and f16 scales of `scale` steps, with AutoGPTQ's packing
 /// of `q` and `z` (eight values per int32, low bits first, along K for
@@ -1789,9 +1776,9 @@ fn gptq_parts(
     (z_top, scale): (u32, f32),
     seed: u64,
 ) -> Gptq {
-    let mut rng = Lcg(seed);
-    let q: Vec<u32> = (0..k * n).map(|_| rng.below(16)).collect();
-    let z: Vec<u32> = (0..groups * n).map(|_| rng.below(z_top)).collect();
+    let mut rng = common::Lcg(seed);
+    let q: Vec<u32> = (0..k * n).map(|_| rng.below_u32(16)).collect();
+    let z: Vec<u32> = (0..groups * n).map(|_| rng.below_u32(z_top)).collect();
     let s: Vec<f16> = (0..groups * n)
         .map(|_| f16::from_f32((rng.below(1000) as f32 + 1.0) * scale))
         .collect();
@@ -1966,11 +1953,11 @@ fn gptq_act_order_checkpoints_reorder_k() {
     let Some(ctx) = common::ctx() else { return };
     let (k, n, group) = (256usize, 24usize, 32usize);
     let groups = k / group;
-    let mut rng = Lcg(0x2545_f491_4f6c_dd1d);
+    let mut rng = common::Lcg(0x2545_f491_4f6c_dd1d);
     // A random order of the channels; g_idx gives its p-th channel group p / 32.
     let mut perm: Vec<usize> = (0..k).collect();
     for i in (1..k).rev() {
-        perm.swap(i, rng.below(i as u32 + 1) as usize);
+        perm.swap(i, rng.below(i + 1));
     }
     let mut g_idx = vec![0i32; k];
     for (p, &c) in perm.iter().enumerate() {

@@ -49,16 +49,7 @@ impl Context {
     /// [`Context::gather`] as a plan.
     pub fn gather_plan(&self, table: &Tensor, ids: &Tensor, axis: usize) -> Result<Plan> {
         self.check_owned_any(table, "the gathered table")?;
-        self.check_owned_any(ids, "the gather ids")?;
-        if !matches!(ids.dtype(), DType::I32 | DType::U32) {
-            return Err(Error::DTypeMismatch {
-                op: "gather ids (i32 or u32)",
-                expected: DType::I32,
-                got: ids.dtype(),
-            });
-        }
         table.require_contiguous("gather (the table)")?;
-        ids.require_contiguous("gather (the ids)")?;
         let shape = table.shape();
         if axis >= shape.len() {
             return Err(Error::InvalidArgument(format!(
@@ -66,18 +57,11 @@ impl Context {
             )));
         }
         let rows = shape[axis];
+        self.check_gather_ids(ids, rows, "gather")?;
         let inner: usize = shape[axis + 1..].iter().product();
         let mut out_shape = shape[..axis].to_vec();
         out_shape.extend_from_slice(ids.shape());
         out_shape.extend_from_slice(&shape[axis + 1..]);
-        if ids.dtype() == DType::I32 && rows > 1 << 31 {
-            return Err(Error::LimitExceeded {
-                limit: "rows gathered by i32 ids",
-                requested: rows as u64,
-                max: 1 << 31,
-                what: "gather along an axis of more rows than i32 ids reach (use u32 ids)".into(),
-            });
-        }
         let out = self.alloc(&out_shape, table.dtype(), "wgtile gather")?;
         let elements = out.numel();
         u32_of("the gathered table's elements", table.numel())?;
@@ -150,6 +134,30 @@ impl Context {
             output: out,
             scratch: Vec::new(),
         })
+    }
+
+    /// Checks gather ids for a table of `rows` rows along the gathered axis:
+    /// a contiguous i32 or u32 tensor of this device, and i32 ids only
+    /// where they reach every row.
+    pub(crate) fn check_gather_ids(&self, ids: &Tensor, rows: usize, op: &'static str) -> Result<()> {
+        self.check_owned_any(ids, op)?;
+        if !matches!(ids.dtype(), DType::I32 | DType::U32) {
+            return Err(Error::DTypeMismatch {
+                op: "gather ids (i32 or u32)",
+                expected: DType::I32,
+                got: ids.dtype(),
+            });
+        }
+        ids.require_contiguous(op)?;
+        if ids.dtype() == DType::I32 && rows > 1 << 31 {
+            return Err(Error::LimitExceeded {
+                limit: "rows gathered by i32 ids",
+                requested: rows as u64,
+                max: 1 << 31,
+                what: format!("{op} along an axis of more rows than i32 ids reach (use u32 ids)"),
+            });
+        }
+        Ok(())
     }
 
     /// The entries of `t` at positions `ids` (rank 1, i32 or u32) along

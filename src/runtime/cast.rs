@@ -147,28 +147,31 @@ impl Context {
         for t in tensors {
             self.check_operand(t, DType::BF16, "bf16_cast_check")?;
         }
-        let (flag, clear) = self.range_flag()?;
-        let (casts, halves) = self.checked_halves(tensors, &flag)?;
-        let mut dispatches = vec![clear];
-        dispatches.extend(casts);
-        let armed = self.arms_fallback(dispatches, (&flag, tensors.len() as u32));
-        // The casts' outputs stay out of the buffer pool until they have run.
-        drop(halves);
-        armed
+        self.arms_fallback(tensors.len() as u32, |flag| {
+            self.checked_halves(tensors, flag)
+        })
     }
 
     #[cfg(not(target_arch = "wasm32"))]
-    /// Runs `dispatches` (a range test into `flag`) and then an arm pass
-    /// choosing between two marker fills: whether it picks the fallback.
+    /// Runs the range test that `test` builds into a fresh flag (`slots`
+    /// operand slots; the tensors it returns are kept until it has run) and
+    /// then an arm pass choosing between two marker fills: whether it picks
+    /// the fallback.
     pub(crate) fn arms_fallback(
         &self,
-        mut dispatches: Vec<Dispatch>,
-        flag: (&wgpu::Buffer, u32),
+        slots: u32,
+        test: impl FnOnce(&wgpu::Buffer) -> Result<(Vec<Dispatch>, Vec<Tensor>)>,
     ) -> Result<bool> {
+        let (flag, clear) = self.range_flag()?;
+        // `_kept` (the casts' outputs) stays out of the buffer pool until the
+        // dispatches that write it have run.
+        let (tested, _kept) = test(&flag)?;
+        let mut dispatches = vec![clear];
+        dispatches.extend(tested);
         let marker = self.alloc(&[4], DType::U32, "wgtile arm marker")?;
         let on_f16 = self.fill_dispatch(&marker.buffer, 1)?;
         let fallback = self.fill_dispatch(&marker.buffer, 2)?;
-        dispatches.extend(self.armed_either(flag, vec![on_f16], vec![fallback])?);
+        dispatches.extend(self.armed_either((&flag, slots), vec![on_f16], vec![fallback])?);
         self.run_dispatches("the range test", &dispatches)?;
         match marker.to_vec_blocking::<u32>()?[0] {
             1 => Ok(false),
@@ -232,8 +235,9 @@ impl Context {
     }
 
     /// [`Context::cast_dispatch`] with a given specialisation of the cast
-    /// kernel and its flag buffer and operand slot (the checked cast:
-    /// [`Context::range_flag`]).
+    /// kernel and its flag buffer and operand slot (the checked cast of
+    /// [`Context::checked_halves`], which keeps slots below
+    /// [`RANGE_SLOTS`]).
     pub(crate) fn cast_dispatch_with(
         &self,
         src: &Tensor,
@@ -242,11 +246,6 @@ impl Context {
         flag: Option<(&wgpu::Buffer, u32)>,
     ) -> Result<Option<Dispatch>> {
         debug_assert_eq!(src.shape(), dst.shape());
-        if flag.is_some_and(|(_, slot)| slot >= RANGE_SLOTS) {
-            return Err(Error::InvalidArgument(format!(
-                "internal: the range test has {RANGE_SLOTS} operand slots"
-            )));
-        }
         let n = src.numel();
         if n == 0 {
             return Ok(None);

@@ -349,3 +349,27 @@ pub fn erfc64(x: f64) -> f64 {
         (-x * x).exp() / std::f64::consts::PI.sqrt() / f
     }
 }
+
+/// A small deterministic generator (a 64-bit LCG) of indices and picks.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// The next value below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+
+    /// The next value below `m`, as u32.
+    pub fn below_u32(&mut self, m: u32) -> u32 {
+        self.below(m as usize) as u32
+    }
+
+    /// An element of `from`, picked at random.
+    pub fn of<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len())]
+    }
+}

@@ -36,10 +36,9 @@ impl Context {
         for t in [a, b] {
             self.check_operand(t, DType::BF16, "the bf16 check pass")?;
         }
-        let (flag, clear) = self.range_flag()?;
-        let mut dispatches = vec![clear];
-        dispatches.extend(self.check_f16_dispatch((a, b), &flag)?);
-        self.arms_fallback(dispatches, (&flag, 2))
+        self.arms_fallback(2, |flag| {
+            Ok((self.check_f16_dispatch((a, b), flag)?.into_iter().collect(), Vec::new()))
+        })
     }
 
     /// The f32 fallback of a bf16 product: f32 copies of `a` and `b` and

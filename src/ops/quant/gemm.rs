@@ -67,8 +67,8 @@ impl Context {
         epilogue: &Epilogue,
     ) -> Result<Plan> {
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
-        let flag = self.storage_words(&[0; 4]);
-        let mut dispatches = vec![self.fill_dispatch(&flag, 0)?];
+        let (flag, clear) = self.range_flag()?;
+        let mut dispatches = vec![clear];
         dispatches.push(self.scale_check_dispatch(w, &flag)?);
         dispatches.push(self.quant_coop_dispatch(kernel, x, w, &out, (m, k, n), epilogue)?);
         // The fallback, armed by the check: the weight decoded in f32.
@@ -258,19 +258,9 @@ impl Context {
         shape.b_pitch = w.layout().blocks_per_line();
         let pipeline = self.inner.pipelines.get(&self.inner.device, spec)?;
         let params = self.matmul_params(&shape, 0, epilogue, (0, 1));
-        let (bias, residual) = self.epilogue_buffers(epilogue);
-        let mut bindings = vec![
-            (0, &params),
-            (1, x.buffer()),
-            (2, w.data.buffer()),
-            (3, out.buffer()),
-            (5, bias),
-            (6, residual),
-            (10, w.scales.buffer()),
-            (11, w.zeros.buffer()),
-            (12, w.globals.buffer()),
-            (13, w.data.buffer()),
-        ];
+        let mut bindings = w.product_bindings(&params, x, out, self.epilogue_buffers(epilogue));
+        // The codes again as pairs of words (8-bit runs).
+        bindings.push((13, w.data.buffer()));
         if coop {
             // The tensor-core kernel also reads A and B as 32-bit words.
             bindings.extend([(7, x.buffer()), (8, w.data.buffer())]);
@@ -293,7 +283,7 @@ impl Context {
         (ok, dtypes): (bool, &str),
     ) -> Result<(usize, usize, usize)> {
         self.check_owned(x, op)?;
-        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
+        self.check_all_owned(w.parts(), op)?;
         if !ok || x.shape().len() != 2 || w.shape.len() != 2 {
             return Err(Error::InvalidArgument(format!("{op} takes {dtypes} x [M, K] and a rank-2 weight")));
         }
@@ -372,7 +362,7 @@ impl Context {
     #[doc(hidden)]
     pub fn quant_gemm_fallback(&self, x: &Tensor, w: &QuantTensor, epilogue: &Epilogue) -> Result<(Tensor, bool)> {
         self.check_owned(x, "quant_gemm_fallback")?;
-        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], "quant_gemm_fallback")?;
+        self.check_all_owned(w.parts(), "quant_gemm_fallback")?;
         if x.dtype() != DType::F16 || x.shape().len() != 2 || w.shape.len() != 2 {
             return Err(Error::InvalidArgument(
                 "quant_gemm_fallback takes f16 x [M, K] and a rank-2 weight".into(),

@@ -143,7 +143,7 @@ impl Context {
     pub fn matmul_quantized_plan_with(&self, x: &Tensor, w: &QuantTensor, epilogue: &Epilogue) -> Result<Plan> {
         let op = "matmul_quantized";
         self.check_owned(x, op)?;
-        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
+        self.check_all_owned(w.parts(), op)?;
         x.require_contiguous(op)?;
         if w.shape.len() != 2 {
             return Err(Error::InvalidArgument(format!(

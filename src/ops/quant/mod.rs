@@ -120,6 +120,11 @@ fn params(lay: &QuantLayout, gx: u32, n: u32) -> Result<[u32; 8]> {
 }
 
 impl QuantTensor {
+    /// The GPU tensors it is made of: codes, scales, zero points, globals.
+    pub(crate) fn parts(&self) -> [&Tensor; 4] {
+        [&self.data, &self.scales, &self.zeros, &self.globals]
+    }
+
     /// The bindings of the GEMVs and the f32 GEMM that multiply by this
     /// weight: 0 params, 1 x, 2 codes, 3 out, 5 and 6 the epilogue's bias
     /// and residual, 10 scales, 11 zero points, 12 globals.
@@ -436,7 +441,7 @@ impl Context {
 
     /// The plan of [`Context::dequantize`] (its output is the plan's).
     pub fn dequantize_plan(&self, q: &QuantTensor) -> Result<Plan> {
-        self.check_all_owned([&q.data, &q.scales, &q.zeros, &q.globals], "dequantize")?;
+        self.check_all_owned(q.parts(), "dequantize")?;
         let out = self.alloc(&q.shape, DType::F32, "wgtile dequantized")?;
         self.dequantize_into(q, None, out, format!("dequantize {}", q.format))
     }
@@ -458,30 +463,14 @@ impl Context {
     /// [`Context::gather_quantized`] as a plan.
     pub fn gather_quantized_plan(&self, table: &QuantTensor, ids: &Tensor) -> Result<Plan> {
         let op = "gather_quantized";
-        self.check_all_owned([&table.data, &table.scales, &table.zeros, &table.globals], op)?;
-        self.check_owned_any(ids, "the gather_quantized ids")?;
-        if !matches!(ids.dtype(), DType::I32 | DType::U32) {
-            return Err(Error::DTypeMismatch {
-                op: "gather_quantized ids (i32 or u32)",
-                expected: DType::I32,
-                got: ids.dtype(),
-            });
-        }
-        ids.require_contiguous(op)?;
+        self.check_all_owned(table.parts(), op)?;
         let [rows, h] = table.shape[..] else {
             return Err(Error::InvalidArgument(format!(
                 "{op}: the table must be rank 2 ([V, H]), got {:?}",
                 table.shape
             )));
         };
-        if ids.dtype() == DType::I32 && rows > 1 << 31 {
-            return Err(Error::LimitExceeded {
-                limit: "rows gathered by i32 ids",
-                requested: rows as u64,
-                max: 1 << 31,
-                what: format!("{op} from a table of more rows than i32 ids reach (use u32 ids)"),
-            });
-        }
+        self.check_gather_ids(ids, rows, op)?;
         let mut shape = ids.shape().to_vec();
         shape.push(h);
         let out = self.alloc(&shape, DType::F32, "wgtile gathered rows")?;

@@ -98,7 +98,7 @@ impl Context {
     ) -> Result<Plan> {
         let op = "quant_gemv_cols_plan";
         self.check_owned(x, op)?;
-        self.check_all_owned([&w.data, &w.scales, &w.zeros, &w.globals], op)?;
+        self.check_all_owned(w.parts(), op)?;
         let lay = w.layout();
         let (m, k) = match x.shape() {
             &[m, k] if x.dtype() == DType::F32 => (m, k),
