@@ -190,12 +190,21 @@ fn main8(
 ) {
     let threads = params.groups_x * params.groups_y * WG;
     for (var u = (wid.y * params.groups_x + wid.x) * WG + lid; u < params.words; u += threads) {
+        if IN == 2u && OUT == 1u {
+            // bf16 to f16 two values at a time (bf16_pair_to_f16).
+            let v = src8[u];
+            // @gen flag8
+            dst8[u] = vec4<u32>(
+                bf16_pair_to_f16(v.x), bf16_pair_to_f16(v.y),
+                bf16_pair_to_f16(v.z), bf16_pair_to_f16(v.w),
+            );
+            continue;
+        }
         let r = raw8(u);
         var c: array<u32, 8>;
         for (var i = 0u; i < 8u; i++) {
             c[i] = convert(r[i]);
         }
-        // @gen flag8
         if OUT == 0u || OUT >= 3u {
             dst8[2u * u] = vec4<u32>(c[0], c[1], c[2], c[3]);
             dst8[2u * u + 1u] = vec4<u32>(c[4], c[5], c[6], c[7]);
@@ -230,6 +239,47 @@ fn range_bits(b: u32) -> u32 {
         | select(0u, 2u, inexact);
 }
 
+// Two bf16 values in one word at once (SWAR): each half with its top bit
+// set (`tagged`), less a threshold below 2^15, keeps that bit where the
+// value's magnitude reaches the threshold; no borrow crosses the halves.
+const HALVES_TOP: u32 = 0x80008000u;
+
+fn tagged(w: u32) -> u32 {
+    return (w & 0x7fff7fffu) | HALVES_TOP;
+}
+
+fn halves_at_least(t: u32, threshold: u32) -> u32 {
+    return (t - threshold * 0x10001u) & HALVES_TOP;
+}
+
+// range_bits of both values of word `w`, or-ed: the thresholds on both
+// halves at once, the exact test only for a nonzero value below 2^-17
+// (rare in real data; only those can be inexact).
+fn range_bits2(w: u32) -> u32 {
+    let t = tagged(w);
+    let over = halves_at_least(t, 0x4780u) & ~halves_at_least(t, 0x7f80u);
+    let small = halves_at_least(t, 1u) & ~halves_at_least(t, 0x3700u);
+    var r = select(0u, 4u, halves_at_least(t, 0x3a80u) != 0u) | select(0u, 1u, over != 0u);
+    if small != 0u {
+        r |= range_bits(w & 0xffffu) | range_bits(w >> 16u);
+    }
+    return r;
+}
+
+// Both bf16 values of word `w` as f16, as `convert` gives them: where each
+// is zero or an f16 normal (2^-14 to 65280), rebiased in place
+// ((magnitude - 0x3800) << 3 moves bf16's exponent and 7 mantissa bits
+// into f16's fields), else one at a time.
+fn bf16_pair_to_f16(w: u32) -> u32 {
+    let t = tagged(w);
+    let normal = halves_at_least(t, 0x3880u) & ~halves_at_least(t, 0x4780u);
+    let zero = HALVES_TOP & ~halves_at_least(t, 1u);
+    if (normal | zero) != HALVES_TOP {
+        return convert(w & 0xffffu) | (convert(w >> 16u) << 16u);
+    }
+    return (((w & 0x7fff7fffu) - (normal >> 15u) * 0x3800u) << 3u) | (w & HALVES_TOP);
+}
+
 // Entry `check` (the bf16 matmul's first pass): the range bits of bf16
 // operand A (`src4`, `words` 16-byte units of 8 values, `elements` values
 // stored) and B (`src24`, `params.pad0` units, `params.pad1` values)
@@ -240,6 +290,9 @@ fn range_bits(b: u32) -> u32 {
 
 // The range bits of the values of unit `v` (values `first`..) below `count`.
 fn range8(v: vec4<u32>, first: u32, count: u32) -> u32 {
+    if first + 8u <= count {
+        return range_bits2(v.x) | range_bits2(v.y) | range_bits2(v.z) | range_bits2(v.w);
+    }
     let w = array<u32, 4>(v.x, v.y, v.z, v.w);
     var r = 0u;
     for (var i = 0u; i < 4u; i++) {

@@ -123,6 +123,28 @@ fn casts_match_the_half_crate_bit_for_bit() {
             want_b.to_bits()
         );
     }
+    // bf16 to f16 converts the two values of a word together where both
+    // are zero or f16 normals: every pattern again, shuffled so that each
+    // class meets every other in one word.
+    let mut order = all.clone();
+    let mut lcg = common::Lcg(11);
+    for i in (1..order.len()).rev() {
+        order.swap(i, lcg.below(i + 1));
+    }
+    let shuffled: Vec<bf16> = order.iter().map(|&b| bf16::from_bits(b)).collect();
+    let got = bits16(
+        &ctx.cast(&ctx.tensor(&shuffled, [65536]).unwrap(), DType::F16)
+            .unwrap(),
+    );
+    for (i, &b) in order.iter().enumerate() {
+        let want = f16::from_f32(bf16::from_bits(b).to_f32());
+        assert!(
+            got[i] == want.to_bits() || (want.is_nan() && f16::from_bits(got[i]).is_nan()),
+            "bf16 {b:#06x} -> f16 (shuffled, at {i}): {:#06x} vs {:#06x}",
+            got[i],
+            want.to_bits()
+        );
+    }
     // Same-dtype copies keep every pattern.
     assert_eq!(
         bits16(
@@ -1213,8 +1235,9 @@ fn matmul_of_bf16_scaled_on_tensor_cores() {
             );
         }
     }
-    // An infinity in A: the columns of B it meets give IEEE's inf or NaN.
-    let (m, n, k) = (32, 32, 32);
+    // An infinity in A: the columns of B it meets give IEEE's inf or NaN
+    // (the probe's shape, which the dispatcher sends to the tensor cores).
+    let (m, n, k) = (64, 64, 64);
     let mut av = common::random(m * k, 3);
     av[5] = f32::INFINITY;
     let (a, _) = common::upload(&ctx, &av, &[m, k], DType::BF16);

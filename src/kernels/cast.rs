@@ -54,6 +54,14 @@ fn flag_decl() -> String {
 var<private> range_seen: u32;
 var<workgroup> range_wg: array<atomic<u32>, 2>;
 
+// Sets word `word` where `on`, reading it first: once one workgroup has
+// set it the others skip their atomic (thousands queue on one word).
+fn publish_bit(on: bool, word: u32) {{
+    if on && atomicLoad(&cast_flag[word]) == 0u {{
+        atomicOr(&cast_flag[word], 1u);
+    }}
+}}
+
 fn publish_range(lid: u32, seen: vec2<u32>, slot: u32) {{
     // Workgroup memory starts undefined (pipelines skip its zeroing).
     if lid == 0u {{
@@ -67,15 +75,9 @@ fn publish_range(lid: u32, seen: vec2<u32>, slot: u32) {{
     if lid == 0u {{
         for (var s = 0u; s < 2u; s++) {{
             let bits = atomicLoad(&range_wg[s]);
-            if (bits & 1u) != 0u {{
-                atomicOr(&cast_flag[2], 1u);
-            }}
-            if (bits & 2u) != 0u {{
-                atomicOr(&cast_flag[4u + 2u * (slot + s)], 1u);
-            }}
-            if (bits & 4u) != 0u {{
-                atomicOr(&cast_flag[5u + 2u * (slot + s)], 1u);
-            }}
+            publish_bit((bits & 1u) != 0u, 2u);
+            publish_bit((bits & 2u) != 0u, 4u + 2u * (slot + s));
+            publish_bit((bits & 4u) != 0u, 5u + 2u * (slot + s));
         }}
     }}
 }}"
@@ -102,8 +104,7 @@ pub(crate) fn cast_checked_spec() -> Spec {
         .block("flag", "        range_seen |= range_bits(r0) | range_bits(r1);")
         .block(
             "flag8",
-            "        for (var i = 0u; i < 8u; i++) {\n\
-             \x20           range_seen |= range_bits(r[i]);\n        }",
+            "            range_seen |= range_bits2(v.x) | range_bits2(v.y) | range_bits2(v.z) | range_bits2(v.w);",
         )
         .block("flag_end", "    publish_range(lid, vec2<u32>(range_seen, 0u), params.pad1);")
 }
