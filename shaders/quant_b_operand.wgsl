@@ -8,9 +8,12 @@
 // The includer declares FORMAT, BLK (elements per block), WPB (words per
 // block), COLS (1: a [K, N] weight blocked down its columns, block j of
 // column n stored at j * N + n; 0: [N, K] blocked along its rows, at
-// n * NB + j with NB in params.b_col_stride), the bindings `rhs_w`
-// (codes as u32), `rhs_v2` (the same as vec2<u32>), `scales`, `zeros`,
-// `globals`, and `params` (matmul_params.wgsl); quant_decode.wgsl decodes.
+// n * NB + j with NB in params.b_col_stride), ZS (1: `scales` holds one
+// word per block, its f16 scale in the low half and its zero point in bits
+// 16-23, as quant_scale_check.wgsl pairs them for int4 with zero points),
+// the bindings `rhs_w` (codes as u32), `rhs_v2` (the same as vec2<u32>),
+// `scales`, `zeros`, `globals`, and `params` (matmul_params.wgsl);
+// quant_decode.wgsl decodes.
 
 // The index of the first packed word of the run at column gn, k = gk.
 fn quant_word(gn: u32, gk: u32) -> u32 {
@@ -26,6 +29,12 @@ fn quant_word(gn: u32, gk: u32) -> u32 {
 // its block's scale word and zero-point word.
 fn quant_fetch(w: u32) -> vec4<u32> {
     let id = w / WPB;
+    if ZS == 1u {
+        // The scale and zero point from one word (each extra load per run
+        // costs: below), placed where quant_values reads them.
+        let p = scales[id];
+        return vec4<u32>(rhs_w[w], 0u, (p & 0xffffu) << (16u * (id % 2u)), (p >> 16u) << (8u * (id % 4u)));
+    }
     var v = vec4<u32>(0u, 0u, scale_word(id), 0u);
     if four_bit() {
         v.x = rhs_w[w];

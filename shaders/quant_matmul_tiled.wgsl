@@ -24,6 +24,7 @@ const FORMAT: u32 = 2u;
 const BLK: u32 = 32u;
 const WPB: u32 = 4u;
 const COLS: u32 = 1u;
+const ZS: u32 = 0u;
 
 @group(0) @binding(2) var<storage, read> rhs_w: array<u32>;
 @group(0) @binding(10) var<storage, read> scales: array<u32>;

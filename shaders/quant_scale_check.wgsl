@@ -7,6 +7,11 @@
 //
 // Algorithm: one invocation per block; every flagging invocation stores
 //   the same word (no atomics needed). 2-D grid.
+// int4 with zero points (FORMAT 6): each invocation also writes its
+//   block's f16 scale and zero point into one word of `paired` (scale in
+//   the low half, zero point in bits 16-23), which the tensor-core GEMM
+//   reads instead of the two (quant_b_operand.wgsl's ZS): one load per run
+//   instead of two. Other formats bind a placeholder there.
 
 // quant_codec.wgsl's format code.
 const FORMAT: u32 = 0u;
@@ -26,6 +31,7 @@ struct Params {
 @group(0) @binding(4) var<storage, read> zeros: array<u32>;
 @group(0) @binding(5) var<storage, read> globals: array<u32>;
 @group(0) @binding(6) var<storage, read_write> flag: array<u32>;
+@group(0) @binding(7) var<storage, read_write> paired: array<u32>;
 
 // The largest code magnitude as quant_decode.wgsl places it (before the
 // block scale's factor), for block `id`.
@@ -60,6 +66,11 @@ fn scale_check(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
     let id = (wg.y * params.gx + wg.x) * WG + lid;
     if id >= params.blocks {
         return;
+    }
+    if FORMAT == 6u {
+        let scale = (scales[id / 2u] >> (16u * (id % 2u))) & 0xffffu;
+        let zero = (zeros[id / 4u] >> (8u * (id % 4u))) & 0xffu;
+        paired[id] = scale | (zero << 16u);
     }
     let top = abs(block_scale(id)) * largest_code(id);
     if !(top <= 65504.0) {

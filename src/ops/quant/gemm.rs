@@ -68,14 +68,15 @@ impl Context {
     ) -> Result<Plan> {
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let (flag, clear) = self.range_flag()?;
-        let mut dispatches = vec![clear];
-        dispatches.push(self.scale_check_dispatch(w, &flag)?);
-        dispatches.push(self.quant_coop_dispatch(kernel, x, w, &out, (m, k, n), epilogue)?);
+        let (check, paired) = self.scale_check_dispatch(w, &flag)?;
+        let mut dispatches = vec![clear, check];
+        dispatches.push(self.quant_coop_dispatch(kernel, x, w, &out, (m, k, n), epilogue, paired.as_ref())?);
         // The fallback, armed by the check: the weight decoded in f32.
         let fallback = self.quant_naive_dispatch(x, w, (m, k, n), &out, epilogue)?;
         dispatches.extend(self.armed(&flag, vec![fallback])?);
         let how = format!("{kernel} [weights decoded to f16 in the tiles; f32 fallback armed by a scale beyond f16]");
-        Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, Vec::new()), &how))
+        let scratch = paired.into_iter().collect();
+        Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, scratch), &how))
     }
 
     /// The plan of a quantised GEMM of `x` and `w`: its dispatches, output
@@ -103,7 +104,10 @@ impl Context {
         }
     }
 
-    /// The tensor-core GEMM dispatch of f16 `x` and `w` with `kernel`.
+    /// The tensor-core GEMM dispatch of f16 `x` and `w` with `kernel`;
+    /// `paired`: the scale check's paired scales and zero points (int4 with
+    /// zero points), read in place of both.
+    #[allow(clippy::too_many_arguments)] // the product, its epilogue and the paired words
     fn quant_coop_dispatch(
         &self,
         kernel: MatmulKernel,
@@ -112,6 +116,7 @@ impl Context {
         out: &Tensor,
         (m, k, n): (usize, usize, usize),
         epilogue: &Epilogue,
+        paired: Option<&Tensor>,
     ) -> Result<Dispatch> {
         let u = u32_of;
         for (what, v) in [("M x K", m * k), ("M x N", m * n), ("packed words", w.data.numel())] {
@@ -125,7 +130,7 @@ impl Context {
             k.is_multiple_of(8),
         ));
         let what = format!("matmul_quantized with {kernel}");
-        self.quant_b_dispatch(&spec, x, w, out, (m, k, n), kernel.block(), true, what, epilogue)
+        self.quant_b_dispatch(&spec, (x, w, paired), out, (m, k, n), kernel.block(), true, what, epilogue)
     }
 
     /// bf16 `x` (contiguous, `[.., K]`) times `w` through an f16 GEMM
@@ -151,14 +156,22 @@ impl Context {
         dispatches.extend(casts);
         let x16 = &halves[0];
         let mut on_f16 = Vec::new();
+        // Tensors the f16 GEMM reads beside x16 (paired scales).
+        let paired: Vec<Tensor>;
         let how = match engine {
             QuantF16Engine::TensorCores(kernel) => {
-                dispatches.push(self.scale_check_dispatch(w, &flag)?);
-                on_f16.push(self.quant_coop_dispatch(kernel, x16, w, &out, (m, k, n), epilogue)?);
+                let (check, p) = self.scale_check_dispatch(w, &flag)?;
+                dispatches.push(check);
+                on_f16.push(self.quant_coop_dispatch(kernel, x16, w, &out, (m, k, n), epilogue, p.as_ref())?);
+                paired = p.into_iter().collect();
                 format!("{kernel} [weights decoded to f16 in the tiles")
             }
             QuantF16Engine::Tiled(tile) => {
-                on_f16.push(self.quant_tiled_dispatch(x16, w, &out, (m, k, n), tile, epilogue)?);
+                let mut kept = Vec::new();
+                let (pairing, p) = self.pairing_pass(w, &mut kept)?;
+                dispatches.extend(pairing);
+                on_f16.push(self.quant_tiled_dispatch(x16, w, &out, (m, k, n), tile, epilogue, p.as_ref())?);
+                paired = kept;
                 tiled_how(tile)
             }
         };
@@ -167,7 +180,7 @@ impl Context {
         fallback.push(self.quant_naive_dispatch(&x32, w, (m, k, n), &out, epilogue)?);
         dispatches.extend(self.armed_either((&flag, 1), on_f16, fallback)?);
         let how = format!("{how}; bf16 x staged to f16, the f32 fallback armed by its range test or a scale beyond f16]");
-        let scratch = vec![halves[0].clone(), x32];
+        let scratch = [halves[0].clone(), x32].into_iter().chain(paired).collect();
         Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, scratch), &how))
     }
 
@@ -195,14 +208,34 @@ impl Context {
         let tile = self.quant_tile(tile, (m, n), op)?;
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let mut dispatches = Vec::new();
+        let mut scratch = Vec::new();
         if m * n > 0 {
-            dispatches.push(self.quant_tiled_dispatch(x, w, &out, (m, k, n), tile, epilogue)?);
+            let (pairing, paired) = self.pairing_pass(w, &mut scratch)?;
+            dispatches.extend(pairing);
+            dispatches.push(self.quant_tiled_dispatch(x, w, &out, (m, k, n), tile, epilogue, paired.as_ref())?);
         }
         let how = format!("{}]", tiled_how(tile));
-        Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, Vec::new()), &how))
+        Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, scratch), &how))
     }
 
-    /// The tiled GEMM dispatch of `x` (f32 or f16) and `w` with `tile`.
+    /// For int4 with zero points, the pass pairing each block's scale and
+    /// zero point in one word for the tiled GEMM (the scale check's, its
+    /// flag unread) and the paired words; its flag and the paired words
+    /// are also kept in `scratch`. Nothing for other formats.
+    fn pairing_pass(&self, w: &QuantTensor, scratch: &mut Vec<Tensor>) -> Result<(Option<Dispatch>, Option<Tensor>)> {
+        if w.format != QuantFormat::Int4Zp {
+            return Ok((None, None));
+        }
+        let flag = self.alloc(&[4], DType::U32, "wgtile unread scale flag")?;
+        let (check, paired) = self.scale_check_dispatch(w, flag.buffer())?;
+        scratch.push(flag);
+        scratch.extend(paired.clone());
+        Ok((Some(check), paired))
+    }
+
+    /// The tiled GEMM dispatch of `x` (f32 or f16) and `w` with `tile`;
+    /// `paired` as for the tensor-core one (`pairing_pass`).
+    #[allow(clippy::too_many_arguments)] // the product, its tile, epilogue and paired words
     fn quant_tiled_dispatch(
         &self,
         x: &Tensor,
@@ -211,10 +244,11 @@ impl Context {
         (m, k, n): (usize, usize, usize),
         tile: TileConfig,
         epilogue: &Epilogue,
+        paired: Option<&Tensor>,
     ) -> Result<Dispatch> {
         let spec = epilogue.specialise(quant_tiled_spec(x.dtype(), tile, w)?);
         let what = format!("matmul_quantized with {tile:?}");
-        self.quant_b_dispatch(&spec, x, w, out, (m, k, n), (tile.bm, tile.bn), false, what, epilogue)
+        self.quant_b_dispatch(&spec, (x, w, paired), out, (m, k, n), (tile.bm, tile.bn), false, what, epilogue)
     }
 
     /// `tile`, or the tiled GEMM's tile for `m` x `n` outputs on this
@@ -235,8 +269,7 @@ impl Context {
     fn quant_b_dispatch(
         &self,
         spec: &Spec,
-        x: &Tensor,
-        w: &QuantTensor,
+        (x, w, paired): (&Tensor, &QuantTensor, Option<&Tensor>),
         out: &Tensor,
         (m, k, n): (usize, usize, usize),
         (bm, bn): (u32, u32),
@@ -259,6 +292,10 @@ impl Context {
         let pipeline = self.inner.pipelines.get(&self.inner.device, spec)?;
         let params = self.matmul_params(&shape, 0, epilogue, (0, 1));
         let mut bindings = w.product_bindings(&params, x, out, self.epilogue_buffers(epilogue));
+        if let Some(p) = paired {
+            bindings.retain(|&(b, _)| b != 10);
+            bindings.push((10, p.buffer()));
+        }
         // The codes again as pairs of words (8-bit runs).
         bindings.push((13, w.data.buffer()));
         if coop {
@@ -377,10 +414,8 @@ impl Context {
         let epilogue = self.quant_epilogue(epilogue, &[m, n])?;
         let out = self.alloc(&[m, n], DType::F32, "wgtile quantized GEMM fallback")?;
         let flag = self.alloc(&[4], DType::F32, "wgtile quantized GEMM check flag")?;
-        let mut dispatches = vec![
-            self.fill_dispatch(flag.buffer(), 0)?,
-            self.scale_check_dispatch(w, flag.buffer())?,
-        ];
+        let (check, _paired) = self.scale_check_dispatch(w, flag.buffer())?;
+        let mut dispatches = vec![self.fill_dispatch(flag.buffer(), 0)?, check];
         if m * n > 0 {
             dispatches.push(self.quant_naive_dispatch(x, w, (m, k, n), &out, &epilogue)?);
         }
@@ -412,7 +447,10 @@ impl Context {
 
     /// The scale check: sets word 2 of `flag` where a block of `w` decodes
     /// to values f16 cannot hold (`shaders/quant_scale_check.wgsl`).
-    fn scale_check_dispatch(&self, w: &QuantTensor, flag: &wgpu::Buffer) -> Result<Dispatch> {
+    /// For int4 with zero points it also pairs each block's scale and zero
+    /// point in one word of a new tensor, which it returns (for the
+    /// tensor-core GEMM's `paired`).
+    fn scale_check_dispatch(&self, w: &QuantTensor, flag: &wgpu::Buffer) -> Result<(Dispatch, Option<Tensor>)> {
         let blocks = w.layout().blocks();
         let g = grid(
             self.profile(),
@@ -422,7 +460,12 @@ impl Context {
         let spec = Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format_code(w.format));
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let params = self.uniform(&[u32_of("blocks", blocks)?, g[0], 0, 0]);
-        Ok(Dispatch::with_bindings(
+        let paired = if w.format == QuantFormat::Int4Zp {
+            Some(self.alloc(&[blocks.max(1)], DType::U32, "wgtile paired scales and zero points")?)
+        } else {
+            None
+        };
+        let dispatch = Dispatch::with_bindings(
             &self.inner.device,
             pipeline,
             &[
@@ -431,9 +474,11 @@ impl Context {
                 (4, w.zeros.buffer()),
                 (5, w.globals.buffer()),
                 (6, flag),
+                (7, paired.as_ref().map_or(&self.inner.dummy_rw, |p| p.buffer())),
             ],
             g,
-        ))
+        );
+        Ok((dispatch, paired))
     }
 }
 
@@ -463,7 +508,8 @@ fn coop_spec(kernel: MatmulKernel, format: u32, (block, words): (u32, u32), cols
     if !aligned {
         spec = spec.constant("ALIGNED", 0);
     }
-    for (name, text) in coop_quant_blocks(format, block, words, cols) {
+    let paired = format == format_code(QuantFormat::Int4Zp);
+    for (name, text) in coop_quant_blocks(format, block, words, cols, paired) {
         spec = spec.block(name, text);
     }
     spec
@@ -492,7 +538,8 @@ fn tiled_spec(dtype: DType, tile: TileConfig, format: u32, block: u32, words: u3
         .constant("FORMAT", format)
         .constant("BLK", block)
         .constant("WPB", words)
-        .constant("COLS", u32::from(cols));
+        .constant("COLS", u32::from(cols))
+        .constant("ZS", u32::from(format == format_code(QuantFormat::Int4Zp)));
     if dtype == DType::F32 {
         spec
     } else {
