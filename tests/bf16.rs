@@ -600,6 +600,27 @@ fn row_ops_and_reductions_of_bf16() {
             &want_sum,
             bf(&want_sum, 4.0 * n as f64 * 2f64.powi(-22)),
         );
+        // The same kernels on f32 copies, rounded once: the bf16 results bit
+        // for bit (rows of a multiple of 4 are packed by the row kernel,
+        // others rounded by a cast behind it).
+        let wide = |t: &Tensor| ctx.cast(t, DType::F32).unwrap();
+        let sm32 = ctx.softmax(&wide(&x)).unwrap();
+        let ln32 = ctx
+            .layer_norm(&wide(&x), Some(&wide(&w)), Some(&wide(&b)), 1e-5)
+            .unwrap();
+        for (what, got, f32_result) in [("softmax", &sm, &sm32), ("layer_norm", &ln, &ln32)] {
+            let want: Vec<u16> = f32_result
+                .to_vec_blocking::<f32>()
+                .unwrap()
+                .iter()
+                .map(|&v| bf16::from_f32(v).to_bits())
+                .collect();
+            assert_eq!(
+                bits16(got),
+                want,
+                "{what} bf16 {rows}x{n} against f32 rounded"
+            );
+        }
         // Parameters of another dtype are named errors.
         let w32 = ctx.zeros([n], DType::F32).unwrap();
         let bad = ctx.layer_norm(&x, Some(&w32), None, 1e-5);

@@ -82,6 +82,21 @@ impl Context {
                 "internal: a conditional dispatch cannot be made conditional again".into(),
             ));
         }
+        // The grids reach the GPU through an indirect buffer, past wgpu's
+        // own check of direct dispatches: checked here.
+        let max = self.profile().max_workgroups_per_dim;
+        if let Some(&big) = dispatches
+            .iter()
+            .flat_map(|d| d.workgroups.iter())
+            .find(|&&g| g > max)
+        {
+            return Err(Error::LimitExceeded {
+                limit: "max_compute_workgroups_per_dimension",
+                requested: u64::from(big),
+                max: u64::from(max),
+                what: "a conditional dispatch".into(),
+            });
+        }
         let grids: Vec<u32> = dispatches.iter().flat_map(|d| d.workgroups).collect();
         let args = std::sync::Arc::new(self.inner.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgtile conditional grids"),
@@ -367,8 +382,13 @@ impl Context {
 
     /// `plan` (whose output is f32) followed by its output rounded into
     /// `into` (a bf16 tensor of its shape) or a new bf16 tensor, which
-    /// becomes the plan's output.
+    /// becomes the plan's output; `plan` as it is where its kernel wrote
+    /// bf16 itself and there is no `into`.
     pub(crate) fn round_output_bf16(&self, mut plan: Plan, into: Option<&Tensor>) -> Result<Plan> {
+        if into.is_none() && plan.output.dtype() == DType::BF16 {
+            // The kernel wrote bf16 itself.
+            return Ok(plan);
+        }
         let wide = plan.output.clone();
         let out = match into {
             Some(o) => o.clone(),

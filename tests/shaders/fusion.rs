@@ -208,8 +208,9 @@ fn row_kernels_with_generated_hooks() {
     }
     assert!(families.len() >= 2 * 2 * 8, "{}", families.len());
     let mut checked = 0;
-    // bf16 leaves run in the f32 specialisations (a bf16 result is rounded
-    // behind the kernel): every f32 family again with bf16 leaves.
+    // bf16 leaves run in the f32 specialisations (a bf16 result is packed by
+    // the store part where the chunks are vectors, rounded behind the kernel
+    // elsewhere): every f32 family again with bf16 leaves.
     let runs = families.iter().flat_map(|((_, _, vec4), spec)| {
         let leaves = if spec.dtype == DType::F32 {
             vec![DType::F32, DType::BF16]
@@ -257,7 +258,7 @@ fn row_kernels_with_generated_hooks() {
         };
         for load in &loads {
             for epi in &epilogues {
-                let hooks = generate_row_hooks(load, epi.as_ref(), *vec4)
+                let hooks = generate_row_hooks(load, epi.as_ref(), *vec4, store)
                     .unwrap_or_else(|e| panic!("{load}: {e}"));
                 assert_eq!(hooks.vec4, *vec4, "{}", hooks.key);
                 let text = spliced_row_module(spec, &hooks).unwrap();
@@ -270,7 +271,7 @@ fn row_kernels_with_generated_hooks() {
         if *vec4 {
             let a = Expr::input(0, [4, 7], dtype);
             let b = Expr::input(1, [7], dtype);
-            let hooks = generate_row_hooks(&(&a * &b), None, true).unwrap();
+            let hooks = generate_row_hooks(&(&a * &b), None, true, store).unwrap();
             assert!(!hooks.vec4);
             let text = spliced_row_module(spec, &hooks).unwrap();
             check_row_module(&format!("{spec:?} [{}]", hooks.key), &text, spec);

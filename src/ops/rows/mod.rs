@@ -77,6 +77,14 @@ impl RowSource<'_> {
         self.shape().iter().product()
     }
 
+    /// The dtype the row kernel writes for rows of `n` values.
+    pub(crate) fn output_dtype(&self, n: usize) -> DType {
+        match self {
+            RowSource::Tensor(x) => x.dtype(),
+            RowSource::Fused(f) => f.output_dtype(n),
+        }
+    }
+
     /// Bytes read once (every distinct tensor of an expression).
     pub(crate) fn read_bytes(&self) -> u64 {
         match self {
@@ -89,12 +97,15 @@ impl RowSource<'_> {
     /// bindings: `x` at 1, or the generated parts' uniform, constants and
     /// tensors (see [`crate::kernels::codegen::fusion::rows`]), after checking that the
     /// kernel's `own_storage` storage buffers plus the generated ones fit
-    /// the adapter. Spliced pipelines are cached by (spec, structure key).
+    /// the adapter; `out`: the dtype of the tensor the kernel writes (bf16:
+    /// its store part packs it, [`RowSource::output_dtype`]). Spliced
+    /// pipelines are cached by (spec, structure key).
     pub(crate) fn prepare(
         &self,
         ctx: &Context,
         spec: &Spec,
         own_storage: usize,
+        out: DType,
     ) -> Result<(std::sync::Arc<wgpu::ComputePipeline>, SourceBindings)> {
         let fusion = match self {
             RowSource::Tensor(x) => {
@@ -114,7 +125,14 @@ impl RowSource<'_> {
             });
         }
         let vec4 = spec.consts.iter().any(|&(k, v)| k == "VEC" && v == 4);
-        let hooks = fusion.hooks(vec4);
+        let bf16_out = out == DType::BF16;
+        if bf16_out && !(vec4 && spec.kernel.parts().contains(&STORE_HOOK)) {
+            return Err(Error::InvalidArgument(format!(
+                "internal: {} cannot write bf16 itself",
+                spec.kernel.name()
+            )));
+        }
+        let hooks = fusion.hooks(vec4, bf16_out);
         let key = format!("{spec:?}|{}", hooks.key);
         let pipeline = ctx.inner.fused.get_or_compile(&key, || {
             let text = spliced_row_module(spec, &hooks)?;
@@ -465,8 +483,8 @@ impl Context {
                 "{name}: eps must be finite and >= 0, got {eps}"
             )));
         }
-        let output = self.alloc(src.shape(), src.dtype(), "wgtile row op out")?;
-        let elem = src.dtype().size() as u64;
+        let output = self.alloc(src.shape(), src.output_dtype(n), "wgtile row op out")?;
+        let elem = output.dtype().size() as u64;
         let params_bytes: u64 = [weight, bias]
             .into_iter()
             .flatten()
@@ -525,7 +543,7 @@ impl Context {
         }
         .buffer(self);
         let spec = row_spec(kernel, src.dtype(), &layout);
-        let (pipeline, source) = src.prepare(self, &spec, if norm { 3 } else { 1 })?;
+        let (pipeline, source) = src.prepare(self, &spec, if norm { 3 } else { 1 }, plan.output.dtype())?;
         let mut buffers: Vec<(u32, &wgpu::Buffer)> = vec![(0, &params), (2, &plan.output.buffer)];
         buffers.extend(source.iter().map(|(b, buf)| (*b, buf)));
         if norm {

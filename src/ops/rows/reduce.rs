@@ -194,7 +194,7 @@ impl Context {
         };
         let spec = row_spec(kernel, dtype, &layout.row).constant("OP", op.op());
         // Storage buffers of the reduce kernel itself: out, partials.
-        let (pipeline, source) = x.prepare(self, &spec, 2)?;
+        let (pipeline, source) = x.prepare(self, &spec, 2, DType::F32)?;
         let device = &self.inner.device;
         let bind = |rest: &[(u32, &wgpu::Buffer)]| -> Vec<(u32, wgpu::Buffer)> {
             rest.iter()

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::expr::Expr;
 use crate::gpu::Tensor;
 use crate::kernels::codegen::fusion::rows::{
-    ROW_FIRST_INPUT_BINDING, RowHooks, RowLowered, emit_rows, lower_rows,
+    ROW_FIRST_INPUT_BINDING, RowHooks, RowLowered, emit_rows, lower_rows, row_writes_bf16,
 };
 use crate::kernels::codegen::fusion::{Leaf, Op, broadcast_strides, dims4};
 use crate::runtime::Context;
@@ -59,13 +59,24 @@ impl RowFusion {
         self.rl.lowered.dtype_of(self.rl.lowered.roots[0])
     }
 
-    /// The dtype the row kernel writes (its `Elem`): the result dtype, but
-    /// f32 for a bf16 result, which the plans round to bf16 behind the
-    /// kernel (bf16 leaves are widened in registers either way).
+    /// The dtype the row kernel computes in (its `Elem`): the result dtype,
+    /// but f32 for a bf16 result, which the kernel's store part packs
+    /// itself where the chunks are vectors and the plans round behind the
+    /// kernel elsewhere (bf16 leaves are widened in registers either way).
     pub(crate) fn dtype(&self) -> DType {
         match self.result_dtype() {
             DType::BF16 => DType::F32,
             d => d,
+        }
+    }
+
+    /// The dtype the row kernel writes for rows of `n` values (bf16 where
+    /// the store part packs it: [`row_writes_bf16`]).
+    pub(crate) fn output_dtype(&self, n: usize) -> DType {
+        if row_writes_bf16(self.result_dtype(), n.is_multiple_of(4)) {
+            DType::BF16
+        } else {
+            self.dtype()
         }
     }
 
@@ -90,8 +101,8 @@ impl RowFusion {
     }
 
     /// The generated parts for a kernel with `VEC == 4` when `row_vec4`.
-    pub(crate) fn hooks(&self, row_vec4: bool) -> RowHooks {
-        emit_rows(&self.rl, row_vec4)
+    pub(crate) fn hooks(&self, row_vec4: bool, bf16_out: bool) -> RowHooks {
+        emit_rows(&self.rl, row_vec4, bf16_out)
     }
 
     /// A short description for plan labels.

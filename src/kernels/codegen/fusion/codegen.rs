@@ -506,7 +506,7 @@ fn ew_unpack_bf16x4(w: vec2<u32>) -> vec4<f32> {
 
 /// The helper of kernels that write bf16: four f32s rounded to nearest even
 /// into a vec2<u32> (`f32_bits_to_bf16` of `shaders/half_bits.wgsl`).
-const BF16_PACK: &str = "fn ew_pack_bf16x4(v: vec4<f32>) -> vec2<u32> {
+pub(crate) const BF16_PACK: &str = "fn ew_pack_bf16x4(v: vec4<f32>) -> vec2<u32> {
     let b = bitcast<vec4<u32>>(v);
     return vec2<u32>(
         f32_bits_to_bf16(b.x) | (f32_bits_to_bf16(b.y) << 16u),
