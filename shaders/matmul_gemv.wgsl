@@ -25,7 +25,8 @@
 //   slices reduce through workgroup memory (a tree) before the epilogue and
 //   the store. Chosen when N alone gives at least a workgroup per compute
 //   unit; otherwise K must be split over workgroups (vecmat + reduce).
-//   WIDE_HALF (text const): 1 for f16 words (unpack2x16float), 0 for f32.
+//   WIDE_HALF (text const): 1 for f16 words (unpack2x16float), 2 for bf16
+//   words against f32 x (each half shifted into an f32), 0 for f32.
 //   16 rows per step (16 loads in flight per invocation) first, then 8-row
 //   steps and single rows for the tail (H200, run 37: f16 4096 x 4096
 //   +3% over 8-row steps only). Software-pipelined 16-row steps (the next
@@ -261,12 +262,23 @@ fn word_lo(w: vec4<u32>) -> vec4<f32> {
     if WIDE_HALF == 1u {
         return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
     }
+    if WIDE_HALF == 2u {
+        return bf16_quad(w.x, w.y);
+    }
     return bitcast<vec4<f32>>(w);
 }
 
 // Columns 4..7 of a word of 8 halves.
 fn word_hi(w: vec4<u32>) -> vec4<f32> {
+    if WIDE_HALF == 2u {
+        return bf16_quad(w.z, w.w);
+    }
     return vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
+}
+
+// The four bf16 values of words a and b (low half first), exactly in f32.
+fn bf16_quad(a: u32, b: u32) -> vec4<f32> {
+    return bitcast<vec4<f32>>(vec4<u32>(a << 16u, a & 0xffff0000u, b << 16u, b & 0xffff0000u));
 }
 
 var<workgroup> wide_lo: array<vec4<f32>, WIDE_LANES * WIDE_SLICES>;
@@ -281,7 +293,7 @@ fn vecmat_wide(
     let k = params.k;
     let offs = batch_offsets(wid.z);
     // Columns per word, words per row of the output, B's row stride in words.
-    let cw = select(4u, 8u, WIDE_HALF == 1u);
+    let cw = select(4u, 8u, WIDE_HALF != 0u);
     let words = n / cw;
     let ldw = params.b_row_stride / cw;
     let wc = wid.x * WIDE_LANES + lid.x;
@@ -343,7 +355,7 @@ fn vecmat_wide(
             lo = fma(vec4(x13), word_lo(w13), lo);
             lo = fma(vec4(x14), word_lo(w14), lo);
             lo = fma(vec4(x15), word_lo(w15), lo);
-            if WIDE_HALF == 1u {
+            if WIDE_HALF != 0u {
                 hi = fma(vec4(x0), word_hi(w0), hi);
                 hi = fma(vec4(x1), word_hi(w1), hi);
                 hi = fma(vec4(x2), word_hi(w2), hi);
@@ -388,7 +400,7 @@ fn vecmat_wide(
             lo = fma(vec4(x5), word_lo(w5), lo);
             lo = fma(vec4(x6), word_lo(w6), lo);
             lo = fma(vec4(x7), word_lo(w7), lo);
-            if WIDE_HALF == 1u {
+            if WIDE_HALF != 0u {
                 hi = fma(vec4(x0), word_hi(w0), hi);
                 hi = fma(vec4(x1), word_hi(w1), hi);
                 hi = fma(vec4(x2), word_hi(w2), hi);
@@ -403,7 +415,7 @@ fn vecmat_wide(
             let w0 = rhs4[b + kk * ldw];
             let x0 = f32(lhs[x + kk]);
             lo = fma(vec4(x0), word_lo(w0), lo);
-            if WIDE_HALF == 1u {
+            if WIDE_HALF != 0u {
                 hi = fma(vec4(x0), word_hi(w0), hi);
             }
         }
@@ -429,7 +441,7 @@ fn vecmat_wide(
         for (var j = 0u; j < 4u; j++) {
             out[o + j] = Out(epilogue(s_lo[j], offs.x, 0u, col + j));
         }
-        if WIDE_HALF == 1u {
+        if WIDE_HALF != 0u {
             for (var j = 0u; j < 4u; j++) {
                 out[o + 4u + j] = Out(epilogue(s_hi[j], offs.x, 0u, col + 4u + j));
             }

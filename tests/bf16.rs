@@ -1079,10 +1079,12 @@ fn the_check_pass_reads_no_value_past_the_operand() {
 fn few_rows_read_a_bf16_weight_in_place() {
     let Some(ctx) = common::ctx() else { return };
     // 1 to 8 rows of x, even N: x staged to f32, the weight read as bf16
-    // words by the GEMV of rows, whatever the values' range (1e6 is past
-    // f16's). Odd N keeps the staged route.
+    // words by the GEMV of rows (one row of x against N a multiple of 8: the
+    // one-dispatch GEMV), whatever the values' range (1e6 is past f16's).
+    // Odd N keeps the staged route.
     for (i, &(m, n, k)) in [
         (1, 258, 129),
+        (1, 264, 131),
         (4, 130, 4099),
         (8, 2, 61),
         (3, 514, 67),

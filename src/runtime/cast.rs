@@ -1,6 +1,7 @@
 //! Casts between f32, f16 and bf16 (`shaders/cast.wgsl`), and the bf16
 //! staging the ops use: bf16 operands become scratch tensors of a compute
-//! dtype in front of an op's plan, and a bf16 result is rounded behind it.
+//! dtype in front of an op's plan, and a bf16 result is rounded behind it
+//! (where the op's kernel does not write bf16 itself).
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};

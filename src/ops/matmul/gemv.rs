@@ -64,23 +64,29 @@ impl Context {
             }
             return Ok(dispatches);
         }
+        // A bf16 B takes the one-dispatch kernel where an f16 one of its
+        // bytes would (two bytes a value alike), the rows kernel elsewhere.
         let variant = if b_bf16 {
-            GemvVariant::Rows
+            match gemv_variant(self.profile(), DType::F16, shape) {
+                GemvVariant::Wide => GemvVariant::Wide,
+                _ => GemvVariant::Rows,
+            }
         } else {
             gemv_variant(self.profile(), dtype, shape)
         };
+        let b_size = if b_bf16 { 2 } else { dtype.size() };
         // One dispatch, no partial sums, where N alone covers the compute
         // units and B's rows split into 16-byte words
         // (`WGTILE_GEMV_WIDE=0` turns it off, `=1` takes it whenever the
         // alignment allows, to compare).
         let (lanes, slices) = gemv_wide_shape();
-        let wide_groups = n.div_ceil(lanes as usize * (16 / dtype.size()));
+        let wide_groups = n.div_ceil(lanes as usize * (16 / b_size));
         if variant == GemvVariant::Wide {
             if wide_groups > max {
                 return Err(too_many(wide_groups, "vector-matrix product along N"));
             }
             let mut spec = out_spec(Kernel::GemvVecmatWide, dtype, out_dtype)
-                .constant("WIDE_HALF", u32::from(dtype == DType::F16));
+                .constant("WIDE_HALF", crate::tune::wide_half(dtype, b_bf16));
             if (lanes, slices) != (4, 64) {
                 spec = spec
                     .constant("WIDE_LANES", lanes)

@@ -411,7 +411,9 @@ impl Context {
     /// [`Context::row_source_plan`] of a bf16 tensor: `x` read as bf16 words
     /// and widened in the row kernel (a fused source of one leaf: no pass
     /// staging it to f32), its affine parameters (bf16 too) staged to f32
-    /// (exact), the result computed in f32 and rounded to bf16.
+    /// (exact), the result computed in f32 and rounded to bf16 (by the row
+    /// kernel's store where rows are a multiple of 4 values, else by a cast
+    /// behind it).
     fn row_plan_bf16(
         &self,
         op: RowOp,

@@ -58,6 +58,9 @@ pub fn matmul_specs() -> Vec<Spec> {
             }
         }
         specs.push(gemv_wide_spec(dtype));
+        if dtype == DType::F32 {
+            specs.push(gemv_wide_spec(dtype).constant("WIDE_HALF", wide_half(dtype, true)));
+        }
         // WGTILE_GEMV_WIDE_SHAPE's other workgroups.
         for (lanes, slices) in [(2, 64), (2, 128), (1, 256)] {
             specs.push(
@@ -173,7 +176,13 @@ pub fn matmul_specs() -> Vec<Spec> {
 pub fn gemv_wide_spec(dtype: DType) -> Spec {
     Spec::new(Kernel::GemvVecmatWide)
         .dtype(dtype)
-        .constant("WIDE_HALF", u32::from(dtype == DType::F16))
+        .constant("WIDE_HALF", wide_half(dtype, false))
+}
+
+/// The one-dispatch GEMV's `WIDE_HALF` for x of `dtype` and B of that
+/// dtype or bf16 (`b_bf16`, against f32 x).
+pub(crate) fn wide_half(dtype: DType, b_bf16: bool) -> u32 {
+    if b_bf16 { 2 } else { u32::from(dtype == DType::F16) }
 }
 
 /// The first pass of the split (f32) or scaled (bf16) tensor-core form:
