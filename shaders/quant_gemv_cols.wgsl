@@ -4,7 +4,8 @@
 //
 // Algorithm: a workgroup owns COLS = 32 adjacent columns and splits K into
 //   S = WG / COLS slices, one per run of 32 invocations: invocation (s, c)
-//   takes blocks s, s + S, ... of column c. The 32 invocations of a run
+//   takes blocks s, s + S, ... of column c (in units of UNIT words, with
+//   SUB invocations of a run on adjacent units of one column: below). The 32 invocations of a run
 //   read 32 adjacent columns' blocks, contiguous in memory (one coalesced
 //   load of 8 bytes each per step), and the same x values (a broadcast):
 //   the access pattern of the f16 GEMV (`matmul_gemv.vecmat_wide`), with
@@ -25,6 +26,15 @@
 
 // Words per block (block * bits / 32), even.
 const WPB: u32 = 4u;
+// A step's words (an even divisor of WPB, at most 8): an invocation takes
+// one unit of UNIT words of a block per step, so a block of 128 8-bit
+// values (32 words) is 4 units. SUB adjacent invocations (1, 2 or 4,
+// dividing S) take adjacent units of one column: their loads stay
+// contiguous however long the block (32 invocations on 32 columns of
+// 32-word blocks read 128 bytes apart: half the speed, run 168).
+const UNIT: u32 = 4u;
+const SUB: u32 = 1u;
+const UPB: u32 = WPB / UNIT;
 const COLS: u32 = 32u;
 // Workgroups along K per group of columns (grid z): with more than one,
 // each writes its sums to `partials` and entry `reduce_k` adds them.
@@ -39,10 +49,19 @@ override S: u32 = WG / COLS;
 
 var<workgroup> red: array<f32, MR * WG>;
 
+// The invocation of column c's slot v.
+fn slot_lane(c: u32, v: u32) -> u32 {
+    let run = (v / SUB) * SUB + c / (COLS / SUB);
+    return run * COLS + (c % (COLS / SUB)) * SUB + v % SUB;
+}
+
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let c = lid % COLS;
-    let s = lid / COLS;
+    // Column c and slot t (0..S) of this invocation (`slot_lane`'s inverse).
+    let run = lid / COLS;
+    let lane = lid % COLS;
+    let c = (run % SUB) * (COLS / SUB) + lane / SUB;
+    let t = (run / SUB) * SUB + lane % SUB;
     let col = (wg.y * params.gx + wg.x) * COLS + c;
     let live = col < params.n;
     var acc: array<f32, MR>;
@@ -52,13 +71,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     // x vec4s per word: 2 (8 elements) or 1 (4 elements).
     let xw = select(1u, 2u, four_bit());
     if live {
-        let nbz = (params.nb + KSPLIT - 1u) / KSPLIT;
-        let je = min(params.nb, (wg.z + 1u) * nbz);
-        for (var j = wg.z * nbz + s; j < je; j += S) {
+        let units = params.nb * UPB;
+        let uz = (units + KSPLIT - 1u) / KSPLIT;
+        let ue = min(units, (wg.z + 1u) * uz);
+        for (var u = wg.z * uz + t; u < ue; u += S) {
+            let j = u / UPB;
             let id = j * params.n + col;
-            var words: array<vec2<u32>, WPB / 2u>;
-            for (var h = 0u; h < WPB / 2u; h++) {
-                words[h] = data[id * (WPB / 2u) + h];
+            var words: array<vec2<u32>, UNIT / 2u>;
+            let first = (id * WPB + (u % UPB) * UNIT) / 2u;
+            for (var h = 0u; h < UNIT / 2u; h++) {
+                words[h] = data[first + h];
             }
             let scale = block_scale(id);
             var offset = 0.0;
@@ -69,9 +91,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             for (var m = 0u; m < MR; m++) {
                 part[m] = 0.0;
             }
-            for (var w = 0u; w < WPB; w++) {
+            for (var w = 0u; w < UNIT; w++) {
                 let word = words[w / 2u][w % 2u];
-                let xo = (j * WPB + w) * xw;
+                let xo = (u * UNIT + w) * xw;
                 let d = decode_word(word, offset);
                 for (var m = 0u; m < MR; m++) {
                     if m < params.m {
@@ -88,12 +110,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         red[m * WG + lid] = acc[m];
     }
     workgroupBarrier();
-    if live && s == 0u {
+    if live && t == 0u {
         for (var m = 0u; m < MR; m++) {
             if m < params.m {
                 var total = 0.0;
-                for (var t = 0u; t < S; t++) {
-                    total += red[m * WG + t * COLS + c];
+                for (var v = 0u; v < S; v++) {
+                    total += red[m * WG + slot_lane(c, v)];
                 }
                 if KSPLIT == 1u {
                     out[m * params.n + col] = epilogue(total, 0u, m, col);

@@ -37,13 +37,30 @@ pub(crate) fn gemv_spec(format: QuantFormat, mr: u32, words_per_block: u32) -> S
 
 /// The column-blocked GEMV's specialisation for `launch`.
 pub(crate) fn gemv_cols_spec(format: QuantFormat, mr: u32, words_per_block: u32, launch: QuantGemvLaunch) -> Spec {
+    let cols = quant_cols_columns();
+    let (unit, sub) = cols_units(words_per_block, launch.wg / cols, cols);
     Spec::new(Kernel::QuantGemvCols)
         .constant("KSPLIT", launch.ksplit)
-        .constant("COLS", quant_cols_columns())
+        .constant("COLS", cols)
+        .constant("UNIT", unit)
+        .constant("SUB", sub)
         .constant("FORMAT", format_code(format))
         .constant("MR", mr)
         .constant("WPB", words_per_block)
         .override_("WG", launch.wg)
+}
+
+/// The column-blocked GEMV's step (`UNIT`: the largest even divisor of the
+/// block's `wpb` words up to 8) and the invocations on adjacent units of a
+/// column (`SUB`: 4, 2 or 1, at most the units per block and dividing the
+/// `slices` and the `cols`), as `shaders/quant_gemv_cols.wgsl` takes them.
+fn cols_units(wpb: u32, slices: u32, cols: u32) -> (u32, u32) {
+    let unit = [8, 6, 4, 2].into_iter().find(|u| wpb.is_multiple_of(*u)).unwrap_or(2);
+    let sub = [4, 2]
+        .into_iter()
+        .find(|&s| s <= wpb / unit && slices.is_multiple_of(s) && cols.is_multiple_of(s))
+        .unwrap_or(1);
+    (unit, sub)
 }
 
 /// The column-blocked GEMV's reduction of `ksplit` partial sums (it reads
