@@ -276,8 +276,9 @@ impl Context {
         let plan = Plan {
             gpu: self.inner.gpu.clone(),
             label: format!(
-                "matmul bf16 {m}x{n}x{k} x{} gemv ({m} rows at once, the bf16 weight read in place)",
-                shape.batch_count()
+                "matmul bf16 {m}x{n}x{k} x{} gemv ({}, the bf16 weight read in place)",
+                shape.batch_count(),
+                if m == 1 { "one row".to_string() } else { format!("{m} rows at once") }
             ),
             dispatches,
             flops: gshape.flops(),
