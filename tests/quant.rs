@@ -71,6 +71,25 @@ fn same_bits(what: &str, got: &[u32], want: &[u32]) {
     }
 }
 
+/// `host` dequantised on the CPU and, uploaded, on the GPU: both `want`
+/// bit for bit. The uploaded tensor.
+fn loads_exactly(ctx: &Context, host: &HostQuant, want: &[f32], what: &str) -> wgtile::QuantTensor {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    same_bits(
+        &format!("{what}: host"),
+        &bits(&host.dequantize().unwrap()),
+        &bits(want),
+    );
+    let q = ctx.upload_quantized(host).unwrap();
+    let got = ctx
+        .dequantize(&q)
+        .unwrap()
+        .to_vec_blocking::<f32>()
+        .unwrap();
+    same_bits(&format!("{what}: GPU"), &bits(&got), &bits(want));
+    q
+}
+
 #[test]
 fn quantize_matches_the_host_bit_for_bit() {
     let Some(ctx) = common::ctx() else { return };
@@ -1498,19 +1517,7 @@ fn fp8_checkpoint_weights_with_tile_scales() {
                 _ => (0..n * k).map(|i| w[(i % n) * k + i / n]).collect(),
             };
             let what = format!("{format} tiles {tile:?} blocks of {block} {axis:?}");
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
-            same_bits(
-                &format!("{what}: host"),
-                &bits(&host.dequantize().unwrap()),
-                &bits(&want),
-            );
-            let q = ctx.upload_quantized(&host).unwrap();
-            let got = ctx
-                .dequantize(&q)
-                .unwrap()
-                .to_vec_blocking::<f32>()
-                .unwrap();
-            same_bits(&format!("{what}: GPU"), &bits(&got), &bits(&want));
+            let q = loads_exactly(&ctx, &host, &want, &what);
             // x @ Wᵀ either way.
             let plan = ctx.matmul_quantized_plan(&x, &q).unwrap();
             ctx.fill(plan.output(), f32::NAN).unwrap();
@@ -1848,12 +1855,7 @@ fn gptq_and_awq_checkpoints_load_as_int4_with_zero_points() {
             })
             .collect();
         let what = format!("GPTQ [{k}, {n}] groups of {group}");
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
-        same_bits(
-            &format!("{what}: host"),
-            &bits(&host.dequantize().unwrap()),
-            &bits(&want),
-        );
+        let w = loads_exactly(&ctx, &host, &want, &what);
         // AWQ: along N, column 8c + ORDER[i] in bits 4i, zero points as
         // they are.
         const ORDER: [usize; 8] = [0, 2, 4, 6, 1, 3, 5, 7];
@@ -1884,29 +1886,7 @@ fn gptq_and_awq_checkpoints_load_as_int4_with_zero_points() {
                 (q[i] as f32 - z[kk / group * n + c] as f32) * s[kk / group * n + c].to_f32()
             })
             .collect();
-        let awq_gpu = ctx.upload_quantized(&awq).unwrap();
-        let got = ctx
-            .dequantize(&awq_gpu)
-            .unwrap()
-            .to_vec_blocking::<f32>()
-            .unwrap();
-        same_bits(
-            &format!("AWQ [{k}, {n}]: host"),
-            &bits(&awq.dequantize().unwrap()),
-            &bits(&want_awq),
-        );
-        same_bits(
-            &format!("AWQ [{k}, {n}]: GPU"),
-            &bits(&got),
-            &bits(&want_awq),
-        );
-        let w = ctx.upload_quantized(&host).unwrap();
-        let got = ctx
-            .dequantize(&w)
-            .unwrap()
-            .to_vec_blocking::<f32>()
-            .unwrap();
-        same_bits(&format!("{what}: GPU"), &bits(&got), &bits(&want));
+        loads_exactly(&ctx, &awq, &want_awq, &format!("AWQ [{k}, {n}]"));
         for m in [1usize, 11] {
             let (x, xv) = common::upload(
                 &ctx,

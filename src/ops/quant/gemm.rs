@@ -68,14 +68,15 @@ impl Context {
     ) -> Result<Plan> {
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let (flag, clear) = self.range_flag()?;
-        let (check, paired) = self.scale_check_dispatch(w, &flag)?;
-        let mut dispatches = vec![clear, check];
+        let mut scratch = Vec::new();
+        let (check, paired) = self.weight_pass(w, Some(&flag), &mut scratch)?;
+        let mut dispatches = vec![clear];
+        dispatches.extend(check);
         dispatches.push(self.quant_coop_dispatch(kernel, x, w, &out, (m, k, n), epilogue, paired.as_ref())?);
         // The fallback, armed by the check: the weight decoded in f32.
         let fallback = self.quant_naive_dispatch(x, w, (m, k, n), &out, epilogue)?;
         dispatches.extend(self.armed(&flag, vec![fallback])?);
         let how = format!("{kernel} [weights decoded to f16 in the tiles; f32 fallback armed by a scale beyond f16]");
-        let scratch = paired.into_iter().collect();
         Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, scratch), &how))
     }
 
@@ -155,32 +156,28 @@ impl Context {
         let mut dispatches = vec![clear];
         dispatches.extend(casts);
         let x16 = &halves[0];
-        let mut on_f16 = Vec::new();
-        // Tensors the f16 GEMM reads beside x16 (paired scales).
-        let paired: Vec<Tensor>;
-        let how = match engine {
-            QuantF16Engine::TensorCores(kernel) => {
-                let (check, p) = self.scale_check_dispatch(w, &flag)?;
-                dispatches.push(check);
-                on_f16.push(self.quant_coop_dispatch(kernel, x16, w, &out, (m, k, n), epilogue, p.as_ref())?);
-                paired = p.into_iter().collect();
-                format!("{kernel} [weights decoded to f16 in the tiles")
-            }
-            QuantF16Engine::Tiled(tile) => {
-                let mut kept = Vec::new();
-                let (pairing, p) = self.pairing_pass(w, &mut kept)?;
-                dispatches.extend(pairing);
-                on_f16.push(self.quant_tiled_dispatch(x16, w, &out, (m, k, n), tile, epilogue, p.as_ref())?);
-                paired = kept;
-                tiled_how(tile)
-            }
+        let mut scratch = vec![x16.clone()];
+        // On tensor cores the weight's scale check joins the range test.
+        let coop = matches!(engine, QuantF16Engine::TensorCores(_));
+        let (check, paired) = self.weight_pass(w, coop.then_some(&flag), &mut scratch)?;
+        dispatches.extend(check);
+        let paired = paired.as_ref();
+        let (on_f16, how) = match engine {
+            QuantF16Engine::TensorCores(kernel) => (
+                self.quant_coop_dispatch(kernel, x16, w, &out, (m, k, n), epilogue, paired)?,
+                format!("{kernel} [weights decoded to f16 in the tiles"),
+            ),
+            QuantF16Engine::Tiled(tile) => (
+                self.quant_tiled_dispatch(x16, w, &out, (m, k, n), tile, epilogue, paired)?,
+                tiled_how(tile),
+            ),
         };
         let x32 = self.alloc(x.shape(), DType::F32, "wgtile widened activations")?;
         let mut fallback: Vec<Dispatch> = self.cast_dispatch(x, &x32)?.into_iter().collect();
         fallback.push(self.quant_naive_dispatch(&x32, w, (m, k, n), &out, epilogue)?);
-        dispatches.extend(self.armed_either((&flag, 1), on_f16, fallback)?);
+        dispatches.extend(self.armed_either((&flag, 1), vec![on_f16], fallback)?);
         let how = format!("{how}; bf16 x staged to f16, the f32 fallback armed by its range test or a scale beyond f16]");
-        let scratch = [halves[0].clone(), x32].into_iter().chain(paired).collect();
+        scratch.push(x32);
         Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, scratch), &how))
     }
 
@@ -210,7 +207,7 @@ impl Context {
         let mut dispatches = Vec::new();
         let mut scratch = Vec::new();
         if m * n > 0 {
-            let (pairing, paired) = self.pairing_pass(w, &mut scratch)?;
+            let (pairing, paired) = self.weight_pass(w, None, &mut scratch)?;
             dispatches.extend(pairing);
             dispatches.push(self.quant_tiled_dispatch(x, w, &out, (m, k, n), tile, epilogue, paired.as_ref())?);
         }
@@ -218,17 +215,28 @@ impl Context {
         Ok(self.quant_gemm_result((x, w), (m, k, n), (dispatches, out, scratch), &how))
     }
 
-    /// For int4 with zero points, the pass pairing each block's scale and
-    /// zero point in one word for the tiled GEMM (the scale check's, its
-    /// flag unread) and the paired words; its flag and the paired words
-    /// are also kept in `scratch`. Nothing for other formats.
-    fn pairing_pass(&self, w: &QuantTensor, scratch: &mut Vec<Tensor>) -> Result<(Option<Dispatch>, Option<Tensor>)> {
-        if w.format != QuantFormat::Int4Zp {
-            return Ok((None, None));
-        }
-        let flag = self.alloc(&[4], DType::U32, "wgtile unread scale flag")?;
-        let (check, paired) = self.scale_check_dispatch(w, flag.buffer())?;
-        scratch.push(flag);
+    /// The pass over `w`'s blocks before a GEMM: the scale check into
+    /// `flag` where given (the tensor-core GEMM's), else only for int4
+    /// with zero points (the tiled GEMM's, its flag unread), which it
+    /// also pairs each block's scale and zero point for; the paired words,
+    /// if any. What the pass writes is kept in `scratch`.
+    fn weight_pass(
+        &self,
+        w: &QuantTensor,
+        flag: Option<&wgpu::Buffer>,
+        scratch: &mut Vec<Tensor>,
+    ) -> Result<(Option<Dispatch>, Option<Tensor>)> {
+        let flag = match flag {
+            Some(f) => f.clone(),
+            None if w.format == QuantFormat::Int4Zp => {
+                let unread = self.alloc(&[4], DType::U32, "wgtile unread scale flag")?;
+                let buffer = unread.buffer().clone();
+                scratch.push(unread);
+                buffer
+            }
+            None => return Ok((None, None)),
+        };
+        let (check, paired) = self.scale_check_dispatch(w, &flag)?;
         scratch.extend(paired.clone());
         Ok((Some(check), paired))
     }
@@ -414,8 +422,10 @@ impl Context {
         let epilogue = self.quant_epilogue(epilogue, &[m, n])?;
         let out = self.alloc(&[m, n], DType::F32, "wgtile quantized GEMM fallback")?;
         let flag = self.alloc(&[4], DType::F32, "wgtile quantized GEMM check flag")?;
-        let (check, _paired) = self.scale_check_dispatch(w, flag.buffer())?;
-        let mut dispatches = vec![self.fill_dispatch(flag.buffer(), 0)?, check];
+        let mut kept = Vec::new();
+        let (check, _) = self.weight_pass(w, Some(flag.buffer()), &mut kept)?;
+        let mut dispatches = vec![self.fill_dispatch(flag.buffer(), 0)?];
+        dispatches.extend(check);
         if m * n > 0 {
             dispatches.push(self.quant_naive_dispatch(x, w, (m, k, n), &out, &epilogue)?);
         }
