@@ -205,7 +205,9 @@ fn dequantize_cols(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocati
 }
 
 @compute @workgroup_size(WG, 1, 1)
-fn quantize_words(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn quantize_words(ids: Ids) {
+    let lid = lane(ids);
+    let wg = ids.wg;
     let per_word = 32u / elem_bits();
     let wpb = params.block / per_word;
     // Whole groups of 4 blocks per workgroup.
@@ -227,10 +229,9 @@ fn quantize_words(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocatio
             }
         }
     }
-    word_stats(lid, b);
-    workgroupBarrier();
+    let st = block_stats(lid, word_stats(b), local_block * wpb);
     if live {
-        encode_word(b, local_block * wpb, 1u, id * wpb + lid % wpb, lid % wpb == 0u, local_block);
+        encode_word(b, st, id * wpb + lid % wpb, lid % wpb == 0u, local_block);
     }
     workgroupBarrier();
     store_scales(lid, first_block, min(bpw, params.blocks - min(first_block, params.blocks)));
@@ -258,10 +259,10 @@ fn quantize_cols(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation
             b[f] = load_bits(r * params.cols + l);
         }
     }
-    word_stats(lid, b);
-    workgroupBarrier();
+    put_stats(lid, word_stats(b));
+    stats_barrier();
     if live {
-        encode_word(b, c_local, ncol, id * wpb + w, w == 0u, c_local);
+        encode_word(b, slot_stats(c_local, ncol), id * wpb + w, w == 0u, c_local);
     }
     workgroupBarrier();
     store_scales(lid, j * params.cols + col0, min(ncol, params.cols - min(col0, params.cols)));

@@ -114,6 +114,31 @@ fn round_bits_guarded(bits: u32, k: i32, f: Mini) -> vec2<u32> {
     return vec2<u32>(min((hi << f.mbits) + q, f.max_code), near);
 }
 
+// round_bits(bits, k, f) for the power-of-two scales of the MX encoders,
+// in fewer operations: a normal input scaled by 2^-k is exact in f32; a
+// value in the target's normal range rounds its low significand bits to
+// nearest even (a carry into the exponent is the next code), one below it
+// is a multiple of the smallest subnormal (`round` is ties-to-even).
+// Zero and subnormal inputs take round_bits.
+fn round_pow2(bits: u32, k: i32, f: Mini) -> u32 {
+    let ef = i32(bits >> 23u);
+    if ef == 0 {
+        return round_bits(bits, k, f);
+    }
+    let m = bits & 0x7fffffu;
+    // The target's biased exponent of |x| 2^-k.
+    let te = ef - 127 - k + f.bias;
+    let t = (u32(max(te, 0)) << 23u) | m;
+    let s = 23u - f.mbits;
+    let normal = min((t + (1u << (s - 1u)) - 1u + ((t >> s) & 1u)) >> s, f.max_code);
+    // |x| 2^-k as an f32 (exact when normal; below 2^-126 it rounds to 0
+    // either way), times 2^(bias + mbits - 1): in units of the smallest
+    // subnormal.
+    let v = bitcast<f32>((u32(clamp(ef - k, 0, 254)) << 23u) | m);
+    let sub = u32(round(v * bitcast<f32>(u32(126 + f.bias + i32(f.mbits)) << 23u)));
+    return select(sub, normal, te >= 1);
+}
+
 // Margins around a midpoint beyond which an f32 quotient (2.5 ulp, 1.5e-7
 // relative) cannot be on the wrong side: 2^-20 relative.
 const CLEAR_UP: f32 = 1.00000095367431640625;

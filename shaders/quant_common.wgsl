@@ -19,6 +19,12 @@ const GATHER: u32 = 0u;
 // 1 / 2688 rounded to f32 (src/quant.rs: NVFP4_GLOBAL_FACTOR).
 const NVFP4_GLOBAL_FACTOR: f32 = 0x1.861862p-12f;
 
+// Timing probe of the per-word quantisers (0 unless set through wgtile's
+// dev overrides; results wrong while set): bit 0 encodes every element
+// with one shift (no rounding), bit 1 drops the exchange of a block's
+// statistics (the barrier after them and the other words' slots).
+const PROBE: u32 = 0u;
+
 override WG: u32 = 256u;
 
 struct Params {
@@ -192,6 +198,9 @@ fn scale_of(st: Stats) -> BlockScale {
 
 // The element code of input bits b in a block scaled by s.
 fn encode(b: u32, s: BlockScale) -> u32 {
+    if (PROBE & 1u) != 0u {
+        return (b >> 28u) & ((1u << elem_bits()) - 1u);
+    }
     let neg = (b >> 31u) == 1u;
     let mag = b & 0x7fffffffu;
     if is_mx() {
@@ -199,7 +208,7 @@ fn encode(b: u32, s: BlockScale) -> u32 {
             return 0u;
         }
         let sign = select(0u, 1u << (elem_bits() - 1u), neg);
-        return sign | round_bits(mag, s.k, mini());
+        return sign | round_pow2(mag, s.k, mini());
     }
     if s.y == 0.0 {
         return 0u;
@@ -315,47 +324,66 @@ var<workgroup> sh_max: array<u32, WG>;
 var<workgroup> sh_scale: array<u32, WG>;
 var<workgroup> sh_zero: array<u32, WG>;
 
-// Records the statistics of the word whose elements' f32 bits are b
-// (the first per_word; 0 past a line's end) in slot `lid`.
-fn word_stats(lid: u32, b: array<u32, 8>) {
+// The statistics of one word's elements (f32 bits b, the first per_word;
+// 0 past a line's end). Int4Zp needs them all; the other formats only the
+// largest |bits| in amax_b, non-finite ones included (a block is finite
+// when its largest is).
+fn word_stats(b: array<u32, 8>) -> Stats {
     let per_word = 32u / elem_bits();
-    if FORMAT == 6u {
-        var st = Stats(0u, true, 0.0, 0.0);
-        for (var f = 0u; f < per_word; f++) {
+    var st = Stats(0u, true, 0.0, 0.0);
+    for (var f = 0u; f < per_word; f++) {
+        if FORMAT == 6u {
             stats_add(&st, b[f]);
+        } else {
+            st.amax_b = max(st.amax_b, b[f] & 0x7fffffffu);
         }
-        sh_stats[lid] = st;
+    }
+    return st;
+}
+
+// A word's statistics into workgroup slot `slot`, for slot_stats after a
+// barrier (`stats_barrier`).
+fn put_stats(slot: u32, st: Stats) {
+    if FORMAT == 6u {
+        sh_stats[slot] = st;
     } else {
-        var m = 0u;
-        for (var f = 0u; f < per_word; f++) {
-            m = max(m, b[f] & 0x7fffffffu);
-        }
-        sh_max[lid] = m;
+        sh_max[slot] = st.amax_b;
     }
 }
 
-// After a barrier: the scale of the block whose words' slots are
-// slot0 + w * stride (w < words per block), then the word's codes stored
-// at data[word]; the block's first word (w0) leaves its scale in slot
-// `local` of sh_scale / sh_zero.
-fn encode_word(b: array<u32, 8>, slot0: u32, stride: u32, word: u32, w0: bool, local: u32) {
-    let bits = elem_bits();
-    let per_word = 32u / bits;
-    let wpb = params.block / per_word;
-    var st: Stats;
+// The barrier between put_stats and slot_stats (dropped by the probe).
+fn stats_barrier() {
+    if (PROBE & 2u) == 0u {
+        workgroupBarrier();
+    }
+}
+
+// The merged statistics of a block whose words' slots are
+// slot0 + w * stride (w < words per block).
+fn slot_stats(slot0: u32, stride: u32) -> Stats {
+    let wpb = params.block / (32u / elem_bits());
+    // The probe reads the first word's slot alone.
+    let words = select(wpb, 1u, (PROBE & 2u) != 0u);
     if FORMAT == 6u {
-        st = sh_stats[slot0];
-        for (var w = 1u; w < wpb; w++) {
+        var st = sh_stats[slot0];
+        for (var w = 1u; w < words; w++) {
             st = stats_merge(st, sh_stats[slot0 + w * stride]);
         }
-    } else {
-        var m = sh_max[slot0];
-        for (var w = 1u; w < wpb; w++) {
-            m = max(m, sh_max[slot0 + w * stride]);
-        }
-        // Non-finite blocks take their scale from `finite` alone.
-        st = Stats(m, finite_bits(m), 0.0, 0.0);
+        return st;
     }
+    var m = sh_max[slot0];
+    for (var w = 1u; w < words; w++) {
+        m = max(m, sh_max[slot0 + w * stride]);
+    }
+    return Stats(m, finite_bits(m), 0.0, 0.0);
+}
+
+// The codes of a word whose elements' f32 bits are b, in a block of
+// statistics st, stored at data[word]; the block's first word (w0) leaves
+// its scale in slot `local` of sh_scale / sh_zero.
+fn encode_word(b: array<u32, 8>, st: Stats, word: u32, w0: bool, local: u32) {
+    let bits = elem_bits();
+    let per_word = 32u / bits;
     let s = scale_of(st);
     var code = 0u;
     for (var f = 0u; f < per_word; f++) {

@@ -47,7 +47,9 @@ fn load_word(i0: u32, per_word: u32) -> array<u32, 8> {
 }
 
 @compute @workgroup_size(WG, 1, 1)
-fn quantize_vec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn quantize_vec(ids: Ids) {
+    let lid = lane(ids);
+    let wg = ids.wg;
     let per_word = 32u / elem_bits();
     let wpb = params.block / per_word;
     let bpw = (WG / (4u * wpb)) * 4u;
@@ -62,10 +64,9 @@ fn quantize_vec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_
     if live && pos < params.cols {
         b = load_word(l * params.cols + pos, per_word);
     }
-    word_stats(lid, b);
-    workgroupBarrier();
+    let st = block_stats(lid, word_stats(b), local_block * wpb);
     if live {
-        encode_word(b, local_block * wpb, 1u, id * wpb + lid % wpb, lid % wpb == 0u, local_block);
+        encode_word(b, st, id * wpb + lid % wpb, lid % wpb == 0u, local_block);
     }
     workgroupBarrier();
     store_scales(lid, first_block, min(bpw, params.blocks - min(first_block, params.blocks)));

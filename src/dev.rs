@@ -68,6 +68,13 @@ pub struct DevOverrides {
     /// two before the narrowing to f16 (no check pass, no fallback)
     /// instead of the range test and its armed f32 fallback.
     pub bf16_scaled: bool,
+    /// Timing bits of the per-word quantisers (`PROBE` in
+    /// `shaders/quant_common.wgsl`): bit 0 drops the element rounding, bit
+    /// 1 the exchange of block statistics; results wrong while non-zero.
+    pub quant_probe: u32,
+    /// The row quantisers meet block statistics by subgroup shuffles where
+    /// they fit (`false`: through workgroup memory, to measure).
+    pub quant_shuffle: bool,
 }
 
 impl DevOverrides {
@@ -91,6 +98,8 @@ impl DevOverrides {
         quant_cols_ksplit: None,
         batch_chunk: None,
         bf16_scaled: false,
+        quant_probe: 0,
+        quant_shuffle: true,
     };
 }
 
@@ -133,7 +142,7 @@ impl DevOverrides {
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
     /// `WGTILE_QUANT_COLS_WG`, `WGTILE_QUANT_COLS_COLUMNS`,
-    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`, `WGTILE_BF16_SCALED`. A value that
+    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`, `WGTILE_BF16_SCALED`, `WGTILE_QUANT_PROBE`, `WGTILE_QUANT_SHUFFLE`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -184,6 +193,8 @@ impl DevOverrides {
             quant_cols_ksplit: number("WGTILE_QUANT_COLS_KSPLIT").filter(|k| (1..=16).contains(k)),
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
             bf16_scaled: switch("WGTILE_BF16_SCALED").unwrap_or(d.bf16_scaled),
+            quant_probe: number("WGTILE_QUANT_PROBE").unwrap_or(d.quant_probe),
+            quant_shuffle: switch("WGTILE_QUANT_SHUFFLE").unwrap_or(d.quant_shuffle),
         }
     }
 }

@@ -90,9 +90,9 @@ fn loads_exactly(ctx: &Context, host: &HostQuant, want: &[f32], what: &str) -> w
     q
 }
 
-#[test]
-fn quantize_matches_the_host_bit_for_bit() {
-    let Some(ctx) = common::ctx() else { return };
+/// Every format and case of [`cases`] quantised on `ctx` against the host,
+/// bit for bit.
+fn quantize_matches_the_host_on(ctx: &Context) {
     let mut checked = 0;
     for format in QuantFormat::ALL {
         for (shape, axis) in cases() {
@@ -116,6 +116,26 @@ fn quantize_matches_the_host_bit_for_bit() {
         }
     }
     assert!(checked > 1000);
+}
+
+#[test]
+fn quantize_matches_the_host_bit_for_bit() {
+    let Some(ctx) = common::ctx() else { return };
+    quantize_matches_the_host_on(&ctx);
+}
+
+/// Where the adapter has subgroups the row quantisers meet each block's
+/// statistics by shuffles (blocks of up to a subgroup's words); without
+/// them, through workgroup memory. Both against the host.
+#[test]
+fn quantize_without_subgroups_matches_the_host() {
+    let Some(ctx) = common::ctx() else { return };
+    if !ctx.profile().subgroups {
+        return;
+    }
+    let plain = common::context_without(&ctx, wgtile::wgpu::Features::SUBGROUP);
+    assert!(!plain.profile().subgroups);
+    quantize_matches_the_host_on(&plain);
 }
 
 /// NVFP4's per-tensor scale comes from the largest finite |x| over the

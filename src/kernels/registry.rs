@@ -42,6 +42,8 @@ const ATTENTION_NAIVE: &str = shader!("attention_naive.wgsl");
 const QUANT: &str = shader!("quant.wgsl");
 const QUANT_COMMON: &str = shader!("quant_common.wgsl");
 const QUANT_VEC: &str = shader!("quant_vec.wgsl");
+const QUANT_LANES: &str = shader!("quant_lanes.wgsl");
+const QUANT_LANES_SUBGROUP: &str = shader!("quant_lanes_subgroup.wgsl");
 pub(crate) const QUANT_CODEC: &str = shader!("quant_codec.wgsl");
 const QUANT_GEMV_COMMON: &str = shader!("quant_gemv_common.wgsl");
 const QUANT_PRODUCT_PARAMS: &str = shader!("quant_product_params.wgsl");
@@ -398,7 +400,7 @@ registry! {
         parts [shader!("attention_decode.wgsl"), shader!("attention_decode_shuffle.wgsl"), ATTENTION_COMMON];
     /// The largest finite |x| of a tensor (NVFP4's per-tensor scale).
     QuantAmax = "quant.amax", entry "amax", dtype F32, flags [TRUSTED],
-        parts [QUANT_CODEC, QUANT_COMMON, QUANT];
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT];
     /// Flags a quantised weight holding a block whose decoded values leave
     /// f16's range (the tensor-core quantised GEMM's first pass).
     QuantScaleCheck = "quant.scale_check", entry "scale_check", dtype F32, flags [TRUSTED],
@@ -409,29 +411,37 @@ registry! {
         parts [shader!("quant_matmul_naive.wgsl"), QUANT_PRODUCT_PARAMS, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];
     /// Block-scaled quantisation: one invocation per 4 blocks (`FORMAT`).
     Quantize = "quant.quantize", entry "quantize", dtype F32, flags [TRUSTED],
-        parts [QUANT_CODEC, QUANT_COMMON, QUANT];
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT];
     /// Block-scaled quantisation along rows, one invocation per packed word
     /// (coalesced; 4 words per block at most WG / 4).
     QuantizeWords = "quant.quantize_words", entry "quantize_words", dtype F32, flags [TRUSTED],
-        parts [QUANT_CODEC, QUANT_COMMON, QUANT];
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT];
     /// Dequantisation to f32, one invocation per element.
     Dequantize = "quant.dequantize", entry "dequantize", dtype F32, flags [TRUSTED],
-        parts [QUANT_CODEC, QUANT_COMMON, QUANT];
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT];
     /// Block-scaled quantisation down columns (cols % 4 == 0), one
     /// invocation per packed word, adjacent columns adjacent (coalesced).
     QuantizeCols = "quant.quantize_cols", entry "quantize_cols", dtype F32, flags [TRUSTED],
-        parts [QUANT_CODEC, QUANT_COMMON, QUANT];
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT];
     /// Dequantisation of blocks down columns, one invocation per 4 rows of
     /// a column.
     DequantizeCols = "quant.dequantize_cols", entry "dequantize_cols", dtype F32, flags [TRUSTED],
-        parts [QUANT_CODEC, QUANT_COMMON, QUANT];
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT];
     /// [`Kernel::QuantizeWords`] with 16-byte loads (cols % 8 == 0).
     QuantizeVec = "quant.quantize_vec", entry "quantize_vec", dtype F32, flags [TRUSTED],
-        parts [QUANT_CODEC, QUANT_COMMON, QUANT_VEC];
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT_VEC];
+    /// [`Kernel::QuantizeWords`] with each block's statistics met by
+    /// subgroup shuffles (needs `subgroups` holding a block's words).
+    QuantizeWordsShuffle = "quant.quantize_words.shuffle", entry "quantize_words", dtype F32, flags [SUBGROUPS, TRUSTED],
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES_SUBGROUP, QUANT];
+    /// [`Kernel::QuantizeVec`] with subgroup shuffles, as
+    /// [`Kernel::QuantizeWordsShuffle`].
+    QuantizeVecShuffle = "quant.quantize_vec.shuffle", entry "quantize_vec", dtype F32, flags [SUBGROUPS, TRUSTED],
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES_SUBGROUP, QUANT_VEC];
     /// Dequantisation along rows, 4 elements and one 16-byte store per
     /// invocation (cols % 4 == 0).
     DequantizeVec = "quant.dequantize_vec", entry "dequantize_vec", dtype F32, flags [TRUSTED],
-        parts [QUANT_CODEC, QUANT_COMMON, QUANT_VEC];
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT_VEC];
     /// `x @ W^T` with a row-blocked quantised W, decoded in registers (M <= 8).
     QuantGemv = "quant_gemv", entry "main", dtype F32, flags [EPILOGUE, TRUSTED],
         parts [shader!("quant_gemv.wgsl"), QUANT_GEMV_COMMON, QUANT_PRODUCT_PARAMS, QUANT_DECODE, QUANT_CODEC, MATMUL_EPILOGUE];

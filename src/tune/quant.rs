@@ -91,6 +91,22 @@ pub fn quant_route(
     }
 }
 
+/// Whether the per-word row quantisers (`quantize_words`, `quantize_vec`)
+/// meet a block's statistics by subgroup shuffles
+/// (`shaders/quant_lanes_subgroup.wgsl`) rather than through workgroup
+/// memory and a barrier: where the adapter has subgroups, a block's
+/// `words` (words per block) are a power of two no larger than its
+/// smallest subgroup, and its largest divides the workgroup `wg`. The
+/// `dev` feature's switch (`quant_shuffle`) turns it off to measure.
+pub fn quantize_shuffles(p: &AdapterProfile, words: u32, wg: u32) -> bool {
+    let fits = p.subgroups
+        && words.is_power_of_two()
+        && words <= p.subgroup_min_size
+        && p.subgroup_max_size > 0
+        && wg.is_multiple_of(p.subgroup_max_size);
+    fits && crate::dev::overrides().quant_shuffle
+}
+
 /// Adjacent columns per workgroup of the column-blocked GEMV (`COLS` in
 /// `shaders/quant_gemv_cols.wgsl`): 32, one subgroup's run.
 pub fn quant_cols_columns() -> u32 {

@@ -4,11 +4,16 @@
 //! WG/COLS/KSPLIT), and the row-blocked (`[N, K]`)
 //! kernel, timed on the same weights next to the f16 GEMV of the shape and
 //! a copy, with each column variant's max difference to the first (they
-//! must agree to rounding).
+//! must agree to rounding). `--quantize-probes 0,1,2,3` times the
+//! quantise kernels instead, rows and columns, at each value of their timing
+//! probe (`DevOverrides::quant_probe`: 1 drops the rounding, 2 the exchange
+//! of block statistics; results wrong while set), each with the row
+//! quantisers' subgroup shuffles on and off (`DevOverrides::quant_shuffle`).
 //!
 //! ```text
 //! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --quick
 //! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --shapes 4096x14336 --rows 1,4,8
+//! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --quick --quantize-probes 0,1,2,3
 //! ```
 
 use clap::Parser;
@@ -44,6 +49,9 @@ struct Args {
     /// Measured runs per case.
     #[arg(long, default_value_t = 20)]
     repeats: u32,
+    /// Time the quantise kernels at these probe values instead.
+    #[arg(long, value_delimiter = ',')]
+    quantize_probes: Vec<u32>,
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -80,6 +88,16 @@ fn main() -> Result<(), BoxError> {
     let time = |plan: &Plan| -> wgtile::Result<f64> { Ok(ctx.time(plan, &opts)?.median()) };
     let copy_gbps = wgtile_dev::matrix::copy_ceiling(&ctx, args.quick, time)?;
     println!("copy: {copy_gbps:.1} GB/s");
+    if !args.quantize_probes.is_empty() {
+        return quantize_probes(
+            &ctx,
+            &shapes,
+            &formats,
+            &args.quantize_probes,
+            copy_gbps,
+            time,
+        );
+    }
     let mut table = Vec::new();
     for &(k, n) in &shapes {
         let w = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
@@ -155,5 +173,51 @@ fn main() -> Result<(), BoxError> {
     for line in table {
         println!("{line}");
     }
+    Ok(())
+}
+
+/// The quantise kernels' time at each probe value, per shape, format and
+/// axis.
+fn quantize_probes(
+    ctx: &Context,
+    shapes: &[(usize, usize)],
+    formats: &[QuantFormat],
+    probes: &[u32],
+    copy_gbps: f64,
+    time: impl Fn(&Plan) -> wgtile::Result<f64>,
+) -> Result<(), BoxError> {
+    println!(
+        "{:<12} {:>10} {:>7} {:>5} {:>7} {:>9} {:>8} {:>6}",
+        "format", "KxN", "axis", "probe", "shuffle", "time us", "GB/s", "copy%"
+    );
+    for &(k, n) in shapes {
+        let w = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
+        for &format in formats {
+            for axis in [QuantAxis::Rows, QuantAxis::Columns] {
+                for (&probe, shuffle) in probes.iter().flat_map(|p| [(p, true), (p, false)]) {
+                    set_overrides(DevOverrides {
+                        quant_probe: probe,
+                        quant_shuffle: shuffle,
+                        ..DevOverrides::DEFAULT
+                    });
+                    let (p, _) = ctx.quantize_plan(&w, format, axis, format.default_block())?;
+                    let t = time(&p)?;
+                    let gbps = p.bytes() as f64 / t / 1e9;
+                    println!(
+                        "{:<12} {:>10} {:>7} {:>5} {:>7} {:>9.1} {:>8.1} {:>6.1}",
+                        format!("{format:?}"),
+                        format!("{k}x{n}"),
+                        format!("{axis:?}"),
+                        probe,
+                        shuffle,
+                        t * 1e6,
+                        gbps,
+                        100.0 * gbps / copy_gbps
+                    );
+                }
+            }
+        }
+    }
+    set_overrides(DevOverrides::DEFAULT);
     Ok(())
 }

@@ -195,7 +195,21 @@ pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, input: DType) -> S
         .constant("FORMAT", format_code(format))
         .constant("IN_HALF", in_half)
         .override_("WG", WG);
-    if kernel == Kernel::QuantAmax { spec.constant("AMAX_PER", AMAX_PER) } else { spec }
+    let probe = crate::dev::overrides().quant_probe;
+    match kernel {
+        Kernel::QuantAmax => spec.constant("AMAX_PER", AMAX_PER),
+        Kernel::Quantize
+        | Kernel::QuantizeWords
+        | Kernel::QuantizeVec
+        | Kernel::QuantizeWordsShuffle
+        | Kernel::QuantizeVecShuffle
+        | Kernel::QuantizeCols
+            if probe != 0 =>
+        {
+            spec.constant("PROBE", probe)
+        }
+        _ => spec,
+    }
 }
 
 /// Every specialisation the quantisation kernels run in.
@@ -206,6 +220,8 @@ pub fn quant_specs() -> Vec<Spec> {
             out.push(quant_spec(Kernel::Quantize, f, input));
             out.push(quant_spec(Kernel::QuantizeWords, f, input));
             out.push(quant_spec(Kernel::QuantizeVec, f, input));
+            out.push(quant_spec(Kernel::QuantizeWordsShuffle, f, input));
+            out.push(quant_spec(Kernel::QuantizeVecShuffle, f, input));
             out.push(quant_spec(Kernel::QuantizeCols, f, input));
             if f == QuantFormat::Nvfp4 {
                 out.push(quant_spec(Kernel::QuantAmax, f, input));
@@ -388,10 +404,12 @@ impl Context {
                 // elements are 16-byte aligned and inside their row.
                 let groups = (lay.blocks() as u64).div_ceil(u64::from(per_group));
                 let g = grid(self.profile(), groups, "quantize")?;
-                let kernel = if lay.cols.is_multiple_of(8) {
-                    Kernel::QuantizeVec
-                } else {
-                    Kernel::QuantizeWords
+                let shuffles = crate::tune::quant::quantize_shuffles(self.profile(), wpb, WG);
+                let kernel = match (lay.cols.is_multiple_of(8), shuffles) {
+                    (true, false) => Kernel::QuantizeVec,
+                    (true, true) => Kernel::QuantizeVecShuffle,
+                    (false, false) => Kernel::QuantizeWords,
+                    (false, true) => Kernel::QuantizeWordsShuffle,
                 };
                 dispatches.push(bind(kernel, g[0], n, g)?);
             } else if axis == QuantAxis::Columns
