@@ -19,6 +19,11 @@
 // Entry `quantize_cols` (blocks down columns, cols % 4 == 0): the same per
 //   word, with adjacent columns on adjacent invocations (coalesced loads)
 //   and a workgroup of C columns by the words of one block row.
+// Entry `quantize_col_blocks` (blocks down columns, cols % 4 == 0): one
+//   invocation per block, adjacent columns on adjacent invocations
+//   (coalesced loads), two reads of its column (statistics, then codes:
+//   the second from the cache), no exchange of statistics; the scale words
+//   meet in workgroup memory.
 // Entry `dequantize`: one invocation per output element (row-major); with
 //   GATHER (quant_common.wgsl) its rows are the ids' rows of the table.
 // Entry `dequantize_cols` (blocks down columns): one invocation per 4
@@ -266,4 +271,55 @@ fn quantize_cols(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation
     }
     workgroupBarrier();
     store_scales(lid, j * params.cols + col0, min(ncol, params.cols - min(col0, params.cols)));
+}
+
+@compute @workgroup_size(WG, 1, 1)
+fn quantize_col_blocks(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let bits = elem_bits();
+    let per_word = 32u / bits;
+    let wpb = params.block / per_word;
+    // Grid: x over groups of WG columns (params.gx of them), y over block
+    // rows. One block per invocation: nothing to exchange but the scales.
+    let col0 = wg.x * WG;
+    let l = col0 + lid;
+    let j = wg.y;
+    let id = j * params.cols + l;
+    let live = l < params.cols;
+    let r0 = j * params.block;
+    // Rows past the end read as 0 (a partial last block).
+    let rows = min(params.block, params.rows - r0);
+    var st = Stats(0u, true, 0.0, 0.0);
+    if live {
+        for (var r = 0u; r < rows; r++) {
+            let b = load_bits((r0 + r) * params.cols + l);
+            if FORMAT == 6u {
+                stats_add(&st, b);
+            } else {
+                st.amax_b = max(st.amax_b, b & 0x7fffffffu);
+            }
+        }
+    }
+    if FORMAT != 6u {
+        st.finite = finite_bits(st.amax_b);
+    }
+    let s = scale_of(st);
+    if live {
+        // The second read of the block's column hits the cache.
+        for (var w = 0u; w < wpb; w++) {
+            var code = 0u;
+            for (var f = 0u; f < per_word; f++) {
+                let r = w * per_word + f;
+                var b = 0u;
+                if r < rows {
+                    b = load_bits((r0 + r) * params.cols + l);
+                }
+                code |= encode(b, s) << (bits * f);
+            }
+            data[id * wpb + w] = code;
+        }
+    }
+    sh_scale[lid] = s.scale;
+    sh_zero[lid] = s.zero;
+    workgroupBarrier();
+    store_scales(lid, j * params.cols + col0, min(WG, params.cols - min(col0, params.cols)));
 }

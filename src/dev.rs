@@ -72,9 +72,10 @@ pub struct DevOverrides {
     /// `shaders/quant_common.wgsl`): bit 0 drops the element rounding, bit
     /// 1 the exchange of block statistics; results wrong while non-zero.
     pub quant_probe: u32,
-    /// The row quantisers meet block statistics by subgroup shuffles where
-    /// they fit (`false`: through workgroup memory, to measure).
-    pub quant_shuffle: bool,
+    /// The per-word quantisers meeting block statistics in workgroup
+    /// memory, along rows in place of subgroup shuffles and down columns in
+    /// place of one block per invocation (to measure).
+    pub quant_slots: bool,
 }
 
 impl DevOverrides {
@@ -99,7 +100,7 @@ impl DevOverrides {
         batch_chunk: None,
         bf16_scaled: false,
         quant_probe: 0,
-        quant_shuffle: true,
+        quant_slots: false,
     };
 }
 
@@ -142,7 +143,7 @@ impl DevOverrides {
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
     /// `WGTILE_QUANT_COLS_WG`, `WGTILE_QUANT_COLS_COLUMNS`,
-    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`, `WGTILE_BF16_SCALED`, `WGTILE_QUANT_PROBE`, `WGTILE_QUANT_SHUFFLE`. A value that
+    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`, `WGTILE_BF16_SCALED`, `WGTILE_QUANT_PROBE`, `WGTILE_QUANT_SLOTS`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -194,7 +195,7 @@ impl DevOverrides {
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
             bf16_scaled: switch("WGTILE_BF16_SCALED").unwrap_or(d.bf16_scaled),
             quant_probe: number("WGTILE_QUANT_PROBE").unwrap_or(d.quant_probe),
-            quant_shuffle: switch("WGTILE_QUANT_SHUFFLE").unwrap_or(d.quant_shuffle),
+            quant_slots: switch("WGTILE_QUANT_SLOTS").unwrap_or(d.quant_slots),
         }
     }
 }

@@ -423,6 +423,10 @@ registry! {
     /// invocation per packed word, adjacent columns adjacent (coalesced).
     QuantizeCols = "quant.quantize_cols", entry "quantize_cols", dtype F32, flags [TRUSTED],
         parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT];
+    /// Block-scaled quantisation down columns (cols % 4 == 0), one
+    /// invocation per block, adjacent columns adjacent (coalesced).
+    QuantizeColBlocks = "quant.quantize_col_blocks", entry "quantize_col_blocks", dtype F32, flags [TRUSTED],
+        parts [QUANT_CODEC, QUANT_COMMON, QUANT_LANES, QUANT];
     /// Dequantisation of blocks down columns, one invocation per 4 rows of
     /// a column.
     DequantizeCols = "quant.dequantize_cols", entry "dequantize_cols", dtype F32, flags [TRUSTED],

@@ -97,14 +97,23 @@ pub fn quant_route(
 /// memory and a barrier: where the adapter has subgroups, a block's
 /// `words` (words per block) are a power of two no larger than its
 /// smallest subgroup, and its largest divides the workgroup `wg`. The
-/// `dev` feature's switch (`quant_shuffle`) turns it off to measure.
+/// `dev` feature's switch (`quant_slots`) turns it off to measure.
 pub fn quantize_shuffles(p: &AdapterProfile, words: u32, wg: u32) -> bool {
     let fits = p.subgroups
         && words.is_power_of_two()
         && words <= p.subgroup_min_size
         && p.subgroup_max_size > 0
         && wg.is_multiple_of(p.subgroup_max_size);
-    fits && crate::dev::overrides().quant_shuffle
+    fits && !crate::dev::overrides().quant_slots
+}
+
+/// Whether quantising down columns takes one invocation per block
+/// (`quantize_col_blocks`) rather than one per word with the block's
+/// statistics met in workgroup memory (`quantize_cols`, which the `dev`
+/// feature's switch `quant_slots` brings back where it applies, to
+/// measure).
+pub fn quantize_col_blocks(words: u32, wg: u32) -> bool {
+    4 * words > wg || !crate::dev::overrides().quant_slots
 }
 
 /// Adjacent columns per workgroup of the column-blocked GEMV (`COLS` in

@@ -7,8 +7,9 @@
 //! must agree to rounding). `--quantize-probes 0,1,2,3` times the
 //! quantise kernels instead, rows and columns, at each value of their timing
 //! probe (`DevOverrides::quant_probe`: 1 drops the rounding, 2 the exchange
-//! of block statistics; results wrong while set), each with the row
-//! quantisers' subgroup shuffles on and off (`DevOverrides::quant_shuffle`).
+//! of block statistics; results wrong while set), each with the kernels as
+//! chosen and with the per-word ones meeting statistics in workgroup
+//! memory (`DevOverrides::quant_slots`).
 //!
 //! ```text
 //! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --quick
@@ -188,16 +189,16 @@ fn quantize_probes(
 ) -> Result<(), BoxError> {
     println!(
         "{:<12} {:>10} {:>7} {:>5} {:>7} {:>9} {:>8} {:>6}",
-        "format", "KxN", "axis", "probe", "shuffle", "time us", "GB/s", "copy%"
+        "format", "KxN", "axis", "probe", "slots", "time us", "GB/s", "copy%"
     );
     for &(k, n) in shapes {
         let w = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
         for &format in formats {
             for axis in [QuantAxis::Rows, QuantAxis::Columns] {
-                for (&probe, shuffle) in probes.iter().flat_map(|p| [(p, true), (p, false)]) {
+                for (&probe, slots) in probes.iter().flat_map(|p| [(p, false), (p, true)]) {
                     set_overrides(DevOverrides {
                         quant_probe: probe,
-                        quant_shuffle: shuffle,
+                        quant_slots: slots,
                         ..DevOverrides::DEFAULT
                     });
                     let (p, _) = ctx.quantize_plan(&w, format, axis, format.default_block())?;
@@ -209,7 +210,7 @@ fn quantize_probes(
                         format!("{k}x{n}"),
                         format!("{axis:?}"),
                         probe,
-                        shuffle,
+                        slots,
                         t * 1e6,
                         gbps,
                         100.0 * gbps / copy_gbps

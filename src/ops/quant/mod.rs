@@ -204,6 +204,7 @@ pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, input: DType) -> S
         | Kernel::QuantizeWordsShuffle
         | Kernel::QuantizeVecShuffle
         | Kernel::QuantizeCols
+        | Kernel::QuantizeColBlocks
             if probe != 0 =>
         {
             spec.constant("PROBE", probe)
@@ -223,6 +224,7 @@ pub fn quant_specs() -> Vec<Spec> {
             out.push(quant_spec(Kernel::QuantizeWordsShuffle, f, input));
             out.push(quant_spec(Kernel::QuantizeVecShuffle, f, input));
             out.push(quant_spec(Kernel::QuantizeCols, f, input));
+            out.push(quant_spec(Kernel::QuantizeColBlocks, f, input));
             if f == QuantFormat::Nvfp4 {
                 out.push(quant_spec(Kernel::QuantAmax, f, input));
             }
@@ -412,14 +414,12 @@ impl Context {
                     (false, true) => Kernel::QuantizeWordsShuffle,
                 };
                 dispatches.push(bind(kernel, g[0], n, g)?);
-            } else if axis == QuantAxis::Columns
-                && !transposed
-                && 4 * wpb <= WG
-                && lay.cols.is_multiple_of(4)
-            {
-                // One invocation per word down a column: x over column
-                // groups, y over block rows.
-                let gx = u32_of("column groups", lay.cols.div_ceil(per_group as usize))?;
+            } else if axis == QuantAxis::Columns && !transposed && lay.cols.is_multiple_of(4) {
+                // One invocation per block (or per word) down a column: x
+                // over column groups, y over block rows.
+                let blocks = crate::tune::quant::quantize_col_blocks(wpb, WG);
+                let columns = if blocks { WG } else { per_group };
+                let gx = u32_of("column groups", lay.cols.div_ceil(columns as usize))?;
                 let gy = u32_of("block rows", lay.rows.div_ceil(lay.block))?;
                 let max = self.profile().max_workgroups_per_dim;
                 if gx.max(gy) > max {
@@ -430,7 +430,8 @@ impl Context {
                         what: format!("quantize down the columns of {:?}", t.shape()),
                     });
                 }
-                dispatches.push(bind(Kernel::QuantizeCols, gx, n, [gx, gy, 1])?);
+                let kernel = if blocks { Kernel::QuantizeColBlocks } else { Kernel::QuantizeCols };
+                dispatches.push(bind(kernel, gx, n, [gx, gy, 1])?);
             } else {
                 let groups = lay.blocks().div_ceil(4) as u64;
                 let g = grid(self.profile(), groups.div_ceil(u64::from(WG)), "quantize")?;
