@@ -114,29 +114,36 @@ fn round_bits_guarded(bits: u32, k: i32, f: Mini) -> vec2<u32> {
     return vec2<u32>(min((hi << f.mbits) + q, f.max_code), near);
 }
 
-// round_bits(bits, k, f) for the power-of-two scales of the MX encoders,
-// in fewer operations: a normal input scaled by 2^-k is exact in f32; a
-// value in the target's normal range rounds its low significand bits to
-// nearest even (a carry into the exponent is the next code), one below it
-// is a multiple of the smallest subnormal (`round` is ties-to-even).
-// Zero and subnormal inputs take round_bits.
-fn round_pow2(bits: u32, k: i32, f: Mini) -> u32 {
+// round_bits_guarded(bits, k, f) in fewer operations (the encoders' inner
+// loop): a normal input scaled by 2^-k is exact in f32; a value in the
+// target's normal range rounds its dropped significand bits to nearest
+// even (a carry into the exponent is the next code), one below it is a
+// multiple of the smallest subnormal (`round` is ties-to-even). Its near
+// flag (y) is set on a superset of round_bits_guarded's: within 16 units
+// of the dropped bits, or 2^-19 of the value, of a midpoint. Zero and
+// subnormal inputs take round_bits_guarded.
+fn round_fast(bits: u32, k: i32, f: Mini) -> vec2<u32> {
     let ef = i32(bits >> 23u);
     if ef == 0 {
-        return round_bits(bits, k, f);
+        return round_bits_guarded(bits, k, f);
     }
     let m = bits & 0x7fffffu;
-    // The target's biased exponent of |x| 2^-k.
+    // The target's biased exponent of |x| 2^-k; both roundings are taken
+    // (no divergent branch) and the right one selected.
     let te = ef - 127 - k + f.bias;
     let t = (u32(max(te, 0)) << 23u) | m;
     let s = 23u - f.mbits;
     let normal = min((t + (1u << (s - 1u)) - 1u + ((t >> s) & 1u)) >> s, f.max_code);
+    let rem = m & ((1u << s) - 1u);
+    let half = 1u << (s - 1u);
+    let near_normal = select(half - rem, rem - half, rem >= half) <= 16u;
     // |x| 2^-k as an f32 (exact when normal; below 2^-126 it rounds to 0
-    // either way), times 2^(bias + mbits - 1): in units of the smallest
-    // subnormal.
+    // either way), in units of the smallest subnormal.
     let v = bitcast<f32>((u32(clamp(ef - k, 0, 254)) << 23u) | m);
-    let sub = u32(round(v * bitcast<f32>(u32(126 + f.bias + i32(f.mbits)) << 23u)));
-    return select(sub, normal, te >= 1);
+    let w = v * bitcast<f32>(u32(126 + f.bias + i32(f.mbits)) << 23u);
+    let near_sub = abs(w - floor(w) - 0.5) <= w * 0x1p-19f;
+    let is_normal = te >= 1;
+    return vec2<u32>(select(u32(round(w)), normal, is_normal), u32(select(near_sub, near_normal, is_normal)));
 }
 
 // Margins around a midpoint beyond which an f32 quotient (2.5 ulp, 1.5e-7
@@ -239,7 +246,7 @@ fn round_div_mini(xb: u32, y: f32, inv: f32, f: Mini) -> u32 {
     if finite_bits(bitcast<u32>(t)) {
         // Clear of every midpoint by more than the division's error: c is
         // the exact quotient's code, no exact comparison needed.
-        let r = round_bits_guarded(bitcast<u32>(t) & 0x7fffffffu, 0, f);
+        let r = round_fast(bitcast<u32>(t) & 0x7fffffffu, 0, f);
         if r.y == 0u {
             return r.x;
         }

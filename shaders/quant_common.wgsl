@@ -208,7 +208,7 @@ fn encode(b: u32, s: BlockScale) -> u32 {
             return 0u;
         }
         let sign = select(0u, 1u << (elem_bits() - 1u), neg);
-        return sign | round_pow2(mag, s.k, mini());
+        return sign | round_fast(mag, s.k, mini()).x;
     }
     if s.y == 0.0 {
         return 0u;
