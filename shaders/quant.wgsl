@@ -10,7 +10,9 @@
 //   scale and zero-point words have one writer each): a first pass over a
 //   block finds its statistics, a second encodes and packs the element
 //   codes a word at a time. Any axis and shape.
-// Entry `quantize_words` (blocks along rows, 4 * words per block <= WG):
+// Entry `quantize_words` (blocks along rows, or down the columns of the
+//   input's transpose, whose blocks are runs of its rows; 4 * words per
+//   block <= WG):
 //   one invocation per packed word, so a subgroup reads a contiguous run
 //   of the row and writes contiguous words; each invocation's statistics
 //   meet their block's in workgroup memory, every invocation of a block
@@ -122,15 +124,9 @@ fn quantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_inde
         if id >= params.blocks {
             break;
         }
-        var l: u32;
-        var j: u32;
-        if params.axis == 0u {
-            l = id / params.nb;
-            j = id % params.nb;
-        } else {
-            j = id / params.cols;
-            l = id % params.cols;
-        }
+        let place = block_place(id);
+        let l = place.x;
+        let j = place.y;
         let s = block_scale(l, j);
         for (var w = 0u; w < wpb; w++) {
             var word = 0u;
@@ -221,8 +217,9 @@ fn quantize_words(ids: Ids) {
     let local_block = lid / wpb;
     let id = first_block + local_block;
     let live = lid < bpw * wpb && id < params.blocks;
-    let l = id / params.nb;
-    let j = id % params.nb;
+    let place = block_place(id);
+    let l = place.x;
+    let j = place.y;
     let t0 = (lid % wpb) * per_word;
     var b: array<u32, 8>;
     for (var f = 0u; f < 8u; f++) {

@@ -84,6 +84,22 @@ fn emax() -> i32 {
     return select(select(2, 15, FORMAT == 1u), 8, FORMAT == 0u);
 }
 
+// The line (x) and the block within it (y) of block `id` in the packed
+// order: line by line for blocks along rows, block row by block row
+// otherwise (axis 2 included: the lines are then the input's rows).
+fn block_place(id: u32) -> vec2<u32> {
+    if params.axis == 0u {
+        return vec2<u32>(id / params.nb, id % params.nb);
+    }
+    return vec2<u32>(id % params.cols, id / params.cols);
+}
+
+// Elements per line of the input (a row of it: blocks along rows, or
+// down the columns of its transpose).
+fn line_len() -> u32 {
+    return select(params.cols, params.rows, params.axis == 2u);
+}
+
 fn linear_id(wg: vec3<u32>, lid: u32) -> u32 {
     return (wg.y * params.gx + wg.x) * WG + lid;
 }

@@ -1,10 +1,9 @@
 // quant_vec: the row-blocked quantiser and dequantiser with 16-byte loads
 // and stores (shared parts in quant_common.wgsl).
 //
-// Entry `quantize_vec` (blocks along rows, cols % 8 == 0, 4 * words per
-//   block <= WG): quant.wgsl's `quantize_words` with each invocation's
-//   word read as one or two 16-byte loads (a word's elements never cross
-//   a row's end when cols % 8 == 0).
+// Entry `quantize_vec`: quant.wgsl's `quantize_words` where the input's
+//   rows are a multiple of 8 values, each invocation's word read as one or
+//   two 16-byte loads (a word's elements then never cross a row's end).
 // Entry `dequantize_vec` (blocks along rows, cols % 4 == 0): one
 //   invocation per 4 consecutive elements of a row (one word, one scale:
 //   blocks are whole words), one 16-byte store; rows by id with GATHER.
@@ -57,12 +56,12 @@ fn quantize_vec(ids: Ids) {
     let local_block = lid / wpb;
     let id = first_block + local_block;
     let live = lid < bpw * wpb && id < params.blocks;
-    let l = id / params.nb;
-    let j = id % params.nb;
-    let pos = j * params.block + (lid % wpb) * per_word;
+    let place = block_place(id);
+    let line = line_len();
+    let pos = place.y * params.block + (lid % wpb) * per_word;
     var b = array<u32, 8>(0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
-    if live && pos < params.cols {
-        b = load_word(l * params.cols + pos, per_word);
+    if live && pos < line {
+        b = load_word(place.x * line + pos, per_word);
     }
     let st = block_stats(lid, word_stats(b), local_block * wpb);
     if live {

@@ -492,9 +492,21 @@ fn quantized_matmul_shapes_and_errors() {
 #[test]
 fn quantize_transposed_is_the_transpose_quantised() {
     let Some(ctx) = common::ctx() else { return };
-    for format in QuantFormat::ALL {
-        let (n, k) = (37usize, 96usize);
-        let values = edge_values(n * k, 23, true);
+    // Rows of the input in 16-byte units (K % 8 == 0) and not, partial
+    // last blocks; shuffles and workgroup memory where the adapter has
+    // subgroups.
+    let plain = ctx
+        .profile()
+        .subgroups
+        .then(|| common::context_without(&ctx, wgtile::wgpu::Features::SUBGROUP));
+    let contexts = std::iter::once(&*ctx).chain(plain.as_ref());
+    let cases = contexts.flat_map(|c| {
+        QuantFormat::ALL
+            .into_iter()
+            .flat_map(move |f| [(c, f, 37usize, 96usize), (c, f, 13, 100), (c, f, 5, 45)])
+    });
+    for (ctx, format, n, k) in cases {
+        let values = edge_values(n * k, 23 + k as u64, true);
         let w = ctx.tensor(&values, [n, k]).unwrap();
         let q = ctx.quantize_transposed(&w, format).unwrap();
         assert_eq!(q.shape(), [k, n]);
@@ -514,17 +526,10 @@ fn quantize_transposed_is_the_transpose_quantised() {
         )
         .unwrap();
         let got = q.to_host_blocking().unwrap();
-        same_bits(&format!("{format} transposed data"), &got.data, &want.data);
-        same_bits(
-            &format!("{format} transposed scales"),
-            &got.scales,
-            &want.scales,
-        );
-        same_bits(
-            &format!("{format} transposed zeros"),
-            &got.zeros,
-            &want.zeros,
-        );
+        let what = format!("{format} transposed [{n}, {k}]");
+        same_bits(&format!("{what} data"), &got.data, &want.data);
+        same_bits(&format!("{what} scales"), &got.scales, &want.scales);
+        same_bits(&format!("{what} zeros"), &got.zeros, &want.zeros);
     }
     let w = ctx.zeros([2, 3, 4], DType::F32).unwrap();
     assert!(matches!(

@@ -401,13 +401,16 @@ impl Context {
             let wpb = lay.words_per_block() as u32;
             // Whole groups of 4 blocks (or 4 columns) per workgroup.
             let per_group = (WG / (4 * wpb).max(1)) * 4;
-            if axis == QuantAxis::Rows && !transposed && 4 * wpb <= WG {
+            // The input's rows hold the blocks along rows, and those down
+            // the columns of its transpose.
+            let line = if transposed { lay.rows } else { lay.cols };
+            if (axis == QuantAxis::Rows || transposed) && 4 * wpb <= WG {
                 // One invocation per word; 16-byte loads where every word's
                 // elements are 16-byte aligned and inside their row.
                 let groups = (lay.blocks() as u64).div_ceil(u64::from(per_group));
                 let g = grid(self.profile(), groups, "quantize")?;
                 let shuffles = crate::tune::quant::quantize_shuffles(self.profile(), wpb, WG);
-                let kernel = match (lay.cols.is_multiple_of(8), shuffles) {
+                let kernel = match (line.is_multiple_of(8), shuffles) {
                     (true, false) => Kernel::QuantizeVec,
                     (true, true) => Kernel::QuantizeVecShuffle,
                     (false, false) => Kernel::QuantizeWords,
