@@ -269,13 +269,22 @@ impl Context {
     /// Picks an adapter and creates a device (see [`ContextOptions`] for how).
     pub async fn new(options: ContextOptions) -> Result<Self> {
         let backends = options.resolved_backends();
-        // wgpu's default instance flags. Measured (H200, runs 103-108, run
-        // 106): with the check of indirect dispatch arguments turned off
-        // (wgtile dispatches nothing indirectly) the 4096 kernels ran
-        // 1.5-3% slower (f16 coop 240-242 against 246-248 TFLOP/s), not
-        // understood (buffer placement?): keep the defaults.
+        // wgpu checks every indirect dispatch's arguments with a dispatch
+        // and barriers of its own: 7 us per indirect dispatch on the H200
+        // (run 170: a bf16 plan's armed-off fallback dispatches 10.8 us
+        // each with the check, 3.7 without; the direct kernels unchanged).
+        // wgtile's indirect arguments are 0 or a grid checked on the host
+        // (`armed_either`), so the check is off on the instances it
+        // creates, unless WGPU_VALIDATION_INDIRECT_CALL asks for it or DX12
+        // may be picked (Windows; its pass also supplies `num_workgroups`
+        // to indirect dispatches, which the shaders read).
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         desc.backends = backends;
+        let dx12 = cfg!(windows) && backends.contains(wgpu::Backends::DX12);
+        if std::env::var_os("WGPU_VALIDATION_INDIRECT_CALL").is_none() && !dx12 {
+            desc.flags
+                .remove(wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL);
+        }
         let instance = wgpu::Instance::new(desc);
         let adapter = Self::pick_adapter(&instance, &options, backends).await?;
         let info = adapter.get_info();

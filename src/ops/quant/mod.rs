@@ -420,7 +420,7 @@ impl Context {
             } else if axis == QuantAxis::Columns && !transposed && lay.cols.is_multiple_of(4) {
                 // One invocation per block (or per word) down a column: x
                 // over column groups, y over block rows.
-                let blocks = crate::tune::quant::quantize_col_blocks(wpb, WG);
+                let blocks = crate::tune::quant::quantize_col_blocks(format, wpb, WG);
                 let columns = if blocks { WG } else { per_group };
                 let gx = u32_of("column groups", lay.cols.div_ceil(columns as usize))?;
                 let gy = u32_of("block rows", lay.rows.div_ceil(lay.block))?;
