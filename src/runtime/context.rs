@@ -271,7 +271,7 @@ impl Context {
         let backends = options.resolved_backends();
         // wgpu checks every indirect dispatch's arguments with a dispatch
         // and barriers of its own: 7 us per indirect dispatch on the H200
-        // (run 170: a bf16 plan's armed-off fallback dispatches 10.8 us
+        // (run 169: a bf16 plan's armed-off fallback dispatches 10.8 us
         // each with the check, 3.7 without; the direct kernels unchanged).
         // wgtile's indirect arguments are 0 or a grid checked on the host
         // (`armed_either`), so the check is off on the instances it
