@@ -121,29 +121,46 @@ fn round_bits_guarded(bits: u32, k: i32, f: Mini) -> vec2<u32> {
 // multiple of the smallest subnormal (`round` is ties-to-even). Its near
 // flag (y) is set on a superset of round_bits_guarded's: within 16 units
 // of the dropped bits, or 2^-19 of the value, of a midpoint. Zero and
-// subnormal inputs take round_bits_guarded.
+// subnormal inputs take round_bits_guarded. E2M1 takes both roundings and
+// selects one (a quarter of a block's range is below its normals: a branch
+// would diverge); the 8-bit elements branch, their subnormal codes being
+// rare (2^-14 of a block's largest for E4M3).
 fn round_fast(bits: u32, k: i32, f: Mini) -> vec2<u32> {
     let ef = i32(bits >> 23u);
     if ef == 0 {
         return round_bits_guarded(bits, k, f);
     }
-    let m = bits & 0x7fffffu;
-    // The target's biased exponent of |x| 2^-k; both roundings are taken
-    // (no divergent branch) and the right one selected.
+    // The target's biased exponent of |x| 2^-k.
     let te = ef - 127 - k + f.bias;
+    if f.mbits == 1u {
+        return select(round_sub(bits, k, f), round_normal(bits, te, f), te >= 1);
+    }
+    if te >= 1 {
+        return round_normal(bits, te, f);
+    }
+    return round_sub(bits, k, f);
+}
+
+// round_fast where |x| 2^-k is a normal of the target (biased exponent te
+// >= 1): its dropped significand bits rounded to nearest even.
+fn round_normal(bits: u32, te: i32, f: Mini) -> vec2<u32> {
+    let m = bits & 0x7fffffu;
     let t = (u32(max(te, 0)) << 23u) | m;
     let s = 23u - f.mbits;
-    let normal = min((t + (1u << (s - 1u)) - 1u + ((t >> s) & 1u)) >> s, f.max_code);
+    let code = min((t + (1u << (s - 1u)) - 1u + ((t >> s) & 1u)) >> s, f.max_code);
     let rem = m & ((1u << s) - 1u);
     let half = 1u << (s - 1u);
-    let near_normal = select(half - rem, rem - half, rem >= half) <= 16u;
-    // |x| 2^-k as an f32 (exact when normal; below 2^-126 it rounds to 0
-    // either way), in units of the smallest subnormal.
-    let v = bitcast<f32>((u32(clamp(ef - k, 0, 254)) << 23u) | m);
+    return vec2<u32>(code, u32(select(half - rem, rem - half, rem >= half) <= 16u));
+}
+
+// round_fast below the target's normals: |x| 2^-k as an f32 (exact when
+// normal; below 2^-126 it rounds to 0 either way) in units of the
+// smallest subnormal, rounded to nearest even.
+fn round_sub(bits: u32, k: i32, f: Mini) -> vec2<u32> {
+    let ef = i32(bits >> 23u);
+    let v = bitcast<f32>((u32(clamp(ef - k, 0, 254)) << 23u) | (bits & 0x7fffffu));
     let w = v * bitcast<f32>(u32(126 + f.bias + i32(f.mbits)) << 23u);
-    let near_sub = abs(w - floor(w) - 0.5) <= w * 0x1p-19f;
-    let is_normal = te >= 1;
-    return vec2<u32>(select(u32(round(w)), normal, is_normal), u32(select(near_sub, near_normal, is_normal)));
+    return vec2<u32>(u32(round(w)), u32(abs(w - floor(w) - 0.5) <= w * 0x1p-19f));
 }
 
 // Margins around a midpoint beyond which an f32 quotient (2.5 ulp, 1.5e-7
