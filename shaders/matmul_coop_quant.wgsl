@@ -19,9 +19,8 @@
 //   [K, N] weight blocked down its columns (block j of column n stored at
 //   j * N + n), 0 for [N, K] blocked along its rows (at n * NB + j, NB in
 //   params.b_col_stride).
-// Bindings: 2, 8 and 13 the packed codes, 10 scales (for int4 with zero
-//   points each block's scale and zero point paired in one word by the
-//   scale check: ZS), 11 zero points, 12 the per-tensor scale (NVFP4).
+// Bindings: 2, 8 and 13 the packed codes, 10 scales, 11 zero points, 12
+//   the per-tensor scale (NVFP4).
 
 @group(0) @binding(10) var<storage, read> scales: array<u32>;
 @group(0) @binding(11) var<storage, read> zeros: array<u32>;

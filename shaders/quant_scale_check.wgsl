@@ -7,14 +7,17 @@
 //
 // Algorithm: one invocation per block; every flagging invocation stores
 //   the same word (no atomics needed). 2-D grid.
-// int4 with zero points (FORMAT 6): each invocation also writes its
-//   block's f16 scale and zero point into one word of `paired` (scale in
-//   the low half, zero point in bits 16-23), which the tensor-core GEMM
-//   reads instead of the two (quant_b_operand.wgsl's ZS): one load per run
-//   instead of two. Other formats bind a placeholder there.
+// int4 with zero points (FORMAT 6) and PAIR = 1: each invocation also
+//   writes its block's f16 scale and zero point into one word of `paired`
+//   (scale in the low half, zero point in bits 16-23), which the tiled GEMM
+//   reads instead of the two (quant_b_operand.wgsl's ZS). The tensor-core
+//   GEMM lost with it (run 169: 890.7 us against 821.3 at 4096^3) and
+//   reads both. Otherwise a placeholder is bound there.
 
 // quant_codec.wgsl's format code.
 const FORMAT: u32 = 0u;
+// 1: write `paired` (int4 with zero points only).
+const PAIR: u32 = 0u;
 
 override WG: u32 = 256u;
 
@@ -67,7 +70,7 @@ fn scale_check(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
     if id >= params.blocks {
         return;
     }
-    if FORMAT == 6u {
+    if FORMAT == 6u && PAIR == 1u {
         let scale = (scales[id / 2u] >> (16u * (id % 2u))) & 0xffffu;
         let zero = (zeros[id / 4u] >> (8u * (id % 4u))) & 0xffu;
         paired[id] = scale | (zero << 16u);

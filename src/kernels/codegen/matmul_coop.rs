@@ -19,20 +19,18 @@ pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 7] = [
 /// The blocks that make B a quantised weight (`shaders/matmul_coop_quant.wgsl`):
 /// format `format` (quant_decode.wgsl's code), blocks of `block` elements
 /// (a multiple of 8) of `words` packed words, blocked down the columns of
-/// a `[K, N]` weight (`cols`) or along the rows of an `[N, K]` one;
-/// `paired`: the scales binding holds each block's scale and zero point
-/// in one word (`ZS` in `shaders/quant_b_operand.wgsl`).
+/// a `[K, N]` weight (`cols`) or along the rows of an `[N, K]` one.
 pub(crate) fn coop_quant_blocks(
     format: u32,
     block: u32,
     words: u32,
     cols: bool,
-    paired: bool,
 ) -> [(&'static str, String); 4] {
+    // ZS = 0: scales and zero points read apart (the paired word of
+    // quant_scale_check.wgsl lost on this kernel).
     let consts = format!(
-        "const FORMAT: u32 = {format}u;\nconst BLK: u32 = {block}u;\nconst WPB: u32 = {words}u;\nconst COLS: u32 = {}u;\nconst ZS: u32 = {}u;\n",
-        u32::from(cols),
-        u32::from(paired)
+        "const FORMAT: u32 = {format}u;\nconst BLK: u32 = {block}u;\nconst WPB: u32 = {words}u;\nconst COLS: u32 = {}u;\nconst ZS: u32 = 0u;\n",
+        u32::from(cols)
     );
     [
         ("quant_decl", format!("{consts}{MATMUL_COOP_QUANT}{QUANT_B_OPERAND}{QUANT_DECODE}{QUANT_CODEC}")),

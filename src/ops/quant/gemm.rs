@@ -69,10 +69,10 @@ impl Context {
         let out = self.alloc(out_shape, DType::F32, "wgtile quantized matmul out")?;
         let (flag, clear) = self.range_flag()?;
         let mut scratch = Vec::new();
-        let (check, paired) = self.weight_pass(w, Some(&flag), &mut scratch)?;
+        let (check, _) = self.weight_pass(w, Some(&flag), &mut scratch)?;
         let mut dispatches = vec![clear];
         dispatches.extend(check);
-        dispatches.push(self.quant_coop_dispatch(kernel, x, w, &out, (m, k, n), epilogue, paired.as_ref())?);
+        dispatches.push(self.quant_coop_dispatch(kernel, x, w, &out, (m, k, n), epilogue)?);
         // The fallback, armed by the check: the weight decoded in f32.
         let fallback = self.quant_naive_dispatch(x, w, (m, k, n), &out, epilogue)?;
         dispatches.extend(self.armed(&flag, vec![fallback])?);
@@ -105,10 +105,7 @@ impl Context {
         }
     }
 
-    /// The tensor-core GEMM dispatch of f16 `x` and `w` with `kernel`;
-    /// `paired`: the scale check's paired scales and zero points (int4 with
-    /// zero points), read in place of both.
-    #[allow(clippy::too_many_arguments)] // the product, its epilogue and the paired words
+    /// The tensor-core GEMM dispatch of f16 `x` and `w` with `kernel`.
     fn quant_coop_dispatch(
         &self,
         kernel: MatmulKernel,
@@ -117,7 +114,6 @@ impl Context {
         out: &Tensor,
         (m, k, n): (usize, usize, usize),
         epilogue: &Epilogue,
-        paired: Option<&Tensor>,
     ) -> Result<Dispatch> {
         let u = u32_of;
         for (what, v) in [("M x K", m * k), ("M x N", m * n), ("packed words", w.data.numel())] {
@@ -131,7 +127,7 @@ impl Context {
             k.is_multiple_of(8),
         ));
         let what = format!("matmul_quantized with {kernel}");
-        self.quant_b_dispatch(&spec, (x, w, paired), out, (m, k, n), kernel.block(), true, what, epilogue)
+        self.quant_b_dispatch(&spec, (x, w, None), out, (m, k, n), kernel.block(), true, what, epilogue)
     }
 
     /// bf16 `x` (contiguous, `[.., K]`) times `w` through an f16 GEMM
@@ -164,7 +160,7 @@ impl Context {
         let paired = paired.as_ref();
         let (on_f16, how) = match engine {
             QuantF16Engine::TensorCores(kernel) => (
-                self.quant_coop_dispatch(kernel, x16, w, &out, (m, k, n), epilogue, paired)?,
+                self.quant_coop_dispatch(kernel, x16, w, &out, (m, k, n), epilogue)?,
                 format!("{kernel} [weights decoded to f16 in the tiles"),
             ),
             QuantF16Engine::Tiled(tile) => (
@@ -217,32 +213,33 @@ impl Context {
 
     /// The pass over `w`'s blocks before a GEMM: the scale check into
     /// `flag` where given (the tensor-core GEMM's), else only for int4
-    /// with zero points (the tiled GEMM's, its flag unread), which it
-    /// also pairs each block's scale and zero point for; the paired words,
-    /// if any. What the pass writes is kept in `scratch`.
+    /// with zero points (the tiled GEMM's, its flag unread), pairing each
+    /// block's scale and zero point; the paired words, if any. What the
+    /// pass writes is kept in `scratch`.
     fn weight_pass(
         &self,
         w: &QuantTensor,
         flag: Option<&wgpu::Buffer>,
         scratch: &mut Vec<Tensor>,
     ) -> Result<(Option<Dispatch>, Option<Tensor>)> {
-        let flag = match flag {
-            Some(f) => f.clone(),
+        let (flag, pair) = match flag {
+            Some(f) => (f.clone(), false),
             None if w.format == QuantFormat::Int4Zp => {
                 let unread = self.alloc(&[4], DType::U32, "wgtile unread scale flag")?;
                 let buffer = unread.buffer().clone();
                 scratch.push(unread);
-                buffer
+                (buffer, true)
             }
             None => return Ok((None, None)),
         };
-        let (check, paired) = self.scale_check_dispatch(w, &flag)?;
+        let (check, paired) = self.scale_check_dispatch(w, &flag, pair)?;
         scratch.extend(paired.clone());
         Ok((Some(check), paired))
     }
 
     /// The tiled GEMM dispatch of `x` (f32 or f16) and `w` with `tile`;
-    /// `paired` as for the tensor-core one (`pairing_pass`).
+    /// `paired`: the weight pass's paired scales and zero points (int4 with
+    /// zero points), read in place of both.
     #[allow(clippy::too_many_arguments)] // the product, its tile, epilogue and paired words
     fn quant_tiled_dispatch(
         &self,
@@ -457,20 +454,26 @@ impl Context {
 
     /// The scale check: sets word 2 of `flag` where a block of `w` decodes
     /// to values f16 cannot hold (`shaders/quant_scale_check.wgsl`).
-    /// For int4 with zero points it also pairs each block's scale and zero
-    /// point in one word of a new tensor, which it returns (for the
-    /// tensor-core GEMM's `paired`).
-    fn scale_check_dispatch(&self, w: &QuantTensor, flag: &wgpu::Buffer) -> Result<(Dispatch, Option<Tensor>)> {
+    /// With `pair`, for int4 with zero points, it also pairs each block's
+    /// scale and zero point in one word of a new tensor, which it returns
+    /// (the tiled GEMM's `paired`).
+    fn scale_check_dispatch(
+        &self,
+        w: &QuantTensor,
+        flag: &wgpu::Buffer,
+        pair: bool,
+    ) -> Result<(Dispatch, Option<Tensor>)> {
         let blocks = w.layout().blocks();
         let g = grid(
             self.profile(),
             (blocks as u64).div_ceil(u64::from(CHECK_WG)).max(1),
             "the quantised GEMM's scale check",
         )?;
-        let spec = Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format_code(w.format));
+        let pair = pair && w.format == QuantFormat::Int4Zp;
+        let spec = scale_check_spec(format_code(w.format), pair);
         let pipeline = self.inner.pipelines.get(&self.inner.device, &spec)?;
         let params = self.uniform(&[u32_of("blocks", blocks)?, g[0], 0, 0]);
-        let paired = if w.format == QuantFormat::Int4Zp {
+        let paired = if pair {
             Some(self.alloc(&[blocks.max(1)], DType::U32, "wgtile paired scales and zero points")?)
         } else {
             None
@@ -518,11 +521,17 @@ fn coop_spec(kernel: MatmulKernel, format: u32, (block, words): (u32, u32), cols
     if !aligned {
         spec = spec.constant("ALIGNED", 0);
     }
-    let paired = format == format_code(QuantFormat::Int4Zp);
-    for (name, text) in coop_quant_blocks(format, block, words, cols, paired) {
+    for (name, text) in coop_quant_blocks(format, block, words, cols) {
         spec = spec.block(name, text);
     }
     spec
+}
+
+/// The scale check's specialisation for a weight of `format`, pairing
+/// scales and zero points (`pair`, int4 with zero points) or not.
+fn scale_check_spec(format: u32, pair: bool) -> Spec {
+    let spec = Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format);
+    if pair { spec.constant("PAIR", 1) } else { spec }
 }
 
 /// The tiled quantised GEMM's specialisation for `x` of `dtype`, `tile`
@@ -581,7 +590,10 @@ pub fn quant_gemm_specs() -> Vec<Spec> {
                 }
             }
         }
-        out.push(Spec::new(Kernel::QuantScaleCheck).constant("FORMAT", format_code(format)));
+        out.push(scale_check_spec(format_code(format), false));
+        if format == QuantFormat::Int4Zp {
+            out.push(scale_check_spec(format_code(format), true));
+        }
         for (i, tile) in crate::tune::TILE_CONFIGS.into_iter().enumerate() {
             for cols in [false, true] {
                 let dtype = if i == 0 { DType::F16 } else { DType::F32 };
