@@ -288,18 +288,10 @@ fn quantize_col_blocks(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invo
     var st = Stats(0u, true, 0.0, 0.0);
     if live {
         for (var r = 0u; r < rows; r++) {
-            let b = load_bits((r0 + r) * params.cols + l);
-            if FORMAT == 6u {
-                stats_add(&st, b);
-            } else {
-                st.amax_b = max(st.amax_b, b & 0x7fffffffu);
-            }
+            stats_take(&st, load_bits((r0 + r) * params.cols + l));
         }
     }
-    if FORMAT != 6u {
-        st.finite = finite_bits(st.amax_b);
-    }
-    let s = scale_of(st);
+    let s = scale_of(stats_done(st));
     if live {
         // The second read of the block's column hits the cache.
         for (var w = 0u; w < wpb; w++) {

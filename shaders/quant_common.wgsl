@@ -340,19 +340,33 @@ var<workgroup> sh_max: array<u32, WG>;
 var<workgroup> sh_scale: array<u32, WG>;
 var<workgroup> sh_zero: array<u32, WG>;
 
+// Adds one element's f32 bits to st: Int4Zp needs every statistic; the
+// other formats only the largest |bits| in amax_b, non-finite ones
+// included (`stats_done` derives `finite` from it).
+fn stats_take(st: ptr<function, Stats>, b: u32) {
+    if FORMAT == 6u {
+        stats_add(st, b);
+    } else {
+        (*st).amax_b = max((*st).amax_b, b & 0x7fffffffu);
+    }
+}
+
+// A block's statistics once every element is taken: for the formats that
+// keep only amax_b, finite where the largest |bits| is.
+fn stats_done(st: Stats) -> Stats {
+    if FORMAT == 6u {
+        return st;
+    }
+    return Stats(st.amax_b, finite_bits(st.amax_b), 0.0, 0.0);
+}
+
 // The statistics of one word's elements (f32 bits b, the first per_word;
-// 0 past a line's end). Int4Zp needs them all; the other formats only the
-// largest |bits| in amax_b, non-finite ones included (a block is finite
-// when its largest is).
+// 0 past a line's end), before `stats_done`.
 fn word_stats(b: array<u32, 8>) -> Stats {
     let per_word = 32u / elem_bits();
     var st = Stats(0u, true, 0.0, 0.0);
     for (var f = 0u; f < per_word; f++) {
-        if FORMAT == 6u {
-            stats_add(&st, b[f]);
-        } else {
-            st.amax_b = max(st.amax_b, b[f] & 0x7fffffffu);
-        }
+        stats_take(&st, b[f]);
     }
     return st;
 }
@@ -391,7 +405,7 @@ fn slot_stats(slot0: u32, stride: u32) -> Stats {
     for (var w = 1u; w < words; w++) {
         m = max(m, sh_max[slot0 + w * stride]);
     }
-    return Stats(m, finite_bits(m), 0.0, 0.0);
+    return stats_done(Stats(m, true, 0.0, 0.0));
 }
 
 // The codes of a word whose elements' f32 bits are b, in a block of

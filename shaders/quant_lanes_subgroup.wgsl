@@ -34,8 +34,5 @@ fn block_stats(l: u32, own: Stats, slot0: u32) -> Stats {
             st.amax_b = max(st.amax_b, subgroupShuffleXor(st.amax_b, o));
         }
     }
-    if FORMAT != 6u {
-        st.finite = finite_bits(st.amax_b);
-    }
-    return st;
+    return stats_done(st);
 }
