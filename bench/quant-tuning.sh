@@ -7,7 +7,9 @@
 # every route), the GEMV sweep over workgroup size and K split, the
 # driver's register counts of the GEMV kernels, then the quantization
 # example with autotuning on (its log names each tuned launch) next to
-# autotuning off, with quantise / dequantise against a copy.
+# autotuning off, with quantise / dequantise against a copy, and the
+# quantisers' timing probe (without the rounding, without the exchange of
+# block statistics; each with the workgroup-memory kernels too).
 #
 #   bench/build.sh && bash bench/quant-tuning.sh
 set -u
@@ -17,6 +19,8 @@ source bench/env.sh || exit 1
 LIMIT=300 TAIL=40 run "GEMV launches" "$B/quant_gemv_sweep" --shapes 4096x4096,4096x14336 \
   --formats mxfp4,int4 --rows 1,8 --wgs 1024,512 --columns 32 --ksplits 1,2,4
 LIMIT=300 TAIL=30 run "GEMV registers" "$B/pipeline_stats" --quant --filter QuantGemvCols
+LIMIT=300 TAIL=90 run "quantise probes" "$B/quant_gemv_sweep" --shapes 4096x14336 \
+  --formats mxfp4,mxfp8e4m3,nvfp4,int8,int4zp,fp8e4m3 --quantize-probes 0,1,2
 LIMIT=300 TAIL=60 run "quantization, autotune off" "$B/quantization" --shapes 4096x4096,4096x14336 --rows 1,8 --stages
 export WGTILE_AUTOTUNE=fast WGTILE_CACHE_DIR="$OUT/autotune-cache"
 rm -rf "$WGTILE_CACHE_DIR"
