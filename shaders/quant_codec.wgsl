@@ -3,7 +3,7 @@
 // exact value and must agree bit for bit).
 //
 // Scaling by a power of two (MX) rounds straight from the f32 bits
-// (`round_bits`). Dividing by any other scale (NVFP4, the integer formats)
+// (`round_fast`). Dividing by any other scale (NVFP4, the integer formats)
 // takes the f32 quotient as a candidate and, unless it is clear of both
 // neighbouring midpoints by more than the division's error, settles it
 // against their exact values (`Ex`: significand x 2^exponent, products kept
@@ -74,16 +74,12 @@ fn rne_shift(sig: u32, shift: u32) -> u32 {
 }
 
 // The magnitude code of |x| * 2^-k (|x| finite, given by its bits),
-// saturated at the largest finite magnitude.
-fn round_bits(bits: u32, k: i32, f: Mini) -> u32 {
-    return round_bits_guarded(bits, k, f).x;
-}
-
-// round_bits' code (x) and 1 in y where |x| * 2^-k lies within 2^-20 of
-// its own magnitude from a midpoint between two codes: there an f32
-// quotient's error (3.1 ulp) could have decided the rounding. The
-// distance is read from the bits the rounding drops (their offset from
-// half a step), so the callers need no midpoint values on their fast path.
+// saturated at the largest finite magnitude (x), and 1 in y where
+// |x| * 2^-k lies within 2^-20 of its own magnitude from a midpoint
+// between two codes: there an f32 quotient's error (3.1 ulp) could have
+// decided the rounding. The distance is read from the bits the rounding
+// drops (their offset from half a step). The general form, for zero and
+// subnormal inputs; `round_fast` takes the rest.
 fn round_bits_guarded(bits: u32, k: i32, f: Mini) -> vec2<u32> {
     if bits == 0u {
         return vec2<u32>(0u, 0u);

@@ -100,6 +100,11 @@ fn line_len() -> u32 {
     return select(params.cols, params.rows, params.axis == 2u);
 }
 
+// Packed words per block.
+fn block_words() -> u32 {
+    return params.block / (32u / elem_bits());
+}
+
 fn linear_id(wg: vec3<u32>, lid: u32) -> u32 {
     return (wg.y * params.gx + wg.x) * WG + lid;
 }
@@ -391,9 +396,8 @@ fn stats_barrier() {
 // The merged statistics of a block whose words' slots are
 // slot0 + w * stride (w < words per block).
 fn slot_stats(slot0: u32, stride: u32) -> Stats {
-    let wpb = params.block / (32u / elem_bits());
     // The probe reads the first word's slot alone.
-    let words = select(wpb, 1u, (PROBE & 2u) != 0u);
+    let words = select(block_words(), 1u, (PROBE & 2u) != 0u);
     if FORMAT == 6u {
         var st = sh_stats[slot0];
         for (var w = 1u; w < words; w++) {

@@ -18,10 +18,10 @@ fn lane(ids: Ids) -> u32 {
     return ids.sg_id * ids.sg_size + ids.sg_lane;
 }
 
+// `l` and `slot0` (the workgroup-memory form's slots) go unused here.
 fn block_stats(l: u32, own: Stats, slot0: u32) -> Stats {
-    let wpb = params.block / (32u / elem_bits());
     var st = own;
-    for (var o = 1u; o < wpb; o <<= 1u) {
+    for (var o = 1u; o < block_words(); o <<= 1u) {
         if FORMAT == 6u {
             let other = Stats(
                 subgroupShuffleXor(st.amax_b, o),

@@ -195,22 +195,11 @@ pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, input: DType) -> S
         .constant("FORMAT", format_code(format))
         .constant("IN_HALF", in_half)
         .override_("WG", WG);
+    // Every kernel here includes quant_common.wgsl, which declares the
+    // quantisers' probe (the others never read it).
     let probe = crate::dev::overrides().quant_probe;
-    match kernel {
-        Kernel::QuantAmax => spec.constant("AMAX_PER", AMAX_PER),
-        Kernel::Quantize
-        | Kernel::QuantizeWords
-        | Kernel::QuantizeVec
-        | Kernel::QuantizeWordsShuffle
-        | Kernel::QuantizeVecShuffle
-        | Kernel::QuantizeCols
-        | Kernel::QuantizeColBlocks
-            if probe != 0 =>
-        {
-            spec.constant("PROBE", probe)
-        }
-        _ => spec,
-    }
+    let spec = if probe != 0 { spec.constant("PROBE", probe) } else { spec };
+    if kernel == Kernel::QuantAmax { spec.constant("AMAX_PER", AMAX_PER) } else { spec }
 }
 
 /// Every specialisation the quantisation kernels run in.
