@@ -82,6 +82,10 @@
 //   1024-4096. The scale is a multiply by 2^e, not a vector ldexp (46.3 ->
 //   92.8 TFLOP/s at 4096^3). Measurements: docs/perf/matmul.md#f32-split.
 // Output and epilogue tensors: Elem (text-specialised, f16 or f32).
+//   OUT_BF16 = 1 (Elem f32, N even): the output is bf16, each invocation
+//   rounding two adjacent columns to nearest even (half_bits.wgsl) and
+//   storing them as one word (`OutStore` = u32): no f32 result and no
+//   rounding pass after the kernel (src/ops/matmul/bf16.rs).
 // Transposed operands (TRANS_A, TRANS_B = 1: A stored [K, M], B stored
 //   [N, K], read in place): the 16-byte runs go along the stored rows (m for
 //   A^T, k for B^T) and the put scatters their 8 halves down a column of the
@@ -114,6 +118,10 @@ const SPLIT: u32 = 0u;
 // 1 (with INPUT_BF16): each operand scaled by its power of two before the
 // narrowing to f16 (see "bf16 inputs" above).
 const BF16_SCALED: u32 = 0u;
+// 1: bf16 output, two columns per u32 word (see "Output" above).
+const OUT_BF16: u32 = 0u;
+// The output binding's element: Elem, or u32 with OUT_BF16 (generated).
+// @gen out_store
 
 const WARPS_M: u32 = 2u;
 const WARPS_N: u32 = 4u;
@@ -170,7 +178,7 @@ const B_LOADS: u32 = (B_VECS + THREADS - 1u) / THREADS;
 // 8 halves per vec4<u32>: one 16-byte load.
 @group(0) @binding(1) var<storage, read> lhs: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> rhs: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<Elem>;
+@group(0) @binding(3) var<storage, read_write> out: array<OutStore>;
 // The same buffers as 32-bit words, for the unaligned loads (bound always).
 @group(0) @binding(7) var<storage, read> lhs_w: array<u32>;
 @group(0) @binding(8) var<storage, read> rhs_w: array<u32>;
@@ -505,16 +513,34 @@ fn write_tile(acc: coop_mat16x16<f32, C>, warp: u32, lane: u32, z: u32, row: u32
     let scratch = warp * 256u;
     coopStoreT(acc, &c_sh[scratch], 16u);
     workgroupBarrier();
+    if OUT_BF16 == 1u {
+        // Columns c and c + 1 (c even, N even: both or neither stored).
+        for (var e = lane; e < 128u; e += SG) {
+            let r = row + e / 8u;
+            let c = col + 2u * (e % 8u);
+            if (EDGE_M == 0u || r < params.m) && (EDGE_N == 0u || c < params.n) {
+                var x = vec2<f32>(c_sh[scratch + 2u * e], c_sh[scratch + 2u * e + 1u]);
+                if SPLIT == 1u || BF16_SCALED == 1u {
+                    x = ldexp(ldexp(x, vec2<i32>(-unscale.x)), vec2<i32>(-unscale.y));
+                }
+                let lo = f32_bits_to_bf16(bitcast<u32>(epilogue(x.x, z, r, c)));
+                let hi = f32_bits_to_bf16(bitcast<u32>(epilogue(x.y, z, r, c + 1u)));
+                out[(c_base + r * params.n + c) / 2u] = OutStore(lo | (hi << 16u));
+            }
+        }
+        workgroupBarrier();
+        return;
+    }
     for (var e = lane; e < 256u; e += SG) {
         let r = row + e / 16u;
         let c = col + e % 16u;
         if (EDGE_M == 0u || r < params.m) && (EDGE_N == 0u || c < params.n) {
             if SPLIT == 1u || BF16_SCALED == 1u {
                 let x = ldexp(ldexp(c_sh[scratch + e], -unscale.x), -unscale.y);
-                out[c_base + r * params.n + c] = Elem(epilogue(x, z, r, c));
+                out[c_base + r * params.n + c] = OutStore(epilogue(x, z, r, c));
                 continue;
             }
-            out[c_base + r * params.n + c] = Elem(epilogue(c_sh[scratch + e], z, r, c));
+            out[c_base + r * params.n + c] = OutStore(epilogue(c_sh[scratch + e], z, r, c));
         }
     }
     workgroupBarrier();

@@ -24,6 +24,10 @@ const NVFP4_GLOBAL_FACTOR: f32 = 0x1.861862p-12f;
 // with one shift (no rounding), bit 1 drops the exchange of a block's
 // statistics (the barrier after them and the other words' slots).
 const PROBE: u32 = 0u;
+// MXFP4 elements by seven compares of the exactly scaled value (1; 0:
+// round_fast's bit arithmetic, kept for an A/B through wgtile's dev
+// overrides). Both give the nearest even code.
+const E2M1_COMPARE: u32 = 1u;
 
 override WG: u32 = 256u;
 
@@ -218,6 +222,15 @@ fn scale_of(st: Stats) -> BlockScale {
 }
 
 // The element code of input bits b in a block scaled by s.
+// The E2M1 code nearest v >= 0 (ties to even), saturated at 6: the count
+// of midpoints it passes (0.25, 1.25, 2.5 and 5 lie between an even code
+// and the odd one above: reached only beyond them; 0.75, 1.75 and 3.5 at
+// or beyond).
+fn e2m1_nearest(v: f32) -> u32 {
+    return u32(v > 0.25) + u32(v >= 0.75) + u32(v > 1.25) + u32(v >= 1.75)
+        + u32(v > 2.5) + u32(v >= 3.5) + u32(v > 5.0);
+}
+
 fn encode(b: u32, s: BlockScale) -> u32 {
     if (PROBE & 1u) != 0u {
         return (b >> 28u) & ((1u << elem_bits()) - 1u);
@@ -229,6 +242,12 @@ fn encode(b: u32, s: BlockScale) -> u32 {
             return 0u;
         }
         let sign = select(0u, 1u << (elem_bits() - 1u), neg);
+        // 2^-k is a normal f32 for k in -127..126, every scale a finite
+        // block gets (k <= 125); a normal input times it is exact, or below
+        // 2^-126 and code 0 either way.
+        if FORMAT == 2u && E2M1_COMPARE == 1u && s.k >= -127 && s.k <= 126 && (mag >> 23u) != 0u {
+            return sign | e2m1_nearest(bitcast<f32>(mag) * bitcast<f32>(u32(127 - s.k) << 23u));
+        }
         return sign | round_fast(mag, s.k, mini()).x;
     }
     if s.y == 0.0 {

@@ -68,6 +68,10 @@ pub struct DevOverrides {
     /// two before the narrowing to f16 (no check pass, no fallback)
     /// instead of the range test and its armed f32 fallback.
     pub bf16_scaled: bool,
+    /// bf16 products on the tensor cores staged to f16 by the checked cast
+    /// (the f16 kernel reads the copies) instead of a check pass and the
+    /// kernel reading bf16 in place.
+    pub bf16_staged: bool,
     /// Timing bits of the per-word quantisers (`PROBE` in
     /// `shaders/quant_common.wgsl`): bit 0 drops the element rounding, bit
     /// 1 the exchange of block statistics; results wrong while non-zero.
@@ -76,6 +80,9 @@ pub struct DevOverrides {
     /// memory, along rows in place of subgroup shuffles and down columns in
     /// place of one block per invocation (to measure).
     pub quant_slots: bool,
+    /// MXFP4 elements rounded by `round_fast`'s bit arithmetic instead of
+    /// seven compares (`E2M1_COMPARE` in `shaders/quant_common.wgsl`).
+    pub e2m1_bits: bool,
 }
 
 impl DevOverrides {
@@ -99,8 +106,10 @@ impl DevOverrides {
         quant_cols_ksplit: None,
         batch_chunk: None,
         bf16_scaled: false,
+        bf16_staged: false,
         quant_probe: 0,
         quant_slots: false,
+        e2m1_bits: false,
     };
 }
 
@@ -143,7 +152,7 @@ impl DevOverrides {
     /// `WGTILE_COOP_EDGES` (switches), `WGTILE_SPLIT_LAYOUT=WMxWNxBKxFN`,
     /// `WGTILE_GEMV_WIDE_SHAPE=LxS`, `WGTILE_SPLIT_PAD_FLOATS`,
     /// `WGTILE_QUANT_COLS_WG`, `WGTILE_QUANT_COLS_COLUMNS`,
-    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`, `WGTILE_BF16_SCALED`, `WGTILE_QUANT_PROBE`, `WGTILE_QUANT_SLOTS`. A value that
+    /// `WGTILE_QUANT_COLS_KSPLIT`, `WGTILE_BATCH_CHUNK`, `WGTILE_BF16_SCALED`, `WGTILE_BF16_STAGED`, `WGTILE_QUANT_PROBE`, `WGTILE_QUANT_SLOTS`, `WGTILE_E2M1_BITS`. A value that
     /// does not parse logs a warning and keeps the default.
     pub fn from_env() -> Self {
         let text = |name: &str| {
@@ -194,8 +203,10 @@ impl DevOverrides {
             quant_cols_ksplit: number("WGTILE_QUANT_COLS_KSPLIT").filter(|k| (1..=16).contains(k)),
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
             bf16_scaled: switch("WGTILE_BF16_SCALED").unwrap_or(d.bf16_scaled),
+            bf16_staged: switch("WGTILE_BF16_STAGED").unwrap_or(d.bf16_staged),
             quant_probe: number("WGTILE_QUANT_PROBE").unwrap_or(d.quant_probe),
             quant_slots: switch("WGTILE_QUANT_SLOTS").unwrap_or(d.quant_slots),
+            e2m1_bits: switch("WGTILE_E2M1_BITS").unwrap_or(d.e2m1_bits),
         }
     }
 }

@@ -540,6 +540,75 @@ fn matmul_of_bf16_with_epilogue_transposes_and_batches() {
     );
 }
 
+/// The bf16 result of products the tensor cores take (where the adapter
+/// has them): written by the kernel itself for an even N, rounded from an
+/// f32 one for an odd N, and by the armed f32 fallback's rounding, with an
+/// epilogue, a transposed B, batches and an output tensor given. Elsewhere
+/// the same products run on f32 copies, checked alike.
+#[test]
+fn matmul_of_bf16_writes_a_bf16_result_from_every_route() {
+    let Some(ctx) = common::ctx() else { return };
+    let (batch, m, k) = (2usize, 256usize, 320usize);
+    for (i, n) in [386usize, 385].into_iter().enumerate() {
+        // 1: the f16 kernels; 1e6 (past 65504) arms the f32 fallback.
+        for scale in [1.0f32, 1e6] {
+            let seed = 100 + 10 * i as u64;
+            let scaled = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| x * scale).collect() };
+            let (a, ah) = common::upload(
+                &ctx,
+                &scaled(common::random(batch * m * k, seed)),
+                &[batch, m, k],
+                DType::BF16,
+            );
+            let (bt, bth) = common::upload(
+                &ctx,
+                &scaled(common::random(n * k, seed + 1)),
+                &[n, k],
+                DType::BF16,
+            );
+            let (bias, biash) =
+                common::upload(&ctx, &common::random(n, seed + 2), &[n], DType::BF16);
+            let (res, resh) = common::upload(
+                &ctx,
+                &common::random(batch * m * n, seed + 3),
+                &[batch, m, n],
+                DType::BF16,
+            );
+            let o = ctx.zeros([batch, m, n], DType::BF16).unwrap();
+            ctx.fill(&o, f32::NAN).unwrap();
+            let options = wgtile::MatmulOptions {
+                transpose_b: true,
+                ..Default::default()
+            };
+            let epilogue = wgtile::Epilogue::new()
+                .scale(0.5)
+                .bias(&bias)
+                .relu()
+                .residual(&res);
+            let plan = ctx
+                .matmul_plan_with(&a, &bt, Some(&o), &options, &epilogue)
+                .unwrap();
+            plan.run().unwrap();
+            let got = o.to_f32_vec_blocking().unwrap();
+            let b: Vec<f32> = (0..k * n).map(|j| bth[(j % n) * k + j / n]).collect();
+            let offsets: Vec<(usize, usize)> = (0..batch).map(|z| (z * m * k, 0)).collect();
+            let (prod, mag) = common::matmul_ref(&ah, &b, m, n, k, &offsets);
+            let want: Vec<f64> = (0..batch * m * n)
+                .map(|j| (0.5 * prod[j] + f64::from(biash[j % n])).max(0.0) + f64::from(resh[j]))
+                .collect();
+            // f32 accumulation and bf16's rounding, plus f16's subnormal
+            // step for the few values below 2^-17 the f16 kernels move.
+            let moved = k as f64 * 2f64.powi(-23) * f64::from(scale * scale);
+            common::assert_close(
+                &format!("{n} x{scale} ({})", plan.label()),
+                &got,
+                &want,
+                |j| common::matmul_tolerance(DType::BF16, k, want[j], 0.5 * mag[j] + 2.0) + moved,
+            );
+        }
+    }
+}
+
 #[test]
 fn row_ops_and_reductions_of_bf16() {
     let Some(ctx) = common::ctx() else { return };

@@ -538,13 +538,34 @@ fn quantize_transposed_is_the_transpose_quantised() {
     ));
 }
 
-/// Exact ties of the formats whose scale is not a power of two (the
-/// integers, NVFP4's elements): the GPU must round them to even exactly as
-/// the host does, which only the exact comparisons can decide.
+/// Exact ties of every format's element grid: the GPU must round them to
+/// even exactly as the host does, along rows and down columns. Where the
+/// scale is not a power of two (the integers, NVFP4, FP8 with f32 scales)
+/// only the exact comparisons can decide them; the MX formats' ties sit
+/// in blocks whose largest value is the element's largest times 2^j.
 #[test]
-fn division_ties_round_to_even_on_the_gpu() {
+fn ties_round_to_even_on_the_gpu() {
     let Some(ctx) = common::ctx() else { return };
     let mut cases: Vec<(QuantFormat, Vec<f32>)> = Vec::new();
+    for (format, elem) in [
+        (QuantFormat::Mxfp4, E2M1),
+        (QuantFormat::Mxfp8E4m3, E4M3),
+        (QuantFormat::Mxfp8E5m2, E5M2),
+    ] {
+        let mids: Vec<f32> = (0..elem.max_code)
+            .map(|c| (elem.decode(c) + elem.decode(c + 1)) / 2.0)
+            .collect();
+        let mut x = Vec::new();
+        for (b, j) in [-20i32, 0, 13, 100].into_iter().enumerate() {
+            let p = 2f32.powi(j);
+            x.push(elem.decode(elem.max_code) * p);
+            for i in 1..32 {
+                let sign = if (i + b) % 3 == 0 { -1.0 } else { 1.0 };
+                x.push(mids[(i * 5 + b) % mids.len()] * p * sign);
+            }
+        }
+        cases.push((format, x));
+    }
     // Integers: a block whose scale comes out exactly 0.5, the rest on
     // half-integer multiples of it.
     for (format, top, lo) in [
@@ -616,22 +637,26 @@ fn division_ties_round_to_even_on_the_gpu() {
     }
     for (format, values) in cases {
         let n = values.len();
-        let want = quant::quantize(
-            &values,
-            &[n],
-            format,
-            QuantAxis::Rows,
-            format.default_block(),
-        )
-        .unwrap();
-        let t = ctx.tensor(&values, [n]).unwrap();
-        let got = ctx
-            .quantize(&t, format, QuantAxis::Rows)
-            .unwrap()
-            .to_host_blocking()
-            .unwrap();
-        same_bits(&format!("{format} ties data"), &got.data, &want.data);
-        same_bits(&format!("{format} ties scales"), &got.scales, &want.scales);
+        for (shape, axis) in [(vec![n], QuantAxis::Rows), (vec![n, 1], QuantAxis::Columns)] {
+            let want =
+                quant::quantize(&values, &shape, format, axis, format.default_block()).unwrap();
+            let t = ctx.tensor(&values, shape.as_slice()).unwrap();
+            let got = ctx
+                .quantize(&t, format, axis)
+                .unwrap()
+                .to_host_blocking()
+                .unwrap();
+            same_bits(
+                &format!("{format} {axis:?} ties data"),
+                &got.data,
+                &want.data,
+            );
+            same_bits(
+                &format!("{format} {axis:?} ties scales"),
+                &got.scales,
+                &want.scales,
+            );
+        }
     }
 }
 

@@ -257,7 +257,7 @@ registry! {
             QUANT_DECODE, QUANT_CODEC, MATMUL_TILED_CORE, MATMUL_PARAMS, MATMUL_EPILOGUE];
     /// f16 matmul on tensor cores (cooperative matrices), f32 accumulation.
     MatmulCoop = "matmul_coop", entry "main", dtype F32, flags [EPILOGUE, COOP_MATRIX, TRUSTED],
-        parts [shader!("matmul_coop.wgsl"), SPLIT_F32, MATMUL_PARAMS, MATMUL_EPILOGUE];
+        parts [shader!("matmul_coop.wgsl"), SPLIT_F32, MATMUL_PARAMS, MATMUL_EPILOGUE, HALF_BITS];
     /// Copies a batch of matrices into another row/column count, zero-filling
     /// or cropping (the padding layer).
     PadCopy = "pad_copy", entry "main", dtype F32, flags [],

@@ -386,8 +386,8 @@ impl Context {
     /// becomes the plan's output; `plan` as it is where its kernel wrote
     /// bf16 itself and there is no `into`.
     pub(crate) fn round_output_bf16(&self, mut plan: Plan, into: Option<&Tensor>) -> Result<Plan> {
-        if into.is_none() && plan.output.dtype() == DType::BF16 {
-            // The kernel wrote bf16 itself.
+        if plan.output.dtype() == DType::BF16 {
+            // The kernel wrote bf16 itself (into `into` where given).
             return Ok(plan);
         }
         let wide = plan.output.clone();

@@ -1,13 +1,15 @@
-//! The bf16 matmul's two tensor-core forms side by side: the route (bf16
+//! The bf16 matmul's tensor-core forms side by side: the route (bf16
 //! read in place and narrowed to f16 after a check pass, the f32 plan armed
-//! where the range test fails) and the scaled form (each operand
+//! where the range test fails) with an f32 and a bf16 result, the staged
+//! route (`bf16_staged`: the checked cast's f16 copies, bf16 result) and
+//! the scaled form (each operand
 //! times its power of two before the narrowing; no check, no fallback),
 //! each on uniform data (`rand_uniform`: every value an f16 value) and on
 //! normal data (activations of N(0, 1) times a weight of N(0, 0.02), with
 //! values below 2^-17 that f16 cannot hold exactly, which the range test
 //! lets through), next to the f16 matmul of the
-//! same size; f32 outputs, the largest error against the f32 matmul of
-//! the widened operands relative to its largest magnitude.
+//! same size; the largest error against the f32 matmul of the widened
+//! operands relative to its largest magnitude.
 //!
 //! ```text
 //! cargo run -p wgtile-dev --release --bin bf16_matmul -- --sizes 2048,4096
@@ -80,8 +82,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .iter()
                 .fold(0f64, |m, &v| m.max(f64::from(v).abs()))
                 .max(f64::MIN_POSITIVE);
-            let forms: [(&str, wgtile::Result<Plan>); 2] = [
+            let defaults = wgtile::dev::DevOverrides::default();
+            let staged = wgtile::dev::DevOverrides {
+                bf16_staged: true,
+                ..defaults
+            };
+            let bf16_out = MatmulOptions::default();
+            let forms: [(&str, wgtile::Result<Plan>); 4] = [
                 ("route", ctx.matmul_plan(a, b, None, &f32_out)),
+                ("->bf16", ctx.matmul_plan(a, b, None, &bf16_out)),
+                ("staged", {
+                    wgtile::dev::set_overrides(staged);
+                    let plan = ctx.matmul_plan(a, b, None, &bf16_out);
+                    wgtile::dev::set_overrides(defaults);
+                    plan
+                }),
                 ("scaled", ctx.matmul_bf16_scaled_plan(a, b)),
             ];
             for (form, plan) in forms {
@@ -93,7 +108,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     }
                 };
                 plan.run()?;
-                let got = plan.output().to_vec_blocking::<f32>()?;
+                let got = plan.output().to_f32_vec_blocking()?;
                 let err = got.iter().zip(&want).fold(0f64, |m, (&g, &w)| {
                     m.max((f64::from(g) - f64::from(w)).abs())
                 });

@@ -9,7 +9,9 @@
 //! probe (`DevOverrides::quant_probe`: 1 drops the rounding, 2 the exchange
 //! of block statistics; results wrong while set), each with the kernels as
 //! chosen and with the per-word ones meeting statistics in workgroup
-//! memory (`DevOverrides::quant_slots`).
+//! memory (`DevOverrides::quant_slots`); the other switches as the
+//! environment sets them (`WGTILE_E2M1_BITS=1`: MXFP4 rounded by bit
+//! arithmetic).
 //!
 //! ```text
 //! cargo run -p wgtile-dev --release --bin quant_gemv_sweep -- --quick
@@ -191,6 +193,8 @@ fn quantize_probes(
         "{:<12} {:>10} {:>7} {:>5} {:>7} {:>9} {:>8} {:>6}",
         "format", "KxN", "axis", "probe", "slots", "time us", "GB/s", "copy%"
     );
+    // The other switches as the environment sets them (WGTILE_E2M1_BITS).
+    let base = DevOverrides::from_env();
     for &(k, n) in shapes {
         let w = ctx.rand_uniform([k, n], -1.0, 1.0, DType::F32, 2)?;
         for &format in formats {
@@ -199,7 +203,7 @@ fn quantize_probes(
                     set_overrides(DevOverrides {
                         quant_probe: probe,
                         quant_slots: slots,
-                        ..DevOverrides::DEFAULT
+                        ..base
                     });
                     let (p, _) = ctx.quantize_plan(&w, format, axis, format.default_block())?;
                     let t = time(&p)?;

@@ -6,7 +6,8 @@ use crate::kernels::registry::{MATMUL_COOP_QUANT, QUANT_B_OPERAND, QUANT_CODEC, 
 
 /// `shaders/matmul_coop.wgsl`'s generated blocks without the split or a
 /// quantised B: no extra binding, no exponents, no extra products.
-pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 7] = [
+pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 8] = [
+    ("out_store", "alias OutStore = Elem;"),
     ("split_decl", ""),
     ("split_exps", ""),
     ("split_products", ""),

@@ -455,8 +455,21 @@ impl Context {
             fallback.extend(self.cast_dispatch(t, &w)?);
             wides.push(w);
         }
-        let (p32, out32) =
-            self.attention_plan(&wides[0], &wides[1], &wides[2], &options.with_mask_over(wides.get(3)))?;
+        // Where Auto takes the tensor cores, the fallback's f32 plan is the
+        // scalar flash kernel: one dispatch where the split form has four
+        // (fill, scale pass, kernel, guarded recompute), each costing about
+        // 3.7 us when the range test passes and it runs empty (H200, run
+        // 169). The fallback itself runs only on data f16 cannot hold.
+        let seq = operand(originals[0], options.layout, 0, "q")?.seq;
+        let one_pass = options.kernel == AttentionKernel::Auto
+            && options.tiles.is_none()
+            && options.kv_splits.is_none()
+            && seq > DECODE_MAX_ROWS;
+        let wide_options = AttentionOptions {
+            kernel: if one_pass { AttentionKernel::Flash } else { options.kernel },
+            ..options.with_mask_over(wides.get(3))
+        };
+        let (p32, out32) = self.attention_plan(&wides[0], &wides[1], &wides[2], &wide_options)?;
         fallback.extend(p32.dispatches.iter().cloned());
         fallback.extend(self.cast_dispatch(&out32.o, &o)?);
         if let (Some(l16), Some(l32)) = (&out16.lse, &out32.lse) {

@@ -60,8 +60,16 @@ impl Context {
             dispatches.extend(self.cast_dispatch(t, &w)?);
             wide.push(w);
         }
+        // The f32 CUDA-core kernels on the raw shape: one dispatch where the
+        // split form has four (fill, scale pass, kernel, guarded recompute)
+        // and padding would add copies, each costing about 3.7 us when the
+        // range test passes and it runs empty (H200, run 169). The fallback
+        // itself runs only on data f16 cannot hold.
         let inner = MatmulOptions {
             out_dtype: Some(DType::F32),
+            split_f32: Some(false),
+            padding: crate::Padding::Never,
+            fringe_rows: Some(0),
             ..*options
         };
         let plan = self.matmul_plan_with(&wide[0], &wide[1], Some(output), &inner, epilogue)?;
@@ -106,7 +114,9 @@ impl Context {
     /// fails the f32 plan on f32 copies runs instead; `scaled`: each
     /// operand times its power of two before the narrowing (`BF16_SCALED`
     /// in `shaders/matmul_coop.wgsl`: a scale pass first, no check, no
-    /// fallback). The output is f32 (`out`, or a new tensor).
+    /// fallback). The output (`out`, or a new tensor) is `out_dtype`: bf16
+    /// written by the kernel itself where N is even (the fallback's f32
+    /// result rounded after it), else f32.
     #[allow(clippy::too_many_arguments)] // the product, its options and the form
     fn bf16_coop_plan(
         &self,
@@ -115,7 +125,7 @@ impl Context {
         shape: &MatmulShape,
         options: &MatmulOptions,
         epilogue: &Epilogue,
-        out: Option<&Tensor>,
+        (out, out_dtype): (Option<&Tensor>, DType),
         scaled: bool,
     ) -> Result<Plan> {
         for (numel, what) in [
@@ -125,9 +135,14 @@ impl Context {
         ] {
             u32_of(numel, what)?;
         }
-        let output = match out {
+        let out_dtype = if out_dtype == DType::BF16 && bf16_out_fits(shape) {
+            DType::BF16
+        } else {
+            DType::F32
+        };
+        let output = match out.filter(|o| o.dtype() == out_dtype) {
             Some(o) => o.clone(),
-            None => self.alloc(&shape.out_shape, DType::F32, "wgtile matmul out")?,
+            None => self.alloc(&shape.out_shape, out_dtype, "wgtile matmul out")?,
         };
         let (m, n, k) = (shape.m, shape.n, shape.k);
         let bytes = a.size_bytes()
@@ -141,29 +156,59 @@ impl Context {
         let mut scratch = Vec::new();
         // Scaled: the scale pass and the kernel (the split form's path,
         // bf16). Else the check pass first and the armed fallback after.
+        // Staged (a dev switch, to measure): the checked cast writes f16
+        // copies and the f16 kernel reads them, in place of the check pass
+        // and the kernel reading bf16.
         let kernel = if scaled { kernel.with_split(true) } else { kernel };
+        let staged = !scaled && crate::dev::overrides().bf16_staged;
         let mut dispatches = Vec::new();
+        let mut halves = Vec::new();
         let flag = if scaled {
             None
         } else {
             let (f, clear) = self.range_flag()?;
             dispatches.push(clear);
-            dispatches.extend(self.check_f16_dispatch((a, b), &f)?);
+            if staged {
+                let (casts, h) = self.checked_halves(&[a, b], &f)?;
+                dispatches.extend(casts);
+                halves = h;
+            } else {
+                dispatches.extend(self.check_f16_dispatch((a, b), &f)?);
+            }
             Some(f)
         };
-        let kernel_dispatches = self.matmul_dispatches(
-            kernel,
-            (DType::BF16, DType::F32),
-            shape,
-            (&a.buffer, &b.buffer, &output.buffer),
-            (epilogue, None),
-            &mut scratch,
-        )?;
+        let kernel_dispatches = match halves.as_slice() {
+            [ha, hb] => self.matmul_dispatches(
+                kernel,
+                (DType::F16, out_dtype),
+                &operand_shape(ha, hb, options)?,
+                (&ha.buffer, &hb.buffer, &output.buffer),
+                (epilogue, None),
+                &mut scratch,
+            )?,
+            _ => self.matmul_dispatches(
+                kernel,
+                (DType::BF16, out_dtype),
+                shape,
+                (&a.buffer, &b.buffer, &output.buffer),
+                (epilogue, None),
+                &mut scratch,
+            )?,
+        };
+        scratch.extend(halves);
         match &flag {
             // The f16 kernel where the range test passes, else the f32
             // fallback: one of the two runs.
             Some(f) => {
-                let fallback = self.bf16_fallback((a, b), options, epilogue, &output, &mut scratch)?;
+                let fallback = if out_dtype == DType::BF16 {
+                    let wide = self.alloc(&shape.out_shape, DType::F32, "wgtile bf16 fallback")?;
+                    let mut fallback = self.bf16_fallback((a, b), options, epilogue, &wide, &mut scratch)?;
+                    fallback.extend(self.cast_dispatch(&wide, &output)?);
+                    scratch.push(wide);
+                    fallback
+                } else {
+                    self.bf16_fallback((a, b), options, epilogue, &output, &mut scratch)?
+                };
                 dispatches.extend(self.armed_either((f, 2), kernel_dispatches, fallback)?);
             }
             None => dispatches.extend(kernel_dispatches),
@@ -224,7 +269,7 @@ impl Context {
                 what: "matmul_bf16_scaled_plan (or the f16 dispatcher keeps this product off them)".into(),
             }
         })?;
-        self.bf16_coop_plan(kernel, (a, b), &shape, &options, &epilogue, None, true)
+        self.bf16_coop_plan(kernel, (a, b), &shape, &options, &epilogue, (None, DType::F32), true)
     }
 
     /// Whether a bf16 product runs on the GEMV of a few rows with the
@@ -387,7 +432,15 @@ impl Context {
             && let Some(kernel) = self.bf16_coop_kernel(a, b, &shape, options, epilogue)
         {
             let scaled = crate::dev::overrides().bf16_scaled;
-            let plan = self.bf16_coop_plan(kernel, (a, b), &shape, options, &inner_epilogue, inner_out, scaled)?;
+            let plan = self.bf16_coop_plan(
+                kernel,
+                (a, b),
+                &shape,
+                options,
+                &inner_epilogue,
+                (out, out_dtype),
+                scaled,
+            )?;
             // Read in place: nothing staged.
             let unstaged = crate::runtime::Staged {
                 tensors: vec![a.clone(), b.clone()],
@@ -410,4 +463,10 @@ impl Context {
         plan.label = plan.label.replacen("matmul f16", "matmul bf16", 1).replacen("matmul f32", "matmul bf16", 1);
         finish(staged, &operands, plan)
     }
+}
+
+/// Whether the tensor-core kernel writes a bf16 result itself: two columns
+/// per word, so N even (then every row starts on a word).
+fn bf16_out_fits(shape: &MatmulShape) -> bool {
+    shape.n.is_multiple_of(2)
 }

@@ -80,7 +80,15 @@ impl Context {
         };
         let mut spec = kernel.spec(dtype);
         let coop = matches!(kernel, MatmulKernel::Coop { .. });
-        if coop {
+        if coop && out_dtype == DType::BF16 {
+            // bf16 out: two columns per word from an f32 epilogue.
+            if !shape.n.is_multiple_of(2) {
+                return Err(Error::InvalidArgument(format!(
+                    "internal: {kernel} writes bf16 only for an even N (N = {n})"
+                )));
+            }
+            spec = tune::coop_out_bf16(spec);
+        } else if coop {
             // The coop kernel's Spec dtype is its output's.
             spec = spec.dtype(out_dtype);
         } else if out_dtype != dtype && partials.is_none() {

@@ -197,8 +197,9 @@ pub(crate) fn quant_spec(kernel: Kernel, format: QuantFormat, input: DType) -> S
         .override_("WG", WG);
     // Every kernel here includes quant_common.wgsl, which declares the
     // quantisers' probe (the others never read it).
-    let probe = crate::dev::overrides().quant_probe;
-    let spec = if probe != 0 { spec.constant("PROBE", probe) } else { spec };
+    let dev = crate::dev::overrides();
+    let spec = if dev.quant_probe != 0 { spec.constant("PROBE", dev.quant_probe) } else { spec };
+    let spec = if dev.e2m1_bits { spec.constant("E2M1_COMPARE", 0) } else { spec };
     if kernel == Kernel::QuantAmax { spec.constant("AMAX_PER", AMAX_PER) } else { spec }
 }
 

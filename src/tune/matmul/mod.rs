@@ -324,6 +324,14 @@ pub(crate) fn tiled_guarded(spec: Spec) -> Spec {
     spec.guarded(9, "2u")
 }
 
+/// The tensor-core kernel writing a bf16 result from its f32 epilogue, two
+/// columns per word (`OUT_BF16`; N must be even).
+pub(crate) fn coop_out_bf16(spec: Spec) -> Spec {
+    spec.dtype(DType::F32)
+        .constant("OUT_BF16", 1)
+        .block("out_store", "alias OutStore = u32;")
+}
+
 impl MatmulKernel {
     /// The naive kernel with the largest workgroup the adapter allows.
     pub fn naive_for(p: &AdapterProfile) -> Self {

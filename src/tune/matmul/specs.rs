@@ -98,18 +98,23 @@ pub fn matmul_specs() -> Vec<Spec> {
                     let s = kernel.spec(d);
                     if d == DType::BF16 { s.dtype(DType::F32) } else { s }
                 };
-                specs.push(spec(dtype));
-                specs.push(spec(dtype).constant("ALIGNED", 0));
+                let mut family = vec![spec(dtype), spec(dtype).constant("ALIGNED", 0)];
                 for (ta, tb) in [(1, 0), (0, 1), (1, 1)] {
                     for cm in [0, 1] {
                         let t = spec(dtype)
                             .constant("TRANS_A", ta)
                             .constant("TRANS_B", tb)
                             .constant("TRANS_COLMAJOR", cm);
-                        specs.push(t.clone());
-                        specs.push(t.constant("ALIGNED", 0));
+                        family.push(t.clone());
+                        family.push(t.constant("ALIGNED", 0));
                     }
                 }
+                // bf16 operands with a bf16 result, every layout.
+                if dtype == DType::BF16 {
+                    let out_bf16: Vec<Spec> = family.iter().cloned().map(coop_out_bf16).collect();
+                    family.extend(out_bf16);
+                }
+                specs.extend(family);
             }
         }
     }
