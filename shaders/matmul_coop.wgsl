@@ -120,8 +120,8 @@ const SPLIT: u32 = 0u;
 const BF16_SCALED: u32 = 0u;
 // 1: bf16 output, two columns per u32 word (see "Output" above).
 const OUT_BF16: u32 = 0u;
-// The output binding's element: Elem, or u32 with OUT_BF16 (generated).
-// @gen out_store
+// The output binding's element: Elem, or u32 with OUT_BF16 (rewritten).
+alias OutStore = Elem;
 
 const WARPS_M: u32 = 2u;
 const WARPS_N: u32 = 4u;

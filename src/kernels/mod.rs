@@ -54,6 +54,10 @@ pub struct Spec {
     /// (NAME, text) pairs: code the host unrolls, such as the tensor-core
     /// attention kernel's named fragments. Every pair must find its marker.
     pub blocks: Vec<(&'static str, String)>,
+    /// Type aliases rewritten in the text, as (NAME, type) pairs: the line
+    /// `alias NAME = ...;` becomes `alias NAME = type;` (an output bound as
+    /// u32 words of two bf16 values). Every pair must find its line.
+    pub aliases: Vec<(&'static str, &'static str)>,
 }
 
 impl Spec {
@@ -100,7 +104,18 @@ impl Spec {
             epilogue: None,
             out_dtype: None,
             blocks,
+            aliases: Vec::new(),
         }
+    }
+
+    /// Rewrites the line `alias name = ...;` to `alias name = ty;` (a
+    /// second call for the same name replaces the first type).
+    pub fn alias(mut self, name: &'static str, ty: &'static str) -> Self {
+        match self.aliases.iter_mut().find(|(n, _)| *n == name) {
+            Some(a) => a.1 = ty,
+            None => self.aliases.push((name, ty)),
+        }
+        self
     }
 
     /// Sets the output's element type (see [`Spec::out_dtype`]).
@@ -201,6 +216,7 @@ impl Spec {
         }
         let mut applied = vec![false; self.consts.len()];
         let mut blocks_applied = vec![false; self.blocks.len()];
+        let mut aliases_applied = vec![false; self.aliases.len()];
         for line in src.lines() {
             let trimmed = line.trim();
             if let Some(name) = trimmed.strip_prefix("// @gen ") {
@@ -217,6 +233,18 @@ impl Spec {
             if self.epilogue.is_some() && trimmed.starts_with("fn epilogue(") {
                 out.push_str(&line.replacen("fn epilogue(", "fn epilogue_builtin(", 1));
                 out.push('\n');
+                continue;
+            }
+            let aliased = self.aliases.iter().position(|(name, _)| {
+                trimmed
+                    .strip_prefix("alias ")
+                    .and_then(|rest| rest.strip_prefix(name))
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+            });
+            if let Some(i) = aliased {
+                aliases_applied[i] = true;
+                let (name, ty) = self.aliases[i];
+                out.push_str(&format!("alias {name} = {ty};\n"));
                 continue;
             }
             if trimmed == ELEM_ALIAS {
@@ -253,6 +281,12 @@ impl Spec {
                 self.blocks[i].0
             )));
         }
+        if let Some(i) = aliases_applied.iter().position(|a| !a) {
+            return Err(fail(format!(
+                "no `alias {} = ...;` line to specialise",
+                self.aliases[i].0
+            )));
+        }
         if let Some(i) = applied.iter().position(|a| !a) {
             return Err(fail(format!(
                 "no `const {}: u32 = ...;` line to specialise",
@@ -280,6 +314,9 @@ impl Spec {
         }
         if let Some(text) = &self.epilogue {
             s.push_str(&format!(" epilogue={}B", text.len()));
+        }
+        for (name, ty) in &self.aliases {
+            s.push_str(&format!(" {name}={ty}"));
         }
         if !self.blocks.is_empty() {
             let bytes: usize = self.blocks.iter().map(|(_, t)| t.len()).sum();

@@ -40,6 +40,21 @@ fn bad_specialisations_are_errors_not_silent() {
         not_generic.wgsl(),
         Err(wgtile::Error::Shader { .. })
     ));
+    let no_alias = Spec::new(Kernel::MatmulTiled).alias("OutStore", "u32");
+    assert!(matches!(no_alias.wgsl(), Err(wgtile::Error::Shader { .. })));
+}
+
+#[test]
+fn alias_specialisation_rewrites_only_the_named_alias() {
+    let src = Spec::new(Kernel::MatmulCoop)
+        .alias("OutStore", "f16")
+        .alias("OutStore", "u32")
+        .wgsl()
+        .unwrap();
+    assert!(src.contains("alias OutStore = u32;"));
+    assert!(!src.contains("alias OutStore = Elem;"));
+    assert!(!src.contains("alias OutStore = f16;"));
+    assert!(src.contains("alias Elem = f32;"));
 }
 
 #[test]

@@ -6,8 +6,7 @@ use crate::kernels::registry::{MATMUL_COOP_QUANT, QUANT_B_OPERAND, QUANT_CODEC, 
 
 /// `shaders/matmul_coop.wgsl`'s generated blocks without the split or a
 /// quantised B: no extra binding, no exponents, no extra products.
-pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 8] = [
-    ("out_store", "alias OutStore = Elem;"),
+pub(crate) const COOP_PLAIN_BLOCKS: [(&str, &str); 7] = [
     ("split_decl", ""),
     ("split_exps", ""),
     ("split_products", ""),

@@ -329,7 +329,7 @@ pub(crate) fn tiled_guarded(spec: Spec) -> Spec {
 pub(crate) fn coop_out_bf16(spec: Spec) -> Spec {
     spec.dtype(DType::F32)
         .constant("OUT_BF16", 1)
-        .block("out_store", "alias OutStore = u32;")
+        .alias("OutStore", "u32")
 }
 
 impl MatmulKernel {
