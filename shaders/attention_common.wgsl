@@ -137,7 +137,10 @@ alias Elem = f32;
 @group(0) @binding(1) var<storage, read> q: array<Elem>;
 @group(0) @binding(2) var<storage, read> k: array<Elem>;
 @group(0) @binding(3) var<storage, read> v: array<Elem>;
-@group(0) @binding(4) var<storage, read_write> o: array<Elem>;
+// O's element: Elem, or u32 words of two bf16 values (the tensor-core
+// flash kernel's O_BF16; the specialisation rewrites the alias).
+alias OStore = Elem;
+@group(0) @binding(4) var<storage, read_write> o: array<OStore>;
 // Per-row logsumexp [B, Hq, Sq] in natural units (f32); split-KV kernels use
 // it as f32 scratch for their partial states.
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;

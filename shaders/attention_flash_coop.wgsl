@@ -41,7 +41,9 @@
 //      fragments), RF * DV16 f32 accumulators.
 //   5. Barrier; K's next block is put into `kv_sh`; barrier.
 //   End: l summed over the row's lanes, O tiles stored to `s_sh`, divided by
-//   l and written with bounds checks as Elem; lse = (m_ref + log2 l) ln 2.
+//   l and written with bounds checks as Elem, or as bf16 (O_BF16 = 1, f16
+//   inputs: two values per word, `OStore` = u32, for the bf16 plans that
+//   stage their operands to f16); lse = (m_ref + log2 l) ln 2.
 //   Rows with no visible key give O = 0 and lse = -inf; a NaN logit makes
 //   its row NaN.
 // f32 inputs (SPLIT = 1; Elem = f32): each value x of q, k and v, scaled
@@ -123,6 +125,8 @@ const SPLIT: u32 = 0u;
 // K/V without the split arithmetic (hi = f16(x), lo = 0), 128 writes P
 // without it.
 const PROBE: u32 = 0u;
+// 1: O written as bf16 words (see "End" above).
+const O_BF16: u32 = 0u;
 
 const THREADS: u32 = W * SG;
 const BR: u32 = W * RF * 16u;
@@ -280,6 +284,11 @@ fn scale_tile(lane: u32, at: u32, row0: u32) {
     }
 }
 
+// Two f32 values rounded to bf16 (nearest even), low half first.
+fn bf16_pair(lo: f32, hi: f32) -> u32 {
+    return f32_bits_to_bf16(bitcast<u32>(lo)) | (f32_bits_to_bf16(bitcast<u32>(hi)) << 16u);
+}
+
 // Writes the 16 x 16 O tile at float s_sh[at] (local rows lr0 .., columns
 // 16 x ..) divided by the rows' l (and multiplied by `unscale`, 2^-ev for
 // SPLIT), rows past Sq skipped.
@@ -294,12 +303,17 @@ fn write_tile(lane: u32, at: u32, lr0: u32, i0: u32, rows: u32, o_base: u32, x: 
         let l_row = l_sh[lr];
         let inv = select(0.0, unscale / l_row, l_row != 0.0);
         let val = select(s_sh[(at + r * LDS) / 4u + e % 4u] * inv, vec4<f32>(nan()), is_nan(l_row));
-        if row < rows {
+        if row < rows && O_BF16 == 1u {
+            // Even: O's strides are multiples of Dv (of 16).
+            let w = (o_base + row * params.o_sr + x * 16u + (e % 4u) * 4u) / 2u;
+            o[w] = OStore(bf16_pair(val.x, val.y));
+            o[w + 1u] = OStore(bf16_pair(val.z, val.w));
+        } else if row < rows {
             let dst = o_base + row * params.o_sr + x * 16u + (e % 4u) * 4u;
-            o[dst] = Elem(val.x);
-            o[dst + 1u] = Elem(val.y);
-            o[dst + 2u] = Elem(val.z);
-            o[dst + 3u] = Elem(val.w);
+            o[dst] = OStore(val.x);
+            o[dst + 1u] = OStore(val.y);
+            o[dst + 2u] = OStore(val.z);
+            o[dst + 3u] = OStore(val.w);
         }
     }
 }
@@ -473,10 +487,10 @@ fn main(
                 if PROBE == 2u && j0 == first_block && row < rows && c < DV {
                     let raw = s_sh[s_row + c / 4u];
                     let dst = b * params.o_sb + h * params.o_sh + row * params.o_sr + c;
-                    o[dst] = Elem(raw.x);
-                    o[dst + 1u] = Elem(raw.y);
-                    o[dst + 2u] = Elem(raw.z);
-                    o[dst + 3u] = Elem(raw.w);
+                    o[dst] = OStore(raw.x);
+                    o[dst + 1u] = OStore(raw.y);
+                    o[dst + 2u] = OStore(raw.z);
+                    o[dst + 3u] = OStore(raw.w);
                 }
                 if SPLIT == 1u && (PROBE & 128u) != 0u {
                     p_sh[p_row + c / 4u] = vec4<f16>(p);

@@ -806,20 +806,32 @@ fn attention_and_quantisation_of_bf16() {
     // plan, which then writes o and the logsumexp, and so does 1e-6 (v
     // below 2^-10 everywhere; o's error bound scales with it, which f16's
     // subnormal steps of 2^-24 would break).
-    for (v_scale, forced) in [
-        (1.0f32, false),
-        (1e6, false),
-        (1e-6, false),
-        (1.0, true),
-        (1e6, true),
-        (1e-6, true),
+    // The tensor-core algorithm emulated (where there are subgroups)
+    // writes o as bf16 itself, as the tensor-core kernel does.
+    let emulated = wgtile::AttentionOptions {
+        kernel: wgtile::AttentionKernel::FlashCoopEmulated,
+        ..wgtile::AttentionOptions::new().with_lse()
+    };
+    for (v_scale, forced, coop) in [
+        (1.0f32, false, false),
+        (1e6, false, false),
+        (1e-6, false, false),
+        (1.0, true, false),
+        (1e6, true, false),
+        (1e-6, true, false),
+        (1.0, true, true),
+        (1e6, true, true),
     ] {
-        if forced && !ctx.profile().shader_f16 {
+        if forced && !ctx.profile().shader_f16 || coop && !ctx.profile().subgroups {
             continue;
         }
         let vv: Vec<f32> = common::random(n, 3).iter().map(|x| x * v_scale).collect();
         let (v, vh) = common::upload(&ctx, &vv, &[b, h, s, d], DType::BF16);
-        let opts = wgtile::AttentionOptions::new().with_lse();
+        let opts = if coop {
+            emulated.clone()
+        } else {
+            wgtile::AttentionOptions::new().with_lse()
+        };
         let (plan, out) = if forced {
             ctx.attention_plan_bf16_via_f16(&q, &k, &v, &opts).unwrap()
         } else {

@@ -337,12 +337,12 @@ registry! {
     /// FlashAttention forward on tensor cores (cooperative matrices, f16
     /// inputs, Vulkan only).
     AttentionFlashCoop = "attention_flash_coop", entry "main", dtype F32, flags [COOP_MATRIX, SUBGROUPS, TRUSTED],
-        parts [ATTENTION_COOP_MMA, ATTENTION_FLASH_COOP, ATTENTION_COOP_ROWS, SPLIT_F32, ATTENTION_COMMON];
+        parts [ATTENTION_COOP_MMA, ATTENTION_FLASH_COOP, ATTENTION_COOP_ROWS, SPLIT_F32, ATTENTION_COMMON, HALF_BITS];
     /// The tensor-core flash kernel's algorithm with the matrix operations
     /// emulated per invocation (no cooperative matrices; slow): tests the
     /// algorithm on any adapter with f16 and subgroups.
     AttentionFlashCoopEmulated = "attention_flash_coop_emulated", entry "main", dtype F32, flags [SUBGROUPS],
-        parts [ATTENTION_COOP_EMULATED, ATTENTION_FLASH_COOP, ATTENTION_COOP_ROWS, SPLIT_F32, ATTENTION_COMMON];
+        parts [ATTENTION_COOP_EMULATED, ATTENTION_FLASH_COOP, ATTENTION_COOP_ROWS, SPLIT_F32, ATTENTION_COMMON, HALF_BITS];
     /// The per-head power-of-two exponents of q, k and v that the tensor-core
     /// flash kernel's f32 (split) form scales its inputs by.
     AttentionSplitScale = "attention_split_scale", entry "main", dtype F32, flags [],

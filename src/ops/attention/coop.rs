@@ -14,6 +14,13 @@ pub(crate) struct CoopChoice {
     dtype: DType,
 }
 
+impl CoopChoice {
+    /// Whether the kernel can write a bf16 O (`O_BF16`): f16 operands.
+    pub(crate) fn writes_bf16(&self) -> bool {
+        self.dtype == DType::F16
+    }
+}
+
 impl Context {
     /// Whether (and how) the tensor-core flash kernel runs: forced by
     /// [`AttentionKernel::FlashCoop`] (errors when it cannot), chosen by
@@ -136,7 +143,7 @@ impl Context {
         plan: &mut Plan,
         c: CoopChoice,
         [q, k, v]: [&Operand; 3],
-        o: &wgpu::Buffer,
+        o_tensor: &Tensor,
         words: &[u32],
         (mask, kv_len, lse): (&wgpu::Buffer, &wgpu::Buffer, &wgpu::Buffer),
     ) -> Result<()> {
@@ -156,15 +163,21 @@ impl Context {
         words.extend([u32_of(sk, "key count")?, 1, 0]);
         let params = self.uniform(&words);
         let device = &self.inner.device;
-        let pipeline = self.inner.pipelines.get(
-            device,
-            &if c.emulated {
-                c.tiles.spec_emulated(d, dv, c.dtype)
-            } else {
-                c.tiles.spec(d, dv, c.sg, c.dtype)
-            }
-            .constant("PROBE", coop_probe()),
-        )?;
+        let o_bf16 = o_tensor.dtype() == DType::BF16;
+        if o_bf16 && !c.writes_bf16() {
+            return Err(Error::InvalidArgument(
+                "internal: the tensor-core attention writes bf16 only from f16 operands".into(),
+            ));
+        }
+        let o = &o_tensor.buffer;
+        let spec = if c.emulated {
+            c.tiles.spec_emulated(d, dv, c.dtype)
+        } else {
+            c.tiles.spec(d, dv, c.sg, c.dtype)
+        }
+        .constant("PROBE", coop_probe());
+        let spec = if o_bf16 { crate::tune::attention::flash_coop_out_bf16(spec) } else { spec };
+        let pipeline = self.inner.pipelines.get(device, &spec)?;
         let mut bindings = vec![
             (0, &params),
             (4, o),

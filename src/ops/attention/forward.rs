@@ -23,6 +23,14 @@ pub(crate) struct Launch<'a> {
     pub(crate) max_groups: usize,
 }
 
+/// The kernel an attention plan runs (`Context::attention_route`).
+pub(crate) enum AttentionRoute {
+    DecodeCoop,
+    Decode(DecodeTiles),
+    Coop(super::coop::CoopChoice),
+    Flash,
+}
+
 impl Launch<'_> {
     /// The error for a grid past the adapter's workgroups per dimension.
     pub(crate) fn limit(&self, requested: usize, what: String) -> Error {
@@ -157,7 +165,7 @@ impl Context {
             return self.attention_cached_bf16(q, cache, options, bytes);
         }
         let view = |t: &Tensor| cache_view(t, cache.len, t.dtype());
-        self.attention_impl(qo, view(&cache.k), view(&cache.v), options, bytes, None)
+        self.attention_impl(qo, view(&cache.k), view(&cache.v), options, bytes, (None, false))
     }
 
     /// [`Context::attention_cached_plan`] of a bf16 cache (q and mask bf16
@@ -214,12 +222,12 @@ impl Context {
                 view(&cache.v),
                 &wide,
                 bytes,
-                Some(DType::BF16),
+                (Some(DType::BF16), false),
             )?
         } else {
             let n = t.len();
             let view = |t: &Tensor| cache_view(t, cache.len, t.dtype());
-            self.attention_impl(qo, view(&t[n - 2]), view(&t[n - 1]), &wide, bytes, None)?
+            self.attention_impl(qo, view(&t[n - 2]), view(&t[n - 1]), &wide, bytes, (None, false))?
         };
         let mut plan = self.round_output_bf16(staged.before(plan, &originals), None)?;
         // The memory floor: the bf16 query and filled cache read, o written
@@ -256,6 +264,20 @@ impl Context {
         if q.dtype() == DType::BF16 {
             return self.attention_plan_bf16(q, k, v, options);
         }
+        self.attention_plan_o(q, k, v, options, false)
+    }
+
+    /// [`Context::attention_plan`] of f16 or f32 operands; `o_bf16`: O is
+    /// bf16 where the tensor-core flash kernel runs on f16 ones (the
+    /// returned `o` says which).
+    fn attention_plan_o(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        options: &AttentionOptions,
+        o_bf16: bool,
+    ) -> Result<(Plan, AttentionOutput)> {
         if let Some(mask) = &options.mask {
             mask.tensor().require_contiguous("an attention mask")?;
         }
@@ -268,7 +290,7 @@ impl Context {
         let vo = operand(v, options.layout, hkv, "v")?;
         options.check_head_dims(qo.dim, ko.dim, vo.dim)?;
         let bytes = (q.numel() + k.numel() + v.numel()) as u64 * q.dtype().size() as u64;
-        self.attention_impl(qo, ko, vo, options, bytes, None)
+        self.attention_impl(qo, ko, vo, options, bytes, (None, o_bf16))
     }
 
     /// Attention of q, k and v read in place from one fused projection
@@ -342,7 +364,7 @@ impl Context {
         let q = part(0, q_heads, d);
         let k = part(widths[0], kv_heads, d);
         let v = part(widths[0] + widths[1], kv_heads, dv);
-        self.attention_impl(q, k, v, options, qkv.size_bytes(), None)
+        self.attention_impl(q, k, v, options, qkv.size_bytes(), (None, false))
     }
 
     /// [`Context::attention_qkv_plan`] through three copies (bf16).
@@ -443,11 +465,23 @@ impl Context {
         let mut dispatches = vec![clear];
         dispatches.extend(casts);
         let mut scratch = Vec::new();
-        let (p16, out16) =
-            self.attention_plan(&halves[0], &halves[1], &halves[2], &options.with_mask_over(halves.get(3)))?;
-        let o = self.alloc(out16.o.shape(), DType::BF16, "wgtile attention out")?;
+        // The tensor-core kernel writes o as bf16 itself; other f16 kernels
+        // write f16, rounded after them.
+        let (p16, out16) = self.attention_plan_o(
+            &halves[0],
+            &halves[1],
+            &halves[2],
+            &options.with_mask_over(halves.get(3)),
+            true,
+        )?;
         let mut on_f16: Vec<Dispatch> = p16.dispatches.to_vec();
-        on_f16.extend(self.cast_dispatch(&out16.o, &o)?);
+        let o = if out16.o.dtype() == DType::BF16 {
+            out16.o.clone()
+        } else {
+            let o = self.alloc(out16.o.shape(), DType::BF16, "wgtile attention out")?;
+            on_f16.extend(self.cast_dispatch(&out16.o, &o)?);
+            o
+        };
         let mut fallback = Vec::new();
         let mut wides = Vec::new();
         for &t in originals {
@@ -480,7 +514,10 @@ impl Context {
         scratch.extend(wides);
         scratch.extend(p16.scratch.iter().cloned());
         scratch.extend(p32.scratch.iter().cloned());
-        scratch.extend([out16.o.clone(), out32.o.clone()]);
+        if out16.o.dtype() != DType::BF16 {
+            scratch.push(out16.o.clone());
+        }
+        scratch.push(out32.o.clone());
         scratch.extend(out32.lse.clone());
         let plan = Plan {
             gpu: self.inner.gpu.clone(),
@@ -755,20 +792,31 @@ impl Context {
         v: Operand,
         opts: &AttentionOptions,
         in_bytes: u64,
-        kv_dtype: Option<DType>,
+        (kv_dtype, o_bf16): (Option<DType>, bool),
     ) -> Result<(Plan, AttentionOutput)> {
         let setup = self.attention_setup(&q, &k, &v, opts)?;
         let kv_dtype = kv_dtype.unwrap_or(setup.dtype);
         let [b, hq, _, sq, ..] = setup.dims;
+        let naive = opts.kernel == AttentionKernel::Naive || opts.wants_matrices();
+        let route = if naive || b * hq * sq == 0 {
+            None
+        } else {
+            Some(self.attention_route(setup.dims, (setup.dtype, kv_dtype), [&q, &k, &v], opts)?)
+        };
+        // bf16 O where asked for and the tensor-core flash kernel runs on
+        // f16 operands (it writes two values per word); else the operands'.
+        let o_dtype = match (o_bf16, &route) {
+            (true, Some(AttentionRoute::Coop(c))) if setup.dtype == DType::F16 && c.writes_bf16() => DType::BF16,
+            _ => setup.dtype,
+        };
         let dummy_lse = self.alloc(&[4], DType::F32, "wgtile attention unused lse")?;
-        let o = self.alloc(&setup.o_shape, setup.dtype, "wgtile attention out")?;
+        let o = self.alloc(&setup.o_shape, o_dtype, "wgtile attention out")?;
         let lse = if opts.return_lse {
             Some(self.alloc(&[b, hq, sq], DType::F32, "wgtile attention lse")?)
         } else {
             None
         };
-        let naive = opts.wants_matrices();
-        if naive && !matches!(opts.kernel, AttentionKernel::Auto | AttentionKernel::Naive) {
+        if opts.wants_matrices() && !matches!(opts.kernel, AttentionKernel::Auto | AttentionKernel::Naive) {
             return Err(Error::InvalidArgument(format!(
                 "attention: the probabilities and (raw) scores come from the naive path, not {:?}",
                 opts.kernel
@@ -833,30 +881,32 @@ impl Context {
             v: &v,
             max_groups: self.profile().max_workgroups_per_dim as usize,
         };
-        if naive {
-            self.naive_attention(&mut plan, &launch, probs, scores.as_ref(), raw_scores.as_ref())?;
-        } else {
-            self.attention_path(&mut plan, &launch, opts)?;
+        match route {
+            Some(route) => self.attention_path(&mut plan, &launch, opts, route)?,
+            None => self.naive_attention(&mut plan, &launch, probs, scores.as_ref(), raw_scores.as_ref())?,
         }
         plan.scratch.extend([setup.dummy, dummy_lse, setup.kv_len]);
         Ok((plan, out))
     }
 
-    /// The path `opts` and the shape take (naive, tensor-core decode,
-    /// decode, tensor-core flash, flash or flash-decoding), its dispatches
-    /// and label written into `plan`.
-    fn attention_path(&self, plan: &mut Plan, l: &Launch<'_>, opts: &AttentionOptions) -> Result<()> {
-        if opts.kernel == AttentionKernel::Naive {
-            return self.naive_attention(plan, l, None, None, None);
-        }
-        let decode = self.decode_choice(l.dims, l.kv_dtype, opts)?;
-        if l.kv_dtype != l.dtype {
+    /// The kernel `opts` and the shape take (tensor-core decode, decode,
+    /// tensor-core flash, flash or flash-decoding; the naive path is the
+    /// caller's), decided before the outputs are allocated.
+    fn attention_route(
+        &self,
+        dims: [usize; 7],
+        (dtype, kv_dtype): (DType, DType),
+        [q, k, v]: [&Operand; 3],
+        opts: &AttentionOptions,
+    ) -> Result<AttentionRoute> {
+        let decode = self.decode_choice(dims, kv_dtype, opts)?;
+        if kv_dtype != dtype {
             // bf16 KV words: the caller checked that the decode kernel runs.
             return match decode {
                 Some(t) if !matches!(
                     opts.kernel,
                     AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
-                ) => self.decode_attention(plan, l, opts, t),
+                ) => Ok(AttentionRoute::Decode(t)),
                 _ => Err(Error::InvalidArgument(
                     "attention: bf16 key/value words are read by the decode kernel only".into(),
                 )),
@@ -866,22 +916,45 @@ impl Context {
             opts.kernel,
             AttentionKernel::DecodeCoop | AttentionKernel::DecodeCoopEmulated
         ) {
-            return self.decode_coop_attention(plan, l, opts);
+            return Ok(AttentionRoute::DecodeCoop);
         }
         if let Some(dtiles) = decode {
-            return self.decode_attention(plan, l, opts, dtiles);
+            return Ok(AttentionRoute::Decode(dtiles));
         }
-        if let Some(coop) = self.coop_choice(l.q, l.k, l.v, opts, l.dtype)? {
-            return self.flash_coop(
+        if let Some(coop) = self.coop_choice(q, k, v, opts, dtype)? {
+            return Ok(AttentionRoute::Coop(coop));
+        }
+        Ok(AttentionRoute::Flash)
+    }
+
+    /// The dispatches and label of `route` written into `plan`.
+    fn attention_path(
+        &self,
+        plan: &mut Plan,
+        l: &Launch<'_>,
+        opts: &AttentionOptions,
+        route: AttentionRoute,
+    ) -> Result<()> {
+        if l.o.dtype() != l.dtype && !matches!(route, AttentionRoute::Coop(_)) {
+            return Err(Error::InvalidArgument(format!(
+                "internal: only the tensor-core flash kernel writes a {} O from {} operands",
+                l.o.dtype(),
+                l.dtype
+            )));
+        }
+        match route {
+            AttentionRoute::DecodeCoop => self.decode_coop_attention(plan, l, opts),
+            AttentionRoute::Decode(t) => self.decode_attention(plan, l, opts, t),
+            AttentionRoute::Coop(coop) => self.flash_coop(
                 plan,
                 coop,
                 [l.q, l.k, l.v],
-                &l.o.buffer,
+                l.o,
                 l.words,
                 (l.mask_buf, &l.kv_len.buffer, l.lse_buf),
-            );
+            ),
+            AttentionRoute::Flash => self.flash_attention(plan, l, opts),
         }
-        self.flash_attention(plan, l, opts)
     }
 
     /// The naive path: S = mask(scale Q K^T) in memory, its row softmax in

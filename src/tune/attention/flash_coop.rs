@@ -72,6 +72,12 @@ impl FlashCoopTiles {
     }
 }
 
+/// The tensor-core flash kernel of f16 operands writing O as bf16, two
+/// values per word (`O_BF16`).
+pub fn flash_coop_out_bf16(spec: Spec) -> Spec {
+    spec.constant("O_BF16", 1).alias("OStore", "u32")
+}
+
 /// Tensor-core flash tiles, preferred first; the dispatcher takes the first
 /// that fits the adapter and head dims. Measured on the H200 (runs 22-27,
 /// `attention_sweep --sweep-coop`, B4 H16 f16, TFLOP/s, K read column-major, vec4

@@ -37,6 +37,10 @@ pub fn attention_coop_specs() -> Vec<Spec> {
             for &dv in &dims {
                 if t.fits(&p, d, dv, DType::F16) {
                     specs.push(t.spec(d, dv, 32, DType::F16));
+                    // bf16 O (the bf16 plans' f16 staging), the dispatcher's tiles.
+                    if FLASH_COOP_CANDIDATES.contains(t) {
+                        specs.push(flash_coop_out_bf16(t.spec(d, dv, 32, DType::F16)));
+                    }
                 }
             }
         }
