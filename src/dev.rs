@@ -69,9 +69,10 @@ pub struct DevOverrides {
     /// instead of the range test and its armed f32 fallback.
     pub bf16_scaled: bool,
     /// bf16 products on the tensor cores staged to f16 by the checked cast
-    /// (the f16 kernel reads the copies) instead of a check pass and the
-    /// kernel reading bf16 in place.
-    pub bf16_staged: bool,
+    /// (`Some(true)`: the f16 kernel reads the copies) or read in place
+    /// after a check pass (`Some(false)`) instead of `tune::bf16_staged`'s
+    /// choice.
+    pub bf16_staged: Option<bool>,
     /// Timing bits of the per-word quantisers (`PROBE` in
     /// `shaders/quant_common.wgsl`): bit 0 drops the element rounding, bit
     /// 1 the exchange of block statistics; results wrong while non-zero.
@@ -106,7 +107,7 @@ impl DevOverrides {
         quant_cols_ksplit: None,
         batch_chunk: None,
         bf16_scaled: false,
-        bf16_staged: false,
+        bf16_staged: None,
         quant_probe: 0,
         quant_slots: false,
         e2m1_bits: false,
@@ -203,7 +204,7 @@ impl DevOverrides {
             quant_cols_ksplit: number("WGTILE_QUANT_COLS_KSPLIT").filter(|k| (1..=16).contains(k)),
             batch_chunk: number("WGTILE_BATCH_CHUNK").map(|c| c as usize),
             bf16_scaled: switch("WGTILE_BF16_SCALED").unwrap_or(d.bf16_scaled),
-            bf16_staged: switch("WGTILE_BF16_STAGED").unwrap_or(d.bf16_staged),
+            bf16_staged: switch("WGTILE_BF16_STAGED"),
             quant_probe: number("WGTILE_QUANT_PROBE").unwrap_or(d.quant_probe),
             quant_slots: switch("WGTILE_QUANT_SLOTS").unwrap_or(d.quant_slots),
             e2m1_bits: switch("WGTILE_E2M1_BITS").unwrap_or(d.e2m1_bits),

@@ -456,6 +456,28 @@ fn matmul_of_bf16_on_both_staging_paths() {
             check_matmul_of(&ctx, mnk, (&av, &bv), out, "normal");
         }
     }
+    // Products the tensor cores take with M N >= 2048 (M + N) stage both
+    // operands to f16 by the checked cast (tune::bf16_staged): in f16's
+    // range, past it (the fallback) and normal data with values below
+    // 2^-17, with a bf16 result. Only where there are tensor cores (on
+    // other adapters these are f32 products, too slow to check here).
+    if ctx.profile().cooperative_matrix {
+        let (m, n, k) = (4096, 4100, 48);
+        for scale in [1.0, 1e6] {
+            check_matmul(&ctx, (m, n, k), scale, DType::BF16, 90);
+        }
+        let mut av = normal_bf16_values(m * k, 1.0, 91);
+        let mut bv = normal_bf16_values(k * n, 0.02, 92);
+        av[m * k / 3] = 1.01e-7;
+        bv[k * n / 2] = -2.9e-7;
+        check_matmul_of(&ctx, (m, n, k), (&av, &bv), DType::BF16, "normal, staged");
+        let (a, _) = common::upload(&ctx, &av, &[m, k], DType::BF16);
+        let (b, _) = common::upload(&ctx, &bv, &[k, n], DType::BF16);
+        let plan = ctx
+            .matmul_plan(&a, &b, None, &wgtile::MatmulOptions::default())
+            .unwrap();
+        assert!(plan.label().contains("staged to f16"), "{}", plan.label());
+    }
     // One huge value in an otherwise small operand still arms the fallback.
     let (m, n, k) = (33, 35, 37);
     let mut av = common::random(m * k, 3);

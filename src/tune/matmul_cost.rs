@@ -41,6 +41,24 @@ pub const COOP_SPLIT_TFLOPS: [f64; 5] = [70.1, 68.9, 65.0, 49.7, 51.7];
 /// against 12.4 for the tiled kernel; smaller sizes were not measured.
 pub const COOP_SPLIT_MIN_MACS: u64 = 1 << 30;
 
+/// Where a bf16 product on the tensor cores stages its operands to f16 by
+/// the checked cast (the f16 kernel then reads f16) rather than narrowing
+/// bf16 in the kernel's put after a check pass: `M N >= BF16_STAGE_MIN (M +
+/// N)`. The kernel converts each operand value once per tile that stages
+/// it (M N K (1/BN + 1/BM) conversions), the staging once (K (M + N)
+/// values written), so the ratio does not depend on K. H100, bf16 result
+/// (runs 174-175 of docs/perf/log-2026-12.md, `bf16_matmul`): 8192^3
+/// staged 4423 us against 4567 in the kernel (f16 4221), 4096^3 621-624
+/// against 625-627, 2048^3 110 against 102 (M N / (M + N) = 4096, 2048,
+/// 1024).
+pub const BF16_STAGE_MIN: usize = 2048;
+
+/// Whether a bf16 product of `m` x `n` results per matrix on the tensor
+/// cores is staged to f16 first ([`BF16_STAGE_MIN`]).
+pub fn bf16_staged(m: usize, n: usize) -> bool {
+    m.saturating_mul(n) >= BF16_STAGE_MIN.saturating_mul(m.saturating_add(n))
+}
+
 /// Shortest contraction the dispatcher sends to the f32 split kernel by
 /// default: each product is within ~2^-20 of exact, the f32 kernels' k
 /// terms within k ulps; from 64 terms on the split's error is the smaller

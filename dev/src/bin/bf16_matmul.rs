@@ -1,8 +1,8 @@
-//! The bf16 matmul's tensor-core forms side by side: the route (bf16
-//! read in place and narrowed to f16 after a check pass, the f32 plan armed
-//! where the range test fails) with an f32 and a bf16 result, the staged
-//! route (`bf16_staged`: the checked cast's f16 copies, bf16 result) and
-//! the scaled form (each operand
+//! The bf16 matmul's tensor-core forms side by side: the route with an
+//! f32 and a bf16 result (bf16 read in place and narrowed to f16 after a
+//! check pass, or for large products staged to f16 by the checked cast;
+//! the f32 plan armed where the range test fails), each of the two forced
+//! (`bf16_staged`, bf16 result), and the scaled form (each operand
 //! times its power of two before the narrowing; no check, no fallback),
 //! each on uniform data (`rand_uniform`: every value an f16 value) and on
 //! normal data (activations of N(0, 1) times a weight of N(0, 0.02), with
@@ -83,20 +83,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .fold(0f64, |m, &v| m.max(f64::from(v).abs()))
                 .max(f64::MIN_POSITIVE);
             let defaults = wgtile::dev::DevOverrides::default();
-            let staged = wgtile::dev::DevOverrides {
-                bf16_staged: true,
-                ..defaults
-            };
             let bf16_out = MatmulOptions::default();
-            let forms: [(&str, wgtile::Result<Plan>); 4] = [
+            let forced = |staged: bool| {
+                wgtile::dev::set_overrides(wgtile::dev::DevOverrides {
+                    bf16_staged: Some(staged),
+                    ..defaults
+                });
+                let plan = ctx.matmul_plan(a, b, None, &bf16_out);
+                wgtile::dev::set_overrides(defaults);
+                plan
+            };
+            let forms: [(&str, wgtile::Result<Plan>); 5] = [
                 ("route", ctx.matmul_plan(a, b, None, &f32_out)),
                 ("->bf16", ctx.matmul_plan(a, b, None, &bf16_out)),
-                ("staged", {
-                    wgtile::dev::set_overrides(staged);
-                    let plan = ctx.matmul_plan(a, b, None, &bf16_out);
-                    wgtile::dev::set_overrides(defaults);
-                    plan
-                }),
+                ("in-place", forced(false)),
+                ("staged", forced(true)),
                 ("scaled", ctx.matmul_bf16_scaled_plan(a, b)),
             ];
             for (form, plan) in forms {

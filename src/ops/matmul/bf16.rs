@@ -2,13 +2,15 @@
 //! A few rows of x read a bf16 weight in place (the GEMV). Where the f16
 //! dispatcher takes the tensor cores, their kernel reads the bf16 operands
 //! in place and narrows them to f16 in its put, after a check pass (the
-//! range test of `shaders/cast.wgsl`): values f16 holds convert exactly,
-//! the few below 2^-17 that bf16 as models hold it has move by at most
-//! 2^-24 (f16's subnormal step); where a finite value is beyond f16's range,
-//! or an operand has such small values and nothing of 2^-10 or more, the
-//! f32 plan runs on f32 copies instead. Everything else runs on f32 copies,
-//! exact. Bias and residual are staged to f32; a bf16 result is rounded
-//! from the f32 one (nearest even).
+//! range test of `shaders/cast.wgsl`), or for large products
+//! (`tune::bf16_staged`) reads f16 copies that a cast running the same test
+//! writes: values f16 holds convert exactly, the few below 2^-17 that bf16
+//! as models hold it has move by at most 2^-24 (f16's subnormal step);
+//! where a finite value is beyond f16's range, or an operand has such small
+//! values and nothing of 2^-10 or more, the f32 plan runs on f32 copies
+//! instead. Everything else runs on f32 copies, exact. Bias and residual
+//! are staged to f32; a bf16 result is rounded from the f32 one (nearest
+//! even), by the tensor-core kernel itself where N is even.
 
 use super::*;
 
@@ -109,8 +111,9 @@ impl Context {
         }
     }
 
-    /// The tensor cores on bf16 `a` and `b` in place (staged to f16 in the
-    /// kernel's put), after a check pass over both: where the range test
+    /// The tensor cores on bf16 `a` and `b` in place (narrowed to f16 in
+    /// the kernel's put) after a check pass over both, or staged to f16
+    /// copies by the checked cast (large products): where the range test
     /// fails the f32 plan on f32 copies runs instead; `scaled`: each
     /// operand times its power of two before the narrowing (`BF16_SCALED`
     /// in `shaders/matmul_coop.wgsl`: a scale pass first, no check, no
@@ -156,11 +159,14 @@ impl Context {
         let mut scratch = Vec::new();
         // Scaled: the scale pass and the kernel (the split form's path,
         // bf16). Else the check pass first and the armed fallback after.
-        // Staged (a dev switch, to measure): the checked cast writes f16
-        // copies and the f16 kernel reads them, in place of the check pass
-        // and the kernel reading bf16.
+        // Staged (large products, tune::bf16_staged): the checked cast
+        // writes f16 copies and the f16 kernel reads them, in place of the
+        // check pass and the kernel narrowing bf16 in its put.
         let kernel = if scaled { kernel.with_split(true) } else { kernel };
-        let staged = !scaled && crate::dev::overrides().bf16_staged;
+        let staged = !scaled
+            && crate::dev::overrides()
+                .bf16_staged
+                .unwrap_or_else(|| tune::bf16_staged(shape.m, shape.n));
         let mut dispatches = Vec::new();
         let mut halves = Vec::new();
         let flag = if scaled {
@@ -214,14 +220,16 @@ impl Context {
             None => dispatches.extend(kernel_dispatches),
         }
         let how = if scaled {
-            "each operand scaled by a power of two"
+            "bf16 read by the tensor cores; each operand scaled by a power of two"
+        } else if staged {
+            "bf16 staged to f16 by the checked cast; the f32 plan instead where the range test fails"
         } else {
-            "the f32 plan instead where the range test fails"
+            "bf16 read by the tensor cores; the f32 plan instead where the range test fails"
         };
         Ok(Plan {
             gpu: self.inner.gpu.clone(),
             label: format!(
-                "matmul bf16 {m}x{n}x{k} x{} {kernel} [bf16 read by the tensor cores; {how}]",
+                "matmul bf16 {m}x{n}x{k} x{} {kernel} [{how}]",
                 shape.batch_count()
             ),
             dispatches,
