@@ -489,16 +489,13 @@ impl Context {
             fallback.extend(self.cast_dispatch(t, &w)?);
             wides.push(w);
         }
-        // Where Auto takes the tensor cores, the fallback's f32 plan is the
-        // scalar flash kernel: one dispatch where the split form has four
-        // (fill, scale pass, kernel, guarded recompute), each costing about
-        // 3.7 us when the range test passes and it runs empty (H200, run
-        // 169). The fallback itself runs only on data f16 cannot hold.
-        let seq = operand(originals[0], options.layout, 0, "q")?.seq;
-        let one_pass = options.kernel == AttentionKernel::Auto
-            && options.tiles.is_none()
-            && options.kv_splits.is_none()
-            && seq > DECODE_MAX_ROWS;
+        // Where Auto took the tensor cores (they wrote o as bf16), the
+        // fallback's f32 plan is the scalar flash kernel: one dispatch where
+        // the split form has four (fill, scale pass, kernel, guarded
+        // recompute), each costing about 3.7 us when the range test passes
+        // and it runs empty (H200, run 169). The fallback itself runs only
+        // on data f16 cannot hold.
+        let one_pass = options.kernel == AttentionKernel::Auto && out16.o.dtype() == DType::BF16;
         let wide_options = AttentionOptions {
             kernel: if one_pass { AttentionKernel::Flash } else { options.kernel },
             ..options.with_mask_over(wides.get(3))
@@ -806,7 +803,7 @@ impl Context {
         // bf16 O where asked for and the tensor-core flash kernel runs on
         // f16 operands (it writes two values per word); else the operands'.
         let o_dtype = match (o_bf16, &route) {
-            (true, Some(AttentionRoute::Coop(c))) if setup.dtype == DType::F16 && c.writes_bf16() => DType::BF16,
+            (true, Some(AttentionRoute::Coop(c))) if c.writes_bf16() => DType::BF16,
             _ => setup.dtype,
         };
         let dummy_lse = self.alloc(&[4], DType::F32, "wgtile attention unused lse")?;

@@ -44,9 +44,9 @@ impl Context {
     }
 
     /// The f32 fallback of a bf16 product: f32 copies of `a` and `b` and
-    /// the f32 dispatcher's plan on them writing `output` (on the tensor
-    /// cores the f32 split), to be made conditional by the caller. The
-    /// copies and the plan's scratch go to `scratch`.
+    /// the f32 CUDA-core kernels' plan on them writing `output`, to be made
+    /// conditional by the caller. The copies and the plan's scratch go to
+    /// `scratch`.
     fn bf16_fallback(
         &self,
         (a, b): (&Tensor, &Tensor),
@@ -183,24 +183,19 @@ impl Context {
             }
             Some(f)
         };
-        let kernel_dispatches = match halves.as_slice() {
-            [ha, hb] => self.matmul_dispatches(
-                kernel,
-                (DType::F16, out_dtype),
-                &operand_shape(ha, hb, options)?,
-                (&ha.buffer, &hb.buffer, &output.buffer),
-                (epilogue, None),
-                &mut scratch,
-            )?,
-            _ => self.matmul_dispatches(
-                kernel,
-                (DType::BF16, out_dtype),
-                shape,
-                (&a.buffer, &b.buffer, &output.buffer),
-                (epilogue, None),
-                &mut scratch,
-            )?,
+        // The kernel reads the f16 copies, or bf16 in place.
+        let (in_dtype, read_shape, (ka, kb)) = match halves.as_slice() {
+            [ha, hb] => (DType::F16, operand_shape(ha, hb, options)?, (ha, hb)),
+            _ => (DType::BF16, shape.clone(), (a, b)),
         };
+        let kernel_dispatches = self.matmul_dispatches(
+            kernel,
+            (in_dtype, out_dtype),
+            &read_shape,
+            (&ka.buffer, &kb.buffer, &output.buffer),
+            (epilogue, None),
+            &mut scratch,
+        )?;
         scratch.extend(halves);
         match &flag {
             // The f16 kernel where the range test passes, else the f32
@@ -449,7 +444,7 @@ impl Context {
                 (out, out_dtype),
                 scaled,
             )?;
-            // Read in place: nothing staged.
+            // Nothing staged before the plan (its own check or casts run in it).
             let unstaged = crate::runtime::Staged {
                 tensors: vec![a.clone(), b.clone()],
                 dispatches: Vec::new(),
