@@ -128,6 +128,20 @@ pub fn quantize_col_blocks(format: QuantFormat, words: u32, wg: u32) -> bool {
     divides && !crate::dev::overrides().quant_slots
 }
 
+/// Whether quantising `format` down columns runs the per-word row
+/// kernel with subgroup shuffles (`quantize_words`, a block's words on
+/// adjacent lanes and adjacent blocks in adjacent columns: a subgroup's
+/// load covers 32 / `words` columns of `words` row groups, whole 32-byte
+/// sectors for 4 words) rather than `quantize_cols` (a block's words a
+/// column group apart, statistics through workgroup memory; its packed
+/// words stored `words` apart). For the formats whose per-word kernel runs
+/// down columns ([`quantize_col_blocks`] false) with at most 8 words per
+/// block (MX; FP8's blocks of 128 would put one column in a subgroup);
+/// the caller checks the adapter's shuffles (`quantize_shuffles`).
+pub fn quantize_cols_by_words(format: QuantFormat, words: u32, wg: u32) -> bool {
+    words <= 8 && !quantize_col_blocks(format, words, wg)
+}
+
 /// Adjacent columns per workgroup of the column-blocked GEMV (`COLS` in
 /// `shaders/quant_gemv_cols.wgsl`): 32, one subgroup's run.
 pub fn quant_cols_columns() -> u32 {
