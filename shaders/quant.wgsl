@@ -12,9 +12,7 @@
 //   codes a word at a time. Any axis and shape.
 // Entry `quantize_words` (blocks along rows, or down the columns of the
 //   input's transpose, whose blocks are runs of its rows; 4 * words per
-//   block <= WG; with shuffles also down columns, where adjacent blocks are
-//   adjacent columns: a subgroup reads 32 / words columns of each of a
-//   block's row groups, src/tune/quant.rs's quantize_cols_by_words):
+//   block <= WG):
 //   one invocation per packed word, so a subgroup reads a contiguous run
 //   of the row and writes contiguous words; each invocation's statistics
 //   meet their block's in workgroup memory, every invocation of a block

@@ -97,7 +97,11 @@ pub fn quant_route(
 /// memory and a barrier: where the adapter has subgroups, a block's
 /// `words` (words per block) are a power of two no larger than its
 /// smallest subgroup, and its largest divides the workgroup `wg`. The
-/// `dev` feature's switch (`quant_slots`) turns it off to measure.
+/// `dev` feature's switch (`quant_slots`) turns it off to measure. Down
+/// columns the same kernel (adjacent blocks in adjacent columns) lost to
+/// `quantize_cols` (H100, run 177: MXFP4 157.0 against 139.3 us at 4096
+/// x 14336, MXFP8 177.3 / 175.1): each subgroup load spans a block's row
+/// groups, 4-8 cache lines where `quantize_cols` reads one.
 pub fn quantize_shuffles(p: &AdapterProfile, words: u32, wg: u32) -> bool {
     let fits = p.subgroups
         && words.is_power_of_two()
@@ -126,20 +130,6 @@ pub fn quantize_col_blocks(format: QuantFormat, words: u32, wg: u32) -> bool {
         QuantFormat::Nvfp4 | QuantFormat::Int8 | QuantFormat::Int4 | QuantFormat::Int4Zp
     );
     divides && !crate::dev::overrides().quant_slots
-}
-
-/// Whether quantising `format` down columns runs the per-word row
-/// kernel with subgroup shuffles (`quantize_words`, a block's words on
-/// adjacent lanes and adjacent blocks in adjacent columns: a subgroup's
-/// load covers 32 / `words` columns of `words` row groups, whole 32-byte
-/// sectors for 4 words) rather than `quantize_cols` (a block's words a
-/// column group apart, statistics through workgroup memory; its packed
-/// words stored `words` apart). For the formats whose per-word kernel runs
-/// down columns ([`quantize_col_blocks`] false) with at most 8 words per
-/// block (MX; FP8's blocks of 128 would put one column in a subgroup);
-/// the caller checks the adapter's shuffles (`quantize_shuffles`).
-pub fn quantize_cols_by_words(format: QuantFormat, words: u32, wg: u32) -> bool {
-    words <= 8 && !quantize_col_blocks(format, words, wg)
 }
 
 /// Adjacent columns per workgroup of the column-blocked GEMV (`COLS` in

@@ -394,19 +394,13 @@ impl Context {
             // The input's rows hold the blocks along rows, and those down
             // the columns of its transpose.
             let line = if transposed { lay.rows } else { lay.cols };
-            let shuffles = crate::tune::quant::quantize_shuffles(self.profile(), wpb, WG);
-            let along_rows = axis == QuantAxis::Rows || transposed;
-            let cols_by_words = !along_rows
-                && shuffles
-                && crate::tune::quant::quantize_cols_by_words(format, wpb, WG);
-            if (along_rows && 4 * wpb <= WG) || cols_by_words {
-                // One invocation per word, a block's words on adjacent lanes
-                // (down a column: adjacent blocks are adjacent columns);
-                // 16-byte loads where every word's elements are 16-byte
-                // aligned and inside their row.
+            if (axis == QuantAxis::Rows || transposed) && 4 * wpb <= WG {
+                // One invocation per word; 16-byte loads where every word's
+                // elements are 16-byte aligned and inside their row.
                 let groups = (lay.blocks() as u64).div_ceil(u64::from(per_group));
                 let g = grid(self.profile(), groups, "quantize")?;
-                let kernel = match (along_rows && line.is_multiple_of(8), shuffles) {
+                let shuffles = crate::tune::quant::quantize_shuffles(self.profile(), wpb, WG);
+                let kernel = match (line.is_multiple_of(8), shuffles) {
                     (true, false) => Kernel::QuantizeVec,
                     (true, true) => Kernel::QuantizeVecShuffle,
                     (false, false) => Kernel::QuantizeWords,
