@@ -9,7 +9,8 @@
 # example with autotuning on (its log names each tuned launch) next to
 # autotuning off, with quantise / dequantise against a copy, and the
 # quantisers' timing probe (without the rounding, without the exchange of
-# block statistics; each with the workgroup-memory kernels too).
+# block statistics; each with the workgroup-memory kernels too), and
+# MXFP4's compares against the bit arithmetic they replaced.
 #
 #   bench/build.sh && bash bench/quant-tuning.sh
 set -u
@@ -21,6 +22,8 @@ LIMIT=300 TAIL=40 run "GEMV launches" "$B/quant_gemv_sweep" --shapes 4096x4096,4
 LIMIT=300 TAIL=30 run "GEMV registers" "$B/pipeline_stats" --quant --filter QuantGemvCols
 LIMIT=300 TAIL=90 run "quantise probes" "$B/quant_gemv_sweep" --shapes 4096x14336 \
   --formats mxfp4,mxfp8e4m3,nvfp4,int8,int4zp,fp8e4m3 --quantize-probes 0,1,2
+LIMIT=120 TAIL=12 run "MXFP4 by bit arithmetic" env WGTILE_E2M1_BITS=1 "$B/quant_gemv_sweep" \
+  --shapes 4096x14336 --formats mxfp4 --quantize-probes 0
 LIMIT=300 TAIL=60 run "quantization, autotune off" "$B/quantization" --shapes 4096x4096,4096x14336 --rows 1,8 --stages
 export WGTILE_AUTOTUNE=fast WGTILE_CACHE_DIR="$OUT/autotune-cache"
 rm -rf "$WGTILE_CACHE_DIR"
