@@ -116,7 +116,7 @@ fn quantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_inde
     }
     let bits = elem_bits();
     let per_word = 32u / bits;
-    let wpb = params.block / per_word;
+    let wpb = block_words();
     var sc = array<u32, 4>(0u, 0u, 0u, 0u);
     var z = array<u32, 4>(0u, 0u, 0u, 0u);
     for (var q = 0u; q < 4u; q++) {
@@ -174,7 +174,7 @@ fn dequantize(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_in
     }
     let bits = elem_bits();
     let per_word = 32u / bits;
-    let wpb = params.block / per_word;
+    let wpb = block_words();
     let q = (data[id * wpb + t / per_word] >> (bits * (t % per_word))) & ((1u << bits) - 1u);
     out[i] = element_value(q, block_decode(id));
 }
@@ -193,7 +193,7 @@ fn dequantize_cols(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocati
     let id = j * params.cols + c;
     let bits = elem_bits();
     let per_word = 32u / bits;
-    let wpb = params.block / per_word;
+    let wpb = block_words();
     // Blocks are whole words and words whole quads: one word, one scale.
     let word = data[id * wpb + t / per_word] >> (bits * (t % per_word));
     let d = block_decode(id);
@@ -210,7 +210,7 @@ fn quantize_words(ids: Ids) {
     let lid = lane(ids);
     let wg = ids.wg;
     let per_word = 32u / elem_bits();
-    let wpb = params.block / per_word;
+    let wpb = block_words();
     // Whole groups of 4 blocks per workgroup.
     let bpw = (WG / (4u * wpb)) * 4u;
     let first_block = (wg.y * params.gx + wg.x) * bpw;
@@ -242,7 +242,7 @@ fn quantize_words(ids: Ids) {
 @compute @workgroup_size(WG, 1, 1)
 fn quantize_cols(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let per_word = 32u / elem_bits();
-    let wpb = params.block / per_word;
+    let wpb = block_words();
     // C columns (a multiple of 4) by the wpb words of one block row.
     let ncol = (WG / (4u * wpb)) * 4u;
     let c_local = lid % ncol;
@@ -274,7 +274,7 @@ fn quantize_cols(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation
 fn quantize_col_blocks(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let bits = elem_bits();
     let per_word = 32u / bits;
-    let wpb = params.block / per_word;
+    let wpb = block_words();
     // Grid: x over groups of WG columns (params.gx of them), y over block
     // rows. One block per invocation: nothing to exchange but the scales.
     let col0 = wg.x * WG;

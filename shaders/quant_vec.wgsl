@@ -50,7 +50,7 @@ fn quantize_vec(ids: Ids) {
     let lid = lane(ids);
     let wg = ids.wg;
     let per_word = 32u / elem_bits();
-    let wpb = params.block / per_word;
+    let wpb = block_words();
     let bpw = (WG / (4u * wpb)) * 4u;
     let first_block = (wg.y * params.gx + wg.x) * bpw;
     let local_block = lid / wpb;
@@ -90,7 +90,7 @@ fn dequantize_vec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocatio
     let id = r * params.nb + j;
     let bits = elem_bits();
     let per_word = 32u / bits;
-    let wpb = params.block / per_word;
+    let wpb = block_words();
     let word = data[id * wpb + t / per_word] >> (bits * (t % per_word));
     let d = block_decode(id);
     var v: vec4<f32>;
