@@ -221,7 +221,6 @@ fn scale_of(st: Stats) -> BlockScale {
     return r;
 }
 
-// The element code of input bits b in a block scaled by s.
 // The E2M1 code nearest v >= 0 (ties to even), saturated at 6: the count
 // of midpoints it passes (0.25, 1.25, 2.5 and 5 lie between an even code
 // and the odd one above: reached only beyond them; 0.75, 1.75 and 3.5 at
@@ -231,6 +230,7 @@ fn e2m1_nearest(v: f32) -> u32 {
         + u32(v > 2.5) + u32(v >= 3.5) + u32(v > 5.0);
 }
 
+// The element code of input bits b in a block scaled by s.
 fn encode(b: u32, s: BlockScale) -> u32 {
     if (PROBE & 1u) != 0u {
         return (b >> 28u) & ((1u << elem_bits()) - 1u);

@@ -375,14 +375,14 @@ fn check_matmul(
 /// of the values they hold: f32 accumulation and the output's rounding,
 /// plus where the f16 kernels run (tensor cores, and the range test keeps
 /// them) f16's subnormal step 2^-24 for each value f16 cannot hold, times
-/// what it meets.
+/// what it meets. Returns the plan's label.
 fn check_matmul_of(
     ctx: &Context,
     (m, n, k): (usize, usize, usize),
     (av, bv): (&[f32], &[f32]),
     out: DType,
     what: &str,
-) {
+) -> String {
     let (a, ah) = common::upload(ctx, av, &[m, k], DType::BF16);
     let (b, bh) = common::upload(ctx, bv, &[k, n], DType::BF16);
     let options = wgtile::MatmulOptions {
@@ -420,6 +420,19 @@ fn check_matmul_of(
         &want,
         |i| common::matmul_tolerance(out, k, want[i], mag[i]) + range[i],
     );
+    plan.label().to_string()
+}
+
+/// Normal activations (N(0, 1)) and a weight of N(0, 0.02) for an `m x k`
+/// by `k x n` product, from seeds `sa`, `sb`, each with a value below
+/// 2^-17 planted (small shapes have them too): values f16 cannot hold,
+/// which the range test lets through.
+fn planted_normal((m, n, k): (usize, usize, usize), (sa, sb): (u64, u64)) -> (Vec<f32>, Vec<f32>) {
+    let mut av = normal_bf16_values(m * k, 1.0, sa);
+    let mut bv = normal_bf16_values(k * n, 0.02, sb);
+    av[m * k / 3] = 1.01e-7;
+    bv[k * n / 2] = -2.9e-7;
+    (av, bv)
 }
 
 #[test]
@@ -448,11 +461,7 @@ fn matmul_of_bf16_on_both_staging_paths() {
             // Normal activations times a weight of N(0, 0.02), with values
             // below 2^-17 (planted, so that small shapes have them too):
             // the range test keeps the f16 kernels.
-            let (m, n, k) = mnk;
-            let mut av = normal_bf16_values(m * k, 1.0, 60 + i as u64);
-            let mut bv = normal_bf16_values(k * n, 0.02, 70 + i as u64);
-            av[(m * k) / 3] = 1.01e-7;
-            bv[(k * n) / 2] = -2.9e-7;
+            let (av, bv) = planted_normal(mnk, (60 + i as u64, 70 + i as u64));
             check_matmul_of(&ctx, mnk, (&av, &bv), out, "normal");
         }
     }
@@ -466,17 +475,9 @@ fn matmul_of_bf16_on_both_staging_paths() {
         for scale in [1.0, 1e6] {
             check_matmul(&ctx, (m, n, k), scale, DType::BF16, 90);
         }
-        let mut av = normal_bf16_values(m * k, 1.0, 91);
-        let mut bv = normal_bf16_values(k * n, 0.02, 92);
-        av[m * k / 3] = 1.01e-7;
-        bv[k * n / 2] = -2.9e-7;
-        check_matmul_of(&ctx, (m, n, k), (&av, &bv), DType::BF16, "normal, staged");
-        let (a, _) = common::upload(&ctx, &av, &[m, k], DType::BF16);
-        let (b, _) = common::upload(&ctx, &bv, &[k, n], DType::BF16);
-        let plan = ctx
-            .matmul_plan(&a, &b, None, &wgtile::MatmulOptions::default())
-            .unwrap();
-        assert!(plan.label().contains("staged to f16"), "{}", plan.label());
+        let (av, bv) = planted_normal((m, n, k), (91, 92));
+        let label = check_matmul_of(&ctx, (m, n, k), (&av, &bv), DType::BF16, "normal, staged");
+        assert!(label.contains("staged to f16"), "{label}");
     }
     // One huge value in an otherwise small operand still arms the fallback.
     let (m, n, k) = (33, 35, 37);
@@ -495,22 +496,35 @@ fn matmul_of_bf16_on_both_staging_paths() {
     );
 }
 
-#[test]
-fn matmul_of_bf16_with_epilogue_transposes_and_batches() {
-    let Some(ctx) = common::ctx() else { return };
-    let (batch, m, n, k) = (3usize, 19usize, 23usize, 29usize);
+/// A bf16 product with every epilogue term, B stored transposed `[N, K]`
+/// and shared by the batches: operands of `common::random` values from
+/// `seed` times `scale`, bias and residual unscaled, written into `into`
+/// where given (else the plan's own output). The result, the f64 reference
+/// of the values the tensors hold, each element's magnitude bound, the
+/// operands and the plan's label.
+fn bf16_epilogue_product(
+    ctx: &Context,
+    (batch, m, n, k): (usize, usize, usize, usize),
+    (seed, scale): (u64, f32),
+    into: Option<&Tensor>,
+) -> (Vec<f32>, Vec<f64>, Vec<f64>, [Tensor; 2], String) {
+    let scaled = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| x * scale).collect() };
     let (a, ah) = common::upload(
-        &ctx,
-        &common::random(batch * m * k, 1),
+        ctx,
+        &scaled(common::random(batch * m * k, seed)),
         &[batch, m, k],
         DType::BF16,
     );
-    // B stored transposed, [N, K], shared by the batches.
-    let (bt, bth) = common::upload(&ctx, &common::random(n * k, 2), &[n, k], DType::BF16);
-    let (bias, biash) = common::upload(&ctx, &common::random(n, 3), &[n], DType::BF16);
+    let (bt, bth) = common::upload(
+        ctx,
+        &scaled(common::random(n * k, seed + 1)),
+        &[n, k],
+        DType::BF16,
+    );
+    let (bias, biash) = common::upload(ctx, &common::random(n, seed + 2), &[n], DType::BF16);
     let (res, resh) = common::upload(
-        &ctx,
-        &common::random(batch * m * n, 4),
+        ctx,
+        &common::random(batch * m * n, seed + 3),
         &[batch, m, n],
         DType::BF16,
     );
@@ -524,20 +538,34 @@ fn matmul_of_bf16_with_epilogue_transposes_and_batches() {
         .relu()
         .residual(&res);
     let plan = ctx
-        .matmul_plan_with(&a, &bt, None, &options, &epilogue)
+        .matmul_plan_with(&a, &bt, into, &options, &epilogue)
         .unwrap();
     plan.run().unwrap();
-    let got = plan.output().to_f32_vec_blocking().unwrap();
     assert_eq!(plan.output().shape(), [batch, m, n]);
+    let got = into.unwrap_or(plan.output()).to_f32_vec_blocking().unwrap();
     let b: Vec<f32> = (0..k * n).map(|i| bth[(i % n) * k + i / n]).collect();
     let offsets: Vec<(usize, usize)> = (0..batch).map(|z| (z * m * k, 0)).collect();
     let (prod, mag) = common::matmul_ref(&ah, &b, m, n, k, &offsets);
     let want: Vec<f64> = (0..batch * m * n)
         .map(|i| (0.5 * prod[i] + f64::from(biash[i % n])).max(0.0) + f64::from(resh[i]))
         .collect();
+    let bound: Vec<f64> = mag.iter().map(|g| 0.5 * g + 2.0).collect();
+    (got, want, bound, [a, bt], plan.label().to_string())
+}
+
+#[test]
+fn matmul_of_bf16_with_epilogue_transposes_and_batches() {
+    let Some(ctx) = common::ctx() else { return };
+    let (batch, m, n, k) = (3usize, 19usize, 23usize, 29usize);
+    let (got, want, bound, [a, bt], _) =
+        bf16_epilogue_product(&ctx, (batch, m, n, k), (1, 1.0), None);
     common::assert_close("bf16 epilogue", &got, &want, |i| {
-        common::matmul_tolerance(DType::BF16, k, want[i], 0.5 * mag[i] + 2.0)
+        common::matmul_tolerance(DType::BF16, k, want[i], bound[i])
     });
+    let options = wgtile::MatmulOptions {
+        transpose_b: true,
+        ..Default::default()
+    };
     // Mismatched dtypes are named errors.
     let f = ctx.zeros([n], DType::F32).unwrap();
     let bad = ctx.matmul_plan_with(&a, &bt, None, &options, &wgtile::Epilogue::new().bias(&f));
@@ -574,59 +602,17 @@ fn matmul_of_bf16_writes_a_bf16_result_from_every_route() {
     for (i, n) in [386usize, 385].into_iter().enumerate() {
         // 1: the f16 kernels; 1e6 (past 65504) arms the f32 fallback.
         for scale in [1.0f32, 1e6] {
-            let seed = 100 + 10 * i as u64;
-            let scaled = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| x * scale).collect() };
-            let (a, ah) = common::upload(
-                &ctx,
-                &scaled(common::random(batch * m * k, seed)),
-                &[batch, m, k],
-                DType::BF16,
-            );
-            let (bt, bth) = common::upload(
-                &ctx,
-                &scaled(common::random(n * k, seed + 1)),
-                &[n, k],
-                DType::BF16,
-            );
-            let (bias, biash) =
-                common::upload(&ctx, &common::random(n, seed + 2), &[n], DType::BF16);
-            let (res, resh) = common::upload(
-                &ctx,
-                &common::random(batch * m * n, seed + 3),
-                &[batch, m, n],
-                DType::BF16,
-            );
             let o = ctx.zeros([batch, m, n], DType::BF16).unwrap();
             ctx.fill(&o, f32::NAN).unwrap();
-            let options = wgtile::MatmulOptions {
-                transpose_b: true,
-                ..Default::default()
-            };
-            let epilogue = wgtile::Epilogue::new()
-                .scale(0.5)
-                .bias(&bias)
-                .relu()
-                .residual(&res);
-            let plan = ctx
-                .matmul_plan_with(&a, &bt, Some(&o), &options, &epilogue)
-                .unwrap();
-            plan.run().unwrap();
-            let got = o.to_f32_vec_blocking().unwrap();
-            let b: Vec<f32> = (0..k * n).map(|j| bth[(j % n) * k + j / n]).collect();
-            let offsets: Vec<(usize, usize)> = (0..batch).map(|z| (z * m * k, 0)).collect();
-            let (prod, mag) = common::matmul_ref(&ah, &b, m, n, k, &offsets);
-            let want: Vec<f64> = (0..batch * m * n)
-                .map(|j| (0.5 * prod[j] + f64::from(biash[j % n])).max(0.0) + f64::from(resh[j]))
-                .collect();
+            let seed = 100 + 10 * i as u64;
+            let (got, want, bound, _, label) =
+                bf16_epilogue_product(&ctx, (batch, m, n, k), (seed, scale), Some(&o));
             // f32 accumulation and bf16's rounding, plus f16's subnormal
             // step for the few values below 2^-17 the f16 kernels move.
             let moved = k as f64 * 2f64.powi(-23) * f64::from(scale * scale);
-            common::assert_close(
-                &format!("{n} x{scale} ({})", plan.label()),
-                &got,
-                &want,
-                |j| common::matmul_tolerance(DType::BF16, k, want[j], 0.5 * mag[j] + 2.0) + moved,
-            );
+            common::assert_close(&format!("{n} x{scale} ({label})"), &got, &want, |j| {
+                common::matmul_tolerance(DType::BF16, k, want[j], bound[j]) + moved
+            });
         }
     }
 }
